@@ -1,0 +1,576 @@
+"""The event catalog: one frozen, keyword-only, tagged msgspec Struct per event type.
+
+Each Struct is the typed payload (the envelope's ``data``) of one event type; its tag is
+the dotted type name. Payloads only grow: a new field always has a default and a field's
+type never changes, so old journal bytes keep decoding (see ``docs/events.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "PAYLOAD_TYPES",
+    "SIGNAL_TYPES",
+    "TERMINAL_TOOL_TYPES",
+    "ActorCrashed",
+    "ActorEscalated",
+    "ActorRestarted",
+    "AlertDispatched",
+    "AlertFailed",
+    "AssistantDelta",
+    "AssistantMessage",
+    "BudgetExceeded",
+    "ConversationCancel",
+    "ConversationResume",
+    "ConversationStarted",
+    "ConversationStopped",
+    "Event",
+    "LlmCompleted",
+    "LlmFailed",
+    "LlmStarted",
+    "PolicyAllowed",
+    "PolicyDenied",
+    "ProjectAssetsLoaded",
+    "ProjectAssetsReloaded",
+    "ProjectStarted",
+    "ProjectStopped",
+    "SecurityCommandBlocked",
+    "SecurityEnvDenied",
+    "SecurityNetworkDenied",
+    "SecurityProtocolDenied",
+    "SecurityRepeatedTimeoutFailures",
+    "SecuritySandboxExceptionUsed",
+    "SecuritySandboxViolation",
+    "SecuritySensitiveArtifactDetected",
+    "SecuritySensitivePathDenied",
+    "ToolApprovalRequested",
+    "ToolApproved",
+    "ToolCancelled",
+    "ToolChildProcessesTerminated",
+    "ToolCompleted",
+    "ToolFailed",
+    "ToolRejected",
+    "ToolRequested",
+    "ToolStarted",
+    "ToolTimeout",
+    "UserMessage",
+    "payload_to_data",
+    "validate_data",
+]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every domain event payload; the tag is the event's dotted type."""
+
+
+# --- project ---------------------------------------------------------------------------
+
+
+class ProjectStarted(Event, tag="project.started"):
+    """A project was started (or restored) with validated options."""
+
+    root: str
+    """Absolute, resolved project root."""
+    options: dict[str, Any] = {}
+    """The normalized runtime options."""
+    sandbox_layers: dict[str, Any] = {}
+    """Isolation layers probed at start (name -> available/detail)."""
+
+
+class ProjectStopped(Event, tag="project.stopped"):
+    """A project was stopped on request."""
+
+    reason: str = "requested"
+    """Why the project stopped."""
+
+
+class ProjectAssetsLoaded(Event, tag="project.assets_loaded"):
+    """The project's assets (skills, commands, workflows) were loaded."""
+
+    generation: int = 1
+    """Monotonic asset generation."""
+    counts: dict[str, int] = {}
+    """Valid assets per type."""
+    errors: list[dict[str, Any]] = []
+    """Assets that failed to parse, each ``{type, key, reason}``."""
+
+
+class ProjectAssetsReloaded(Event, tag="project.assets_reloaded"):
+    """The project's assets were reloaded."""
+
+    generation: int = 1
+    """Monotonic asset generation."""
+    counts: dict[str, int] = {}
+    """Valid assets per type."""
+    errors: list[dict[str, Any]] = []
+    """Assets that failed to parse, each ``{type, key, reason}``."""
+
+
+# --- conversation ----------------------------------------------------------------------
+
+
+class ConversationStarted(Event, tag="conversation.started"):
+    """A conversation was opened."""
+
+
+class ConversationStopped(Event, tag="conversation.stopped"):
+    """A conversation was closed on request."""
+
+    reason: str = "requested"
+    """Why the conversation stopped."""
+
+
+class UserMessage(Event, tag="user.message"):
+    """A message from the user; starts a turn."""
+
+    content: str = ""
+    """The message text."""
+    llm: dict[str, Any] | None = None
+    """Directives for the deterministic model adapter (tests, demos, soak)."""
+
+
+class LlmStarted(Event, tag="llm.started"):
+    """A model round began."""
+
+    provider: str
+    """Adapter name (``deterministic``, ``openai``)."""
+    model: str | None = None
+    """Model name, when the adapter has one."""
+    round: int = 1
+    """Model round within the turn, from 1."""
+
+
+class AssistantDelta(Event, tag="assistant.delta"):
+    """A streamed chunk of assistant text."""
+
+    content: str
+    """The chunk."""
+
+
+class ToolRequested(Event, tag="tool.requested"):
+    """The model asked for a tool call."""
+
+    call_id: str
+    """Unique id of this call; every later event about it carries it."""
+    name: str
+    """Tool name."""
+    args: dict[str, Any] = {}
+    """Arguments as the model gave them (redacted)."""
+    run_mode: str = "sync"
+    """``sync`` or ``async``."""
+
+
+class ToolApprovalRequested(Event, tag="tool.approval_requested"):
+    """The policy asked a person to approve a call."""
+
+    call_id: str
+    """The call awaiting approval."""
+
+
+class ToolApproved(Event, tag="tool.approved"):
+    """A person approved a call."""
+
+    call_id: str
+    """The approved call."""
+    reason: str | None = None
+    """Optional note."""
+
+
+class ToolRejected(Event, tag="tool.rejected"):
+    """A person rejected a call."""
+
+    call_id: str
+    """The rejected call."""
+    reason: str | None = None
+    """Optional note."""
+
+
+class ToolStarted(Event, tag="tool.started"):
+    """A tool call began running."""
+
+    call_id: str
+    """The call."""
+    name: str
+    """Tool name."""
+
+
+class ToolCompleted(Event, tag="tool.completed"):
+    """A tool call succeeded (terminal)."""
+
+    call_id: str
+    """The call this result closes."""
+    name: str
+    """Tool name."""
+    duration_ms: int = 0
+    """Wall time of the run."""
+    result: dict[str, Any] = {}
+    """The run_tool result dict (capped and redacted)."""
+    risk_flags: list[str] = []
+    """Risk findings (sensitive artifacts, invisible unicode, ...)."""
+
+
+class ToolFailed(Event, tag="tool.failed"):
+    """A tool call failed (terminal)."""
+
+    call_id: str
+    """The call this failure closes."""
+    name: str
+    """Tool name."""
+    duration_ms: int = 0
+    """Wall time until the failure."""
+    reason: dict[str, Any] = {}
+    """``{code, ...fields}``; see the tool error codes."""
+
+
+class ToolCancelled(Event, tag="tool.cancelled"):
+    """A tool call was cancelled (terminal)."""
+
+    call_id: str
+    """The cancelled call."""
+    name: str
+    """Tool name."""
+    reason: str = "conversation_cancelled"
+    """Why it was cancelled."""
+
+
+class AssistantMessage(Event, tag="assistant.message"):
+    """The assistant's full text for a round."""
+
+    content: str
+    """The message text."""
+
+
+class LlmCompleted(Event, tag="llm.completed"):
+    """The turn ended normally."""
+
+    finish_reason: str = "stop"
+    """``stop``, ``tool_calls``, ``length``..."""
+    tool_call_count: int = 0
+    """Tool calls requested during the turn."""
+    usage: dict[str, int] = {}
+    """Token usage (prompt_tokens, completion_tokens, total_tokens)."""
+
+
+class LlmFailed(Event, tag="llm.failed"):
+    """The turn ended because the model failed."""
+
+    reason: str
+    """Why (``timeout``, ``provider_error: ...``, ``circuit_open``, ``max_rounds``...)."""
+
+
+class BudgetExceeded(Event, tag="budget.exceeded"):
+    """A budget stopped the turn."""
+
+    budget: str
+    """``max_rounds``, ``token_budget`` or ``duration_budget_ms``."""
+    limit: int
+    """The configured limit."""
+    used: int
+    """What had been used when the check failed."""
+
+
+class ConversationCancel(Event, tag="conversation.cancel"):
+    """The conversation was cancelled; pending calls are cancelled with it."""
+
+    reason: str = "user_cancelled"
+    """Why."""
+
+
+class ConversationResume(Event, tag="conversation.resume"):
+    """A cancelled conversation was reopened."""
+
+
+# --- signals ---------------------------------------------------------------------------
+
+
+class PolicyAllowed(Event, tag="policy.allowed"):
+    """The policy allowed a tool call."""
+
+    tool: str
+    """Tool name."""
+    reason: str = "allowed"
+    """Why it was allowed."""
+    source: str = "policy"
+    """``policy``, ``user`` or ``hook``."""
+    call_id: str | None = None
+    """The call decided, when there is one."""
+
+
+class PolicyDenied(Event, tag="policy.denied"):
+    """The policy denied a tool call."""
+
+    tool: str
+    """Tool name."""
+    reason: str
+    """The denial reason code."""
+    source: str = "policy"
+    """``policy``, ``user`` or ``hook``."""
+    outside_root_exception_reason_codes: list[str] = []
+    """Reason codes of outside-root exceptions that applied."""
+    call_id: str | None = None
+    """The call decided, when there is one."""
+
+
+class ToolTimeout(Event, tag="tool.timeout"):
+    """A tool call hit its timeout."""
+
+    call_id: str
+    """The call."""
+    timeout_count: int = 1
+    """Timeouts so far for this (project, tool)."""
+    tool: str | None = None
+    """Tool name."""
+
+
+class ToolChildProcessesTerminated(Event, tag="tool.child_processes_terminated"):
+    """Processes left by a tool call were killed."""
+
+    call_id: str
+    """The call."""
+    reason: str
+    """``timeout``, ``cancel`` or ``completed``."""
+    count: int
+    """How many processes were killed."""
+
+
+class SecuritySandboxViolation(Event, tag="security.sandbox_violation"):
+    """A tool tried to reach outside the workspace."""
+
+    tool: str | None = None
+    """Tool name."""
+    path: str | None = None
+    """The offending path (redacted)."""
+    reason: str | None = None
+    """The reason code."""
+    call_id: str | None = None
+    """The call, when there is one."""
+
+
+class SecuritySandboxExceptionUsed(Event, tag="security.sandbox_exception_used"):
+    """An ``outside_root_allowlist`` entry let a path through."""
+
+    reason_code: str
+    """The entry's reason code."""
+    tool: str | None = None
+    """Tool name."""
+    path: str | None = None
+    """The path that used the exception."""
+    call_id: str | None = None
+    """The call, when there is one."""
+
+
+class SecuritySensitivePathDenied(Event, tag="security.sensitive_path_denied"):
+    """A tool touched a sensitive or protected path."""
+
+    tool: str | None = None
+    """Tool name."""
+    path: str | None = None
+    """The path."""
+    reason: str | None = None
+    """The reason code."""
+    call_id: str | None = None
+    """The call, when there is one."""
+
+
+class SecurityNetworkDenied(Event, tag="security.network_denied"):
+    """A network target was refused."""
+
+    target: str
+    """The target as found (redacted)."""
+    reason: str
+    """The reason code."""
+    tool: str | None = None
+    """Tool name."""
+    call_id: str | None = None
+    """The call, when there is one."""
+
+
+class SecurityEnvDenied(Event, tag="security.env_denied"):
+    """A command's environment was refused."""
+
+    denied_keys: list[str] = []
+    """Keys that were not allowed."""
+    reason: str | None = None
+    """Reason code when the payload itself was invalid."""
+    tool: str | None = None
+    """Tool name."""
+    call_id: str | None = None
+    """The call, when there is one."""
+
+
+class SecurityProtocolDenied(Event, tag="security.protocol_denied"):
+    """A protocol entry point (MCP, A2A) was refused."""
+
+    protocol: str
+    """The protocol."""
+    operation: str
+    """The operation attempted."""
+
+
+class SecuritySensitiveArtifactDetected(Event, tag="security.sensitive_artifact_detected"):
+    """A tool result contained sensitive material."""
+
+    finding_count: int
+    """Number of findings."""
+    finding_kinds: list[str] = []
+    """Kinds of findings (sorted)."""
+    tool: str | None = None
+    """Tool name."""
+    call_id: str | None = None
+    """The call, when there is one."""
+
+
+class SecurityRepeatedTimeoutFailures(Event, tag="security.repeated_timeout_failures"):
+    """A tool timed out as often as the alert threshold."""
+
+    tool: str
+    """Tool name."""
+    timeout_count: int
+    """Timeouts so far."""
+    threshold: int
+    """The configured threshold."""
+
+
+class SecurityCommandBlocked(Event, tag="security.command_blocked"):
+    """A command matched the non-bypassable blocklist."""
+
+    pattern: str
+    """The blocklist pattern that matched."""
+    call_id: str | None = None
+    """The call, when there is one."""
+
+
+class ActorCrashed(Event, tag="actor.crashed"):
+    """A supervised actor died."""
+
+    actor: str
+    """Actor kind and id, e.g. ``conversation:c1``."""
+    reason: str
+    """Why it died."""
+    restart_count: int = 0
+    """Restarts within the current period."""
+
+
+class ActorRestarted(Event, tag="actor.restarted"):
+    """A supervised actor was restarted from its events."""
+
+    actor: str
+    """Actor kind and id."""
+    reason: str
+    """Why it was restarted."""
+    restart_count: int = 0
+    """Restarts within the current period."""
+
+
+class ActorEscalated(Event, tag="actor.escalated"):
+    """Restart intensity was exceeded; the failure went to the parent."""
+
+    actor: str
+    """Actor kind and id."""
+    reason: str
+    """Why."""
+    restart_count: int = 0
+    """Restarts within the current period."""
+
+
+class AlertDispatched(Event, tag="alert.dispatched"):
+    """An alert was delivered to the configured router."""
+
+    event: str
+    """The signal type alerted on."""
+    router: str
+    """The ``module:function`` router."""
+
+
+class AlertFailed(Event, tag="alert.failed"):
+    """An alert could not be delivered."""
+
+    event: str
+    """The signal type alerted on."""
+    router: str
+    """The ``module:function`` router."""
+    reason: str = ""
+    """Why delivery failed."""
+
+
+PAYLOAD_TYPES: dict[str, type[Event]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in (
+        ProjectStarted,
+        ProjectStopped,
+        ProjectAssetsLoaded,
+        ProjectAssetsReloaded,
+        ConversationStarted,
+        ConversationStopped,
+        UserMessage,
+        LlmStarted,
+        AssistantDelta,
+        ToolRequested,
+        ToolApprovalRequested,
+        ToolApproved,
+        ToolRejected,
+        ToolStarted,
+        ToolCompleted,
+        ToolFailed,
+        ToolCancelled,
+        AssistantMessage,
+        LlmCompleted,
+        LlmFailed,
+        BudgetExceeded,
+        ConversationCancel,
+        ConversationResume,
+        PolicyAllowed,
+        PolicyDenied,
+        ToolTimeout,
+        ToolChildProcessesTerminated,
+        SecuritySandboxViolation,
+        SecuritySandboxExceptionUsed,
+        SecuritySensitivePathDenied,
+        SecurityNetworkDenied,
+        SecurityEnvDenied,
+        SecurityProtocolDenied,
+        SecuritySensitiveArtifactDetected,
+        SecurityRepeatedTimeoutFailures,
+        SecurityCommandBlocked,
+        ActorCrashed,
+        ActorRestarted,
+        ActorEscalated,
+        AlertDispatched,
+        AlertFailed,
+    )
+}
+"""Every event type name mapped to its payload Struct."""
+
+SIGNAL_TYPES: frozenset[str] = frozenset(
+    name
+    for name in PAYLOAD_TYPES
+    if name.startswith(("policy.", "security.", "actor.", "alert."))
+    or name in ("tool.timeout", "tool.child_processes_terminated")
+)
+"""Event types that are signals (``source: signal`` in incident timelines)."""
+
+TERMINAL_TOOL_TYPES: frozenset[str] = frozenset(
+    {"tool.completed", "tool.failed", "tool.cancelled"}
+)
+"""The event types that close a ``tool.requested``."""
+
+
+def payload_to_data(payload: Event) -> dict[str, Any]:
+    """Return the wire ``data`` of a payload: its fields without the ``type`` tag."""
+    data: dict[str, Any] = msgspec.to_builtins(payload)
+    data.pop("type", None)
+    return data
+
+
+def validate_data(event_type: str, data: dict[str, Any]) -> Event:
+    """Decode ``data`` as the payload of ``event_type``.
+
+    Raises ``KeyError`` for an unknown type and ``msgspec.ValidationError`` when a field
+    has the wrong type or a required field is missing. Unknown extra fields are kept out
+    of the typed payload but not rejected, so newer writers stay readable.
+    """
+    cls = PAYLOAD_TYPES[event_type]
+    return msgspec.convert(data, cls)

@@ -1,0 +1,89 @@
+"""The per-project SHA-256 hash chain: computing links and checking a sequence of them."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from events.codecs import canonical_json
+from events.envelope import GENESIS_HASH, Envelope, NewEvent
+
+__all__ = ["ChainBreak", "ChainReport", "chain_hash", "verify_chain"]
+
+
+def _body(event: NewEvent | Envelope, stream_version: int) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id,
+        "type": event.type,
+        "at": event.at,
+        "project_id": event.project_id,
+        "conversation_id": event.conversation_id,
+        "stream_version": stream_version,
+        "correlation_id": event.correlation_id,
+        "causation_id": event.causation_id,
+        "data": event.data,
+    }
+
+
+def chain_hash(prev_hash: str, event: NewEvent | Envelope, stream_version: int) -> str:
+    """Return the hash linking ``event`` (at ``stream_version``) to ``prev_hash``.
+
+    The global ``seq`` is not hashed: it is assigned at commit, after the hash.
+    """
+    digest = hashlib.sha256(prev_hash.encode("ascii"))
+    digest.update(b"\n")
+    digest.update(canonical_json(_body(event, stream_version)))
+    return digest.hexdigest()
+
+
+class ChainBreak(msgspec.Struct, frozen=True, kw_only=True):
+    """The first place a project's chain does not hold."""
+
+    project_id: str
+    """The project whose chain broke."""
+    seq: int
+    """The event at which it broke."""
+    reason: str
+    """``hash_mismatch`` (event changed) or ``prev_hash_mismatch`` (removed/reordered)."""
+
+
+class ChainReport(msgspec.Struct, frozen=True, kw_only=True):
+    """Result of checking hash chains."""
+
+    ok: bool
+    """True when every project's chain holds."""
+    checked_events: int
+    """How many events were checked."""
+    breaks: list[ChainBreak] = []
+    """The first break per project, if any."""
+
+
+def verify_chain(events: Iterable[Envelope]) -> ChainReport:
+    """Check the chain of every project in ``events`` (given in ``seq`` order).
+
+    Detects a changed event (its hash no longer matches its body), and a removed or
+    reordered event (its ``prev_hash`` is not the previous event's hash).
+    """
+    heads: dict[str, str] = {}
+    broken: dict[str, ChainBreak] = {}
+    checked = 0
+    for event in events:
+        checked += 1
+        project = event.project_id
+        if project in broken:
+            continue
+        expected_prev = heads.get(project, GENESIS_HASH)
+        if event.prev_hash != expected_prev:
+            broken[project] = ChainBreak(
+                project_id=project, seq=event.seq, reason="prev_hash_mismatch"
+            )
+            continue
+        if chain_hash(event.prev_hash, event, event.stream_version) != event.hash:
+            broken[project] = ChainBreak(project_id=project, seq=event.seq, reason="hash_mismatch")
+            continue
+        heads[project] = event.hash
+    breaks = sorted(broken.values(), key=lambda b: (b.seq, b.project_id))
+    return ChainReport(ok=not breaks, checked_events=checked, breaks=breaks)

@@ -1,0 +1,1 @@
+"""Roost's runtime: journal, policy, tools, sandbox, redaction, options, daemon, client, CLI."""

@@ -1,0 +1,70 @@
+"""What every tool implementation shares: its spec, the context it runs in, the registry.
+
+A tool is a plain function ``fn(ctx, args) -> dict`` that returns its ``result`` and raises
+:class:`runtime.errors.ToolError` to fail. It never appends events itself: signals it
+wants recorded (a sandbox exception used, processes killed, ...) go into ``ctx.signals``
+and the ToolRunner appends them with the call's correlation.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from events.catalog import Event
+
+__all__ = ["ToolContext", "ToolFn", "ToolSpec"]
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool's public description, as ``list_tools`` returns it."""
+
+    name: str
+    """Dotted tool name, e.g. ``fs.read``."""
+    description: str
+    """One sentence for the model and for people."""
+    input_schema: dict[str, Any]
+    """JSON Schema of the arguments (``type: object``, ``additionalProperties: false``)."""
+    read_only: bool = False
+    """Never changes anything."""
+    writes: bool = False
+    """May change files in the workspace."""
+    network_capable: bool = False
+    """May reach the network."""
+    runs_commands: bool = False
+    """Runs processes."""
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool call may use; built by the ToolRunner for one call."""
+
+    root: str
+    """The project root (absolute, resolved)."""
+    options: Mapping[str, Any]
+    """The project's normalized runtime options (SPEC section 5 keys)."""
+    call_id: str = "call-local"
+    """The call being run."""
+    conversation_id: str | None = None
+    """The conversation the call belongs to, if any."""
+    timeout_s: float = 30.0
+    """Seconds the call may run."""
+    signals: list[Event] = field(default_factory=list)
+    """Signal payloads the tool wants recorded with the call."""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    """Set when the call is cancelled; long tools poll it."""
+    started_at: float = field(default_factory=time.monotonic)
+    """Monotonic start time."""
+
+    def remaining_s(self) -> float:
+        """Seconds left before the call's timeout (never below zero)."""
+        return max(0.0, self.timeout_s - (time.monotonic() - self.started_at))
+
+
+ToolFn = Callable[[ToolContext, dict[str, Any]], dict[str, Any]]
+"""A tool implementation: ``(ctx, args) -> result``; raises ``ToolError`` to fail."""

@@ -1,0 +1,1 @@
+"""The soak and benchmark harness (``roost soak``)."""

@@ -1,0 +1,232 @@
+"""The journal contract, run against SQLite and against the real PostgreSQL server."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from events.envelope import NewEvent
+from runtime.errors import ConcurrencyError, JournalError
+from runtime.journal import Batch, Journal
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def make_event(
+    project: str = "p1",
+    conversation: str | None = "c1",
+    *,
+    kind: str = "user.message",
+    data: dict[str, Any] | None = None,
+    event_id: str | None = None,
+) -> NewEvent:
+    return NewEvent(
+        event_id=event_id or str(uuid.uuid4()),
+        type=kind,
+        at="2026-11-22T10:00:00.000Z",
+        project_id=project,
+        conversation_id=conversation,
+        correlation_id="corr-00000000000000000001",
+        data=data if data is not None else {"content": "hello"},
+    )
+
+
+class JournalContract(ABC):
+    """Behaviour every journal store must have."""
+
+    @abstractmethod
+    def open_journal(self, **kwargs: Any) -> Journal:
+        """Open a journal on this contract's store (a second call: the same store)."""
+
+    @pytest.fixture
+    def journal(self) -> Iterator[Journal]:
+        j = self.open_journal()
+        yield j
+        j.close()
+
+    def test_append_assigns_increasing_seqs_and_per_stream_versions(self, journal: Journal) -> None:
+        out = journal.append(
+            [make_event(conversation="c1"), make_event(conversation=None), make_event()]
+        )
+        seqs = [e.seq for e in out]
+        assert seqs == sorted(seqs) and len(set(seqs)) == 3
+        assert [e.stream_version for e in out] == [1, 1, 2]
+        assert [e.conversation_id for e in out] == ["c1", None, "c1"]
+
+    def test_a_retried_batch_with_the_same_key_is_not_appended_twice(
+        self, journal: Journal
+    ) -> None:
+        batch = [make_event(), make_event()]
+        first = journal.append(batch, key="batch-1")
+        again = journal.append(batch, key="batch-1")
+        assert again == first
+        assert len(journal.read_project("p1")) == 2
+
+    def test_a_key_committed_in_a_multi_batch_append_is_recognised_alone(
+        self, journal: Journal
+    ) -> None:
+        a, b = [make_event()], [make_event(project="p2")]
+        first = journal.append_batches([Batch(events=a, key="ka"), Batch(events=b, key="kb")])
+        mixed = journal.append_batches(
+            [Batch(events=b, key="kb"), Batch(events=[make_event()], key="kc")]
+        )
+        assert mixed[0] == first[1]
+        assert mixed[1][0].stream_version == 2
+        assert len(journal.read_project("p1")) == 2
+        assert len(journal.read_project("p2")) == 1
+
+    def test_two_batches_sharing_a_key_in_one_append_are_refused(self, journal: Journal) -> None:
+        with pytest.raises(JournalError, match=r"^two batches in one append share"):
+            journal.append_batches(
+                [Batch(events=[make_event()], key="k"), Batch(events=[make_event()], key="k")]
+            )
+
+    def test_reads_by_project_conversation_and_global_position_agree(
+        self, journal: Journal
+    ) -> None:
+        journal.append([make_event("p1", "c1"), make_event("p2", "c9"), make_event("p1", "c2")])
+        journal.append([make_event("p1", "c1")])
+        p1 = journal.read_project("p1")
+        assert [e.conversation_id for e in p1] == ["c1", "c2", "c1"]
+        assert [e.stream_version for e in journal.read_conversation("p1", "c1")] == [1, 2]
+        everything = journal.read_all(after_seq=0, limit=100)
+        assert [e.seq for e in everything] == sorted(e.seq for e in everything)
+        assert len(everything) == 4
+        tail = journal.read_all(after_seq=everything[1].seq, limit=1)
+        assert tail == [everything[2]]
+        assert list(journal.iter_all(page=1)) == everything
+        assert journal.max_seq() == everything[-1].seq
+
+    def test_the_hash_chain_links_every_event_of_a_project(self, journal: Journal) -> None:
+        journal.append([make_event(), make_event(conversation=None)])
+        journal.append([make_event(conversation="c2")])
+        events = journal.read_project("p1")
+        assert events[0].prev_hash == "0" * 64
+        assert [e.prev_hash for e in events[1:]] == [e.hash for e in events[:-1]]
+        report = journal.verify("p1")
+        assert (report.ok, report.checked_events) == (True, 3)
+
+    def test_a_reopened_journal_continues_the_chain_and_versions(self) -> None:
+        first = self.open_journal()
+        first.append([make_event(), make_event()])
+        first.close()
+        second = self.open_journal()
+        try:
+            out = second.append([make_event()])
+            assert out[0].stream_version == 3
+            assert second.verify("p1").ok
+        finally:
+            second.close()
+
+    def test_a_second_writer_on_the_same_project_gets_a_concurrency_error(
+        self, journal: Journal
+    ) -> None:
+        journal.append([make_event()])
+        other = self.open_journal()
+        try:
+            other.append([make_event()])
+            with pytest.raises(ConcurrencyError, match=r"^another writer appended to p1"):
+                journal.append([make_event()])
+        finally:
+            other.close()
+        journal.forget("p1")
+        assert journal.append([make_event()])[0].stream_version == 3
+
+    def test_data_is_redacted_before_it_is_appended(self) -> None:
+        def redactor(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {k: ("[REDACTED]" if k == "secret" else v) for k, v in value.items()}
+            return value
+
+        j = self.open_journal(redactor=redactor)
+        try:
+            out = j.append([make_event(data={"secret": "hunter2", "content": "x"})])
+            assert out[0].data == {"secret": "[REDACTED]", "content": "x"}
+            stored = j.read_project("p1")[0]
+            assert stored.data == {"secret": "[REDACTED]", "content": "x"}
+            assert j.verify("p1").ok
+        finally:
+            j.close()
+
+    def test_the_store_reports_integrity_ok(self, journal: Journal) -> None:
+        journal.append([make_event()])
+        assert journal.integrity_check() == "ok"
+
+
+class TestSQLiteJournal(JournalContract):
+    """The contract on the default SQLite file."""
+
+    @pytest.fixture(autouse=True)
+    def _path(self, tmp_path: Path) -> None:
+        self.path = str(tmp_path / "journal.sqlite")
+
+    def open_journal(self, **kwargs: Any) -> Journal:
+        kwargs.setdefault("redactor", _identity)
+        return Journal("sqlite", sqlite_path=self.path, **kwargs)
+
+    def test_the_file_is_in_wal_mode_with_full_sync(self, journal: Journal) -> None:
+        journal.append([make_event()])
+        conn = sqlite3.connect(self.path)
+        try:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        finally:
+            conn.close()
+        pool = journal._app.factory.datastore.pool  # type: ignore[attr-defined]
+        conn_wrapper = pool.get_connection(is_writer=False)
+        try:
+            sync = conn_wrapper._sqlite_conn.execute("PRAGMA synchronous").fetchone()[0]
+        finally:
+            pool.put_connection(conn_wrapper)
+        assert sync == 2  # FULL
+
+    def test_verify_detects_a_changed_event_in_the_file(self, journal: Journal) -> None:
+        journal.append([make_event(), make_event(), make_event()])
+        conn = sqlite3.connect(self.path)
+        row = conn.execute(
+            "SELECT rowid, state FROM stored_events ORDER BY rowid LIMIT 1 OFFSET 1"
+        ).fetchone()
+        envelope = msgspec.msgpack.decode(row[1])
+        envelope["data"]["content"] = "tampered"
+        with conn:
+            conn.execute(
+                "UPDATE stored_events SET state=? WHERE rowid=?",
+                (msgspec.msgpack.encode(envelope), row[0]),
+            )
+        conn.close()
+        report = journal.verify("p1")
+        assert report.ok is False
+        assert [(b.seq, b.reason) for b in report.breaks] == [(row[0], "hash_mismatch")]
+
+    def test_verify_detects_a_removed_event_in_the_file(self, journal: Journal) -> None:
+        out = journal.append([make_event(), make_event(), make_event()])
+        conn = sqlite3.connect(self.path)
+        with conn:
+            conn.execute("DELETE FROM stored_events WHERE rowid=?", (out[1].seq,))
+        conn.close()
+        report = journal.verify("p1")
+        assert [(b.seq, b.reason) for b in report.breaks] == [(out[2].seq, "prev_hash_mismatch")]
+
+    def test_opening_a_journal_in_a_missing_directory_fails_clearly(self, tmp_path: Path) -> None:
+        with pytest.raises(JournalError, match=r"^cannot open the sqlite journal"):
+            Journal("sqlite", sqlite_path=str(tmp_path / "missing" / "j.sqlite"), redactor=_identity)
+
+
+class TestPostgresJournal(JournalContract):
+    """The same contract on the real PostgreSQL server (skipped when none answers)."""
+
+    @pytest.fixture(autouse=True)
+    def _env(self, postgres_env: dict[str, str]) -> None:
+        self.env = postgres_env
+
+    def open_journal(self, **kwargs: Any) -> Journal:
+        kwargs.setdefault("redactor", _identity)
+        return Journal("postgres", env=self.env, **kwargs)
