@@ -69,7 +69,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 # --- project ---------------------------------------------------------------------------
 
 
-class ProjectStarted(Event, tag="project.started"):
+class ProjectStarted(Event, frozen=True, kw_only=True, tag="project.started"):
     """A project was started (or restored) with validated options."""
 
     root: str
@@ -80,14 +80,14 @@ class ProjectStarted(Event, tag="project.started"):
     """Isolation layers probed at start (name -> available/detail)."""
 
 
-class ProjectStopped(Event, tag="project.stopped"):
+class ProjectStopped(Event, frozen=True, kw_only=True, tag="project.stopped"):
     """A project was stopped on request."""
 
     reason: str = "requested"
     """Why the project stopped."""
 
 
-class ProjectAssetsLoaded(Event, tag="project.assets_loaded"):
+class ProjectAssetsLoaded(Event, frozen=True, kw_only=True, tag="project.assets_loaded"):
     """The project's assets (skills, commands, workflows) were loaded."""
 
     generation: int = 1
@@ -98,7 +98,7 @@ class ProjectAssetsLoaded(Event, tag="project.assets_loaded"):
     """Assets that failed to parse, each ``{type, key, reason}``."""
 
 
-class ProjectAssetsReloaded(Event, tag="project.assets_reloaded"):
+class ProjectAssetsReloaded(Event, frozen=True, kw_only=True, tag="project.assets_reloaded"):
     """The project's assets were reloaded."""
 
     generation: int = 1
@@ -112,18 +112,18 @@ class ProjectAssetsReloaded(Event, tag="project.assets_reloaded"):
 # --- conversation ----------------------------------------------------------------------
 
 
-class ConversationStarted(Event, tag="conversation.started"):
+class ConversationStarted(Event, frozen=True, kw_only=True, tag="conversation.started"):
     """A conversation was opened."""
 
 
-class ConversationStopped(Event, tag="conversation.stopped"):
+class ConversationStopped(Event, frozen=True, kw_only=True, tag="conversation.stopped"):
     """A conversation was closed on request."""
 
     reason: str = "requested"
     """Why the conversation stopped."""
 
 
-class UserMessage(Event, tag="user.message"):
+class UserMessage(Event, frozen=True, kw_only=True, tag="user.message"):
     """A message from the user; starts a turn."""
 
     content: str = ""
@@ -132,7 +132,7 @@ class UserMessage(Event, tag="user.message"):
     """Directives for the deterministic model adapter (tests, demos, soak)."""
 
 
-class LlmStarted(Event, tag="llm.started"):
+class LlmStarted(Event, frozen=True, kw_only=True, tag="llm.started"):
     """A model round began."""
 
     provider: str
@@ -143,14 +143,14 @@ class LlmStarted(Event, tag="llm.started"):
     """Model round within the turn, from 1."""
 
 
-class AssistantDelta(Event, tag="assistant.delta"):
+class AssistantDelta(Event, frozen=True, kw_only=True, tag="assistant.delta"):
     """A streamed chunk of assistant text."""
 
     content: str
     """The chunk."""
 
 
-class ToolRequested(Event, tag="tool.requested"):
+class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested"):
     """The model asked for a tool call."""
 
     call_id: str
@@ -163,14 +163,14 @@ class ToolRequested(Event, tag="tool.requested"):
     """``sync`` or ``async``."""
 
 
-class ToolApprovalRequested(Event, tag="tool.approval_requested"):
+class ToolApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_requested"):
     """The policy asked a person to approve a call."""
 
     call_id: str
     """The call awaiting approval."""
 
 
-class ToolApproved(Event, tag="tool.approved"):
+class ToolApproved(Event, frozen=True, kw_only=True, tag="tool.approved"):
     """A person approved a call."""
 
     call_id: str
@@ -179,7 +179,7 @@ class ToolApproved(Event, tag="tool.approved"):
     """Optional note."""
 
 
-class ToolRejected(Event, tag="tool.rejected"):
+class ToolRejected(Event, frozen=True, kw_only=True, tag="tool.rejected"):
     """A person rejected a call."""
 
     call_id: str
@@ -188,7 +188,7 @@ class ToolRejected(Event, tag="tool.rejected"):
     """Optional note."""
 
 
-class ToolStarted(Event, tag="tool.started"):
+class ToolStarted(Event, frozen=True, kw_only=True, tag="tool.started"):
     """A tool call began running."""
 
     call_id: str
@@ -197,7 +197,7 @@ class ToolStarted(Event, tag="tool.started"):
     """Tool name."""
 
 
-class ToolCompleted(Event, tag="tool.completed"):
+class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     """A tool call succeeded (terminal)."""
 
     call_id: str
@@ -212,7 +212,7 @@ class ToolCompleted(Event, tag="tool.completed"):
     """Risk findings (sensitive artifacts, invisible unicode, ...)."""
 
 
-class ToolFailed(Event, tag="tool.failed"):
+class ToolFailed(Event, frozen=True, kw_only=True, tag="tool.failed"):
     """A tool call failed (terminal)."""
 
     call_id: str
@@ -225,7 +225,7 @@ class ToolFailed(Event, tag="tool.failed"):
     """``{code, ...fields}``; see the tool error codes."""
 
 
-class ToolCancelled(Event, tag="tool.cancelled"):
+class ToolCancelled(Event, frozen=True, kw_only=True, tag="tool.cancelled"):
     """A tool call was cancelled (terminal)."""
 
     call_id: str
@@ -236,14 +236,18 @@ class ToolCancelled(Event, tag="tool.cancelled"):
     """Why it was cancelled."""
 
 
-class AssistantMessage(Event, tag="assistant.message"):
-    """The assistant's full text for a round."""
+class AssistantMessage(Event, frozen=True, kw_only=True, tag="assistant.message"):
+    """The model's reply for one round (its text may be empty when it only calls tools)."""
 
     content: str
     """The message text."""
+    round: int = 0
+    """The model round this reply closes (0 when unknown)."""
+    usage: dict[str, int] = {}
+    """Token usage of this round."""
 
 
-class LlmCompleted(Event, tag="llm.completed"):
+class LlmCompleted(Event, frozen=True, kw_only=True, tag="llm.completed"):
     """The turn ended normally."""
 
     finish_reason: str = "stop"
@@ -254,14 +258,14 @@ class LlmCompleted(Event, tag="llm.completed"):
     """Token usage (prompt_tokens, completion_tokens, total_tokens)."""
 
 
-class LlmFailed(Event, tag="llm.failed"):
+class LlmFailed(Event, frozen=True, kw_only=True, tag="llm.failed"):
     """The turn ended because the model failed."""
 
     reason: str
     """Why (``timeout``, ``provider_error: ...``, ``circuit_open``, ``max_rounds``...)."""
 
 
-class BudgetExceeded(Event, tag="budget.exceeded"):
+class BudgetExceeded(Event, frozen=True, kw_only=True, tag="budget.exceeded"):
     """A budget stopped the turn."""
 
     budget: str
@@ -272,21 +276,21 @@ class BudgetExceeded(Event, tag="budget.exceeded"):
     """What had been used when the check failed."""
 
 
-class ConversationCancel(Event, tag="conversation.cancel"):
+class ConversationCancel(Event, frozen=True, kw_only=True, tag="conversation.cancel"):
     """The conversation was cancelled; pending calls are cancelled with it."""
 
     reason: str = "user_cancelled"
     """Why."""
 
 
-class ConversationResume(Event, tag="conversation.resume"):
+class ConversationResume(Event, frozen=True, kw_only=True, tag="conversation.resume"):
     """A cancelled conversation was reopened."""
 
 
 # --- signals ---------------------------------------------------------------------------
 
 
-class PolicyAllowed(Event, tag="policy.allowed"):
+class PolicyAllowed(Event, frozen=True, kw_only=True, tag="policy.allowed"):
     """The policy allowed a tool call."""
 
     tool: str
@@ -299,7 +303,7 @@ class PolicyAllowed(Event, tag="policy.allowed"):
     """The call decided, when there is one."""
 
 
-class PolicyDenied(Event, tag="policy.denied"):
+class PolicyDenied(Event, frozen=True, kw_only=True, tag="policy.denied"):
     """The policy denied a tool call."""
 
     tool: str
@@ -314,7 +318,7 @@ class PolicyDenied(Event, tag="policy.denied"):
     """The call decided, when there is one."""
 
 
-class ToolTimeout(Event, tag="tool.timeout"):
+class ToolTimeout(Event, frozen=True, kw_only=True, tag="tool.timeout"):
     """A tool call hit its timeout."""
 
     call_id: str
@@ -325,7 +329,9 @@ class ToolTimeout(Event, tag="tool.timeout"):
     """Tool name."""
 
 
-class ToolChildProcessesTerminated(Event, tag="tool.child_processes_terminated"):
+class ToolChildProcessesTerminated(
+    Event, frozen=True, kw_only=True, tag="tool.child_processes_terminated"
+):
     """Processes left by a tool call were killed."""
 
     call_id: str
@@ -336,7 +342,7 @@ class ToolChildProcessesTerminated(Event, tag="tool.child_processes_terminated")
     """How many processes were killed."""
 
 
-class SecuritySandboxViolation(Event, tag="security.sandbox_violation"):
+class SecuritySandboxViolation(Event, frozen=True, kw_only=True, tag="security.sandbox_violation"):
     """A tool tried to reach outside the workspace."""
 
     tool: str | None = None
@@ -349,7 +355,9 @@ class SecuritySandboxViolation(Event, tag="security.sandbox_violation"):
     """The call, when there is one."""
 
 
-class SecuritySandboxExceptionUsed(Event, tag="security.sandbox_exception_used"):
+class SecuritySandboxExceptionUsed(
+    Event, frozen=True, kw_only=True, tag="security.sandbox_exception_used"
+):
     """An ``outside_root_allowlist`` entry let a path through."""
 
     reason_code: str
@@ -362,7 +370,9 @@ class SecuritySandboxExceptionUsed(Event, tag="security.sandbox_exception_used")
     """The call, when there is one."""
 
 
-class SecuritySensitivePathDenied(Event, tag="security.sensitive_path_denied"):
+class SecuritySensitivePathDenied(
+    Event, frozen=True, kw_only=True, tag="security.sensitive_path_denied"
+):
     """A tool touched a sensitive or protected path."""
 
     tool: str | None = None
@@ -375,7 +385,7 @@ class SecuritySensitivePathDenied(Event, tag="security.sensitive_path_denied"):
     """The call, when there is one."""
 
 
-class SecurityNetworkDenied(Event, tag="security.network_denied"):
+class SecurityNetworkDenied(Event, frozen=True, kw_only=True, tag="security.network_denied"):
     """A network target was refused."""
 
     target: str
@@ -388,7 +398,7 @@ class SecurityNetworkDenied(Event, tag="security.network_denied"):
     """The call, when there is one."""
 
 
-class SecurityEnvDenied(Event, tag="security.env_denied"):
+class SecurityEnvDenied(Event, frozen=True, kw_only=True, tag="security.env_denied"):
     """A command's environment was refused."""
 
     denied_keys: list[str] = []
@@ -401,7 +411,7 @@ class SecurityEnvDenied(Event, tag="security.env_denied"):
     """The call, when there is one."""
 
 
-class SecurityProtocolDenied(Event, tag="security.protocol_denied"):
+class SecurityProtocolDenied(Event, frozen=True, kw_only=True, tag="security.protocol_denied"):
     """A protocol entry point (MCP, A2A) was refused."""
 
     protocol: str
@@ -410,7 +420,9 @@ class SecurityProtocolDenied(Event, tag="security.protocol_denied"):
     """The operation attempted."""
 
 
-class SecuritySensitiveArtifactDetected(Event, tag="security.sensitive_artifact_detected"):
+class SecuritySensitiveArtifactDetected(
+    Event, frozen=True, kw_only=True, tag="security.sensitive_artifact_detected"
+):
     """A tool result contained sensitive material."""
 
     finding_count: int
@@ -423,7 +435,9 @@ class SecuritySensitiveArtifactDetected(Event, tag="security.sensitive_artifact_
     """The call, when there is one."""
 
 
-class SecurityRepeatedTimeoutFailures(Event, tag="security.repeated_timeout_failures"):
+class SecurityRepeatedTimeoutFailures(
+    Event, frozen=True, kw_only=True, tag="security.repeated_timeout_failures"
+):
     """A tool timed out as often as the alert threshold."""
 
     tool: str
@@ -434,7 +448,7 @@ class SecurityRepeatedTimeoutFailures(Event, tag="security.repeated_timeout_fail
     """The configured threshold."""
 
 
-class SecurityCommandBlocked(Event, tag="security.command_blocked"):
+class SecurityCommandBlocked(Event, frozen=True, kw_only=True, tag="security.command_blocked"):
     """A command matched the non-bypassable blocklist."""
 
     pattern: str
@@ -443,7 +457,7 @@ class SecurityCommandBlocked(Event, tag="security.command_blocked"):
     """The call, when there is one."""
 
 
-class ActorCrashed(Event, tag="actor.crashed"):
+class ActorCrashed(Event, frozen=True, kw_only=True, tag="actor.crashed"):
     """A supervised actor died."""
 
     actor: str
@@ -454,7 +468,7 @@ class ActorCrashed(Event, tag="actor.crashed"):
     """Restarts within the current period."""
 
 
-class ActorRestarted(Event, tag="actor.restarted"):
+class ActorRestarted(Event, frozen=True, kw_only=True, tag="actor.restarted"):
     """A supervised actor was restarted from its events."""
 
     actor: str
@@ -465,7 +479,7 @@ class ActorRestarted(Event, tag="actor.restarted"):
     """Restarts within the current period."""
 
 
-class ActorEscalated(Event, tag="actor.escalated"):
+class ActorEscalated(Event, frozen=True, kw_only=True, tag="actor.escalated"):
     """Restart intensity was exceeded; the failure went to the parent."""
 
     actor: str
@@ -476,7 +490,7 @@ class ActorEscalated(Event, tag="actor.escalated"):
     """Restarts within the current period."""
 
 
-class AlertDispatched(Event, tag="alert.dispatched"):
+class AlertDispatched(Event, frozen=True, kw_only=True, tag="alert.dispatched"):
     """An alert was delivered to the configured router."""
 
     event: str
@@ -485,7 +499,7 @@ class AlertDispatched(Event, tag="alert.dispatched"):
     """The ``module:function`` router."""
 
 
-class AlertFailed(Event, tag="alert.failed"):
+class AlertFailed(Event, frozen=True, kw_only=True, tag="alert.failed"):
     """An alert could not be delivered."""
 
     event: str
@@ -552,9 +566,7 @@ SIGNAL_TYPES: frozenset[str] = frozenset(
 )
 """Event types that are signals (``source: signal`` in incident timelines)."""
 
-TERMINAL_TOOL_TYPES: frozenset[str] = frozenset(
-    {"tool.completed", "tool.failed", "tool.cancelled"}
-)
+TERMINAL_TOOL_TYPES: frozenset[str] = frozenset({"tool.completed", "tool.failed", "tool.cancelled"})
 """The event types that close a ``tool.requested``."""
 
 

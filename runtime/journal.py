@@ -167,8 +167,11 @@ class Journal:
         return self.append_batches([Batch(events=list(events), key=key)])[0]
 
     def append_batches(self, batches: Sequence[Batch]) -> list[list[Envelope]]:
-        """Commit several batches in one transaction; a batch whose key is known is not
-        appended again, its committed envelopes are returned instead."""
+        """Commit several batches in one transaction.
+
+        A batch whose key is known is not appended again, its committed envelopes are returned
+        instead.
+        """
         keys = [b.key for b in batches if b.key]
         if len(set(keys)) != len(keys):
             raise JournalError("two batches in one append share an idempotency key")
@@ -176,9 +179,7 @@ class Journal:
         fresh = [b for b in batches if not (b.key and b.key in done)]
         written = self._write(fresh) if fresh else []
         by_batch = iter(written)
-        return [
-            done[b.key] if (b.key and b.key in done) else next(by_batch) for b in batches
-        ]
+        return [done[b.key] if (b.key and b.key in done) else next(by_batch) for b in batches]
 
     def _committed(self, keys: Sequence[str]) -> dict[str, list[Envelope]]:
         if not keys:
@@ -297,9 +298,7 @@ class Journal:
 
     def read_conversation(self, project_id: str, conversation_id: str) -> list[Envelope]:
         """Every event of one conversation (its signals included), in ``seq`` order."""
-        return [
-            e for e in self.read_project(project_id) if e.conversation_id == conversation_id
-        ]
+        return [e for e in self.read_project(project_id) if e.conversation_id == conversation_id]
 
     def read_all(self, *, after_seq: int = 0, limit: int = 1000) -> list[Envelope]:
         """Events of every project after global position ``after_seq``, at most ``limit``."""

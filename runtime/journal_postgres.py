@@ -15,7 +15,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from psycopg import Cursor
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 from runtime.journal_sqlite import StreamRow
 
@@ -54,7 +54,7 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
                 list(batch_rows),
             )
 
-    def _select(self, statement: SQL, params: Sequence[Any]) -> list[DictRow]:
+    def _select(self, statement: Composed | SQL, params: Sequence[Any]) -> list[DictRow]:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(statement, params)
             return curs.fetchall()

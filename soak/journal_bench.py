@@ -125,7 +125,9 @@ def run_bench(events_per_size: int = 2000, workdir: str | None = None) -> dict[s
             n = events_per_size if batch > 1 else max(200, events_per_size // 5)
             events = _events(n, f"bench-{batch}")
             raw = _bench_raw_append(os.path.join(base, f"raw-{batch}.sqlite"), events, batch)
-            roost = _bench_journal_append(os.path.join(base, f"roost-{batch}.sqlite"), events, batch)
+            roost = _bench_journal_append(
+                os.path.join(base, f"roost-{batch}.sqlite"), events, batch
+            )
             report["append"].append(
                 {
                     "batch": batch,

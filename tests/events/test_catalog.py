@@ -32,7 +32,9 @@ from events.envelope import (
 json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20)
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -125,7 +127,9 @@ def test_payload_data_has_no_type_tag() -> None:
 
 
 def test_validate_data_rejects_a_wrong_field_type() -> None:
-    with pytest.raises(msgspec.ValidationError, match=r"Expected `str`, got `int` - at `\$.call_id`"):
+    with pytest.raises(
+        msgspec.ValidationError, match=r"Expected `str`, got `int` - at `\$.call_id`"
+    ):
         validate_data("tool.started", {"call_id": 1, "name": "x"})
 
 

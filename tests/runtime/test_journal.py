@@ -217,7 +217,9 @@ class TestSQLiteJournal(JournalContract):
 
     def test_opening_a_journal_in_a_missing_directory_fails_clearly(self, tmp_path: Path) -> None:
         with pytest.raises(JournalError, match=r"^cannot open the sqlite journal"):
-            Journal("sqlite", sqlite_path=str(tmp_path / "missing" / "j.sqlite"), redactor=_identity)
+            Journal(
+                "sqlite", sqlite_path=str(tmp_path / "missing" / "j.sqlite"), redactor=_identity
+            )
 
 
 class TestPostgresJournal(JournalContract):

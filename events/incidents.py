@@ -1,0 +1,415 @@
+"""Incident queries: the merged incident timeline and the incident report (JSON form).
+
+Both are pure functions of a project's events. They sort by ``seq`` themselves, read no
+clock (latencies come from the events' ``at``), and build every list in ``seq`` order and
+every mapping with sorted or fixed keys, so the same events give the same bytes through
+``canonical_json`` whatever order they were given in. ``render_incident_markdown`` (from
+``events.report``, re-exported here) renders the report as Markdown. The sections are
+described in ``docs/projections.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import msgspec
+
+from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
+from events.envelope import Envelope
+from events.projections import (
+    DECISION_TYPES,
+    TURN_END_TYPES,
+    fold_status,
+    in_seq_order,
+    orchestration_enabled,
+)
+from events.report import LATENCY_STAGES, describe_event, render_incident_markdown
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "ERROR_KINDS",
+    "MAX_LIMIT",
+    "conversation_exists",
+    "incident_report",
+    "incident_timeline",
+    "normalize_limit",
+    "render_incident_markdown",
+]
+
+DEFAULT_LIMIT: Final = 100
+"""Entries an incident timeline keeps when no valid limit is given."""
+
+MAX_LIMIT: Final = 500
+"""The most entries an incident timeline keeps."""
+
+ERROR_KINDS: Final[dict[str, str]] = {
+    "policy.denied": "denial",
+    "tool.rejected": "denial",
+    "security.sandbox_violation": "denial",
+    "security.sensitive_path_denied": "denial",
+    "security.network_denied": "denial",
+    "security.env_denied": "denial",
+    "security.protocol_denied": "denial",
+    "security.command_blocked": "denial",
+    "tool.failed": "failure",
+    "llm.failed": "failure",
+    "budget.exceeded": "failure",
+    "alert.failed": "failure",
+    "tool.timeout": "timeout",
+    "security.repeated_timeout_failures": "timeout",
+    "actor.crashed": "crash",
+    "actor.escalated": "crash",
+}
+"""Event types that count as an error (for ``first_error``), mapped to their kind."""
+
+_DENIALS: Final = frozenset({"policy.denied", "tool.rejected"})
+_FAILURES: Final = frozenset({"tool.failed", "llm.failed", "budget.exceeded", "alert.failed"})
+_CANCELLATIONS: Final = frozenset({"conversation.cancel", "tool.cancelled"})
+_ACTOR_EVENTS: Final = frozenset({"actor.crashed", "actor.restarted", "actor.escalated"})
+_ROUND_ENDS: Final = frozenset({"assistant.message", "tool.requested", *TURN_END_TYPES})
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND: Final = timedelta(milliseconds=1)
+
+
+def normalize_limit(limit: object) -> int:
+    """Return ``limit`` capped at ``MAX_LIMIT``; a non-int, a bool or a value < 1 gives 100."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        return DEFAULT_LIMIT
+    return min(limit, MAX_LIMIT)
+
+
+def conversation_exists(events: Iterable[Envelope], conversation_id: str) -> bool:
+    """Return whether the conversation was ever started (a ``conversation.started`` exists)."""
+    return any(
+        event.type == "conversation.started" and event.conversation_id == conversation_id
+        for event in events
+    )
+
+
+def _select(
+    events: Iterable[Envelope], project_id: str, conversation_id: str, correlation_id: str | None
+) -> list[Envelope]:
+    return [
+        event
+        for event in in_seq_order(events)
+        if event.project_id == project_id
+        and event.conversation_id == conversation_id
+        and (correlation_id is None or event.correlation_id == correlation_id)
+    ]
+
+
+def _source(event: Envelope) -> str:
+    return "signal" if event.type in SIGNAL_TYPES else "conversation"
+
+
+def incident_timeline(
+    events: Iterable[Envelope],
+    project_id: str,
+    conversation_id: str,
+    limit: object = DEFAULT_LIMIT,
+    correlation_id: str | None = None,
+) -> dict[str, Any]:
+    """Return the conversation's events and signals merged in ``seq`` order.
+
+    ``{project_id, conversation_id, correlation_id, limit, total_entries, entries}``:
+    entries are filtered by ``correlation_id`` when given, ``total_entries`` counts them
+    all, and only the last ``limit`` (see ``normalize_limit``) are kept. Each entry is
+    ``{seq, event_id, at, source: conversation|signal, type, correlation_id, causation_id,
+    data}``. The caller reports ``conversation_not_found`` (see ``conversation_exists``).
+    """
+    kept = normalize_limit(limit)
+    selected = _select(events, project_id, conversation_id, correlation_id)
+    return {
+        "project_id": project_id,
+        "conversation_id": conversation_id,
+        "correlation_id": correlation_id,
+        "limit": kept,
+        "total_entries": len(selected),
+        "entries": [
+            {
+                "seq": event.seq,
+                "event_id": event.event_id,
+                "at": event.at,
+                "source": _source(event),
+                "type": event.type,
+                "correlation_id": event.correlation_id,
+                "causation_id": event.causation_id,
+                "data": msgspec.to_builtins(event.data),
+            }
+            for event in selected[-kept:]
+        ],
+    }
+
+
+# --- the report's parts -----------------------------------------------------------------
+
+
+def _epoch_ms(at: str) -> int | None:
+    """Return ``at`` as milliseconds since the epoch, or None when it is not ISO 8601."""
+    try:
+        moment = datetime.fromisoformat(at)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // _MILLISECOND
+
+
+def _call_id(data: dict[str, Any]) -> str | None:
+    value = data.get("call_id")
+    return value if isinstance(value, str) else None
+
+
+def _entry(event: Envelope) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "event_id": event.event_id,
+        "at": event.at,
+        "type": event.type,
+        "correlation_id": event.correlation_id,
+        "call_id": _call_id(event.data),
+        "summary": describe_event(event.type, event.data),
+        "data": msgspec.to_builtins(event.data),
+    }
+
+
+def _causal_chain(ordered: list[Envelope]) -> list[dict[str, Any]]:
+    """Return the causation forest as a pre-order list of nodes with their depth.
+
+    An event's parent is the event named by its ``causation_id``; events with no cause in
+    the selection are roots. ``assistant.delta`` events are left out (their children hang
+    from the delta's nearest shown ancestor). Cycles, which a sound journal cannot hold,
+    are broken at their lowest ``seq``.
+    """
+    index_of: dict[str, int] = {}
+    for index, event in enumerate(ordered):
+        index_of.setdefault(event.event_id, index)
+    parent: list[int | None] = []
+    for index, event in enumerate(ordered):
+        cause = index_of.get(event.causation_id) if event.causation_id is not None else None
+        parent.append(None if cause == index else cause)
+    shown = [event.type != "assistant.delta" for event in ordered]
+    children: dict[int | None, list[int]] = {}
+    for index in range(len(ordered)):
+        if not shown[index]:
+            continue
+        up, steps = parent[index], 0
+        while up is not None and not shown[up] and steps <= len(ordered):
+            up, steps = parent[up], steps + 1
+        if up is not None and not shown[up]:
+            up = None
+        children.setdefault(up, []).append(index)
+    nodes: list[dict[str, Any]] = []
+    visited: set[int] = set()
+    starts = children.get(None, []) + [i for i in range(len(ordered)) if shown[i]]
+    for start in starts:
+        if start in visited:
+            continue
+        stack: list[tuple[int, int, int | None]] = [(start, 0, None)]
+        while stack:
+            index, depth, parent_seq = stack.pop()
+            if index in visited:
+                continue
+            visited.add(index)
+            event = ordered[index]
+            nodes.append(
+                {
+                    "seq": event.seq,
+                    "event_id": event.event_id,
+                    "depth": depth,
+                    "parent_seq": parent_seq,
+                    "type": event.type,
+                    "summary": describe_event(event.type, event.data),
+                }
+            )
+            stack.extend(
+                (child, depth + 1, event.seq) for child in reversed(children.get(index, []))
+            )
+    return nodes
+
+
+def _stats(values: list[int]) -> dict[str, int | None]:
+    return {
+        "count": len(values),
+        "min_ms": min(values) if values else None,
+        "max_ms": max(values) if values else None,
+        "total_ms": sum(values),
+    }
+
+
+def _latency(ordered: list[Envelope]) -> dict[str, dict[str, int | None]]:
+    """Measure each stage from the ``at`` of its first event to that of its last."""
+    measured: dict[str, list[int]] = {stage: [] for stage in LATENCY_STAGES}
+    turns: dict[str, list[int]] = {}
+    rounds: dict[str, int] = {}
+    requested: dict[str, int] = {}
+    request_of_event: dict[str, str] = {}
+    decided: set[str] = set()
+    asked: dict[str, int] = {}
+    closed: set[str] = set()
+    for event in ordered:
+        at = _epoch_ms(event.at)
+        if at is None:
+            continue
+        kind, correlation, call_id = event.type, event.correlation_id, _call_id(event.data)
+        if kind in _ROUND_ENDS or kind == "llm.started":
+            start = rounds.pop(correlation, None)
+            if start is not None:
+                measured["model_round"].append(at - start)
+            if kind == "llm.started":
+                rounds[correlation] = at
+        if kind == "user.message":
+            turns.setdefault(correlation, []).append(at)
+        elif kind in TURN_END_TYPES:
+            measured["turn"].extend(at - start for start in turns.pop(correlation, []))
+        elif kind == "tool.requested" and call_id is not None and call_id not in requested:
+            requested[call_id] = at
+            request_of_event[event.event_id] = call_id
+        if kind in DECISION_TYPES:
+            if call_id is None and event.causation_id is not None:
+                call_id = request_of_event.get(event.causation_id)
+            if call_id in requested and call_id not in decided:
+                decided.add(call_id)
+                measured["policy"].append(at - requested[call_id])
+            if kind == "tool.approval_requested" and call_id is not None:
+                asked.setdefault(call_id, at)
+        elif kind in ("tool.approved", "tool.rejected") and call_id in asked:
+            measured["approval"].append(at - asked.pop(call_id))
+        elif kind in TERMINAL_TOOL_TYPES and call_id in requested and call_id not in closed:
+            closed.add(call_id)
+            measured["tool_call"].append(at - requested[call_id])
+    return {stage: _stats(values) for stage, values in measured.items()}
+
+
+def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
+    """Return each requested call with its decision, outcome, reason code and latency."""
+    calls: dict[str, dict[str, Any]] = {}
+    request_at: dict[str, int | None] = {}
+    request_of_event: dict[str, str] = {}
+    for event in ordered:
+        call_id = _call_id(event.data)
+        if event.type in DECISION_TYPES and call_id is None and event.causation_id is not None:
+            call_id = request_of_event.get(event.causation_id)
+        if call_id is None:
+            continue
+        call = calls.get(call_id)
+        if event.type == "tool.requested" and call is None:
+            calls[call_id] = {
+                "call_id": call_id,
+                "name": event.data.get("name"),
+                "requested_seq": event.seq,
+                "decision": None,
+                "outcome": "pending",
+                "code": None,
+                "latency_ms": None,
+            }
+            request_at[call_id] = _epoch_ms(event.at)
+            request_of_event[event.event_id] = call_id
+        elif call is None:
+            continue
+        elif event.type in DECISION_TYPES and call["decision"] is None:
+            call["decision"] = DECISION_TYPES[event.type]
+        elif event.type in TERMINAL_TOOL_TYPES and call["outcome"] == "pending":
+            call["outcome"] = event.type.removeprefix("tool.")
+            reason = event.data.get("reason")
+            if event.type == "tool.failed":
+                call["code"] = reason.get("code") if isinstance(reason, dict) else None
+            elif event.type == "tool.cancelled":
+                call["code"] = reason if reason is not None else "conversation_cancelled"
+            end, start = _epoch_ms(event.at), request_at[call_id]
+            call["latency_ms"] = end - start if end is not None and start is not None else None
+    return list(calls.values())
+
+
+def _is_timeout(event: Envelope) -> bool:
+    return event.type == "tool.timeout" or (
+        event.type == "llm.failed" and event.data.get("reason") == "timeout"
+    )
+
+
+def incident_report(
+    events: Iterable[Envelope],
+    project_id: str,
+    conversation_id: str,
+    correlation_id: str | None = None,
+) -> dict[str, Any]:
+    """Return the incident report of a conversation (or of one correlation in it), as JSON.
+
+    Sections: ``summary`` (status ``empty|error|cancelled|in_progress|ok``, the
+    conversation's status, counts, the seq span), ``asked`` (each ``user.message``),
+    ``causal_chain`` (the causation tree as a pre-order list with depths), ``tool_calls``,
+    ``denials``, ``failures``, ``timeouts``, ``cancellations``, ``security_signals``,
+    ``actor_events``, ``latency`` (count/min/max/total ms per stage), ``first_error`` and
+    ``counts_by_type``.
+    """
+    everything = in_seq_order(events)
+    conversation = [
+        event
+        for event in everything
+        if event.project_id == project_id and event.conversation_id == conversation_id
+    ]
+    selected = [
+        event
+        for event in conversation
+        if correlation_id is None or event.correlation_id == correlation_id
+    ]
+    orchestration = orchestration_enabled(everything)
+    first_error = next((event for event in selected if event.type in ERROR_KINDS), None)
+    counts: dict[str, int] = {}
+    for event in selected:
+        counts[event.type] = counts.get(event.type, 0) + 1
+    tool_calls = _tool_calls(selected)
+    cancellations = [_entry(event) for event in selected if event.type in _CANCELLATIONS]
+    if not selected:
+        status = "empty"
+    elif first_error is not None:
+        status = "error"
+    elif cancellations:
+        status = "cancelled"
+    elif fold_status(selected, orchestration=orchestration) != "idle":
+        status = "in_progress"
+    else:
+        status = "ok"
+    return {
+        "project_id": project_id,
+        "conversation_id": conversation_id,
+        "correlation_id": correlation_id,
+        "summary": {
+            "status": status,
+            "conversation_status": fold_status(conversation, orchestration=orchestration),
+            "event_count": len(selected),
+            "first_seq": selected[0].seq if selected else None,
+            "last_seq": selected[-1].seq if selected else None,
+            "turn_count": counts.get("user.message", 0),
+            "tool_call_count": len(tool_calls),
+        },
+        "asked": [
+            {
+                "seq": event.seq,
+                "at": event.at,
+                "correlation_id": event.correlation_id,
+                "content": event.data.get("content", ""),
+            }
+            for event in selected
+            if event.type == "user.message"
+        ],
+        "causal_chain": _causal_chain(selected),
+        "tool_calls": tool_calls,
+        "denials": [_entry(event) for event in selected if event.type in _DENIALS],
+        "failures": [_entry(event) for event in selected if event.type in _FAILURES],
+        "timeouts": [_entry(event) for event in selected if _is_timeout(event)],
+        "cancellations": cancellations,
+        "security_signals": [
+            _entry(event) for event in selected if event.type.startswith("security.")
+        ],
+        "actor_events": [_entry(event) for event in selected if event.type in _ACTOR_EVENTS],
+        "latency": _latency(selected),
+        "first_error": (
+            None
+            if first_error is None
+            else {**_entry(first_error), "kind": ERROR_KINDS[first_error.type]}
+        ),
+        "counts_by_type": dict(sorted(counts.items())),
+    }

@@ -1,0 +1,395 @@
+"""Pure projections of a project's events: timeline, pending calls, model context, status.
+
+Every function here is a fold over committed envelopes. Each one sorts its input by
+``seq`` itself, so the order it is given in does not matter, and returns plain dicts and
+lists: ``canonical_json`` of the result is byte-identical for the same events. Nothing
+reads the clock, the environment or any state outside its arguments.
+
+Conversation-scoped functions take all events of one project and keep those whose
+``conversation_id`` is the conversation's (signals with that ``conversation_id`` belong to
+it; project-level events and signals with no conversation do not). The rules each
+projection follows are written down in ``docs/projections.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+import msgspec
+
+from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
+from events.codecs import canonical_json
+from events.envelope import Envelope
+
+__all__ = [
+    "DECISION_TYPES",
+    "PROJECTION_KEYS",
+    "RECENT_DECISIONS_LIMIT",
+    "TURN_END_TYPES",
+    "conversation_events",
+    "conversation_status",
+    "diagnostics",
+    "fold_status",
+    "get_projection",
+    "in_seq_order",
+    "llm_context",
+    "orchestration_enabled",
+    "pending_tool_calls",
+    "project_view",
+    "timeline",
+]
+
+PROJECTION_KEYS: Final[tuple[str, ...]] = (
+    "diagnostics",
+    "llm_context",
+    "pending_tool_calls",
+    "timeline",
+)
+"""The projection names ``get_projection`` accepts, sorted."""
+
+RECENT_DECISIONS_LIMIT: Final = 200
+"""How many policy decisions ``project_view`` keeps (the most recent ones)."""
+
+TURN_END_TYPES: Final[frozenset[str]] = frozenset(
+    {"llm.completed", "llm.failed", "budget.exceeded"}
+)
+"""Event types that end the turn opened by the ``user.message`` of the same correlation."""
+
+DECISION_TYPES: Final[dict[str, str]] = {
+    "policy.allowed": "allow",
+    "policy.denied": "deny",
+    "tool.approval_requested": "ask",
+}
+"""Event types that record a policy decision, mapped to the decision they record."""
+
+
+# --- ordering and selection -------------------------------------------------------------
+
+
+def in_seq_order(events: Iterable[Envelope]) -> list[Envelope]:
+    """Return ``events`` sorted by ``seq`` (ties, which a sound journal never has, by id)."""
+    return sorted(events, key=lambda event: (event.seq, event.event_id))
+
+
+def conversation_events(events: Iterable[Envelope], conversation_id: str) -> list[Envelope]:
+    """Return the conversation's events and signals, in ``seq`` order."""
+    return [event for event in in_seq_order(events) if event.conversation_id == conversation_id]
+
+
+def orchestration_enabled(events: Iterable[Envelope]) -> bool:
+    """Return whether the model loop runs: the last ``project.started``'s ``orchestration``.
+
+    True when there is no ``project.started`` or its options do not say ``false``.
+    """
+    enabled = True
+    for event in in_seq_order(events):
+        if event.type == "project.started":
+            options = event.data.get("options")
+            enabled = not (isinstance(options, dict) and options.get("orchestration") is False)
+    return enabled
+
+
+def _call_id(data: dict[str, Any]) -> str | None:
+    value = data.get("call_id")
+    return value if isinstance(value, str) else None
+
+
+def _text(value: Any) -> str:
+    """Return ``value`` as text: strings as they are, anything else as canonical JSON."""
+    return value if isinstance(value, str) else canonical_json(value).decode()
+
+
+# --- timeline and pending calls ---------------------------------------------------------
+
+
+def timeline(events: Iterable[Envelope], conversation_id: str) -> list[dict[str, Any]]:
+    """Return the conversation's events (signals included) in ``seq`` order, as dicts."""
+    return [msgspec.to_builtins(event) for event in conversation_events(events, conversation_id)]
+
+
+def _pending(ordered: list[Envelope]) -> list[dict[str, Any]]:
+    """Fold already ordered conversation events into the pending calls."""
+    requested: dict[str, dict[str, Any]] = {}
+    closed: set[str] = set()
+    for event in ordered:
+        call_id = _call_id(event.data)
+        if call_id is None:
+            continue
+        if event.type == "tool.requested":
+            if call_id not in requested:
+                requested[call_id] = {
+                    "call_id": call_id,
+                    "name": event.data.get("name"),
+                    "args": msgspec.to_builtins(event.data.get("args", {})),
+                    "run_mode": event.data.get("run_mode", "sync"),
+                    "status": "running",
+                    "requested_seq": event.seq,
+                }
+        elif event.type in TERMINAL_TOOL_TYPES:
+            closed.add(call_id)
+        elif event.type == "tool.approval_requested" and call_id in requested:
+            requested[call_id]["status"] = "awaiting_approval"
+        elif event.type in ("tool.approved", "tool.rejected") and call_id in requested:
+            requested[call_id]["status"] = "running"
+    pending = [call for call_id, call in requested.items() if call_id not in closed]
+    return sorted(pending, key=lambda call: (call["requested_seq"], call["call_id"]))
+
+
+def pending_tool_calls(events: Iterable[Envelope], conversation_id: str) -> list[dict[str, Any]]:
+    """Return the calls requested and not yet closed by a terminal event.
+
+    Each is ``{call_id, name, args, run_mode, status, requested_seq}``, sorted by
+    ``requested_seq``. ``status`` is ``awaiting_approval`` from ``tool.approval_requested``
+    until ``tool.approved`` or ``tool.rejected``, and ``running`` otherwise (a rejected call
+    stays ``running`` until the runtime writes its terminal ``tool.failed``). A terminal
+    event closes its call whatever its position; the first ``tool.requested`` of a
+    ``call_id`` is the one kept.
+    """
+    return _pending(conversation_events(events, conversation_id))
+
+
+# --- the model's context ----------------------------------------------------------------
+
+
+def _tool_message(event: Envelope, call_id: str) -> dict[str, Any]:
+    data = event.data
+    if event.type == "tool.completed":
+        status, content, code = "ok", data.get("result", {}), None
+    elif event.type == "tool.failed":
+        reason = data.get("reason", {})
+        status, content = "error", reason
+        code = reason.get("code") if isinstance(reason, dict) else None
+    else:
+        code = data.get("reason", "conversation_cancelled")
+        status, content = "error", {"code": code}
+    return {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "name": data.get("name"),
+        "status": status,
+        "content": canonical_json(content).decode(),
+        "code": code,
+    }
+
+
+def _llm_context(ordered: list[Envelope]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    open_rounds: dict[str, dict[str, Any]] = {}
+    model_calls: set[str] = set()
+    answered: set[str] = set()
+    for event in ordered:
+        kind, data, correlation = event.type, event.data, event.correlation_id
+        if kind == "user.message":
+            messages.append({"role": "user", "content": _text(data.get("content", ""))})
+        elif kind == "llm.started":
+            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": []}
+            open_rounds[correlation] = message
+            messages.append(message)
+        elif kind == "assistant.message":
+            text = _text(data.get("content", ""))
+            current = open_rounds.get(correlation)
+            if current is None:
+                messages.append({"role": "assistant", "content": text, "tool_calls": []})
+            elif current["content"] is None:
+                current["content"] = text
+            else:
+                current["content"] += "\n" + text
+        elif kind == "tool.requested":
+            call_id = _call_id(data)
+            current = open_rounds.get(correlation)
+            if current is not None and call_id is not None and call_id not in model_calls:
+                model_calls.add(call_id)
+                current["tool_calls"].append(
+                    {
+                        "id": call_id,
+                        "name": data.get("name"),
+                        "args": msgspec.to_builtins(data.get("args", {})),
+                    }
+                )
+        elif kind in TERMINAL_TOOL_TYPES:
+            call_id = _call_id(data)
+            if call_id is not None and call_id in model_calls and call_id not in answered:
+                answered.add(call_id)
+                messages.append(_tool_message(event, call_id))
+        elif kind in TURN_END_TYPES:
+            open_rounds.pop(correlation, None)
+        elif kind == "conversation.cancel":
+            open_rounds.clear()
+    return [
+        message
+        for message in messages
+        if message["role"] != "assistant" or message["content"] is not None or message["tool_calls"]
+    ]
+
+
+def llm_context(events: Iterable[Envelope], conversation_id: str) -> list[dict[str, Any]]:
+    """Return the messages the model sees, in the OpenAI chat style.
+
+    ``{"role": "user", "content"}`` per ``user.message``; one
+    ``{"role": "assistant", "content", "tool_calls": [{id, name, args}]}`` per model round
+    (the ``assistant.message`` text and the ``tool.requested`` of the round's correlation
+    between its ``llm.started`` and the next one, or the end of the turn); and one
+    ``{"role": "tool", "tool_call_id", "name", "status", "content", "code"}`` per terminal
+    event of a call the model asked for. A round with neither text nor calls is left out;
+    calls requested outside a model round (``run_tool``) are not part of the context.
+    """
+    return _llm_context(conversation_events(events, conversation_id))
+
+
+# --- status and diagnostics -------------------------------------------------------------
+
+
+def fold_status(ordered: list[Envelope], *, orchestration: bool = True) -> str:
+    """Return the status (see ``conversation_status``) from one conversation's own events.
+
+    ``ordered`` must already be in ``seq`` order; ``orchestration`` says whether the model
+    loop runs (``orchestration_enabled``).
+    """
+    cancelled = False
+    open_turns: set[str] = set()
+    for event in ordered:
+        if event.type == "conversation.cancel":
+            cancelled = True
+            open_turns.clear()
+        elif event.type == "conversation.resume":
+            cancelled = False
+        elif event.type == "conversation.stopped":
+            open_turns.clear()
+        elif event.type == "user.message" and orchestration and not cancelled:
+            open_turns.add(event.correlation_id)
+        elif event.type in TURN_END_TYPES:
+            open_turns.discard(event.correlation_id)
+    if cancelled:
+        return "cancelled"
+    pending = _pending(ordered)
+    if pending and all(call["status"] == "awaiting_approval" for call in pending):
+        return "awaiting_approval"
+    if pending or open_turns:
+        return "running"
+    return "idle"
+
+
+def conversation_status(events: Iterable[Envelope], conversation_id: str) -> str:
+    """Return ``idle``, ``running``, ``awaiting_approval`` or ``cancelled``.
+
+    ``cancelled`` from ``conversation.cancel`` until ``conversation.resume``. Otherwise
+    ``awaiting_approval`` when there are pending calls and every one awaits approval;
+    ``running`` when a call is pending or a turn is open (a ``user.message`` whose
+    correlation has no ``llm.completed``, ``llm.failed`` or ``budget.exceeded`` yet; a cancel
+    or a stop closes every open turn; with ``orchestration`` off no turn opens); else ``idle``.
+    """
+    ordered = in_seq_order(events)
+    mine = [event for event in ordered if event.conversation_id == conversation_id]
+    return fold_status(mine, orchestration=orchestration_enabled(ordered))
+
+
+def diagnostics(events: Iterable[Envelope], conversation_id: str) -> dict[str, Any]:
+    """Return ``{event_count, pending_tool_call_count, last_event_type, status}``."""
+    ordered = in_seq_order(events)
+    mine = [event for event in ordered if event.conversation_id == conversation_id]
+    return {
+        "event_count": len(mine),
+        "pending_tool_call_count": len(_pending(mine)),
+        "last_event_type": mine[-1].type if mine else None,
+        "status": fold_status(mine, orchestration=orchestration_enabled(ordered)),
+    }
+
+
+# --- the project ------------------------------------------------------------------------
+
+
+def _decision(event: Envelope, tool_names: dict[str, Any]) -> dict[str, Any]:
+    data = event.data
+    decision = DECISION_TYPES[event.type]
+    if decision == "ask":
+        call_id = _call_id(data)
+        tool = data.get("tool", tool_names.get(call_id) if call_id is not None else None)
+        reason = data.get("reason") or "approval_required"
+    else:
+        tool = data.get("tool")
+        reason = data.get("reason", "allowed" if decision == "allow" else None)
+    return {
+        "at": event.at,
+        "project_id": event.project_id,
+        "conversation_id": event.conversation_id,
+        "correlation_id": event.correlation_id,
+        "tool": tool,
+        "decision": decision,
+        "reason": reason,
+        "source": data.get("source", "policy"),
+    }
+
+
+def project_view(events: Iterable[Envelope]) -> dict[str, Any]:
+    """Return the project's state for its diagnostics.
+
+    ``{project_id, root, options, sandbox_layers, status, conversations, started_at,
+    signal_counts, recent_decisions}``: root, options, sandbox layers and ``started_at``
+    come from the last ``project.started``; ``status`` is ``running`` after it and
+    ``stopped`` after ``project.stopped`` (or before any start); ``conversations`` are the
+    sorted ids started and not stopped; ``recent_decisions`` the last 200
+    ``policy.allowed`` / ``policy.denied`` / ``tool.approval_requested`` (decision ``ask``).
+    """
+    ordered = in_seq_order(events)
+    project_id: str | None = ordered[0].project_id if ordered else None
+    started: Envelope | None = None
+    running = False
+    conversations: set[str] = set()
+    signal_counts: dict[str, int] = {}
+    tool_names: dict[str, Any] = {}
+    decisions: list[dict[str, Any]] = []
+    for event in ordered:
+        kind = event.type
+        if kind == "project.started":
+            started, running, project_id = event, True, event.project_id
+        elif kind == "project.stopped":
+            running = False
+        elif kind == "conversation.started" and event.conversation_id is not None:
+            conversations.add(event.conversation_id)
+        elif kind == "conversation.stopped" and event.conversation_id is not None:
+            conversations.discard(event.conversation_id)
+        elif kind == "tool.requested":
+            call_id = _call_id(event.data)
+            if call_id is not None:
+                tool_names.setdefault(call_id, event.data.get("name"))
+        if kind in SIGNAL_TYPES:
+            signal_counts[kind] = signal_counts.get(kind, 0) + 1
+        if kind in DECISION_TYPES:
+            decisions.append(_decision(event, tool_names))
+    start_data = started.data if started is not None else {}
+    return {
+        "project_id": project_id,
+        "root": start_data.get("root"),
+        "options": msgspec.to_builtins(start_data.get("options", {})),
+        "sandbox_layers": msgspec.to_builtins(start_data.get("sandbox_layers", {})),
+        "status": "running" if running else "stopped",
+        "conversations": sorted(conversations),
+        "started_at": started.at if started is not None else None,
+        "signal_counts": dict(sorted(signal_counts.items())),
+        "recent_decisions": decisions[-RECENT_DECISIONS_LIMIT:],
+    }
+
+
+# --- dispatch ---------------------------------------------------------------------------
+
+_PROJECTIONS: Final[dict[str, Callable[[Iterable[Envelope], str], Any]]] = {
+    "diagnostics": diagnostics,
+    "llm_context": llm_context,
+    "pending_tool_calls": pending_tool_calls,
+    "timeline": timeline,
+}
+
+
+def get_projection(events: Iterable[Envelope], conversation_id: str, key: str) -> Any:
+    """Return the projection named ``key`` (one of ``PROJECTION_KEYS``) for a conversation.
+
+    Raises ``KeyError`` naming the valid keys when ``key`` is not one of them.
+    """
+    try:
+        projection = _PROJECTIONS[key]
+    except KeyError:
+        raise KeyError(
+            f"unknown projection {key!r}; expected one of: {', '.join(PROJECTION_KEYS)}"
+        ) from None
+    return projection(events, conversation_id)

@@ -1,0 +1,286 @@
+"""One-line event summaries and the Markdown rendering of an incident report.
+
+``describe_event`` gives the short text an operator reads next to an event in the report's
+causal chain and problem lists; ``render_incident_markdown`` turns the JSON form built by
+``events.incidents.incident_report`` into Markdown. Both are pure: the same input gives
+the same text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from events.codecs import canonical_json
+
+__all__ = [
+    "LATENCY_STAGES",
+    "SUMMARY_MAX_CHARS",
+    "clip",
+    "describe_event",
+    "render_incident_markdown",
+]
+
+LATENCY_STAGES: Final[tuple[str, ...]] = ("turn", "model_round", "policy", "approval", "tool_call")
+"""The stages an incident report measures, in the order they are shown."""
+
+SUMMARY_MAX_CHARS: Final = 160
+"""Longest quoted value (message text, arguments) shown in a one-line summary."""
+
+
+def clip(text: str, limit: int = SUMMARY_MAX_CHARS) -> str:
+    """Return ``text`` cut to ``limit`` characters, ending in an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _quote(value: Any) -> str:
+    """Return ``value`` as clipped JSON: strings quoted, newlines and quotes escaped."""
+    return clip(canonical_json(value).decode())
+
+
+def _plain(value: Any) -> str:
+    return value if isinstance(value, str) else canonical_json(value).decode()
+
+
+def _call(data: dict[str, Any]) -> str:
+    name, call_id = data.get("name") or data.get("tool"), data.get("call_id")
+    return " ".join(_plain(part) for part in (name, call_id) if part is not None)
+
+
+def _reason_code(reason: Any) -> str:
+    if isinstance(reason, dict) and "code" in reason:
+        return _plain(reason["code"])
+    return _plain(reason)
+
+
+def _suffix(value: Any, template: str) -> str:
+    return template.format(_plain(value)) if value is not None else ""
+
+
+def _message(data: dict[str, Any]) -> str:
+    return _quote(data.get("content", ""))
+
+
+def _llm_started(data: dict[str, Any]) -> str:
+    provider = _plain(data.get("provider", "?"))
+    model = data.get("model")
+    where = provider if model is None else f"{provider}/{_plain(model)}"
+    return f"round {_plain(data.get('round', 1))} ({where})"
+
+
+def _requested(data: dict[str, Any]) -> str:
+    return f"{_call(data)} {_quote(data.get('args', {}))}"
+
+
+def _approval(data: dict[str, Any]) -> str:
+    return _plain(data.get("call_id", "?")) + _suffix(data.get("reason"), ": {}")
+
+
+def _completed(data: dict[str, Any]) -> str:
+    return f"{_call(data)} ok in {_plain(data.get('duration_ms', 0))} ms"
+
+
+def _failed(data: dict[str, Any]) -> str:
+    return f"{_call(data)}: {_reason_code(data.get('reason', {}))}"
+
+
+def _cancelled(data: dict[str, Any]) -> str:
+    return f"{_call(data)}: {_plain(data.get('reason', 'conversation_cancelled'))}"
+
+
+def _llm_completed(data: dict[str, Any]) -> str:
+    finish = _plain(data.get("finish_reason", "stop"))
+    return f"{finish}, {_plain(data.get('tool_call_count', 0))} tool call(s)"
+
+
+def _budget(data: dict[str, Any]) -> str:
+    used, limit = _plain(data.get("used", "?")), _plain(data.get("limit", "?"))
+    return f"{_plain(data.get('budget', '?'))} used {used} of {limit}"
+
+
+def _policy(data: dict[str, Any]) -> str:
+    tool = _plain(data.get("tool", "?"))
+    call = _suffix(data.get("call_id"), " {}")
+    reason, source = _plain(data.get("reason", "?")), _plain(data.get("source", "policy"))
+    return f"{tool}{call}: {reason} (source {source})"
+
+
+def _timeout(data: dict[str, Any]) -> str:
+    tool = _suffix(data.get("tool"), "{} ")
+    call, count = _plain(data.get("call_id", "?")), _plain(data.get("timeout_count", 1))
+    return f"{tool}{call} (timeout #{count})"
+
+
+def _actor(data: dict[str, Any]) -> str:
+    actor, reason = _plain(data.get("actor", "?")), _plain(data.get("reason", "?"))
+    return f"{actor}: {reason} (restart count {_plain(data.get('restart_count', 0))})"
+
+
+def _reason_only(data: dict[str, Any]) -> str:
+    return _plain(data.get("reason", "?"))
+
+
+def _generic(data: dict[str, Any]) -> str:
+    """Return the payload's set fields as sorted ``key=value`` pairs (empty values left out)."""
+    pairs = [
+        f"{key}={_plain(value)}"
+        for key, value in sorted(data.items())
+        if value is not None and value not in ([], {})
+    ]
+    return clip(" ".join(pairs))
+
+
+_DESCRIBERS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
+    "user.message": _message,
+    "assistant.delta": _message,
+    "assistant.message": _message,
+    "llm.started": _llm_started,
+    "tool.requested": _requested,
+    "tool.approval_requested": _approval,
+    "tool.approved": _approval,
+    "tool.rejected": _approval,
+    "tool.started": _call,
+    "tool.completed": _completed,
+    "tool.failed": _failed,
+    "tool.cancelled": _cancelled,
+    "llm.completed": _llm_completed,
+    "llm.failed": _reason_only,
+    "budget.exceeded": _budget,
+    "conversation.cancel": _reason_only,
+    "conversation.stopped": _reason_only,
+    "policy.allowed": _policy,
+    "policy.denied": _policy,
+    "tool.timeout": _timeout,
+    "actor.crashed": _actor,
+    "actor.restarted": _actor,
+    "actor.escalated": _actor,
+}
+
+
+def describe_event(event_type: str, data: dict[str, Any]) -> str:
+    """Return a one-line summary of an event's payload (empty when there is nothing to say)."""
+    describer = _DESCRIBERS.get(event_type, _generic)
+    return describer(data)
+
+
+# --- Markdown ---------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    text = "—" if value is None else _plain(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines.extend("| " + " | ".join(_cell(value) for value in row) + " |" for row in rows)
+    return lines
+
+
+def _line(entry: dict[str, Any]) -> str:
+    summary = f" — {entry['summary']}" if entry.get("summary") else ""
+    return f"- seq {entry['seq']} · {entry['at']} · `{entry['type']}`{summary}"
+
+
+def _section(title: str, body: list[str]) -> list[str]:
+    return ["", f"## {title}", "", *(body or ["None."])]
+
+
+def _stages(latency: dict[str, Any]) -> list[tuple[str, Any]]:
+    known = [(stage, latency[stage]) for stage in LATENCY_STAGES if stage in latency]
+    return known + sorted(item for item in latency.items() if item[0] not in LATENCY_STAGES)
+
+
+_PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
+    ("denials", "Denials"),
+    ("failures", "Failures"),
+    ("timeouts", "Timeouts"),
+    ("cancellations", "Cancellations"),
+    ("security_signals", "Security signals"),
+    ("actor_events", "Actor crashes, restarts and escalations"),
+)
+
+
+def render_incident_markdown(report: dict[str, Any]) -> str:
+    """Render the JSON form of an incident report as Markdown (ends with a newline)."""
+    summary = report["summary"]
+    scope = report["correlation_id"] or "all correlations"
+    lines = [
+        f"# Incident report: {report['project_id']} / {report['conversation_id']}",
+        "",
+        f"Scope: {scope}.",
+    ]
+    first = report["first_error"]
+    span = (
+        f"seq {summary['first_seq']} to {summary['last_seq']}"
+        if summary["event_count"]
+        else "no events"
+    )
+    lines += _section(
+        "Summary",
+        [
+            f"- Status: **{summary['status']}**",
+            f"- Conversation status: {summary['conversation_status']}",
+            f"- Events: {summary['event_count']} ({span})",
+            f"- Turns: {summary['turn_count']}, tool calls: {summary['tool_call_count']}",
+            "- First error: "
+            + ("none" if first is None else f"{_line(first)[2:]} ({first['kind']})"),
+        ],
+    )
+    lines += _section(
+        "What was asked",
+        [
+            f"- seq {a['seq']} · {a['at']} · {a['correlation_id']}: {_quote(a['content'])}"
+            for a in report["asked"]
+        ],
+    )
+    lines += _section(
+        "Causal chain",
+        [
+            "  " * node["depth"]
+            + f"- seq {node['seq']} `{node['type']}`"
+            + (f" {node['summary']}" if node["summary"] else "")
+            for node in report["causal_chain"]
+        ],
+    )
+    calls = report["tool_calls"]
+    lines += _section(
+        "Tool calls",
+        _table(
+            ["seq", "call", "tool", "decision", "outcome", "code", "latency ms"],
+            [
+                [
+                    c["requested_seq"],
+                    c["call_id"],
+                    c["name"],
+                    c["decision"],
+                    c["outcome"],
+                    c["code"],
+                    c["latency_ms"],
+                ]
+                for c in calls
+            ],
+        )
+        if calls
+        else [],
+    )
+    for key, title in _PROBLEM_SECTIONS:
+        lines += _section(title, [_line(entry) for entry in report[key]])
+    lines += _section(
+        "Latency",
+        _table(
+            ["stage", "count", "min ms", "max ms", "total ms"],
+            [
+                [stage, s["count"], s["min_ms"], s["max_ms"], s["total_ms"]]
+                for stage, s in _stages(report["latency"])
+            ],
+        ),
+    )
+    counts = report["counts_by_type"]
+    lines += _section(
+        "Counts by type",
+        _table(["type", "count"], [[kind, n] for kind, n in sorted(counts.items())])
+        if counts
+        else [],
+    )
+    return "\n".join(lines) + "\n"

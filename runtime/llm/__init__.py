@@ -1,0 +1,1 @@
+"""Model adapters: the deterministic offline model and any OpenAI-compatible endpoint."""

@@ -1,0 +1,196 @@
+"""What every model adapter shares: the request, the reply, the error and the factory.
+
+The agent loop builds a :class:`ModelRequest` from the ``llm_context`` projection, calls
+``adapter.complete(request)`` and turns the :class:`ModelReply` into events
+(``assistant.delta``, ``tool.requested``, ``assistant.message``, ``llm.completed``). A
+failure is a :class:`ModelError` whose ``reason`` is stable and becomes ``llm.failed``.
+
+Adapters are plain blocking objects with no actor or event knowledge:
+
+- :class:`runtime.llm.deterministic.DeterministicAdapter`, the offline default;
+- :class:`runtime.llm.openai.OpenAIAdapter`, any OpenAI-compatible chat-completions
+  endpoint, wrapped by :func:`make_adapter` in a
+  :class:`runtime.llm.resilience.ResilientAdapter` (retries and a circuit breaker).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import msgspec
+
+from runtime.errors import InvalidRuntimeOptError, RoostError
+
+__all__ = [
+    "MODEL_ERROR_REASONS",
+    "ModelAdapter",
+    "ModelError",
+    "ModelReply",
+    "ModelRequest",
+    "ToolCallRequest",
+    "make_adapter",
+]
+
+MODEL_ERROR_REASONS: frozenset[str] = frozenset(
+    {"timeout", "provider_error", "rate_limited", "circuit_open", "bad_response", "auth_missing"}
+)
+"""Every ``ModelError.reason``."""
+
+
+class ToolCallRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call the model asked for."""
+
+    id: str | None
+    """The provider's call id, or ``None``; the agent loop assigns the ``call_id``."""
+    name: str
+    """Dotted tool name, e.g. ``fs.read``."""
+    args: dict[str, Any]
+    """Decoded arguments (always a JSON object)."""
+    run_mode: str = "sync"
+    """``sync`` or ``async``."""
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One model round: the conversation so far and what the model may call.
+
+    ``messages`` are the ``llm_context`` projection's messages:
+    ``{"role": "user", "content"}``,
+    ``{"role": "assistant", "content": str | None, "tool_calls": [{"id", "name", "args"}]}``,
+    ``{"role": "tool", "tool_call_id", "name", "status": "ok" | "error", "content", "code"}``.
+    """
+
+    messages: list[dict[str, Any]]
+    """The chat so far, oldest first."""
+    tools: list[dict[str, Any]] = []
+    """Tools the model may call: ``{name, description, input_schema}``."""
+    round: int = 1
+    """Model round within the turn, from 1."""
+    directives: dict[str, Any] | None = None
+    """The ``user.message``'s ``data.llm`` (round 1 only); the deterministic model obeys it."""
+    model: str | None = None
+    """Model name; ``None`` uses the adapter's configured model."""
+    system_prompt: str | None = None
+    """System prompt; ``None`` uses the adapter's configured one."""
+    temperature: float | None = None
+    """Sampling temperature; ``None`` uses the adapter's setting (or the provider default)."""
+    max_tokens: int | None = None
+    """Completion token cap; ``None`` uses the adapter's setting (or the provider default)."""
+    timeout_s: float = 120.0
+    """Seconds the whole call may take, retries included."""
+
+
+class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
+    """What the model answered in one round."""
+
+    text: str
+    """The full assistant text (may be empty)."""
+    deltas: list[str] = []
+    """The streamed chunks; ``"".join(deltas) == text``."""
+    tool_calls: list[ToolCallRequest] = []
+    """Tool calls requested in this round, in order."""
+    finish_reason: str = "stop"
+    """``stop``, ``tool_calls`` or ``length``."""
+    usage: dict[str, int] = {}
+    """``{prompt_tokens, completion_tokens, total_tokens}``."""
+
+
+class ModelError(RoostError):
+    """A model call failed; ``reason`` is one of :data:`MODEL_ERROR_REASONS`.
+
+    ``ModelError("rate_limited", "HTTP 429 from http://...", retryable=True, status=429)``.
+    """
+
+    code: ClassVar[str] = "model_error"
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        attempts: int = 1,
+    ) -> None:
+        if reason not in MODEL_ERROR_REASONS:
+            raise ValueError(f"unknown model error reason {reason!r}")
+        super().__init__(message, reason=reason, retryable=retryable, status=status)
+        self.reason = reason
+        self.retryable = retryable
+        self.status = status
+        self.retry_after_s = retry_after_s
+        self.attempts = attempts
+
+    def describe(self) -> str:
+        """Return ``"<reason>: <message>"``, the text for ``llm.failed``'s ``reason``."""
+        return f"{self.reason}: {self.message}"
+
+
+@runtime_checkable
+class ModelAdapter(Protocol):
+    """Anything that completes a :class:`ModelRequest`."""
+
+    @property
+    def provider(self) -> str:
+        """Adapter name for ``llm.started`` (``deterministic``, ``openai``)."""
+        ...
+
+    @property
+    def model(self) -> str | None:
+        """Configured model name, if any."""
+        ...
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        """Run one model round; raise :class:`ModelError` on failure."""
+        ...
+
+
+def make_adapter(
+    options: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> ModelAdapter:
+    """Build the adapter the normalized runtime ``options`` ask for.
+
+    ``llm_adapter`` picks ``deterministic`` (default) or ``openai``; the latter reads
+    ``llm_base_url``, ``llm_model``, ``llm_api_key_env``, ``llm_system_prompt``,
+    ``llm_temperature`` and ``llm_max_tokens``, and is wrapped in a fresh
+    :class:`runtime.llm.resilience.ResilientAdapter` (its own circuit breaker). The API key
+    is looked up in ``environ`` (default ``os.environ``) at each call, never stored.
+    ``sleep`` and ``clock`` drive the retry backoff and the breaker (tests inject fakes).
+    """
+    # The adapters import this module's types, so they are imported here, not at the top.
+    from runtime.llm.deterministic import DeterministicAdapter  # noqa: PLC0415
+    from runtime.llm.openai import DEFAULT_BASE_URL, OpenAIAdapter  # noqa: PLC0415
+    from runtime.llm.resilience import (  # noqa: PLC0415
+        CircuitBreaker,
+        ResilientAdapter,
+        RetryPolicy,
+    )
+
+    kind = options.get("llm_adapter") or "deterministic"
+    if kind == "deterministic":
+        return DeterministicAdapter()
+    if kind == "openai":
+        inner = OpenAIAdapter(
+            base_url=options.get("llm_base_url") or DEFAULT_BASE_URL,
+            model=options.get("llm_model"),
+            api_key_env=options.get("llm_api_key_env"),
+            system_prompt=options.get("llm_system_prompt"),
+            temperature=options.get("llm_temperature"),
+            max_tokens=options.get("llm_max_tokens"),
+            environ=os.environ if environ is None else environ,
+        )
+        return ResilientAdapter(
+            inner, RetryPolicy(), CircuitBreaker(clock=clock), sleep=sleep, clock=clock
+        )
+    raise InvalidRuntimeOptError(
+        f"llm_adapter must be 'deterministic' or 'openai', got {kind!r}",
+        key="llm_adapter",
+        reason="invalid_entry",
+    )

@@ -1,0 +1,172 @@
+"""The deterministic model: the offline default for demos, tests and the soak harness.
+
+It is a pure function of the request (SPEC section 6):
+
+1. On round 1, directives (the ``user.message``'s ``data.llm``) with any of
+   ``assistant_text``, ``delta_chunks`` or ``tool_calls`` are followed exactly.
+2. When the newest messages are tool results (``tool`` messages after the last assistant
+   message) it answers one line per result, ``Tool NAME completed.`` or
+   ``Tool NAME failed: CODE``, and ends the turn.
+3. Otherwise rules on the last user message, matched case-insensitively at its start:
+   ``list skills|commands|workflows`` → ``asset.list {type}``, ``read PATH`` →
+   ``fs.read {path}``, ``search TEXT`` → ``fs.search {pattern}``; anything else →
+   ``Acknowledged: <content>``.
+
+Usage counts words so budgets can be tested: ``prompt_tokens`` is the number of
+whitespace-separated words in the system prompt and every message's content,
+``completion_tokens`` the words of the reply text plus one per tool call.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from runtime.llm.base import ModelError, ModelReply, ModelRequest, ToolCallRequest
+
+__all__ = ["DeterministicAdapter", "word_count"]
+
+_LIST = re.compile(r"^list\s+(skills|commands|workflows)\b", re.IGNORECASE)
+_READ = re.compile(r"^read\s+(\S.*)$", re.IGNORECASE | re.DOTALL)
+_SEARCH = re.compile(r"^search\s+(\S.*)$", re.IGNORECASE | re.DOTALL)
+_DIRECTIVE_KEYS = ("assistant_text", "delta_chunks", "tool_calls")
+_RUN_MODES = ("sync", "async")
+
+
+def word_count(text: object) -> int:
+    """Return the number of whitespace-separated words in ``text`` (0 for non-strings)."""
+    return len(text.split()) if isinstance(text, str) else 0
+
+
+class DeterministicAdapter:
+    """A model whose answer is a pure function of the request; see the module docstring."""
+
+    provider: str = "deterministic"
+    """Adapter name for ``llm.started``."""
+    model: str | None = "deterministic-1"
+    """The one model this adapter has."""
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        """Answer one round; raise ``ModelError(bad_response)`` for malformed directives."""
+        directives = request.directives
+        if (
+            request.round == 1
+            and directives is not None
+            and any(key in directives for key in _DIRECTIVE_KEYS)
+        ):
+            text, deltas, calls = _follow(directives)
+        else:
+            text, calls = _answer(request.messages)
+            deltas = [text] if text else []
+        return ModelReply(
+            text=text,
+            deltas=deltas,
+            tool_calls=calls,
+            finish_reason="tool_calls" if calls else "stop",
+            usage=_usage(request, text, calls),
+        )
+
+
+def _follow(directives: dict[str, Any]) -> tuple[str, list[str], list[ToolCallRequest]]:
+    """Return the text, deltas and tool calls the directives ask for."""
+    text = directives.get("assistant_text")
+    chunks = directives.get("delta_chunks")
+    if text is not None and not isinstance(text, str):
+        raise _bad(f"assistant_text must be a string, got {type(text).__name__}")
+    if chunks is not None and not (
+        isinstance(chunks, list) and all(isinstance(c, str) for c in chunks)
+    ):
+        raise _bad("delta_chunks must be a list of strings")
+    if chunks is not None and text is not None and "".join(chunks) != text:
+        raise _bad("delta_chunks must join to assistant_text when both are given")
+    if text is None:
+        text = "".join(chunks or [])
+    deltas = list(chunks) if chunks is not None else ([text] if text else [])
+    return text, deltas, _directed_calls(directives.get("tool_calls"))
+
+
+def _directed_calls(raw: object) -> list[ToolCallRequest]:
+    """Validate and convert the ``tool_calls`` directive."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _bad("tool_calls must be a list of {name, args, run_mode?} objects")
+    calls = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise _bad(f"tool_calls[{index}] must be an object with a string name")
+        args = item.get("args") or {}
+        run_mode = item.get("run_mode") or "sync"
+        if not isinstance(args, dict):
+            raise _bad(f"tool_calls[{index}].args must be an object")
+        if run_mode not in _RUN_MODES:
+            raise _bad(f"tool_calls[{index}].run_mode must be 'sync' or 'async', got {run_mode!r}")
+        calls.append(ToolCallRequest(id=None, name=item["name"], args=args, run_mode=run_mode))
+    return calls
+
+
+def _answer(messages: list[dict[str, Any]]) -> tuple[str, list[ToolCallRequest]]:
+    """Apply the tool-result rule, else the rules on the last user message."""
+    results = _trailing_tool_results(messages)
+    if results:
+        return "\n".join(_result_line(m) for m in results), []
+    content = _last_user_content(messages)
+    stripped = content.strip()
+    if match := _LIST.match(stripped):
+        return "", [_call("asset.list", type=match.group(1).lower())]
+    if match := _READ.match(stripped):
+        return "", [_call("fs.read", path=match.group(1).strip())]
+    if match := _SEARCH.match(stripped):
+        return "", [_call("fs.search", pattern=match.group(1).strip())]
+    return f"Acknowledged: {content}", []
+
+
+def _trailing_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the ``tool`` messages after the last assistant message, if the chat ends there."""
+    results: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.append(message)
+    results.reverse()
+    return results
+
+
+def _result_line(message: dict[str, Any]) -> str:
+    """``Tool NAME completed.`` or ``Tool NAME failed: CODE``."""
+    name = message.get("name") or "unknown"
+    if message.get("status") == "error":
+        return f"Tool {name} failed: {message.get('code') or 'tool_error'}"
+    return f"Tool {name} completed."
+
+
+def _last_user_content(messages: list[dict[str, Any]]) -> str:
+    """Return the content of the last user message ("" when there is none)."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else ""
+    return ""
+
+
+def _call(name: str, **args: Any) -> ToolCallRequest:
+    """Return a synchronous tool call with no provider id."""
+    return ToolCallRequest(id=None, name=name, args=args)
+
+
+def _usage(request: ModelRequest, text: str, calls: list[ToolCallRequest]) -> dict[str, int]:
+    """Word-count usage; see the module docstring."""
+    prompt = word_count(request.system_prompt) + sum(
+        word_count(m.get("content")) for m in request.messages
+    )
+    completion = word_count(text) + len(calls)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _bad(message: str) -> ModelError:
+    """Return a non-retryable ``bad_response`` for malformed directives."""
+    return ModelError("bad_response", f"invalid llm directives: {message}")

@@ -1,0 +1,228 @@
+"""The adapter for any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, ...).
+
+One call is one ``POST {base_url}/chat/completions`` with ``stream: true`` and
+``stream_options.include_usage``; the server-sent events are folded into a
+:class:`~runtime.llm.base.ModelReply` by :mod:`runtime.llm.openai_wire`. A server that
+ignores ``stream`` and answers one JSON completion is understood too.
+
+The API key is read at each call from the environment variable *named* by
+``llm_api_key_env`` and sent as ``Authorization: Bearer``; it is never stored. With no
+variable named, no ``Authorization`` header is sent (local servers).
+
+Failures are :class:`~runtime.llm.base.ModelError`: HTTP 429 → ``rate_limited``
+(retryable, ``Retry-After`` honoured), 408 and timeouts → ``timeout`` (retryable), 5xx and
+connection failures → ``provider_error`` (retryable), other 4xx → ``provider_error`` (not
+retryable), a malformed stream or tool-call arguments → ``bad_response``. The whole call,
+streaming included, is bounded by ``request.timeout_s``: every network wait is, and a
+watchdog cuts the stream at the deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from runtime.llm.base import ModelError, ModelReply, ModelRequest
+from runtime.llm.openai_wire import (
+    StreamAccumulator,
+    ToolNameMap,
+    estimate_prompt_tokens,
+    iter_sse_data,
+    request_body,
+)
+
+__all__ = ["DEFAULT_BASE_URL", "OpenAIAdapter"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Used when ``llm_base_url`` is null."""
+
+
+class OpenAIAdapter:
+    """Streams chat completions from an OpenAI-compatible endpoint; one attempt per call.
+
+    Retries and the circuit breaker are :class:`runtime.llm.resilience.ResilientAdapter`'s
+    job; :func:`runtime.llm.base.make_adapter` wraps this adapter in one.
+    """
+
+    provider: str = "openai"
+    """Adapter name for ``llm.started``."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        model: str | None = None,
+        api_key_env: str | None = None,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model: str | None = model
+        self.api_key_env = api_key_env
+        self.system_prompt = system_prompt
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self._environ: Mapping[str, str] = {} if environ is None else environ
+
+    @property
+    def url(self) -> str:
+        """The chat-completions URL."""
+        return f"{self.base_url}/chat/completions"
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        """Run one streamed chat completion within ``request.timeout_s``."""
+        headers = {"Accept": "text/event-stream", **self._auth_headers()}
+        body, names = request_body(
+            request,
+            model=self.model,
+            system_prompt=self.system_prompt,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+        if request.timeout_s <= 0:
+            raise ModelError("timeout", "no time left for the model call", retryable=True)
+        deadline = time.monotonic() + request.timeout_s
+        watchdog: _Watchdog | None = None
+        try:
+            with (
+                httpx.Client(timeout=httpx.Timeout(request.timeout_s)) as client,
+                client.stream("POST", self.url, json=body, headers=headers) as response,
+            ):
+                if response.status_code >= 400:
+                    response.read()
+                    raise self._http_error(response)
+                with _Watchdog(response, deadline - time.monotonic()) as watchdog:
+                    return self._read(response, names, estimate_prompt_tokens(body), deadline)
+        except httpx.TimeoutException as e:
+            raise self._timeout(request.timeout_s) from e
+        except (httpx.TransportError, ModelError) as e:
+            if watchdog is not None and watchdog.fired.is_set():
+                raise self._timeout(request.timeout_s) from e
+            if isinstance(e, ModelError):
+                raise
+            raise ModelError(
+                "provider_error", f"cannot reach {self.url}: {e!r}", retryable=True
+            ) from e
+
+    def _auth_headers(self) -> dict[str, str]:
+        """Return ``Authorization: Bearer`` from the named variable; ``auth_missing`` if unset."""
+        if not self.api_key_env:
+            return {}
+        key = self._environ.get(self.api_key_env)
+        if not key:
+            raise ModelError(
+                "auth_missing",
+                f"the API key variable {self.api_key_env} is not set; export it in the "
+                "daemon's environment or change llm_api_key_env",
+            )
+        return {"Authorization": f"Bearer {key}"}
+
+    def _read(
+        self, response: httpx.Response, names: ToolNameMap, prompt_estimate: int, deadline: float
+    ) -> ModelReply:
+        """Fold the response (an SSE stream, or one JSON completion) into a reply."""
+        accumulator = StreamAccumulator()
+        if response.headers.get("content-type", "").startswith("application/json"):
+            payload = response.read().decode("utf-8", errors="replace")
+            accumulator.feed_data(payload)
+            accumulator.done = True
+        else:
+            for data in iter_sse_data(response.iter_lines()):
+                if time.monotonic() > deadline:
+                    raise ModelError("timeout", "deadline passed mid-stream", retryable=True)
+                accumulator.feed_data(data)
+                if accumulator.done:
+                    break
+        return accumulator.reply(names, prompt_estimate)
+
+    def _timeout(self, timeout_s: float) -> ModelError:
+        """Return the error for a call that ran out of time."""
+        return ModelError(
+            "timeout", f"no complete answer from {self.url} within {timeout_s:.3g}s", retryable=True
+        )
+
+    def _http_error(self, response: httpx.Response) -> ModelError:
+        """Map an HTTP error response to a :class:`ModelError`."""
+        status = response.status_code
+        message = f"HTTP {status} from {self.url}: {_error_detail(response)}"
+        if status == 429:
+            return ModelError(
+                "rate_limited",
+                message,
+                retryable=True,
+                status=status,
+                retry_after_s=_retry_after(response),
+            )
+        if status == 408:
+            return ModelError("timeout", message, retryable=True, status=status)
+        if status >= 500:
+            return ModelError("provider_error", message, retryable=True, status=status)
+        if status in (401, 403):
+            variable = self.api_key_env or "the variable named by llm_api_key_env"
+            message += f" (check the API key in {variable})"
+        return ModelError("provider_error", message, status=status)
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """Return the provider's ``error.message`` from a JSON body, else the body's start."""
+    try:
+        payload: Any = response.json()
+    except ValueError:
+        return response.text[:200] or response.reason_phrase
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])[:200]
+    if isinstance(error, str):
+        return error[:200]
+    return response.text[:200]
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a numeric ``Retry-After`` header, if any."""
+    try:
+        value = float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+class _Watchdog:
+    """Shuts the response's socket down at the deadline, so a trickling stream cannot overrun.
+
+    Blocking reads then end at once; ``fired`` tells the caller the error is a timeout.
+    """
+
+    def __init__(self, response: httpx.Response, remaining_s: float) -> None:
+        self.fired = threading.Event()
+        self._response = response
+        self._timer = threading.Timer(max(0.0, remaining_s), self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        self.fired.set()
+        stream = self._response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):  # already closed: the stream has ended anyway
+                sock.shutdown(socket.SHUT_RDWR)

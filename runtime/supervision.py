@@ -1,0 +1,65 @@
+"""Restart policy, Erlang style: intensity within a period, backoff, then escalation.
+
+Plain code the supervising actors call: :meth:`RestartPolicy.on_crash` says whether a
+crashed child is restarted (and after what delay) or the failure escalates to the parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+__all__ = ["RestartDecision", "RestartPolicy"]
+
+
+class RestartDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """What to do about one crash."""
+
+    restart: bool
+    """True: restart the child; False: escalate."""
+    restart_count: int
+    """Crashes of this child within the current period (this one included)."""
+    delay_s: float = 0.0
+    """Backoff before the restart."""
+
+
+class RestartPolicy:
+    """At most ``max_restarts`` restarts of a child within ``period_ms``.
+
+    Backoff doubles from ``base_delay_s`` up to ``max_delay_s``. One instance per supervisor.
+    """
+
+    def __init__(
+        self,
+        max_restarts: int,
+        period_ms: int,
+        *,
+        base_delay_s: float = 0.05,
+        max_delay_s: float = 2.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        import time  # noqa: PLC0415
+
+        self.max_restarts = max_restarts
+        self.period_s = period_ms / 1000
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max_delay_s
+        self.clock = clock or time.monotonic
+        self._crashes: dict[str, list[float]] = {}
+
+    def on_crash(self, child: str) -> RestartDecision:
+        """Record a crash of ``child`` and decide."""
+        now = self.clock()
+        recent = [t for t in self._crashes.get(child, []) if now - t <= self.period_s]
+        recent.append(now)
+        self._crashes[child] = recent
+        count = len(recent)
+        if count > self.max_restarts:
+            return RestartDecision(restart=False, restart_count=count)
+        delay = min(self.max_delay_s, self.base_delay_s * (2 ** (count - 1)))
+        return RestartDecision(restart=True, restart_count=count, delay_s=delay)
+
+    def forget(self, child: str) -> None:
+        """Drop a child's history (it stopped normally)."""
+        self._crashes.pop(child, None)

@@ -1,0 +1,245 @@
+"""The ``command.run`` tool: run a shell command or an argv inside the command sandbox.
+
+Order of checks: the argument shapes, the non-bypassable blocklist (``command_blocked``
+plus ``security.command_blocked``), the environment (``env_vars_not_allowed`` /
+``invalid_env_payload`` plus ``security.env_denied``), the working directory (inside the
+root), then the run (``runtime.sandbox.run_command``) with the call's remaining time and
+the project's egress policy. A non-zero exit is a normal result, not a failure; a
+timeout fails with ``timeout`` and a cancellation with ``conversation_cancelled``, and
+whenever processes had to be killed a ``tool.child_processes_terminated`` signal says how
+many and why (``timeout``, ``cancel``, or ``completed`` for background leftovers).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import msgspec
+
+from events.catalog import ToolChildProcessesTerminated
+from runtime.commands import blocked_signal, build_env, check_blocklist, env_signal
+from runtime.errors import ToolError
+from runtime.sandbox import CommandResult, run_command
+from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+
+__all__ = ["SPECS", "TOOL", "TOOLS", "command_run"]
+
+TOOL = "command.run"
+"""The tool's name."""
+
+DEFAULT_MAX_OUTPUT_BYTES = 262144
+"""``tool_max_output_bytes`` when the options do not say."""
+
+SPECS: list[ToolSpec] = [
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "Run a command in the project root, without network unless the project allows "
+            "egress; returns the exit code and the (capped) stdout and stderr."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "command": {
+                    "description": (
+                        "A shell command line (run with /bin/sh -c) or a list of strings "
+                        "(program and arguments, run directly)."
+                    ),
+                    "oneOf": [
+                        {"type": "string", "minLength": 1},
+                        {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                    ],
+                },
+                "cwd": {
+                    "type": "string",
+                    "description": "Working directory, relative to the project root.",
+                },
+                "timeout_ms": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Timeout in milliseconds (capped by the call's timeout).",
+                },
+                "env": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Extra environment variables (only tool_env_allowlist keys).",
+                },
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+        runs_commands=True,
+    )
+]
+"""The ``command.run`` spec."""
+
+
+def _bad_arg(name: str, expected: str, value: object) -> ToolError:
+    return ToolError(
+        "invalid_tool_args",
+        f"argument {name!r} must be {expected}, got {value!r}"[:300],
+        kind="invalid_type",
+        arg=name,
+    )
+
+
+def _command(args: dict[str, Any]) -> str | list[str]:
+    value = args.get("command")
+    if isinstance(value, str) and value.strip():
+        if "\x00" in value:
+            raise _bad_arg("command", "a string without NUL bytes", value)
+        return value
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, str) and "\x00" not in v for v in value)
+        and value[0]
+    ):
+        return list(value)
+    raise _bad_arg("command", "a non-empty string or list of strings", value)
+
+
+def _cwd(root: str, value: Any) -> str:
+    """Resolve ``cwd`` (relative to the root) and require it to stay inside the root.
+
+    TODO(runtime/paths.py): use the workspace confinement (openat2 / O_NOFOLLOW walk,
+    ``outside_root_allowlist``) once it is wired in; this is a realpath check.
+    """
+    real_root = os.path.realpath(root)
+    if value is None:
+        return real_root
+    if not isinstance(value, str) or "\x00" in value:
+        raise _bad_arg("cwd", "a path string without NUL bytes", value)
+    resolved = os.path.realpath(os.path.join(real_root, value))
+    if os.path.commonpath([resolved, real_root]) != real_root:
+        raise ToolError(
+            "outside_root",
+            f"cwd {value!r} resolves outside the project root; use a directory inside it",
+            path=value,
+        )
+    if not os.path.isdir(resolved):
+        raise ToolError(
+            "invalid_tool_args",
+            f"cwd {value!r} is not a directory inside the project root",
+            kind="invalid_type",
+            arg="cwd",
+            reason="not_a_directory",
+        )
+    return resolved
+
+
+def _timeout_s(ctx: ToolContext, value: Any) -> float:
+    remaining = ctx.remaining_s()
+    if value is None:
+        return remaining
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _bad_arg("timeout_ms", "a positive integer", value)
+    return min(value / 1000, remaining)
+
+
+def _encoded_len(value: Any) -> int:
+    return len(msgspec.json.encode(value))
+
+
+def _trim(text: str, max_bytes: int) -> str:
+    """Cut ``text`` so that its JSON encoding (quotes excluded) fits in ``max_bytes``."""
+    cut = text[:max_bytes]  # every character encodes to at least one byte
+    while cut and (over := _encoded_len(cut) - 2 - max_bytes) > 0:
+        cut = cut[: len(cut) - over]
+    return cut
+
+
+def _fit(result: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """Trim stdout and stderr (fairly: each keeps at least half the room it needs)."""
+    if _encoded_len(result) <= max_bytes:
+        return result
+    room = max(0, max_bytes - _encoded_len({**result, "stdout": "", "stderr": ""}) - 16)
+    sizes = {key: _encoded_len(result[key]) - 2 for key in ("stdout", "stderr")}
+    small, large = sorted(sizes, key=lambda key: sizes[key])
+    shares = {small: min(sizes[small], room // 2)}
+    shares[large] = room - shares[small]
+    for key, share in shares.items():
+        if sizes[key] > share:
+            result[key] = _trim(result[key], share)
+            result[f"{key}_truncated"] = True
+    return result
+
+
+def command_run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Run ``args["command"]``; return ``{exit_code, stdout, stderr, ..., duration_ms}``."""
+    command = _command(args)
+    pattern = check_blocklist(command)
+    if pattern:
+        ctx.signals.append(blocked_signal(pattern, ctx.call_id))
+        raise ToolError(
+            "command_blocked",
+            f"the command matches the blocklist pattern {pattern!r} and is never run",
+            pattern=pattern,
+        )
+    home = tempfile.mkdtemp(prefix="roost-home-")
+    try:
+        try:
+            env = build_env(args.get("env"), ctx.options.get("tool_env_allowlist") or [], home=home)
+        except ToolError as e:
+            ctx.signals.append(env_signal(e, TOOL, ctx.call_id))
+            raise
+        cwd = _cwd(ctx.root, args.get("cwd"))
+        timeout_s = _timeout_s(ctx, args.get("timeout_ms"))
+        max_bytes = int(ctx.options.get("tool_max_output_bytes") or DEFAULT_MAX_OUTPUT_BYTES)
+        result = run_command(
+            command,
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout_s,
+            allow_network=ctx.options.get("network_egress_policy", "deny") == "allow",
+            cancel=ctx.cancelled,
+            max_output_bytes=max_bytes,
+            writable_paths=[os.path.realpath(ctx.root), home],
+        )
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return _outcome(ctx, result, timeout_s, max_bytes)
+
+
+def _outcome(
+    ctx: ToolContext, result: CommandResult, timeout_s: float, max_bytes: int
+) -> dict[str, Any]:
+    reason = "timeout" if result.timed_out else "cancel" if result.cancelled else "completed"
+    if result.killed_processes:
+        ctx.signals.append(
+            ToolChildProcessesTerminated(
+                call_id=ctx.call_id, reason=reason, count=result.killed_processes
+            )
+        )
+    if result.timed_out:
+        timeout_ms = round(timeout_s * 1000)
+        raise ToolError(
+            "timeout",
+            f"command.run did not finish within {timeout_ms} ms; its processes were killed",
+            timeout_ms=timeout_ms,
+            killed_processes=result.killed_processes,
+        )
+    if result.cancelled:
+        raise ToolError(
+            "conversation_cancelled",
+            "command.run was cancelled; its processes were killed",
+            killed_processes=result.killed_processes,
+        )
+    return _fit(
+        {
+            "exit_code": result.exit_code,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "stdout_truncated": result.stdout_truncated,
+            "stderr_truncated": result.stderr_truncated,
+            "duration_ms": result.duration_ms,
+        },
+        max_bytes,
+    )
+
+
+TOOLS: dict[str, ToolFn] = {TOOL: command_run}
+"""The ``command.run`` implementation by name."""

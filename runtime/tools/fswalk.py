@@ -1,0 +1,205 @@
+"""Walking and matching for the ``fs.*`` tools: fd-based tree walks, globs, safe regexes.
+
+The tree walk holds a directory fd at every level and opens each subdirectory relative to
+its parent with ``O_NOFOLLOW``, so it never leaves the directory it started in through a
+symlink, whatever changes meanwhile. Search patterns are vetted before use: Python's
+``re`` has no timeout, so a nested repeat such as ``(a+)+`` (the shape behind catastrophic
+backtracking) is refused rather than run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from runtime.errors import ToolError
+
+__all__ = [
+    "LIST_MAX_SCANNED",
+    "SEARCH_MAX_FILE_BYTES",
+    "SEARCH_MAX_LINE_TEXT",
+    "SEARCH_MAX_PATTERN",
+    "Visit",
+    "compile_search",
+    "entry_kind",
+    "glob_regex",
+    "search_file",
+    "walk_tree",
+]
+
+LIST_MAX_SCANNED = 100_000
+"""Directory entries a recursive listing or search looks at before it stops."""
+SEARCH_MAX_FILE_BYTES = 4 << 20
+"""Files larger than this are skipped by ``fs.search``."""
+SEARCH_MAX_PATTERN = 1000
+"""Longest accepted ``fs.search`` pattern, in characters."""
+SEARCH_MAX_LINE_TEXT = 400
+"""Characters of a matching line kept in the result."""
+
+
+def glob_regex(glob: str) -> re.Pattern[str]:
+    """Compile a path glob: ``**`` spans directories, ``*`` and ``?`` stay in one."""
+    out, i = [], 0
+    while i < len(glob):
+        ch = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[" and (end := glob.find("]", i + 2)) != -1:
+            body = glob[i + 1 : end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end + 1
+            continue
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    try:
+        return re.compile("".join(out) + r"\Z", re.DOTALL)
+    except re.error as e:
+        raise ToolError(
+            "invalid_tool_args",
+            f"argument 'glob' must be a valid glob, got {glob!r}",
+            kind="invalid_type",
+            arg="glob",
+        ) from e
+
+
+Visit = Callable[[tuple[str, ...], os.DirEntry[str], int], bool]
+"""``visit(parts, entry, dir_fd) -> keep_going`` for :func:`walk_tree`."""
+
+
+def walk_tree(top_fd: int, visit: Visit, max_depth: int | None) -> bool:
+    """Visit every entry under ``top_fd`` without following symlinks; False if cut short.
+
+    ``visit(parts, entry, dir_fd)`` returns False to stop. Owns and closes ``top_fd``.
+    """
+    stack: list[tuple[tuple[str, ...], int]] = [((), top_fd)]
+    scanned = 0
+    complete = True
+    try:
+        while stack:
+            parts, dir_fd = stack.pop()
+            try:
+                with os.scandir(dir_fd) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+                for entry in entries:
+                    scanned += 1
+                    here = (*parts, entry.name)
+                    if scanned > LIST_MAX_SCANNED or not visit(here, entry, dir_fd):
+                        return False
+                    deeper = max_depth is None or len(here) < max_depth
+                    if deeper and entry.name != ".git" and entry.is_dir(follow_symlinks=False):
+                        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                        try:
+                            stack.append((here, os.open(entry.name, flags, dir_fd=dir_fd)))
+                        except OSError:
+                            complete = False
+            except OSError:
+                complete = False
+            finally:
+                os.close(dir_fd)
+    finally:
+        for _, fd in stack:
+            os.close(fd)
+    return complete
+
+
+def entry_kind(entry: os.DirEntry[str]) -> str:
+    """Return ``symlink``, ``dir``, ``file`` or ``other`` for a directory entry (no following)."""
+    if entry.is_symlink():
+        return "symlink"
+    if entry.is_dir(follow_symlinks=False):
+        return "dir"
+    return "file" if entry.is_file(follow_symlinks=False) else "other"
+
+
+_re_parser: Any = importlib.import_module("re._parser")
+_REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+
+
+def _children(value: Any) -> Iterator[Any]:
+    """Yield the sub-patterns inside one parsed regex node's argument."""
+    if isinstance(value, _re_parser.SubPattern):
+        yield value
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from _children(item)
+
+
+def _nested_repeat(pattern: Any, inside: bool) -> bool:
+    """Whether a parsed regex has a repeat inside a repeat (the catastrophic shape).
+
+    Only repeats that can match more than once count (``?`` does not).
+    """
+    for op, value in pattern:
+        repeats = str(op) in _REPEATS and value[1] > 1
+        if repeats and inside:
+            return True
+        if any(_nested_repeat(child, inside or repeats) for child in _children(value)):
+            return True
+    return False
+
+
+def compile_search(pattern: str, regex: bool) -> Callable[[str], bool]:
+    """Return a line predicate for ``pattern``: plain substring, or a vetted regex.
+
+    Refuses (``invalid_tool_args``) patterns over 1000 characters (``pattern_too_long``),
+    invalid regexes (``invalid_regex``) and nested repeats (``regex_too_complex``).
+    """
+    if len(pattern) > SEARCH_MAX_PATTERN:
+        raise ToolError(
+            "invalid_tool_args",
+            f"the pattern is {len(pattern)} characters; the limit is {SEARCH_MAX_PATTERN}",
+            kind="invalid_type",
+            reason="pattern_too_long",
+        )
+    if not regex:
+        return lambda line: pattern in line
+    try:
+        compiled = re.compile(pattern)
+        nested = _nested_repeat(_re_parser.parse(pattern), False)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise ToolError(
+            "invalid_tool_args",
+            f"the pattern is not a valid regular expression: {e}",
+            kind="invalid_type",
+            reason="invalid_regex",
+        ) from e
+    if nested:
+        raise ToolError(
+            "invalid_tool_args",
+            "the pattern nests a repeat inside a repeat (like (a+)+), which can take "
+            "exponential time; rewrite it without the nesting or search for plain text",
+            kind="invalid_type",
+            reason="regex_too_complex",
+        )
+    return lambda line: compiled.search(line) is not None
+
+
+def search_file(fd: int, matches: Callable[[str], bool]) -> list[tuple[int, str]] | None:
+    """Return an open file's matching ``(line, text)`` pairs; None if binary or too big."""
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > SEARCH_MAX_FILE_BYTES:
+            return None
+        data = f.read(SEARCH_MAX_FILE_BYTES + 1)
+    if len(data) > SEARCH_MAX_FILE_BYTES or b"\0" in data[:8192]:
+        return None
+    hits = []
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        if matches(line):
+            hits.append((number, line[:SEARCH_MAX_LINE_TEXT]))
+    return hits

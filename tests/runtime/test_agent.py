@@ -1,0 +1,397 @@
+"""The agent loop's step function, driven without any actor system."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+import pytest
+
+from events import catalog as ev
+from events.envelope import Envelope, NewEvent
+from events.projections import pending_tool_calls, timeline
+from runtime.agent import ConversationCore
+from runtime.agent_effects import (
+    Append,
+    AskPolicy,
+    CallModel,
+    CancelCalls,
+    Dispatch,
+    Effect,
+    Reply,
+)
+from runtime.errors import BadRequestError
+from runtime.llm.base import ModelReply
+from runtime.llm.deterministic import DeterministicAdapter
+from runtime.options import validate_options
+
+CLIENT = "client-address"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=5)
+        return self.now
+
+
+class Harness:
+    """Runs a core's effects with an in-memory journal, the deterministic model and
+    scripted policy/tool answers."""
+
+    def __init__(self, core: ConversationCore | None = None, **options: Any) -> None:
+        self.clock = Clock()
+        self.options = validate_options(options)
+        self.core = core or self.new_core()
+        self.journal: list[Envelope] = []
+        self.replies: list[tuple[Any, dict[str, Any]]] = []
+        self.acks: list[tuple[Any, Envelope]] = []
+        self.policy: Callable[[Any], list[ev.Event]] = lambda call: [
+            ev.PolicyAllowed(tool=call.name, call_id=call.call_id)
+        ]
+        self.tool: Callable[[Any], list[ev.Event]] = lambda call: [
+            ev.ToolCompleted(call_id=call.call_id, name=call.name, result={"ok": True})
+        ]
+        self.hold_tools = False
+        self.held: list[Any] = []
+        self.cancelled: list[str] = []
+        self.model = DeterministicAdapter()
+
+    def new_core(self) -> ConversationCore:
+        return ConversationCore(
+            project_id="p1",
+            conversation_id="c1",
+            options=self.options,
+            clock=self.clock,
+        )
+
+    def commit(self, events: list[NewEvent]) -> list[Envelope]:
+        out = []
+        for e in events:
+            seq = len(self.journal) + 1
+            env = Envelope(
+                seq=seq,
+                stream_version=seq,
+                hash="h",
+                prev_hash="p",
+                **msgspec.structs.asdict(e),
+            )
+            self.journal.append(env)
+            out.append(env)
+        return out
+
+    def run(self, effects: list[Effect]) -> None:
+        queue = list(effects)
+        while queue:
+            effect = queue.pop(0)
+            if isinstance(effect, Append):
+                committed = self.commit(effect.events)
+                if effect.ack_to is not None:
+                    self.acks.append((effect.ack_to, committed[0]))
+                queue = self.core.committed(committed) + queue
+            elif isinstance(effect, Reply):
+                self.replies.append((effect.to, effect.payload))
+            elif isinstance(effect, CallModel):
+                reply = self.model.complete(effect.request)
+                queue = self.core.model_replied(effect.round, reply) + queue
+            elif isinstance(effect, AskPolicy):
+                queue = (
+                    self.core.policy_decided(effect.call.call_id, self.policy(effect.call)) + queue
+                )
+            elif isinstance(effect, Dispatch):
+                if self.hold_tools:
+                    self.held.append(effect.call)
+                else:
+                    queue = (
+                        self.core.tool_finished(effect.call.call_id, self.tool(effect.call)) + queue
+                    )
+            elif isinstance(effect, CancelCalls):
+                self.cancelled.extend(effect.call_ids)
+
+    def send(self, event: dict[str, Any], *, wait: bool = False) -> None:
+        self.run(self.core.inbound(event, CLIENT, wait=wait))
+
+    def types(self) -> list[str]:
+        return [e.type for e in self.journal]
+
+
+def test_a_message_that_reads_a_file_runs_the_whole_loop_in_order() -> None:
+    h = Harness()
+    h.send(
+        {"type": "user.message", "data": {"content": "read README.md"}, "correlation_id": "corr-a"}
+    )
+    assert h.types() == [
+        "user.message",
+        "llm.started",
+        "tool.requested",
+        "assistant.message",
+        "policy.allowed",
+        "tool.started",
+        "tool.completed",
+        "llm.started",
+        "assistant.delta",
+        "assistant.message",
+        "llm.completed",
+    ]
+    assert {e.correlation_id for e in h.journal} == {"corr-a"}
+    assert h.journal[-2].data["content"] == "Tool fs.read completed."
+    assert h.acks == [(CLIENT, h.journal[0])]
+    assert h.core.status() == "idle"
+
+
+def test_causation_links_each_event_to_the_one_that_caused_it() -> None:
+    h = Harness()
+    h.send({"type": "user.message", "data": {"content": "read README.md"}})
+    by_type = {}
+    for e in h.journal:
+        by_type.setdefault(e.type, []).append(e)
+    user = by_type["user.message"][0]
+    assert user.causation_id is None
+    assert by_type["llm.started"][0].causation_id == user.event_id
+    requested = by_type["tool.requested"][0]
+    assert requested.causation_id == by_type["llm.started"][0].event_id
+    allowed = by_type["policy.allowed"][0]
+    assert allowed.causation_id == requested.event_id
+    assert by_type["tool.started"][0].causation_id == allowed.event_id
+    assert by_type["tool.completed"][0].causation_id == by_type["tool.started"][0].event_id
+    assert by_type["llm.started"][1].causation_id == by_type["tool.completed"][0].event_id
+
+
+def test_a_generated_correlation_id_is_inherited_by_every_caused_event() -> None:
+    h = Harness()
+    h.send({"type": "user.message", "data": {"content": "hello"}})
+    corr = h.journal[0].correlation_id
+    assert corr.startswith("corr-") and len(corr) == 25
+    assert {e.correlation_id for e in h.journal} == {corr}
+    assert h.journal[-2].data["content"] == "Acknowledged: hello"
+
+
+def test_wait_replies_once_the_turn_is_over() -> None:
+    h = Harness()
+    h.send(
+        {"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-w"}, wait=True
+    )
+    assert h.acks == []
+    assert h.replies == [
+        (
+            CLIENT,
+            {
+                "seq": 1,
+                "event_id": h.journal[0].event_id,
+                "correlation_id": "corr-w",
+                "outcome": "llm.completed",
+                "outcome_data": h.journal[-1].data,
+            },
+        )
+    ]
+
+
+def test_a_denied_call_fails_and_the_model_is_told() -> None:
+    h = Harness()
+    h.policy = lambda call: [
+        ev.PolicyDenied(tool=call.name, reason="outside_root", call_id=call.call_id),
+        ev.ToolFailed(call_id=call.call_id, name=call.name, reason={"code": "outside_root"}),
+    ]
+    h.send({"type": "user.message", "data": {"content": "read ../etc/passwd"}})
+    assert "tool.started" not in h.types()
+    assert h.journal[-2].data["content"] == "Tool fs.read failed: outside_root"
+
+
+def test_max_rounds_stops_a_model_that_keeps_calling_tools() -> None:
+    h = Harness(max_rounds=2)
+    directive = {"tool_calls": [{"name": "fs.list", "args": {}}]}
+    h.model = LoopingModel()  # type: ignore[assignment]
+    h.send({"type": "user.message", "data": {"content": "loop", "llm": directive}})
+    assert h.types()[-1] == "budget.exceeded"
+    assert h.journal[-1].data == {"budget": "max_rounds", "limit": 2, "used": 2}
+
+
+class LoopingModel:
+    provider = "loop"
+    model = None
+
+    def complete(self, request: Any) -> ModelReply:
+        from runtime.llm.base import ToolCallRequest
+
+        return ModelReply(
+            text="",
+            deltas=[],
+            tool_calls=[ToolCallRequest(id=None, name="fs.list", args={})],
+            finish_reason="tool_calls",
+            usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        )
+
+
+def test_the_token_budget_is_checked_before_the_model_call() -> None:
+    h = Harness(token_budget=1)
+    h.send({"type": "user.message", "data": {"content": "first"}})
+    assert h.types()[-1] == "llm.completed"
+    h.send({"type": "user.message", "data": {"content": "second"}})
+    assert h.types()[-2:] == ["user.message", "budget.exceeded"]
+    assert h.journal[-1].data["budget"] == "token_budget"
+
+
+def test_cancel_cancels_pending_calls_with_the_cancels_correlation() -> None:
+    h = Harness()
+    h.hold_tools = True
+    h.send({"type": "user.message", "data": {"content": "read a.txt"}, "correlation_id": "corr-t"})
+    assert h.core.status() == "running"
+    call_id = h.held[0].call_id
+    h.send({"type": "conversation.cancel", "data": {}, "correlation_id": "corr-c"})
+    cancelled = [e for e in h.journal if e.type == "tool.cancelled"]
+    assert [(e.data["call_id"], e.correlation_id) for e in cancelled] == [(call_id, "corr-c")]
+    assert cancelled[0].data["reason"] == "conversation_cancelled"
+    assert h.cancelled == [call_id]
+    assert h.types()[-1] == "llm.failed"
+    assert h.core.status() == "cancelled"
+    # the late result is suppressed
+    late = h.core.tool_finished(call_id, [ev.ToolCompleted(call_id=call_id, name="fs.read")])
+    assert late == []
+    assert pending_tool_calls(h.journal, "c1") == []
+
+
+def test_messages_while_cancelled_are_recorded_and_not_run_until_resume() -> None:
+    h = Harness()
+    h.send({"type": "conversation.cancel", "data": {}})
+    h.send({"type": "user.message", "data": {"content": "hi"}})
+    assert h.types()[-2:] == ["user.message", "llm.failed"]
+    h.send({"type": "conversation.resume", "data": {}})
+    h.send({"type": "user.message", "data": {"content": "again"}})
+    assert h.types()[-1] == "llm.completed"
+
+
+def test_approval_mode_waits_for_a_person_and_approve_runs_the_call() -> None:
+    h = Harness()
+    h.policy = lambda call: [ev.ToolApprovalRequested(call_id=call.call_id)]
+    h.send(
+        {"type": "user.message", "data": {"content": "read a.txt"}, "correlation_id": "corr-p"},
+        wait=True,
+    )
+    assert h.core.status() == "awaiting_approval"
+    assert h.replies[-1][1]["outcome"] == "awaiting_approval"
+    call_id = pending_tool_calls(h.journal, "c1")[0]["call_id"]
+    h.send({"type": "tool.approved", "data": {"call_id": call_id}})
+    assert "tool.completed" in h.types()
+    approved = next(e for e in h.journal if e.type == "tool.approved")
+    assert approved.correlation_id == "corr-p"
+    assert h.types()[-1] == "llm.completed"
+
+
+def test_reject_fails_the_call_with_approval_rejected() -> None:
+    h = Harness()
+    h.policy = lambda call: [ev.ToolApprovalRequested(call_id=call.call_id)]
+    h.send({"type": "user.message", "data": {"content": "read a.txt"}})
+    call_id = pending_tool_calls(h.journal, "c1")[0]["call_id"]
+    h.send({"type": "tool.rejected", "data": {"call_id": call_id, "reason": "no"}})
+    failed = next(e for e in h.journal if e.type == "tool.failed")
+    assert failed.data["reason"] == {"code": "approval_rejected", "message": "no"}
+    assert h.journal[-2].data["content"] == "Tool fs.read failed: approval_rejected"
+
+
+def test_approving_a_call_that_is_not_waiting_is_a_bad_request() -> None:
+    h = Harness()
+    with pytest.raises(BadRequestError, match=r"^call call-x is not awaiting approval in c1$"):
+        h.core.inbound({"type": "tool.approved", "data": {"call_id": "call-x"}}, CLIENT)
+
+
+def test_an_event_type_that_is_not_inbound_is_refused() -> None:
+    h = Harness()
+    with pytest.raises(BadRequestError, match=r"^event type 'tool.completed' cannot be sent"):
+        h.core.inbound({"type": "tool.completed", "data": {}}, CLIENT)
+
+
+def test_invalid_inbound_data_is_refused() -> None:
+    h = Harness()
+    with pytest.raises(BadRequestError, match=r"^invalid data for user.message"):
+        h.core.inbound({"type": "user.message", "data": {"content": 5}}, CLIENT)
+
+
+def test_a_second_message_waits_for_the_first_turn() -> None:
+    h = Harness()
+    h.hold_tools = True
+    h.send({"type": "user.message", "data": {"content": "read a"}, "correlation_id": "corr-1"})
+    h.send({"type": "user.message", "data": {"content": "hello"}, "correlation_id": "corr-2"})
+    assert [e.correlation_id for e in h.journal if e.type == "llm.started"] == ["corr-1"]
+    call = h.held.pop()
+    h.run(
+        h.core.tool_finished(call.call_id, [ev.ToolCompleted(call_id=call.call_id, name=call.name)])
+    )
+    starts = [e.correlation_id for e in h.journal if e.type == "llm.started"]
+    assert starts == ["corr-1", "corr-1", "corr-2"]
+    assert h.types()[-1] == "llm.completed"
+
+
+def test_the_runner_dying_fails_running_calls_as_crashed() -> None:
+    h = Harness()
+    h.hold_tools = True
+    h.send({"type": "user.message", "data": {"content": "read a"}})
+    h.run(h.core.runner_lost("tool runner exited"))
+    failed = next(e for e in h.journal if e.type == "tool.failed")
+    assert failed.data["reason"]["code"] == "tool_crashed"
+    assert h.types()[-1] == "llm.completed"
+
+
+def test_a_restarted_conversation_goes_on_from_its_events() -> None:
+    h = Harness()
+    h.hold_tools = True
+    h.send({"type": "user.message", "data": {"content": "read a"}})
+    committed = list(h.journal)
+    fresh = h.new_core()
+    fresh.load(committed)
+    h.core = fresh
+    h.hold_tools = False
+    h.run(fresh.recover())
+    assert h.types()[-1] == "llm.completed"
+    assert [e.data["reason"]["code"] for e in h.journal if e.type == "tool.failed"] == [
+        "tool_crashed"
+    ]
+    assert pending_tool_calls(h.journal, "c1") == []
+
+
+def test_a_restart_during_a_model_round_calls_the_model_again() -> None:
+    h = Harness()
+    h.core.inbound({"type": "user.message", "data": {"content": "hi"}}, CLIENT)
+    effects = h.core.inbound({"type": "user.message", "data": {"content": "hi"}}, CLIENT)
+    first = effects[0]
+    assert isinstance(first, Append)
+    h.commit(first.events)  # committed, but the actor died before the model call
+    fresh = h.new_core()
+    fresh.load(list(h.journal))
+    h.core = fresh
+    h.run(fresh.recover())
+    assert h.types()[-1] == "llm.completed"
+
+
+def test_replaying_the_journal_rebuilds_the_same_state() -> None:
+    h = Harness()
+    h.send({"type": "user.message", "data": {"content": "read a"}})
+    h.send({"type": "user.message", "data": {"content": "hello"}})
+    fresh = h.new_core()
+    fresh.load(list(h.journal))
+    assert timeline(fresh.events, "c1") == timeline(h.core.events, "c1")
+    assert (fresh.status(), fresh.tokens_used) == (h.core.status(), h.core.tokens_used)
+
+
+def test_orchestration_off_records_events_without_a_model_loop() -> None:
+    h = Harness(orchestration=False)
+    h.send({"type": "user.message", "data": {"content": "read a"}})
+    assert h.types() == ["user.message"]
+
+
+def test_directives_drive_deltas_and_tool_calls_on_the_first_round() -> None:
+    h = Harness()
+    directive = {
+        "delta_chunks": ["Look", "ing"],
+        "tool_calls": [{"name": "fs.list", "args": {"path": "."}, "run_mode": "async"}],
+    }
+    h.send({"type": "user.message", "data": {"content": "x", "llm": directive}})
+    deltas = [e.data["content"] for e in h.journal if e.type == "assistant.delta"]
+    assert deltas == ["Look", "ing", "Tool fs.list completed."]
+    requested = next(e for e in h.journal if e.type == "tool.requested")
+    assert (requested.data["name"], requested.data["run_mode"]) == ("fs.list", "async")
+    assert uuid.UUID(h.journal[0].event_id)
