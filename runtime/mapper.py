@@ -8,6 +8,7 @@ its position in the project, ``topic`` the event type.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,7 @@ __all__ = ["JournalRecord", "MsgpackTranscoder", "MsgspecMapper", "project_strea
 _PROJECT_NAMESPACE = uuid.UUID("5b1d7c52-6f0e-4c57-9a2a-52a6f2b1c0de")
 
 
+@functools.lru_cache(maxsize=4096)
 def project_stream_id(project_id: str) -> uuid.UUID:
     """Return the eventsourcing originator id of a project's stream."""
     return uuid.uuid5(_PROJECT_NAMESPACE, project_id)

@@ -1,0 +1,142 @@
+"""What every Roost actor shares: logging per process, error storms, journal appends.
+
+An exception inside ``receiveMessage`` makes Thespian redeliver once and then bounce the
+message as a ``PoisonMessage``; it never restarts the actor. Our actors catch exceptions
+themselves, reply with an error where someone waits, and count them: a storm (more than
+``STORM_LIMIT`` within ``STORM_WINDOW_S``) makes the actor exit, so its parent sees
+``ChildActorExited`` and restarts it from its events.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from thespian.actors import Actor, ActorExitRequest
+
+from actors.messages import ActorStarted, Appended, AppendFailed, AppendRequest, Reply
+from events.envelope import NewEvent
+from runtime.errors import RoostError
+
+__all__ = ["STORM_LIMIT", "STORM_WINDOW_S", "RoostActor", "error_reply", "utc_now"]
+
+STORM_LIMIT = 5
+"""Exceptions within the window that make an actor exit to be restarted."""
+STORM_WINDOW_S = 10.0
+"""The storm window."""
+
+
+def utc_now() -> datetime:
+    """The runtime clock (UTC)."""
+    return datetime.now(UTC)
+
+
+def error_reply(error: BaseException) -> Reply:
+    """A :class:`Reply` carrying ``error`` in its wire shape."""
+    if isinstance(error, RoostError):
+        return Reply(ok=False, error=error.to_wire())
+    return Reply(
+        ok=False,
+        error={
+            "code": "internal_error",
+            "message": f"{type(error).__name__}: {error}",
+            "details": {},
+        },
+    )
+
+
+class RoostActor(Actor):  # type: ignore[misc]
+    """Base actor: per-process logging, storm counting and fire-and-track appends."""
+
+    kind = "actor"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._errors: list[float] = []
+        self._tokens = itertools.count(1)
+        self._appends: dict[int, tuple[AppendRequest, Callable[[Any], None] | None]] = {}
+        self.journal: Any = None
+        self.log = structlog.get_logger("roost").bind(actor=self.kind, pid=os.getpid())
+        _configure_process_logging()
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        """Dispatch ``message``; count and survive exceptions."""
+        if isinstance(message, ActorExitRequest):
+            self.on_exit()
+            return
+        try:
+            if isinstance(message, Appended | AppendFailed) and message.token in self._appends:
+                _request, then = self._appends.pop(message.token)
+                if isinstance(message, AppendFailed):
+                    self.log.error("append_failed", error=message.error)
+                if then is not None:
+                    then(message)
+                return
+            self.handle(message, sender)
+        except Exception as e:
+            self.log.exception("actor_error", message=type(message).__name__)
+            self.on_error(message, sender, e)
+            now = time.monotonic()
+            self._errors = [t for t in self._errors if now - t < STORM_WINDOW_S] + [now]
+            if len(self._errors) > STORM_LIMIT:
+                self.log.error("actor_error_storm", errors=len(self._errors))
+                self.send(self.myAddress, ActorExitRequest())
+
+    def handle(self, message: Any, sender: Any) -> None:
+        """Handle one message (subclasses)."""
+
+    def announce(self, parent: Any, role: str) -> None:
+        """Tell ``parent`` this actor's role and pid."""
+        self.send(parent, ActorStarted(role=role, pid=os.getpid()))
+
+    def on_error(self, message: Any, sender: Any, error: Exception) -> None:
+        """Answer whoever waits on ``message`` with ``error`` (subclasses may refine)."""
+        reply_to = getattr(message, "reply_to", None)
+        if reply_to is not None:
+            self.send(reply_to, error_reply(error))
+
+    def on_exit(self) -> None:
+        """Release resources before the actor stops (subclasses)."""
+
+    def append(
+        self,
+        events: list[NewEvent],
+        then: Callable[[Any], None] | None = None,
+        *,
+        key: str | None = None,
+    ) -> AppendRequest:
+        """Send ``events`` to the journal; ``then(Appended | AppendFailed)`` on the answer."""
+        request = AppendRequest(
+            key=key or str(uuid.uuid4()), events=events, token=next(self._tokens)
+        )
+        self._appends[request.token] = (request, then)
+        if self.journal is not None:
+            self.send(self.journal, request)
+        return request
+
+    def resend_appends(self) -> None:
+        """Send unanswered appends again (same keys: the journal drops duplicates)."""
+        for request, _ in self._appends.values():
+            self.send(self.journal, request)
+
+
+_configured: list[int] = []
+
+
+def _configure_process_logging() -> None:
+    """Configure structlog once per actor process (never carried in pickled state)."""
+    if os.getpid() in _configured:
+        return
+    _configured.append(os.getpid())
+    try:
+        from runtime.logging import configure_logging  # noqa: PLC0415
+
+        configure_logging(json=True, log_file=os.environ.get("ROOST_LOG_FILE"))
+    except Exception:
+        return

@@ -1,0 +1,359 @@
+"""The Conversation actor: a thin shell that runs :class:`runtime.agent.ConversationCore`.
+
+It carries out the core's effects one at a time. An ``Append`` goes to the Journal and
+everything after it waits for the acknowledgement; inputs that arrive meanwhile are
+queued, so the core only ever sees committed state. The model is called inline (the
+deterministic adapter answers at once; an HTTP model blocks this conversation only).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import deque
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import WakeupMessage
+
+from actors.base import RoostActor, error_reply, utc_now
+from actors.messages import (
+    Appended,
+    AppendFailed,
+    CallCancel,
+    CallDecision,
+    CallDone,
+    ConversationIdle,
+    DecideCall,
+    DirectDone,
+    PeerUpdate,
+    ReadProject,
+    ReadResult,
+    Reply,
+    Request,
+    RunCall,
+    RunDirect,
+    SetupConversation,
+)
+from events import catalog as ev
+from events.envelope import new_correlation_id
+from events.projections import get_projection
+from runtime.agent import ConversationCore
+from runtime.agent_effects import (
+    Append,
+    AskPolicy,
+    CallModel,
+    CancelCalls,
+    Dispatch,
+    Effect,
+)
+from runtime.agent_effects import Reply as ReplyEffect
+from runtime.errors import BadRequestError, RoostError
+from runtime.llm.base import ModelAdapter, ModelError, make_adapter
+
+__all__ = ["ConversationActor"]
+
+_EVENT_OPS = {
+    "cancel": "conversation.cancel",
+    "resume": "conversation.resume",
+    "approve": "tool.approved",
+    "reject": "tool.rejected",
+}
+
+
+class ConversationActor(RoostActor):
+    """Runs one conversation's agent loop."""
+
+    kind = "conversation"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.core: ConversationCore | None = None
+        self.setup: SetupConversation | None = None
+        self.adapter: ModelAdapter | None = None
+        self.policy: Any = None
+        self.runner: Any = None
+        self.parent: Any = None
+        self.inputs: deque[tuple[Any, Any]] = deque()
+        self.effects: deque[Effect] = deque()
+        self.waiting_append = False
+        self.loading = False
+        self.handled = 0
+        self.last_activity = time.monotonic()
+        self.idle_armed = False
+
+    # --- message entry ------------------------------------------------------------------
+
+    def handle(self, message: Any, sender: Any) -> None:
+        """Queue inputs while an append or the initial read is outstanding."""
+        if isinstance(message, SetupConversation):
+            self._setup(message, sender)
+            return
+        if isinstance(message, ReadResult):
+            self._loaded(message)
+            return
+        if isinstance(message, PeerUpdate):
+            self._peers(message)
+            return
+        if isinstance(message, WakeupMessage):
+            self._maybe_idle()
+            return
+        self.last_activity = time.monotonic()
+        self.inputs.append((message, sender))
+        self._pump()
+
+    def _pump(self) -> None:
+        """Run effects and inputs until something must be waited for."""
+        while not self.waiting_append and not self.loading:
+            if self.effects:
+                self._run(self.effects.popleft())
+            elif self.inputs:
+                message, sender = self.inputs.popleft()
+                self._input(message, sender)
+            else:
+                break
+        self._arm_idle()
+
+    # --- set-up and rehydration ----------------------------------------------------------
+
+    def _setup(self, setup: SetupConversation, sender: Any) -> None:
+        self.setup = setup
+        self.parent = sender
+        self.announce(sender, f"conversation:{setup.conversation_id}")
+        self.journal, self.policy, self.runner = setup.journal, setup.policy, setup.runner
+        self.core = ConversationCore(
+            project_id=setup.project_id,
+            conversation_id=setup.conversation_id,
+            options=setup.options,
+            clock=utc_now,
+            tools=setup.tools,
+        )
+        self.adapter = make_adapter(setup.options)
+        self.core.provider = self.adapter.provider
+        self.core.model = self.adapter.model
+        if setup.new:
+            started = self.core._new(
+                ev.ConversationStarted(),
+                correlation_id=setup.correlation_id or new_correlation_id(),
+                causation_id=None,
+            )
+            self.effects.append(Append(events=[started]))
+            if setup.reply_to is not None:
+                self.effects.append(ReplyEffect(to=setup.reply_to, payload=setup.conversation_id))
+            self._pump()
+            return
+        self.loading = True
+        self.send(
+            self.journal,
+            ReadProject(project_id=setup.project_id, conversation_id=setup.conversation_id),
+        )
+
+    def _loaded(self, result: ReadResult) -> None:
+        assert self.core is not None and self.setup is not None
+        self.core.load(result.events)
+        self.loading = False
+        if self.setup.recovering:
+            self.effects.extend(self.core.recover())
+        else:
+            self.effects.extend(self.core.advance())
+        self._pump()
+
+    def _peers(self, update: PeerUpdate) -> None:
+        if update.journal is not None:
+            self.journal = update.journal
+            self.resend_appends()
+        if update.policy is not None:
+            self.policy = update.policy
+        if update.runner is not None:
+            self.runner = update.runner
+        if update.runner_lost and self.core is not None:
+            self.inputs.append((update, None))
+            self._pump()
+
+    # --- inputs ------------------------------------------------------------------------
+
+    def _input(self, message: Any, sender: Any) -> None:
+        core = self.core
+        assert core is not None
+        if isinstance(message, Request):
+            self.handled += 1
+            try:
+                self.effects.extend(self._request(message))
+            except RoostError as e:
+                self.send(message.reply_to, error_reply(e))
+        elif isinstance(message, CallDecision):
+            self.effects.extend(core.policy_decided(message.call_id, message.events))
+        elif isinstance(message, CallDone):
+            self.effects.extend(core.tool_finished(message.call_id, message.events))
+        elif isinstance(message, DirectDone):
+            self._direct_done(message)
+        elif isinstance(message, PeerUpdate) and message.runner_lost:
+            self.effects.extend(core.runner_lost(message.runner_lost))
+
+    def _request(self, request: Request) -> list[Effect]:
+        core = self.core
+        assert core is not None
+        op, args = request.op, request.args
+        if op == "send_event":
+            client_key = args.get("idempotency_key")
+            key = f"{core.project_id}/{core.conversation_id}/{client_key}" if client_key else None
+            return core.inbound(
+                args["event"], request.reply_to, wait=bool(args.get("wait", False)), key=key
+            )
+        if op in _EVENT_OPS:
+            data: dict[str, Any] = {}
+            if op in ("approve", "reject"):
+                data["call_id"] = args["call_id"]
+            if op in ("reject", "cancel") and args.get("reason"):
+                data["reason"] = args["reason"]
+            event = {
+                "type": _EVENT_OPS[op],
+                "data": data,
+                "correlation_id": args.get("correlation_id"),
+            }
+            return core.inbound(event, request.reply_to)
+        if op == "get_projection":
+            self.send(request.reply_to, Reply(ok=True, result=self._projection(args["key"])))
+            return []
+        if op == "stop_conversation":
+            stopped = core._new(
+                ev.ConversationStopped(), correlation_id=new_correlation_id(), causation_id=None
+            )
+            return [
+                Append(events=[stopped]),
+                ReplyEffect(
+                    to=request.reply_to,
+                    payload={"conversation_id": core.conversation_id, "stopped": True},
+                ),
+            ]
+        if op == "run_tool":
+            self.send(
+                self.runner,
+                RunDirect(
+                    request=args["request"],
+                    reply_to=request.reply_to,
+                    conversation_id=core.conversation_id,
+                ),
+            )
+            return []
+        raise BadRequestError(
+            f"operation {op!r} does not apply to a conversation", reason="unknown_op"
+        )
+
+    def _projection(self, key: str) -> Any:
+        core = self.core
+        assert core is not None
+        try:
+            return get_projection(core.events, core.conversation_id, key)
+        except KeyError as e:
+            raise BadRequestError(str(e), reason="unknown_projection", key=key) from e
+
+    def _direct_done(self, message: DirectDone) -> None:
+        core = self.core
+        assert core is not None
+        batch = [
+            core._new(p, correlation_id=message.correlation_id, causation_id=None)
+            for p in message.events
+        ]
+        self.effects.append(Append(events=batch))
+        self.effects.append(ReplyEffect(to=message.reply_to, payload=message.result))
+
+    # --- effects -----------------------------------------------------------------------
+
+    def _run(self, effect: Effect) -> None:
+        core = self.core
+        assert core is not None
+        if isinstance(effect, Append):
+            self.waiting_append = True
+            self.append(
+                effect.events, then=functools.partial(self._appended, effect), key=effect.key
+            )
+        elif isinstance(effect, ReplyEffect):
+            self.send(effect.to, Reply(ok=True, result=effect.payload))
+        elif isinstance(effect, CallModel):
+            assert self.adapter is not None
+            try:
+                reply = self.adapter.complete(effect.request)
+            except ModelError as e:
+                self.effects.extend(core.model_failed(effect.round, e.reason))
+            except Exception as e:
+                self.effects.extend(core.model_failed(effect.round, f"adapter_error: {e}"))
+            else:
+                self.effects.extend(core.model_replied(effect.round, reply))
+        elif isinstance(effect, AskPolicy):
+            self.send(self.policy, DecideCall(call=effect.call))
+        elif isinstance(effect, Dispatch):
+            self.send(self.runner, RunCall(call=effect.call))
+        elif isinstance(effect, CancelCalls):
+            self.send(self.runner, CallCancel(call_ids=effect.call_ids))
+
+    def _appended(self, effect: Append, answer: Any) -> None:
+        core = self.core
+        assert core is not None
+        self.waiting_append = False
+        if isinstance(answer, AppendFailed):
+            if effect.ack_to is not None:
+                self.send(effect.ack_to, Reply(ok=False, error=answer.error))
+            # State is uncertain: stop, and let the project restart us from the journal.
+            self.log.error("append_failed_exiting", error=answer.error)
+            from thespian.actors import ActorExitRequest  # noqa: PLC0415
+
+            self.send(self.myAddress, ActorExitRequest())
+            return
+        assert isinstance(answer, Appended)
+        if effect.ack_to is not None and answer.envelopes:
+            first = answer.envelopes[0]
+            self.send(
+                effect.ack_to,
+                Reply(
+                    ok=True,
+                    result={
+                        "seq": first.seq,
+                        "event_id": first.event_id,
+                        "correlation_id": first.correlation_id,
+                    },
+                ),
+            )
+        rest = list(self.effects)
+        self.effects.clear()
+        self.effects.extend(rest + core.committed(answer.envelopes))
+        self._pump()
+
+    # --- passivation -------------------------------------------------------------------
+
+    def _arm_idle(self) -> None:
+        if self.setup is None or self.idle_armed:
+            return
+        self.idle_armed = True
+        idle_ms = int(self.setup.options.get("idle_passivation_ms", 300000))
+        self.wakeupAfter(timedelta(milliseconds=idle_ms))
+
+    def _maybe_idle(self) -> None:
+        self.idle_armed = False
+        if self.setup is None or self.core is None:
+            return
+        idle_ms = int(self.setup.options.get("idle_passivation_ms", 300000))
+        quiet = (time.monotonic() - self.last_activity) * 1000 >= idle_ms
+        busy = (
+            self.waiting_append
+            or self.loading
+            or self.effects
+            or self.inputs
+            or self.core.waiters
+            or self.core.status() in ("running", "awaiting_approval")
+        )
+        if quiet and not busy:
+            self.send(
+                self.parent,
+                ConversationIdle(conversation_id=self.core.conversation_id, handled=self.handled),
+            )
+        self._arm_idle()
+
+    def on_error(self, message: Any, sender: Any, error: Exception) -> None:
+        """Answer the waiting client.
+
+        A half-run step leaves state uncertain, so the storm counter will restart us if it
+        repeats.
+        """
+        super().on_error(message, sender, error)
+        self.waiting_append = False

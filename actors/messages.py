@@ -1,0 +1,318 @@
+"""Messages between actors: frozen msgspec Structs (picklable; Thespian carries them).
+
+Addresses (Thespian ``ActorAddress``) travel in ``Any`` fields. A request from the daemon
+carries ``reply_to``: whoever finishes the work answers there directly, so a request
+forwarded Supervisor → Project → Conversation costs no extra hop on the way back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from events.catalog import Event
+from events.envelope import Envelope, NewEvent
+from runtime.agent_effects import CallSpec
+
+__all__ = [
+    "ActorStarted",
+    "AppendFailed",
+    "AppendRequest",
+    "Appended",
+    "Boot",
+    "CallCancel",
+    "CallDecision",
+    "CallDone",
+    "ConversationIdle",
+    "DecideCall",
+    "DirectDone",
+    "Escalate",
+    "Message",
+    "PeerUpdate",
+    "ReadProject",
+    "ReadResult",
+    "ReadTypes",
+    "Reply",
+    "Request",
+    "RunCall",
+    "RunDirect",
+    "SetupConversation",
+    "SetupJournal",
+    "SetupPolicy",
+    "SetupProject",
+    "SetupRunner",
+]
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every actor message."""
+
+
+class Request(Message, frozen=True, kw_only=True):
+    """A client operation routed down the tree until an actor can serve it."""
+
+    op: str
+    """Operation name (``runtime.ops``)."""
+    args: dict[str, Any]
+    """Validated arguments."""
+    reply_to: Any
+    """The daemon endpoint waiting for the :class:`Reply`."""
+
+
+class Reply(Message, frozen=True, kw_only=True):
+    """The answer to a :class:`Request`."""
+
+    ok: bool
+    """True on success."""
+    result: Any = None
+    """The result when ok."""
+    error: dict[str, Any] | None = None
+    """The wire error ``{code, message, details}`` when not ok."""
+
+
+class SetupJournal(Message, frozen=True, kw_only=True):
+    """Configure the Journal actor (it opens the store on this message, after fork)."""
+
+    home: str
+    """ROOST_HOME (the SQLite file lives there)."""
+
+
+class AppendRequest(Message, frozen=True, kw_only=True):
+    """Commit a batch; answered by :class:`Appended` or :class:`AppendFailed`."""
+
+    key: str
+    """Idempotency key: re-sending after a journal restart never appends twice."""
+    events: list[NewEvent]
+    """The batch."""
+    token: int
+    """The sender's handle for this append."""
+
+
+class Appended(Message, frozen=True, kw_only=True):
+    """A batch was committed."""
+
+    token: int
+    """The request's token."""
+    envelopes: list[Envelope]
+    """The committed events."""
+
+
+class AppendFailed(Message, frozen=True, kw_only=True):
+    """A batch could not be committed."""
+
+    token: int
+    """The request's token."""
+    error: dict[str, Any]
+    """The wire error."""
+
+
+class ReadProject(Message, frozen=True, kw_only=True):
+    """Read a project's events (optionally one conversation's)."""
+
+    project_id: str
+    """The project."""
+    conversation_id: str | None = None
+    """Only this conversation, when set."""
+    token: int = 0
+    """The sender's handle."""
+    reply_to: Any = None
+    """Where to answer (defaults to the sender)."""
+
+
+class ReadResult(Message, frozen=True, kw_only=True):
+    """Events read from the journal."""
+
+    token: int
+    """The request's token."""
+    events: list[Envelope]
+    """The events in seq order."""
+
+
+class SetupProject(Message, frozen=True, kw_only=True):
+    """Start (or restore) a project actor."""
+
+    project_id: str
+    """The project."""
+    root: str
+    """Resolved root."""
+    options: dict[str, Any]
+    """Normalized options."""
+    journal: Any
+    """The Journal's address."""
+    restore: bool = False
+    """True when restoring from the journal (no ``project.started`` is appended)."""
+    reply_to: Any = None
+    """The client waiting for the start."""
+
+
+class SetupPolicy(Message, frozen=True, kw_only=True):
+    """Configure a project's Policy actor."""
+
+    project_id: str
+    """The project."""
+    root: str
+    """Resolved root."""
+    options: dict[str, Any]
+    """Normalized options."""
+
+
+class SetupRunner(Message, frozen=True, kw_only=True):
+    """Configure a project's ToolRunner actor."""
+
+    project_id: str
+    """The project."""
+    root: str
+    """Resolved root."""
+    options: dict[str, Any]
+    """Normalized options."""
+    journal: Any
+    """The Journal (for signals the runner records itself)."""
+
+
+class SetupConversation(Message, frozen=True, kw_only=True):
+    """Start (or rehydrate) a conversation actor."""
+
+    project_id: str
+    """The project."""
+    conversation_id: str
+    """The conversation."""
+    root: str
+    """Resolved root."""
+    options: dict[str, Any]
+    """Normalized options."""
+    journal: Any
+    """The Journal."""
+    policy: Any
+    """The Policy."""
+    runner: Any
+    """The ToolRunner."""
+    tools: list[dict[str, Any]]
+    """Tools offered to the model."""
+    new: bool
+    """True for a new conversation (append ``conversation.started``)."""
+    recovering: bool = False
+    """True when restarted after a crash (running calls fail as crashed)."""
+    correlation_id: str | None = None
+    """Correlation of the ``conversation.started`` event (a fresh one when unset)."""
+    reply_to: Any = None
+    """The client waiting for the start."""
+
+
+class PeerUpdate(Message, frozen=True, kw_only=True):
+    """A restarted peer's new address."""
+
+    journal: Any = None
+    """New Journal address."""
+    runner: Any = None
+    """New ToolRunner address."""
+    policy: Any = None
+    """New Policy address."""
+    runner_lost: str | None = None
+    """Set when the runner died: calls in flight fail as crashed."""
+
+
+class DecideCall(Message, frozen=True, kw_only=True):
+    """Ask the Policy to decide a call."""
+
+    call: CallSpec
+    """The call."""
+
+
+class CallDecision(Message, frozen=True, kw_only=True):
+    """The Policy's verdict: the events to record for it."""
+
+    call_id: str
+    """The call."""
+    events: list[Event]
+    """Decision, signals and (for a refusal) the terminal ``tool.failed``."""
+
+
+class RunCall(Message, frozen=True, kw_only=True):
+    """Run an allowed call."""
+
+    call: CallSpec
+    """The call."""
+
+
+class CallDone(Message, frozen=True, kw_only=True):
+    """A call's terminal event and its signals."""
+
+    call_id: str
+    """The call."""
+    events: list[Event]
+    """Signals, then the terminal event."""
+
+
+class CallCancel(Message, frozen=True, kw_only=True):
+    """Stop these calls; their results will be ignored."""
+
+    call_ids: list[str]
+    """The calls."""
+
+
+class ConversationIdle(Message, frozen=True, kw_only=True):
+    """A conversation has been idle for ``idle_passivation_ms`` and offers to stop."""
+
+    conversation_id: str
+    """The conversation."""
+    handled: int
+    """Requests it has handled; the project stops it only if it forwarded no more."""
+
+
+class RunDirect(Message, frozen=True, kw_only=True):
+    """A client's ``run_tool``: decide, run and answer ``reply_to`` directly."""
+
+    request: dict[str, Any]
+    """``{name, args, meta: {conversation_id?, correlation_id?}}``."""
+    reply_to: Any
+    """The client."""
+    conversation_id: str | None = None
+    """Set when a conversation records the call's events (it gets a DirectDone)."""
+
+
+class DirectDone(Message, frozen=True, kw_only=True):
+    """A direct run finished; the conversation records its events, then answers."""
+
+    events: list[Event]
+    """``tool.requested``, decision, signals, terminal event."""
+    result: dict[str, Any]
+    """The run_tool result dict."""
+    correlation_id: str
+    """The call's correlation."""
+    reply_to: Any
+    """The client."""
+
+
+class Escalate(Message, frozen=True, kw_only=True):
+    """A child failed beyond the restart intensity; the parent takes over."""
+
+    project_id: str
+    """The project."""
+    child: str
+    """The child that kept failing."""
+
+
+class ReadTypes(Message, frozen=True, kw_only=True):
+    """Read every event of the given types (answered by :class:`ReadResult`)."""
+
+    types: list[str]
+    """Event types."""
+    token: int = 0
+    """The sender's handle."""
+
+
+class Boot(Message, frozen=True, kw_only=True):
+    """Start the Supervisor: open the journal, restore running projects."""
+
+    home: str
+    """ROOST_HOME."""
+
+
+class ActorStarted(Message, frozen=True, kw_only=True):
+    """A child tells its parent who it is (operators and chaos tests kill by role)."""
+
+    role: str
+    """``journal``, ``policy``, ``toolrunner`` or ``conversation:<id>``."""
+    pid: int
+    """Its process id."""

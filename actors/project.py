@@ -1,0 +1,415 @@
+"""The Project actor: owns a project's Policy, ToolRunner and Conversations.
+
+It records the project's start, routes requests to conversations (starting a passivated
+one again from the journal on demand), stops idle ones, and supervises its children:
+a child that dies is restarted with backoff and rebuilt from its events; more than
+``max_restarts`` within ``restart_period_ms`` escalates to the Supervisor. Every crash,
+restart and escalation is an event.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import ActorExitRequest, ChildActorExited, WakeupMessage
+
+from actors.base import RoostActor, error_reply, utc_now
+from actors.conversation import ConversationActor
+from actors.messages import (
+    ActorStarted,
+    ConversationIdle,
+    Escalate,
+    PeerUpdate,
+    ReadProject,
+    ReadResult,
+    Reply,
+    Request,
+    RunDirect,
+    SetupConversation,
+    SetupPolicy,
+    SetupProject,
+    SetupRunner,
+)
+from actors.policy import PolicyActor
+from actors.toolrunner import ToolRunnerActor
+from events import catalog as ev
+from events.envelope import format_at, new_correlation_id, new_event
+from runtime.errors import (
+    BadRequestError,
+    ConversationAlreadyStartedError,
+    ConversationNotFoundError,
+)
+from runtime.supervision import RestartPolicy
+
+__all__ = ["ProjectActor"]
+
+_CONVERSATION_OPS = frozenset(
+    {
+        "send_event",
+        "cancel",
+        "resume",
+        "approve",
+        "reject",
+        "get_projection",
+        "stop_conversation",
+    }
+)
+
+
+class ProjectActor(RoostActor):
+    """One project: its children, its routing, its supervision."""
+
+    kind = "project"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.setup: SetupProject | None = None
+        self.policy: Any = None
+        self.runner: Any = None
+        self.known: set[str] = set()  # conversations started and not stopped
+        self.live: dict[str, Any] = {}  # conversation id -> address
+        self.by_address: dict[str, str] = {}
+        self.forwarded: dict[str, int] = {}
+        self.stopping: set[str] = set()
+        self.tools: list[dict[str, Any]] = []
+        self.restarts: RestartPolicy | None = None
+        self.ready = False
+        self.supervisor: Any = None
+        self.exiting = False
+        self.pids: dict[str, int] = {"project": os.getpid()}
+        self.waiting: list[tuple[Any, Any]] = []
+
+    def handle(self, message: Any, sender: Any) -> None:
+        """Set up, route, supervise."""
+        if isinstance(message, SetupProject):
+            self.supervisor = sender
+            self._setup(message)
+        elif isinstance(message, ReadResult):
+            self._restored(message)
+        elif isinstance(message, Request):
+            if not self.ready:
+                self.waiting.append((message, sender))
+                return
+            self._request(message)
+        elif isinstance(message, ActorStarted):
+            self.pids[message.role] = message.pid
+        elif isinstance(message, ConversationIdle):
+            self._idle(message)
+        elif isinstance(message, ChildActorExited):
+            self._child_exited(message.childAddress)
+        elif isinstance(message, WakeupMessage):
+            self._restart(message.payload)
+        elif isinstance(message, PeerUpdate) and message.journal is not None:
+            self.journal = message.journal
+            self.resend_appends()
+            for address in (self.runner, *self.live.values()):
+                self.send(address, message)
+
+    # --- start -------------------------------------------------------------------------
+
+    def _setup(self, setup: SetupProject) -> None:
+        from runtime.registry import ToolRegistry  # noqa: PLC0415
+        from runtime.sandbox import probe_layers  # noqa: PLC0415
+
+        self.setup = setup
+        self.journal = setup.journal
+        self.restarts = RestartPolicy(
+            int(setup.options.get("max_restarts", 3)),
+            int(setup.options.get("restart_period_ms", 5000)),
+        )
+        registry = ToolRegistry.for_project(setup.root, setup.options)
+        self.tools = registry.model_tools(setup.options)
+        self._start_policy()
+        self._start_runner()
+        if setup.restore:
+            self.send(self.journal, ReadProject(project_id=setup.project_id))
+            return
+        correlation = new_correlation_id()
+        summary = registry.asset_summary()
+        started = self._event(
+            ev.ProjectStarted(
+                root=setup.root, options=setup.options, sandbox_layers=probe_layers()
+            ),
+            correlation,
+        )
+        loaded = self._event(
+            ev.ProjectAssetsLoaded(
+                generation=int(summary.get("generation", 1)),
+                counts=dict(summary.get("counts", {})),
+                errors=list(summary.get("errors", [])),
+            ),
+            correlation,
+            cause=started.event_id,
+        )
+
+        def done(answer: Any) -> None:
+            self.ready = True
+            if setup.reply_to is not None:
+                if hasattr(answer, "envelopes"):
+                    self.send(setup.reply_to, Reply(ok=True, result=setup.project_id))
+                else:
+                    self.send(setup.reply_to, Reply(ok=False, error=answer.error))
+            self._drain()
+
+        self.append([started, loaded], then=done)
+
+    def _restored(self, result: ReadResult) -> None:
+        for envelope in result.events:
+            if envelope.type == "conversation.started" and envelope.conversation_id:
+                self.known.add(envelope.conversation_id)
+            elif envelope.type == "conversation.stopped" and envelope.conversation_id:
+                self.known.discard(envelope.conversation_id)
+        self.ready = True
+        self._drain()
+
+    def _drain(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for message, _sender in waiting:
+            self._request(message)
+
+    def _start_policy(self) -> None:
+        assert self.setup is not None
+        self.policy = self.createActor(PolicyActor)
+        self.send(
+            self.policy,
+            SetupPolicy(
+                project_id=self.setup.project_id, root=self.setup.root, options=self.setup.options
+            ),
+        )
+
+    def _start_runner(self) -> None:
+        assert self.setup is not None
+        self.runner = self.createActor(ToolRunnerActor)
+        self.send(
+            self.runner,
+            SetupRunner(
+                project_id=self.setup.project_id,
+                root=self.setup.root,
+                options=self.setup.options,
+                journal=self.journal,
+            ),
+        )
+
+    def _event(self, payload: ev.Event, correlation: str, cause: str | None = None) -> Any:
+        assert self.setup is not None
+        return new_event(
+            payload,
+            project_id=self.setup.project_id,
+            at=format_at(utc_now()),
+            correlation_id=correlation,
+            causation_id=cause,
+        )
+
+    # --- routing -----------------------------------------------------------------------
+
+    def _request(self, request: Request) -> None:
+        op, args = request.op, request.args
+        try:
+            if op == "start_conversation":
+                self._start_conversation(request)
+            elif op in _CONVERSATION_OPS:
+                conversation = self._conversation(str(args["conversation_id"]))
+                self.forwarded[args["conversation_id"]] = (
+                    self.forwarded.get(args["conversation_id"], 0) + 1
+                )
+                self.send(conversation, request)
+                if op == "stop_conversation":
+                    self.known.discard(args["conversation_id"])
+                    self.stopping.add(args["conversation_id"])
+            elif op == "run_tool":
+                meta = (args.get("request") or {}).get("meta") or {}
+                conversation_id = meta.get("conversation_id")
+                if conversation_id:
+                    target = self._conversation(str(conversation_id))
+                    self.forwarded[conversation_id] = self.forwarded.get(conversation_id, 0) + 1
+                    self.send(target, request)
+                else:
+                    self.send(
+                        self.runner, RunDirect(request=args["request"], reply_to=request.reply_to)
+                    )
+            elif op == "list_tools":
+                self.send(request.reply_to, Reply(ok=True, result=self._list_tools()))
+            elif op == "live_status":
+                self.send(
+                    request.reply_to,
+                    Reply(
+                        ok=True,
+                        result={
+                            "conversations": sorted(self.known),
+                            "active_conversations": sorted(self.live),
+                            "health": {"status": "ok"},
+                            "pids": self._live_pids(),
+                        },
+                    ),
+                )
+            else:
+                raise BadRequestError(
+                    f"operation {op!r} does not apply to a project", reason="unknown_op"
+                )
+        except Exception as e:
+            self.send(request.reply_to, error_reply(e))
+
+    def _live_pids(self) -> dict[str, int]:
+        live = {f"conversation:{c}" for c in self.live}
+        return {
+            role: pid
+            for role, pid in sorted(self.pids.items())
+            if not role.startswith("conversation:") or role in live
+        }
+
+    def _list_tools(self) -> list[dict[str, Any]]:
+        from runtime.registry import ToolRegistry  # noqa: PLC0415
+
+        assert self.setup is not None
+        registry = ToolRegistry.for_project(self.setup.root, self.setup.options)
+        import msgspec  # noqa: PLC0415
+
+        return [msgspec.to_builtins(spec) for spec in registry.visible(self.setup.options)]
+
+    def _start_conversation(self, request: Request) -> None:
+        conversation_id = request.args.get("conversation_id") or "c-" + secrets.token_hex(6)
+        if conversation_id in self.known:
+            raise ConversationAlreadyStartedError(
+                f"conversation {conversation_id} already exists in this project",
+                conversation_id=conversation_id,
+            )
+        self.known.add(conversation_id)
+        self._spawn(conversation_id, new=True, reply_to=request.reply_to)
+
+    def _conversation(self, conversation_id: str) -> Any:
+        if conversation_id not in self.known:
+            raise ConversationNotFoundError(
+                f"no conversation {conversation_id} in this project; start it first",
+                conversation_id=conversation_id,
+            )
+        address = self.live.get(conversation_id)
+        if address is None:
+            address = self._spawn(conversation_id, new=False)
+        return address
+
+    def _spawn(
+        self, conversation_id: str, *, new: bool, reply_to: Any = None, recovering: bool = False
+    ) -> Any:
+        assert self.setup is not None
+        address = self.createActor(ConversationActor)
+        self.live[conversation_id] = address
+        self.by_address[str(address)] = conversation_id
+        self.forwarded[conversation_id] = 0
+        self.send(
+            address,
+            SetupConversation(
+                project_id=self.setup.project_id,
+                conversation_id=conversation_id,
+                root=self.setup.root,
+                options=self.setup.options,
+                journal=self.journal,
+                policy=self.policy,
+                runner=self.runner,
+                tools=self.tools,
+                new=new,
+                recovering=recovering,
+                reply_to=reply_to,
+            ),
+        )
+        return address
+
+    def _idle(self, idle: ConversationIdle) -> None:
+        conversation_id = idle.conversation_id
+        address = self.live.get(conversation_id)
+        if address is None or self.forwarded.get(conversation_id, 0) != idle.handled:
+            return
+        self.stopping.add(conversation_id)
+        del self.live[conversation_id]
+        self.send(address, ActorExitRequest())
+
+    # --- supervision -------------------------------------------------------------------
+
+    def on_exit(self) -> None:
+        """Stopping (project stop or shutdown): restart nothing from now on."""
+        self.exiting = True
+
+    def _child_exited(self, address: Any) -> None:
+        assert self.setup is not None and self.restarts is not None
+        if self.exiting:
+            return
+        key = str(address)
+        if address == self.runner:
+            child = "toolrunner"
+        elif address == self.policy:
+            child = "policy"
+        elif key in self.by_address:
+            conversation_id = self.by_address.pop(key)
+            if conversation_id in self.stopping:
+                self.stopping.discard(conversation_id)
+                return  # passivated or stopped on purpose
+            if self.live.get(conversation_id) != address:
+                return
+            del self.live[conversation_id]
+            child = f"conversation:{conversation_id}"
+        else:
+            return
+        decision = self.restarts.on_crash(child)
+        correlation = new_correlation_id()
+        crashed = self._event(
+            ev.ActorCrashed(
+                actor=child, reason="process exited", restart_count=decision.restart_count
+            ),
+            correlation,
+        )
+        if not decision.restart:
+            escalated = self._event(
+                ev.ActorEscalated(
+                    actor=child,
+                    reason=f"more than {self.restarts.max_restarts} restarts within "
+                    f"{int(self.restarts.period_s * 1000)} ms",
+                    restart_count=decision.restart_count,
+                ),
+                correlation,
+                cause=crashed.event_id,
+            )
+            self.append([crashed, escalated])
+            self.log.error("actor_escalated", child=child, restart_count=decision.restart_count)
+            self.send(self.supervisor, Escalate(project_id=self.setup.project_id, child=child))
+            return
+        self.append([crashed])
+        self.wakeupAfter(
+            timedelta(seconds=decision.delay_s),
+            payload={
+                "child": child,
+                "restart_count": decision.restart_count,
+                "cause": crashed.event_id,
+                "correlation": correlation,
+            },
+        )
+
+    def _restart(self, payload: Any) -> None:
+        if not isinstance(payload, dict) or self.exiting:
+            return
+        child = payload["child"]
+        if child == "toolrunner":
+            self._start_runner()
+            update = PeerUpdate(runner=self.runner, runner_lost="the tool runner exited")
+            for address in self.live.values():
+                self.send(address, update)
+        elif child == "policy":
+            self._start_policy()
+            for address in self.live.values():
+                self.send(address, PeerUpdate(policy=self.policy))
+        else:
+            conversation_id = child.split(":", 1)[1]
+            if conversation_id in self.known and conversation_id not in self.live:
+                self._spawn(conversation_id, new=False, recovering=True)
+        restarted = self._event(
+            ev.ActorRestarted(
+                actor=child,
+                reason="restarted from its events",
+                restart_count=payload["restart_count"],
+            ),
+            payload["correlation"],
+            cause=payload["cause"],
+        )
+        self.append([restarted])
+        self.log.info("actor_restarted", child=child, restart_count=payload["restart_count"])

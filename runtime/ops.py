@@ -1,0 +1,310 @@
+"""The daemon's operations: their names, the arguments each takes, and their time limits.
+
+Every request names an operation (``op``) and carries its arguments (``args``, an object).
+:func:`validate_args` checks them against the op's argument Struct (unknown keys, missing
+keys and wrong types are ``bad_request {reason: invalid_args}``; an unknown op is
+``bad_request {reason: unknown_op}``) and returns them as a plain dict with every default
+filled in, which is what :meth:`runtime.backend_api.Backend.handle` receives.
+
+The gateway answers ``ping``, ``status`` and ``shutdown`` itself (``status`` merges the
+backend's own); ``subscribe`` is the one streaming op; everything else goes to the backend.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from runtime.errors import BadRequestError
+
+__all__ = [
+    "DEFAULT_OP_TIMEOUT_S",
+    "GATEWAY_OPS",
+    "OPS",
+    "OP_ARGS",
+    "PROJECTION_KEYS",
+    "STREAM_OPS",
+    "Args",
+    "InboundEvent",
+    "ToolMeta",
+    "ToolRequest",
+    "normalize_event",
+    "op_timeout_s",
+    "validate_args",
+]
+
+DEFAULT_OP_TIMEOUT_S = 60.0
+"""Seconds a request may take inside the daemon unless its op says otherwise."""
+
+PROJECTION_KEYS = ("timeline", "pending_tool_calls", "llm_context", "diagnostics")
+"""The projections ``get_projection`` serves."""
+
+NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+Seq = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Args(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every op's arguments; unknown keys are refused."""
+
+
+class NoArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An op without arguments (``ping``, ``status``, ``shutdown``, ``list_projects``)."""
+
+
+class ProjectArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An op on one project."""
+
+    project_id: str
+    """The project."""
+
+
+class ConversationArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An op on one conversation."""
+
+    conversation_id: str
+    """The conversation."""
+
+
+class StartProjectArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``start_project``: start (or restore) a project on a directory."""
+
+    root: str
+    """Absolute path of the project's root directory."""
+    project_id: str | None = None
+    """The id to use; the daemon picks one when null."""
+    options: dict[str, Any] = {}
+    """Runtime options (SPEC section 5), validated by the project."""
+
+
+class ToolMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where a ``run_tool`` call belongs."""
+
+    conversation_id: str | None = None
+    """The conversation whose timeline receives the call's events, if any."""
+    correlation_id: str | None = None
+    """The correlation to record; generated when null."""
+
+
+class ToolRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The tool call of ``run_tool``."""
+
+    name: str
+    """Tool name, e.g. ``fs.read``."""
+    args: dict[str, Any] = {}
+    """The tool's arguments."""
+    meta: ToolMeta = msgspec.field(default_factory=ToolMeta)
+    """Conversation and correlation of the call."""
+
+
+class RunToolArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``run_tool``: run one tool call outside the model loop."""
+
+    request: ToolRequest
+    """The call."""
+
+
+class StartConversationArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``start_conversation``."""
+
+    conversation_id: str | None = None
+    """The id to use; the daemon picks one when null."""
+
+
+class InboundEvent(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An inbound event as ``send_event`` carries it."""
+
+    type: str
+    """Dotted event type, e.g. ``user.message``."""
+    data: dict[str, Any] = {}
+    """The type's payload."""
+    correlation_id: str | None = None
+    """The correlation; generated (``corr-`` + 20 hex) when null."""
+
+
+class SendEventArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``send_event``: append an inbound event, optionally waiting for its turn to end."""
+
+    event: InboundEvent
+    """The event."""
+    wait: bool = False
+    """Return when the turn the event started is over, not at commit."""
+    wait_timeout_s: NonNegative = 60.0
+    """With ``wait``: seconds before the request fails with ``timeout``."""
+    idempotency_key: str | None = None
+    """A retried request with the same key is not appended twice."""
+
+
+class CancelArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``cancel``: cancel the conversation's pending work."""
+
+    correlation_id: str | None = None
+    """The correlation of the cancel event; generated when null."""
+    reason: str | None = None
+    """Why, for the timeline."""
+
+
+class CallArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``approve``: approve a call awaiting approval."""
+
+    call_id: str
+    """The call."""
+
+
+class RejectArgs(CallArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``reject``: reject a call awaiting approval."""
+
+    reason: str | None = None
+    """Why, recorded in ``tool.rejected``."""
+
+
+class ProjectionArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``get_projection``."""
+
+    key: Literal["timeline", "pending_tool_calls", "llm_context", "diagnostics"]
+    """Which projection."""
+
+
+class TimelineArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``incident_timeline``."""
+
+    limit: Any = 100
+    """Entries to keep (the last ones); capped at 500, anything invalid means 100."""
+    correlation_id: str | None = None
+    """Only entries of this correlation."""
+
+
+class ReportArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``incident_report``."""
+
+    correlation_id: str | None = None
+    """Only this correlation's story."""
+    format: Literal["json", "md"] = "json"
+    """``json`` gives an object, ``md`` a Markdown string."""
+
+
+class SubscribeArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``subscribe``: stream committed events after a cursor."""
+
+    conversation_id: str | None = None
+    """Only this conversation's events (signals included); the whole project when null."""
+    after_seq: Seq = 0
+    """Stream events whose ``seq`` is greater than this."""
+
+
+OP_ARGS: dict[str, type[Args]] = {
+    "ping": NoArgs,
+    "status": NoArgs,
+    "shutdown": NoArgs,
+    "start_project": StartProjectArgs,
+    "stop_project": ProjectArgs,
+    "list_projects": NoArgs,
+    "diagnostics": ProjectArgs,
+    "list_tools": ProjectArgs,
+    "run_tool": RunToolArgs,
+    "start_conversation": StartConversationArgs,
+    "stop_conversation": ConversationArgs,
+    "send_event": SendEventArgs,
+    "cancel": CancelArgs,
+    "resume": ConversationArgs,
+    "approve": CallArgs,
+    "reject": RejectArgs,
+    "get_projection": ProjectionArgs,
+    "incident_timeline": TimelineArgs,
+    "incident_report": ReportArgs,
+    "verify": ProjectArgs,
+    "subscribe": SubscribeArgs,
+}
+"""Every op and the Struct its arguments must match."""
+
+OPS: frozenset[str] = frozenset(OP_ARGS)
+"""Every op name."""
+
+GATEWAY_OPS: frozenset[str] = frozenset({"ping", "status", "shutdown"})
+"""Ops the gateway answers itself."""
+
+STREAM_OPS: frozenset[str] = frozenset({"subscribe"})
+"""Ops answered with a stream of event frames."""
+
+_LONG_OPS: dict[str, float] = {"verify": 3600.0, "incident_report": 300.0}
+
+
+_EVENT_KEYS = ("type", "data", "correlation_id")
+
+
+def normalize_event(event: dict[str, Any]) -> dict[str, Any]:
+    """Return ``event`` in the wire shape ``{type, data, correlation_id}``.
+
+    ``meta.correlation_id`` moves to the top level (SPEC's example); any other top-level
+    key (``content``, ``llm``...) is a payload field and moves into ``data``. Raises
+    ``BadRequestError`` for a missing ``type``, a non-object ``data`` or ``meta``, an
+    unknown ``meta`` key, or a payload field given twice.
+    """
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        raise BadRequestError("an event must be an object with a string 'type'")
+    data = event.get("data", {})
+    meta = event.get("meta", {})
+    if not isinstance(data, dict) or not isinstance(meta, dict):
+        raise BadRequestError("an event's 'data' and 'meta' must be objects")
+    unknown_meta = sorted(set(meta) - {"correlation_id"})
+    if unknown_meta:
+        raise BadRequestError(
+            f"unknown event meta keys {unknown_meta}; only correlation_id is allowed",
+            reason="unexpected_meta",
+            keys=unknown_meta,
+        )
+    data = dict(data)
+    for key, value in event.items():
+        if key in (*_EVENT_KEYS, "meta"):
+            continue
+        if key in data:
+            raise BadRequestError(
+                f"event field {key!r} given both at the top level and in data",
+                reason="duplicate_field",
+                key=key,
+            )
+        data[key] = value
+    correlation_id = event.get("correlation_id") or meta.get("correlation_id")
+    return {"type": event["type"], "data": data, "correlation_id": correlation_id}
+
+
+def validate_args(op: str, args: Any) -> dict[str, Any]:
+    """Check ``args`` for ``op``; return them as a dict with every default filled in.
+
+    Raises :class:`BadRequestError` with ``reason`` ``unknown_op`` (and ``op``) or
+    ``invalid_args`` (with ``op`` and msgspec's ``problem``, e.g. "Object missing required
+    field `root`").
+    """
+    cls = OP_ARGS.get(op)
+    if cls is None:
+        known = ", ".join(sorted(OPS))
+        raise BadRequestError(
+            f"unknown operation {op!r}; known operations: {known}", reason="unknown_op", op=op
+        )
+    if not isinstance(args, dict):
+        raise BadRequestError(
+            f"arguments of {op} must be an object, got {type(args).__name__}",
+            reason="invalid_args",
+            op=op,
+            problem="args is not an object",
+        )
+    try:
+        checked = msgspec.convert(args, cls)
+    except msgspec.ValidationError as e:
+        raise BadRequestError(
+            f"invalid arguments for {op}: {e}", reason="invalid_args", op=op, problem=str(e)
+        ) from e
+    result: dict[str, Any] = msgspec.to_builtins(checked)
+    return result
+
+
+def op_timeout_s(op: str, args: dict[str, Any]) -> float:
+    """Seconds the daemon gives a request before its deadline (the client waits a bit longer).
+
+    ``send_event`` with ``wait`` gets its ``wait_timeout_s`` on top of the default.
+    """
+    if op == "send_event" and args.get("wait"):
+        wait = args.get("wait_timeout_s", 60.0)
+        extra = float(wait) if isinstance(wait, int | float) else 60.0
+        return DEFAULT_OP_TIMEOUT_S + extra
+    return _LONG_OPS.get(op, DEFAULT_OP_TIMEOUT_S)

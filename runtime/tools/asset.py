@@ -1,0 +1,324 @@
+"""The asset tools: ``asset.list``, ``asset.search``, ``asset.get``, and the generated ones.
+
+``asset.list {type}``, ``asset.search {type, query}`` and ``asset.get {type, key}`` read
+the project's catalog (:func:`catalog_for`, cached per root and reloaded when anything
+under ``.roost/`` changes). Invalid assets are listed with ``valid: false`` and their
+reason; ``asset.get`` of one returns its preview ``{type, key, valid: false, reason,
+detail, path, body}`` (the first 2000 characters), never a failure.
+
+:func:`asset_tools` turns a catalog into more tools:
+
+- ``command.run.<key>`` for each valid command asset: its input schema is the asset's;
+  it renders the argv (:func:`runtime.assets.render_argv`, one placeholder never becomes
+  two arguments) and runs it through the ``command.run`` tool, so the blocklist, the
+  environment rules, the sandbox and the timeout all apply. The result is
+  ``command.run``'s plus ``argv``.
+- ``workflow.run.<key>`` for each valid workflow asset. Its function runs nothing: it
+  validates the inputs and returns a plan ``{"workflow": key, "steps": [{"tool": name,
+  "args": rendered}, ...]}``.
+
+The workflow contract, which the ToolRunner implements: when a ``workflow.run.*`` call
+returns its plan, the runner runs the steps one at a time, in order, each as its own tool
+call in the same conversation and correlation, through the whole pipeline (unknown tool →
+schema → env controls → policy → quotas → run → caps → scan → redaction). A step that is
+denied or fails stops the workflow; the workflow call then fails with that step's
+reason. Steps never call ``workflow.run.*`` (the loader refuses such workflows), so a
+plan cannot recurse.
+
+The generated tools keep the asset they were built from: the schema a call was validated
+against and the argv or steps it runs come from the same file version. A project that
+reloads its assets rebuilds them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from runtime.assets import (
+    ASSET_TYPES,
+    PREVIEW_CHARS,
+    Asset,
+    AssetCatalog,
+    load_assets,
+    render_argv,
+    render_step_args,
+    resolve_inputs,
+)
+from runtime.errors import ToolError
+from runtime.schema import validate_args
+from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+
+__all__ = [
+    "SPECS",
+    "TOOLS",
+    "asset_get",
+    "asset_list",
+    "asset_search",
+    "asset_tools",
+    "catalog_for",
+    "tool_name",
+]
+
+_TYPE = {"type": "string", "enum": list(ASSET_TYPES), "description": "The kind of asset."}
+
+SPECS: list[ToolSpec] = [
+    ToolSpec(
+        name="asset.list",
+        description="List the project's skills, commands or workflows, with their validity.",
+        input_schema={
+            "type": "object",
+            "properties": {"type": _TYPE},
+            "required": ["type"],
+            "additionalProperties": False,
+        },
+        read_only=True,
+    ),
+    ToolSpec(
+        name="asset.search",
+        description=(
+            "Find assets of one type whose key, description or text contains the query "
+            "(case-insensitive); key matches first."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "type": _TYPE,
+                "query": {"type": "string", "minLength": 1, "maxLength": 200},
+            },
+            "required": ["type", "query"],
+            "additionalProperties": False,
+        },
+        read_only=True,
+    ),
+    ToolSpec(
+        name="asset.get",
+        description="Read one asset: its description, text and, for commands and workflows, "
+        "its inputs and template.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "type": _TYPE,
+                "key": {"type": "string", "minLength": 1, "maxLength": 255},
+            },
+            "required": ["type", "key"],
+            "additionalProperties": False,
+        },
+        read_only=True,
+    ),
+]
+"""The ``asset.*`` specs."""
+
+_SCHEMAS = {spec.name: spec.input_schema for spec in SPECS}
+
+# --- the cached catalog ------------------------------------------------------------------
+
+_LOCK = threading.Lock()
+_CACHE: dict[str, tuple[tuple[Any, ...], AssetCatalog]] = {}
+
+
+def _fingerprint(root: str) -> tuple[Any, ...]:
+    """Identity and mtime of ``.roost``, its type directories and their files (no follow)."""
+    parts: list[Any] = []
+    roost = os.path.join(root, ".roost")
+    dirs = [roost] + [os.path.join(roost, t) for t in ASSET_TYPES]
+    for path in dirs:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            parts.append((path, None))
+            continue
+        parts.append((path, st.st_ino, st.st_mode, st.st_mtime_ns))
+        if path == roost or not stat.S_ISDIR(st.st_mode):
+            continue
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    info = entry.stat(follow_symlinks=False)
+                    parts.append((entry.path, info.st_ino, info.st_size, info.st_mtime_ns))
+        except OSError:
+            parts.append((path, "unlistable"))
+    return tuple(sorted(parts, key=repr))
+
+
+def catalog_for(root: str) -> AssetCatalog:
+    """Return the project's catalog, reloaded when a file or directory under ``.roost`` changed.
+
+    The cache is keyed by root and by every entry's inode, size and ``mtime_ns``; each
+    reload increments the catalog's ``generation``.
+    """
+    fingerprint = _fingerprint(root)
+    with _LOCK:
+        cached = _CACHE.get(root)
+        if cached is not None and cached[0] == fingerprint:
+            return cached[1]
+        generation = cached[1].generation + 1 if cached is not None else 1
+        catalog = load_assets(root, generation=generation)
+        _CACHE[root] = (fingerprint, catalog)
+        return catalog
+
+
+# --- asset.list / search / get ------------------------------------------------------------
+
+
+def tool_name(asset: Asset) -> str | None:
+    """Return the generated tool's name for a valid command or workflow, else None."""
+    if not asset.valid or asset.type == "skills":
+        return None
+    return f"{'command' if asset.type == 'commands' else 'workflow'}.run.{asset.key}"
+
+
+def _summary(asset: Asset) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": asset.key, "description": asset.description}
+    out["valid"] = asset.valid
+    if not asset.valid:
+        out["reason"] = asset.reason
+    name = tool_name(asset)
+    if name is not None:
+        out["tool"] = name
+    return out
+
+
+def asset_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """List the assets of ``args["type"]``: ``{type, generation, count, assets}``."""
+    validate_args(_SCHEMAS["asset.list"], args)
+    catalog = catalog_for(ctx.root)
+    assets = [_summary(a) for a in catalog.of_type(args["type"])]
+    return {
+        "type": args["type"],
+        "generation": catalog.generation,
+        "count": len(assets),
+        "assets": assets,
+    }
+
+
+def asset_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Search one type's assets for ``query``: ``{type, query, count, assets}``."""
+    validate_args(_SCHEMAS["asset.search"], args)
+    found = [_summary(a) for a in catalog_for(ctx.root).search(args["type"], args["query"])]
+    return {"type": args["type"], "query": args["query"], "count": len(found), "assets": found}
+
+
+def asset_get(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Return one asset, or the preview of an invalid one; unknown → ``asset_not_found``."""
+    validate_args(_SCHEMAS["asset.get"], args)
+    kind, key = args["type"], args["key"]
+    asset = catalog_for(ctx.root).get(kind, key)
+    if asset is None:
+        raise ToolError(
+            "tool_error",
+            f"no {kind} asset named {key!r}; asset.list {{type: {kind!r}}} shows the keys",
+            reason="asset_not_found",
+            type=kind,
+            key=key,
+        )
+    out: dict[str, Any] = {"type": asset.type, "key": asset.key, "valid": asset.valid}
+    if not asset.valid:
+        out.update(
+            reason=asset.reason,
+            detail=asset.detail,
+            path=asset.path,
+            body=asset.body[:PREVIEW_CHARS],
+        )
+        return out
+    out.update(description=asset.description, path=asset.path, body=asset.body)
+    for field in ("input_schema", "argv", "steps"):
+        value = getattr(asset, field)
+        if value is not None:
+            out[field] = value
+    name = tool_name(asset)
+    if name is not None:
+        out["tool"] = name
+    return out
+
+
+TOOLS: dict[str, ToolFn] = {
+    "asset.list": asset_list,
+    "asset.search": asset_search,
+    "asset.get": asset_get,
+}
+"""The ``asset.*`` implementations by name."""
+
+
+# --- generated tools ----------------------------------------------------------------------
+
+
+def _command_fn(asset: Asset) -> ToolFn:
+    def run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        from runtime.tools.command import TOOLS as COMMAND_TOOLS  # noqa: PLC0415
+
+        argv = render_argv(asset, args)
+        result = COMMAND_TOOLS["command.run"](ctx, {"command": argv})
+        return {**result, "argv": argv}
+
+    return run
+
+
+def _workflow_fn(asset: Asset) -> ToolFn:
+    steps = asset.steps or []
+
+    def plan(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        inputs = resolve_inputs(asset, args)
+        return {
+            "workflow": asset.key,
+            "steps": [
+                {"tool": step["tool"], "args": render_step_args(step["args"], inputs)}
+                for step in steps
+            ],
+        }
+
+    return plan
+
+
+def _workflow_flags(steps: list[dict[str, Any]], known: Mapping[str, ToolSpec]) -> dict[str, bool]:
+    specs = [known.get(step["tool"]) for step in steps]
+    return {
+        "read_only": all(s is not None and s.read_only for s in specs),
+        "writes": any(s is not None and s.writes for s in specs),
+        "network_capable": any(s is not None and s.network_capable for s in specs),
+        "runs_commands": any(s is not None and s.runs_commands for s in specs),
+    }
+
+
+def asset_tools(
+    catalog: AssetCatalog, known: Mapping[str, ToolSpec] | None = None
+) -> tuple[list[ToolSpec], dict[str, ToolFn]]:
+    """Build ``command.run.<key>`` and ``workflow.run.<key>`` for the catalog's valid assets.
+
+    ``known`` maps the other tools' names to their specs; a workflow's safety flags are
+    the union of its steps' (``read_only`` only when every step is known and read-only).
+    Generated command tools count as known for the workflows built with them.
+    """
+    specs: list[ToolSpec] = []
+    fns: dict[str, ToolFn] = {}
+    lookup: dict[str, ToolSpec] = dict(known or {})
+    for asset in catalog.assets:
+        name = tool_name(asset)
+        if name is None or asset.type != "commands":
+            continue
+        spec = ToolSpec(
+            name=name,
+            description=asset.description or f"Run the {asset.key} command.",
+            input_schema=dict(asset.input_schema or {}),
+            runs_commands=True,
+        )
+        specs.append(spec)
+        lookup[name] = spec
+        fns[name] = _command_fn(asset)
+    for asset in catalog.assets:
+        name = tool_name(asset)
+        if name is None or asset.type != "workflows":
+            continue
+        specs.append(
+            ToolSpec(
+                name=name,
+                description=asset.description or f"Run the {asset.key} workflow.",
+                input_schema=dict(asset.input_schema or {}),
+                **_workflow_flags(asset.steps or [], lookup),
+            )
+        )
+        fns[name] = _workflow_fn(asset)
+    return specs, fns

@@ -1,0 +1,102 @@
+"""A real daemon on a temporary ROOST_HOME, driven through the real client.
+
+Every test that starts a daemon stops it in the fixture's finalizer and asserts that no
+process of its tree is left.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from runtime.client import Client
+from runtime.daemon import start_daemon, stop_daemon
+
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def daemon_env(**extra: str) -> dict[str, str]:
+    """Environment for a real daemon (the real backend) started from the tests."""
+    env = {
+        "PYTHONPATH": os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p),
+        "ROOST_BACKEND": "runtime.backend:create_backend",
+    }
+    env.update(extra)
+    return env
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """The daemon process and all its descendants."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``procs`` still running (zombies count as gone)."""
+    out = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+@dataclass
+class Daemon:
+    """A running daemon: its home, pid and a way to connect."""
+
+    home: str
+    pid: int
+
+    def client(self, timeout_s: float = 10.0) -> Client:
+        """A new client connection."""
+        return Client.connect(self.home, timeout_s=timeout_s)
+
+    def processes(self) -> list[psutil.Process]:
+        """The daemon's process tree now."""
+        return tree(self.pid)
+
+
+def make_root(path: Path) -> str:
+    """A project root with seed files and one asset of each kind."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "README.md").write_text("# Seed project\n\nHello from the seed file.\n")
+    (path / "notes.txt").write_text("alpha\nbeta\ngamma\n")
+    skills = path / ".roost" / "skills"
+    skills.mkdir(parents=True)
+    (skills / "review.md").write_text("---\ndescription: Review a change\n---\nRead the diff.\n")
+    return str(path)
+
+
+@pytest.fixture
+def project_root(tmp_path: Path) -> str:
+    """A seeded project root."""
+    return make_root(tmp_path / "repo")
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    """Start a real daemon; stop it afterwards and assert its whole tree is gone."""
+    home = str(tmp_path / "home")
+    pid = start_daemon(home, env=daemon_env(), timeout_s=60)
+    running = Daemon(home=home, pid=pid)
+    seen = running.processes()
+    try:
+        yield running
+    finally:
+        seen += running.processes()
+        stop_daemon(home, timeout_s=30)
+        left = alive(seen)
+        for proc in left:
+            proc.kill()
+        assert left == [], f"processes left behind: {left}"

@@ -1,0 +1,195 @@
+"""The ``roost`` command line, in process and as a program, against a real daemon."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import types
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from runtime import cli
+from runtime.client import Client
+from tests.runtime.daemon_helpers import daemon_env, run_roost, running_daemon
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Iterator[str]:
+    path = str(tmp_path_factory.mktemp("daemon") / "home")
+    with running_daemon(path):
+        yield path
+
+
+@pytest.fixture
+def project(home, tmp_path) -> tuple[str, str]:
+    with Client.connect(home) as c:
+        project_id = c.start_project(str(tmp_path), project_id="p-" + uuid.uuid4().hex[:8])
+        return project_id, c.start_conversation(project_id, conversation_id="c1")
+
+
+def roost(capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_is_accepted_before_and_after_the_command(capsys, home, project) -> None:
+    before = roost(capsys, "--json", "--home", home, "project", "diagnostics", project[0])
+    after = roost(capsys, "project", "diagnostics", project[0], "--home", home, "--json")
+    assert before[0] == after[0] == 0
+    assert json.loads(before[1]) == json.loads(after[1])
+    assert json.loads(before[1])["project_id"] == project[0]
+
+
+def test_project_start_passes_opt_pairs_and_an_options_file(capsys, home, tmp_path) -> None:
+    options_file = tmp_path / "opts.json"
+    options_file.write_text('{"max_rounds": 4, "tool_timeout_ms": 1000}')
+    code, out, _ = roost(
+        capsys, "--json", "project", "start", str(tmp_path), "--id", "opts", "--home", home,
+        "--options-file", str(options_file), "--opt", "tool_timeout_ms=2000",
+    )  # fmt: skip
+    assert (code, json.loads(out)) == (0, {"project_id": "opts"})
+    with Client.connect(home) as c:
+        options = c.diagnostics("opts")["options"]
+    assert (options["max_rounds"], options["tool_timeout_ms"]) == (4, 2000)
+
+
+def test_project_list_prints_an_aligned_table(capsys, home, project) -> None:
+    code, out, _ = roost(capsys, "project", "list", "--home", home)
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0].split() == ["PROJECT", "ROOT", "CONVERSATIONS", "STARTED"]
+    row = next(line for line in lines if line.startswith(project[0] + " "))
+    assert row.index("/") == lines[0].index("ROOT")
+
+
+def test_a_failed_request_prints_one_error_line_and_exits_1(capsys, home) -> None:
+    assert roost(capsys, "project", "stop", "nope", "--home", home) == (
+        1,
+        "",
+        "roost: project_not_found: no project 'nope'\n",
+    )
+
+
+def test_a_usage_error_prints_one_line_and_exits_2(capsys, home) -> None:
+    code, out, err = roost(capsys, "timeline", "p1", "--home", home)
+    assert (code, out) == (2, "")
+    assert err == (
+        "roost: usage: the following arguments are required: CONV (see `roost timeline --help`)\n"
+    )
+
+
+def test_invalid_json_arguments_are_usage_errors(capsys, home) -> None:
+    code, _, err = roost(capsys, "event", "p", "c", "--type", "t", "--data", "[1]", "--home", home)
+    assert code == 2
+    assert err.startswith("roost: usage: argument --data: expected a JSON object, got '[1]'")
+
+
+def test_no_daemon_gives_the_daemon_unreachable_line(capsys, tmp_path) -> None:
+    code, _, err = roost(capsys, "project", "list", "--home", str(tmp_path))
+    assert code == 1
+    assert err.startswith(f"roost: daemon_unreachable: no daemon answers on {tmp_path}/roost.sock")
+    assert err.count("\n") == 1
+
+
+def test_send_event_and_timeline_commands_round_trip(capsys, home, project) -> None:
+    p, c = project
+    code, out, _ = roost(capsys, "send", p, c, "hello", "--wait", "--json", "--home", home)
+    assert (code, json.loads(out)["outcome"]) == (0, "completed")
+    code, out, _ = roost(
+        capsys, "event", p, c, "--type", "user.message", "--data", '{"content": "raw"}',
+        "--correlation-id", "corr-e", "--home", home, "--json",
+    )  # fmt: skip
+    assert json.loads(out)["correlation_id"] == "corr-e"
+    code, out, _ = roost(capsys, "timeline", p, c, "--correlation-id", "corr-e", "--home", home)
+    assert out.splitlines()[0] == f"timeline of {p}/{c} (correlation corr-e): 1 of 1 entries"
+    assert out.splitlines()[1].split() == ["SEQ", "AT", "SOURCE", "TYPE", "CORRELATION", "DATA"]
+    assert '{"content":"raw"}' in out.splitlines()[2]
+
+
+def test_projection_incident_and_tools_print_for_people(capsys, home, project) -> None:
+    p, c = project
+    assert roost(capsys, "projection", p, c, "pending_tool_calls", "--home", home)[1] == (
+        "(no pending calls)\n"
+    )
+    assert roost(capsys, "incident", p, c, "--home", home)[1] == "# Incident report: c1\n\n"
+    out = roost(capsys, "incident", p, c, "--home", home, "--json")[1]
+    assert json.loads(out)["conversation_id"] == c
+    tools = roost(capsys, "project", "tools", p, "--home", home)[1].splitlines()
+    assert tools[0].split() == ["NAME", "FLAGS", "DESCRIPTION"]
+    assert tools[1].split()[:2] == ["fs.list", "ro"]
+
+
+def test_run_tool_exits_1_when_the_tool_fails(capsys, home, project) -> None:
+    code, out, err = roost(capsys, "run-tool", project[0], "nope", "--home", home, "--json")
+    assert (code, json.loads(out)["status"]) == (1, "error")
+    assert err == "roost: unknown_tool: no tool 'nope'\n"
+
+
+def test_verify_exits_1_and_lists_the_mismatches(capsys, home, tmp_path) -> None:
+    (tmp_path / ".fake-verify-mismatch").write_text("")
+    roost(capsys, "project", "start", str(tmp_path), "--id", "broken", "--home", home)
+    code, out, err = roost(capsys, "verify", "broken", "--home", home)
+    assert code == 1
+    assert out == (
+        "NOT OK: 1 events checked, hash chain ok\n"
+        "1 mismatch:\n"
+        "  - projection: conversation_id=c1, projection=timeline\n"
+    )
+    assert err == "roost: verify_failed: project broken does not verify (1 mismatch)\n"
+
+
+def test_verify_of_a_good_project_exits_0(capsys, home, project) -> None:
+    assert roost(capsys, "verify", project[0], "--home", home) == (
+        0,
+        "ok: 2 events checked, hash chain ok\n",
+        "",
+    )
+
+
+def test_tail_prints_json_lines_and_exits_0_on_ctrl_c(home, project) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runtime.cli", "tail", project[0], "--json", "--home", home],
+        env=daemon_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [json.loads(proc.stdout.readline()) for _ in range(2)]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [e["type"] for e in lines] == ["project.started", "conversation.started"]
+    assert (proc.returncode, err) == (0, "")
+
+
+def test_the_cli_runs_as_a_program_with_the_same_error_line(home) -> None:
+    done = run_roost("conversation", "stop", "nope", "c1", "--home", home)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "roost: project_not_found: no project 'nope'\n"
+
+
+def test_soak_without_the_harness_says_it_is_not_available(capsys, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "soak.cli", None)
+    code, _, err = roost(capsys, "soak", "--projects", "1")
+    assert code == 1
+    assert err.startswith("roost: not_available: the soak harness is not available (")
+
+
+def test_soak_arguments_are_handed_to_the_harness(capsys, monkeypatch) -> None:
+    seen: list[Any] = []
+    fake = types.ModuleType("soak.cli")
+    fake.main = lambda argv: seen.append(argv) or 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "soak.cli", fake)
+    code, _, _ = roost(capsys, "--home", "/h", "soak", "--projects", "3", "--json", "r.json")
+    assert (code, seen) == (0, [["--home", "/h", "--projects", "3", "--json", "r.json"]])

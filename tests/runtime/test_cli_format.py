@@ -1,0 +1,95 @@
+"""Tables, key/value blocks, event lines and the progress line."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+from runtime.cli_format import Progress, cell, dumps_json, event_line, kv_block, render, table
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_table_aligns_its_columns_under_the_headers() -> None:
+    rows = [{"a": "x", "b": 1}, {"a": "longer", "b": None}]
+    assert table(rows, [("a", "A"), ("b", "B")]) == "A       B\nx       1\nlonger  -"
+
+
+def test_a_table_without_columns_uses_every_key_in_first_seen_order() -> None:
+    assert table([{"b": 1}, {"a": True}]) == "B  A\n1  -\n-  yes"
+
+
+def test_an_empty_table_says_so() -> None:
+    assert table([], empty="(no projects)") == "(no projects)"
+
+
+def test_a_long_cell_is_cut_with_an_ellipsis() -> None:
+    assert cell("x" * 70) == "x" * 59 + "…"
+    assert cell({"k": [1, 2]}) == '{"k":[1,2]}'
+    assert cell("two\nlines") == "two lines"
+
+
+def test_a_kv_block_aligns_keys_and_indents_nested_values() -> None:
+    value = {
+        "id": "p1",
+        "health": {"status": "ok"},
+        "tags": ["a", "b"],
+        "none": [],
+        "rows": [{"n": 1}],
+    }
+    assert kv_block(value) == (
+        "id:     p1\nhealth:\n  status: ok\ntags:   a, b\nnone:   -\nrows:\n  N\n  1"
+    )
+
+
+def test_render_picks_a_shape_for_any_result() -> None:
+    assert render("text") == "text"
+    assert render([]) == "(none)"
+    assert render([1, 2]) == "1\n2"
+    assert render({"a": 1}) == "a: 1"
+
+
+def test_an_event_line_shows_seq_time_conversation_type_and_data() -> None:
+    event = {"seq": 12, "at": "T", "conversation_id": None, "type": "x.y", "data": {"a": 1}}
+    assert event_line(event) == '    12  T  -  x.y  {"a":1}'
+
+
+def test_json_output_is_indented() -> None:
+    assert dumps_json({"a": [1]}) == '{\n  "a": [\n    1\n  ]\n}'
+    assert dumps_json({"a": [1]}, pretty=False) == '{"a":[1]}'
+
+
+def test_progress_draws_nothing_when_the_stream_is_not_a_terminal() -> None:
+    stream = io.StringIO()
+    with Progress("verifying", stream=stream) as progress:
+        progress.update(3, total=10)
+    assert stream.getvalue() == ""
+
+
+def test_progress_redraws_one_line_on_a_terminal_and_clears_it() -> None:
+    stream = FakeTTY()
+    progress = Progress("soak", total=4, stream=stream)
+    progress.update(1, note="warming up")
+    first = stream.getvalue()
+    progress.close()
+    assert first.startswith("\rsoak: 1/4 (25%) warming up ")
+    assert stream.getvalue().endswith("\r" + " " * (len(first) - 1) + "\r")
+
+
+def test_ticking_redraws_until_the_block_ends() -> None:
+    stream = FakeTTY()
+    drawn = threading.Event()
+    original = stream.write
+
+    def write(text: str) -> int:
+        if text.startswith("\rverifying:"):
+            drawn.set()
+        return original(text)
+
+    stream.write = write  # type: ignore[method-assign]
+    with Progress("verifying", stream=stream).ticking(interval_s=0.01):
+        assert drawn.wait(5)
+    assert stream.getvalue().endswith("\r")
