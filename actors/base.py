@@ -13,7 +13,7 @@ import itertools
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ import structlog
 from thespian.actors import Actor, ActorExitRequest
 
 from actors.messages import ActorStarted, Appended, AppendFailed, AppendRequest, Reply
-from events.envelope import NewEvent
+from events.envelope import Envelope, NewEvent
 from runtime.errors import RoostError
 
 __all__ = ["STORM_LIMIT", "STORM_WINDOW_S", "RoostActor", "error_reply", "utc_now"]
@@ -62,11 +62,18 @@ class RoostActor(Actor):  # type: ignore[misc]
         self._tokens = itertools.count(1)
         self._appends: dict[int, tuple[AppendRequest, Callable[[Any], None] | None]] = {}
         self.journal: Any = None
-        self.log = structlog.get_logger("roost").bind(actor=self.kind, pid=os.getpid())
+        self.alert_options: Mapping[str, Any] | None = None
+        """Options whose ``alert_signal_events`` this actor routes after its appends."""
+        # Configure first: binding materializes a logger on the current output, and
+        # configuring closes the file inherited from the parent process.
         _configure_process_logging()
+        self.log = structlog.get_logger("roost").bind(actor=self.kind, pid=os.getpid())
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         """Dispatch ``message``; count and survive exceptions."""
+        # Thespian configures logging in a new actor process after the instance exists
+        # (closing inherited handlers), so ours is configured on the first message.
+        _configure_process_logging()
         if isinstance(message, ActorExitRequest):
             self.on_exit()
             return
@@ -77,6 +84,8 @@ class RoostActor(Actor):  # type: ignore[misc]
                     self.log.error("append_failed", error=message.error)
                 if then is not None:
                     then(message)
+                if isinstance(message, Appended):
+                    self.route_alerts(message.envelopes)
                 return
             self.handle(message, sender)
         except Exception as e:
@@ -119,6 +128,20 @@ class RoostActor(Actor):  # type: ignore[misc]
         if self.journal is not None:
             self.send(self.journal, request)
         return request
+
+    def alerts_for(self, envelopes: list[Envelope]) -> list[NewEvent]:
+        """Dispatch the committed signals ``alert_options`` route; the ``alert.*`` to append."""
+        if not self.alert_options:
+            return []
+        from runtime.alerts import alert_events  # noqa: PLC0415 - only when alerts are on
+
+        return alert_events(envelopes, self.alert_options, utc_now)
+
+    def route_alerts(self, envelopes: list[Envelope]) -> None:
+        """After a commit: dispatch routed signals and append the outcomes (best-effort)."""
+        alerts = self.alerts_for(envelopes)
+        if alerts:
+            self.append(alerts)
 
     def resend_appends(self) -> None:
         """Send unanswered appends again (same keys: the journal drops duplicates)."""

@@ -36,7 +36,7 @@ from actors.messages import (
     SetupConversation,
 )
 from events import catalog as ev
-from events.envelope import new_correlation_id
+from events.envelope import Envelope, new_correlation_id
 from events.projections import get_projection
 from runtime.agent import ConversationCore
 from runtime.agent_effects import (
@@ -121,6 +121,7 @@ class ConversationActor(RoostActor):
         self.parent = sender
         self.announce(sender, f"conversation:{setup.conversation_id}")
         self.journal, self.policy, self.runner = setup.journal, setup.policy, setup.runner
+        self.alert_options = setup.options
         self.core = ConversationCore(
             project_id=setup.project_id,
             conversation_id=setup.conversation_id,
@@ -164,6 +165,9 @@ class ConversationActor(RoostActor):
             self.resend_appends()
         if update.policy is not None:
             self.policy = update.policy
+            if self.core is not None:
+                self.effects.extend(self.core.policy_restarted())
+                self._pump()
         if update.runner is not None:
             self.runner = update.runner
         if update.runner_lost and self.core is not None:
@@ -318,6 +322,13 @@ class ConversationActor(RoostActor):
         self.effects.clear()
         self.effects.extend(rest + core.committed(answer.envelopes))
         self._pump()
+
+    def route_alerts(self, envelopes: list[Envelope]) -> None:
+        """Append routed alerts through the effect queue, so the core folds them too."""
+        alerts = self.alerts_for(envelopes)
+        if alerts:
+            self.effects.append(Append(events=alerts))
+            self._pump()
 
     # --- passivation -------------------------------------------------------------------
 

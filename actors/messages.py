@@ -307,6 +307,10 @@ class Boot(Message, frozen=True, kw_only=True):
 
     home: str
     """ROOST_HOME."""
+    daemon_pid: int = 0
+    """The daemon process: when it dies, the actor tree takes itself down (0: no watch)."""
+    daemon_started: float = 0.0
+    """The daemon's create time (guards against pid reuse)."""
 
 
 class ActorStarted(Message, frozen=True, kw_only=True):

@@ -116,6 +116,7 @@ class ProjectActor(RoostActor):
 
         self.setup = setup
         self.journal = setup.journal
+        self.alert_options = setup.options
         self.restarts = RestartPolicy(
             int(setup.options.get("max_restarts", 3)),
             int(setup.options.get("restart_period_ms", 5000)),

@@ -13,9 +13,13 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import signal
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
+import psutil
 from thespian.actors import ActorExitRequest, ChildActorExited, WakeupMessage
 
 from actors.base import RoostActor, error_reply, utc_now
@@ -48,6 +52,33 @@ __all__ = ["SupervisorActor"]
 _PROJECT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+def watch_daemon(pid: int, started: float, interval_s: float = 0.5) -> threading.Thread:
+    """Take the actor tree down if the daemon process dies.
+
+    Thespian daemonizes its admin (``setsid`` and a double fork), so the actor processes
+    are not the daemon's descendants and would outlive a daemon killed by a signal. A
+    thread in the Supervisor watches the daemon's pid (and create time, against pid
+    reuse) and, once it is gone, kills this process group: the admin and every actor.
+    """
+
+    def alive() -> bool:
+        try:
+            proc = psutil.Process(pid)
+            same = abs(proc.create_time() - started) < 1.0
+            return bool(same and proc.status() != psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return False
+
+    def watch() -> None:
+        while alive():
+            time.sleep(interval_s)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="roost-daemon-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 class SupervisorActor(RoostActor):
     """Root of the actor tree."""
 
@@ -71,6 +102,8 @@ class SupervisorActor(RoostActor):
         if isinstance(message, Boot):
             self.home = message.home
             self.boot_reply = sender
+            if message.daemon_pid:
+                watch_daemon(message.daemon_pid, message.daemon_started)
             self._start_journal()
         elif isinstance(message, SetupJournal):
             if self.boot_reply is not None:

@@ -56,12 +56,12 @@ class ToolRunnerActor(RoostActor):
         """Configure, run, cancel, or collect finished threads."""
         if isinstance(message, SetupRunner):
             self.announce(sender, "toolrunner")
-            from runtime.toolrunner import ToolRunnerCore  # noqa: PLC0415
-
             from runtime.registry import ToolRegistry  # noqa: PLC0415
+            from runtime.toolrunner import ToolRunnerCore  # noqa: PLC0415
 
             self.project_id = message.project_id
             self.journal = message.journal
+            self.alert_options = message.options
             registry = ToolRegistry.for_project(message.root, message.options)
             self.core = ToolRunnerCore(message.project_id, message.root, message.options, registry)
         elif isinstance(message, RunCall):

@@ -81,6 +81,9 @@ class ConversationCore:
         self._asked: set[str] = set()
         self._dispatched: set[str] = set()
         self._model_round: tuple[str, int] | None = None
+        self._draft: list[NewEvent] = []
+        self._draft_calls: dict[str, CallSpec] = {}
+        self._draft_verdicts: dict[str, list[ev.Event]] = {}
 
     # --- folding ----------------------------------------------------------------------
 
@@ -242,6 +245,7 @@ class ConversationCore:
     def _cancel(
         self, cancel: NewEvent, batch: list[NewEvent]
     ) -> tuple[list[NewEvent], list[Effect]]:
+        self._drop_draft()
         corr = cancel.correlation_id
         for call in sorted(self.pending.values(), key=lambda c: c.call_id):
             batch.append(
@@ -483,7 +487,90 @@ class ConversationCore:
                     causation_id=message.event_id,
                 )
             )
+            return [Append(events=batch)]
+        # The calls are decided before anything of this round is committed: the round's
+        # reply, its calls and their decisions then go to the journal in one batch (one
+        # commit instead of two). Nothing is lost by a crash meanwhile: the round had not
+        # been recorded, so a restarted conversation simply asks the model again.
+        self._draft = batch
+        self._draft_calls = {
+            e.data["call_id"]: self._spec_of(e) for e in batch if e.type == "tool.requested"
+        }
+        self._draft_verdicts = {}
+        return [AskPolicy(call=spec) for spec in self._draft_calls.values()]
+
+    def _spec_of(self, requested: NewEvent) -> CallSpec:
+        d = requested.data
+        return CallSpec(
+            call_id=d["call_id"],
+            name=d["name"],
+            args=d.get("args", {}),
+            run_mode=d.get("run_mode", "sync"),
+            conversation_id=self.conversation_id,
+            correlation_id=requested.correlation_id,
+            causation_id=requested.event_id,
+        )
+
+    def _decide_draft(self, call_id: str, events: list[ev.Event]) -> list[Effect]:
+        """Record one verdict for the drafted round; commit the round once all are in."""
+        if self.turn is None or self.cancelled:
+            self._drop_draft()
+            return []
+        self._draft_verdicts[call_id] = events
+        if len(self._draft_verdicts) < len(self._draft_calls):
+            return []
+        batch = list(self._draft)
+        all_closed = True
+        for requested in [e for e in self._draft if e.type == "tool.requested"]:
+            spec = self._draft_calls[requested.data["call_id"]]
+            decided = self._record_verdict(spec, self._draft_verdicts[spec.call_id], requested)
+            batch.extend(decided)
+            all_closed = all_closed and any(e.type in TERMINAL_TOOL_TYPES for e in decided)
+        turn = self.turn
+        if all_closed and turn is not None and not self.cancelled:
+            batch.extend(
+                self._start_turn(
+                    turn.correlation_id, batch[-1].event_id, turn.started_at, round_=turn.round + 1
+                )
+            )
+        self._drop_draft()
         return [Append(events=batch)]
+
+    def _drop_draft(self) -> None:
+        self._draft, self._draft_calls, self._draft_verdicts = [], {}, {}
+
+    def policy_restarted(self) -> list[Effect]:
+        """The Policy actor was restarted: ask again for every verdict still missing."""
+        missing = [c for i, c in self._draft_calls.items() if i not in self._draft_verdicts]
+        committed = [
+            self._spec(c)
+            for c in sorted(self.pending.values(), key=lambda c: c.call_id)
+            if c.status == "requested"
+        ]
+        return [AskPolicy(call=spec) for spec in [*missing, *committed]]
+
+    def _record_verdict(
+        self, call: CallSpec, events: list[ev.Event], requested: NewEvent
+    ) -> list[NewEvent]:
+        """The events recording a verdict, chained by causation, plus ``tool.started``
+        when the call is allowed.
+        """
+        out: list[NewEvent] = []
+        cause = requested.event_id
+        for payload in events:
+            new = self._new(payload, correlation_id=call.correlation_id, causation_id=cause)
+            out.append(new)
+            if isinstance(payload, ev.PolicyAllowed | ev.PolicyDenied):
+                cause = new.event_id
+        if any(isinstance(p, ev.PolicyAllowed) for p in events):
+            out.append(
+                self._new(
+                    ev.ToolStarted(call_id=call.call_id, name=call.name),
+                    correlation_id=call.correlation_id,
+                    causation_id=cause,
+                )
+            )
+        return out
 
     def model_failed(self, round_: int, reason: str) -> list[Effect]:
         """The model call of round ``round_`` failed: the turn ends with ``llm.failed``."""
@@ -504,6 +591,8 @@ class ConversationCore:
 
     def policy_decided(self, call_id: str, events: list[ev.Event]) -> list[Effect]:
         """The policy's verdict on a call, as the events to record (decision, failure...)."""
+        if call_id in self._draft_calls:
+            return self._decide_draft(call_id, events)
         call = self.pending.get(call_id)
         if call is None or call.status != "requested":
             return []

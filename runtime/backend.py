@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+import psutil
 
 from actors.messages import Boot, Reply, Request
 from actors.supervisor import SupervisorActor
@@ -79,6 +80,32 @@ def _unbounded_queues() -> None:
     transport.MAX_ADMIN_QUEUESIZE = 0
 
 
+def _prompt_child_checks() -> None:
+    """Make a busy parent notice a dead child at its next message, before any actor forks.
+
+    Thespian's SIGCHLD handler only sets a flag, which its queue transport reads when the
+    mailbox has been empty for 2 s: a Supervisor or Project that keeps receiving requests
+    would never learn that a child was killed. This wraps the hook every incoming message
+    passes through so a pending flag is served first (``childDied`` synthesizes the
+    ``ChildActorExited`` messages, exactly as Thespian does when idle).
+    """
+    from thespian.system.multiprocCommon import MultiProcReplicator  # noqa: PLC0415
+
+    original = MultiProcReplicator._handleReplicatorMessages
+    if getattr(original, "roost_prompt", False):
+        return
+
+    def handle(self: Any, envelope: Any) -> Any:
+        core = getattr(self.transport, "_QCore", None)
+        if core is not None and getattr(core, "_checkChildren", False):
+            core._checkChildren = False
+            self.childDied()
+        return original(self, envelope)
+
+    handle.roost_prompt = True  # type: ignore[attr-defined]
+    MultiProcReplicator._handleReplicatorMessages = handle
+
+
 def _thespian_logging(home: str) -> dict[str, Any]:
     logs = os.path.join(home, "logs")
     os.makedirs(logs, mode=0o700, exist_ok=True)
@@ -101,6 +128,7 @@ class ActorBackend:
 
         self.config = config
         _unbounded_queues()
+        _prompt_child_checks()
         self.system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(config.home))
         self._local = threading.local()
         self._contexts: list[Any] = []
@@ -111,7 +139,9 @@ class ActorBackend:
             self.supervisor = self.system.createActor(
                 SupervisorActor, globalName="roost-supervisor"
             )
-            reply = self.system.ask(self.supervisor, Boot(home=config.home), boot_timeout_s)
+            me = psutil.Process()
+            boot = Boot(home=config.home, daemon_pid=me.pid, daemon_started=me.create_time())
+            reply = self.system.ask(self.supervisor, boot, boot_timeout_s)
             if not isinstance(reply, Reply) or not reply.ok:
                 raise DaemonUnreachableError(f"the actor system did not boot: {reply!r}")
             self.restored: list[str] = list((reply.result or {}).get("restored", []))
@@ -174,6 +204,7 @@ class ActorBackend:
                 "projects": sum(1 for p in live.values() if p.get("status") == "running"),
                 "actor_system": "multiprocQueueBase",
                 "actors": self._actors,
+                "admin_pid": self._admin_pid(),
             }
         if op == "list_projects":
             return self._list_projects(deadline)
@@ -199,6 +230,16 @@ class ActorBackend:
         if op == "verify":
             return self._verify(str(args["project_id"]), deadline)
         raise RequestError(f"unknown operation {op!r}", reason="unknown_op")
+
+    def _admin_pid(self) -> int | None:
+        """The Thespian admin: parent of the Supervisor, root of the actor processes."""
+        supervisor = self._actors.get("supervisor")
+        if not supervisor:
+            return None
+        try:
+            return int(psutil.Process(supervisor).ppid())
+        except psutil.NoSuchProcess:
+            return None
 
     def _live(self, deadline: float) -> dict[str, Any]:
         result = dict(self.ask("list_projects", {}, deadline))

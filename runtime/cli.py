@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from runtime import cli_commands as cmd
-from runtime.errors import RoostError
+from runtime.errors import RoostError, ToolError
 from runtime.ops import PROJECTION_KEYS
+from runtime.schema import parse_json_args
 
 __all__ = ["EXIT_FAILURE", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
@@ -48,6 +49,14 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
     return value
+
+
+def _tool_args(text: str) -> dict[str, Any]:
+    """Tool arguments: a JSON object without duplicate keys and with bounded nesting."""
+    try:
+        return parse_json_args(text)
+    except ToolError as e:
+        raise argparse.ArgumentTypeError(f"{e.details.get('reason')}: {e.message}") from e
 
 
 def _non_negative(text: str) -> int:
@@ -164,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(commands, "run-tool", cmd.cmd_run_tool, "run one tool call")
     p.add_argument("project", metavar="PROJECT")
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--args", type=_json_object, default={}, metavar="JSON", help="tool arguments")
+    p.add_argument("--args", type=_tool_args, default={}, metavar="JSON", help="tool arguments")
     p.add_argument("--conversation", metavar="CONV", help="record it in this conversation")
     p.add_argument("--correlation-id", metavar="ID")
 

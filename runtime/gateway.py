@@ -390,7 +390,7 @@ class Gateway:
             self._streams.add(stop)
         log.info("stream_opened", project_id=args["project_id"], after_seq=args["after_seq"])
         try:
-            serve_stream(conn, request.id, self._backend.subscribe(args, stop), stop)
+            serve_stream(conn, request.id, lambda: self._backend.subscribe(args, stop), stop)
         finally:
             with self._lock:
                 self._streams.discard(stop)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from runtime.errors import RoostError
@@ -26,20 +26,20 @@ log = get_logger("roost.gateway")
 def serve_stream(
     conn: socket.socket,
     request_id: int,
-    events: Iterator[dict[str, Any]],
+    open_events: Callable[[], Iterator[dict[str, Any]]],
     stop: threading.Event,
 ) -> None:
-    """Send ``events`` on ``conn`` until they end, ``stop`` is set or the client leaves.
+    """Send the events of ``open_events()`` until they end, ``stop`` is set or the peer leaves.
 
-    Errors raised by the iterator become an error frame. On return the connection is shut
-    down in both directions and ``stop`` is set.
+    Errors raised by ``open_events`` or the iterator become an error frame. On return the
+    connection is shut down in both directions and ``stop`` is set.
     """
     watcher = threading.Thread(
         target=_watch_peer, args=(conn, stop), name="roost-gateway-watch", daemon=True
     )
     watcher.start()
     try:
-        for event in events:
+        for event in open_events():
             if stop.is_set():
                 break
             conn.sendall(encode_stream_event(request_id, event))

@@ -494,5 +494,5 @@ class ToolRunnerCore:
             "conversation_id": call.conversation_id if call is not None else None,
             "correlation_id": (call.correlation_id or None) if call is not None else None,
             "duration_ms": duration_ms,
-            "reason": reason,
+            "reason": redact(reason),
         }

@@ -6,6 +6,7 @@ process of its tree is left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,14 +58,22 @@ class Daemon:
 
     home: str
     pid: int
+    admin_pid: int | None = None
 
     def client(self, timeout_s: float = 10.0) -> Client:
         """A new client connection."""
         return Client.connect(self.home, timeout_s=timeout_s)
 
     def processes(self) -> list[psutil.Process]:
-        """The daemon's process tree now."""
-        return tree(self.pid)
+        """The daemon's process tree now, and the actor tree under Thespian's admin
+        (Thespian daemonizes its admin, so actors are not the daemon's descendants)."""
+        out = tree(self.pid)
+        if self.admin_pid is None:
+            with contextlib.suppress(Exception), self.client() as c:
+                self.admin_pid = c.status().get("admin_pid")
+        if self.admin_pid:
+            out += tree(self.admin_pid)
+        return out
 
 
 def make_root(path: Path) -> str:

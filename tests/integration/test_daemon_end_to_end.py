@@ -67,7 +67,9 @@ def test_send_without_wait_returns_the_committed_ack(daemon: Daemon, project_roo
         assert any(e["event_id"] == ack["event_id"] and e["seq"] == ack["seq"] for e in timeline)
 
 
-def test_request_errors_have_their_stable_codes(daemon: Daemon, project_root: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_request_errors_have_their_stable_codes(
+    daemon: Daemon, project_root: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     with daemon.client() as c:
         with pytest.raises(ProjectNotFoundError) as not_found:
             c.start_conversation("nope")

@@ -395,3 +395,61 @@ def test_directives_drive_deltas_and_tool_calls_on_the_first_round() -> None:
     requested = next(e for e in h.journal if e.type == "tool.requested")
     assert (requested.data["name"], requested.data["run_mode"]) == ("fs.list", "async")
     assert uuid.UUID(h.journal[0].event_id)
+
+
+def test_a_round_and_its_decisions_are_committed_together() -> None:
+    h = Harness()
+    commits: list[list[str]] = []
+    original = h.commit
+
+    def recording(events: list[NewEvent]) -> list[Envelope]:
+        commits.append([e.type for e in events])
+        return original(events)
+
+    h.commit = recording  # type: ignore[method-assign]
+    h.send({"type": "user.message", "data": {"content": "read a"}})
+    assert commits[1] == ["tool.requested", "assistant.message", "policy.allowed", "tool.started"]
+
+
+def test_a_cancel_while_calls_are_being_decided_drops_the_undecided_round() -> None:
+    h = Harness()
+    asked: list[Any] = []
+    h.policy = lambda call: asked.append(call) or []  # type: ignore[func-returns-value]
+    core = h.core
+    effects = core.inbound({"type": "user.message", "data": {"content": "read a"}}, CLIENT)
+    pending_policy: list[Any] = []
+    queue = list(effects)
+    while queue:
+        effect = queue.pop(0)
+        if isinstance(effect, Append):
+            queue = core.committed(h.commit(effect.events)) + queue
+        elif isinstance(effect, CallModel):
+            queue = core.model_replied(effect.round, h.model.complete(effect.request)) + queue
+        elif isinstance(effect, AskPolicy):
+            pending_policy.append(effect.call)
+    assert [c.name for c in pending_policy] == ["fs.read"]
+    h.send({"type": "conversation.cancel", "data": {}})
+    late = core.policy_decided(
+        pending_policy[0].call_id,
+        [ev.PolicyAllowed(tool="fs.read", call_id=pending_policy[0].call_id)],
+    )
+    assert late == []
+    assert "tool.requested" not in h.types()
+    assert h.types()[-2:] == ["conversation.cancel", "llm.failed"]
+
+
+def test_a_restarted_policy_is_asked_again_for_missing_verdicts() -> None:
+    h = Harness()
+    effects = h.core.inbound({"type": "user.message", "data": {"content": "read a"}}, CLIENT)
+    asks: list[Any] = []
+    queue = list(effects)
+    while queue:
+        effect = queue.pop(0)
+        if isinstance(effect, Append):
+            queue = h.core.committed(h.commit(effect.events)) + queue
+        elif isinstance(effect, CallModel):
+            queue = h.core.model_replied(effect.round, h.model.complete(effect.request)) + queue
+        elif isinstance(effect, AskPolicy):
+            asks.append(effect.call.call_id)
+    again = h.core.policy_restarted()
+    assert [e.call.call_id for e in again if isinstance(e, AskPolicy)] == asks

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from runtime.backend_api import DaemonConfig, config_for_home
 from runtime.client import Client
-from runtime.errors import BadRequestError, OverloadedError, RequestError
+from runtime.errors import BadRequestError, OverloadedError, ProjectNotFoundError, RequestError
 from runtime.gateway import Gateway
 from runtime.protocol import decode_server_frame, encode_frame, encode_request, read_frame
 from runtime.transport import connect_unix_socket, peer_credentials, peer_is_allowed
@@ -335,3 +335,22 @@ def test_a_frame_written_whole_in_one_write_with_another_is_read_separately(make
     with server.raw() as sock:
         sock.sendall(encode_frame({"id": 1, "op": "ping"}) + encode_frame({"id": 2, "op": "ping"}))
         assert [read_reply(sock).id, read_reply(sock).id] == [1, 2]
+
+
+class EagerBackend(FakeBackend):
+    """A fake whose ``subscribe`` raises at call time (not a generator)."""
+
+    def subscribe(self, args: dict[str, Any], stop: threading.Event) -> Iterator[dict[str, Any]]:
+        raise ProjectNotFoundError("no project 'x'", project_id="x")
+
+
+def test_a_subscribe_that_fails_before_iterating_gets_an_error_frame(make_server) -> None:
+    server = make_server(EagerBackend())
+    with server.raw() as sock:
+        sock.sendall(encode_request(6, "subscribe", {"project_id": "x"}))
+        reply = read_reply(sock)
+    assert (reply.id, reply.value["code"], reply.value["details"]) == (
+        6,
+        "project_not_found",
+        {"project_id": "x"},
+    )

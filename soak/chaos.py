@@ -1,0 +1,303 @@
+"""``chaos``: SIGKILL Conversation, ToolRunner and Journal processes while the load runs.
+
+Telling actor processes apart. Every actor is a fork of the daemon with the daemon's
+command line, so the harness works it out, in this order of preference:
+
+1. the daemon's ``actor_pids`` operation, if the backend has one
+   (``[{pid, role, ...}]``);
+2. process names (``/proc/PID/comm``) starting with ``roost-`` (``roost-journal``...),
+   if actors name themselves;
+3. the shape of the tree (``tree``): the Journal is the actor process that holds
+   ``journal.sqlite`` open; its parent is the Supervisor; the Supervisor's other children
+   are Projects; a Project creates its Policy, then its ToolRunner, then one process per
+   conversation, so its children in creation order are ``policy, toolrunner,
+   conversation...``. A killed process's replacement is the new child that appears under
+   the same parent, and inherits the role.
+
+The monkey kills one process at a time and waits for its replacement before the next
+kill, choosing targets it has not killed within the restart period, so a run exercises
+recovery rather than escalation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+import psutil
+
+from runtime.client import Client
+from runtime.daemon import daemon_pid
+from runtime.errors import RoostError
+from runtime.processes import daemon_processes
+
+__all__ = ["ROLES", "ChaosMonkey", "ProcessRoles", "identify_roles"]
+
+ROLES = ("conversation", "toolrunner", "journal")
+"""Roles the monkey kills."""
+
+_WEIGHTS = {"conversation": 6, "toolrunner": 3, "journal": 2}
+_QUIET_S = 5.5  # the default restart_period_ms (5000) and a margin
+_REPLACEMENT_TIMEOUT_S = 10.0
+
+
+class ProcessRoles:
+    """The role of each actor process of one daemon, as far as it could be told."""
+
+    def __init__(self, roles: dict[int, str], parents: dict[int, int], method: str) -> None:
+        self.roles = roles
+        """pid → ``journal``, ``supervisor``, ``project``, ``policy``, ``toolrunner``,
+        ``conversation``."""
+        self.parents = parents
+        """pid → parent pid, for the processes in :attr:`roles`."""
+        self.method = method
+        """``actor_pids``, ``names`` or ``tree``."""
+
+    def pids(self, role: str) -> list[int]:
+        """Live pids with ``role``, oldest first."""
+        return sorted(pid for pid, r in self.roles.items() if r == role)
+
+
+def _snapshot(home: str) -> dict[int, psutil.Process]:
+    main = daemon_pid(home)
+    procs = {}
+    for proc in daemon_processes(home):
+        if proc.pid == main:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                procs[proc.pid] = proc
+    return procs
+
+
+def _from_op(home: str) -> ProcessRoles | None:
+    try:
+        with Client.connect(home) as client:
+            answer = client.call("actor_pids")
+    except RoostError:
+        return None
+    roles: dict[int, str] = {}
+    parents: dict[int, int] = {}
+    for item in answer if isinstance(answer, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("pid"), int):
+            roles[item["pid"]] = str(item.get("role"))
+            if isinstance(item.get("parent_pid"), int):
+                parents[item["pid"]] = item["parent_pid"]
+    return ProcessRoles(roles, parents, "actor_pids") if roles else None
+
+
+def _from_names(procs: dict[int, psutil.Process]) -> ProcessRoles | None:
+    roles: dict[int, str] = {}
+    parents: dict[int, int] = {}
+    for pid, proc in procs.items():
+        with contextlib.suppress(psutil.Error):
+            name = proc.name()
+            if not name.startswith("roost-"):
+                continue
+            suffix = name.removeprefix("roost-")
+            for role in ("journal", "supervisor", "project", "policy", "toolrunner", "conv"):
+                if suffix.startswith(role[:8]):
+                    roles[pid] = "conversation" if role == "conv" else role
+                    parents[pid] = proc.ppid()
+    return ProcessRoles(roles, parents, "names") if roles else None
+
+
+def _holds_journal(proc: psutil.Process, journal_path: str) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return any(f.path == journal_path for f in proc.open_files())
+    return False
+
+
+def _from_tree(home: str, procs: dict[int, psutil.Process]) -> ProcessRoles:
+    parents: dict[int, int] = {}
+    created: dict[int, float] = {}
+    for pid, proc in procs.items():
+        with contextlib.suppress(psutil.Error):
+            parents[pid] = proc.ppid()
+            created[pid] = proc.create_time()
+    roles: dict[int, str] = {}
+    journal_path = os.path.join(os.path.realpath(home), "journal.sqlite")
+    journal = next((p for p, proc in procs.items() if _holds_journal(proc, journal_path)), None)
+    if journal is None:
+        return ProcessRoles(roles, parents, "tree")
+    roles[journal] = "journal"
+    supervisor = parents.get(journal)
+    if supervisor is None:
+        return ProcessRoles(roles, parents, "tree")
+    roles[supervisor] = "supervisor"
+    for project in [p for p, parent in parents.items() if parent == supervisor and p != journal]:
+        roles[project] = "project"
+        children = sorted(
+            (p for p, parent in parents.items() if parent == project),
+            key=lambda p: (created.get(p, 0.0), p),
+        )
+        for index, child in enumerate(children):
+            roles[child] = ("policy", "toolrunner")[index] if index < 2 else "conversation"
+    return ProcessRoles(roles, parents, "tree")
+
+
+def identify_roles(home: str) -> ProcessRoles:
+    """Tell the daemon's actor processes apart (see the module docstring)."""
+    found = _from_op(home)
+    if found is not None:
+        return found
+    procs = _snapshot(home)
+    return _from_names(procs) or _from_tree(home, procs)
+
+
+class ChaosMonkey:
+    """A thread that kills actor processes of the daemon of ``home`` at random."""
+
+    def __init__(
+        self,
+        home: str,
+        *,
+        min_kills: int,
+        interval_s: float,
+        seed: int,
+        on_kill: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.home = home
+        self.min_kills = min_kills
+        self.interval_s = interval_s
+        self.seed = seed
+        self.on_kill = on_kill
+        self.kills: list[tuple[str, int]] = []
+        """``(role, pid)`` of every kill, in order."""
+        self.problems: list[str] = []
+        """What went wrong on the monkey's side (no target, no replacement...)."""
+        self.method = "none"
+        """How roles were told apart."""
+        self._random = random.Random(seed)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._roles: ProcessRoles | None = None
+        self._last_kill: dict[int, float] = {}
+
+    @property
+    def done(self) -> bool:
+        """True once at least ``min_kills`` processes were killed."""
+        return len(self.kills) >= self.min_kills
+
+    def start(self) -> None:
+        """Identify the actor processes now (before any kill) and start killing."""
+        self._roles = identify_roles(self.home)
+        self.method = self._roles.method
+        self._thread = threading.Thread(target=self._run, name="soak-chaos", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop killing and wait for the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def by_role(self) -> dict[str, int]:
+        """Kills per role."""
+        counts = dict.fromkeys(ROLES, 0)
+        for role, _ in self.kills:
+            counts[role] = counts.get(role, 0) + 1
+        return counts
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        plan = list(ROLES)  # one of each role first, then weighted at random
+        self._random.shuffle(plan)
+        failures = 0
+        while not self._stop.wait(self.interval_s):
+            role = plan.pop() if plan else self._weighted()
+            try:
+                killed = self._kill_one(role)
+            except Exception as e:  # never let the monkey take the harness down
+                self.problems.append(f"chaos: {type(e).__name__}: {e}")
+                killed = False
+            failures = 0 if killed else failures + 1
+            if failures >= 20:
+                self.problems.append("chaos: gave up after 20 attempts without a target")
+                return
+
+    def _weighted(self) -> str:
+        roles = list(_WEIGHTS)
+        return self._random.choices(roles, weights=[_WEIGHTS[r] for r in roles])[0]
+
+    def _kill_one(self, role: str) -> bool:
+        roles = self._roles
+        assert roles is not None
+        if roles.method == "actor_pids" or role == "journal":
+            roles = self._refresh(keep=roles)
+        now = time.monotonic()
+        candidates = [
+            pid
+            for pid in roles.pids(role)
+            if now - self._last_kill.get(pid, -1e9) > _QUIET_S and _alive(pid)
+        ]
+        recent_parents = {
+            roles.parents.get(pid) for pid, t in self._last_kill.items() if now - t < _QUIET_S
+        }
+        if role == "toolrunner":  # one runner restart per project per restart period
+            candidates = [p for p in candidates if roles.parents.get(p) not in recent_parents]
+        if not candidates:
+            return False
+        pid = self._random.choice(candidates)
+        parent = roles.parents.get(pid)
+        before = set(self._children(parent)) if parent is not None else set()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        self.kills.append((role, pid))
+        self._last_kill[pid] = time.monotonic()
+        if self.on_kill is not None:
+            self.on_kill(role, pid)
+        replacement = self._await_replacement(parent, before - {pid})
+        roles.roles.pop(pid, None)
+        if replacement is None:
+            self.problems.append(f"chaos: no replacement appeared for {role} pid {pid}")
+        else:
+            roles.roles[replacement] = role
+            if parent is not None:
+                roles.parents[replacement] = parent
+            self._last_kill[replacement] = time.monotonic()
+        return True
+
+    def _refresh(self, keep: ProcessRoles) -> ProcessRoles:
+        fresh = identify_roles(self.home)
+        if fresh.method == "tree":
+            # The tree guess by creation order is only right before restarts; keep what
+            # the monkey learned, refresh only the journal (found by its open file).
+            for pid in [p for p, r in keep.roles.items() if r == "journal"]:
+                keep.roles.pop(pid)
+            for pid in fresh.pids("journal"):
+                keep.roles[pid] = "journal"
+                keep.parents[pid] = fresh.parents.get(pid, 0)
+            return keep
+        self._roles = fresh
+        return fresh
+
+    def _children(self, parent: int | None) -> list[int]:
+        if parent is None:
+            return []
+        with contextlib.suppress(psutil.Error):
+            return [c.pid for c in psutil.Process(parent).children()]
+        return []
+
+    def _await_replacement(self, parent: int | None, before: set[int]) -> int | None:
+        if parent is None:
+            return None
+        deadline = time.monotonic() + _REPLACEMENT_TIMEOUT_S
+        while time.monotonic() < deadline and not self._stop.is_set():
+            fresh = [p for p in self._children(parent) if p not in before and _alive(p)]
+            if fresh:
+                return min(fresh)
+            time.sleep(0.01)
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False

@@ -1,0 +1,150 @@
+"""What the harness watches the daemon with: its lifecycle and its memory.
+
+:class:`DaemonSession` attaches to the daemon running on ``--home`` or spawns one (and
+then stops it, and checks that no process of it is left). :class:`MemorySampler` sums the
+RSS of the daemon's whole process tree (``runtime.processes.daemon_processes``: the
+daemon, its actor processes, their children) every ~100 ms in a background thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import psutil
+
+from runtime.daemon import daemon_pid, start_daemon, stop_daemon
+from runtime.errors import RoostError
+from runtime.processes import daemon_processes, reap_stragglers
+from soak.report import Failure
+
+__all__ = ["DaemonSession", "Failures", "MemorySampler", "live", "wait_until"]
+
+
+class Failures:
+    """Errors grouped by (stage, code), with one message each."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.messages: dict[tuple[str, str], str] = {}
+
+    def add(self, stage: str, code: str, message: str) -> None:
+        self.counts[(stage, code)] += 1
+        self.messages.setdefault((stage, code), message[:300])
+
+    def items(self) -> list[Failure]:
+        return [
+            Failure(stage=s, code=c, count=n, message=self.messages[(s, c)])
+            for (s, c), n in sorted(self.counts.items())
+        ]
+
+
+class DaemonSession:
+    """The daemon a run talks to: an already running one, or one spawned (and stopped)."""
+
+    def __init__(self, home: str | None, workdir: str) -> None:
+        self.owned = False
+        """True when this session started the daemon (and so stops it)."""
+        self.home = os.path.abspath(home) if home else os.path.join(workdir, "home")
+        """The daemon's ``ROOST_HOME``."""
+        self.pid = 0
+        """The daemon's pid."""
+
+    def start(self) -> None:
+        """Attach to a running daemon or start one; raises ``RoostError`` when neither works."""
+        running = daemon_pid(self.home)
+        if running:
+            self.pid = running
+            return
+        self.pid = start_daemon(self.home)
+        self.owned = True
+
+    def stop(self, failures: Failures, timeout_s: float = 30.0) -> None:
+        """Stop the daemon if it was spawned here, then check that no process is left."""
+        if not self.owned:
+            return
+        try:
+            stop_daemon(self.home, timeout_s=timeout_s)
+        except RoostError as e:
+            failures.add("cleanup", e.code, str(e))
+        left = wait_until(lambda: not live(daemon_processes(self.home)), 10.0)
+        if not left:
+            pids = [p.pid for p in live(daemon_processes(self.home))]
+            failures.add("cleanup", "processes_left", f"daemon processes left running: {pids}")
+            reap_stragglers(self.home, timeout_s=1.0)
+
+
+def live(procs: list[psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+    return alive
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, step_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step_s)
+    return True
+
+
+class MemorySampler:
+    """Samples the RSS of the daemon's whole process tree every ``interval_s``, in a thread.
+
+    The process list is refreshed every second (actors come and go); RSS every tick.
+    """
+
+    def __init__(self, home: str, interval_s: float = 0.1) -> None:
+        self.home = home
+        self.interval_s = interval_s
+        self.peak = 0
+        """Highest RSS sum seen (bytes)."""
+        self.peak_processes = 0
+        """Most processes seen."""
+        self.samples = 0
+        """Samples taken."""
+        self._procs: list[psutil.Process] = []
+        self._listed = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-memory", daemon=True)
+
+    def start(self) -> None:
+        """Start sampling."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+        self._thread.join()
+
+    def sample(self, refresh: bool = False) -> tuple[int, int]:
+        """Take one sample now; return ``(rss bytes, processes)``."""
+        with self._lock:
+            now = time.monotonic()
+            if refresh or now - self._listed >= 1.0:
+                self._procs = daemon_processes(self.home)
+                self._listed = now
+            total, count = 0, 0
+            for proc in self._procs:
+                with contextlib.suppress(psutil.Error):
+                    total += proc.memory_info().rss
+                    count += 1
+            self.samples += 1
+            self.peak = max(self.peak, total)
+            self.peak_processes = max(self.peak_processes, count)
+            return total, count
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+

@@ -1,0 +1,368 @@
+"""The soak report: its shape, nearest-rank latency percentiles and ``--compare``.
+
+Plain data (frozen msgspec Structs, encoded as the ``--json`` file) and plain functions.
+The integrity checks that fill :class:`Integrity` are in ``soak.integrity``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "COMPARED_METRICS",
+    "Backpressure",
+    "BaselineSummary",
+    "ChaosSummary",
+    "Failure",
+    "Integrity",
+    "LatencyStats",
+    "Memory",
+    "Regression",
+    "Scenario",
+    "SoakConfig",
+    "SoakReport",
+    "StageCounts",
+    "EventCounts",
+    "Throughput",
+    "compare_reports",
+    "latency_stats",
+    "percentile",
+]
+
+Scenario = Literal["steady", "burst", "chaos", "baseline"]
+"""The workload shapes of ``roost soak --scenario``."""
+
+
+class SoakConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """What one soak run does (the command line, normalized)."""
+
+    projects: int = 3
+    """Projects started."""
+    conversations: int = 4
+    """Conversations per project."""
+    events: int = 3
+    """``user.message`` turns per conversation."""
+    concurrency: int = 12
+    """Turns in flight at once (worker threads)."""
+    timeout_ms: int = 15000
+    """Longest a turn may take before it counts as failed."""
+    scenario: Scenario = "steady"
+    """Workload shape."""
+    duration_s: float | None = None
+    """Keep sending for this long instead of stopping after ``events`` per conversation."""
+    home: str | None = None
+    """A running daemon's ``ROOST_HOME`` to use; a temporary one is spawned when null."""
+    kills: int = 10
+    """``chaos``: the least number of actor processes killed."""
+    kill_interval_ms: int = 500
+    """``chaos``: pause between kills."""
+    idle_passivation_ms: int = 2000
+    """The soak projects' ``idle_passivation_ms`` (memory must come back after the run)."""
+    threshold_pct: float = 10.0
+    """``--compare``: a metric worse by more than this is a regression."""
+    seed: int | None = None
+    """Seed of ``chaos``'s random choices (a fresh one when null; reported)."""
+
+
+class LatencyStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Turn latency in milliseconds; percentiles by nearest rank."""
+
+    count: int
+    """Samples."""
+    min: float
+    """Fastest."""
+    max: float
+    """Slowest."""
+    avg: float
+    """Mean."""
+    p50: float
+    """Median (nearest rank)."""
+    p95: float
+    """95th percentile (nearest rank)."""
+    p99: float
+    """99th percentile (nearest rank)."""
+
+
+class StageCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """Projects or conversations: asked for, started, failed to start."""
+
+    requested: int
+    """Asked for."""
+    started: int
+    """Started."""
+    failed: int
+    """Failed to start."""
+
+
+class EventCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``user.message`` turns."""
+
+    requested: int
+    """Turns the workload issued."""
+    sent: int
+    """Turns acknowledged and finished."""
+    failed: int
+    """Turns that failed (error or timeout)."""
+    latency_ms: LatencyStats
+    """Latency of the finished turns, send to end of turn."""
+
+
+class Throughput(msgspec.Struct, frozen=True, kw_only=True):
+    """Rates over the workload's elapsed time."""
+
+    turns_per_s: float
+    """Finished turns per second."""
+    events_per_s: float
+    """Journal events committed during the workload per second."""
+    events_committed: int
+    """Journal events committed during the workload."""
+
+
+class Memory(msgspec.Struct, frozen=True, kw_only=True):
+    """RSS of the daemon's whole process tree (bytes), sampled every ~100 ms."""
+
+    rss_start: int
+    """After the projects started, before the conversations."""
+    rss_peak: int
+    """Highest sample."""
+    rss_end: int
+    """After the run, once idle conversations were passivated."""
+    samples: int = 0
+    """Samples taken."""
+    processes_start: int = 0
+    """Processes in the tree at the start."""
+    processes_peak: int = 0
+    """Most processes seen."""
+    processes_end: int = 0
+    """Processes at the end."""
+
+
+class Integrity(msgspec.Struct, frozen=True, kw_only=True):
+    """What reading the journal back found."""
+
+    checked_events: int
+    """Events read back."""
+    lost: int
+    """Acknowledged events missing from the journal."""
+    duplicated: int
+    """Events (or inbound messages) present more than once."""
+    unterminated_calls: int
+    """``tool.requested`` without exactly one terminal event (or terminals without one)."""
+    replay_mismatch: int
+    """Differences ``verify`` found between live projections and their replay."""
+    hash_chain_ok: bool
+    """Every project's hash chain holds (checked here and by ``verify``)."""
+    problems: list[str] = []
+    """The first few problems, readable."""
+
+
+class Failure(msgspec.Struct, frozen=True, kw_only=True):
+    """Errors of one kind at one stage."""
+
+    stage: str
+    """``daemon``, ``project``, ``conversation``, ``turn``, ``journal``, ``cleanup``..."""
+    code: str
+    """The error code."""
+    count: int
+    """How many times."""
+    message: str
+    """One of the messages."""
+
+
+class Regression(msgspec.Struct, frozen=True, kw_only=True):
+    """A metric worse than in the compared report by more than the threshold."""
+
+    metric: str
+    """Dotted path in the report."""
+    previous: float
+    """Value in the earlier report."""
+    current: float
+    """Value now."""
+    change_pct: float
+    """Relative change, signed (negative: lower than before)."""
+
+
+class Backpressure(msgspec.Struct, frozen=True, kw_only=True):
+    """``overloaded`` answers and what the harness did about them."""
+
+    overloaded: int
+    """Requests refused with ``overloaded``."""
+    retries: int
+    """Re-sends after a refusal (with backoff)."""
+    onset_inflight: int | None
+    """Turns the harness had in flight when the first refusal came."""
+    max_inflight: int
+    """Most turns the harness had in flight at once."""
+
+
+class ChaosSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``chaos`` killed."""
+
+    seed: int
+    """Seed of the random choices."""
+    kills: int
+    """Processes killed with SIGKILL."""
+    by_role: dict[str, int]
+    """Kills per role (``conversation``, ``toolrunner``, ``journal``)."""
+    interrupted_turns: int
+    """Turns that failed because an actor died under them (tolerated)."""
+    identification: str
+    """How actor processes were told apart."""
+
+
+class BaselineSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """The bare Thespian + eventsourcing run with Roost's message and append pattern."""
+
+    turns: int
+    """Turns replayed."""
+    turns_per_s: float
+    """Turns per second."""
+    events_per_s: float
+    """Events appended per second."""
+    actor_messages: int
+    """Messages sent between actors (each ask is two)."""
+    events: int
+    """Events appended."""
+    batches: int
+    """Appends (one transaction each)."""
+    elapsed_ms: float
+    """Wall time."""
+    latency_ms: LatencyStats
+    """Per-turn latency."""
+    ask_share: float
+    """Share of the workers' busy time spent in actor round trips (the rest: appends)."""
+
+
+class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything one ``roost soak`` run measured and decided."""
+
+    started_at: str
+    """UTC start time."""
+    elapsed_ms: float
+    """The workload's wall time (rates are over this)."""
+    total_ms: float
+    """The whole run: daemon start, bootstrap, workload, checks, shutdown."""
+    scenario: Scenario
+    """Workload shape."""
+    config: SoakConfig
+    """The options of the run."""
+    projects: StageCounts
+    """Projects."""
+    conversations: StageCounts
+    """Conversations."""
+    events: EventCounts
+    """Turns."""
+    throughput: Throughput
+    """Rates."""
+    memory: Memory
+    """Daemon tree RSS."""
+    integrity: Integrity
+    """Journal checks."""
+    restarts: int
+    """``actor.restarted`` events during the run."""
+    crashes: int
+    """``actor.crashed`` events during the run."""
+    failures: list[Failure]
+    """Errors, grouped."""
+    backpressure: Backpressure
+    """``overloaded`` answers."""
+    chaos: ChaosSummary | None = None
+    """``chaos`` only."""
+    baseline: BaselineSummary | None = None
+    """``baseline`` only."""
+    ratio: float | None = None
+    """``baseline`` only: Roost turns/s over bare turns/s."""
+    regressions: list[Regression] = []
+    """``--compare``: metrics worse than before."""
+    reasons: list[str] = []
+    """Why the run did not pass (empty when it did)."""
+    passed: bool = False
+    """Exit status 0 only when true."""
+
+
+# --- latency ----------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The nearest-rank ``pct`` percentile: the smallest value with ``pct``% at or below it.
+
+    ``rank = ceil(pct / 100 * n)`` (at least 1) in the sorted values. Raises ``ValueError``
+    for no values or ``pct`` outside 0..100.
+    """
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= pct <= 100:
+        raise ValueError(f"percentile must be within 0..100, got {pct}")
+    ordered = sorted(values)
+    rank = math.ceil(Fraction(str(pct)) * len(ordered) / 100)
+    return ordered[max(rank, 1) - 1]
+
+
+def latency_stats(values_ms: Sequence[float]) -> LatencyStats:
+    """Summarize latencies (milliseconds, rounded to 0.001); all zero when there are none."""
+    if not values_ms:
+        return LatencyStats(count=0, min=0.0, max=0.0, avg=0.0, p50=0.0, p95=0.0, p99=0.0)
+
+    def r(x: float) -> float:
+        return round(x, 3)
+
+    return LatencyStats(
+        count=len(values_ms),
+        min=r(min(values_ms)),
+        max=r(max(values_ms)),
+        avg=r(sum(values_ms) / len(values_ms)),
+        p50=r(percentile(values_ms, 50)),
+        p95=r(percentile(values_ms, 95)),
+        p99=r(percentile(values_ms, 99)),
+    )
+
+
+# --- compare ----------------------------------------------------------------------------
+
+COMPARED_METRICS: tuple[tuple[str, bool], ...] = (
+    ("throughput.turns_per_s", True),
+    ("throughput.events_per_s", True),
+    ("events.latency_ms.p99", False),
+    ("memory.rss_peak", False),
+)
+"""Metrics ``--compare`` checks, and whether higher is better."""
+
+
+def _lookup(report: Mapping[str, Any], path: str) -> float | None:
+    value: Any = report
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def compare_reports(
+    current: Mapping[str, Any], previous: Mapping[str, Any], threshold_pct: float = 10.0
+) -> list[Regression]:
+    """Metrics of ``current`` worse than in ``previous`` by more than ``threshold_pct``%.
+
+    Throughput must not drop, p99 latency and peak RSS must not rise, beyond the
+    threshold. A metric missing from either report, or zero before, is not compared.
+    """
+    out = []
+    for metric, higher_is_better in COMPARED_METRICS:
+        before, now = _lookup(previous, metric), _lookup(current, metric)
+        if before is None or now is None or before == 0:
+            continue
+        change = (now - before) / before * 100
+        worse = -change if higher_is_better else change
+        if worse > threshold_pct:
+            out.append(
+                Regression(
+                    metric=metric, previous=before, current=now, change_pct=round(change, 2)
+                )
+            )
+    return out

@@ -1,0 +1,353 @@
+"""The workloads: ``user.message`` turns fanned out over worker threads through the client.
+
+Every turn is one ``send_event`` with ``wait=True`` whose ``data.llm`` directive makes the
+deterministic model call exactly one tool (``fs.read`` of the seed ``README.md``), so a
+turn is: inbound message → model round → policy → tool → model round → end of turn.
+
+- ``steady`` (also ``chaos`` and ``baseline``'s Roost half): a closed loop of
+  ``concurrency`` workers. A conversation has at most one turn in flight; conversations
+  take turns round-robin, so every conversation advances at the same pace.
+- ``burst``: every turn is submitted at once, one worker per turn (capped at
+  :data:`BURST_WORKERS`), several turns per conversation in flight, to find where the
+  daemon starts answering ``overloaded``.
+
+``overloaded`` is retried with exponential backoff (same idempotency key, so never
+doubled) until the turn's time limit. A turn that takes longer than ``timeout_ms`` is
+aborted by a watchdog (its connection is shut) and counts as failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from runtime.client import Client
+from runtime.errors import RequestTimeoutError, RoostError
+
+__all__ = [
+    "BURST_WORKERS",
+    "LLM_DIRECTIVE",
+    "Turn",
+    "TurnResult",
+    "Workload",
+    "WorkloadResult",
+    "plan_turns",
+]
+
+BURST_WORKERS = 1024
+"""Most worker threads (one connection each) a ``burst`` opens at once."""
+
+LLM_DIRECTIVE: dict[str, Any] = {
+    "tool_calls": [{"name": "fs.read", "args": {"path": "README.md"}}],
+}
+"""The deterministic model's directive: one ``fs.read`` of the seed file per turn."""
+
+_BACKOFF_START_S = 0.01
+_BACKOFF_MAX_S = 0.5
+
+
+class Turn(msgspec.Struct, frozen=True, kw_only=True):
+    """One ``user.message`` to send."""
+
+    project_id: str
+    """The project."""
+    conversation_id: str
+    """The conversation."""
+    index: int
+    """Its position in the conversation (0-based)."""
+    correlation_id: str
+    """Unique per turn (integrity checks count inbound messages per correlation)."""
+    key: str
+    """Idempotency key: a re-send after ``overloaded`` is never appended twice."""
+
+
+class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What happened to one turn."""
+
+    turn: Turn
+    """The turn."""
+    ok: bool
+    """The turn finished (ack received)."""
+    latency_ms: float
+    """From the first send to the answer (backoff included)."""
+    ack: dict[str, Any] | None = None
+    """``{seq, event_id, correlation_id}`` when ok."""
+    error_code: str | None = None
+    """The error's code when not ok."""
+    error_message: str | None = None
+    """The error's message when not ok."""
+    overloaded: int = 0
+    """``overloaded`` answers before it got through."""
+
+
+class WorkloadResult(msgspec.Struct, frozen=True, kw_only=True):
+    """All turns, and the run's timing and back-pressure figures."""
+
+    results: list[TurnResult]
+    """One per turn issued."""
+    elapsed_s: float
+    """From the first send to the last answer."""
+    overloaded: int
+    """``overloaded`` answers in total."""
+    onset_inflight: int | None
+    """Turns in flight when the first ``overloaded`` came."""
+    max_inflight: int
+    """Most turns in flight at once."""
+
+
+def plan_turns(
+    conversations: Sequence[tuple[str, str]], per_conversation: int, run_id: str
+) -> list[Turn]:
+    """The turns of a run, round-robin: turn 0 of every conversation, then turn 1, ..."""
+    return [
+        _turn(project_id, conversation_id, index, run_id)
+        for index in range(per_conversation)
+        for project_id, conversation_id in conversations
+    ]
+
+
+def _turn(project_id: str, conversation_id: str, index: int, run_id: str) -> Turn:
+    correlation = f"soak-{run_id}-{project_id}-{conversation_id}-{index}"
+    return Turn(
+        project_id=project_id,
+        conversation_id=conversation_id,
+        index=index,
+        correlation_id=correlation,
+        key=correlation,
+    )
+
+
+class _Inflight:
+    """A turn being sent: the client to abort if it takes too long."""
+
+    def __init__(self, client: Client, deadline: float) -> None:
+        self.client = client
+        self.deadline = deadline
+        self.aborted = False
+
+
+class Workload:
+    """Runs turns against the daemon of ``home`` and collects their results.
+
+    ``keep_going()`` (optional) is asked when a conversation has sent its planned turns:
+    while it returns true, the conversation sends one more (``chaos`` keeps the load up
+    until enough processes were killed; ``--duration-s`` until the time is up).
+    """
+
+    def __init__(
+        self,
+        home: str,
+        *,
+        concurrency: int,
+        timeout_ms: int,
+        burst: bool = False,
+        keep_going: Callable[[], bool] | None = None,
+        on_turn: Callable[[TurnResult], None] | None = None,
+        run_id: str = "run",
+    ) -> None:
+        self.home = home
+        self.concurrency = max(1, concurrency)
+        self.timeout_s = timeout_ms / 1000
+        self.burst = burst
+        self.keep_going = keep_going
+        self.on_turn = on_turn
+        self.run_id = run_id
+        self._lock = threading.Lock()
+        self._results: list[TurnResult] = []
+        self._inflight: dict[int, _Inflight] = {}
+        self._max_inflight = 0
+        self._overloaded = 0
+        self._onset: int | None = None
+        self._stop = threading.Event()
+
+    # --- running ------------------------------------------------------------------------
+
+    def run(self, turns: Sequence[Turn]) -> WorkloadResult:
+        """Send ``turns`` (see the module docstring for the two shapes); block until done."""
+        if self.burst:
+            queue: deque[Any] = deque(turns)
+            workers = min(len(turns), BURST_WORKERS) or 1
+        else:
+            queue = deque(_chains(turns))
+            workers = min(self.concurrency, len(queue)) or 1
+        watchdog = threading.Thread(target=self._watch, name="soak-watchdog", daemon=True)
+        started = time.monotonic()
+        watchdog.start()
+        threads = [
+            threading.Thread(target=self._worker, args=(queue,), name=f"soak-w{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.monotonic() - started
+        self._stop.set()
+        watchdog.join()
+        return WorkloadResult(
+            results=list(self._results),
+            elapsed_s=elapsed,
+            overloaded=self._overloaded,
+            onset_inflight=self._onset,
+            max_inflight=self._max_inflight,
+        )
+
+    def _worker(self, queue: deque[Any]) -> None:
+        client: Client | None = None
+        try:
+            while True:
+                with self._lock:
+                    if not queue:
+                        return
+                    item = queue.popleft()
+                if isinstance(item, Turn):  # burst: turns, no chains
+                    client = self._send(client, item)
+                    continue
+                chain: deque[Turn] = item
+                turn = chain.popleft()
+                client = self._send(client, turn)
+                if not chain and self.keep_going is not None and self.keep_going():
+                    chain.append(_turn(turn.project_id, turn.conversation_id, turn.index + 1,
+                                       self.run_id))
+                if chain:
+                    with self._lock:
+                        queue.append(chain)
+        finally:
+            if client is not None:
+                client.close()
+
+    def _send(self, client: Client | None, turn: Turn) -> Client | None:
+        started = time.monotonic()
+        deadline = started + self.timeout_s
+        overloaded = 0
+        delay = _BACKOFF_START_S
+        event = {
+            "type": "user.message",
+            "data": {"content": f"read README.md (turn {turn.index})", "llm": LLM_DIRECTIVE},
+            "correlation_id": turn.correlation_id,
+        }
+        while True:
+            try:
+                if client is None:
+                    client = Client.connect(self.home)
+                ack = self._call(client, turn, event, deadline)
+            except RoostError as e:
+                if e.code == "overloaded" and time.monotonic() + delay < deadline:
+                    overloaded += 1
+                    self._note_overloaded()
+                    if client is not None:
+                        client.close()  # the daemon may have refused the connection itself
+                    client = None
+                    time.sleep(delay * (0.5 + random.random()))
+                    delay = min(delay * 2, _BACKOFF_MAX_S)
+                    continue
+                if client is not None:
+                    client.close()
+                self._record(
+                    TurnResult(
+                        turn=turn,
+                        ok=False,
+                        latency_ms=(time.monotonic() - started) * 1000,
+                        error_code=e.code,
+                        error_message=str(e),
+                        overloaded=overloaded,
+                    )
+                )
+                return None
+            self._record(
+                TurnResult(
+                    turn=turn,
+                    ok=True,
+                    latency_ms=(time.monotonic() - started) * 1000,
+                    ack={k: ack.get(k) for k in ("seq", "event_id", "correlation_id")},
+                    overloaded=overloaded,
+                )
+            )
+            return client
+
+    def _call(
+        self, client: Client, turn: Turn, event: dict[str, Any], deadline: float
+    ) -> dict[str, Any]:
+        ident = threading.get_ident()
+        entry = _Inflight(client, deadline)
+        with self._lock:
+            self._inflight[ident] = entry
+            self._max_inflight = max(self._max_inflight, len(self._inflight))
+        try:
+            return client.send_event(
+                turn.project_id,
+                turn.conversation_id,
+                event,
+                wait=True,
+                wait_timeout_s=max(0.001, deadline - time.monotonic()),
+                idempotency_key=turn.key,
+            )
+        except RoostError as e:
+            if entry.aborted:
+                raise RequestTimeoutError(
+                    f"the turn took longer than {self.timeout_s:g} s (--timeout-ms) and was "
+                    "abandoned",
+                    timeout_s=self.timeout_s,
+                ) from e
+            raise
+        finally:
+            with self._lock:
+                self._inflight.pop(ident, None)
+
+    def _note_overloaded(self) -> None:
+        with self._lock:
+            self._overloaded += 1
+            if self._onset is None:
+                self._onset = len(self._inflight) + 1
+
+    def _record(self, result: TurnResult) -> None:
+        with self._lock:
+            self._results.append(result)
+        if self.on_turn is not None:
+            self.on_turn(result)
+
+    # --- watchdog -----------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Abort turns past their deadline: shut their connection (the call then fails)."""
+        while not self._stop.wait(0.05):
+            now = time.monotonic()
+            with self._lock:
+                # Again on every tick: the client may have reconnected to retry.
+                late = [e for e in self._inflight.values() if e.deadline < now]
+                for entry in late:
+                    entry.aborted = True
+            for entry in late:
+                _abort(entry.client)
+
+
+def _chains(turns: Sequence[Turn]) -> list[deque[Turn]]:
+    """Group turns by conversation, keeping the order conversations first appear in."""
+    chains: dict[tuple[str, str], deque[Turn]] = {}
+    for turn in turns:
+        chains.setdefault((turn.project_id, turn.conversation_id), deque()).append(turn)
+    return list(chains.values())
+
+
+def _abort(client: Client) -> None:
+    """Interrupt ``client``'s call in flight from another thread.
+
+    Uses ``Client.abort()`` when the client has one; otherwise shuts its socket down,
+    which makes the blocked read fail at once.
+    """
+    abort = getattr(client, "abort", None)
+    if callable(abort):
+        abort()
+        return
+    sock = getattr(client, "_sock", None)
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,231 @@
+"""Shared parts of the adversarial suite: a module-wide daemon, a sentinel, a hit counter.
+
+Every adversarial case checks three things besides the reason code:
+
+- **nothing changed outside the workspace**: :class:`Sentinel` is a directory next to the
+  project root (the target of the escapes); its files' bytes and mtimes are compared
+  before and after;
+- **nothing reached the network**: :class:`HitServer` is a loopback HTTP server in the
+  test process that counts every request (it also answers ``/redirect?to=URL`` with a 302);
+- **the decision is in the journal**: :func:`recorded` finds the call's events in the
+  conversation's incident timeline by the correlation the test sent, and
+  :func:`decision_listed` finds the decision in ``diagnostics()["recent_decisions"]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from runtime.client import Client
+from runtime.daemon import start_daemon, stop_daemon
+from tests.integration.conftest import Daemon, alive, daemon_env, tree
+
+__all__ = [
+    "Call",
+    "HitServer",
+    "Sentinel",
+    "decision_listed",
+    "entries_of",
+    "first",
+    "recorded",
+    "run_daemon",
+    "wait_until",
+]
+
+SENTINEL_FILES = {
+    "secret.txt": "outside the workspace\n",
+    "victim.txt": "must never change\n",
+    "linked.txt": "hard-link target\n",
+    "nested/deep.txt": "deep outside\n",
+}
+"""Files of the sentinel directory (relative path → content)."""
+
+
+def wait_until(
+    predicate: Callable[[], Any], timeout_s: float = 15.0, what: str = "", interval: float = 0.02
+) -> Any:
+    """Return ``predicate()``'s first truthy value; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def run_daemon(home: Path, **env: str) -> Iterator[Daemon]:
+    """Start a real daemon on ``home`` (``env`` added); stop it and assert its tree is gone."""
+    pid = start_daemon(str(home), env=daemon_env(**env), timeout_s=60)
+    running = Daemon(home=str(home), pid=pid)
+    seen = running.processes()
+    try:
+        yield running
+    finally:
+        seen += tree(pid)
+        stop_daemon(str(home), timeout_s=30)
+        left = alive(seen)
+        for proc in left:
+            proc.kill()
+        assert left == [], f"processes left behind: {left}"
+
+
+class Sentinel:
+    """A directory outside the workspace whose files must never change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        for name, content in SENTINEL_FILES.items():
+            target = path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+
+    def snapshot(self) -> dict[str, tuple[str, bytes | str, int]]:
+        """``relative path → (kind, content or link target, mtime_ns)`` of everything in it."""
+        out: dict[str, tuple[str, bytes | str, int]] = {}
+        for dirpath, dirnames, filenames in os.walk(self.path):
+            for name in [*dirnames, *filenames]:
+                full = os.path.join(dirpath, name)
+                st = os.lstat(full)
+                rel = os.path.relpath(full, self.path)
+                if os.path.islink(full):
+                    out[rel] = ("link", os.readlink(full), st.st_mtime_ns)
+                elif os.path.isdir(full):
+                    out[rel] = ("dir", b"", st.st_mtime_ns)
+                else:
+                    out[rel] = ("file", Path(full).read_bytes(), st.st_mtime_ns)
+        return out
+
+
+@dataclass
+class HitServer:
+    """A loopback HTTP server counting requests; ``/redirect?to=URL`` answers 302."""
+
+    hits: list[str] = field(default_factory=list)
+    """Paths requested, in order."""
+
+    def __post_init__(self) -> None:
+        hits, lock = self.hits, threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                with lock:
+                    hits.append(self.path)
+                query = parse_qs(urlsplit(self.path).query)
+                if urlsplit(self.path).path == "/redirect" and "to" in query:
+                    self.send_response(302)
+                    self.send_header("Location", query["to"][0])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = b"hit-server says hello\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_HEAD = _answer
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (on 127.0.0.1 only)."""
+        return int(self._server.server_address[1])
+
+    def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
+        """A URL of this server spelled with ``host``."""
+        return f"http://{host}:{self.port}{path}"
+
+    def count(self) -> int:
+        """Requests received so far."""
+        return len(self.hits)
+
+    def close(self) -> None:
+        """Stop serving and close the socket."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+@dataclass
+class Call:
+    """One tool call sent with ``run_tool`` in a conversation, with its own correlation."""
+
+    project: str
+    conversation: str
+    name: str
+    args: dict[str, Any]
+    correlation: str = field(default_factory=lambda: f"corr-adv-{uuid.uuid4().hex[:16]}")
+
+    def request(self) -> dict[str, Any]:
+        """The ``run_tool`` request."""
+        return {
+            "name": self.name,
+            "args": self.args,
+            "meta": {"conversation_id": self.conversation, "correlation_id": self.correlation},
+        }
+
+    def run(self, client: Client) -> dict[str, Any]:
+        """Run it and return the result dict."""
+        return client.run_tool(self.project, self.request())
+
+
+def entries_of(client: Client, project: str, conversation: str, correlation: str) -> list[Any]:
+    """The incident-timeline entries of one correlation."""
+    timeline = client.incident_timeline(
+        project, conversation, limit=500, correlation_id=correlation
+    )
+    return list(timeline["entries"])
+
+
+def first(entries: list[dict[str, Any]], event_type: str) -> dict[str, Any]:
+    """The data of the first entry of ``event_type``; fail when there is none."""
+    for entry in entries:
+        if entry["type"] == event_type:
+            return dict(entry["data"])
+    raise AssertionError(f"no {event_type} in {[e['type'] for e in entries]}")
+
+
+def recorded(client: Client, call: Call) -> list[dict[str, Any]]:
+    """The call's timeline entries; each carries the correlation the test sent."""
+    entries = entries_of(client, call.project, call.conversation, call.correlation)
+    assert entries, f"nothing recorded for {call.correlation}"
+    assert {e["correlation_id"] for e in entries} == {call.correlation}
+    return entries
+
+
+def decision_listed(
+    client: Client, call: Call, decision: str, reason: str, source: str = "policy"
+) -> dict[str, Any]:
+    """The ``recent_decisions`` entry of ``call``; fail unless it says what is expected."""
+    decisions = client.diagnostics(call.project)["recent_decisions"]
+    mine = [d for d in decisions if d["correlation_id"] == call.correlation]
+    assert len(mine) == 1, f"expected one decision for {call.correlation}, got {mine}"
+    found = dict(mine[0])
+    assert (found["decision"], found["reason"], found["source"]) == (decision, reason, source)
+    assert (found["project_id"], found["conversation_id"], found["tool"]) == (
+        call.project,
+        call.conversation,
+        call.name,
+    )
+    return found
