@@ -153,16 +153,25 @@ class ConversationActor(RoostActor):
         assert self.core is not None and self.setup is not None
         self.core.load(result.events)
         self.loading = False
-        if self.setup.recovering:
-            self.effects.extend(self.core.recover())
-        else:
-            self.effects.extend(self.core.advance())
+        # Always recover: an idle conversation has no started call (it is then advance()),
+        # and one with a started call was cut off by a crash of itself, its project or the
+        # daemon; no runner will answer for that call, and running it again would repeat it.
+        reason = "conversation restarted" if self.setup.recovering else "runtime restarted"
+        self.effects.extend(self.core.recover(reason))
         self._pump()
 
     def _peers(self, update: PeerUpdate) -> None:
         if update.journal is not None:
             self.journal = update.journal
             self.resend_appends()
+            if self.loading and self.setup is not None:  # the read died with the journal
+                self.send(
+                    self.journal,
+                    ReadProject(
+                        project_id=self.setup.project_id,
+                        conversation_id=self.setup.conversation_id,
+                    ),
+                )
         if update.policy is not None:
             self.policy = update.policy
             if self.core is not None:

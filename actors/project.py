@@ -80,7 +80,9 @@ class ProjectActor(RoostActor):
         self.supervisor: Any = None
         self.exiting = False
         self.pids: dict[str, int] = {"project": os.getpid()}
+        self.pid_of: dict[str, int] = {}  # child address -> pid
         self.waiting: list[tuple[Any, Any]] = []
+        self.held: dict[str, list[Request]] = {}  # crashed conversation -> requests for it
 
     def handle(self, message: Any, sender: Any) -> None:
         """Set up, route, supervise."""
@@ -96,6 +98,7 @@ class ProjectActor(RoostActor):
             self._request(message)
         elif isinstance(message, ActorStarted):
             self.pids[message.role] = message.pid
+            self.pid_of[str(sender)] = message.pid
         elif isinstance(message, ConversationIdle):
             self._idle(message)
         elif isinstance(message, ChildActorExited):
@@ -105,6 +108,8 @@ class ProjectActor(RoostActor):
         elif isinstance(message, PeerUpdate) and message.journal is not None:
             self.journal = message.journal
             self.resend_appends()
+            if not self.ready and self.setup is not None and self.setup.restore:
+                self.send(self.journal, ReadProject(project_id=self.setup.project_id))
             for address in (self.runner, *self.live.values()):
                 self.send(address, message)
 
@@ -212,21 +217,15 @@ class ProjectActor(RoostActor):
             if op == "start_conversation":
                 self._start_conversation(request)
             elif op in _CONVERSATION_OPS:
-                conversation = self._conversation(str(args["conversation_id"]))
-                self.forwarded[args["conversation_id"]] = (
-                    self.forwarded.get(args["conversation_id"], 0) + 1
-                )
-                self.send(conversation, request)
-                if op == "stop_conversation":
+                forwarded = self._forward(str(args["conversation_id"]), request)
+                if op == "stop_conversation" and forwarded:
                     self.known.discard(args["conversation_id"])
                     self.stopping.add(args["conversation_id"])
             elif op == "run_tool":
                 meta = (args.get("request") or {}).get("meta") or {}
                 conversation_id = meta.get("conversation_id")
                 if conversation_id:
-                    target = self._conversation(str(conversation_id))
-                    self.forwarded[conversation_id] = self.forwarded.get(conversation_id, 0) + 1
-                    self.send(target, request)
+                    self._forward(str(conversation_id), request)
                 else:
                     self.send(
                         self.runner, RunDirect(request=args["request"], reply_to=request.reply_to)
@@ -279,6 +278,29 @@ class ProjectActor(RoostActor):
             )
         self.known.add(conversation_id)
         self._spawn(conversation_id, new=True, reply_to=request.reply_to)
+
+    def _forward(self, conversation_id: str, request: Request) -> bool:
+        """Send ``request`` to the conversation (True), or hold it while it restarts."""
+        address = self.live.get(conversation_id)
+        if address is not None and self._dead(address):
+            self._child_exited(address)  # killed, and Thespian has not told us yet
+        if conversation_id in self.held:
+            self.held[conversation_id].append(request)
+            return False
+        address = self._conversation(conversation_id)
+        self.forwarded[conversation_id] = self.forwarded.get(conversation_id, 0) + 1
+        self.send(address, request)
+        return True
+
+    def _dead(self, address: Any) -> bool:
+        """Whether the child at ``address`` has exited (checked without reaping it)."""
+        pid = self.pid_of.get(str(address))
+        if pid is None:
+            return False
+        try:
+            return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
 
     def _conversation(self, conversation_id: str) -> Any:
         if conversation_id not in self.known:
@@ -337,6 +359,7 @@ class ProjectActor(RoostActor):
         if self.exiting:
             return
         key = str(address)
+        self.pid_of.pop(key, None)
         if address == self.runner:
             child = "toolrunner"
         elif address == self.policy:
@@ -376,6 +399,8 @@ class ProjectActor(RoostActor):
             self.send(self.supervisor, Escalate(project_id=self.setup.project_id, child=child))
             return
         self.append([crashed])
+        if child.startswith("conversation:"):
+            self.held[child.split(":", 1)[1]] = []
         self.wakeupAfter(
             timedelta(seconds=decision.delay_s),
             payload={
@@ -403,6 +428,8 @@ class ProjectActor(RoostActor):
             conversation_id = child.split(":", 1)[1]
             if conversation_id in self.known and conversation_id not in self.live:
                 self._spawn(conversation_id, new=False, recovering=True)
+            for request in self.held.pop(conversation_id, []):
+                self._request(request)
         restarted = self._event(
             ev.ActorRestarted(
                 actor=child,

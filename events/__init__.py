@@ -6,7 +6,47 @@ General layout:
 - ``envelope``: the committed ``Envelope``, the pre-commit ``NewEvent``, id and time helpers.
 - ``codecs``: JSON/msgpack codecs and canonical JSON.
 - ``chain``: the per-project SHA-256 hash chain.
-- ``projections`` / ``incidents``: pure folds over event sequences.
+- ``projections``: timeline, pending tool calls, model context, diagnostics, project view.
+- ``incidents`` / ``report``: incident timelines and reports (JSON and Markdown).
 
 This package imports only the standard library and msgspec.
 """
+
+from events.catalog import PAYLOAD_TYPES, SIGNAL_TYPES, TERMINAL_TOOL_TYPES, Event
+from events.chain import ChainReport, chain_hash, verify_chain
+from events.envelope import (
+    GENESIS_HASH,
+    Envelope,
+    NewEvent,
+    format_at,
+    new_call_id,
+    new_correlation_id,
+    new_event,
+    new_event_id,
+)
+from events.incidents import incident_report, incident_timeline
+from events.projections import get_projection, project_view
+from events.report import render_incident_markdown
+
+__all__ = [
+    "GENESIS_HASH",
+    "PAYLOAD_TYPES",
+    "SIGNAL_TYPES",
+    "TERMINAL_TOOL_TYPES",
+    "ChainReport",
+    "Envelope",
+    "Event",
+    "NewEvent",
+    "chain_hash",
+    "format_at",
+    "get_projection",
+    "incident_report",
+    "incident_timeline",
+    "new_call_id",
+    "new_correlation_id",
+    "new_event",
+    "new_event_id",
+    "project_view",
+    "render_incident_markdown",
+    "verify_chain",
+]

@@ -552,8 +552,9 @@ class ConversationCore:
     def _record_verdict(
         self, call: CallSpec, events: list[ev.Event], requested: NewEvent
     ) -> list[NewEvent]:
-        """The events recording a verdict, chained by causation, plus ``tool.started``
-        when the call is allowed.
+        """The events recording a verdict, chained by causation.
+
+        An allowed call also gets its ``tool.started``.
         """
         out: list[NewEvent] = []
         cause = requested.event_id

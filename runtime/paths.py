@@ -61,6 +61,7 @@ from runtime.pathwalk import (
     resolve_openat2,
     walk,
 )
+from runtime.sandbox import disabled_layers
 
 __all__ = [
     "DEFAULT_SENSITIVE_PATH_DENYLIST",
@@ -114,6 +115,7 @@ class Workspace:
     ``force_fallback=True`` (or ``ROOST_FORCE_NO_OPENAT2=1``) uses the component walk even
     where ``openat2`` works; ``use_proc=False`` also stops reading ``/proc/self/fd``, as on a
     system without ``/proc``. Both exist so tests cover every path.
+    ``ROOST_SANDBOX_DISABLE=openat2`` forces the walk too (``runtime.sandbox.disabled_layers``).
     """
 
     def __init__(
@@ -136,7 +138,7 @@ class Workspace:
         )
         """The normalized ``outside_root_allowlist``."""
         if force_fallback is None:
-            force_fallback = os.environ.get("ROOST_FORCE_NO_OPENAT2") == "1"
+            force_fallback = "openat2" in disabled_layers()
         self.use_proc = _proc_fd_available() if use_proc is None else use_proc
         """Whether fds are re-checked through ``/proc/self/fd``."""
         self.mode = "openat2" if self.use_proc and not force_fallback else "walk"

@@ -44,18 +44,24 @@ from runtime.proctree import MARKER_ENV, ProcessTracker, supervise
 
 __all__ = [
     "DISABLE_ENV",
+    "FORCE_NO_OPENAT2_ENV",
     "INIT_NAME",
+    "PROTECTED_IN_WRITABLE",
     "CommandResult",
     "Limits",
     "disabled_layers",
     "executables",
     "probe_layers",
+    "protected_mounts",
     "require_isolation",
     "run_command",
 ]
 
 DISABLE_ENV = "ROOST_SANDBOX_DISABLE"
 """Comma-separated layer names to switch off (``bwrap``, ``unshare``, ``prlimit``, ...)."""
+
+FORCE_NO_OPENAT2_ENV = "ROOST_FORCE_NO_OPENAT2"
+"""Set to ``1`` to switch ``openat2`` off (the workspace then uses the ``O_NOFOLLOW`` walk)."""
 
 INIT_NAME = "roost-sandbox-init"
 """``$0`` of the shell that runs a command inside a namespace and counts its leftovers."""
@@ -115,9 +121,16 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def disabled_layers() -> frozenset[str]:
-    """Layer names switched off by ``ROOST_SANDBOX_DISABLE``."""
+    """Layer names switched off by ``ROOST_SANDBOX_DISABLE`` (and ``ROOST_FORCE_NO_OPENAT2``).
+
+    The workspace (:class:`runtime.paths.Workspace`) reads the same set, so the layers a
+    project reports are the layers its tools use.
+    """
     raw = os.environ.get(DISABLE_ENV, "")
-    return frozenset(part.strip().lower() for part in raw.split(",") if part.strip())
+    names = {part.strip().lower() for part in raw.split(",") if part.strip()}
+    if os.environ.get(FORCE_NO_OPENAT2_ENV) == "1":
+        names.add("openat2")
+    return frozenset(names)
 
 
 def probe_layers() -> dict[str, Any]:
@@ -161,14 +174,37 @@ def executables() -> dict[str, str]:
     return found
 
 
+PROTECTED_IN_WRITABLE: tuple[str, ...] = (".git/hooks", ".git/config", ".roost")
+"""Places inside a writable path that bubblewrap mounts read-only again (when they exist)."""
+
+
+def protected_mounts(writable: Sequence[str]) -> list[str]:
+    """The existing, real (not symlinked) protected places inside ``writable`` paths."""
+    found: list[str] = []
+    for path in writable:
+        for rel in PROTECTED_IN_WRITABLE:
+            place = os.path.join(path, rel)
+            parts = rel.split("/")
+            chain = [os.path.join(path, *parts[: i + 1]) for i in range(len(parts))]
+            if os.path.lexists(place) and not any(os.path.islink(p) for p in chain):
+                found.append(place)
+    return found
+
+
 def bwrap_argv(allow_network: bool, writable: Sequence[str], cwd: str) -> list[str]:
-    """Build the bubblewrap prefix: namespaces, a read-only filesystem, writable ``writable``."""
+    """Build the bubblewrap prefix: namespaces, a read-only filesystem, writable ``writable``.
+
+    Inside the writable paths, ``.git/hooks``, ``.git/config`` and ``.roost`` are bound
+    read-only again (:func:`protected_mounts`), so a command cannot plant a hook or an asset.
+    """
     argv = [executables()["bwrap"], "--die-with-parent", "--unshare-pid", "--cap-drop", "ALL"]
     if not allow_network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for path in writable:
         argv += ["--bind", path, path]
+    for place in protected_mounts(writable):
+        argv += ["--ro-bind", place, place]
     if not any(_inside(cwd, path) for path in writable):
         argv += ["--ro-bind", cwd, cwd]  # e.g. a cwd under the now private /tmp
     return [*argv, "--chdir", cwd, "--"]

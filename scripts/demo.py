@@ -7,6 +7,7 @@ timeline and its incident report, stops the daemon and checks that no process is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -16,6 +17,7 @@ import psutil
 
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
+from runtime.processes import daemon_processes
 
 SEED = """# Sample project
 
@@ -82,9 +84,11 @@ def main() -> int:
     finally:
         print("\n$ roost daemon stop")
         stop_daemon(home)
-        left = [p for p in psutil.process_iter(["cmdline"]) if home in " ".join(p.info["cmdline"] or [])]
-        if pid and psutil.pid_exists(pid):
-            left.append(psutil.Process(pid))
+        left = []
+        for proc in daemon_processes(home):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    left.append(proc)
         print("daemon stopped; processes left:", len(left))
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)

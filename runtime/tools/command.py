@@ -33,6 +33,9 @@ TOOL = "command.run"
 DEFAULT_MAX_OUTPUT_BYTES = 262144
 """``tool_max_output_bytes`` when the options do not say."""
 
+DEFAULT_MAX_ARTIFACT_BYTES = 131072
+"""``tool_max_artifact_bytes`` when the options do not say."""
+
 SPECS: list[ToolSpec] = [
     ToolSpec(
         name=TOOL,
@@ -228,7 +231,7 @@ def _outcome(
             "command.run was cancelled; its processes were killed",
             killed_processes=result.killed_processes,
         )
-    return _fit(
+    fitted = _fit(
         {
             "exit_code": result.exit_code,
             "stdout": result.stdout,
@@ -239,6 +242,14 @@ def _outcome(
         },
         max_bytes,
     )
+    # Each stream is one artifact of the result: keep it under the per-artifact cap too,
+    # so a chatty command is truncated rather than failed with artifact_too_large.
+    artifact_max = int(ctx.options.get("tool_max_artifact_bytes") or DEFAULT_MAX_ARTIFACT_BYTES)
+    for key in ("stdout", "stderr"):
+        if _encoded_len(fitted[key]) > artifact_max:
+            fitted[key] = _trim(fitted[key], artifact_max - 2)
+            fitted[f"{key}_truncated"] = True
+    return fitted
 
 
 TOOLS: dict[str, ToolFn] = {TOOL: command_run}

@@ -32,6 +32,7 @@ from tests.integration.conftest import Daemon, alive, daemon_env, tree
 
 __all__ = [
     "Call",
+    "Expect",
     "HitServer",
     "Sentinel",
     "decision_listed",
@@ -39,6 +40,7 @@ __all__ = [
     "first",
     "recorded",
     "run_daemon",
+    "World",
     "wait_until",
 ]
 
@@ -229,3 +231,70 @@ def decision_listed(
         call.name,
     )
     return found
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a refused call must show: its code and fields, its signal, its decision."""
+
+    code: str
+    """``reason.code`` of the result and of ``tool.failed``."""
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Fields the reason must carry with exactly these values."""
+    signal: str | None = None
+    """The security signal recorded before the decision (None: none expected)."""
+    signal_fields: dict[str, Any] = field(default_factory=dict)
+    """Fields the signal must carry with exactly these values."""
+    decided: bool = True
+    """A ``policy.denied`` records it (False: refused before the policy, e.g. the schema)."""
+
+
+@dataclass
+class World:
+    """One module's daemon client, its sentinel and its hit server."""
+
+    client: Client
+    sentinel: Sentinel
+    server: HitServer
+    before: dict[str, tuple[str, bytes | str, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.before = self.sentinel.snapshot()
+
+    def untouched(self) -> None:
+        """Nothing outside the workspace changed and nothing reached the network."""
+        assert self.sentinel.snapshot() == self.before
+        assert self.server.hits == []
+
+    def refused(self, call: Call, expect: Expect) -> dict[str, Any]:
+        """Run ``call``; assert it was refused as ``expect`` says, and recorded; return it."""
+        result = call.run(self.client)
+        assert result["status"] == "error", result
+        reason = result["reason"]
+        assert reason["code"] == expect.code, reason
+        assert {k: reason.get(k) for k in expect.fields} == expect.fields, reason
+        assert (result["tool"], result["correlation_id"]) == (call.name, call.correlation)
+        self.untouched()
+        entries = recorded(self.client, call)
+        types = [e["type"] for e in entries]
+        assert "policy.allowed" not in types and "tool.started" not in types, types
+        failed = first(entries, "tool.failed")
+        assert failed["reason"]["code"] == expect.code
+        if expect.signal is not None:
+            signal = first(entries, expect.signal)
+            got = {k: signal.get(k) for k in expect.signal_fields}
+            assert got == expect.signal_fields, signal
+            assert types.index(expect.signal) < types.index("tool.failed")
+        if expect.decided:
+            denied = first(entries, "policy.denied")
+            assert (denied["tool"], denied["reason"], denied["source"]) == (
+                call.name,
+                expect.code,
+                "policy",
+            )
+            decision_listed(self.client, call, "deny", expect.code)
+        else:
+            assert "policy.denied" not in types, types
+            decisions = self.client.diagnostics(call.project)["recent_decisions"]
+            assert [d for d in decisions if d["correlation_id"] == call.correlation] == []
+        return result

@@ -320,3 +320,21 @@ def test_a_fitted_result_fits_and_keeps_prefixes_of_both_streams(
     assert stdout.startswith(fitted["stdout"]) and stderr.startswith(fitted["stderr"])
     assert fitted["stdout_truncated"] == (fitted["stdout"] != stdout)
     assert fitted["stderr_truncated"] == (fitted["stderr"] != stderr)
+
+
+def test_a_stream_larger_than_the_artifact_cap_is_truncated_not_failed(tmp_path: Path) -> None:
+    from runtime.options import validate_options
+    from runtime.tools.base import ToolContext
+    from runtime.tools.command import command_run
+
+    options = validate_options(
+        {
+            "tool_max_output_bytes": 100000,
+            "tool_max_artifact_bytes": 1000,
+            "network_egress_policy": "allow",
+        }
+    )
+    ctx = ToolContext(root=str(tmp_path), options=options)
+    result = command_run(ctx, {"command": "yes xy | head -c 5000 | tr -d '\\n'"})
+    assert result["stdout_truncated"] is True
+    assert result["stdout"] == "xy" * 499

