@@ -8,6 +8,13 @@ journal says afterwards), ``report`` (percentiles, comparisons), ``journal_bench
 (``python -m soak.journal_bench``).
 """
 
-from soak.cli import main
+from collections.abc import Sequence
 
 __all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``roost soak`` (imports the harness only when called)."""
+    from soak.cli import main as run
+
+    return run(argv)
