@@ -76,6 +76,7 @@ class RoostActor(Actor):  # type: ignore[misc]
         _configure_process_logging()
         if isinstance(message, ActorExitRequest):
             self.on_exit()
+            _dump_profile(self.kind)
             return
         try:
             if isinstance(message, Appended | AppendFailed) and message.token in self._appends:
@@ -150,13 +151,33 @@ class RoostActor(Actor):  # type: ignore[misc]
 
 
 _configured: list[int] = []
+_profiler: list[Any] = []
+
+
+def _dump_profile(kind: str) -> None:
+    """With ``ROOST_PROFILE_DIR`` set, write this process's cProfile stats on exit."""
+    if _profiler:
+        directory = os.environ.get("ROOST_PROFILE_DIR", "")
+        _profiler[0].disable()
+        _profiler[0].dump_stats(os.path.join(directory, f"{kind}-{os.getpid()}.prof"))
+        _profiler.clear()
 
 
 def _configure_process_logging() -> None:
-    """Configure structlog once per actor process (never carried in pickled state)."""
+    """Configure structlog once per actor process (never carried in pickled state).
+
+    With ``ROOST_PROFILE_DIR`` set (a debugging aid, see docs/performance.md), each actor
+    process also runs cProfile and writes its stats there when it stops.
+    """
     if os.getpid() in _configured:
         return
     _configured.append(os.getpid())
+    if os.environ.get("ROOST_PROFILE_DIR"):
+        import cProfile  # noqa: PLC0415 - only when profiling
+
+        _profiler.clear()
+        _profiler.append(cProfile.Profile())
+        _profiler[0].enable()
     try:
         from runtime.logging import configure_logging  # noqa: PLC0415
 
