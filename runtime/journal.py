@@ -293,8 +293,7 @@ class Journal:
     def read_project(self, project_id: str, *, after_version: int = 0) -> list[Envelope]:
         """Every event of a project (and its conversations), in ``seq`` order."""
         rows = self._store.select_stream(project_stream_id(project_id), gt=after_version)
-        decode = self._mapper.decode_envelope
-        return [decode(state, seq) for seq, _, state in rows]
+        return self._mapper.decode_rows(rows)
 
     def read_conversation(self, project_id: str, conversation_id: str) -> list[Envelope]:
         """Every event of one conversation (its signals included), in ``seq`` order."""

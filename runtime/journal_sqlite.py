@@ -92,12 +92,15 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
     def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
         """Return ``(seq, version, state)`` of a stream's events after version ``gt``."""
         with self.datastore.transaction(commit=False) as c:
-            c.execute(
+            raw = c.sqlite_cursor
+            raw.row_factory = None  # plain tuples: (int, int, bytes) as stored
+            raw.execute(
                 f"SELECT rowid, originator_version, state FROM {self.events_table_name} "
                 "WHERE originator_id=? AND originator_version>? ORDER BY originator_version",
                 (originator_id.hex, gt),
             )
-            return [(int(r[0]), int(r[1]), bytes(r[2])) for r in c.fetchall()]
+            rows: list[StreamRow] = raw.fetchall()
+            return rows
 
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:
         """Return ``(seq, version, state)`` for versions ``first..last`` of a stream."""

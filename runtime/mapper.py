@@ -94,3 +94,18 @@ class MsgspecMapper(Mapper[uuid.UUID]):
         """Decode stored bytes and set the committed ``seq``."""
         envelope = self._decoder.decode(state)
         return msgspec.structs.replace(envelope, seq=seq)
+
+    def decode_rows(self, rows: list[tuple[int, int, bytes]]) -> list[Envelope]:
+        """Decode ``(seq, version, state)`` rows (the replay hot path).
+
+        The stored envelope has ``seq`` 0; the fresh, unshared objects get their
+        position set in place rather than copied.
+        """
+        decode = self._decoder.decode
+        set_seq = msgspec.structs.force_setattr
+        out = []
+        for seq, _version, state in rows:
+            envelope = decode(state)
+            set_seq(envelope, "seq", seq)
+            out.append(envelope)
+        return out
