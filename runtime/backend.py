@@ -14,6 +14,7 @@ open SQLite handle.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import threading
 import time
@@ -59,6 +60,14 @@ _ACTOR_OPS = frozenset(
     }
 )
 _POLL_S = 0.05
+
+
+def _diff(live: Any, replayed: Any, limit: int = 40) -> list[str]:
+    """A unified diff (live → replayed) of two projections, as readable JSON lines."""
+    before = msgspec.json.format(msgspec.json.encode(live)).decode().splitlines()
+    after = msgspec.json.format(msgspec.json.encode(replayed)).decode().splitlines()
+    lines = list(difflib.unified_diff(before, after, "live", "replayed", lineterm="", n=2))
+    return lines[:limit] + ([f"... {len(lines) - limit} more lines"] if len(lines) > limit else [])
 
 
 def create_backend(config: DaemonConfig) -> ActorBackend:
@@ -346,6 +355,7 @@ class ActorBackend:
                                 "kind": "projection",
                                 "conversation_id": conversation_id,
                                 "projection": key,
+                                "diff": _diff(live_value, replayed),
                             }
                         )
                 compared.append(conversation_id)

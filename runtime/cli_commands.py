@@ -356,8 +356,13 @@ def cmd_tail(ns: Namespace) -> int:
 def _mismatch_line(mismatch: Any) -> str:
     if isinstance(mismatch, dict):
         kind = mismatch.get("kind", "mismatch")
-        rest = ", ".join(f"{k}={cell(v, 80)}" for k, v in mismatch.items() if k != "kind")
-        return f"  - {kind}: {rest}" if rest else f"  - {kind}"
+        fields = {k: v for k, v in mismatch.items() if k not in ("kind", "diff")}
+        rest = ", ".join(f"{k}={cell(v, 80)}" for k, v in fields.items())
+        line = f"  - {kind}: {rest}" if rest else f"  - {kind}"
+        diff = mismatch.get("diff")
+        if isinstance(diff, list) and diff:
+            line += "\n" + "\n".join(f"      {d}" for d in diff)
+        return line
     return f"  - {cell(mismatch, None)}"
 
 

@@ -153,3 +153,17 @@ def test_at_is_utc_iso8601_with_milliseconds() -> None:
 
 def test_canonical_json_is_independent_of_key_order() -> None:
     assert canonical_json({"b": 1, "a": {"d": 2, "c": 3}}) == b'{"a":{"c":3,"d":2},"b":1}'
+
+
+def test_the_event_catalog_doc_is_generated_from_the_catalog() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("gen", root / "scripts" / "gen_events_doc.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    doc = (root / "docs" / "events.md").read_text()
+    assert doc == gen.render(), "run: python scripts/gen_events_doc.py"
+    assert all(f"### `{name}`" in doc for name in PAYLOAD_TYPES)
