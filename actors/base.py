@@ -9,8 +9,10 @@ themselves, reply with an error where someone waits, and count them: a storm (mo
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
+import signal
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -68,6 +70,7 @@ class RoostActor(Actor):  # type: ignore[misc]
         # configuring closes the file inherited from the parent process.
         _configure_process_logging()
         self.log = structlog.get_logger("roost").bind(actor=self.kind, pid=os.getpid())
+        _die_with_parent()
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         """Dispatch ``message``; count and survive exceptions."""
@@ -151,6 +154,26 @@ class RoostActor(Actor):  # type: ignore[misc]
 
 
 _configured: list[int] = []
+
+
+def _die_with_parent() -> None:
+    """Have the kernel SIGKILL this actor process when its parent actor's process dies.
+
+    Thespian leaves the children of a killed actor running: they would live on as orphans
+    next to the replacements the restarted parent creates (two actors for one conversation,
+    a tool runner nobody talks to). An orderly stop is unaffected: Thespian parents wait for
+    their children to exit first. Linux ``PR_SET_PDEATHSIG``; a no-op elsewhere.
+    """
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 _profiler: list[Any] = []
 
 

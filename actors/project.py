@@ -42,7 +42,7 @@ from runtime.errors import (
     ConversationAlreadyStartedError,
     ConversationNotFoundError,
 )
-from runtime.supervision import RestartPolicy
+from runtime.supervision import ChildNames, RestartPolicy
 
 __all__ = ["ProjectActor"]
 
@@ -71,7 +71,7 @@ class ProjectActor(RoostActor):
         self.runner: Any = None
         self.known: set[str] = set()  # conversations started and not stopped
         self.live: dict[str, Any] = {}  # conversation id -> address
-        self.by_address: dict[str, str] = {}
+        self.by_address = ChildNames()
         self.forwarded: dict[str, int] = {}
         self.stopping: set[str] = set()
         self.tools: list[dict[str, Any]] = []
@@ -80,7 +80,6 @@ class ProjectActor(RoostActor):
         self.supervisor: Any = None
         self.exiting = False
         self.pids: dict[str, int] = {"project": os.getpid()}
-        self.pid_of: dict[str, int] = {}  # child address -> pid
         self.waiting: list[tuple[Any, Any]] = []
         self.held: dict[str, list[Request]] = {}  # crashed conversation -> requests for it
 
@@ -98,7 +97,6 @@ class ProjectActor(RoostActor):
             self._request(message)
         elif isinstance(message, ActorStarted):
             self.pids[message.role] = message.pid
-            self.pid_of[str(sender)] = message.pid
         elif isinstance(message, ConversationIdle):
             self._idle(message)
         elif isinstance(message, ChildActorExited):
@@ -282,7 +280,7 @@ class ProjectActor(RoostActor):
     def _forward(self, conversation_id: str, request: Request) -> bool:
         """Send ``request`` to the conversation (True), or hold it while it restarts."""
         address = self.live.get(conversation_id)
-        if address is not None and self._dead(address):
+        if address is not None and self._dead(conversation_id):
             self._child_exited(address)  # killed, and Thespian has not told us yet
         if conversation_id in self.held:
             self.held[conversation_id].append(request)
@@ -292,9 +290,9 @@ class ProjectActor(RoostActor):
         self.send(address, request)
         return True
 
-    def _dead(self, address: Any) -> bool:
-        """Whether the child at ``address`` has exited (checked without reaping it)."""
-        pid = self.pid_of.get(str(address))
+    def _dead(self, conversation_id: str) -> bool:
+        """Whether the conversation's process has exited (checked without reaping it)."""
+        pid = self.pids.get(f"conversation:{conversation_id}")
         if pid is None:
             return False
         try:
@@ -319,7 +317,8 @@ class ProjectActor(RoostActor):
         assert self.setup is not None
         address = self.createActor(ConversationActor)
         self.live[conversation_id] = address
-        self.by_address[str(address)] = conversation_id
+        self.by_address.add(address, conversation_id)
+        self.pids.pop(f"conversation:{conversation_id}", None)  # until the new one announces
         self.forwarded[conversation_id] = 0
         self.send(
             address,
@@ -358,14 +357,11 @@ class ProjectActor(RoostActor):
         assert self.setup is not None and self.restarts is not None
         if self.exiting:
             return
-        key = str(address)
-        self.pid_of.pop(key, None)
         if address == self.runner:
             child = "toolrunner"
         elif address == self.policy:
             child = "policy"
-        elif key in self.by_address:
-            conversation_id = self.by_address.pop(key)
+        elif (conversation_id := self.by_address.pop(address)) is not None:
             if conversation_id in self.stopping:
                 self.stopping.discard(conversation_id)
                 return  # passivated or stopped on purpose

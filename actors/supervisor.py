@@ -45,7 +45,7 @@ from runtime.errors import (
     InvalidRootPathError,
     ProjectNotFoundError,
 )
-from runtime.supervision import RestartPolicy
+from runtime.supervision import ChildNames, RestartPolicy
 
 __all__ = ["SupervisorActor"]
 
@@ -88,7 +88,7 @@ class SupervisorActor(RoostActor):
         super().__init__(*args, **kwargs)
         self.home = ""
         self.projects: dict[str, dict[str, Any]] = {}  # id -> {address, root, options, started_at}
-        self.by_address: dict[str, str] = {}
+        self.by_address = ChildNames()
         self.stopping: set[str] = set()
         self.failed: dict[str, str] = {}
         self.restarts = RestartPolicy(3, 5000)
@@ -231,7 +231,7 @@ class SupervisorActor(RoostActor):
             "options": options,
             "started_at": started_at,
         }
-        self.by_address[str(address)] = project_id
+        self.by_address.add(address, project_id)
         self.send(
             address,
             SetupProject(
@@ -280,7 +280,7 @@ class SupervisorActor(RoostActor):
             self.journal = None
             self.wakeupAfter(timedelta(seconds=decision.delay_s), payload="journal")
             return
-        project_id = self.by_address.pop(str(address), None)
+        project_id = self.by_address.pop(address)
         if project_id is None:
             return
         if project_id in self.stopping:

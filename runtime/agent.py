@@ -49,6 +49,16 @@ INBOUND_TYPES = frozenset(
 Clock = Callable[[], datetime]
 
 
+def _as_data(message: dict[str, Any]) -> dict[str, Any]:
+    """Hand a tool result to the model inside a per-call nonce-delimited data block."""
+    if message.get("role") != "tool" or not isinstance(message.get("content"), str):
+        return message
+    from runtime.results import wrap_for_model  # noqa: PLC0415 - runtime-only helper
+
+    wrapped = wrap_for_model(str(message.get("tool_call_id", "")), message["content"])
+    return {**message, "content": wrapped}
+
+
 class ConversationCore:
     """One conversation's agent loop, folded from its events."""
 
@@ -284,15 +294,30 @@ class ConversationCore:
         corrected = msgspec.structs.replace(first, correlation_id=call.correlation_id)
         batch[0] = corrected
         if kind == "tool.approved":
+            decision = self._new(
+                ev.PolicyAllowed(tool=call.name, reason="approved", source="user", call_id=call_id),
+                correlation_id=call.correlation_id,
+                causation_id=corrected.event_id,
+            )
+            batch.append(decision)
             batch.append(
                 self._new(
                     ev.ToolStarted(call_id=call_id, name=call.name),
                     correlation_id=call.correlation_id,
-                    causation_id=corrected.event_id,
+                    causation_id=decision.event_id,
                 )
             )
         else:
             reason = getattr(payload, "reason", None)
+            batch.append(
+                self._new(
+                    ev.PolicyDenied(
+                        tool=call.name, reason="approval_rejected", source="user", call_id=call_id
+                    ),
+                    correlation_id=call.correlation_id,
+                    causation_id=corrected.event_id,
+                )
+            )
             batch.append(
                 self._new(
                     ev.ToolFailed(
@@ -693,7 +718,7 @@ class ConversationCore:
         max_tokens = self.options.get("llm_max_tokens")
         temperature = self.options.get("llm_temperature")
         return ModelRequest(
-            messages=llm_context(self.events, self.conversation_id),
+            messages=[_as_data(m) for m in llm_context(self.events, self.conversation_id)],
             tools=self.tools,
             round=turn.round,
             directives=turn.directives if turn.round == 1 else None,

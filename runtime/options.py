@@ -64,6 +64,7 @@ _REASON_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _ROUTER = re.compile(rf"^{_IDENT}(?:\.{_IDENT})*:{_IDENT}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
 _PROTOCOL = re.compile(r"^[a-z][a-z0-9_.-]*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$")
@@ -402,7 +403,10 @@ _OPTIONS: dict[str, tuple[Any, Validator]] = {
     "outside_root_allowlist": ([], _outside_root),
     "tool_env_allowlist": (
         [],
-        _string_list(_matching(_ENV_NAME, "an environment variable name", lower=False), sort=True),
+        _string_list(
+            _matching(_ENV_PATTERN, "an environment variable name or NAME_* prefix", lower=False),
+            sort=True,
+        ),
     ),
     "protocol_allowlist": (
         ["mcp", "a2a"],

@@ -7,10 +7,11 @@ crashed child is restarted (and after what delay) or the failure escalates to th
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
-__all__ = ["RestartDecision", "RestartPolicy"]
+__all__ = ["ChildNames", "RestartDecision", "RestartPolicy"]
 
 
 class RestartDecision(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,3 +64,27 @@ class RestartPolicy:
     def forget(self, child: str) -> None:
         """Drop a child's history (it stopped normally)."""
         self._crashes.pop(child, None)
+
+
+class ChildNames:
+    """Which child an actor address belongs to, found by address equality.
+
+    Thespian addresses cannot be keys: they are unhashable, and a new child's address is a
+    local placeholder until the child starts, so its ``str`` changes and differs from the
+    address a later ``ChildActorExited`` carries. Only ``==`` resolves them.
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[Any, str]] = []
+
+    def add(self, address: Any, name: str) -> None:
+        """Remember that ``address`` is the child ``name``."""
+        self._entries.append((address, name))
+
+    def pop(self, address: Any) -> str | None:
+        """The name of the child at ``address`` (forgotten from now on), or None."""
+        for index, (known, name) in enumerate(self._entries):
+            if known == address:
+                del self._entries[index]
+                return name
+        return None

@@ -26,8 +26,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
+from runtime.sandbox import probe_layers
 from tests.integration.conftest import Daemon, alive, daemon_env, tree
 
 __all__ = [
@@ -35,14 +38,31 @@ __all__ = [
     "Expect",
     "HitServer",
     "Sentinel",
+    "World",
     "decision_listed",
     "entries_of",
+    "fill",
     "first",
+    "needs_bwrap",
+    "needs_netns",
     "recorded",
     "run_daemon",
-    "World",
     "wait_until",
 ]
+
+LAYERS = probe_layers()
+"""The isolation layers this machine offers (the daemon probes the same ones)."""
+
+needs_netns = pytest.mark.skipif(
+    not LAYERS["netns"]["available"],
+    reason="no network namespace here (bwrap and unshare unavailable): commands fail closed",
+)
+"""For tests that run a command in a project that denies egress."""
+
+needs_bwrap = pytest.mark.skipif(
+    not LAYERS["bwrap"]["available"], reason="bubblewrap is not available here"
+)
+"""For tests of what only bubblewrap enforces (the read-only filesystem)."""
 
 SENTINEL_FILES = {
     "secret.txt": "outside the workspace\n",
@@ -51,6 +71,19 @@ SENTINEL_FILES = {
     "nested/deep.txt": "deep outside\n",
 }
 """Files of the sentinel directory (relative path → content)."""
+
+
+def fill(value: Any, places: dict[str, str]) -> Any:
+    """``value`` with ``{name}`` placeholders replaced from ``places`` (strings at any depth)."""
+    if isinstance(value, str):
+        for key, place in places.items():
+            value = value.replace("{" + key + "}", place)
+        return value
+    if isinstance(value, list):
+        return [fill(v, places) for v in value]
+    if isinstance(value, dict):
+        return {k: fill(v, places) for k, v in value.items()}
+    return value
 
 
 def wait_until(
@@ -93,6 +126,13 @@ class Sentinel:
             target = path / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content)
+
+    @classmethod
+    def existing(cls, path: Path) -> Sentinel:
+        """The sentinel already made at ``path`` (its files are not written again)."""
+        sentinel = cls.__new__(cls)
+        sentinel.path = path
+        return sentinel
 
     def snapshot(self) -> dict[str, tuple[str, bytes | str, int]]:
         """``relative path → (kind, content or link target, mtime_ns)`` of everything in it."""
@@ -247,6 +287,8 @@ class Expect:
     """Fields the signal must carry with exactly these values."""
     decided: bool = True
     """A ``policy.denied`` records it (False: refused before the policy, e.g. the schema)."""
+    decision_reason: str | None = None
+    """The ``policy.denied`` reason when it is not ``code``."""
 
 
 @dataclass
@@ -256,25 +298,27 @@ class World:
     client: Client
     sentinel: Sentinel
     server: HitServer
+    daemon: Daemon | None = None
     before: dict[str, tuple[str, bytes | str, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.before = self.sentinel.snapshot()
 
-    def untouched(self) -> None:
-        """Nothing outside the workspace changed and nothing reached the network."""
+    def untouched(self, hits_before: int = 0) -> None:
+        """Nothing outside the workspace changed and nothing (more) reached the network."""
         assert self.sentinel.snapshot() == self.before
-        assert self.server.hits == []
+        assert self.server.hits[hits_before:] == []
 
     def refused(self, call: Call, expect: Expect) -> dict[str, Any]:
         """Run ``call``; assert it was refused as ``expect`` says, and recorded; return it."""
+        hits_before = self.server.count()
         result = call.run(self.client)
         assert result["status"] == "error", result
         reason = result["reason"]
         assert reason["code"] == expect.code, reason
         assert {k: reason.get(k) for k in expect.fields} == expect.fields, reason
         assert (result["tool"], result["correlation_id"]) == (call.name, call.correlation)
-        self.untouched()
+        self.untouched(hits_before)
         entries = recorded(self.client, call)
         types = [e["type"] for e in entries]
         assert "policy.allowed" not in types and "tool.started" not in types, types
@@ -286,13 +330,14 @@ class World:
             assert got == expect.signal_fields, signal
             assert types.index(expect.signal) < types.index("tool.failed")
         if expect.decided:
+            why = expect.decision_reason or expect.code
             denied = first(entries, "policy.denied")
             assert (denied["tool"], denied["reason"], denied["source"]) == (
                 call.name,
-                expect.code,
+                why,
                 "policy",
             )
-            decision_listed(self.client, call, "deny", expect.code)
+            decision_listed(self.client, call, "deny", why)
         else:
             assert "policy.denied" not in types, types
             decisions = self.client.diagnostics(call.project)["recent_decisions"]

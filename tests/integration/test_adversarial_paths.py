@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,9 @@ from tests.integration.adversarial_helpers import (
     Sentinel,
     World,
     decision_listed,
+    fill,
     first,
+    needs_bwrap,
     recorded,
     run_daemon,
 )
@@ -56,6 +61,20 @@ def invalid(reason: str) -> Expect:
     return Expect("invalid_tool_args", {"kind": "invalid_type", "reason": reason}, decided=False)
 
 
+def _can_mknod() -> bool:
+    """Whether this process may create a device node (root with CAP_MKNOD)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            os.mknod(os.path.join(scratch, "probe"), stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        except OSError:
+            return False
+    return True
+
+
+CAN_MKNOD = _can_mknod()
+"""Device cases need ``mknod``; without it they are skipped."""
+
+
 def build_repo(base: Path) -> dict[str, str]:
     """A hostile project root next to a sentinel; return the places the cases name."""
     root = Path(make_root(base / "repo"))
@@ -73,6 +92,10 @@ def build_repo(base: Path) -> dict[str, str]:
     (root / "shared.lnk").symlink_to(shared)
     os.link(sentinel / "linked.txt", root / "hl.txt")
     os.mkfifo(root / "fifo")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(root / "sock"))
+    if CAN_MKNOD:
+        os.mknod(root / "null.dev", stat.S_IFCHR | 0o600, os.makedev(1, 3))
     (root / ".env").write_text("API_TOKEN=not-for-tools\n")
     (root / ".env.example").write_text("API_TOKEN=\n")
     (root / ".git" / "hooks").mkdir(parents=True)
@@ -97,17 +120,6 @@ def fs_options(places: dict[str, str]) -> dict[str, Any]:
         "sensitive_path_denylist": [*DEFAULT_SENSITIVE_PATH_DENYLIST, "résumé.txt"],
         "sensitive_path_allowlist": [".env.example"],
     }
-
-
-def fill(value: Any, places: dict[str, str]) -> Any:
-    """``value`` with ``{sentinel}``-style placeholders filled in (strings at any depth)."""
-    if isinstance(value, str):
-        return value.format(**places)
-    if isinstance(value, list):
-        return [fill(v, places) for v in value]
-    if isinstance(value, dict):
-        return {k: fill(v, places) for k, v in value.items()}
-    return value
 
 
 PATH_CASES: list[tuple[str, str, dict[str, Any], Expect]] = [
@@ -147,6 +159,13 @@ PATH_CASES: list[tuple[str, str, dict[str, Any], Expect]] = [
         outside("hard_link", "fs.edit"),
     ),
     ("fifo", "fs.read", {"path": "fifo"}, Expect("not_a_regular_file", {"reason": "fifo"})),
+    ("socket", "fs.read", {"path": "sock"}, Expect("not_a_regular_file", {"reason": "socket"})),
+    (
+        "character_device",
+        "fs.write",
+        {"path": "null.dev", "content": "x"},
+        Expect("not_a_regular_file", {"reason": "character_device"}),
+    ),
     ("nul_byte", "fs.read", {"path": "notes.txt\x00../../etc/passwd"}, invalid("nul_byte")),
     ("over_long_name", "fs.write", {"path": "a" * 300, "content": "x"}, invalid("name_too_long")),
     ("over_long_path", "fs.read", {"path": "/".join(["d" * 200] * 25)}, invalid("name_too_long")),
@@ -182,15 +201,26 @@ PATH_CASES: list[tuple[str, str, dict[str, Any], Expect]] = [
         outside("absolute_outside", "command.run"),
     ),
     (
-        "file_url",
+        "file_url_argument",
+        "command.run",
+        {"command": ["cat", "file://{sentinel}/secret.txt"]},
+        outside("absolute_outside", "command.run"),
+    ),
+    (
+        "file_url_in_text",
         "command.run",
         {"command": "open file://{sentinel}/secret.txt"},
-        outside("absolute_outside", "command.run"),
+        Expect(
+            "network_protocol_denied",
+            {"reason": "scheme_not_allowed"},
+            "security.network_denied",
+            {"reason": "scheme_not_allowed", "tool": "command.run"},
+        ),
     ),
     # sensitive names: case, NFKC, NFC, through a symlink, the outside exception
     ("upper_case", "fs.read", {"path": ".ENV"}, sensitive(".env")),
     ("mixed_case_glob", "fs.read", {"path": "keys/Deploy.PEM"}, sensitive("*.pem")),
-    ("fullwidth_letter", "fs.read", {"path": "ｉd_rsa"}, sensitive("id_rsa")),
+    ("fullwidth_letter", "fs.read", {"path": "\uff49d_rsa"}, sensitive("id_rsa")),
     ("decomposed_accents", "fs.read", {"path": "re\u0301sume\u0301.txt"}, sensitive("résumé.txt")),
     ("symlink_to_a_sensitive_file", "fs.read", {"path": "alias.lnk"}, sensitive(".env")),
     (
@@ -241,6 +271,15 @@ PATH_CASES: list[tuple[str, str, dict[str, Any], Expect]] = [
 """``(id, tool, args, expected)``; ``{sentinel}``, ``{shared}`` are filled in per world."""
 
 
+def path_params() -> list[Any]:
+    """:data:`PATH_CASES` as pytest params (device cases skipped where ``mknod`` is refused)."""
+    no_device = pytest.mark.skipif(not CAN_MKNOD, reason="mknod is not permitted here")
+    return [
+        pytest.param(*case[1:], id=case[0], marks=[] if "device" not in case[0] else [no_device])
+        for case in PATH_CASES
+    ]
+
+
 @pytest.fixture(scope="module")
 def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The module's hostile repository and the places around it."""
@@ -263,13 +302,11 @@ def world(places: dict[str, str]) -> Iterator[World]:
         server.close()
 
 
-@pytest.mark.parametrize(
-    ("tool", "args", "expect"), [c[1:] for c in PATH_CASES], ids=[c[0] for c in PATH_CASES]
-)
+@pytest.mark.parametrize(("tool", "args", "expect"), path_params())
 def test_a_path_attack_is_refused_with_its_reason_and_recorded(
     world: World, places: dict[str, str], tool: str, args: dict[str, Any], expect: Expect
 ) -> None:
-    world.refused(Call(P, C, tool, fill(args, places)), fill(expect, places))
+    world.refused(Call(P, C, tool, fill(args, places)), expect)
 
 
 def test_a_hard_linked_file_still_holds_its_outside_content(
@@ -322,7 +359,8 @@ def test_the_sensitive_allowlist_is_an_explicit_exception(world: World) -> None:
     world.untouched()
 
 
-def test_protected_places_keep_their_content(places: dict[str, str], world: World) -> None:
+def assert_protected_intact(places: dict[str, str]) -> None:
+    """The hook, the git config and the asset directory are as the repository made them."""
     root = Path(places["root"])
     assert (root / ".git" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
     assert not (root / ".git" / "hooks" / "pre-push").exists()
@@ -330,23 +368,34 @@ def test_protected_places_keep_their_content(places: dict[str, str], world: Worl
     assert not (root / ".roost" / "commands").exists()
 
 
+def test_protected_places_keep_their_content(places: dict[str, str], world: World) -> None:
+    assert_protected_intact(places)
+
+
+@needs_bwrap
 def test_a_command_cannot_write_outside_the_root_or_into_protected_places(
     world: World, places: dict[str, str]
 ) -> None:
-    """The kernel layer (bubblewrap's read-only mounts) holds where the policy sees no path."""
+    """The kernel layer holds where the policy sees no path.
+
+    Under bubblewrap the sentinel (in the host's ``/tmp``) is not even visible, the rest of
+    the filesystem is read-only, and so are the protected places inside the root.
+    """
     script = (
         "echo pwned > ../sentinel/victim.txt; echo evil > .git/hooks/pre-commit; "
-        "mkdir -p .roost/commands; echo ok > written.txt; echo done"
+        "mkdir -p .roost/commands; touch /usr/roost-adversarial; echo ok > written.txt; echo done"
     )
     call = Call(P, C, "command.run", {"command": script})
     result = call.run(world.client)
     assert result["status"] == "ok", result
     output = result["result"]
     assert output["stdout"] == "done\n"
+    assert "victim.txt: Directory nonexistent" in output["stderr"]
     assert output["stderr"].count("Read-only file system") == 3, output["stderr"]
+    assert not os.path.exists("/usr/roost-adversarial")
     assert Path(places["root"], "written.txt").read_text() == "ok\n"
     world.untouched()
-    test_protected_places_keep_their_content(places, world)
+    assert_protected_intact(places)
 
 
 def test_the_journal_verifies_after_every_attack(world: World) -> None:

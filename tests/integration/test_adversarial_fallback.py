@@ -1,0 +1,132 @@
+"""The fallback paths end to end: a daemon with the kernel layers forced off.
+
+``ROOST_SANDBOX_DISABLE=bwrap,unshare`` leaves no namespace to make and
+``ROOST_FORCE_NO_OPENAT2=1`` puts the workspace on the ``O_NOFOLLOW`` component walk. The
+same path attacks must still be refused, commands that must not reach the network fail
+closed with ``isolation_unavailable``, and the project reports the layers as unavailable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from runtime.sandbox import DISABLE_ENV, FORCE_NO_OPENAT2_ENV
+from tests.integration.adversarial_helpers import (
+    Call,
+    Expect,
+    HitServer,
+    Sentinel,
+    World,
+    decision_listed,
+    fill,
+    first,
+    recorded,
+    run_daemon,
+)
+from tests.integration.conftest import make_root
+from tests.integration.test_adversarial_network import PROBE
+from tests.integration.test_adversarial_paths import build_repo, fs_options, path_params
+
+C = "c"
+DISABLED = f"disabled by {DISABLE_ENV}"
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The hostile repository of the paths module, made again for this daemon."""
+    base = tmp_path_factory.mktemp("adv-fallback")
+    Sentinel(base / "sentinel")
+    return {**build_repo(base), "base": str(base)}
+
+
+@pytest.fixture(scope="module")
+def world(places: dict[str, str]) -> Iterator[World]:
+    """A daemon without bwrap, unshare or openat2: projects ``fs``, ``deny`` and ``egress``."""
+    base = Path(places["base"])
+    server = HitServer()
+    env = {DISABLE_ENV: "bwrap,unshare", FORCE_NO_OPENAT2_ENV: "1"}
+    try:
+        with run_daemon(base / "home", **env) as daemon, daemon.client(timeout_s=60) as client:
+            client.start_project(places["root"], project_id="fs", options=fs_options(places))
+            for project, egress in (("deny", "deny"), ("egress", "allow")):
+                root = Path(make_root(base / project))
+                (root / "probe.py").write_text(PROBE)
+                (root / "probe.url").write_text(server.url("/from-a-command") + "\n")
+                options = {"network_egress_policy": egress}
+                client.start_project(str(root), project_id=project, options=options)
+            for project in ("fs", "deny", "egress"):
+                client.start_conversation(project, conversation_id=C)
+            yield World(client, Sentinel.existing(base / "sentinel"), server, daemon)
+    finally:
+        server.close()
+
+
+def test_the_project_reports_the_kernel_layers_unavailable(world: World) -> None:
+    layers = world.client.diagnostics("fs")["sandbox_layers"]
+    assert layers["bwrap"] == {"available": False, "detail": DISABLED}
+    assert (layers["unshare"]["available"], layers["unshare"]["detail"]) == (False, DISABLED)
+    for name in ("netns", "pidns", "mount_isolation"):
+        assert layers[name] == {"available": False, "via": None}, name
+    assert layers["openat2"] == {"available": False, "detail": DISABLED}
+    assert layers["process_tree_kill"]["available"] is True
+    with world.client.subscribe("fs") as stream:
+        started = next(e for e in stream if e["type"] == "project.started")
+    assert started["data"]["sandbox_layers"] == layers
+
+
+@pytest.mark.parametrize(("tool", "args", "expect"), path_params())
+def test_the_component_walk_still_refuses_every_path_attack(
+    world: World, places: dict[str, str], tool: str, args: dict[str, Any], expect: Expect
+) -> None:
+    world.refused(Call("fs", C, tool, fill(args, places)), expect)
+
+
+def test_a_command_fails_closed_without_a_network_namespace(
+    world: World, places: dict[str, str]
+) -> None:
+    call = Call("deny", C, "command.run", {"command": "touch ran.txt; python3 probe.py"})
+    result = call.run(world.client)
+    assert result["status"] == "error", result
+    assert (result["reason"]["code"], result["reason"]["layer"]) == (
+        "isolation_unavailable",
+        "netns",
+    )
+    entries = recorded(world.client, call)
+    assert first(entries, "tool.failed")["reason"]["code"] == "isolation_unavailable"
+    decision_listed(world.client, call, "allow", "allowed")
+    assert not Path(places["base"], "deny", "ran.txt").exists()
+    world.untouched()
+
+
+def test_the_tree_walk_kills_a_setsid_grandchild_without_a_pid_namespace(world: World) -> None:
+    command = "setsid sh -c 'sleep 53.71' & sleep 53.72"
+    call = Call("egress", C, "command.run", {"command": command, "timeout_ms": 400})
+    result = call.run(world.client)
+    assert (result["status"], result["reason"]["code"]) == ("error", "timeout")
+    terminated = first(recorded(world.client, call), "tool.child_processes_terminated")
+    assert terminated["reason"] == "timeout" and terminated["count"] >= 2
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if any("53.7" in part for part in p.info["cmdline"] or ())
+    ]
+    assert left == []
+
+
+def test_known_limit_with_egress_allowed_and_no_namespace_a_command_reaches_loopback(
+    world: World,
+) -> None:
+    """Documented in docs/security.md: the policy sees no target, and no namespace cuts it."""
+    before = world.server.count()
+    result = Call("egress", C, "command.run", {"command": "python3 probe.py"}).run(world.client)
+    assert result["result"]["stdout"] == "reached 200\n"
+    assert world.server.hits[before:] == ["/from-a-command"]
+
+
+def test_the_journal_verifies(world: World) -> None:
+    assert world.client.verify("fs")["ok"] is True

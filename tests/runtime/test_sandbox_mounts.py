@@ -1,0 +1,68 @@
+"""The sandbox's protected mounts and layer switches (``runtime.sandbox``), as plain code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.paths import Workspace
+from runtime.sandbox import (
+    DISABLE_ENV,
+    FORCE_NO_OPENAT2_ENV,
+    bwrap_argv,
+    disabled_layers,
+    executables,
+    protected_mounts,
+)
+
+
+def test_existing_protected_places_inside_writable_paths_are_found(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    (root / ".roost").mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+
+    assert protected_mounts([str(root), str(home)]) == [
+        str(root / ".git" / "hooks"),
+        str(root / ".git" / "config"),
+        str(root / ".roost"),
+    ]
+
+
+def test_missing_and_symlinked_places_are_left_alone(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "real-git" / "hooks").mkdir(parents=True)
+    (root / ".git").symlink_to("real-git")
+    (root / ".roost").symlink_to("/etc")
+
+    assert protected_mounts([str(root)]) == []
+
+
+@pytest.mark.skipif("bwrap" not in executables(), reason="bubblewrap is not installed")
+def test_bwrap_binds_protected_places_read_only_after_the_writable_root(tmp_path: Path) -> None:
+    (tmp_path / ".roost").mkdir()
+    argv = bwrap_argv(False, [str(tmp_path)], str(tmp_path))
+
+    writable = argv.index("--bind")
+    readonly = argv.index(str(tmp_path / ".roost")) - 1
+    assert argv[writable : writable + 3] == ["--bind", str(tmp_path), str(tmp_path)]
+    assert argv[readonly] == "--ro-bind" and readonly > writable
+
+
+def test_force_no_openat2_switches_the_openat2_layer_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DISABLE_ENV, "bwrap")
+    monkeypatch.setenv(FORCE_NO_OPENAT2_ENV, "1")
+
+    assert disabled_layers() == frozenset({"bwrap", "openat2"})
+
+
+def test_the_workspace_walks_when_the_openat2_layer_is_disabled(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(DISABLE_ENV, "openat2")
+
+    with Workspace(str(tmp_path)) as ws:
+        assert ws.mode == "walk"
