@@ -23,6 +23,7 @@ from actors.messages import (
     CallCancel,
     CallDone,
     DirectDone,
+    PeerUpdate,
     Reply,
     RunCall,
     RunDirect,
@@ -76,6 +77,9 @@ class ToolRunnerActor(RoostActor):
         elif isinstance(message, WakeupMessage):
             self.polling = False
             self._collect()
+        elif isinstance(message, PeerUpdate) and message.journal is not None:
+            self.journal = message.journal  # the journal was restarted
+            self.resend_appends()
 
     def _run(self, call: CallSpec, sender: Any) -> None:
         refused = self.core.admit(call)

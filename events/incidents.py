@@ -88,6 +88,25 @@ def conversation_exists(events: Iterable[Envelope], conversation_id: str) -> boo
     )
 
 
+SHARED_ACTORS = frozenset({"toolrunner", "policy"})
+"""Project actors every conversation depends on: their crashes belong to each incident."""
+
+
+def concerns(event: Envelope, conversation_id: str) -> bool:
+    """Tell whether ``event`` belongs to the conversation's incident views.
+
+    Its own events and signals; and the project-level ``actor.*`` signals about the
+    conversation's actor or the actors it depends on (``toolrunner``, ``policy``), which
+    the Project records without a conversation id.
+    """
+    if event.conversation_id == conversation_id:
+        return True
+    if event.conversation_id is not None or not event.type.startswith("actor."):
+        return False
+    actor = event.data.get("actor")
+    return actor == f"conversation:{conversation_id}" or actor in SHARED_ACTORS
+
+
 def _select(
     events: Iterable[Envelope], project_id: str, conversation_id: str, correlation_id: str | None
 ) -> list[Envelope]:
@@ -95,7 +114,7 @@ def _select(
         event
         for event in in_seq_order(events)
         if event.project_id == project_id
-        and event.conversation_id == conversation_id
+        and concerns(event, conversation_id)
         and (correlation_id is None or event.correlation_id == correlation_id)
     ]
 
@@ -348,7 +367,7 @@ def incident_report(
     conversation = [
         event
         for event in everything
-        if event.project_id == project_id and event.conversation_id == conversation_id
+        if event.project_id == project_id and concerns(event, conversation_id)
     ]
     selected = [
         event

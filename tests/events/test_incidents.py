@@ -542,3 +542,19 @@ def test_reports_and_projections_never_fail_on_odd_payloads(
     canonical_json([get_projection(j.events, "c1", key) for key in PROJECTION_KEYS])
     canonical_json(project_view(j.events))
     assert report["summary"]["event_count"] == len(specs) + 1
+
+
+def test_crashes_of_the_conversation_and_its_shared_actors_are_in_its_incident_views() -> None:
+    j = started_project()
+    j.add(ev.ActorCrashed(actor="conversation:c1", reason="process exited"), conversation_id=None)
+    j.add(ev.ActorRestarted(actor="toolrunner", reason="restarted"), conversation_id=None)
+    j.add(ev.ActorCrashed(actor="conversation:c2", reason="process exited"), conversation_id=None)
+    j.add(ev.ProjectAssetsLoaded(), conversation_id=None)
+    timeline = incident_timeline(j.events, "p1", "c1")
+    assert [(e["type"], e["data"].get("actor")) for e in timeline["entries"]] == [
+        ("conversation.started", None),
+        ("actor.crashed", "conversation:c1"),
+        ("actor.restarted", "toolrunner"),
+    ]
+    report = incident_report(j.events, "p1", "c1")
+    assert [e["type"] for e in report["actor_events"]] == ["actor.crashed", "actor.restarted"]

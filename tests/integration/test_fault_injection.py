@@ -1,0 +1,363 @@
+"""Fault injection on a real daemon: actor processes SIGKILLed in the middle of a turn.
+
+Each test kills one actor process (found by role in ``diagnostics()["actors"]`` or the
+daemon's ``status()["actors"]``) and checks what the supervisor does about it, from the
+journal (read directly, so waiting never sends a request to a dead actor): the crash and
+restart events, the turn's end, the projections against a replay, and that the next turn
+works. The helpers here are shared by the other fault tests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import psutil
+import pytest
+
+from events.envelope import Envelope
+from events.projections import get_projection
+from runtime.client import Client
+from runtime.journal import Journal
+from runtime.sandbox import probe_layers
+from tests.integration.conftest import Daemon
+from tests.runtime.daemon_helpers import wait_for
+
+SLOW_CALL = {
+    "tool_calls": [{"name": "command.run", "args": {"command": "sleep 30"}, "run_mode": "async"}]
+}
+"""Deterministic-model directives: one ``command.run`` that would take 30 s."""
+
+CRASHED_TURN = [
+    "user.message",
+    "llm.started",
+    "tool.requested",
+    "assistant.message",
+    "policy.allowed",
+    "tool.started",
+    "tool.failed",
+    "llm.started",
+    "assistant.delta",
+    "assistant.message",
+    "llm.completed",
+]
+"""A turn whose only call was cut off by a crash, event types in seq order."""
+
+TURN_END = ("llm.completed", "llm.failed", "budget.exceeded")
+PROJECTIONS = ("timeline", "pending_tool_calls", "llm_context", "diagnostics")
+
+
+def command_options() -> dict[str, Any]:
+    """Options that let ``command.run`` run here (egress allowed only without a netns)."""
+    if probe_layers()["netns"]["available"]:
+        return {}
+    return {"network_egress_policy": "allow"}
+
+
+@pytest.fixture
+def journal(daemon: Daemon) -> Iterator[Journal]:
+    """The daemon's journal, opened for reading from the test process."""
+    with Journal.open(daemon.home) as opened:
+        yield opened
+
+
+def of_turn(events: list[Envelope], correlation_id: str) -> list[Envelope]:
+    """The events of one turn (one correlation), in seq order."""
+    return [e for e in events if e.correlation_id == correlation_id]
+
+
+def turn_over(journal: Journal, project_id: str, correlation_id: str) -> bool:
+    """Whether the turn of ``correlation_id`` has ended in the journal."""
+    return any(
+        e.type in TURN_END for e in of_turn(journal.read_project(project_id), correlation_id)
+    )
+
+
+def has_event(journal: Journal, project_id: str, kind: str, **data: Any) -> bool:
+    """Whether the project has an event of type ``kind`` whose data includes ``data``."""
+    return any(
+        e.type == kind and all(e.data.get(k) == v for k, v in data.items())
+        for e in journal.read_project(project_id)
+    )
+
+
+def actor_events(events: list[Envelope]) -> list[tuple[str, str, int]]:
+    """``(type, actor, restart_count)`` of every ``actor.*`` event, in seq order."""
+    return [
+        (e.type, str(e.data["actor"]), int(e.data["restart_count"]))
+        for e in events
+        if e.type.startswith("actor.")
+    ]
+
+
+def start_slow_turn(
+    c: Client, journal: Journal, project_id: str, conversation_id: str, correlation_id: str
+) -> int:
+    """Start a turn whose ``sleep 30`` call is running; return the ``sleep`` process's pid."""
+    c.send_message(project_id, conversation_id, "x", correlation_id=correlation_id, llm=SLOW_CALL)
+    wait_for(
+        lambda: has_event(journal, project_id, "tool.started", name="command.run"),
+        timeout_s=20,
+        what="the call to start",
+    )
+    runner = c.diagnostics(project_id)["actors"]["toolrunner"]
+    found: list[int] = []
+
+    def sleeping() -> bool:
+        found[:] = [
+            p.pid for p in psutil.Process(runner).children(recursive=True) if p.name() == "sleep"
+        ]
+        return bool(found)
+
+    wait_for(sleeping, timeout_s=20, what="the sleep process to run")
+    return found[0]
+
+
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited, every thread of it: its parent can reap it now.
+
+    A killed process's main thread shows as a zombie while its other threads still exit;
+    until they have, ``waitid`` in the parent does not see it exited yet.
+    """
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() == psutil.STATUS_ZOMBIE and proc.num_threads() <= 1
+    except psutil.NoSuchProcess:
+        return True
+
+
+def live_role(c: Client, project_id: str, role: str) -> int | None:
+    """The pid the project reports for ``role`` when that process runs, else None."""
+    pid = c.diagnostics(project_id)["actors"].get(role)
+    return pid if pid is not None and not gone(pid) else None
+
+
+def replayed(events: list[Envelope], conversation_id: str, key: str) -> Any:
+    """A projection recomputed from journal events, in its wire (JSON) shape."""
+    return msgspec.json.decode(msgspec.json.encode(get_projection(events, conversation_id, key)))
+
+
+def test_a_killed_tool_runner_is_restarted_and_its_running_call_fails_as_crashed(
+    daemon: Daemon, project_root: str, journal: Journal
+) -> None:
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1", options=command_options())
+        c.start_conversation("p1", "c1")
+        sleep = start_slow_turn(c, journal, "p1", "c1", "corr-slow")
+        runner = c.diagnostics("p1")["actors"]["toolrunner"]
+        os.kill(runner, signal.SIGKILL)
+        wait_for(lambda: turn_over(journal, "p1", "corr-slow"), timeout_s=30, what="turn end")
+        events = journal.read_project("p1")
+        assert actor_events(events) == [
+            ("actor.crashed", "toolrunner", 1),
+            ("actor.restarted", "toolrunner", 1),
+        ]
+        turn = of_turn(events, "corr-slow")
+        assert [e.type for e in turn] == CRASHED_TURN
+        failed = next(e for e in turn if e.type == "tool.failed")
+        assert failed.data["reason"] == {
+            "code": "tool_crashed",
+            "message": "the tool runner exited",
+        }
+        assert turn[-2].data["content"] == "Tool command.run failed: tool_crashed"
+        assert c.get_projection("p1", "c1", "pending_tool_calls") == []
+        verified = c.verify("p1")
+        assert (verified["ok"], verified["mismatches"]) == (True, [])
+        wait_for(lambda: gone(sleep), timeout_s=10, what="the killed runner's command to exit")
+        wait_for(lambda: (live_role(c, "p1", "toolrunner") or runner) != runner, timeout_s=10)
+        after = c.send_message("p1", "c1", "read notes.txt", correlation_id="corr-after", wait=True)
+        assert after["outcome"] == "llm.completed"
+        types = [e.type for e in of_turn(journal.read_project("p1"), "corr-after")]
+        assert "tool.completed" in types and "tool.failed" not in types
+
+
+def test_a_killed_conversation_is_restarted_and_goes_on_from_its_events(
+    daemon: Daemon, project_root: str, journal: Journal
+) -> None:
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1", options=command_options())
+        c.start_conversation("p1", "c1")
+        c.send_message("p1", "c1", "read notes.txt", correlation_id="corr-first", wait=True)
+        sleep = start_slow_turn(c, journal, "p1", "c1", "corr-slow")
+        conversation = c.diagnostics("p1")["actors"]["conversation:c1"]
+        os.kill(conversation, signal.SIGKILL)
+        wait_for(lambda: turn_over(journal, "p1", "corr-slow"), timeout_s=30, what="turn end")
+        events = journal.read_project("p1")
+        assert actor_events(events) == [
+            ("actor.crashed", "conversation:c1", 1),
+            ("actor.restarted", "conversation:c1", 1),
+        ]
+        turn = of_turn(events, "corr-slow")
+        assert [e.type for e in turn] == CRASHED_TURN
+        failed = next(e for e in turn if e.type == "tool.failed")
+        assert failed.data["reason"] == {
+            "code": "tool_crashed",
+            "message": "conversation restarted",
+        }
+        ids = [e.event_id for e in events]
+        assert len(ids) == len(set(ids))
+        for key in PROJECTIONS:
+            assert c.get_projection("p1", "c1", key) == replayed(events, "c1", key), key
+        assert c.get_projection("p1", "c1", "pending_tool_calls") == []
+        verified = c.verify("p1")
+        assert (verified["ok"], verified["mismatches"], verified["conversations_compared"]) == (
+            True,
+            [],
+            ["c1"],
+        )
+        # the restarted conversation told the runner to stop the call it can no longer see
+        wait_for(lambda: gone(sleep), timeout_s=10, what="the orphaned command to be killed")
+        assert live_role(c, "p1", "conversation:c1") not in (None, conversation)
+        after = c.send_message("p1", "c1", "hello", correlation_id="corr-after", wait=True)
+        assert after["outcome"] == "llm.completed"
+
+
+def test_a_killed_project_is_restarted_from_its_events_and_its_children_go_with_it(
+    daemon: Daemon, project_root: str, journal: Journal
+) -> None:
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1")
+        c.start_conversation("p1", "c1")
+        c.send_message("p1", "c1", "read notes.txt", wait=True)
+        before = c.diagnostics("p1")["actors"]
+        os.kill(before["project"], signal.SIGKILL)
+        wait_for(
+            lambda: has_event(journal, "p1", "actor.restarted", actor="project:p1"),
+            timeout_s=20,
+            what="the project to restart",
+        )
+        events = journal.read_project("p1")
+        assert actor_events(events) == [
+            ("actor.crashed", "project:p1", 1),
+            ("actor.restarted", "project:p1", 1),
+        ]
+        assert events[-2].data["reason"] == "process exited"
+        orphans = [before[r] for r in ("policy", "toolrunner", "conversation:c1")]
+        wait_for(lambda: all(gone(pid) for pid in orphans), timeout_s=10, what="old children")
+        after = c.send_message("p1", "c1", "read notes.txt", correlation_id="corr-after", wait=True)
+        assert after["outcome"] == "llm.completed"
+        now = c.diagnostics("p1")
+        assert now["health"] == {"status": "ok"}
+        assert set(now["actors"].values()).isdisjoint(before.values())
+        assert c.verify("p1")["ok"] is True
+
+
+def test_a_killed_journal_is_restarted_and_no_acknowledged_event_is_lost_or_doubled(
+    daemon: Daemon, project_root: str, journal: Journal
+) -> None:
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1")
+        c.start_conversation("p1", "c1")
+        acks = [c.send_message("p1", "c1", f"before {i}", wait=True) for i in range(3)]
+        writer = c.status()["actors"]["journal"]
+        os.kill(writer, signal.SIGKILL)
+        wait_for(lambda: gone(writer), timeout_s=10, what="the journal process to exit")
+        acks += [c.send_message("p1", "c1", f"after {i}", wait=True) for i in range(3)]
+        assert [a["outcome"] for a in acks] == ["llm.completed"] * 6
+        events = journal.read_project("p1")
+        by_id = {e.event_id: e for e in events}
+        assert [(by_id[a["event_id"]].seq, by_id[a["event_id"]].type) for a in acks] == [
+            (a["seq"], "user.message") for a in acks
+        ]
+        assert len(by_id) == len(events)
+        contents = [e.data["content"] for e in events if e.type == "user.message"]
+        assert contents == [f"before {i}" for i in range(3)] + [f"after {i}" for i in range(3)]
+        assert c.status()["actors"]["journal"] != writer
+        # the runner records a direct run itself: it must know the new journal too
+        result = c.run_tool(
+            "p1",
+            {"name": "fs.read", "args": {"path": "notes.txt"}, "meta": {"correlation_id": "d"}},
+        )
+        assert result["status"] == "ok"
+        direct = [e.type for e in journal.read_project("p1") if e.correlation_id == "d"]
+        assert direct == ["tool.requested", "policy.allowed", "tool.started", "tool.completed"]
+        verified = c.verify("p1")
+        assert (verified["ok"], verified["mismatches"]) == (True, [])
+
+
+def test_a_project_kept_busy_by_requests_still_notices_a_killed_child(
+    daemon: Daemon, project_root: str, journal: Journal
+) -> None:
+    stop = threading.Event()
+
+    def hammer() -> None:
+        with daemon.client() as busy:
+            while not stop.is_set():
+                busy.diagnostics("p1")  # a live_status request to the project each time
+
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1")
+        runner = c.diagnostics("p1")["actors"]["toolrunner"]
+        thread = threading.Thread(target=hammer)
+        thread.start()
+        try:
+            os.kill(runner, signal.SIGKILL)
+            wait_for(
+                lambda: has_event(journal, "p1", "actor.restarted", actor="toolrunner"),
+                timeout_s=20,
+                what="the restart while requests keep coming",
+            )
+        finally:
+            stop.set()
+            thread.join()
+        assert actor_events(journal.read_project("p1")) == [
+            ("actor.crashed", "toolrunner", 1),
+            ("actor.restarted", "toolrunner", 1),
+        ]
+
+
+def test_a_request_for_a_conversation_killed_a_moment_ago_is_served_by_its_restarted_actor(
+    daemon: Daemon, project_root: str, journal: Journal
+) -> None:
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1")
+        c.start_conversation("p1", "c1")
+        conversation = c.diagnostics("p1")["actors"]["conversation:c1"]
+        os.kill(conversation, signal.SIGKILL)
+        wait_for(lambda: gone(conversation), timeout_s=10, what="the conversation to exit")
+        # the project has not been told yet; it must not forward into the dead mailbox
+        done = c.send_message(
+            "p1", "c1", "hello", correlation_id="corr-next", wait=True, wait_timeout_s=20
+        )
+        assert done["outcome"] == "llm.completed"
+        events = journal.read_project("p1")
+        assert actor_events(events) == [
+            ("actor.crashed", "conversation:c1", 1),
+            ("actor.restarted", "conversation:c1", 1),
+        ]
+        assert [e.type for e in of_turn(events, "corr-next")] == [
+            "user.message",
+            "llm.started",
+            "assistant.delta",
+            "assistant.message",
+            "llm.completed",
+        ]
+
+
+def test_a_conversation_rehydrating_while_the_journal_is_down_reads_again_from_the_new_one(
+    daemon: Daemon, project_root: str, journal: Journal
+) -> None:
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1", options={"idle_passivation_ms": 50})
+        c.start_conversation("p1", "c1")
+        first = c.send_message("p1", "c1", "hello", wait=True)
+        wait_for(lambda: c.diagnostics("p1")["active_conversations"] == [], what="passivation")
+        writer = c.status()["actors"]["journal"]
+        os.kill(writer, signal.SIGKILL)
+        wait_for(lambda: gone(writer), timeout_s=10, what="the journal process to exit")
+        # rehydrating c1 sends its read to the dead journal; the restart re-sends it
+        done = c.send_message(
+            "p1", "c1", "again", correlation_id="corr-again", wait=True, wait_timeout_s=20
+        )
+        assert done["outcome"] == "llm.completed"
+        timeline = c.get_projection("p1", "c1", "timeline")
+        assert [e["event_id"] for e in timeline if e["type"] == "user.message"] == [
+            first["event_id"],
+            done["event_id"],
+        ]
+        verified = c.verify("p1")
+        assert (verified["ok"], verified["mismatches"]) == (True, [])
