@@ -73,7 +73,7 @@ def unix_address(path: str) -> Iterator[str]:
         os.close(fd)
 
 
-def bind_unix_socket(path: str, backlog: int = 128) -> socket.socket:
+def bind_unix_socket(path: str, backlog: int = 1024) -> socket.socket:
     """Create the listening socket at ``path``: directory 0700 (created), socket 0600.
 
     The umask is tightened during ``bind`` so the file never exists with wider modes.

@@ -1,7 +1,8 @@
 """The soak and benchmark harness (``roost soak``) and the journal benchmark.
 
 General layout: ``cli`` (argument parsing, the ``roost soak`` entry point), ``harness``
-(drives a real daemon through the client), ``scenarios`` (steady, burst, chaos,
+(drives a real daemon through the client), ``bootstrap`` (temporary projects and
+seed files), ``scenarios`` (steady, burst, chaos,
 baseline), ``chaos`` (kills actor processes), ``baseline`` (bare Thespian and bare
 eventsourcing), ``monitor`` (memory sampling), ``readback`` and ``integrity`` (what the
 journal says afterwards), ``report`` (percentiles, comparisons), ``journal_bench``

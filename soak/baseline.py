@@ -20,6 +20,7 @@ runtime's overhead as a ratio measured on one machine in one run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -29,6 +30,7 @@ from collections import deque
 from typing import Any
 
 import msgspec
+import psutil
 from thespian.actors import Actor
 
 from soak.report import BaselineSummary, latency_stats
@@ -141,6 +143,25 @@ class _Store:
         self.datastore.close()
 
 
+def _no_process_left(me: psutil.Process, before: set[int]) -> None:
+    """Wait for the baseline's actor processes to exit; kill and complain about stragglers."""
+    started = [p for p in me.children(recursive=True) if p.pid not in before]
+    _, alive = psutil.wait_procs(started, timeout=10)
+    alive = [p for p in alive if _running(p)]
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    if alive:
+        raise RuntimeError(f"the bare actor system left processes {[p.pid for p in alive]}")
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
 def _deal(batch_sizes: list[int], turns: int) -> list[list[int]]:
     """Deal the measured batches to turns round-robin."""
     per_turn: list[list[int]] = [[] for _ in range(max(turns, 1))]
@@ -160,6 +181,8 @@ def run_baseline(shape: BaselineShape, workdir: str) -> BaselineSummary:
     batches = _deal(shape.batch_sizes, turns)
     asks = asks_per_turn(len(shape.batch_sizes) / turns)
     store = _Store(os.path.join(workdir, "baseline.sqlite"))
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
     system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(), transientUnique=True)
     try:
         actors = [system.createActor(EchoActor) for _ in range(max(shape.conversations, 1))]
@@ -185,8 +208,9 @@ def run_baseline(shape: BaselineShape, workdir: str) -> BaselineSummary:
                     turn = chain.popleft()
                     started = time.perf_counter()
                     for hop in range(asks):
-                        answer = endpoint.ask(actors[index], {"turn": turn, "hop": hop},
-                                              _ASK_TIMEOUT_S)
+                        answer = endpoint.ask(
+                            actors[index], {"turn": turn, "hop": hop}, _ASK_TIMEOUT_S
+                        )
                         if answer is None:
                             with lock:
                                 errors.append(f"ask to echo actor {index} timed out")
@@ -215,6 +239,7 @@ def run_baseline(shape: BaselineShape, workdir: str) -> BaselineSummary:
     finally:
         system.shutdown()
         store.close()
+        _no_process_left(me, before)
     if errors:
         raise RuntimeError(f"the baseline run failed: {errors[0]}")
     total_busy = busy["ask"] + busy["append"]

@@ -28,6 +28,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+
 import psutil
 
 from runtime.client import Client
@@ -42,7 +43,7 @@ ROLES = ("conversation", "toolrunner", "journal")
 
 _WEIGHTS = {"conversation": 6, "toolrunner": 3, "journal": 2}
 _QUIET_S = 5.5  # the default restart_period_ms (5000) and a margin
-_REPLACEMENT_TIMEOUT_S = 10.0
+_REPLACEMENT_TIMEOUT_S = 30.0
 
 
 class ProcessRoles:
@@ -112,6 +113,18 @@ def _holds_journal(proc: psutil.Process, journal_path: str) -> bool:
     return False
 
 
+def _status_actors(home: str) -> dict[str, int]:
+    """The pids the daemon's ``status`` names (``actors: {supervisor, journal}``), if any."""
+    try:
+        with Client.connect(home) as client:
+            actors = client.status().get("actors")
+    except RoostError:
+        return {}
+    if not isinstance(actors, dict):
+        return {}
+    return {str(k): v for k, v in actors.items() if isinstance(v, int)}
+
+
 def _from_tree(home: str, procs: dict[int, psutil.Process]) -> ProcessRoles:
     parents: dict[int, int] = {}
     created: dict[int, float] = {}
@@ -120,12 +133,15 @@ def _from_tree(home: str, procs: dict[int, psutil.Process]) -> ProcessRoles:
             parents[pid] = proc.ppid()
             created[pid] = proc.create_time()
     roles: dict[int, str] = {}
-    journal_path = os.path.join(os.path.realpath(home), "journal.sqlite")
-    journal = next((p for p, proc in procs.items() if _holds_journal(proc, journal_path)), None)
+    named = _status_actors(home)
+    journal = named.get("journal")
+    if journal not in procs:
+        journal_path = os.path.join(os.path.realpath(home), "journal.sqlite")
+        journal = next((p for p, proc in procs.items() if _holds_journal(proc, journal_path)), None)
     if journal is None:
         return ProcessRoles(roles, parents, "tree")
     roles[journal] = "journal"
-    supervisor = parents.get(journal)
+    supervisor = named.get("supervisor") or parents.get(journal)
     if supervisor is None:
         return ProcessRoles(roles, parents, "tree")
     roles[supervisor] = "supervisor"
@@ -172,11 +188,16 @@ class ChaosMonkey:
         """What went wrong on the monkey's side (no target, no replacement...)."""
         self.method = "none"
         """How roles were told apart."""
+        self.log: list[str] = []
+        """One line per kill: when, what, and how long its replacement took."""
+        self.fatal: str | None = None
+        """Set when the Journal was not replaced: nothing can commit, the monkey stops."""
         self._random = random.Random(seed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._roles: ProcessRoles | None = None
         self._last_kill: dict[int, float] = {}
+        self._started = time.monotonic()
 
     @property
     def done(self) -> bool:
@@ -187,6 +208,7 @@ class ChaosMonkey:
         """Identify the actor processes now (before any kill) and start killing."""
         self._roles = identify_roles(self.home)
         self.method = self._roles.method
+        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="soak-chaos", daemon=True)
         self._thread.start()
 
@@ -209,7 +231,7 @@ class ChaosMonkey:
         plan = list(ROLES)  # one of each role first, then weighted at random
         self._random.shuffle(plan)
         failures = 0
-        while not self._stop.wait(self.interval_s):
+        while not self._stop.wait(self.interval_s) and self.fatal is None:
             role = plan.pop() if plan else self._weighted()
             try:
                 killed = self._kill_one(role)
@@ -228,8 +250,7 @@ class ChaosMonkey:
     def _kill_one(self, role: str) -> bool:
         roles = self._roles
         assert roles is not None
-        if roles.method == "actor_pids" or role == "journal":
-            roles = self._refresh(keep=roles)
+        roles = self._refresh(keep=roles)
         now = time.monotonic()
         candidates = [
             pid
@@ -246,17 +267,32 @@ class ChaosMonkey:
         pid = self._random.choice(candidates)
         parent = roles.parents.get(pid)
         before = set(self._children(parent)) if parent is not None else set()
+        killed_at = time.monotonic()
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         self.kills.append((role, pid))
-        self._last_kill[pid] = time.monotonic()
+        self._last_kill[pid] = killed_at
         if self.on_kill is not None:
             self.on_kill(role, pid)
-        replacement = self._await_replacement(parent, before - {pid})
+        replacement = self._await_replacement(parent, before)
         roles.roles.pop(pid, None)
-        if replacement is None:
-            self.problems.append(f"chaos: no replacement appeared for {role} pid {pid}")
+        when = f"+{killed_at - self._started:.1f}s {role} pid {pid}"
+        if replacement is None and self._stop.is_set():
+            self.log.append(f"{when}: the run ended before a replacement was seen")
+        elif replacement is None:
+            self.log.append(f"{when}: not replaced within {_REPLACEMENT_TIMEOUT_S:g} s")
+            self.problems.append(
+                f"chaos: no replacement appeared for {role} pid {pid} under pid {parent} "
+                f"within {_REPLACEMENT_TIMEOUT_S:g} s (children now {self._children(parent)})"
+            )
+            if role == "journal":
+                self.fatal = (
+                    f"the Journal (pid {pid}) was SIGKILLed and no new Journal appeared "
+                    f"within {_REPLACEMENT_TIMEOUT_S:g} s: nothing can be committed any more"
+                )
         else:
+            waited = time.monotonic() - killed_at
+            self.log.append(f"{when}: replaced by pid {replacement} after {waited:.2f} s")
             roles.roles[replacement] = role
             if parent is not None:
                 roles.parents[replacement] = parent
@@ -264,18 +300,34 @@ class ChaosMonkey:
         return True
 
     def _refresh(self, keep: ProcessRoles) -> ProcessRoles:
+        """Look at the processes again before a kill.
+
+        With ``actor_pids`` or names the daemon's answer is the truth. With the tree, the
+        creation-order guess is only right for processes the monkey has not seen restart,
+        so what it learned wins: dead pids are dropped, the Journal is found again, and a
+        new child of a known project whose Policy and ToolRunner are known is a
+        conversation (one rehydrated after passivation, or restarted after a crash).
+        """
         fresh = identify_roles(self.home)
-        if fresh.method == "tree":
-            # The tree guess by creation order is only right before restarts; keep what
-            # the monkey learned, refresh only the journal (found by its open file).
-            for pid in [p for p, r in keep.roles.items() if r == "journal"]:
-                keep.roles.pop(pid)
-            for pid in fresh.pids("journal"):
-                keep.roles[pid] = "journal"
-                keep.parents[pid] = fresh.parents.get(pid, 0)
-            return keep
-        self._roles = fresh
-        return fresh
+        if fresh.method != "tree":
+            self._roles = fresh
+            return fresh
+        for pid in [p for p in keep.roles if not _alive(p)]:
+            keep.roles.pop(pid)
+        for pid in [p for p, r in keep.roles.items() if r == "journal"]:
+            keep.roles.pop(pid)
+        staffed = {
+            keep.parents.get(p) for p, r in keep.roles.items() if r in ("policy", "toolrunner")
+        }
+        for pid, guess in fresh.roles.items():
+            if pid in keep.roles and guess != "journal":
+                continue
+            parent = fresh.parents.get(pid, 0)
+            # A staffed project's later children are conversations.
+            late = guess in ("policy", "toolrunner") and parent in staffed
+            keep.roles[pid] = "conversation" if late else guess
+            keep.parents[pid] = parent
+        return keep
 
     def _children(self, parent: int | None) -> list[int]:
         if parent is None:

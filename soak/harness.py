@@ -3,43 +3,43 @@
 :func:`run_soak` drives the real daemon through the real client:
 
 1. use the daemon running on ``--home``, or spawn one (``runtime.daemon.start_daemon``) on
-   ``--home`` or on a temporary ``ROOST_HOME``;
+   ``--home`` or on a temporary ``ROOST_HOME`` (``soak.monitor.DaemonSession``);
 2. create temporary project roots with seed files, start the projects (their
-   ``idle_passivation_ms`` is short so idle conversations stop after the run), sample the
+   ``idle_passivation_ms`` is short, so idle conversations stop after the run), sample the
    daemon tree's memory, start the conversations;
 3. run the scenario's workload (``soak.scenarios``; ``chaos`` kills actor processes
-   meanwhile, ``soak.chaos``), then wait until every conversation is idle;
-4. read every project's journal back through the client (``verify``, then ``subscribe``
-   from seq 0) and check it (``soak.report.check_integrity``);
-5. wait for idle conversations to be passivated and sample memory again;
+   meanwhile, ``soak.chaos``), then wait until no conversation has a turn running;
+4. read every project's journal back through the client and check it
+   (``soak.readback``, ``soak.integrity``);
+5. wait for the idle conversations to be passivated and sample memory again;
 6. stop the daemon it spawned and make sure no process of it is left;
-7. ``baseline``: replay the run's pattern on bare Thespian and eventsourcing.
+7. ``baseline``: replay the run's message and append pattern on bare Thespian and
+   eventsourcing (``soak.baseline``) and report the ratio.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
+import random
 import secrets
 import shutil
-import sqlite3
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 import msgspec
-import psutil
 
 from runtime.client import Client
-from runtime.daemon import daemon_pid, start_daemon, stop_daemon
 from runtime.errors import RoostError
-from runtime.processes import daemon_processes, reap_stragglers
+from soak.bootstrap import event_counts, start_conversations, start_projects
+from soak.integrity import check_integrity
+from soak.monitor import DaemonSession, Failures, MemorySampler, wait_until
+from soak.readback import Guard, collect_events, journal_batch_sizes, wait_idle
 from soak.report import (
     Backpressure,
+    BaselineSummary,
     ChaosSummary,
     EventCounts,
     Failure,
@@ -49,67 +49,365 @@ from soak.report import (
     SoakReport,
     StageCounts,
     Throughput,
-    check_integrity,
     latency_stats,
 )
 from soak.scenarios import TurnResult, Workload, WorkloadResult, plan_turns
 
-__all__ = ["SEED_FILES", "DaemonSession", "MemorySampler", "decide", "run_soak"]
+if TYPE_CHECKING:
+    from soak.chaos import ChaosMonkey
 
-SEED_FILES: dict[str, str] = {
-    "README.md": "# Soak project\n\nA seed file the model reads on every turn.\n" * 4,
-    "src/app.py": 'def main() -> None:\n    print("hello from the soak project")\n',
-    "docs/guide.md": "# Guide\n\nNothing to see here; the soak harness made this file.\n",
-    "notes.txt": "soak seed notes\n",
-}
-"""Files every soak project root starts with."""
+__all__ = ["CHAOS_TOLERATED", "decide", "run_soak"]
 
-_INTOLERABLE_IN_CHAOS = frozenset(
-    {"bad_request", "project_not_found", "conversation_not_found", "invalid_runtime_opt"}
-)
+CHAOS_TOLERATED = frozenset({"timeout", "daemon_unreachable", "internal_error", "journal_error"})
+"""Turn errors a ``chaos`` run expects when an actor dies under a turn."""
 
 
-# --- bootstrap --------------------------------------------------------------------------
+class _Run:
+    """The mutable state of one run while it is under way."""
+
+    def __init__(self, config: SoakConfig, on_progress: Callable[[int, str], None] | None):
+        self.config = config
+        self.on_progress = on_progress
+        self.failures = Failures()
+        self.run_id = secrets.token_hex(3)
+        self.done = 0
+        self._lock = threading.Lock()
+        self.projects: list[str] = []
+        self.conversations: list[tuple[str, str]] = []
+
+    def note(self, text: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.done, text)
+
+    def turn_done(self, _result: TurnResult) -> None:
+        with self._lock:  # workers call this concurrently
+            self.done += 1
+        self.note("")
 
 
-def _seed_root(path: str) -> None:
-    for name, text in SEED_FILES.items():
-        target = os.path.join(path, name)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "w", encoding="utf-8") as f:
-            f.write(text)
+def _keep_going(monkey: ChaosMonkey | None, end_at: float | None) -> Callable[[], bool] | None:
+    """Whether a conversation that has sent its planned turns sends one more.
+
+    ``chaos``: until the monkey made its kills (or found the daemon beyond repair);
+    ``--duration-s``: until the time is up.
+    """
+    if monkey is None and end_at is None:
+        return None
+
+    def more() -> bool:
+        if end_at is not None and time.monotonic() < end_at:
+            return True
+        return monkey is not None and not monkey.done and monkey.fatal is None
+
+    return more
 
 
-def _start_projects(
-    client: Client, config: SoakConfig, workdir: str, run_id: str, failures: _Failures
-) -> list[str]:
-    started = []
-    for i in range(config.projects):
-        root = os.path.join(workdir, "roots", f"p{i}")
-        _seed_root(root)
-        try:
-            project = client.start_project(
-                root,
-                project_id=f"soak-{run_id}-p{i}",
-                options={"idle_passivation_ms": config.idle_passivation_ms},
+def run_soak(
+    config: SoakConfig, *, on_progress: Callable[[int, str], None] | None = None
+) -> SoakReport:
+    """Run one soak (see the module docstring) and return its report, ``passed`` decided.
+
+    ``on_progress(turns_done, note)`` is called as the run advances (for a progress line).
+    """
+    started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    t0 = time.monotonic()
+    run = _Run(config, on_progress)
+    workdir = tempfile.mkdtemp(prefix="roost-soak-")
+    session = DaemonSession(config.home, workdir)
+    sampler = MemorySampler(session.home)
+    monkey: ChaosMonkey | None = None
+    result = WorkloadResult(
+        results=[],
+        elapsed_s=0.0,
+        stalled=False,
+        overloaded=0,
+        refused=0,
+        onset_inflight=None,
+        max_inflight=0,
+    )
+    integrity = Integrity(
+        checked_events=0,
+        lost=0,
+        duplicated=0,
+        unterminated_calls=0,
+        unfinished_turns=0,
+        replay_mismatch=0,
+        hash_chain_ok=False,
+        unchecked_projects=config.projects,
+    )
+    restarts = crashes = committed = 0
+    rss_start = rss_end = procs_start = procs_end = pss_start = pss_end = 0
+    batch_sizes: list[int] | None = None
+    interrupted = False
+    try:
+        run.note("starting the daemon")
+        session.start()
+        with Client.connect(session.home) as client:
+            run.note("starting projects")
+            run.projects = start_projects(client, config, workdir, run.run_id, run.failures)
+            rss_start, procs_start = sampler.sample(refresh=True)
+            pss_start = sampler.pss()
+            sampler.start()
+            run.note("starting conversations")
+            run.conversations = start_conversations(
+                client, run.projects, config.conversations, run.failures
             )
-        except RoostError as e:
-            failures.add("project", e.code, str(e))
-            continue
-        started.append(project)
-    return started
+            before = event_counts(client, run.projects)
+            per_conversation = 1 if config.duration_s else config.events
+            turns = plan_turns(run.conversations, per_conversation, run.run_id)
+            end_at = time.monotonic() + (config.duration_s or 0)
+            if config.scenario == "chaos":
+                from soak.chaos import ChaosMonkey
 
-
-def _start_conversations(
-    client: Client, projects: list[str], per_project: int, failures: _Failures
-) -> list[tuple[str, str]]:
-    started = []
-    for project in projects:
-        for j in range(per_project):
+                seed = config.seed if config.seed is not None else random.randrange(2**31)
+                monkey = ChaosMonkey(
+                    session.home,
+                    min_kills=config.kills,
+                    interval_s=config.kill_interval_ms / 1000,
+                    seed=seed,
+                )
+            keep_going = _keep_going(monkey, end_at if config.duration_s else None)
+            workload = Workload(
+                session.home,
+                concurrency=config.concurrency,
+                timeout_ms=config.timeout_ms,
+                burst=config.scenario == "burst",
+                keep_going=keep_going,
+                on_turn=run.turn_done,
+                run_id=run.run_id,
+            )
+            run.note(f"{config.scenario} workload")
+            if monkey is not None:
+                monkey.start()
             try:
-                started.append((project, client.start_conversation(project, f"c{j}")))
-            except RoostError as e:
-                failures.add("conversation", e.code, str(e))
-    return started
+                result = workload.run(turns)
+            finally:
+                if monkey is not None:
+                    monkey.stop()
+            if result.stalled:
+                run.failures.add(
+                    "workload",
+                    "stalled",
+                    f"no turn finished for {workload.stall_s:g} s, so the remaining turns were "
+                    "not sent (the daemon looks wedged)",
+                )
+            run.note("waiting for turns to settle")
+            settle_s = 5.0 if result.stalled else config.timeout_ms / 1000 + (30 if monkey else 5)
+            budget = settle_s + 60 + 15 * len(run.projects)
+            with Guard(client, budget) as guard:
+                wait_idle(client, run.conversations, settle_s, run.failures)
+                run.note("reading the journal back")
+                after = event_counts(client, run.projects)
+                committed = sum(max(0, after[p] - before.get(p, 0)) for p in after)
+                if config.scenario == "baseline":
+                    batch_sizes = journal_batch_sizes(session.home, before)
+                events, verified = collect_events(client, run.projects, run.failures)
+            if guard.fired:
+                run.failures.add(
+                    "journal",
+                    "read_back_timeout",
+                    f"settling and reading the journal back took more than {budget:g} s",
+                )
+            acks = [
+                r.ack
+                for r in result.results
+                if r.ok and r.ack is not None and r.turn.project_id in verified
+            ]
+            integrity = msgspec.structs.replace(
+                check_integrity(events, acks, verified),
+                unchecked_projects=len(run.projects) - len(verified),
+            )
+            restarts = sum(1 for e in events if e.get("type") == "actor.restarted")
+            crashes = sum(1 for e in events if e.get("type") == "actor.crashed")
+            run.note("waiting for idle conversations to be passivated")
+            wait_until(
+                lambda: sampler.sample(refresh=True)[1] <= procs_start,
+                config.idle_passivation_ms / 1000 + 10,
+                0.2,
+            )
+            rss_end, procs_end = sampler.sample(refresh=True)
+            pss_end = sampler.pss()
+            if not session.owned:
+                for project in run.projects:
+                    try:
+                        client.stop_project(project)
+                    except RoostError as e:
+                        run.failures.add("cleanup", e.code, str(e))
+    except RoostError as e:
+        run.failures.add("daemon", e.code, str(e))
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM): no report, so keep nothing
+        interrupted = True
+        raise
+    finally:
+        if sampler.samples:
+            sampler.stop()
+        run.note("stopping the daemon")
+        session.stop(run.failures)
+        if interrupted:
+            shutil.rmtree(workdir, ignore_errors=True)
+    baseline = None
+    if config.scenario == "baseline" and result.results:
+        run.note("bare Thespian + eventsourcing baseline")
+        baseline = _baseline(
+            config, run, result, batch_sizes=batch_sizes, committed=committed, workdir=workdir
+        )
+    elapsed = result.elapsed_s
+    ok = [r for r in result.results if r.ok]
+    report = SoakReport(
+        started_at=started_at,
+        elapsed_ms=round(elapsed * 1000, 3),
+        total_ms=round((time.monotonic() - t0) * 1000, 3),
+        scenario=config.scenario,
+        config=config,
+        projects=StageCounts(
+            requested=config.projects,
+            started=len(run.projects),
+            failed=config.projects - len(run.projects),
+        ),
+        conversations=StageCounts(
+            requested=config.projects * config.conversations,
+            started=len(run.conversations),
+            failed=config.projects * config.conversations - len(run.conversations),
+        ),
+        events=EventCounts(
+            requested=len(result.results),
+            sent=len(ok),
+            failed=len(result.results) - len(ok),
+            latency_ms=latency_stats([r.latency_ms for r in ok]),
+        ),
+        throughput=Throughput(
+            turns_per_s=round(len(ok) / elapsed, 2) if elapsed else 0.0,
+            events_per_s=round(committed / elapsed, 2) if elapsed else 0.0,
+            events_committed=committed,
+        ),
+        memory=Memory(
+            rss_start=rss_start,
+            rss_peak=max(sampler.peak, rss_start, rss_end),
+            rss_end=rss_end,
+            samples=sampler.samples,
+            processes_start=procs_start,
+            processes_peak=sampler.peak_processes,
+            processes_end=procs_end,
+            pss_start=pss_start,
+            pss_end=pss_end,
+        ),
+        integrity=integrity,
+        restarts=restarts,
+        crashes=crashes,
+        failures=_turn_failures(run.failures, result.results, tolerate=monkey is not None),
+        backpressure=Backpressure(
+            overloaded=result.overloaded,
+            refused_connections=result.refused,
+            retries=sum(r.overloaded + r.refused for r in result.results),
+            onset_inflight=result.onset_inflight,
+            max_inflight=result.max_inflight,
+        ),
+        chaos=None
+        if monkey is None
+        else ChaosSummary(
+            seed=monkey.seed,
+            kills=len(monkey.kills),
+            by_role=monkey.by_role(),
+            interrupted_turns=sum(
+                1 for r in result.results if not r.ok and r.error_code in CHAOS_TOLERATED
+            ),
+            identification=monkey.method,
+            problems=list(monkey.problems),
+            fatal=monkey.fatal,
+            kill_log=list(monkey.log),
+        ),
+        baseline=baseline,
+        ratio=round(len(ok) / elapsed / baseline.turns_per_s, 3)
+        if baseline is not None and baseline.turns_per_s and elapsed
+        else None,
+    )
+    report = decide(report)
+    if report.passed:
+        shutil.rmtree(workdir, ignore_errors=True)
+        return report
+    return msgspec.structs.replace(report, kept=workdir)
 
 
+def _turn_failures(
+    failures: Failures, results: list[TurnResult], *, tolerate: bool
+) -> list[Failure]:
+    for r in results:
+        if not r.ok:
+            stage = "turn (chaos)" if tolerate and r.error_code in CHAOS_TOLERATED else "turn"
+            failures.add(stage, r.error_code or "error", r.error_message or "")
+    return failures.items()
+
+
+def _baseline(
+    config: SoakConfig,
+    run: _Run,
+    result: WorkloadResult,
+    *,
+    batch_sizes: list[int] | None,
+    committed: int,
+    workdir: str,
+) -> BaselineSummary | None:
+    from soak.baseline import BaselineShape, run_baseline
+
+    turns = sum(1 for r in result.results if r.ok)
+    if batch_sizes is None:  # not a SQLite journal here: one batch per turn, same events
+        per_turn = max(1, round(committed / max(turns, 1)))
+        batch_sizes = [per_turn] * turns
+    shape = BaselineShape(
+        conversations=len(run.conversations),
+        turns=turns,
+        concurrency=config.concurrency,
+        batch_sizes=batch_sizes,
+    )
+    try:
+        return run_baseline(shape, workdir)
+    except Exception as e:
+        run.failures.add("baseline", type(e).__name__, str(e))
+        return None
+
+
+def decide(report: SoakReport) -> SoakReport:
+    """Return ``report`` with ``reasons`` and ``passed`` filled in.
+
+    A run passes when every project and conversation started; no failure other than the
+    turns a ``chaos`` kill interrupted; no acknowledged event lost, none duplicated, every
+    call terminated once, every projection equal to its replay, every hash chain intact;
+    ``chaos`` made at least ``kills`` kills; and ``--compare`` found no regression.
+    """
+    reasons = []
+    if report.projects.failed or report.conversations.failed:
+        reasons.append(
+            f"{report.projects.failed} project(s) and {report.conversations.failed} "
+            "conversation(s) failed to start"
+        )
+    for failure in report.failures:
+        if failure.stage != "turn (chaos)":
+            reasons.append(f"{failure.stage}: {failure.code} x{failure.count}: {failure.message}")
+    if report.events.sent == 0:
+        reasons.append("no turn finished")
+    i = report.integrity
+    if i.lost or i.duplicated or i.unterminated_calls or i.unfinished_turns or i.replay_mismatch:
+        reasons.append(
+            f"integrity: {i.lost} lost, {i.duplicated} duplicated, {i.unterminated_calls} "
+            f"unterminated call(s), {i.unfinished_turns} unfinished turn(s), "
+            f"{i.replay_mismatch} replay mismatch(es)"
+        )
+    if not i.hash_chain_ok:
+        reasons.append("integrity: a hash chain does not verify")
+    if i.unchecked_projects:
+        reasons.append(
+            f"integrity: {i.unchecked_projects} project(s) could not be read back; "
+            "their integrity is unknown"
+        )
+    if report.chaos is not None and report.chaos.fatal:
+        reasons.append(f"chaos: {report.chaos.fatal}")
+    if report.chaos is not None and report.chaos.kills < report.config.kills:
+        reasons.append(f"chaos: {report.chaos.kills} kills, fewer than {report.config.kills}")
+    if report.scenario == "baseline" and report.baseline is None:
+        reasons.append("baseline: the bare run did not complete")
+    for regression in report.regressions:
+        reasons.append(
+            f"regression: {regression.metric} {regression.previous:g} -> "
+            f"{regression.current:g} ({regression.change_pct:+.1f}%)"
+        )
+    return msgspec.structs.replace(report, reasons=reasons, passed=not reasons)

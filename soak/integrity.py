@@ -8,6 +8,9 @@ Plain functions, so tests feed them journals damaged on purpose:
   ``user.message`` events with one correlation id (the harness never reuses one);
 - :func:`find_unterminated`: a ``tool.requested`` without exactly one terminal event, or a
   terminal event without its request;
+- :func:`find_unfinished_turns`: a ``user.message`` whose turn never ended (no
+  ``llm.completed``, ``llm.failed`` or ``budget.exceeded`` of its correlation; the harness
+  waits for every turn, so a missing end is a lost event, even at the end of a chain);
 - :func:`find_chain_breaks`: the per-project SHA-256 chain (``events.chain``);
 - :func:`check_integrity`: all of them, plus what ``verify`` reported per project.
 """
@@ -31,8 +34,12 @@ __all__ = [
     "find_chain_breaks",
     "find_duplicates",
     "find_lost",
+    "find_unfinished_turns",
     "find_unterminated",
 ]
+
+TURN_END_TYPES = frozenset({"llm.completed", "llm.failed", "budget.exceeded"})
+"""Events that end a turn."""
 
 MAX_PROBLEMS = 20
 """Problems listed in a report (the counters are always complete)."""
@@ -63,7 +70,9 @@ def find_duplicates(events: Sequence[Mapping[str, Any]]) -> list[str]:
         ("event_id", Counter(str(e.get("event_id")) for e in events)),
         ("seq", Counter(str(e.get("seq")) for e in events)),
     ):
-        problems += [f"duplicated: {name} {k} appears {n} times" for k, n in counts.items() if n > 1]
+        problems += [
+            f"duplicated: {name} {k} appears {n} times" for k, n in counts.items() if n > 1
+        ]
     inbound = Counter(
         (e.get("project_id"), e.get("conversation_id"), e.get("correlation_id"))
         for e in events
@@ -98,6 +107,23 @@ def find_unterminated(events: Iterable[Mapping[str, Any]]) -> list[str]:
     return problems
 
 
+def find_unfinished_turns(events: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Inbound messages whose turn has no end event (same conversation and correlation)."""
+    started: list[tuple[Any, Any, Any]] = []
+    ended: set[tuple[Any, Any, Any]] = set()
+    for event in events:
+        key = (event.get("project_id"), event.get("conversation_id"), event.get("correlation_id"))
+        if event.get("type") == "user.message":
+            started.append(key)
+        elif event.get("type") in TURN_END_TYPES:
+            ended.add(key)
+    return [
+        f"unfinished: the turn of correlation {k[2]} in {k[0]}/{k[1]} never ended"
+        for k in started
+        if k not in ended
+    ]
+
+
 def find_chain_breaks(events: Iterable[Mapping[str, Any]]) -> list[str]:
     """Breaks of the per-project hash chains (events are sorted by ``seq`` first)."""
     envelopes = sorted(
@@ -116,6 +142,7 @@ def check_integrity(
     lost = find_lost(events, acks)
     duplicated = find_duplicates(events)
     unterminated = find_unterminated(events)
+    unfinished = find_unfinished_turns(events)
     try:
         breaks = find_chain_breaks(events)
     except msgspec.ValidationError as e:
@@ -133,15 +160,14 @@ def check_integrity(
         ]
         if not result.get("ok", False) and not result.get("mismatches") and result.get("chain_ok"):
             replay.append(f"replay mismatch: verify({project_id}) is not ok")
-    problems = lost + duplicated + unterminated + breaks + replay
+    problems = lost + duplicated + unterminated + unfinished + breaks + replay
     return Integrity(
         checked_events=len(events),
         lost=len(lost),
         duplicated=len(duplicated),
         unterminated_calls=len(unterminated),
+        unfinished_turns=len(unfinished),
         replay_mismatch=len(replay),
         hash_chain_ok=chain_ok,
         problems=problems[:MAX_PROBLEMS],
     )
-
-

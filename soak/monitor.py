@@ -33,10 +33,12 @@ class Failures:
         self.messages: dict[tuple[str, str], str] = {}
 
     def add(self, stage: str, code: str, message: str) -> None:
+        """Count one error (the first message of each kind is kept, cut at 300 chars)."""
         self.counts[(stage, code)] += 1
         self.messages.setdefault((stage, code), message[:300])
 
     def items(self) -> list[Failure]:
+        """The groups, sorted by stage and code."""
         return [
             Failure(stage=s, code=c, count=n, message=self.messages[(s, c)])
             for (s, c), n in sorted(self.counts.items())
@@ -71,14 +73,15 @@ class DaemonSession:
             stop_daemon(self.home, timeout_s=timeout_s)
         except RoostError as e:
             failures.add("cleanup", e.code, str(e))
-        left = wait_until(lambda: not live(daemon_processes(self.home)), 10.0)
-        if not left:
+        gone = wait_until(lambda: not live(daemon_processes(self.home)), 10.0)
+        if not gone:
             pids = [p.pid for p in live(daemon_processes(self.home))]
             failures.add("cleanup", "processes_left", f"daemon processes left running: {pids}")
             reap_stragglers(self.home, timeout_s=1.0)
 
 
 def live(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """The processes of ``procs`` still running (zombies count as gone)."""
     alive = []
     for proc in procs:
         with contextlib.suppress(psutil.Error):
@@ -88,6 +91,7 @@ def live(procs: list[psutil.Process]) -> list[psutil.Process]:
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float, step_s: float = 0.05) -> bool:
+    """Poll ``predicate`` every ``step_s`` until it is true (True) or ``timeout_s`` passed."""
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() >= deadline:
@@ -143,8 +147,14 @@ class MemorySampler:
             self.peak_processes = max(self.peak_processes, count)
             return total, count
 
+    def pss(self) -> int:
+        """The tree's proportional set size now (bytes; 0 where the kernel hides it)."""
+        total = 0
+        for proc in daemon_processes(self.home):
+            with contextlib.suppress(psutil.Error, AttributeError):
+                total += proc.memory_full_info().pss
+        return total
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.sample()
-
-

@@ -8,11 +8,13 @@ SQLite journal's ``roost_batches`` table, read-only.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -20,7 +22,49 @@ from runtime.client import Client
 from runtime.errors import RoostError
 from soak.monitor import Failures
 
-__all__ = ["collect_events", "journal_batch_sizes", "read_project", "wait_idle"]
+__all__ = ["Guard", "collect_events", "journal_batch_sizes", "read_project", "wait_idle"]
+
+
+T = TypeVar("T")
+
+_GIVE_UP = frozenset({"timeout", "daemon_unreachable"})
+"""Errors after which asking the other conversations or projects is pointless."""
+
+
+class Guard:
+    """Interrupt ``client``'s calls once ``seconds`` have passed (until the block ends).
+
+    A wedged daemon would otherwise hold the harness for each call's own time limit
+    (``verify``: an hour). Past the deadline every call in flight is interrupted, again
+    every second, so it fails with ``daemon_unreachable``.
+    """
+
+    def __init__(self, client: Client, seconds: float) -> None:
+        self.client = client
+        self.deadline = time.monotonic() + seconds
+        self.fired = False
+        """True once the deadline passed with the block still running."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-guard", daemon=True)
+
+    def __enter__(self) -> Guard:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        from soak.scenarios import abort_call
+
+        if self._stop.wait(max(0.0, self.deadline - time.monotonic())):
+            return
+        self.fired = True
+        while True:
+            abort_call(self.client)
+            if self._stop.wait(1.0):
+                return
 
 
 def wait_idle(
@@ -33,9 +77,13 @@ def wait_idle(
         still = []
         for project, conversation in pending:
             try:
-                diag = client.get_projection(project, conversation, "diagnostics")
+                diag = _patiently(
+                    functools.partial(client.get_projection, project, conversation, "diagnostics")
+                )
             except RoostError as e:
                 failures.add("settle", e.code, str(e))
+                if e.code in _GIVE_UP:
+                    return
                 continue
             if diag.get("status") == "running" or diag.get("pending_tool_call_count"):
                 still.append((project, conversation))
@@ -69,21 +117,41 @@ def read_project(client: Client, project: str, count: int, timeout_s: float) -> 
     return events
 
 
+def _patiently(call: Callable[[], T], tries: int = 6) -> T:
+    """``call()``, retried with backoff while the daemon answers ``overloaded``."""
+    delay = 0.2
+    for _ in range(tries - 1):
+        try:
+            return call()
+        except RoostError as e:
+            if e.code != "overloaded":
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+    return call()
+
+
 def collect_events(
     client: Client, projects: list[str], failures: Failures
 ) -> tuple[list[Any], dict[str, Any]]:
-    """Every project's events (``verify`` first: it says how many) and its verify answer."""
+    """Every project's events (``verify`` first: it says how many) and its verify answer.
+
+    Projects that could not be read are missing from the answer (and their errors are in
+    ``failures``): their integrity is unknown, not broken.
+    """
     events: list[Any] = []
     verified: dict[str, Any] = {}
     for project in projects:
         try:
-            result = client.verify(project)
-            verified[project] = result
-            chunk = read_project(client, project, int(result["checked_events"]), 60.0)
+            result = _patiently(functools.partial(client.verify, project))
+            count = int(result["checked_events"])
+            chunk = _patiently(functools.partial(read_project, client, project, count, 60.0))
         except RoostError as e:
             failures.add("journal", e.code, str(e))
-            verified[project] = {"ok": False, "chain_ok": False, "mismatches": []}
+            if e.code in _GIVE_UP:
+                break
             continue
+        verified[project] = result
         if len(chunk) < int(result["checked_events"]):
             failures.add(
                 "journal",
@@ -114,7 +182,8 @@ def journal_batch_sizes(home: str, since: dict[str, int]) -> list[int] | None:
     sizes = []
     for (raw,) in rows:
         ranges = decoder.decode(raw)
-        if any(project in since and first > since[project] for project, (first, _) in
-               ranges.items()):
+        if any(
+            project in since and first > since[project] for project, (first, _) in ranges.items()
+        ):
             sizes.append(sum(last - first + 1 for first, last in ranges.values()))
     return sizes

@@ -18,6 +18,7 @@ __all__ = [
     "Backpressure",
     "BaselineSummary",
     "ChaosSummary",
+    "EventCounts",
     "Failure",
     "Integrity",
     "LatencyStats",
@@ -27,7 +28,6 @@ __all__ = [
     "SoakConfig",
     "SoakReport",
     "StageCounts",
-    "EventCounts",
     "Throughput",
     "compare_reports",
     "latency_stats",
@@ -61,7 +61,7 @@ class SoakConfig(msgspec.Struct, frozen=True, kw_only=True):
     """``chaos``: the least number of actor processes killed."""
     kill_interval_ms: int = 500
     """``chaos``: pause between kills."""
-    idle_passivation_ms: int = 2000
+    idle_passivation_ms: int = 5000
     """The soak projects' ``idle_passivation_ms`` (memory must come back after the run)."""
     threshold_pct: float = 10.0
     """``--compare``: a metric worse by more than this is a regression."""
@@ -140,6 +140,11 @@ class Memory(msgspec.Struct, frozen=True, kw_only=True):
     """Most processes seen."""
     processes_end: int = 0
     """Processes at the end."""
+    pss_start: int = 0
+    """Proportional set size at the start: shared pages counted once (RSS counts the
+    pages forked actor processes share with each other in every one of them)."""
+    pss_end: int = 0
+    """Proportional set size at the end."""
 
 
 class Integrity(msgspec.Struct, frozen=True, kw_only=True):
@@ -153,12 +158,16 @@ class Integrity(msgspec.Struct, frozen=True, kw_only=True):
     """Events (or inbound messages) present more than once."""
     unterminated_calls: int
     """``tool.requested`` without exactly one terminal event (or terminals without one)."""
+    unfinished_turns: int
+    """Inbound messages whose turn never ended."""
     replay_mismatch: int
     """Differences ``verify`` found between live projections and their replay."""
     hash_chain_ok: bool
     """Every project's hash chain holds (checked here and by ``verify``)."""
     problems: list[str] = []
     """The first few problems, readable."""
+    unchecked_projects: int = 0
+    """Projects whose journal could not be read back (their figures are not counted)."""
 
 
 class Failure(msgspec.Struct, frozen=True, kw_only=True):
@@ -196,6 +205,8 @@ class Backpressure(msgspec.Struct, frozen=True, kw_only=True):
     """Re-sends after a refusal (with backoff)."""
     onset_inflight: int | None
     """Turns the harness had in flight when the first refusal came."""
+    refused_connections: int = 0
+    """Connections refused with ``EAGAIN`` (the daemon's listen backlog was full)."""
     max_inflight: int
     """Most turns the harness had in flight at once."""
 
@@ -212,7 +223,13 @@ class ChaosSummary(msgspec.Struct, frozen=True, kw_only=True):
     interrupted_turns: int
     """Turns that failed because an actor died under them (tolerated)."""
     identification: str
-    """How actor processes were told apart."""
+    """How actor processes were told apart (``actor_pids``, ``names`` or ``tree``)."""
+    problems: list[str] = []
+    """What the monkey could not do (no target found, no replacement seen)."""
+    fatal: str | None = None
+    """Set when a killed Journal was not replaced (the run fails)."""
+    kill_log: list[str] = []
+    """One line per kill: when (since the first), what, how long the replacement took."""
 
 
 class BaselineSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -277,10 +294,15 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     """``baseline`` only."""
     ratio: float | None = None
     """``baseline`` only: Roost turns/s over bare turns/s."""
+    compared_with: str | None = None
+    """``--compare``: the earlier report's file."""
     regressions: list[Regression] = []
     """``--compare``: metrics worse than before."""
     reasons: list[str] = []
     """Why the run did not pass (empty when it did)."""
+    kept: str | None = None
+    """A run that did not pass keeps its temporary directory (project roots and, when
+    the harness spawned the daemon, its ``home``: journal and logs) here."""
     passed: bool = False
     """Exit status 0 only when true."""
 
@@ -361,8 +383,6 @@ def compare_reports(
         worse = -change if higher_is_better else change
         if worse > threshold_pct:
             out.append(
-                Regression(
-                    metric=metric, previous=before, current=now, change_pct=round(change, 2)
-                )
+                Regression(metric=metric, previous=before, current=now, change_pct=round(change, 2))
             )
     return out

@@ -11,14 +11,18 @@ turn is: inbound message → model round → policy → tool → model round →
   :data:`BURST_WORKERS`), several turns per conversation in flight, to find where the
   daemon starts answering ``overloaded``.
 
-``overloaded`` is retried with exponential backoff (same idempotency key, so never
-doubled) until the turn's time limit. A turn that takes longer than ``timeout_ms`` is
-aborted by a watchdog (its connection is shut) and counts as failed.
+Back-pressure (an ``overloaded`` answer, or a connection refused with ``EAGAIN`` because
+the daemon's listen backlog is full) is retried with exponential backoff and jitter (same
+idempotency key, so never doubled) until the turn's time limit, and counted. A turn that
+takes longer than ``timeout_ms`` is aborted by a watchdog (its connection is shut) and
+counts as failed. When no turn at all finishes for ``stall_s`` (default: twice the turn
+time limit, at least 30 s) the daemon is taken to be wedged and no further turn is issued.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import random
 import socket
 import threading
@@ -39,6 +43,7 @@ __all__ = [
     "TurnResult",
     "Workload",
     "WorkloadResult",
+    "abort_call",
     "plan_turns",
 ]
 
@@ -51,7 +56,7 @@ LLM_DIRECTIVE: dict[str, Any] = {
 """The deterministic model's directive: one ``fs.read`` of the seed file per turn."""
 
 _BACKOFF_START_S = 0.01
-_BACKOFF_MAX_S = 0.5
+_BACKOFF_MAX_S = 2.0
 
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,6 +91,8 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
     """The error's message when not ok."""
     overloaded: int = 0
     """``overloaded`` answers before it got through."""
+    refused: int = 0
+    """Connections refused (listen backlog full) before it got through."""
 
 
 class WorkloadResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,10 +102,14 @@ class WorkloadResult(msgspec.Struct, frozen=True, kw_only=True):
     """One per turn issued."""
     elapsed_s: float
     """From the first send to the last answer."""
+    stalled: bool
+    """No turn finished for the stall period, so the workload stopped issuing turns."""
     overloaded: int
     """``overloaded`` answers in total."""
+    refused: int
+    """Connections refused because the daemon's listen backlog was full."""
     onset_inflight: int | None
-    """Turns in flight when the first ``overloaded`` came."""
+    """Turns in flight when back-pressure (either kind) first showed."""
     max_inflight: int
     """Most turns in flight at once."""
 
@@ -152,6 +163,7 @@ class Workload:
         keep_going: Callable[[], bool] | None = None,
         on_turn: Callable[[TurnResult], None] | None = None,
         run_id: str = "run",
+        stall_s: float | None = None,
     ) -> None:
         self.home = home
         self.concurrency = max(1, concurrency)
@@ -165,8 +177,13 @@ class Workload:
         self._inflight: dict[int, _Inflight] = {}
         self._max_inflight = 0
         self._overloaded = 0
+        self._refused = 0
         self._onset: int | None = None
         self._stop = threading.Event()
+        self.stall_s = stall_s if stall_s is not None else max(30.0, 2 * self.timeout_s)
+        self._progress_at = time.monotonic()
+        self.stalled = False
+        """True when no turn finished for ``stall_s`` and the workload stopped early."""
 
     # --- running ------------------------------------------------------------------------
 
@@ -179,7 +196,7 @@ class Workload:
             queue = deque(_chains(turns))
             workers = min(self.concurrency, len(queue)) or 1
         watchdog = threading.Thread(target=self._watch, name="soak-watchdog", daemon=True)
-        started = time.monotonic()
+        started = self._progress_at = time.monotonic()
         watchdog.start()
         threads = [
             threading.Thread(target=self._worker, args=(queue,), name=f"soak-w{i}", daemon=True)
@@ -195,7 +212,9 @@ class Workload:
         return WorkloadResult(
             results=list(self._results),
             elapsed_s=elapsed,
+            stalled=self.stalled,
             overloaded=self._overloaded,
+            refused=self._refused,
             onset_inflight=self._onset,
             max_inflight=self._max_inflight,
         )
@@ -205,7 +224,9 @@ class Workload:
         try:
             while True:
                 with self._lock:
-                    if not queue:
+                    if time.monotonic() - self._progress_at > self.stall_s:
+                        self.stalled = True
+                    if not queue or self.stalled:
                         return
                     item = queue.popleft()
                 if isinstance(item, Turn):  # burst: turns, no chains
@@ -215,8 +236,9 @@ class Workload:
                 turn = chain.popleft()
                 client = self._send(client, turn)
                 if not chain and self.keep_going is not None and self.keep_going():
-                    chain.append(_turn(turn.project_id, turn.conversation_id, turn.index + 1,
-                                       self.run_id))
+                    chain.append(
+                        _turn(turn.project_id, turn.conversation_id, turn.index + 1, self.run_id)
+                    )
                 if chain:
                     with self._lock:
                         queue.append(chain)
@@ -227,7 +249,7 @@ class Workload:
     def _send(self, client: Client | None, turn: Turn) -> Client | None:
         started = time.monotonic()
         deadline = started + self.timeout_s
-        overloaded = 0
+        overloaded = refusals = 0
         delay = _BACKOFF_START_S
         event = {
             "type": "user.message",
@@ -240,9 +262,15 @@ class Workload:
                     client = Client.connect(self.home)
                 ack = self._call(client, turn, event, deadline)
             except RoostError as e:
-                if e.code == "overloaded" and time.monotonic() + delay < deadline:
-                    overloaded += 1
-                    self._note_overloaded()
+                # Back-pressure: the daemon answered ``overloaded``, or its listen backlog
+                # was full when we connected (EAGAIN). Both are retried after a backoff.
+                refused = client is None and _backlog_full(e)
+                if (refused or e.code == "overloaded") and time.monotonic() + delay < deadline:
+                    if refused:
+                        refusals += 1
+                    else:
+                        overloaded += 1
+                    self._note_pressure(refused=refused)
                     if client is not None:
                         client.close()  # the daemon may have refused the connection itself
                     client = None
@@ -259,6 +287,7 @@ class Workload:
                         error_code=e.code,
                         error_message=str(e),
                         overloaded=overloaded,
+                        refused=refusals,
                     )
                 )
                 return None
@@ -269,6 +298,7 @@ class Workload:
                     latency_ms=(time.monotonic() - started) * 1000,
                     ack={k: ack.get(k) for k in ("seq", "event_id", "correlation_id")},
                     overloaded=overloaded,
+                    refused=refusals,
                 )
             )
             return client
@@ -302,15 +332,20 @@ class Workload:
             with self._lock:
                 self._inflight.pop(ident, None)
 
-    def _note_overloaded(self) -> None:
+    def _note_pressure(self, *, refused: bool) -> None:
         with self._lock:
-            self._overloaded += 1
+            if refused:
+                self._refused += 1
+            else:
+                self._overloaded += 1
             if self._onset is None:
                 self._onset = len(self._inflight) + 1
 
     def _record(self, result: TurnResult) -> None:
         with self._lock:
             self._results.append(result)
+            if result.ok:
+                self._progress_at = time.monotonic()
         if self.on_turn is not None:
             self.on_turn(result)
 
@@ -326,7 +361,16 @@ class Workload:
                 for entry in late:
                     entry.aborted = True
             for entry in late:
-                _abort(entry.client)
+                abort_call(entry.client)
+
+
+def _backlog_full(error: RoostError) -> bool:
+    """True when connecting failed because the listen backlog was full (EAGAIN)."""
+    cause = error.__cause__
+    return error.code == "daemon_unreachable" and (
+        isinstance(cause, BlockingIOError)
+        or (isinstance(cause, OSError) and cause.errno == errno.EAGAIN)
+    )
 
 
 def _chains(turns: Sequence[Turn]) -> list[deque[Turn]]:
@@ -337,7 +381,7 @@ def _chains(turns: Sequence[Turn]) -> list[deque[Turn]]:
     return list(chains.values())
 
 
-def _abort(client: Client) -> None:
+def abort_call(client: Client) -> None:
     """Interrupt ``client``'s call in flight from another thread.
 
     Uses ``Client.abort()`` when the client has one; otherwise shuts its socket down,

@@ -1,0 +1,329 @@
+"""``roost soak``: options, the progress line, the printed summary, ``--json`` and ``--compare``.
+
+``main(argv)`` is what ``roost soak ...`` runs (``runtime.cli`` hands it the arguments
+after ``soak``, with ``--home DIR`` in front when the global option was given). Exit
+status: 0 when the run passed, 1 when it did not (or could not run), 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, NoReturn
+
+import msgspec
+
+from soak.report import SoakConfig, SoakReport, compare_reports
+
+__all__ = ["build_parser", "main", "render_summary"]
+
+_MIB = 1024 * 1024
+
+
+class _UsageError(Exception):
+    """The command line is wrong."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{message} (see `roost soak --help`)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from e
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from e
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``roost soak`` argument parser."""
+    d = SoakConfig()
+    p = _Parser(
+        prog="roost soak",
+        description="Drive the daemon with concurrent user.message turns, check the journal, "
+        "and report latency, throughput, memory and integrity. Exit 0 only when it passed.",
+    )
+    p.add_argument("--projects", type=_positive, default=d.projects, metavar="N")
+    p.add_argument(
+        "--conversations",
+        type=_positive,
+        default=d.conversations,
+        metavar="N",
+        help="per project",
+    )
+    p.add_argument(
+        "--events",
+        type=_positive,
+        default=d.events,
+        metavar="N",
+        help="user.message turns per conversation",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=d.concurrency,
+        metavar="N",
+        help="turns in flight (worker threads)",
+    )
+    p.add_argument(
+        "--timeout-ms",
+        type=_positive,
+        default=d.timeout_ms,
+        metavar="MS",
+        help="a turn slower than this fails",
+    )
+    p.add_argument(
+        "--scenario", choices=("steady", "burst", "chaos", "baseline"), default=d.scenario
+    )
+    p.add_argument(
+        "--duration-s",
+        type=_positive_float,
+        default=None,
+        metavar="S",
+        help="keep sending for S seconds instead of --events turns per conversation",
+    )
+    p.add_argument(
+        "--json", dest="json_path", metavar="FILE", help="write the report here (- for stdout)"
+    )
+    p.add_argument(
+        "--home",
+        metavar="DIR",
+        help="use the daemon running there (or start one there); default: a temporary one",
+    )
+    p.add_argument("--compare", metavar="FILE", help="an earlier --json report to compare with")
+    p.add_argument(
+        "--threshold",
+        type=_positive_float,
+        default=d.threshold_pct,
+        metavar="PCT",
+        help="--compare: worse by more than PCT%% is a regression (default 10)",
+    )
+    p.add_argument(
+        "--kills",
+        type=_positive,
+        default=d.kills,
+        metavar="N",
+        help="chaos: kill at least N actor processes",
+    )
+    p.add_argument(
+        "--kill-interval-ms",
+        type=_positive,
+        default=d.kill_interval_ms,
+        metavar="MS",
+        help="chaos: pause between kills",
+    )
+    p.add_argument(
+        "--idle-passivation-ms",
+        type=_positive,
+        default=d.idle_passivation_ms,
+        metavar="MS",
+        help="the soak projects' idle_passivation_ms",
+    )
+    p.add_argument("--seed", type=int, default=None, help="chaos: seed of the random choices")
+    return p
+
+
+def _config(ns: argparse.Namespace) -> SoakConfig:
+    return SoakConfig(
+        projects=ns.projects,
+        conversations=ns.conversations,
+        events=ns.events,
+        concurrency=ns.concurrency,
+        timeout_ms=ns.timeout_ms,
+        scenario=ns.scenario,
+        duration_s=ns.duration_s,
+        home=ns.home,
+        kills=ns.kills,
+        kill_interval_ms=ns.kill_interval_ms,
+        idle_passivation_ms=ns.idle_passivation_ms,
+        threshold_pct=ns.threshold,
+        seed=ns.seed,
+    )
+
+
+def _mib(n: int) -> str:
+    return f"{n / _MIB:.1f} MiB"
+
+
+def render_summary(report: SoakReport) -> str:
+    """The report for people, one topic per line."""
+    r = report
+    lat = r.events.latency_ms
+    mem = r.memory
+    growth = (mem.rss_end - mem.rss_start) / mem.rss_start * 100 if mem.rss_start else 0.0
+    i = r.integrity
+    lines = [
+        f"roost soak: {r.scenario}: {'PASSED' if r.passed else 'FAILED'} "
+        f"({r.total_ms / 1000:.1f} s in all)",
+        f"  projects       {r.projects.started}/{r.projects.requested} started; "
+        f"conversations {r.conversations.started}/{r.conversations.requested} started",
+        f"  turns          {r.events.requested} requested, {r.events.sent} sent, "
+        f"{r.events.failed} failed, in {r.elapsed_ms / 1000:.2f} s",
+        f"  latency ms     p50 {lat.p50:.1f}  p95 {lat.p95:.1f}  p99 {lat.p99:.1f}  "
+        f"(min {lat.min:.1f}, avg {lat.avg:.1f}, max {lat.max:.1f}; nearest rank)",
+        f"  throughput     {r.throughput.turns_per_s:.1f} turns/s, "
+        f"{r.throughput.events_per_s:.1f} events/s ({r.throughput.events_committed} events)",
+        f"  memory         daemon tree: start {_mib(mem.rss_start)}, peak {_mib(mem.rss_peak)}, "
+        f"end {_mib(mem.rss_end)} ({growth:+.1f}%); processes {mem.processes_start} -> "
+        f"{mem.processes_peak} -> {mem.processes_end}; PSS {_mib(mem.pss_start)} -> "
+        f"{_mib(mem.pss_end)}",
+        f"  integrity      {i.checked_events} events: {i.lost} lost, {i.duplicated} duplicated, "
+        f"{i.unterminated_calls} unterminated calls, {i.unfinished_turns} unfinished turns, "
+        f"{i.replay_mismatch} replay mismatches, "
+        f"hash chains {'ok' if i.hash_chain_ok else 'BROKEN'}"
+        + (f"; {i.unchecked_projects} project(s) NOT READ" if i.unchecked_projects else ""),
+        f"  restarts       {r.restarts} (crashes {r.crashes})",
+        f"  backpressure   {r.backpressure.overloaded} overloaded, "
+        f"{r.backpressure.refused_connections} connections refused, {r.backpressure.retries} "
+        f"retries, onset at {r.backpressure.onset_inflight or '-'} in flight, "
+        f"max {r.backpressure.max_inflight} in flight",
+    ]
+    if r.chaos is not None:
+        roles = ", ".join(f"{k} {v}" for k, v in sorted(r.chaos.by_role.items()))
+        lines.append(
+            f"  chaos          {r.chaos.kills} kills ({roles}), {r.chaos.interrupted_turns} "
+            f"turns interrupted, seed {r.chaos.seed}, roles by {r.chaos.identification}"
+        )
+        lines += [f"                 {p}" for p in r.chaos.problems[:5]]
+        if r.chaos.fatal:
+            lines.append(f"                 FATAL: {r.chaos.fatal}")
+    if r.baseline is not None:
+        b = r.baseline
+        lines.append(
+            f"  baseline       bare Thespian + eventsourcing: {b.turns_per_s:.1f} turns/s, "
+            f"p99 {b.latency_ms.p99:.1f} ms, {b.actor_messages} actor messages, "
+            f"{b.events} events in {b.batches} batches; ratio roost/baseline {r.ratio}"
+        )
+    if r.compared_with is not None:
+        found = f"{len(r.regressions)} regression(s)" if r.regressions else "no regression"
+        lines.append(
+            f"  compare        with {r.compared_with} (threshold "
+            f"{r.config.threshold_pct:g}%): {found}"
+        )
+    lines += [f"  problem        {p}" for p in i.problems[:10]]
+    lines += [
+        f"  failure        {f.stage}: {f.code} x{f.count}: {f.message}" for f in r.failures[:10]
+    ]
+    lines += [f"  NOT PASSED     {reason}" for reason in r.reasons]
+    if r.kept:
+        lines.append(f"  kept           {r.kept} (project roots; home/ holds the journal and logs)")
+    return "\n".join(lines)
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: unwind so the run's ``finally`` blocks stop the daemon."""
+
+
+def _terminate_cleanly() -> Callable[[], None]:
+    """Turn SIGTERM into :class:`_Terminated` (main thread only); return the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills at once
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
+
+
+def _compare(report: SoakReport, path: str, threshold: float) -> SoakReport:
+    from soak.harness import decide
+
+    with open(path, "rb") as f:
+        previous = msgspec.json.decode(f.read())
+    if not isinstance(previous, dict):
+        raise ValueError(f"{path} is not a soak report (expected a JSON object)")
+    current: dict[str, Any] = msgspec.to_builtins(report)
+    regressions = compare_reports(current, previous, threshold)
+    return decide(msgspec.structs.replace(report, compared_with=path, regressions=regressions))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``roost soak`` with ``argv``; return the exit status."""
+    from runtime.cli_format import Progress
+    from runtime.errors import RoostError
+    from soak.harness import run_soak
+
+    try:
+        ns = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except _UsageError as e:
+        print(f"roost: usage: {e}", file=sys.stderr)
+        return 2
+    except SystemExit as e:  # --help
+        return e.code if isinstance(e.code, int) else 0
+    config = _config(ns)
+    if ns.compare:
+        try:
+            with open(ns.compare, "rb"):
+                pass
+        except OSError as e:
+            print(
+                f"roost: usage: cannot read --compare {ns.compare}: {e.strerror}", file=sys.stderr
+            )
+            return 2
+    turns = config.projects * config.conversations * config.events
+    open_ended = config.duration_s is not None or config.scenario == "chaos"
+    progress = Progress(f"soak {config.scenario}", total=None if open_ended else turns)
+
+    def on_progress(done: int, note: str) -> None:
+        progress.update(done, note=note or None)
+
+    restore = _terminate_cleanly()
+    try:
+        with progress.ticking():
+            report = run_soak(config, on_progress=on_progress)
+    except RoostError as e:
+        print(f"roost: {e.code}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("roost: interrupted: the soak run was stopped (its daemon too)", file=sys.stderr)
+        return 130
+    except _Terminated:
+        print("roost: terminated: the soak run was stopped (its daemon too)", file=sys.stderr)
+        return 143
+    finally:
+        restore()
+    if ns.compare:
+        try:
+            report = _compare(report, ns.compare, config.threshold_pct)
+        except (OSError, ValueError, msgspec.DecodeError) as e:
+            print(f"roost: bad_compare: {ns.compare}: {e}", file=sys.stderr)
+            return 1
+    encoded = msgspec.json.format(msgspec.json.encode(report)) + b"\n"
+    if ns.json_path and ns.json_path != "-":
+        with open(ns.json_path, "wb") as f:
+            f.write(encoded)
+    try:
+        if ns.json_path == "-":
+            sys.stdout.write(encoded.decode())
+            sys.stdout.flush()
+        else:
+            print(render_summary(report), flush=True)
+    except BrokenPipeError:  # `roost soak | head`: the reader left; the status still counts
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 0 if report.passed else 1

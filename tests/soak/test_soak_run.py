@@ -1,0 +1,110 @@
+"""One small real soak run: a real daemon on a temporary home, driven through the client."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from runtime.client import Client
+from runtime.errors import RoostError
+from runtime.processes import daemon_processes
+from soak.cli import main
+from tests.runtime.daemon_helpers import wait_for
+
+
+@pytest.mark.timeout(90)
+def test_a_small_soak_run_passes_reports_every_figure_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ROOST_BACKEND", raising=False)  # the real actor system
+    monkeypatch.delenv("ROOST_JOURNAL", raising=False)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the run's roots go
+    home = tmp_path / "home"
+    out = tmp_path / "report.json"
+    argv = ["--home", str(home), "--projects", "1", "--conversations", "2", "--events", "2"]
+    argv += ["--concurrency", "2", "--idle-passivation-ms", "500", "--json", str(out)]
+
+    status = main(argv)
+
+    printed = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert status == 0, printed
+    assert printed.splitlines()[0].startswith("roost soak: steady: PASSED")
+    assert (report["passed"], report["reasons"], report["failures"]) == (True, [], [])
+    assert report["scenario"] == "steady"
+    assert report["projects"] == {"requested": 1, "started": 1, "failed": 0}
+    assert report["conversations"] == {"requested": 2, "started": 2, "failed": 0}
+    events = report["events"]
+    assert (events["requested"], events["sent"], events["failed"]) == (4, 4, 0)
+    latency = events["latency_ms"]
+    assert latency["count"] == 4
+    assert 0 < latency["min"] <= latency["p50"] <= latency["p95"] <= latency["p99"]
+    assert latency["p99"] == latency["max"]
+    assert report["throughput"]["turns_per_s"] > 0
+    # Every turn commits its message, two model rounds, the decision, the tool's events.
+    assert report["throughput"]["events_committed"] >= 4 * 8
+    integrity = report["integrity"]
+    assert integrity["checked_events"] > report["throughput"]["events_committed"]
+    assert {k: integrity[k] for k in ("lost", "duplicated", "replay_mismatch")} == {
+        "lost": 0,
+        "duplicated": 0,
+        "replay_mismatch": 0,
+    }
+    assert (integrity["unterminated_calls"], integrity["hash_chain_ok"]) == (0, True)
+    memory = report["memory"]
+    assert 0 < memory["rss_start"] <= memory["rss_peak"]
+    assert memory["rss_end"] > 0
+    assert memory["processes_peak"] >= memory["processes_start"] + 2  # the conversations
+    assert (report["restarts"], report["chaos"], report["baseline"]) == (0, None, None)
+    assert daemon_processes(str(home)) == []
+    assert list(scratch.iterdir()) == []  # a run that passed keeps nothing
+
+
+def _turns_recorded(home: Path) -> bool:
+    try:
+        with Client.connect(str(home)) as client:
+            projects = client.list_projects()
+            if not projects:
+                return False
+            diag = client.get_projection(projects[0]["project_id"], "c1", "diagnostics")
+    except RoostError:
+        return False
+    return int(diag["event_count"]) > 20
+
+
+@pytest.mark.timeout(90)
+def test_sigterm_stops_the_run_and_the_daemon_it_started(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("ROOST_BACKEND", "ROOST_JOURNAL")}
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env["TMPDIR"] = str(scratch)
+    home = tmp_path / "home"
+    argv = ["--projects", "1", "--conversations", "2", "--events", "1000", "--concurrency", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runtime.cli", "soak", "--home", str(home), *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: _turns_recorded(home), 60, "the soak workload to run")
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143
+    assert err.splitlines()[-1] == "roost: terminated: the soak run was stopped (its daemon too)"
+    assert daemon_processes(str(home)) == []
+    assert list(scratch.iterdir()) == []
