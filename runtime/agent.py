@@ -548,7 +548,9 @@ class ConversationCore:
         all_closed = True
         for requested in [e for e in self._draft if e.type == "tool.requested"]:
             spec = self._draft_calls[requested.data["call_id"]]
-            decided = self._record_verdict(spec, self._draft_verdicts[spec.call_id], requested)
+            decided = self._record_verdict(
+                spec, self._draft_verdicts[spec.call_id], requested.event_id
+            )
             batch.extend(decided)
             all_closed = all_closed and any(e.type in TERMINAL_TOOL_TYPES for e in decided)
         turn = self.turn
@@ -575,14 +577,13 @@ class ConversationCore:
         return [AskPolicy(call=spec) for spec in [*missing, *committed]]
 
     def _record_verdict(
-        self, call: CallSpec, events: list[ev.Event], requested: NewEvent
+        self, call: CallSpec, events: list[ev.Event], cause: str | None
     ) -> list[NewEvent]:
-        """The events recording a verdict, chained by causation.
+        """The events recording a verdict, chained by causation from ``cause``.
 
         An allowed call also gets its ``tool.started``.
         """
         out: list[NewEvent] = []
-        cause = requested.event_id
         for payload in events:
             new = self._new(payload, correlation_id=call.correlation_id, causation_id=cause)
             out.append(new)
@@ -622,21 +623,7 @@ class ConversationCore:
         call = self.pending.get(call_id)
         if call is None or call.status != "requested":
             return []
-        batch: list[NewEvent] = []
-        cause = call.last_event_id
-        for payload in events:
-            new = self._new(payload, correlation_id=call.correlation_id, causation_id=cause)
-            batch.append(new)
-            if isinstance(payload, ev.PolicyAllowed | ev.PolicyDenied):
-                cause = new.event_id
-        if any(isinstance(p, ev.PolicyAllowed) for p in events):
-            batch.append(
-                self._new(
-                    ev.ToolStarted(call_id=call_id, name=call.name),
-                    correlation_id=call.correlation_id,
-                    causation_id=cause,
-                )
-            )
+        batch = self._record_verdict(self._spec(call), events, call.last_event_id)
         return [Append(events=self._then_next_round(batch))] if batch else []
 
     def tool_finished(self, call_id: str, events: list[ev.Event]) -> list[Effect]:
