@@ -28,6 +28,7 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -207,7 +208,19 @@ def bwrap_argv(allow_network: bool, writable: Sequence[str], cwd: str) -> list[s
         argv += ["--ro-bind", place, place]
     if not any(_inside(cwd, path) for path in writable):
         argv += ["--ro-bind", cwd, cwd]  # e.g. a cwd under the now private /tmp
+    for place in _interpreter_under_tmp():
+        argv += ["--ro-bind", place, place]
     return [*argv, "--chdir", cwd, "--"]
+
+
+def _interpreter_under_tmp() -> list[str]:
+    """The runtime's own Python installation, when it lives under the private ``/tmp``.
+
+    A checkout (and its virtual environment) under ``/tmp`` would vanish inside the
+    sandbox; it is bound back read-only so commands can still run that interpreter.
+    """
+    places = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.abspath(sys.executable))}
+    return sorted(p for p in places if _inside(p, "/tmp") and p != "/tmp" and os.path.isdir(p))
 
 
 def _inside(path: str, parent: str) -> bool:

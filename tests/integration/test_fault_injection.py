@@ -108,9 +108,13 @@ def start_slow_turn(
     found: list[int] = []
 
     def sleeping() -> bool:
-        found[:] = [
-            p.pid for p in psutil.Process(runner).children(recursive=True) if p.name() == "sleep"
-        ]
+        found.clear()
+        for child in psutil.Process(runner).children(recursive=True):
+            try:  # sandbox helpers come and go while we look
+                if child.name() == "sleep":
+                    found.append(child.pid)
+            except psutil.NoSuchProcess:
+                continue
         return bool(found)
 
     wait_for(sleeping, timeout_s=20, what="the sleep process to run")

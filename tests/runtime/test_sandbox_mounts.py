@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,24 @@ def test_the_workspace_walks_when_the_openat2_layer_is_disabled(
 
     with Workspace(str(tmp_path)) as ws:
         assert ws.mode == "walk"
+
+
+def test_an_interpreter_under_tmp_is_bound_back_into_the_private_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from runtime import sandbox
+
+    venv = Path("/tmp") / f"roost-venv-test-{os.getpid()}"
+    venv.mkdir(exist_ok=True)
+    try:
+        monkeypatch.setattr(sys, "prefix", str(venv))
+        assert sandbox._interpreter_under_tmp() == [str(venv)]
+        if "bwrap" in sandbox.executables():
+            argv = sandbox.bwrap_argv(False, [str(tmp_path)], str(tmp_path))
+            tmpfs = argv.index("/tmp", argv.index("--tmpfs"))
+            bound = argv.index(str(venv))
+            assert argv[bound - 1] == "--ro-bind" and bound > tmpfs
+    finally:
+        venv.rmdir()
