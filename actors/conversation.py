@@ -103,8 +103,12 @@ class ConversationActor(RoostActor):
         self._pump()
 
     def _pump(self) -> None:
-        """Run effects and inputs until something must be waited for."""
-        while not self.waiting_append and not self.loading:
+        """Run effects and inputs until something must be waited for.
+
+        Nothing runs before the set-up message: an input that overtakes it (Thespian
+        gives no order between a new actor's first messages from different paths) waits.
+        """
+        while self.core is not None and not self.waiting_append and not self.loading:
             if self.effects:
                 self._run(self.effects.popleft())
             elif self.inputs:

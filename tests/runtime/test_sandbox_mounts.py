@@ -80,7 +80,7 @@ def test_an_interpreter_under_tmp_is_bound_back_into_the_private_tmp(
     venv.mkdir(exist_ok=True)
     try:
         monkeypatch.setattr(sys, "prefix", str(venv))
-        assert sandbox._interpreter_under_tmp() == [str(venv)]
+        assert str(venv) in sandbox._interpreter_under_tmp()
         if "bwrap" in sandbox.executables():
             argv = sandbox.bwrap_argv(False, [str(tmp_path)], str(tmp_path))
             tmpfs = argv.index("/tmp", argv.index("--tmpfs"))
