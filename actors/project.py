@@ -77,6 +77,7 @@ class ProjectActor(RoostActor):
         self.tools: list[dict[str, Any]] = []
         self.restarts: RestartPolicy | None = None
         self.ready = False
+        self.reading = False
         self.supervisor: Any = None
         self.exiting = False
         self.pids: dict[str, int] = {"project": os.getpid()}
@@ -106,7 +107,7 @@ class ProjectActor(RoostActor):
         elif isinstance(message, PeerUpdate) and message.journal is not None:
             self.journal = message.journal
             self.resend_appends()
-            if not self.ready and self.setup is not None and self.setup.restore:
+            if not self.ready and self.setup is not None and (self.setup.restore or self.reading):
                 self.send(self.journal, ReadProject(project_id=self.setup.project_id))
             for address in (self.runner, *self.live.values()):
                 self.send(address, message)
@@ -150,13 +151,16 @@ class ProjectActor(RoostActor):
         )
 
         def done(answer: Any) -> None:
-            self.ready = True
-            if setup.reply_to is not None:
-                if hasattr(answer, "envelopes"):
-                    self.send(setup.reply_to, Reply(ok=True, result=setup.project_id))
-                else:
+            if not hasattr(answer, "envelopes"):
+                self.ready = True
+                if setup.reply_to is not None:
                     self.send(setup.reply_to, Reply(ok=False, error=answer.error))
-            self._drain()
+                self._drain()
+                return
+            # A project started again under an id it had before keeps its conversations:
+            # read them, then answer (``_restored``).
+            self.reading = True
+            self.send(self.journal, ReadProject(project_id=setup.project_id))
 
         self.append([started, loaded], then=done)
 
@@ -167,6 +171,10 @@ class ProjectActor(RoostActor):
             elif envelope.type == "conversation.stopped" and envelope.conversation_id:
                 self.known.discard(envelope.conversation_id)
         self.ready = True
+        self.reading = False
+        assert self.setup is not None
+        if not self.setup.restore and self.setup.reply_to is not None:
+            self.send(self.setup.reply_to, Reply(ok=True, result=self.setup.project_id))
         self._drain()
 
     def _drain(self) -> None:
