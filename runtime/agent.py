@@ -24,7 +24,14 @@ import msgspec
 
 from events import catalog as ev
 from events.catalog import TERMINAL_TOOL_TYPES
-from events.envelope import Envelope, NewEvent, format_at, new_call_id, new_correlation_id
+from events.envelope import (
+    Envelope,
+    NewEvent,
+    format_at,
+    new_call_id,
+    new_correlation_id,
+    new_event,
+)
 from runtime.agent_effects import (
     Append,
     AskPolicy,
@@ -180,8 +187,6 @@ class ConversationCore:
     # --- event construction -------------------------------------------------------------
 
     def _new(self, payload: ev.Event, *, correlation_id: str, causation_id: str | None) -> NewEvent:
-        from events.envelope import new_event  # noqa: PLC0415 - tiny helper, kept local
-
         return new_event(
             payload,
             project_id=self.project_id,

@@ -190,7 +190,7 @@ class Journal:
             envelopes: list[Envelope] = []
             for project_id, (first, last) in self._ranges_decoder.decode(raw).items():
                 rows = self._store.select_stream_range(project_stream_id(project_id), first, last)
-                envelopes.extend(self._mapper.decode_envelope(state, seq) for seq, _, state in rows)
+                envelopes.extend(self._mapper.decode_rows(rows))
             envelopes.sort(key=lambda e: e.seq)
             out[key] = envelopes
         return out

@@ -21,6 +21,22 @@ from runtime.daemon import start_daemon, stop_daemon
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
+READ_TURN = [
+    "user.message",
+    "llm.started",
+    "tool.requested",
+    "assistant.message",
+    "policy.allowed",
+    "tool.started",
+    "tool.completed",
+    "llm.started",
+    "assistant.delta",
+    "assistant.message",
+    "llm.completed",
+]
+"""The events of a turn in which the deterministic model reads one file."""
+
+
 def daemon_env(**extra: str) -> dict[str, str]:
     """Environment for a real daemon (the real backend) started from the tests."""
     env = {

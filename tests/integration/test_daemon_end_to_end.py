@@ -20,21 +20,7 @@ from runtime.errors import (
     InvalidRuntimeOptError,
     ProjectNotFoundError,
 )
-from tests.integration.conftest import REPO_ROOT, Daemon, daemon_env
-
-TURN = [
-    "user.message",
-    "llm.started",
-    "tool.requested",
-    "assistant.message",
-    "policy.allowed",
-    "tool.started",
-    "tool.completed",
-    "llm.started",
-    "assistant.delta",
-    "assistant.message",
-    "llm.completed",
-]
+from tests.integration.conftest import READ_TURN, REPO_ROOT, Daemon, daemon_env
 
 
 def test_a_message_runs_a_whole_turn_that_reads_a_file(daemon: Daemon, project_root: str) -> None:
@@ -45,7 +31,7 @@ def test_a_message_runs_a_whole_turn_that_reads_a_file(daemon: Daemon, project_r
         assert ack["outcome"] == "llm.completed"
         timeline = c.incident_timeline("p1", "c1", correlation_id="corr-e2e")
         types = [e["type"] for e in timeline["entries"]]
-        assert types == TURN
+        assert types == READ_TURN
         completed = next(e for e in timeline["entries"] if e["type"] == "tool.completed")
         result = completed["data"]["result"]
         assert result["status"] == "ok"

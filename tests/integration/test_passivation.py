@@ -19,7 +19,7 @@ import pytest
 from runtime.client import Client
 from runtime.journal import Journal
 from runtime.processes import daemon_processes
-from tests.integration.conftest import Daemon
+from tests.integration.conftest import READ_TURN, Daemon
 from tests.integration.test_fault_injection import (
     PROJECTIONS,
     of_turn,
@@ -33,20 +33,6 @@ RSS_GROWTH_BOUND = 64 * 2**20
 """Growth of the tree's RSS allowed after 1,000 conversations were created and passivated."""
 USS_GROWTH_BOUND = 96 * 2**20
 """The same for USS (memory unique to the tree's processes)."""
-
-READ_TURN = [
-    "user.message",
-    "llm.started",
-    "tool.requested",
-    "assistant.message",
-    "policy.allowed",
-    "tool.started",
-    "tool.completed",
-    "llm.started",
-    "assistant.delta",
-    "assistant.message",
-    "llm.completed",
-]
 
 
 class TreeMemory(msgspec.Struct, frozen=True, kw_only=True):
