@@ -59,6 +59,8 @@ class Harness:
             ev.ToolCompleted(call_id=call.call_id, name=call.name, result={"ok": True})
         ]
         self.hold_tools = False
+        self.hold_policy = False
+        self.asked: list[Any] = []
         self.held: list[Any] = []
         self.cancelled: list[str] = []
         self.model = DeterministicAdapter()
@@ -101,6 +103,9 @@ class Harness:
                 reply = self.model.complete(effect.request)
                 queue = self.core.model_replied(effect.round, reply) + queue
             elif isinstance(effect, AskPolicy):
+                if self.hold_policy:
+                    self.asked.append(effect.call)
+                    continue
                 queue = (
                     self.core.policy_decided(effect.call.call_id, self.policy(effect.call)) + queue
                 )
@@ -414,25 +419,13 @@ def test_a_round_and_its_decisions_are_committed_together() -> None:
 
 def test_a_cancel_while_calls_are_being_decided_drops_the_undecided_round() -> None:
     h = Harness()
-    asked: list[Any] = []
-    h.policy = lambda call: asked.append(call) or []  # type: ignore[func-returns-value]
-    core = h.core
-    effects = core.inbound({"type": "user.message", "data": {"content": "read a"}}, CLIENT)
-    pending_policy: list[Any] = []
-    queue = list(effects)
-    while queue:
-        effect = queue.pop(0)
-        if isinstance(effect, Append):
-            queue = core.committed(h.commit(effect.events)) + queue
-        elif isinstance(effect, CallModel):
-            queue = core.model_replied(effect.round, h.model.complete(effect.request)) + queue
-        elif isinstance(effect, AskPolicy):
-            pending_policy.append(effect.call)
-    assert [c.name for c in pending_policy] == ["fs.read"]
+    h.hold_policy = True
+    h.send({"type": "user.message", "data": {"content": "read a"}})
+    assert [c.name for c in h.asked] == ["fs.read"]
     h.send({"type": "conversation.cancel", "data": {}})
-    late = core.policy_decided(
-        pending_policy[0].call_id,
-        [ev.PolicyAllowed(tool="fs.read", call_id=pending_policy[0].call_id)],
+    late = h.core.policy_decided(
+        h.asked[0].call_id,
+        [ev.PolicyAllowed(tool="fs.read", call_id=h.asked[0].call_id)],
     )
     assert late == []
     assert "tool.requested" not in h.types()
@@ -441,17 +434,10 @@ def test_a_cancel_while_calls_are_being_decided_drops_the_undecided_round() -> N
 
 def test_a_restarted_policy_is_asked_again_for_missing_verdicts() -> None:
     h = Harness()
-    effects = h.core.inbound({"type": "user.message", "data": {"content": "read a"}}, CLIENT)
-    asks: list[Any] = []
-    queue = list(effects)
-    while queue:
-        effect = queue.pop(0)
-        if isinstance(effect, Append):
-            queue = h.core.committed(h.commit(effect.events)) + queue
-        elif isinstance(effect, CallModel):
-            queue = h.core.model_replied(effect.round, h.model.complete(effect.request)) + queue
-        elif isinstance(effect, AskPolicy):
-            asks.append(effect.call.call_id)
+    h.hold_policy = True
+    h.send({"type": "user.message", "data": {"content": "read a"}})
+    asks = [c.call_id for c in h.asked]
+    assert len(asks) == 1
     again = h.core.policy_restarted()
     assert [e.call.call_id for e in again if isinstance(e, AskPolicy)] == asks
 
