@@ -68,7 +68,7 @@ class RoostActor(Actor):  # type: ignore[misc]
         """Options whose ``alert_signal_events`` this actor routes after its appends."""
         # Configure first: binding materializes a logger on the current output, and
         # configuring closes the file inherited from the parent process.
-        _configure_process_logging()
+        _configure_process_logging(self.kind)
         self.log = structlog.get_logger("roost").bind(actor=self.kind, pid=os.getpid())
         _die_with_parent()
 
@@ -76,7 +76,7 @@ class RoostActor(Actor):  # type: ignore[misc]
         """Dispatch ``message``; count and survive exceptions."""
         # Thespian configures logging in a new actor process after the instance exists
         # (closing inherited handlers), so ours is configured on the first message.
-        _configure_process_logging()
+        _configure_process_logging(self.kind)
         if isinstance(message, ActorExitRequest):
             self.on_exit()
             _dump_profile(self.kind)
@@ -186,16 +186,19 @@ def _dump_profile(kind: str) -> None:
         _profiler.clear()
 
 
-def _configure_process_logging() -> None:
+def _configure_process_logging(kind: str) -> None:
     """Configure structlog once per actor process (never carried in pickled state).
 
     With ``ROOST_PROFILE_DIR`` set (a debugging aid, see docs/performance.md), each actor
-    process also runs cProfile and writes its stats there when it stops.
+    process also runs cProfile and writes its stats there when it stops;
+    ``ROOST_PROFILE_KINDS`` (comma-separated kinds, e.g. ``conversation,journal``) limits
+    that to some kinds of actor.
     """
     if os.getpid() in _configured:
         return
     _configured.append(os.getpid())
-    if os.environ.get("ROOST_PROFILE_DIR"):
+    kinds = os.environ.get("ROOST_PROFILE_KINDS", "")
+    if os.environ.get("ROOST_PROFILE_DIR") and (not kinds or kind in kinds.split(",")):
         import cProfile  # noqa: PLC0415 - only when profiling
 
         _profiler.clear()

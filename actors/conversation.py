@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+import uuid
 from collections import deque
 from datetime import timedelta
 from typing import Any
@@ -49,6 +50,7 @@ from runtime.agent_effects import (
 )
 from runtime.agent_effects import Reply as ReplyEffect
 from runtime.errors import BadRequestError, RoostError
+from runtime.journal_link import LinkClient, LinkFailed, link_settings
 from runtime.llm.base import ModelAdapter, ModelError, make_adapter
 
 __all__ = ["ConversationActor"]
@@ -77,6 +79,9 @@ class ConversationActor(RoostActor):
         self.inputs: deque[tuple[Any, Any]] = deque()
         self.effects: deque[Effect] = deque()
         self.waiting_append = False
+        self.stopping = False
+        """An append failed: state is uncertain, nothing more runs until the restart."""
+        self.link: LinkClient | None = None
         self.loading = False
         self.handled = 0
         self.last_activity = time.monotonic()
@@ -108,7 +113,12 @@ class ConversationActor(RoostActor):
         Nothing runs before the set-up message: an input that overtakes it (Thespian
         gives no order between a new actor's first messages from different paths) waits.
         """
-        while self.core is not None and not self.waiting_append and not self.loading:
+        while (
+            self.core is not None
+            and not self.waiting_append
+            and not self.loading
+            and not self.stopping
+        ):
             if self.effects:
                 self._run(self.effects.popleft())
             elif self.inputs:
@@ -281,10 +291,22 @@ class ConversationActor(RoostActor):
         core = self.core
         assert core is not None
         if isinstance(effect, Append):
-            self.waiting_append = True
-            self.append(
-                effect.events, then=functools.partial(self._appended, effect), key=effect.key
-            )
+            link = self._link()
+            if link is None:
+                self.waiting_append = True
+                self.append(
+                    effect.events, then=functools.partial(self._appended, effect), key=effect.key
+                )
+                return
+            # The journal link: wait here for the commit; _pump goes on with the effects.
+            result = link.append(effect.events, effect.key or str(uuid.uuid4()))
+            if isinstance(result, LinkFailed):
+                self._settle(effect, AppendFailed(token=0, error=result.error))
+                return
+            self._settle(effect, Appended(token=0, envelopes=result.envelopes))
+            alerts = self.alerts_for(result.envelopes)
+            if alerts:
+                self.effects.append(Append(events=alerts))
         elif isinstance(effect, ReplyEffect):
             self.send(effect.to, Reply(ok=True, result=effect.payload))
         elif isinstance(effect, CallModel):
@@ -304,11 +326,26 @@ class ConversationActor(RoostActor):
         elif isinstance(effect, CancelCalls):
             self.send(self.runner, CallCancel(call_ids=effect.call_ids))
 
+    def _link(self) -> LinkClient | None:
+        """The journal link of this process, made on first use (None: not configured)."""
+        if self.link is None:
+            settings = link_settings()
+            if settings is not None:
+                self.link = LinkClient(*settings)
+        return self.link
+
     def _appended(self, effect: Append, answer: Any) -> None:
+        """An append's answer arrived as an actor message."""
+        self._settle(effect, answer)
+        self._pump()
+
+    def _settle(self, effect: Append, answer: Appended | AppendFailed) -> None:
+        """Acknowledge and fold a committed append, or stop on a failed one."""
         core = self.core
         assert core is not None
         self.waiting_append = False
         if isinstance(answer, AppendFailed):
+            self.stopping = True
             if effect.ack_to is not None:
                 self.send(effect.ack_to, Reply(ok=False, error=answer.error))
             # State is uncertain: stop, and let the project restart us from the journal.
@@ -334,7 +371,6 @@ class ConversationActor(RoostActor):
         rest = list(self.effects)
         self.effects.clear()
         self.effects.extend(rest + core.committed(answer.envelopes))
-        self._pump()
 
     def route_alerts(self, envelopes: list[Envelope]) -> None:
         """Append routed alerts through the effect queue, so the core folds them too."""

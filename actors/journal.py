@@ -9,10 +9,16 @@ Group commit: an append is not written at once. The actor queues it and sends it
 the marker, and the marker commits them all in one transaction (one fsync). Under load
 that turns hundreds of small commits a second into a few large ones; when idle, a batch
 of one is written as soon as its marker comes back.
+
+Conversations append through the Journal link instead (``runtime.journal_link``): a Unix
+socket served by a thread of this process, with its own group commit. The store is used
+by both threads, one at a time (``self.lock``).
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from typing import Any
 
 import msgspec
@@ -27,8 +33,16 @@ from actors.messages import (
     ReadTypes,
     SetupJournal,
 )
+from events.envelope import Envelope, NewEvent
 from runtime.errors import JournalError
 from runtime.journal import Batch, Journal
+from runtime.journal_link import (
+    LinkAppend,
+    LinkCommitted,
+    LinkFailed,
+    LinkServer,
+    link_settings,
+)
 
 __all__ = ["JournalActor"]
 
@@ -43,6 +57,8 @@ class JournalActor(RoostActor):
         self.store: Journal | None = None
         self.queued: list[tuple[AppendRequest, Any]] = []
         self.flush_pending = False
+        self.lock = threading.Lock()
+        self.link: LinkServer | None = None
 
     def handle(self, message: Any, sender: Any) -> None:
         """Append, read or configure."""
@@ -57,68 +73,97 @@ class JournalActor(RoostActor):
         elif isinstance(message, ReadProject):
             self._read(message, sender)
         elif isinstance(message, ReadTypes):
-            events = self.store.read_types(message.types) if self.store is not None else []
+            with self.lock:
+                events = self.store.read_types(message.types) if self.store is not None else []
             self.send(sender, ReadResult(token=message.token, events=events))
         elif isinstance(message, SetupJournal):
             if self.store is None:
                 self.store = Journal.open(message.home)
                 self.log.info("journal_opened", kind=self.store.kind)
+                self._serve_link()
             self.announce(sender, "journal")
             self.send(sender, message)
 
+    def _serve_link(self) -> None:
+        settings = link_settings()
+        if settings is None:
+            return
+        path, token = settings
+        self.link = LinkServer(path, token, self._commit_link)
+        self.link.start()
+        self.log.info("journal_link_serving", pid=os.getpid())
+
+    def _commit_link(self, requests: list[LinkAppend]) -> list[LinkCommitted | LinkFailed]:
+        results = self.commit([(r.key, r.events) for r in requests])
+        return [
+            LinkFailed(error=r) if isinstance(r, dict) else LinkCommitted(envelopes=r)
+            for r in results
+        ]
+
+    def commit(
+        self, batches: list[tuple[str, list[NewEvent]]]
+    ) -> list[list[Envelope] | dict[str, Any]]:
+        """Commit ``(key, events)`` batches, together when possible: envelopes or an error.
+
+        One transaction for all; if one batch spoils it (e.g. a lost ownership), they are
+        written one by one so only the faulty one fails.
+        """
+        with self.lock:
+            store = self.store
+            if store is None:
+                return [_not_ready() for _ in batches]
+            keys = [key for key, _ in batches]
+            if len(batches) > 1 and len(set(keys)) == len(keys):
+                try:
+                    joined: list[list[Envelope] | dict[str, Any]] = []
+                    joined.extend(
+                        store.append_batches([Batch(events=e, key=k) for k, e in batches])
+                    )
+                    return joined
+                except JournalError:
+                    pass
+            return [self._append_one(store, key, events) for key, events in batches]
+
+    @staticmethod
+    def _append_one(
+        store: Journal, key: str, events: list[NewEvent]
+    ) -> list[Envelope] | dict[str, Any]:
+        try:
+            return store.append(events, key=key)
+        except JournalError as e:
+            for project in {ev.project_id for ev in events}:
+                store.forget(project)
+            return e.to_wire()
+
     def _flush(self) -> None:
         queued, self.queued = self.queued, []
-        if len(queued) == 1 or self.store is None:
-            for message, sender in queued:
-                self._append(message, sender)
-            return
-        keys = [m.key for m, _ in queued]
-        if len(set(keys)) != len(keys):
-            for message, sender in queued:
-                self._append(message, sender)
-            return
-        try:
-            results = self.store.append_batches(
-                [Batch(events=m.events, key=m.key) for m, _ in queued]
-            )
-        except JournalError:
-            # One batch spoiled the transaction (e.g. a lost ownership): write them one by
-            # one so only the faulty one fails.
-            for message, sender in queued:
-                self._append(message, sender)
-            return
-        for (message, sender), envelopes in zip(queued, results, strict=True):
-            self.send(sender, Appended(token=message.token, envelopes=envelopes))
-
-    def _append(self, message: AppendRequest, sender: Any) -> None:
-        if self.store is None:
-            self.send(sender, AppendFailed(token=message.token, error=_not_ready()))
-            return
-        try:
-            envelopes = self.store.append(message.events, key=message.key)
-        except JournalError as e:
-            for project in {ev.project_id for ev in message.events}:
-                self.store.forget(project)
-            self.send(sender, AppendFailed(token=message.token, error=e.to_wire()))
-            return
-        self.send(sender, Appended(token=message.token, envelopes=envelopes))
+        results = self.commit([(m.key, m.events) for m, _ in queued])
+        for (message, sender), result in zip(queued, results, strict=True):
+            if isinstance(result, dict):
+                self.send(sender, AppendFailed(token=message.token, error=result))
+            else:
+                self.send(sender, Appended(token=message.token, envelopes=result))
 
     def _read(self, message: ReadProject, sender: Any) -> None:
         target = message.reply_to or sender
-        if self.store is None:
-            self.send(target, ReadResult(token=message.token, events=[]))
-            return
-        if message.conversation_id is None:
-            events = self.store.read_project(message.project_id)
-        else:
-            events = self.store.read_conversation(message.project_id, message.conversation_id)
+        with self.lock:
+            if self.store is None:
+                events = []
+            elif message.conversation_id is None:
+                events = self.store.read_project(message.project_id)
+            else:
+                events = self.store.read_conversation(message.project_id, message.conversation_id)
         self.send(target, ReadResult(token=message.token, events=events))
 
     def on_exit(self) -> None:
-        """Close the store."""
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        """Stop the link; close the store."""
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+        with self.lock:
+            if self.store is not None:
+                self.store.close()
+                self.store = None
 
 
 def _not_ready() -> dict[str, Any]:

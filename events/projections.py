@@ -27,6 +27,7 @@ __all__ = [
     "PROJECTION_KEYS",
     "RECENT_DECISIONS_LIMIT",
     "TURN_END_TYPES",
+    "LlmContextFold",
     "conversation_events",
     "conversation_status",
     "diagnostics",
@@ -173,13 +174,27 @@ def _tool_message(event: Envelope, call_id: str) -> dict[str, Any]:
     }
 
 
-def _llm_context(ordered: list[Envelope]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    open_rounds: dict[str, dict[str, Any]] = {}
-    model_calls: set[str] = set()
-    answered: set[str] = set()
-    for event in ordered:
+class LlmContextFold:
+    """The fold behind :func:`llm_context`, fed one event at a time, in ``seq`` order.
+
+    A conversation keeps one and feeds it each committed event, so building a model
+    request costs the new events, not the whole history (the history grows with every
+    turn). :meth:`messages` returns copies: callers may change them freely.
+    """
+
+    def __init__(self) -> None:
+        self._messages: list[dict[str, Any]] = []
+        self._open_rounds: dict[str, dict[str, Any]] = {}
+        self._model_calls: set[str] = set()
+        self._answered: set[str] = set()
+        self.last_seq = 0
+        """The ``seq`` of the last event applied."""
+
+    def apply(self, event: Envelope) -> None:
+        """Fold one event (of the conversation, after every event applied before)."""
+        self.last_seq = event.seq
         kind, data, correlation = event.type, event.data, event.correlation_id
+        messages, open_rounds = self._messages, self._open_rounds
         if kind == "user.message":
             messages.append({"role": "user", "content": _text(data.get("content", ""))})
         elif kind == "llm.started":
@@ -198,8 +213,8 @@ def _llm_context(ordered: list[Envelope]) -> list[dict[str, Any]]:
         elif kind == "tool.requested":
             call_id = _call_id(data)
             current = open_rounds.get(correlation)
-            if current is not None and call_id is not None and call_id not in model_calls:
-                model_calls.add(call_id)
+            if current is not None and call_id is not None and call_id not in self._model_calls:
+                self._model_calls.add(call_id)
                 current["tool_calls"].append(
                     {
                         "id": call_id,
@@ -209,18 +224,34 @@ def _llm_context(ordered: list[Envelope]) -> list[dict[str, Any]]:
                 )
         elif kind in TERMINAL_TOOL_TYPES:
             call_id = _call_id(data)
-            if call_id is not None and call_id in model_calls and call_id not in answered:
-                answered.add(call_id)
+            if (
+                call_id is not None
+                and call_id in self._model_calls
+                and call_id not in self._answered
+            ):
+                self._answered.add(call_id)
                 messages.append(_tool_message(event, call_id))
         elif kind in TURN_END_TYPES:
             open_rounds.pop(correlation, None)
         elif kind == "conversation.cancel":
             open_rounds.clear()
-    return [
-        message
-        for message in messages
-        if message["role"] != "assistant" or message["content"] is not None or message["tool_calls"]
-    ]
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The context so far (rounds with neither text nor calls left out), as copies."""
+        out: list[dict[str, Any]] = []
+        for message in self._messages:
+            if message["role"] != "assistant":
+                out.append(dict(message))
+            elif message["content"] is not None or message["tool_calls"]:
+                out.append({**message, "tool_calls": list(message["tool_calls"])})
+        return out
+
+
+def _llm_context(ordered: list[Envelope]) -> list[dict[str, Any]]:
+    fold = LlmContextFold()
+    for event in ordered:
+        fold.apply(event)
+    return fold.messages()
 
 
 def llm_context(events: Iterable[Envelope], conversation_id: str) -> list[dict[str, Any]]:

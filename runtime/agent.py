@@ -32,6 +32,7 @@ from events.envelope import (
     new_correlation_id,
     new_event,
 )
+from events.projections import LlmContextFold, conversation_events
 from runtime.agent_effects import (
     Append,
     AskPolicy,
@@ -56,14 +57,24 @@ INBOUND_TYPES = frozenset(
 Clock = Callable[[], datetime]
 
 
-def _as_data(message: dict[str, Any]) -> dict[str, Any]:
-    """Hand a tool result to the model inside a per-call nonce-delimited data block."""
-    if message.get("role") != "tool" or not isinstance(message.get("content"), str):
-        return message
-    from runtime.results import wrap_for_model  # noqa: PLC0415 - runtime-only helper
+def _as_data(message: dict[str, Any], wrapped: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """Hand a tool result to the model inside a per-call nonce-delimited data block.
 
-    wrapped = wrap_for_model(str(message.get("tool_call_id", "")), message["content"])
-    return {**message, "content": wrapped}
+    ``wrapped`` keeps each call's block (call id → (content, block)), so a result keeps
+    its nonce in every later request: the prompt's prefix stays the same from round to
+    round (provider prompt caches) and the history is not wrapped again each time.
+    """
+    content = message.get("content")
+    if message.get("role") != "tool" or not isinstance(content, str):
+        return message
+    call_id = str(message.get("tool_call_id", ""))
+    hit = wrapped.get(call_id)
+    if hit is None or hit[0] != content:
+        from runtime.results import wrap_for_model  # noqa: PLC0415 - runtime-only helper
+
+        hit = (content, wrap_for_model(call_id, content))
+        wrapped[call_id] = hit
+    return {**message, "content": hit[1]}
 
 
 class ConversationCore:
@@ -88,6 +99,9 @@ class ConversationCore:
         self.provider = provider
         self.model = model
         self.events: list[Envelope] = []
+        self._context = LlmContextFold()
+        self._context_stale = False
+        self._wrapped: dict[str, tuple[str, str]] = {}
         self.cancelled = False
         self.stopped = False
         self.inbox: list[Envelope] = []  # user.messages whose turn has not ended
@@ -111,6 +125,11 @@ class ConversationCore:
 
     def _apply(self, e: Envelope) -> None:
         self.events.append(e)
+        if e.conversation_id == self.conversation_id:
+            if e.seq > self._context.last_seq:
+                self._context.apply(e)
+            else:  # out of order: rebuild the context from the events when next needed
+                self._context_stale = True
         t, d = e.type, e.data
         if t == "user.message":
             self.inbox.append(e)
@@ -704,13 +723,16 @@ class ConversationCore:
         )
 
     def _model_request(self, turn: TurnState) -> ModelRequest:
-        from events.projections import llm_context  # noqa: PLC0415
-
+        if self._context_stale:
+            self._context = LlmContextFold()
+            for event in conversation_events(self.events, self.conversation_id):
+                self._context.apply(event)
+            self._context_stale = False
         timeout_s = int(self.options.get("llm_timeout_ms", 120000)) / 1000
         max_tokens = self.options.get("llm_max_tokens")
         temperature = self.options.get("llm_temperature")
         return ModelRequest(
-            messages=[_as_data(m) for m in llm_context(self.events, self.conversation_id)],
+            messages=[_as_data(m, self._wrapped) for m in self._context.messages()],
             tools=self.tools,
             round=turn.round,
             directives=turn.directives if turn.round == 1 else None,

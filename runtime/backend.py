@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import importlib
 import os
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +32,8 @@ from events.chain import verify_chain
 from events.incidents import conversation_exists, incident_report, incident_timeline
 from events.projections import get_projection, project_view
 from events.report import render_incident_markdown
-from runtime.backend_api import DaemonConfig
+from runtime import journal_link, thespian_tuning
+from runtime.backend_api import MAILBOX_DIR, DaemonConfig
 from runtime.errors import (
     ConversationNotFoundError,
     DaemonUnreachableError,
@@ -75,44 +78,29 @@ def create_backend(config: DaemonConfig) -> ActorBackend:
     return ActorBackend(config)
 
 
-def _unbounded_queues() -> None:
-    """Make Thespian's actor mailboxes unbounded, before any actor process is forked.
+_PRELOAD = (
+    "runtime.llm.deterministic",
+    "runtime.llm.openai",
+    "runtime.llm.resilience",
+    "runtime.results",
+    "runtime.registry",
+    "runtime.sandbox",
+    "runtime.policy",
+    "runtime.toolrunner",
+    "runtime.options",
+    "runtime.assets",
+)
+"""Modules actors import when they start, loaded once here so every forked actor has them.
 
-    Thespian's queue transport bounds each mailbox at 10 messages and blocks the sender
-    when it is full. Messages between non-adjacent actors are relayed by their parents, so
-    two relays that block on each other's full mailbox deadlock (we hit it at 24 busy
-    conversations). Back-pressure is the gateway's in-flight limit (``overloaded``).
-    """
-    from thespian.system.transport import MultiprocessQueueTransport as transport  # noqa: PLC0415
-
-    transport.MAX_ACTOR_QUEUESIZE = 0
-    transport.MAX_ADMIN_QUEUESIZE = 0
+A conversation is a process of its own; importing its model adapter (HTTP client
+included) on start cost it ~40 ms, more where no ``.pyc`` files are written, on every
+passivation, restart and rehydration.
+"""
 
 
-def _prompt_child_checks() -> None:
-    """Make a busy parent notice a dead child at its next message, before any actor forks.
-
-    Thespian's SIGCHLD handler only sets a flag, which its queue transport reads when the
-    mailbox has been empty for 2 s: a Supervisor or Project that keeps receiving requests
-    would never learn that a child was killed. This wraps the hook every incoming message
-    passes through so a pending flag is served first (``childDied`` synthesizes the
-    ``ChildActorExited`` messages, exactly as Thespian does when idle).
-    """
-    from thespian.system.multiprocCommon import MultiProcReplicator  # noqa: PLC0415
-
-    original = MultiProcReplicator._handleReplicatorMessages
-    if getattr(original, "roost_prompt", False):
-        return
-
-    def handle(self: Any, envelope: Any) -> Any:
-        core = getattr(self.transport, "_QCore", None)
-        if core is not None and getattr(core, "_checkChildren", False):
-            core._checkChildren = False
-            self.childDied()
-        return original(self, envelope)
-
-    handle.roost_prompt = True  # type: ignore[attr-defined]
-    MultiProcReplicator._handleReplicatorMessages = handle
+def _preload() -> None:
+    for name in _PRELOAD:
+        importlib.import_module(name)
 
 
 def _thespian_logging(home: str) -> dict[str, Any]:
@@ -136,8 +124,12 @@ class ActorBackend:
         from thespian.actors import ActorSystem  # noqa: PLC0415
 
         self.config = config
-        _unbounded_queues()
-        _prompt_child_checks()
+        _preload()
+        thespian_tuning.apply(os.path.join(config.home, MAILBOX_DIR))
+        # Inherited by every actor process (forks of this one); never written to disk.
+        journal_link.configure(
+            os.path.join(config.home, journal_link.LINK_SOCKET_NAME), secrets.token_hex(16)
+        )
         self.system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(config.home))
         self._local = threading.local()
         self._contexts: list[Any] = []

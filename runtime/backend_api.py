@@ -66,6 +66,8 @@ DEFAULT_MAX_FRAME_BYTES = 8 * 1024 * 1024
 SOCKET_NAME = "roost.sock"
 PID_NAME = "roost.pid"
 LOG_NAME = os.path.join("logs", "daemon.log")
+MAILBOX_DIR = "mailbox"
+"""Where actor messages too large for one atomic pipe write are spilled (``runtime.mailbox``)."""
 
 
 class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):

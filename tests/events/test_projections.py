@@ -17,9 +17,11 @@ from events.codecs import canonical_json
 from events.envelope import GENESIS_HASH, Envelope, NewEvent, format_at
 from events.projections import (
     PROJECTION_KEYS,
+    LlmContextFold,
     conversation_status,
     diagnostics,
     get_projection,
+    in_seq_order,
     llm_context,
     pending_tool_calls,
     project_view,
@@ -612,3 +614,28 @@ def test_every_terminal_event_closes_exactly_one_pending_call(journal: Journal) 
     assert not set(pending) & set(terminated)
     assert len(pending) == len(requested) - len(terminated)
     assert sorted(pending) == sorted(set(requested) - set(terminated))
+
+
+@settings(max_examples=60, deadline=None)
+@given(journals())
+def test_the_incremental_llm_context_fold_equals_the_full_fold_after_every_event(
+    journal: Journal,
+) -> None:
+    fold = LlmContextFold()
+    seen: list[Envelope] = []
+    for event in in_seq_order(journal.events):
+        seen.append(event)
+        if event.conversation_id == "c1":
+            fold.apply(event)
+        assert fold.messages() == llm_context(seen, "c1")
+
+
+def test_the_fold_hands_out_copies_its_state_cannot_be_changed_through() -> None:
+    fold = LlmContextFold()
+    for event in incident_journal().events:
+        if event.conversation_id == "c1":
+            fold.apply(event)
+    first = fold.messages()
+    first[1]["tool_calls"].clear()
+    first[0]["content"] = "changed"
+    assert fold.messages() == llm_context(incident_journal().events, "c1")
