@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import os
+import resource
 import selectors
 import socket
 import struct
@@ -124,6 +125,14 @@ class _Connection:
         self.authed = False
 
 
+def _raise_descriptor_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
 class LinkServer:
     """Serves appends on the link socket from a thread; ``commit`` does the writing."""
 
@@ -140,7 +149,13 @@ class LinkServer:
         """Batches answered (for tests and diagnostics)."""
 
     def start(self) -> None:
-        """Bind the socket (replacing one a dead Journal left) and start serving."""
+        """Bind the socket (replacing one a dead Journal left) and start serving.
+
+        Every live conversation holds a connection, so the process's descriptor limit is
+        raised to its hard limit first (the usual soft limit, 1024, is a few hundred
+        conversations).
+        """
+        _raise_descriptor_limit()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         listener = bind_unix_socket(self.path)
@@ -188,6 +203,9 @@ class LinkServer:
             try:
                 sock, _ = self._listener.accept()
             except (BlockingIOError, InterruptedError):
+                return requests
+            except OSError:  # out of descriptors: leave the rest in the backlog a moment
+                time.sleep(0.05)
                 return requests
             if peer_credentials(sock).uid != os.getuid():
                 sock.close()

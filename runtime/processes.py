@@ -67,17 +67,22 @@ def daemon_processes(home: str | None) -> list[psutil.Process]:
     """
     tail = ["-m", "runtime.daemon", "--home", resolve_home(home)]
     uid = os.getuid()
-    roots: dict[int, psutil.Process] = {}
-    for proc in psutil.process_iter(["cmdline", "uids"]):
+    # One pass over /proc: every actor has the daemon's command line, so asking each root
+    # for its children (a full scan each) cost seconds with a hundred conversations.
+    children: dict[int, list[psutil.Process]] = {}
+    found: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter(["cmdline", "uids", "ppid"]):
         info = proc.info
-        if info.get("uids") is None or info["uids"].real != uid:
-            continue
-        if (info.get("cmdline") or [])[-4:] == tail:
-            roots[proc.pid] = proc
-    found = dict(roots)
-    for proc in roots.values():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            found.update((c.pid, c) for c in proc.children(recursive=True))
+        children.setdefault(info.get("ppid") or 0, []).append(proc)
+        uids = info.get("uids")
+        if uids is not None and uids.real == uid and (info.get("cmdline") or [])[-4:] == tail:
+            found[proc.pid] = proc
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child.pid not in found:
+                found[child.pid] = child
+                stack.append(child.pid)
     return sorted(found.values(), key=lambda p: p.pid)
 
 

@@ -8,6 +8,8 @@ Thespian name, so a Thespian upgrade shows at once which still applies
 - :func:`prompt_child_checks`: a busy parent learns of a dead child at its next message.
 - :func:`indexed_routing`: routing tables and dead-address lists looked up by hash, not by
   a linear scan per message.
+- :func:`short_identities`: the text Thespian builds for its debug log on every send and
+  receive no longer renders the whole message.
 - ``runtime.mailbox``: mailboxes whose writes survive a writer killed mid-send.
 """
 
@@ -24,6 +26,7 @@ __all__ = [
     "apply",
     "indexed_routing",
     "prompt_child_checks",
+    "short_identities",
     "unbounded_queues",
 ]
 
@@ -33,6 +36,7 @@ def apply(mailbox_dir: str) -> None:
     unbounded_queues()
     prompt_child_checks()
     indexed_routing()
+    short_identities()
     mailbox.install(mailbox_dir)
 
 
@@ -236,3 +240,24 @@ def indexed_routing() -> None:
 
     init.roost_indexed = True  # type: ignore[attr-defined]
     manager.__init__ = init
+
+
+def short_identities() -> None:
+    """Make the log text of a message envelope or a send intent cheap to build.
+
+    Thespian passes ``envelope.identify()`` / ``intent.identify()`` to its debug log on
+    every receive and send; the argument is built even when debug logging is off, and it
+    is ``str(message)``: the repr of every event in an append. The short form names the
+    message's type and the address, which is what a log line needs.
+    """
+    from thespian.system import transport  # noqa: PLC0415
+
+    def envelope_identity(self: Any) -> str:
+        return f"ReceiveEnvelope(from: {self.sender}, msg: {type(self.message).__name__})"
+
+    def intent_identity(self: Any) -> str:
+        state = "pending" if self.result is None else f"={self.result}"
+        return f"TransportIntent({self.targetAddr}-{state}-{type(self.message).__name__})"
+
+    transport.ReceiveEnvelope.identify = envelope_identity
+    transport.TransmitIntent.identify = intent_identity

@@ -4,8 +4,8 @@ After the Roost run, the harness knows how many turns it made, how many journal 
 those turns committed and their sizes. The baseline replays the same pattern with none of
 Roost's work (no gateway, no policy, no tools, no redaction, no hash chain, no codecs):
 
-- **bare Thespian**: a ``multiprocQueueBase`` actor system (Roost's, with the same
-  unbounded mailboxes) with one echo actor per conversation; a turn makes
+- **bare Thespian**: a ``multiprocQueueBase`` actor system (Thespian's own queues and
+  routing, made unbounded as Roost's are) with one echo actor per conversation; a turn makes
   :func:`asks_per_turn` ``ask`` round trips to its conversation's actor (each round trip
   is two messages, as each hop of Roost's turn is a send and an answer);
 - **bare eventsourcing**: the turn's batches (the measured sizes, dealt to turns
@@ -43,13 +43,16 @@ _REPLY_MESSAGES = 1  # Conversation -> the waiting client
 _ASK_TIMEOUT_S = 30.0
 
 
-def asks_per_turn(batches_per_turn: float) -> int:
+def asks_per_turn(actor_appends_per_turn: float = 0.0) -> int:
     """Round trips that carry as many actor messages as one Roost turn.
 
-    A turn of Roost sends ``3`` routing messages, ``2`` per journal append (request and
-    answer), ``4`` for the policy decision and the tool run, and ``1`` reply.
+    A turn of Roost sends ``3`` routing messages, ``4`` for the policy decision and the
+    tool run, ``1`` reply, and ``2`` per journal append that travels as actor messages
+    (request and answer). A conversation's appends go over the journal link
+    (``runtime.journal_link``), not as actor messages, so a soak turn has none: 4 round
+    trips. (Until the link, the 4 appends of a turn made it 8.)
     """
-    messages = _ROUTING_MESSAGES + 2 * batches_per_turn + _CALL_MESSAGES + _REPLY_MESSAGES
+    messages = _ROUTING_MESSAGES + 2 * actor_appends_per_turn + _CALL_MESSAGES + _REPLY_MESSAGES
     return max(1, math.ceil(messages / 2))
 
 
@@ -179,7 +182,7 @@ def run_baseline(shape: BaselineShape, workdir: str) -> BaselineSummary:
     transport.MAX_ADMIN_QUEUESIZE = 0
     turns = max(shape.turns, 1)
     batches = _deal(shape.batch_sizes, turns)
-    asks = asks_per_turn(len(shape.batch_sizes) / turns)
+    asks = asks_per_turn()
     store = _Store(os.path.join(workdir, "baseline.sqlite"))
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}

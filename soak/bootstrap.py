@@ -11,6 +11,7 @@ import os
 
 from runtime.client import Client
 from runtime.errors import RoostError
+from runtime.options import MAX_INT
 from soak.monitor import Failures
 from soak.report import SoakConfig
 
@@ -40,7 +41,11 @@ def start_projects(
     """Start ``config.projects`` projects on fresh roots under ``workdir``; return their ids.
 
     Ids are ``soak-RUN-pN`` (unique per run, so a shared daemon is never confused). The
-    projects' ``idle_passivation_ms`` is the run's, so idle conversations stop after it.
+    projects' ``idle_passivation_ms`` is the run's, so idle conversations stop after it,
+    and their ``token_budget`` is the largest allowed: a long ``chaos`` run makes hundreds
+    of turns per conversation, and with the default budget (200,000 tokens, counted over
+    each request's whole context) later turns would end at once in ``budget.exceeded``
+    instead of doing the work the run is meant to measure.
     """
     started = []
     for i in range(config.projects):
@@ -50,7 +55,10 @@ def start_projects(
             project = client.start_project(
                 root,
                 project_id=f"soak-{run_id}-p{i}",
-                options={"idle_passivation_ms": config.idle_passivation_ms},
+                options={
+                    "idle_passivation_ms": config.idle_passivation_ms,
+                    "token_budget": MAX_INT,
+                },
             )
         except RoostError as e:
             failures.add("project", e.code, str(e))

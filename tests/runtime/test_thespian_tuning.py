@@ -25,6 +25,24 @@ def test_every_patched_thespian_name_still_exists() -> None:
     assert hasattr(multiprocCommon.MultiProcReplicator, "_handleReplicatorMessages")
     manager = addressManager.ActorAddressManager(_addr("admin"), _addr("me"))
     assert isinstance(manager._deadAddrs, list | AddressList)
+    from thespian.system import transport as base
+
+    assert callable(base.ReceiveEnvelope.identify) and callable(base.TransmitIntent.identify)
+
+
+def test_short_identities_name_the_type_not_the_contents() -> None:
+    from thespian.system import transport as base
+
+    from runtime.thespian_tuning import short_identities
+
+    before = (base.ReceiveEnvelope.identify, base.TransmitIntent.identify)
+    try:
+        short_identities()
+        envelope = base.ReceiveEnvelope(_addr("~.a"), {"secret": "x" * 10000})
+        text = envelope.identify()
+        assert "dict" in text and "secret" not in text and len(text) < 200
+    finally:
+        base.ReceiveEnvelope.identify, base.TransmitIntent.identify = before  # type: ignore[method-assign]
 
 
 def test_indexed_assoc_list_answers_like_thespians_under_random_operations() -> None:
