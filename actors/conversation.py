@@ -167,6 +167,8 @@ class ConversationActor(RoostActor):
         assert self.core is not None and self.setup is not None
         self.core.load(result.events)
         self.loading = False
+        for correlation, reply_to in self.setup.waiters:  # clients of the actor that died
+            self.core.waiters.setdefault(correlation, []).append(reply_to)
         # Always recover: an idle conversation has no started call (it is then advance()),
         # and one with a started call was cut off by a crash of itself, its project or the
         # daemon; no runner will answer for that call, and running it again would repeat it.

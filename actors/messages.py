@@ -197,6 +197,10 @@ class SetupConversation(Message, frozen=True, kw_only=True):
     """Correlation of the ``conversation.started`` event (a fresh one when unset)."""
     reply_to: Any = None
     """The client waiting for the start."""
+    waiters: list[tuple[str, Any]] = []
+    """``(correlation_id, reply_to)`` of clients that were waiting (``send_event`` with
+    ``wait``) on the conversation this one replaces after a crash; they get the turn's
+    outcome from the restarted conversation."""
 
 
 class PeerUpdate(Message, frozen=True, kw_only=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -83,6 +84,8 @@ class ProjectActor(RoostActor):
         self.pids: dict[str, int] = {"project": os.getpid()}
         self.waiting: list[tuple[Any, Any]] = []
         self.held: dict[str, list[Request]] = {}  # crashed conversation -> requests for it
+        # conversation -> correlation -> (client waiting for that turn, wait deadline)
+        self.waiters: dict[str, dict[str, tuple[Any, float]]] = {}
 
     def handle(self, message: Any, sender: Any) -> None:
         """Set up, route, supervise."""
@@ -223,6 +226,8 @@ class ProjectActor(RoostActor):
             if op == "start_conversation":
                 self._start_conversation(request)
             elif op in _CONVERSATION_OPS:
+                if op == "send_event":
+                    self._note_waiter(request)
                 forwarded = self._forward(str(args["conversation_id"]), request)
                 if op == "stop_conversation" and forwarded:
                     self.known.discard(args["conversation_id"])
@@ -285,6 +290,32 @@ class ProjectActor(RoostActor):
         self.known.add(conversation_id)
         self._spawn(conversation_id, new=True, reply_to=request.reply_to)
 
+    def _note_waiter(self, request: Request) -> None:
+        """Remember a client that waits for a turn, until its wait would have timed out.
+
+        If the conversation dies, its replacement gets these waiters and answers them when
+        it has finished the turn (the daemon ignores an answer whose request is over).
+        """
+        args = request.args
+        event = args.get("event")
+        if not args.get("wait") or not isinstance(event, dict):
+            return
+        correlation = event.get("correlation_id")
+        if event.get("type") != "user.message" or not isinstance(correlation, str):
+            return
+        now = time.monotonic()
+        waits = self.waiters.setdefault(str(args["conversation_id"]), {})
+        for key in [k for k, (_, until) in waits.items() if until < now]:
+            del waits[key]
+        timeout_s = args.get("wait_timeout_s")
+        timeout_s = timeout_s if isinstance(timeout_s, int | float) else 60.0
+        waits[correlation] = (request.reply_to, now + float(timeout_s))
+
+    def _waiters_of(self, conversation_id: str) -> list[tuple[str, Any]]:
+        now = time.monotonic()
+        waits = self.waiters.get(conversation_id, {})
+        return [(corr, to) for corr, (to, until) in sorted(waits.items()) if until >= now]
+
     def _forward(self, conversation_id: str, request: Request) -> bool:
         """Send ``request`` to the conversation (True), or hold it while it restarts."""
         address = self.live.get(conversation_id)
@@ -342,6 +373,7 @@ class ProjectActor(RoostActor):
                 new=new,
                 recovering=recovering,
                 reply_to=reply_to,
+                waiters=self._waiters_of(conversation_id) if recovering else [],
             ),
         )
         return address

@@ -29,6 +29,7 @@ import psutil
 from actors.messages import Boot, Reply, Request
 from actors.supervisor import SupervisorActor
 from events.chain import verify_chain
+from events.envelope import new_correlation_id
 from events.incidents import conversation_exists, incident_report, incident_timeline
 from events.projections import get_projection, project_view
 from events.report import render_incident_markdown
@@ -71,6 +72,32 @@ def _diff(live: Any, replayed: Any, limit: int = 40) -> list[str]:
     after = msgspec.json.format(msgspec.json.encode(replayed)).decode().splitlines()
     lines = list(difflib.unified_diff(before, after, "live", "replayed", lineterm="", n=2))
     return lines[:limit] + ([f"... {len(lines) - limit} more lines"] if len(lines) > limit else [])
+
+
+def _wait_correlation(op: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """For a waited ``user.message``: the args with a correlation id, and that id.
+
+    One is made when the client gave none, so the outcome can be told apart. Any other
+    request: ``(args, None)``.
+    """
+    event = args.get("event")
+    if op != "send_event" or not args.get("wait") or not isinstance(event, dict):
+        return args, None
+    if event.get("type") != "user.message":
+        return args, None
+    correlation = event.get("correlation_id")
+    if correlation is None:
+        correlation = new_correlation_id()
+        args = {**args, "event": {**event, "correlation_id": correlation}}
+    return args, correlation if isinstance(correlation, str) else None
+
+
+def _stale_outcome(reply: Any, expected: str | None) -> bool:
+    """True for a turn outcome that answers another request than the one waiting."""
+    if not isinstance(reply, Reply) or not reply.ok or not isinstance(reply.result, dict):
+        return False
+    result = reply.result
+    return "outcome" in result and result.get("correlation_id") != expected
 
 
 def create_backend(config: DaemonConfig) -> ActorBackend:
@@ -177,10 +204,18 @@ class ActorBackend:
                 manager.__exit__(None, None, None)
 
     def ask(self, op: str, args: dict[str, Any], deadline: float) -> Any:
-        """Send a request down the actor tree and wait for its reply."""
+        """Send a request down the actor tree and wait for its reply.
+
+        A turn's outcome (``send_event`` with ``wait``) may be answered twice: by the
+        conversation, and again by its replacement if it crashed after answering. Such an
+        answer names its correlation, and one that is not for this request is dropped.
+        """
+        args, expected = _wait_correlation(op, args)
         timeout = max(0.05, deadline - time.monotonic())
         endpoint = self._endpoint()
         reply = endpoint.ask(self.supervisor, Request(op=op, args=args, reply_to=None), timeout)
+        while _stale_outcome(reply, expected):
+            reply = endpoint.listen(max(0.05, deadline - time.monotonic()))
         if reply is None:
             self._drop_endpoint()
             raise RequestTimeoutError(

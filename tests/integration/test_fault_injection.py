@@ -220,6 +220,56 @@ def test_a_killed_conversation_is_restarted_and_goes_on_from_its_events(
         assert after["outcome"] == "llm.completed"
 
 
+def test_a_client_waiting_on_a_killed_conversation_gets_the_turn_from_its_replacement(
+    daemon: Daemon, project_root: str, journal: Journal
+) -> None:
+    """The waiter is handed to the restarted conversation, which answers when the turn ends."""
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1", options=command_options())
+        c.start_conversation("p1", "c1")
+        answers: list[Any] = []
+
+        def wait_for_turn() -> None:
+            with daemon.client() as waiting:
+                try:
+                    answers.append(
+                        waiting.send_message(
+                            "p1",
+                            "c1",
+                            "x",
+                            correlation_id="corr-slow",
+                            llm=SLOW_CALL,
+                            wait=True,
+                            wait_timeout_s=90,
+                        )
+                    )
+                    # The same connection (and daemon endpoint) serves the next turn right:
+                    answers.append(
+                        waiting.send_message(
+                            "p1", "c1", "hello", correlation_id="corr-next", wait=True
+                        )
+                    )
+                except Exception as e:  # reported by the assertions below
+                    answers.append(e)
+
+        thread = threading.Thread(target=wait_for_turn)
+        thread.start()
+        wait_for(
+            lambda: has_event(journal, "p1", "tool.started", name="command.run"),
+            timeout_s=20,
+            what="the call to start",
+        )
+        os.kill(c.diagnostics("p1")["actors"]["conversation:c1"], signal.SIGKILL)
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the waiting client was never answered"
+        first, second = answers
+        assert first["correlation_id"] == "corr-slow"
+        assert first["outcome"] == "llm.completed"
+        assert [e.type for e in of_turn(journal.read_project("p1"), "corr-slow")] == CRASHED_TURN
+        assert second["correlation_id"] == "corr-next"
+        assert second["outcome"] == "llm.completed"
+
+
 def test_a_killed_project_is_restarted_from_its_events_and_its_children_go_with_it(
     daemon: Daemon, project_root: str, journal: Journal
 ) -> None:
