@@ -93,6 +93,8 @@ class SupervisorActor(RoostActor):
         self.failed: dict[str, str] = {}
         self.restarts = RestartPolicy(3, 5000)
         self.journal_restarts = RestartPolicy(10, 60000)
+        self.journal_crash: tuple[str, int] | None = None
+        """When the Journal was seen dead and its restart count, until that is recorded."""
         self.boot_reply: Any = None
         self.exiting = False
         self.pids: dict[str, int] = {"supervisor": os.getpid()}
@@ -278,6 +280,8 @@ class SupervisorActor(RoostActor):
             decision = self.journal_restarts.on_crash("journal")
             self.log.error("journal_exited", restart_count=decision.restart_count)
             self.journal = None
+            # Recorded once the replacement runs (the journal is down now).
+            self.journal_crash = (format_at(utc_now()), decision.restart_count)
             self.wakeupAfter(timedelta(seconds=decision.delay_s), payload="journal")
             return
         project_id = self.by_address.pop(address)
@@ -340,6 +344,36 @@ class SupervisorActor(RoostActor):
         for project in self.projects.values():
             self.send(project["address"], update)
         self.resend_appends()
+        self._record_journal_restart()
+
+    def _record_journal_restart(self) -> None:
+        """``actor.crashed`` / ``actor.restarted`` of the Journal in every running project.
+
+        The Journal serves every project, so its crash belongs to each one's record (and,
+        like the tool runner's, to each conversation's incident report).
+        """
+        if self.journal_crash is None:
+            return
+        crashed_at, restart_count = self.journal_crash
+        self.journal_crash = None
+        for project_id in sorted(self.projects):
+            correlation = new_correlation_id()
+            crashed = new_event(
+                ev.ActorCrashed(
+                    actor="journal", reason="process exited", restart_count=restart_count
+                ),
+                project_id=project_id,
+                at=crashed_at,
+                correlation_id=correlation,
+            )
+            restarted = new_event(
+                ev.ActorRestarted(actor="journal", reason="restarted", restart_count=restart_count),
+                project_id=project_id,
+                at=format_at(utc_now()),
+                correlation_id=correlation,
+                causation_id=crashed.event_id,
+            )
+            self.append([crashed, restarted])
 
     def on_exit(self) -> None:
         """The actor system is shutting down: restart nothing from now on."""

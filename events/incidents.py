@@ -88,7 +88,7 @@ def conversation_exists(events: Iterable[Envelope], conversation_id: str) -> boo
     )
 
 
-SHARED_ACTORS = frozenset({"toolrunner", "policy"})
+SHARED_ACTORS = frozenset({"toolrunner", "policy", "journal"})
 """Project actors every conversation depends on: their crashes belong to each incident."""
 
 
@@ -96,8 +96,8 @@ def concerns(event: Envelope, conversation_id: str) -> bool:
     """Tell whether ``event`` belongs to the conversation's incident views.
 
     Its own events and signals; and the project-level ``actor.*`` signals about the
-    conversation's actor or the actors it depends on (``toolrunner``, ``policy``), which
-    the Project records without a conversation id.
+    conversation's actor or the actors it depends on (``toolrunner``, ``policy``,
+    ``journal``), which the Project and the Supervisor record without a conversation id.
     """
     if event.conversation_id == conversation_id:
         return True

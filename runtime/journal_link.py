@@ -147,6 +147,8 @@ class LinkServer:
         self._thread: threading.Thread | None = None
         self.served = 0
         """Batches answered (for tests and diagnostics)."""
+        self.errors = 0
+        """Passes of the serving loop that failed unexpectedly (and were survived)."""
 
     def start(self) -> None:
         """Bind the socket (replacing one a dead Journal left) and start serving.
@@ -183,17 +185,24 @@ class LinkServer:
 
     def _serve(self) -> None:
         while not self._stop:
-            pending: list[tuple[_Connection, LinkAppend]] = []
-            for key, _ in self._selector.select(timeout=1.0):
-                if key.fileobj is self._listener:
-                    pending.extend(self._accept())
-                elif key.fileobj is self._wake_r:
-                    with contextlib.suppress(OSError):
-                        self._wake_r.recv(64)
-                else:
-                    pending.extend(self._read(key.data))
-            if pending:
-                self._answer(pending)
+            try:
+                self._serve_once()
+            except Exception:  # one bad pass must not stop every conversation's appends
+                self.errors += 1
+                time.sleep(0.01)
+
+    def _serve_once(self) -> None:
+        pending: list[tuple[_Connection, LinkAppend]] = []
+        for key, _ in self._selector.select(timeout=1.0):
+            if key.fileobj is self._listener:
+                pending.extend(self._accept())
+            elif key.fileobj is self._wake_r:
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(64)
+            else:
+                pending.extend(self._read(key.data))
+        if pending:
+            self._answer(pending)
 
     def _accept(self) -> list[tuple[_Connection, LinkAppend]]:
         """Accept every waiting connection; read what each has sent already."""
@@ -207,7 +216,12 @@ class LinkServer:
             except OSError:  # out of descriptors: leave the rest in the backlog a moment
                 time.sleep(0.05)
                 return requests
-            if peer_credentials(sock).uid != os.getuid():
+            try:
+                allowed = peer_credentials(sock).uid == os.getuid()
+            except BaseException:
+                sock.close()
+                raise
+            if not allowed:
                 sock.close()
                 continue
             sock.setblocking(False)

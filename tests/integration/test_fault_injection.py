@@ -331,6 +331,18 @@ def test_a_killed_journal_is_restarted_and_no_acknowledged_event_is_lost_or_doub
         assert direct == ["tool.requested", "policy.allowed", "tool.started", "tool.completed"]
         verified = c.verify("p1")
         assert (verified["ok"], verified["mismatches"]) == (True, [])
+        # the crash is on record in the project (and so in its incident report)
+        records = [e for e in journal.read_project("p1") if e.type.startswith("actor.")]
+        assert [(e.type, e.data["actor"], e.data["restart_count"]) for e in records] == [
+            ("actor.crashed", "journal", 1),
+            ("actor.restarted", "journal", 1),
+        ]
+        assert records[1].causation_id == records[0].event_id
+        report = c.incident_report("p1", "c1")
+        assert [(a["type"], a["data"]["actor"]) for a in report["actor_events"]] == [
+            ("actor.crashed", "journal"),
+            ("actor.restarted", "journal"),
+        ]
 
 
 def test_a_project_kept_busy_by_requests_still_notices_a_killed_child(

@@ -232,3 +232,31 @@ def test_settings_are_set_and_cleared() -> None:
         assert link_settings() is None
     finally:
         configure(*(before or (None, None)))
+
+
+def test_an_unexpected_error_in_a_pass_does_not_stop_the_server(
+    tmp_path: Path, store: _Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime import journal_link
+
+    real = journal_link.peer_credentials
+    calls: list[int] = []
+
+    def flaky(sock: socket.socket) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return real(sock)
+
+    monkeypatch.setattr(journal_link, "peer_credentials", flaky)
+    server = _server(tmp_path / "j.sock", store)
+    try:
+        first = LinkClient(str(tmp_path / "j.sock"), TOKEN, retry_s=0.5)
+        first.append(_events("p1"), "key-1")  # its connection was lost in the failed pass
+        first.close()
+        second = LinkClient(str(tmp_path / "j.sock"), TOKEN, retry_s=5)
+        assert isinstance(second.append(_events("p1"), "key-2"), LinkCommitted)
+        second.close()
+        assert server.errors == 1
+    finally:
+        server.close()
