@@ -306,9 +306,6 @@ class ConversationActor(RoostActor):
                 self._settle(effect, AppendFailed(token=0, error=result.error))
                 return
             self._settle(effect, Appended(token=0, envelopes=result.envelopes))
-            alerts = self.alerts_for(result.envelopes)
-            if alerts:
-                self.effects.append(Append(events=alerts))
         elif isinstance(effect, ReplyEffect):
             self.send(effect.to, Reply(ok=True, result=effect.payload))
         elif isinstance(effect, CallModel):
@@ -370,16 +367,14 @@ class ConversationActor(RoostActor):
                     },
                 ),
             )
-        rest = list(self.effects)
-        self.effects.clear()
-        self.effects.extend(rest + core.committed(answer.envelopes))
-
-    def route_alerts(self, envelopes: list[Envelope]) -> None:
-        """Append routed alerts through the effect queue, so the core folds them too."""
-        alerts = self.alerts_for(envelopes)
+        self.effects.extend(core.committed(answer.envelopes))
+        # Routed alerts go through the effect queue, so the core folds them too.
+        alerts = self.alerts_for(answer.envelopes)
         if alerts:
             self.effects.append(Append(events=alerts))
-            self._pump()
+
+    def route_alerts(self, envelopes: list[Envelope]) -> None:
+        """Nothing here: :meth:`_settle` queues a commit's alerts (either append path)."""
 
     # --- passivation -------------------------------------------------------------------
 

@@ -115,11 +115,7 @@ class JournalActor(RoostActor):
             keys = [key for key, _ in batches]
             if len(batches) > 1 and len(set(keys)) == len(keys):
                 try:
-                    joined: list[list[Envelope] | dict[str, Any]] = []
-                    joined.extend(
-                        store.append_batches([Batch(events=e, key=k) for k, e in batches])
-                    )
-                    return joined
+                    return [*store.append_batches([Batch(events=e, key=k) for k, e in batches])]
                 except JournalError:
                     pass
             return [self._append_one(store, key, events) for key, events in batches]

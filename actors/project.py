@@ -43,6 +43,7 @@ from runtime.errors import (
     ConversationAlreadyStartedError,
     ConversationNotFoundError,
 )
+from runtime.ops import waits_for_turn
 from runtime.supervision import ChildNames, RestartPolicy
 
 __all__ = ["ProjectActor"]
@@ -226,8 +227,7 @@ class ProjectActor(RoostActor):
             if op == "start_conversation":
                 self._start_conversation(request)
             elif op in _CONVERSATION_OPS:
-                if op == "send_event":
-                    self._note_waiter(request)
+                self._note_waiter(request)
                 forwarded = self._forward(str(args["conversation_id"]), request)
                 if op == "stop_conversation" and forwarded:
                     self.known.discard(args["conversation_id"])
@@ -297,19 +297,14 @@ class ProjectActor(RoostActor):
         it has finished the turn (the daemon ignores an answer whose request is over).
         """
         args = request.args
-        event = args.get("event")
-        if not args.get("wait") or not isinstance(event, dict):
+        if not waits_for_turn(request.op, args):
             return
-        correlation = event.get("correlation_id")
-        if event.get("type") != "user.message" or not isinstance(correlation, str):
-            return
+        correlation = args["event"]["correlation_id"]  # the daemon gave it one
         now = time.monotonic()
         waits = self.waiters.setdefault(str(args["conversation_id"]), {})
         for key in [k for k, (_, until) in waits.items() if until < now]:
             del waits[key]
-        timeout_s = args.get("wait_timeout_s")
-        timeout_s = timeout_s if isinstance(timeout_s, int | float) else 60.0
-        waits[correlation] = (request.reply_to, now + float(timeout_s))
+        waits[correlation] = (request.reply_to, now + float(args["wait_timeout_s"]))
 
     def _waiters_of(self, conversation_id: str) -> list[tuple[str, Any]]:
         now = time.monotonic()

@@ -190,6 +190,14 @@ class LlmContextFold:
         self.last_seq = 0
         """The ``seq`` of the last event applied."""
 
+    @classmethod
+    def of(cls, events: Iterable[Envelope], conversation_id: str) -> LlmContextFold:
+        """The fold of a conversation's events (in any order; they are sorted by ``seq``)."""
+        fold = cls()
+        for event in conversation_events(events, conversation_id):
+            fold.apply(event)
+        return fold
+
     def apply(self, event: Envelope) -> None:
         """Fold one event (of the conversation, after every event applied before)."""
         self.last_seq = event.seq
@@ -247,13 +255,6 @@ class LlmContextFold:
         return out
 
 
-def _llm_context(ordered: list[Envelope]) -> list[dict[str, Any]]:
-    fold = LlmContextFold()
-    for event in ordered:
-        fold.apply(event)
-    return fold.messages()
-
-
 def llm_context(events: Iterable[Envelope], conversation_id: str) -> list[dict[str, Any]]:
     """Return the messages the model sees, in the OpenAI chat style.
 
@@ -265,7 +266,7 @@ def llm_context(events: Iterable[Envelope], conversation_id: str) -> list[dict[s
     event of a call the model asked for. A round with neither text nor calls is left out;
     calls requested outside a model round (``run_tool``) are not part of the context.
     """
-    return _llm_context(conversation_events(events, conversation_id))
+    return LlmContextFold.of(events, conversation_id).messages()
 
 
 # --- status and diagnostics -------------------------------------------------------------

@@ -32,7 +32,7 @@ from events.envelope import (
     new_correlation_id,
     new_event,
 )
-from events.projections import LlmContextFold, conversation_events
+from events.projections import LlmContextFold
 from runtime.agent_effects import (
     Append,
     AskPolicy,
@@ -724,9 +724,7 @@ class ConversationCore:
 
     def _model_request(self, turn: TurnState) -> ModelRequest:
         if self._context_stale:
-            self._context = LlmContextFold()
-            for event in conversation_events(self.events, self.conversation_id):
-                self._context.apply(event)
+            self._context = LlmContextFold.of(self.events, self.conversation_id)
             self._context_stale = False
         timeout_s = int(self.options.get("llm_timeout_ms", 120000)) / 1000
         max_tokens = self.options.get("llm_max_tokens")

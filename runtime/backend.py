@@ -44,6 +44,7 @@ from runtime.errors import (
     error_from_wire,
 )
 from runtime.journal import Journal
+from runtime.ops import waits_for_turn
 
 __all__ = ["ActorBackend", "create_backend"]
 
@@ -75,16 +76,14 @@ def _diff(live: Any, replayed: Any, limit: int = 40) -> list[str]:
 
 
 def _wait_correlation(op: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """For a waited ``user.message``: the args with a correlation id, and that id.
+    """For a request that waits for its turn: the args with a correlation id, and that id.
 
     One is made when the client gave none, so the outcome can be told apart. Any other
     request: ``(args, None)``.
     """
-    event = args.get("event")
-    if op != "send_event" or not args.get("wait") or not isinstance(event, dict):
+    if not waits_for_turn(op, args):
         return args, None
-    if event.get("type") != "user.message":
-        return args, None
+    event = args["event"]
     correlation = event.get("correlation_id")
     if correlation is None:
         correlation = new_correlation_id()

@@ -145,8 +145,6 @@ class LinkServer:
         self._stop = False
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
-        self.served = 0
-        """Batches answered (for tests and diagnostics)."""
         self.errors = 0
         """Passes of the serving loop that failed unexpectedly (and were survived)."""
 
@@ -284,7 +282,6 @@ class LinkServer:
                 conn.sock.setblocking(False)
             except OSError:
                 self._drop(conn)
-        self.served += len(pending)
 
 
 class LinkClient:

@@ -39,13 +39,13 @@ from multiprocessing.reduction import ForkingPickler as _ForkingPickler
 from multiprocessing.util import Finalize
 from typing import Any
 
-__all__ = ["MailboxQueue", "install", "spill_dir", "spilled_count"]
+__all__ = ["MailboxQueue", "install"]
 
 PIPE_BUF = select.PIPE_BUF
 _SPILL = b"\x00roost-spill\x00"
 _HEADER = struct.Struct("!i")  # multiprocessing.Connection's frame header
 _SENTINEL = multiprocessing.queues._sentinel  # type: ignore[attr-defined]
-_state: dict[str, Any] = {"dir": None, "spilled": 0}
+_state: dict[str, Any] = {"dir": None}
 
 
 class MailboxQueue(multiprocessing.queues.Queue):  # type: ignore[type-arg]
@@ -196,20 +196,7 @@ def _spill(payload: bytes | memoryview) -> str:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-    _state["spilled"] += 1
     return path
-
-
-def spill_dir() -> str | None:
-    """The directory large messages are spilled to (``None``: not installed)."""
-    directory: str | None = _state["dir"]
-    return directory
-
-
-def spilled_count() -> int:
-    """How many messages this process has spilled (for tests and diagnostics)."""
-    count: int = _state["spilled"]
-    return count
 
 
 def _mailbox_context(ctx: Any) -> Any:

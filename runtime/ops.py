@@ -32,6 +32,7 @@ __all__ = [
     "normalize_event",
     "op_timeout_s",
     "validate_args",
+    "waits_for_turn",
 ]
 
 DEFAULT_OP_TIMEOUT_S = 60.0
@@ -296,6 +297,16 @@ def validate_args(op: str, args: Any) -> dict[str, Any]:
         ) from e
     result: dict[str, Any] = msgspec.to_builtins(checked)
     return result
+
+
+def waits_for_turn(op: str, args: dict[str, Any]) -> bool:
+    """Whether a validated request sends a ``user.message`` and waits for its turn to end.
+
+    Such a request is answered with the turn's outcome; the daemon gives it a correlation
+    id when the client gave none, and the Project remembers it (a conversation restarted
+    after a crash answers it).
+    """
+    return op == "send_event" and bool(args["wait"]) and args["event"]["type"] == "user.message"
 
 
 def op_timeout_s(op: str, args: dict[str, Any]) -> float:

@@ -43,17 +43,15 @@ _REPLY_MESSAGES = 1  # Conversation -> the waiting client
 _ASK_TIMEOUT_S = 30.0
 
 
-def asks_per_turn(actor_appends_per_turn: float = 0.0) -> int:
+def asks_per_turn() -> int:
     """Round trips that carry as many actor messages as one Roost turn.
 
     A turn of Roost sends ``3`` routing messages, ``4`` for the policy decision and the
-    tool run, ``1`` reply, and ``2`` per journal append that travels as actor messages
-    (request and answer). A conversation's appends go over the journal link
-    (``runtime.journal_link``), not as actor messages, so a soak turn has none: 4 round
-    trips. (Until the link, the 4 appends of a turn made it 8.)
+    tool run, and ``1`` reply: 4 round trips. Its appends go over the journal link
+    (``runtime.journal_link``), not as actor messages (until the link, a request and an
+    answer per append made it 8).
     """
-    messages = _ROUTING_MESSAGES + 2 * actor_appends_per_turn + _CALL_MESSAGES + _REPLY_MESSAGES
-    return max(1, math.ceil(messages / 2))
+    return math.ceil((_ROUTING_MESSAGES + _CALL_MESSAGES + _REPLY_MESSAGES) / 2)
 
 
 class BaselineShape(msgspec.Struct, frozen=True, kw_only=True):
