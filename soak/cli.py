@@ -54,6 +54,33 @@ def _positive_float(text: str) -> float:
     return value
 
 
+_RUN_SHAPE = (
+    ("--projects", "N", None),
+    ("--conversations", "N", "per project"),
+    ("--events", "N", "user.message turns per conversation"),
+    ("--concurrency", "N", "turns in flight (worker threads)"),
+    ("--timeout-ms", "MS", "a turn slower than this fails"),
+)
+_CHAOS_AND_PASSIVATION = (
+    ("--kills", "N", "chaos: kill at least N actor processes"),
+    ("--kill-interval-ms", "MS", "chaos: pause between kills"),
+    ("--idle-passivation-ms", "MS", "the soak projects' idle_passivation_ms"),
+)
+
+
+def _counts(
+    p: argparse.ArgumentParser,
+    defaults: SoakConfig,
+    options: tuple[tuple[str, str, str | None], ...],
+) -> None:
+    """Positive-integer options whose default is the ``SoakConfig`` field of their name."""
+    for flag, metavar, text in options:
+        field = flag[2:].replace("-", "_")
+        p.add_argument(
+            flag, type=_positive, default=getattr(defaults, field), metavar=metavar, help=text
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``roost soak`` argument parser."""
     d = SoakConfig()
@@ -62,35 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Drive the daemon with concurrent user.message turns, check the journal, "
         "and report latency, throughput, memory and integrity. Exit 0 only when it passed.",
     )
-    p.add_argument("--projects", type=_positive, default=d.projects, metavar="N")
-    p.add_argument(
-        "--conversations",
-        type=_positive,
-        default=d.conversations,
-        metavar="N",
-        help="per project",
-    )
-    p.add_argument(
-        "--events",
-        type=_positive,
-        default=d.events,
-        metavar="N",
-        help="user.message turns per conversation",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=_positive,
-        default=d.concurrency,
-        metavar="N",
-        help="turns in flight (worker threads)",
-    )
-    p.add_argument(
-        "--timeout-ms",
-        type=_positive,
-        default=d.timeout_ms,
-        metavar="MS",
-        help="a turn slower than this fails",
-    )
+    _counts(p, d, _RUN_SHAPE)
     p.add_argument(
         "--scenario", choices=("steady", "burst", "chaos", "baseline"), default=d.scenario
     )
@@ -117,27 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PCT",
         help="--compare: worse by more than PCT%% is a regression (default 10)",
     )
-    p.add_argument(
-        "--kills",
-        type=_positive,
-        default=d.kills,
-        metavar="N",
-        help="chaos: kill at least N actor processes",
-    )
-    p.add_argument(
-        "--kill-interval-ms",
-        type=_positive,
-        default=d.kill_interval_ms,
-        metavar="MS",
-        help="chaos: pause between kills",
-    )
-    p.add_argument(
-        "--idle-passivation-ms",
-        type=_positive,
-        default=d.idle_passivation_ms,
-        metavar="MS",
-        help="the soak projects' idle_passivation_ms",
-    )
+    _counts(p, d, _CHAOS_AND_PASSIVATION)
     p.add_argument("--seed", type=int, default=None, help="chaos: seed of the random choices")
     return p
 
