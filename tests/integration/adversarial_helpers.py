@@ -31,7 +31,7 @@ import pytest
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
 from runtime.sandbox import probe_layers
-from tests.integration.conftest import Daemon, alive, daemon_env, tree
+from tests.integration.conftest import Daemon, alive, daemon_env, make_root, tree
 
 __all__ = [
     "Call",
@@ -39,6 +39,7 @@ __all__ = [
     "HitServer",
     "Sentinel",
     "World",
+    "daemon_world",
     "decision_listed",
     "entries_of",
     "fill",
@@ -47,6 +48,7 @@ __all__ = [
     "needs_netns",
     "recorded",
     "run_daemon",
+    "start_projects",
     "wait_until",
 ]
 
@@ -343,3 +345,40 @@ class World:
             decisions = self.client.diagnostics(call.project)["recent_decisions"]
             assert [d for d in decisions if d["correlation_id"] == call.correlation] == []
         return result
+
+
+@contextlib.contextmanager
+def daemon_world(
+    base: Path, sentinel: Sentinel, setup: Callable[[Client, HitServer], None], **env: str
+) -> Iterator[World]:
+    """A module's world: a daemon on ``base/home`` (``env`` added) and a hit server.
+
+    ``setup(client, server)`` starts the module's projects and conversations; the sentinel
+    is snapshotted after it. The server is closed and the daemon stopped (its whole tree
+    gone, asserted) at the end.
+    """
+    server = HitServer()
+    try:
+        with run_daemon(base / "home", **env) as daemon, daemon.client(timeout_s=60) as client:
+            setup(client, server)
+            yield World(client, sentinel, server, daemon)
+    finally:
+        server.close()
+
+
+def start_projects(
+    client: Client,
+    base: Path,
+    projects: dict[str, dict[str, Any]],
+    conversations: tuple[str, ...] = ("c",),
+    prepare: Callable[[Path], None] | None = None,
+) -> None:
+    """Start each project on a fresh root under ``base`` (``prepare`` adds files to it),
+    with ``conversations`` in each."""
+    for project, options in projects.items():
+        root = Path(make_root(base / project))
+        if prepare is not None:
+            prepare(root)
+        client.start_project(str(root), project_id=project, options=options)
+        for conversation in conversations:
+            client.start_conversation(project, conversation_id=conversation)

@@ -18,19 +18,18 @@ import pytest
 from tests.integration.adversarial_helpers import (
     Call,
     Expect,
-    HitServer,
     Sentinel,
     World,
+    daemon_world,
     decision_listed,
     entries_of,
     first,
     needs_netns,
     recorded,
-    run_daemon,
+    start_projects,
     wait_until,
 )
 from tests.integration.alert_router import ALERT_FILE_ENV
-from tests.integration.conftest import make_root
 
 C = "c"
 RECORD = "tests.integration.alert_router:record"
@@ -128,19 +127,13 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def world(base: Path) -> Iterator[World]:
     """One daemon with the projects above, conversations ``c`` and ``d`` in each."""
-    sentinel = Sentinel(base / "sentinel")
-    server = HitServer()
-    env = {ALERT_FILE_ENV: str(base / "alerts.jsonl")}
-    try:
-        with run_daemon(base / "home", **env) as daemon, daemon.client(timeout_s=60) as client:
-            for project, options in PROJECTS.items():
-                root = make_root(base / project)
-                client.start_project(root, project_id=project, options=options)
-                client.start_conversation(project, conversation_id=C)
-                client.start_conversation(project, conversation_id="d")
-            yield World(client, sentinel, server, daemon)
-    finally:
-        server.close()
+    with daemon_world(
+        base,
+        Sentinel(base / "sentinel"),
+        lambda client, _: start_projects(client, base, PROJECTS, (C, "d")),
+        **{ALERT_FILE_ENV: str(base / "alerts.jsonl")},
+    ) as world:
+        yield world
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
+from runtime.client import Client
 from runtime.sandbox import DISABLE_ENV, FORCE_NO_OPENAT2_ENV
 from tests.integration.adversarial_helpers import (
     Call,
@@ -22,14 +23,14 @@ from tests.integration.adversarial_helpers import (
     HitServer,
     Sentinel,
     World,
+    daemon_world,
     decision_listed,
     fill,
     first,
     recorded,
-    run_daemon,
+    start_projects,
 )
-from tests.integration.conftest import make_root
-from tests.integration.test_adversarial_network import PROBE
+from tests.integration.test_adversarial_network import add_probe
 from tests.integration.test_adversarial_paths import build_repo, fs_options, path_params
 
 C = "c"
@@ -48,22 +49,19 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def world(places: dict[str, str]) -> Iterator[World]:
     """A daemon without bwrap, unshare or openat2: projects ``fs``, ``deny`` and ``egress``."""
     base = Path(places["base"])
-    server = HitServer()
+
+    def setup(client: Client, server: HitServer) -> None:
+        client.start_project(places["root"], project_id="fs", options=fs_options(places))
+        client.start_conversation("fs", conversation_id=C)
+        egress = {
+            "deny": {"network_egress_policy": "deny"},
+            "egress": {"network_egress_policy": "allow"},
+        }
+        start_projects(client, base, egress, (C,), lambda root: add_probe(root, server))
+
     env = {DISABLE_ENV: "bwrap,unshare", FORCE_NO_OPENAT2_ENV: "1"}
-    try:
-        with run_daemon(base / "home", **env) as daemon, daemon.client(timeout_s=60) as client:
-            client.start_project(places["root"], project_id="fs", options=fs_options(places))
-            for project, egress in (("deny", "deny"), ("egress", "allow")):
-                root = Path(make_root(base / project))
-                (root / "probe.py").write_text(PROBE)
-                (root / "probe.url").write_text(server.url("/from-a-command") + "\n")
-                options = {"network_egress_policy": egress}
-                client.start_project(str(root), project_id=project, options=options)
-            for project in ("fs", "deny", "egress"):
-                client.start_conversation(project, conversation_id=C)
-            yield World(client, Sentinel.existing(base / "sentinel"), server, daemon)
-    finally:
-        server.close()
+    with daemon_world(base, Sentinel.existing(base / "sentinel"), setup, **env) as world:
+        yield world
 
 
 def test_the_project_reports_the_kernel_layers_unavailable(world: World) -> None:

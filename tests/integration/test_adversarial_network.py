@@ -14,21 +14,22 @@ from urllib.parse import quote
 
 import pytest
 
+from runtime.client import Client
 from tests.integration.adversarial_helpers import (
     Call,
     Expect,
     HitServer,
     Sentinel,
     World,
+    daemon_world,
     decision_listed,
     fill,
     first,
     needs_bwrap,
     needs_netns,
     recorded,
-    run_daemon,
+    start_projects,
 )
-from tests.integration.conftest import make_root
 
 C = "c"
 SIGNAL = "security.network_denied"
@@ -286,23 +287,22 @@ PROJECTS: dict[str, dict[str, Any]] = {
 """The module's projects and their options."""
 
 
+def add_probe(root: Path, server: HitServer) -> None:
+    """The command probe and the URL it fetches (the hit server's) in project ``root``."""
+    (root / "probe.py").write_text(PROBE)
+    (root / "probe.url").write_text(server.url("/from-a-command") + "\n")
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """One daemon with the four projects, a conversation ``c`` in each."""
     base = tmp_path_factory.mktemp("adv-net")
-    sentinel = Sentinel(base / "sentinel")
-    server = HitServer()
-    try:
-        with run_daemon(base / "home") as daemon, daemon.client(timeout_s=60) as client:
-            for project, options in PROJECTS.items():
-                root = Path(make_root(base / project))
-                (root / "probe.py").write_text(PROBE)
-                (root / "probe.url").write_text(server.url("/from-a-command") + "\n")
-                client.start_project(str(root), project_id=project, options=options)
-                client.start_conversation(project, conversation_id=C)
-            yield World(client, sentinel, server)
-    finally:
-        server.close()
+
+    def setup(client: Client, server: HitServer) -> None:
+        start_projects(client, base, PROJECTS, (C,), lambda root: add_probe(root, server))
+
+    with daemon_world(base, Sentinel(base / "sentinel"), setup) as world:
+        yield world
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from runtime.client import Client
 from runtime.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
 from tests.integration.adversarial_helpers import (
     Call,
@@ -25,12 +26,12 @@ from tests.integration.adversarial_helpers import (
     HitServer,
     Sentinel,
     World,
+    daemon_world,
     decision_listed,
     fill,
     first,
     needs_bwrap,
     recorded,
-    run_daemon,
 )
 from tests.integration.conftest import make_root
 
@@ -292,14 +293,13 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def world(places: dict[str, str]) -> Iterator[World]:
     """One daemon with project ``fs`` and conversation ``c``."""
     base = Path(places["base"])
-    server = HitServer()
-    try:
-        with run_daemon(base / "home") as daemon, daemon.client(timeout_s=60) as client:
-            client.start_project(places["root"], project_id=P, options=fs_options(places))
-            client.start_conversation(P, conversation_id=C)
-            yield World(client, Sentinel.existing(base / "sentinel"), server)
-    finally:
-        server.close()
+
+    def setup(client: Client, _: HitServer) -> None:
+        client.start_project(places["root"], project_id=P, options=fs_options(places))
+        client.start_conversation(P, conversation_id=C)
+
+    with daemon_world(base, Sentinel.existing(base / "sentinel"), setup) as world:
+        yield world
 
 
 @pytest.mark.parametrize(("tool", "args", "expect"), path_params())

@@ -20,17 +20,17 @@ from runtime.errors import InvalidRuntimeOptError, ProjectNotFoundError
 from tests.integration.adversarial_helpers import (
     Call,
     Expect,
-    HitServer,
     Sentinel,
     World,
+    daemon_world,
     decision_listed,
     entries_of,
     first,
     recorded,
-    run_daemon,
+    start_projects,
     wait_until,
 )
-from tests.integration.conftest import REPO_ROOT, daemon_env, make_root
+from tests.integration.conftest import REPO_ROOT, daemon_env
 
 C = "c"
 
@@ -192,17 +192,12 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def world(base: Path) -> Iterator[World]:
     """One daemon with the projects above and a conversation ``c`` in each."""
-    sentinel = Sentinel(base / "sentinel")
-    server = HitServer()
-    try:
-        with run_daemon(base / "home") as daemon, daemon.client(timeout_s=60) as client:
-            for project, options in PROJECTS.items():
-                root = make_root(base / project)
-                client.start_project(root, project_id=project, options=options)
-                client.start_conversation(project, conversation_id=C)
-            yield World(client, sentinel, server, daemon)
-    finally:
-        server.close()
+    with daemon_world(
+        base,
+        Sentinel(base / "sentinel"),
+        lambda client, _: start_projects(client, base, PROJECTS, (C,)),
+    ) as world:
+        yield world
 
 
 @pytest.mark.parametrize(

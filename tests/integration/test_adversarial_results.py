@@ -18,19 +18,18 @@ import pytest
 from tests.integration.adversarial_helpers import (
     Call,
     Expect,
-    HitServer,
     Sentinel,
     World,
+    daemon_world,
     decision_listed,
     entries_of,
     first,
     needs_netns,
     recorded,
-    run_daemon,
+    start_projects,
     wait_until,
 )
 from tests.integration.alert_router import ALERT_FILE_ENV
-from tests.integration.conftest import make_root
 
 C = "c"
 RECORD = "tests.integration.alert_router:record"
@@ -72,21 +71,19 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def world(base: Path) -> Iterator[World]:
     """One daemon with the projects above and a conversation ``c`` in each."""
-    sentinel = Sentinel(base / "sentinel")
-    server = HitServer()
-    env = {ALERT_FILE_ENV: str(base / "alerts.jsonl")}
-    try:
-        with run_daemon(base / "home", **env) as daemon, daemon.client(timeout_s=60) as client:
-            for project, options in PROJECTS.items():
-                root = Path(make_root(base / project))
-                for name, text in (("big.txt", BIG), ("mid.txt", MID), ("leak.txt", LEAK)):
-                    (root / name).write_text(text)
-                (root / "trojan.txt").write_text(TROJAN)
-                client.start_project(str(root), project_id=project, options=options)
-                client.start_conversation(project, conversation_id=C)
-            yield World(client, sentinel, server, daemon)
-    finally:
-        server.close()
+
+    def prepare(root: Path) -> None:
+        for name, text in (("big.txt", BIG), ("mid.txt", MID), ("leak.txt", LEAK)):
+            (root / name).write_text(text)
+        (root / "trojan.txt").write_text(TROJAN)
+
+    with daemon_world(
+        base,
+        Sentinel(base / "sentinel"),
+        lambda client, _: start_projects(client, base, PROJECTS, (C,), prepare),
+        **{ALERT_FILE_ENV: str(base / "alerts.jsonl")},
+    ) as world:
+        yield world
 
 
 def encoded(value: Any) -> int:
