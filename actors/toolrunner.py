@@ -99,13 +99,7 @@ class ToolRunnerActor(RoostActor):
             try:
                 events = self.core.execute(call, flag)
             except Exception as e:
-                events = [
-                    ev.ToolFailed(
-                        call_id=call.call_id,
-                        name=call.name,
-                        reason={"code": "tool_crashed", "message": str(e)},
-                    )
-                ]
+                events = _crashed(call, e)
             self.done.put((call.call_id, (sender, CallDone(call_id=call.call_id, events=events))))
 
         self._spawn(work)
@@ -127,13 +121,7 @@ class ToolRunnerActor(RoostActor):
             try:
                 events, result = self.core.run_direct(call, flag)
             except Exception as e:
-                events = [
-                    ev.ToolFailed(
-                        call_id=call.call_id,
-                        name=call.name,
-                        reason={"code": "tool_crashed", "message": str(e)},
-                    )
-                ]
+                events = _crashed(call, e)
                 result = self.core.result_of(events, call)
             recorded = _with_request(call, events)
             if message.conversation_id is not None:
@@ -209,3 +197,9 @@ def _with_request(call: CallSpec, events: list[ev.Event]) -> list[ev.Event]:
             out.append(ev.ToolStarted(call_id=call.call_id, name=call.name))
             started = True
     return out
+
+
+def _crashed(call: CallSpec, error: Exception) -> list[ev.Event]:
+    """The terminal event of a call whose tool raised instead of returning."""
+    reason = {"code": "tool_crashed", "message": str(error)}
+    return [ev.ToolFailed(call_id=call.call_id, name=call.name, reason=reason)]

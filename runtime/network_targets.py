@@ -17,7 +17,6 @@ Two halves, both pure:
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from urllib.parse import unquote
 import msgspec
 
 from runtime.network_commands import command_operands
+from runtime.schema import json_document
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -293,23 +293,13 @@ def _walk(value: Any, *, key_is_target: bool, depth: int) -> Iterator[str]:
     elif isinstance(value, str):
         if key_is_target:
             yield value
-        decoded = _json_document(value)
+        decoded = json_document(value)
         if decoded is not None:
             yield from _walk(decoded, key_is_target=key_is_target, depth=depth + 1)
         else:
             yield from scan_text(value)
     elif key_is_target and isinstance(value, int) and not isinstance(value, bool):
         yield str(value)
-
-
-def _json_document(text: str) -> Any | None:
-    stripped = text.strip()
-    if len(stripped) < 2 or stripped[0] not in "[{" or stripped[-1] not in "]}":
-        return None
-    try:
-        return json.loads(stripped)
-    except (ValueError, RecursionError):
-        return None
 
 
 def scan_text(text: str) -> Iterator[str]:

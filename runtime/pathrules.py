@@ -15,7 +15,6 @@ components a path resolves to.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import re
 import unicodedata
@@ -26,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 import msgspec
 
 from runtime.errors import InvalidRuntimeOptError, ToolError
+from runtime.schema import json_document
 
 __all__ = [
     "NAME_MAX",
@@ -260,16 +260,6 @@ def _is_path_key(key: object) -> bool:
     return isinstance(key, str) and key.lower().replace("_", "").replace("-", "") in PATH_KEYS
 
 
-def _maybe_json(text: str) -> Any:
-    stripped = text.strip()
-    if len(stripped) < 2 or stripped[0] not in "[{" or stripped[-1] not in "]}":
-        return None
-    try:
-        return json.loads(stripped)
-    except (ValueError, RecursionError):
-        return None
-
-
 def extract_paths(args: Any) -> list[str]:
     """Every path-like value in ``args``, in first-seen order, without duplicates.
 
@@ -293,7 +283,7 @@ def extract_paths(args: Any) -> list[str]:
             add(unquote(urlsplit(text).path))
         for match in _KV_RE.finditer(text):
             add(next(g for g in match.groups()[1:] if g is not None))
-        parsed = _maybe_json(text)
+        parsed = json_document(text)
         if parsed is not None:
             visit(parsed, in_path_key, depth + 1)
 

@@ -42,6 +42,7 @@ __all__ = [
     "SUPPORTED_KEYWORDS",
     "check_schema",
     "json_depth_exceeds",
+    "json_document",
     "json_type_name",
     "parse_json_args",
     "validate_args",
@@ -149,6 +150,21 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             )
         out[key] = value
     return out
+
+
+def json_document(text: str) -> Any | None:
+    """The JSON object or array that ``text`` is as a whole (surrounding blanks aside).
+
+    None when it is not one: scanners use this to look inside a string argument that
+    carries a JSON document, and treat any other string as plain text.
+    """
+    stripped = text.strip()
+    if len(stripped) < 2 or stripped[0] not in "[{" or stripped[-1] not in "]}":
+        return None
+    try:
+        return json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
 
 
 def parse_json_args(text: str | bytes) -> dict[str, Any]:
