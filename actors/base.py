@@ -26,7 +26,14 @@ from actors.messages import ActorStarted, Appended, AppendFailed, AppendRequest,
 from events.envelope import Envelope, NewEvent
 from runtime.errors import RoostError
 
-__all__ = ["STORM_LIMIT", "STORM_WINDOW_S", "RoostActor", "error_reply", "utc_now"]
+__all__ = [
+    "STORM_LIMIT",
+    "STORM_WINDOW_S",
+    "RoostActor",
+    "error_reply",
+    "profiling_wanted",
+    "utc_now",
+]
 
 STORM_LIMIT = 5
 """Exceptions within the window that make an actor exit to be restarted."""
@@ -186,6 +193,16 @@ def _dump_profile(kind: str) -> None:
         _profiler.clear()
 
 
+def profiling_wanted(kind: str, environ: Mapping[str, str]) -> bool:
+    """Whether an actor of ``kind`` profiles itself.
+
+    Yes when ``ROOST_PROFILE_DIR`` is set and ``ROOST_PROFILE_KINDS`` (comma-separated) is
+    unset or names ``kind``.
+    """
+    kinds = environ.get("ROOST_PROFILE_KINDS", "")
+    return bool(environ.get("ROOST_PROFILE_DIR")) and (not kinds or kind in kinds.split(","))
+
+
 def _configure_process_logging(kind: str) -> None:
     """Configure structlog once per actor process (never carried in pickled state).
 
@@ -197,8 +214,7 @@ def _configure_process_logging(kind: str) -> None:
     if os.getpid() in _configured:
         return
     _configured.append(os.getpid())
-    kinds = os.environ.get("ROOST_PROFILE_KINDS", "")
-    if os.environ.get("ROOST_PROFILE_DIR") and (not kinds or kind in kinds.split(",")):
+    if profiling_wanted(kind, os.environ):
         import cProfile  # noqa: PLC0415 - only when profiling
 
         _profiler.clear()
