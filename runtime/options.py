@@ -255,6 +255,13 @@ def _matching(pattern: re.Pattern[str], what: str, *, lower: bool) -> Callable[.
     return check
 
 
+def _absolute_path(key: str, index: int, item: str) -> str:
+    path = item.strip()
+    if not path.startswith("/") or "\x00" in path:
+        raise _bad_entry(key, index, f"must be an absolute path, got {_got(item)}")
+    return os.path.normpath(path)
+
+
 def _event_name(key: str, index: int, item: str) -> str:
     name = item.strip()
     if name not in PAYLOAD_TYPES:
@@ -375,6 +382,7 @@ _OPTIONS: dict[str, tuple[Any, Validator]] = {
     "tool_max_artifact_bytes": (131072, _POS),
     "tool_max_concurrency": (8, _POS),
     "tool_max_concurrency_per_conversation": (4, _integer(0, MAX_INT)),
+    "tool_max_processes": (512, _POS),
     "llm_adapter": ("deterministic", _choice("deterministic", "openai")),
     "llm_model": (None, _string_or_null),
     "llm_base_url": (None, _base_url),
@@ -408,6 +416,8 @@ _OPTIONS: dict[str, tuple[Any, Validator]] = {
             sort=True,
         ),
     ),
+    "command_read_paths": ([], _string_list(_absolute_path, sort=True)),
+    "command_socket_allowlist": ([], _string_list(_absolute_path, sort=True)),
     "protocol_allowlist": (
         ["mcp", "a2a"],
         _string_list(_matching(_PROTOCOL, "a protocol name such as 'mcp'", lower=True), sort=False),

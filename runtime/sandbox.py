@@ -28,7 +28,6 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -39,9 +38,20 @@ from typing import Any
 import msgspec
 import psutil
 
-from runtime import openat2
+from runtime import cgroups, openat2
 from runtime.errors import ToolError
+from runtime.logging import get_logger
 from runtime.proctree import MARKER_ENV, ProcessTracker, supervise
+from runtime.sandbox_view import (
+    PROTECTED_IN_WRITABLE,
+    View,
+    git_watch,
+    protected_mounts,
+    undo_git_changes,
+    view_argv,
+)
+
+log = get_logger("runtime.sandbox")
 
 __all__ = [
     "DISABLE_ENV",
@@ -50,10 +60,13 @@ __all__ = [
     "PROTECTED_IN_WRITABLE",
     "CommandResult",
     "Limits",
+    "View",
+    "bwrap_argv",
     "disabled_layers",
     "executables",
     "probe_layers",
     "protected_mounts",
+    "require_confinement",
     "require_isolation",
     "run_command",
 ]
@@ -94,6 +107,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Largest file a process may write (``RLIMIT_FSIZE``)."""
     open_files: int = 1024
     """Open file descriptors per process (``RLIMIT_NOFILE``)."""
+    max_processes: int = 512
+    """Tasks (processes and threads) of the whole command at once (``pids`` cgroup)."""
 
 
 class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,6 +134,8 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
     """Wall time from start to the last process gone."""
     layers: list[str] = []
     """Isolation layers used for this run, e.g. ``["bwrap", "netns", "pidns", ...]``."""
+    git_control_removed: list[str] = []
+    """Git control files the command created (``.git/commondir``, ...), removed after it."""
 
 
 def disabled_layers() -> frozenset[str]:
@@ -175,58 +192,20 @@ def executables() -> dict[str, str]:
     return found
 
 
-PROTECTED_IN_WRITABLE: tuple[str, ...] = (".git/hooks", ".git/config", ".roost")
-"""Places inside a writable path that bubblewrap mounts read-only again (when they exist)."""
+def bwrap_argv(allow_network: bool, view: View) -> list[str]:
+    """Build the bubblewrap prefix: namespaces and the filesystem view of ``view``.
 
-
-def protected_mounts(writable: Sequence[str]) -> list[str]:
-    """The existing, real (not symlinked) protected places inside ``writable`` paths."""
-    found: list[str] = []
-    for path in writable:
-        for rel in PROTECTED_IN_WRITABLE:
-            place = os.path.join(path, rel)
-            parts = rel.split("/")
-            chain = [os.path.join(path, *parts[: i + 1]) for i in range(len(parts))]
-            if os.path.lexists(place) and not any(os.path.islink(p) for p in chain):
-                found.append(place)
-    return found
-
-
-def bwrap_argv(allow_network: bool, writable: Sequence[str], cwd: str) -> list[str]:
-    """Build the bubblewrap prefix: namespaces, a read-only filesystem, writable ``writable``.
-
-    Inside the writable paths, ``.git/hooks``, ``.git/config`` and ``.roost`` are bound
-    read-only again (:func:`protected_mounts`), so a command cannot plant a hook or an asset.
+    New PID, IPC and UTS namespaces (and a network one unless allowed), no capabilities, a
+    new session, and the allowlisted view of :mod:`runtime.sandbox_view`: the system's
+    read-only runtime, the writable paths with their protected places read-only again, and
+    nothing of ``$HOME``, ``ROOST_HOME``, ``/run`` or other users' files.
     """
-    argv = [executables()["bwrap"], "--die-with-parent", "--unshare-pid", "--cap-drop", "ALL"]
+    argv = [executables()["bwrap"], "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if not allow_network:
         argv.append("--unshare-net")
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in writable:
-        argv += ["--bind", path, path]
-    for place in protected_mounts(writable):
-        argv += ["--ro-bind", place, place]
-    if not any(_inside(cwd, path) for path in writable):
-        argv += ["--ro-bind", cwd, cwd]  # e.g. a cwd under the now private /tmp
-    for place in _interpreter_under_tmp():
-        argv += ["--ro-bind", place, place]
-    return [*argv, "--chdir", cwd, "--"]
-
-
-def _interpreter_under_tmp() -> list[str]:
-    """The runtime's own Python installation, when it lives under the private ``/tmp``.
-
-    A checkout (and its virtual environment) under ``/tmp`` would vanish inside the
-    sandbox; it is bound back read-only so commands can still run that interpreter.
-    """
-    places = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.abspath(sys.executable))}
-    return sorted(p for p in places if _inside(p, "/tmp") and p != "/tmp" and os.path.isdir(p))
-
-
-def _inside(path: str, parent: str) -> bool:
-    return os.path.commonpath([os.path.abspath(path), os.path.abspath(parent)]) == (
-        os.path.abspath(parent)
-    )
+    argv += view_argv(view)
+    return [*argv, "--chdir", view.cwd, "--"]
 
 
 def unshare_argv(allow_network: bool, user_namespace: bool, drop_caps: bool) -> list[str]:
@@ -263,8 +242,8 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
             layers[name] = {"available": ok, "detail": detail}
         return bool(layers[name]["available"])
 
-    probe_dir = "/"
-    bwrap_ok = entry("bwrap", lambda: _run_probe([*bwrap_argv(False, [], probe_dir), "/bin/true"]))
+    probe_view = View(writable=(), cwd="/")
+    bwrap_ok = entry("bwrap", lambda: _run_probe([*bwrap_argv(False, probe_view), "/bin/true"]))
     user_ns = False
 
     drop_caps = "setpriv" in exe and "setpriv" not in disabled
@@ -298,6 +277,15 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
     }
     setpriv = "setpriv" in exe and "setpriv" not in disabled
     layers["pdeathsig"] = {"available": setpriv, "via": "setpriv" if setpriv else None}
+    if "cgroups" in disabled:
+        layers["pids_limit"] = {
+            "available": False,
+            "via": None,
+            "detail": f"disabled by {DISABLE_ENV}",
+        }
+    else:
+        ok, detail, cg_via = cgroups.probe()
+        layers["pids_limit"] = {"available": ok, "via": cg_via, "detail": detail}
     layers["process_group_kill"] = {"available": True, "detail": "new session per command"}
     layers["process_tree_kill"] = {"available": True, "detail": "psutil descendant walk"}
     return layers
@@ -351,6 +339,23 @@ def require_isolation(layers: Mapping[str, Any], allow_network: bool) -> str | N
     return str(via) if via else None
 
 
+def require_confinement(layers: Mapping[str, Any]) -> None:
+    """Refuse a tool's command where bubblewrap's filesystem view cannot be built.
+
+    Without it a command would see ``ROOST_HOME``, ``$HOME`` and the host's Unix sockets
+    (the trust boundary of ``docs/security.md``), so it is not run at all:
+    ``isolation_unavailable {layer: mount_isolation}``.
+    """
+    if not layers["mount_isolation"]["available"]:
+        raise ToolError(
+            "isolation_unavailable",
+            "commands run only inside bubblewrap's filesystem view, which cannot be made "
+            f"here (bwrap: {layers['bwrap']['detail']}); install bubblewrap and allow "
+            "user namespaces",
+            layer="mount_isolation",
+        )
+
+
 def _apply_rlimits(values: Mapping[int, tuple[int, int]]) -> None:
     """Set rlimits in the child before exec (used only when ``prlimit`` is missing)."""
     for which, limit in values.items():
@@ -387,22 +392,36 @@ def run_command(
     max_output_bytes: int = 262144,
     limits: Limits | None = None,
     writable_paths: Sequence[str] = (),
+    view: View | None = None,
 ) -> CommandResult:
     """Run ``command`` (a ``/bin/sh -c`` string or an argv) inside the best layers here.
 
-    ``writable_paths`` (the project root, the call's scratch home) stay writable under
-    bubblewrap; everything else is read-only there. On timeout or ``cancel`` every
-    process of the command is killed; processes left behind by a command that exited
-    are killed too. Raises ``ToolError("isolation_unavailable")`` when the network must
-    be denied and no namespace can be made.
+    Under bubblewrap the command sees ``view`` (default: ``writable_paths`` writable, the
+    system read-only, nothing else; :mod:`runtime.sandbox_view`), and git control files it
+    created are removed when it ends. With a ``pids`` cgroup the command and all its
+    descendants may have at most ``limits.max_processes`` tasks. On timeout or ``cancel``
+    every process of the command is killed; processes left behind by a command that
+    exited are killed too. Raises ``ToolError("isolation_unavailable")`` when the network
+    must be denied and no namespace can be made, or when the view cannot be built.
     """
     layers = probe_layers()
     via = require_isolation(layers, allow_network)
+    view = view or View(writable=tuple(writable_paths), cwd=cwd)
+    limits = limits or Limits()
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
-    values = rlimit_values(limits or Limits(), timeout_s)
+    values = rlimit_values(limits, timeout_s)
     prefix: list[str] = []
     used = ["rlimits"]
     preexec = None
+    group: cgroups.PidsCgroup | None = None
+    if layers["pids_limit"]["available"]:
+        try:
+            group = cgroups.PidsCgroup.create(limits.max_processes)
+        except OSError as e:
+            log.warning("pids_cgroup_failed", error=str(e))
+        else:
+            prefix += cgroups.join_argv(group)
+            used.append("pids_limit")
     if layers["rlimits"]["via"] == "prlimit":
         prefix += prlimit_argv(values)
     else:
@@ -411,19 +430,67 @@ def run_command(
         prefix += [executables()["setpriv"], "--pdeathsig", "KILL", "--"]
         used.append("pdeathsig")
     status_dir = tempfile.mkdtemp(prefix="roost-status-") if via else None
-    if via and status_dir:
-        if via == "bwrap":
-            prefix += bwrap_argv(allow_network, [*writable_paths, status_dir], cwd)
-            used += ["bwrap", "mount_isolation"]
-        else:
-            unshare = layers["unshare"]
-            prefix += unshare_argv(
-                allow_network, bool(unshare["user_namespace"]), bool(unshare["drop_caps"])
-            )
-            used.append("unshare")
-        used += ["pidns"] if allow_network else ["netns", "pidns"]
-        prefix += ["/bin/sh", "-c", INIT_SCRIPT, INIT_NAME, os.path.join(status_dir, "left")]
-    used += ["process_group_kill", "process_tree_kill"]
+    git_before: dict[str, bool] = {}
+    try:
+        if via and status_dir:
+            if via == "bwrap":
+                git_before = git_watch(view.writable)
+                staged = msgspec.structs.replace(view, writable=(*view.writable, status_dir))
+                try:
+                    prefix += bwrap_argv(allow_network, staged)
+                except OverflowError as e:
+                    raise ToolError(
+                        "isolation_unavailable",
+                        f"the command's view cannot be built: {e}; sensitive files could "
+                        "not all be hidden, so the command is not run",
+                        layer="mount_isolation",
+                    ) from e
+                used += ["bwrap", "mount_isolation"]
+            else:
+                unshare = layers["unshare"]
+                prefix += unshare_argv(
+                    allow_network, bool(unshare["user_namespace"]), bool(unshare["drop_caps"])
+                )
+                used.append("unshare")
+            used += ["pidns"] if allow_network else ["netns", "pidns"]
+            prefix += ["/bin/sh", "-c", INIT_SCRIPT, INIT_NAME, os.path.join(status_dir, "left")]
+        used += ["process_group_kill", "process_tree_kill"]
+        return _run(
+            argv=argv,
+            prefix=prefix,
+            preexec=preexec,
+            cwd=cwd,
+            env=env,
+            via=via,
+            status_dir=status_dir,
+            used=used,
+            timeout_s=timeout_s,
+            cancel=cancel,
+            max_output_bytes=max_output_bytes,
+            git_before=git_before,
+        )
+    finally:
+        if status_dir:
+            shutil.rmtree(status_dir, ignore_errors=True)
+        if group is not None:
+            group.close()
+
+
+def _run(
+    *,
+    argv: list[str],
+    prefix: list[str],
+    preexec: Callable[[], None] | None,
+    cwd: str,
+    env: Mapping[str, str],
+    via: str | None,
+    status_dir: str | None,
+    used: list[str],
+    timeout_s: float,
+    cancel: threading.Event | None,
+    max_output_bytes: int,
+    git_before: dict[str, bool],
+) -> CommandResult:
     marker = uuid.uuid4().hex
     started = time.monotonic()
     try:
@@ -438,8 +505,6 @@ def run_command(
             preexec_fn=preexec,  # noqa: PLW1509  (only without prlimit; sets rlimits only)
         )
     except OSError as e:
-        if status_dir:
-            shutil.rmtree(status_dir, ignore_errors=True)
         return CommandResult(
             exit_code=126 if isinstance(e, PermissionError) else 127,
             stdout="",
@@ -448,19 +513,15 @@ def run_command(
             layers=used,
         )
     status_file = os.path.join(status_dir, "left") if status_dir else None
-    try:
-        run = supervise(
-            proc,
-            tracker=ProcessTracker(proc.pid, marker=None if via else marker),
-            timeout_s=timeout_s,
-            cancel=cancel,
-            max_output_bytes=max_output_bytes,
-            exclude=_wrapper_test(proc.pid) if via else None,
-            leftovers=(lambda: _read_leftovers(status_file)) if status_file else None,
-        )
-    finally:
-        if status_dir:
-            shutil.rmtree(status_dir, ignore_errors=True)
+    run = supervise(
+        proc,
+        tracker=ProcessTracker(proc.pid, marker=None if via else marker),
+        timeout_s=timeout_s,
+        cancel=cancel,
+        max_output_bytes=max_output_bytes,
+        exclude=_wrapper_test(proc.pid) if via else None,
+        leftovers=(lambda: _read_leftovers(status_file)) if status_file else None,
+    )
     code = proc.returncode
     return CommandResult(
         exit_code=128 - code if code < 0 else code,
@@ -473,4 +534,5 @@ def run_command(
         killed_processes=run.killed,
         duration_ms=int((time.monotonic() - started) * 1000),
         layers=used,
+        git_control_removed=undo_git_changes(git_before),
     )

@@ -15,14 +15,23 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
-from events.catalog import ToolChildProcessesTerminated
+from events.catalog import SecuritySandboxViolation, ToolChildProcessesTerminated
 from runtime.commands import blocked_signal, build_env, check_blocklist, env_signal
 from runtime.errors import ToolError
-from runtime.sandbox import CommandResult, run_command
+from runtime.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
+from runtime.sandbox import (
+    CommandResult,
+    Limits,
+    View,
+    probe_layers,
+    require_confinement,
+    run_command,
+)
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 
 __all__ = ["SPECS", "TOOL", "TOOLS", "command_run"]
@@ -182,6 +191,7 @@ def command_run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             f"the command matches the blocklist pattern {pattern!r} and is never run",
             pattern=pattern,
         )
+    require_confinement(probe_layers())
     home = tempfile.mkdtemp(prefix="roost-home-")
     try:
         try:
@@ -200,16 +210,44 @@ def command_run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             allow_network=ctx.options.get("network_egress_policy", "deny") == "allow",
             cancel=ctx.cancelled,
             max_output_bytes=max_bytes,
-            writable_paths=[os.path.realpath(ctx.root), home],
+            limits=Limits(max_processes=int(ctx.options.get("tool_max_processes") or 512)),
+            view=command_view(ctx.options, os.path.realpath(ctx.root), home, cwd),
         )
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return _outcome(ctx, result, timeout_s, max_bytes)
 
 
+def command_view(options: Mapping[str, Any], root: str, home: str, cwd: str) -> View:
+    """Build what a command of this project sees (``runtime.sandbox_view``).
+
+    The root and the scratch home writable, the project's extra read paths and sockets,
+    its sensitive names hidden.
+    """
+    return View(
+        writable=(root, home),
+        cwd=cwd,
+        read_only=tuple(options.get("command_read_paths") or ()),
+        sockets=tuple(options.get("command_socket_allowlist") or ()),
+        sensitive_deny=tuple(
+            options.get("sensitive_path_denylist", DEFAULT_SENSITIVE_PATH_DENYLIST) or ()
+        ),
+        sensitive_allow=tuple(options.get("sensitive_path_allowlist") or ()),
+    )
+
+
 def _outcome(
     ctx: ToolContext, result: CommandResult, timeout_s: float, max_bytes: int
 ) -> dict[str, Any]:
+    for path in result.git_control_removed:
+        ctx.signals.append(
+            SecuritySandboxViolation(
+                tool=TOOL,
+                path=os.path.relpath(path, ctx.root),
+                reason="git_control_file_created",
+                call_id=ctx.call_id,
+            )
+        )
     reason = "timeout" if result.timed_out else "cancel" if result.cancelled else "completed"
     if result.killed_processes:
         ctx.signals.append(

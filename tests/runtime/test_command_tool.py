@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -46,15 +47,12 @@ def root(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture(params=["kernel", "fallback"])
+@pytest.fixture(params=["kernel"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``kernel``: the best namespace here, egress denied; ``fallback``: none, egress allowed."""
-    if request.param == "kernel":
-        monkeypatch.delenv(DISABLE_ENV, raising=False)
-        if probe_layers()["netns"]["via"] is None:
-            pytest.skip("no network namespace can be created on this machine")
-    else:
-        monkeypatch.setenv(DISABLE_ENV, "bwrap,unshare")
+    """``kernel``: bubblewrap's view, egress denied (without it commands are refused)."""
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    if not probe_layers()["mount_isolation"]["available"]:
+        pytest.skip("bubblewrap cannot run here: every command is refused")
     return str(request.param)
 
 
@@ -278,24 +276,19 @@ def test_egress_denied_keeps_a_command_off_the_network(
     assert server.hits == 0
 
 
-def test_egress_denied_without_a_namespace_fails_closed(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("egress", ["deny", "allow"])
+@pytest.mark.parametrize("disabled", ["bwrap,unshare", "bwrap"])
+def test_without_bubblewrap_every_command_fails_closed(
+    root: Path, monkeypatch: pytest.MonkeyPatch, server: CountingServer, egress: str, disabled: str
 ) -> None:
-    monkeypatch.setenv(DISABLE_ENV, "bwrap,unshare")
-    error = fail(make_ctx(root), {"command": "touch ran"})
-    assert error.code == "isolation_unavailable"
-    assert not (root / "ran").exists()
-
-
-def test_egress_allowed_without_a_namespace_still_runs(
-    root: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    server: CountingServer,
-) -> None:
-    monkeypatch.setenv(DISABLE_ENV, "bwrap,unshare")
-    ctx = make_ctx(root, network_egress_policy="allow")
-    result = command_run(ctx, {"command": [sys.executable, "-c", server.fetch_code()]})
-    assert (result["exit_code"], server.hits) == (0, 1)
+    """Even with a network namespace (unshare) or with egress allowed: no view, no run."""
+    monkeypatch.setenv(DISABLE_ENV, disabled)
+    ctx = make_ctx(root, network_egress_policy=egress)
+    command = f"touch ran; {sys.executable} -c '{server.fetch_code()}'"
+    error = fail(ctx, {"command": command})
+    assert (error.code, error.details["layer"]) == ("isolation_unavailable", "mount_isolation")
+    assert re.match(r"^commands run only inside bubblewrap's filesystem view", str(error))
+    assert not (root / "ran").exists() and server.hits == 0
 
 
 @settings(max_examples=100, deadline=None)

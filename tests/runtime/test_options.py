@@ -27,6 +27,9 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "tool_max_artifact_bytes": 131072,
     "tool_max_concurrency": 8,
     "tool_max_concurrency_per_conversation": 4,
+    "tool_max_processes": 512,
+    "command_read_paths": [],
+    "command_socket_allowlist": [],
     "llm_adapter": "deterministic",
     "llm_model": None,
     "llm_base_url": None,
@@ -113,6 +116,9 @@ ACCEPTED: list[tuple[str, Any, Any]] = [
     ("tool_max_concurrency", 1, 1),
     ("tool_max_concurrency_per_conversation", 0, 0),
     ("tool_max_concurrency_per_conversation", 2, 2),
+    ("tool_max_processes", 64, 64),
+    ("command_read_paths", ["/opt/tool/", "/srv/data"], ["/opt/tool", "/srv/data"]),
+    ("command_socket_allowlist", ["/run/x.sock"], ["/run/x.sock"]),
     ("llm_adapter", "openai", "openai"),
     ("llm_adapter", " OpenAI ", "openai"),
     ("llm_adapter", "deterministic", "deterministic"),
@@ -191,6 +197,10 @@ def test_a_tuple_is_accepted_as_a_list() -> None:
 # --- rejected values ---------------------------------------------------------------------
 
 REJECTED: list[tuple[str, Any, str]] = [
+    ("tool_max_processes", 0, "expected_positive_integer"),
+    ("command_read_paths", "/opt", "expected_list_of_strings"),
+    ("command_read_paths", ["relative/dir"], "invalid_entry"),
+    ("command_socket_allowlist", ["run/x.sock"], "invalid_entry"),
     ("tool_timeout_ms", 0, "expected_positive_integer"),
     ("tool_timeout_ms", -1, "expected_positive_integer"),
     ("tool_timeout_ms", True, "expected_positive_integer"),

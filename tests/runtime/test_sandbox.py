@@ -105,6 +105,7 @@ def test_the_probe_reports_every_layer_with_its_availability() -> None:
         "openat2",
         "rlimits",
         "pdeathsig",
+        "pids_limit",
         "process_group_kill",
         "process_tree_kill",
     }
@@ -197,12 +198,15 @@ def dir_outside_tmp() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def test_under_bubblewrap_everything_outside_the_writable_paths_is_read_only(
+def test_under_bubblewrap_the_system_is_read_only_and_home_is_not_there(
     tmp_path: Path, bwrap_only: None, dir_outside_tmp: Path
 ) -> None:
-    result = run(tmp_path, f"touch inside; touch {dir_outside_tmp}/x", allow_network=False)
+    script = f"touch inside; touch /usr/x; ls {dir_outside_tmp}; touch {dir_outside_tmp}/x"
+    result = run(tmp_path, script, allow_network=False)
     assert result.exit_code == 1
-    assert "Read-only file system" in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "touch: cannot touch '/usr/x': Read-only file system"
+    assert lines[1].endswith(f"cannot access '{dir_outside_tmp}': No such file or directory")
     assert (tmp_path / "root" / "inside").exists()
     assert not (dir_outside_tmp / "x").exists()
     assert "mount_isolation" in result.layers

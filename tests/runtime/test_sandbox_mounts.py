@@ -11,6 +11,7 @@ from runtime.paths import Workspace
 from runtime.sandbox import (
     DISABLE_ENV,
     FORCE_NO_OPENAT2_ENV,
+    View,
     bwrap_argv,
     disabled_layers,
     executables,
@@ -20,16 +21,22 @@ from runtime.sandbox import (
 
 def test_existing_protected_places_inside_writable_paths_are_found(tmp_path: Path) -> None:
     root = tmp_path / "repo"
-    (root / ".git" / "hooks").mkdir(parents=True)
+    for name in ("hooks", "info", "worktrees"):
+        (root / ".git" / name).mkdir(parents=True)
     (root / ".git" / "config").write_text("[core]\n")
     (root / ".roost").mkdir()
     home = tmp_path / "home"
-    home.mkdir()
+    (home / "sub").mkdir(parents=True)
+    (home / "sub" / ".git").write_text("gitdir: /elsewhere\n")
+    (home / ".git").write_text("gitdir: /elsewhere\n")
 
     assert protected_mounts([str(root), str(home)]) == [
-        str(root / ".git" / "hooks"),
         str(root / ".git" / "config"),
+        str(root / ".git" / "hooks"),
+        str(root / ".git" / "info"),
+        str(root / ".git" / "worktrees"),
         str(root / ".roost"),
+        str(home / ".git"),
     ]
 
 
@@ -45,12 +52,16 @@ def test_missing_and_symlinked_places_are_left_alone(tmp_path: Path) -> None:
 @pytest.mark.skipif("bwrap" not in executables(), reason="bubblewrap is not installed")
 def test_bwrap_binds_protected_places_read_only_after_the_writable_root(tmp_path: Path) -> None:
     (tmp_path / ".roost").mkdir()
-    argv = bwrap_argv(False, [str(tmp_path)], str(tmp_path))
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    argv = bwrap_argv(False, View(writable=(str(tmp_path),), cwd=str(tmp_path)))
 
     writable = argv.index("--bind")
-    readonly = argv.index(str(tmp_path / ".roost")) - 1
     assert argv[writable : writable + 3] == ["--bind", str(tmp_path), str(tmp_path)]
-    assert argv[readonly] == "--ro-bind" and readonly > writable
+    git = argv.index(str(tmp_path / ".git"))
+    assert argv[git - 1 : git + 2] == ["--bind", str(tmp_path / ".git"), str(tmp_path / ".git")]
+    for place in (".roost", ".git/hooks"):
+        readonly = argv.index(str(tmp_path / place)) - 1
+        assert argv[readonly] == "--ro-bind" and readonly > git > writable
 
 
 def test_force_no_openat2_switches_the_openat2_layer_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,20 +80,21 @@ def test_the_workspace_walks_when_the_openat2_layer_is_disabled(
         assert ws.mode == "walk"
 
 
-def test_an_interpreter_under_tmp_is_bound_back_into_the_private_tmp(
+def test_an_interpreter_outside_the_system_is_bound_back_read_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import sys
 
-    from runtime import sandbox
+    from runtime import sandbox, sandbox_view
 
     venv = Path("/tmp") / f"roost-venv-test-{os.getpid()}"
     venv.mkdir(exist_ok=True)
     try:
         monkeypatch.setattr(sys, "prefix", str(venv))
-        assert str(venv) in sandbox._interpreter_under_tmp()
+        assert str(venv) in sandbox_view._interpreter_places(["/usr"])
         if "bwrap" in sandbox.executables():
-            argv = sandbox.bwrap_argv(False, [str(tmp_path)], str(tmp_path))
+            view = View(writable=(str(tmp_path),), cwd=str(tmp_path))
+            argv = sandbox.bwrap_argv(False, view)
             tmpfs = argv.index("/tmp", argv.index("--tmpfs"))
             bound = argv.index(str(venv))
             assert argv[bound - 1] == "--ro-bind" and bound > tmpfs

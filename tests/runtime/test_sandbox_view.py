@@ -1,0 +1,200 @@
+"""What a command sees (``runtime.sandbox_view``) and the per-run process limit (``cgroups``)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime import cgroups, sandbox_view
+from runtime.pathrules import SensitiveRules
+from runtime.sandbox import DISABLE_ENV, View, probe_layers, run_command
+from runtime.sandbox_view import (
+    MAX_SCAN_ENTRIES,
+    configure_hidden,
+    etc_secrets,
+    git_watch,
+    hidden_state,
+    sensitive_files,
+    undo_git_changes,
+)
+
+ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+@pytest.fixture
+def bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    if not probe_layers()["mount_isolation"]["available"]:
+        pytest.skip(f"bwrap cannot run here: {probe_layers()['bwrap']['detail']}")
+
+
+@pytest.fixture
+def hidden() -> Iterator[None]:
+    before = list(sandbox_view._hidden)
+    yield
+    sandbox_view._hidden[:] = before
+
+
+def sh(view: View, command: str) -> tuple[int, str, str]:
+    result = run_command(
+        command, cwd=view.cwd, env=ENV, timeout_s=20, allow_network=False, view=view
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+# --- plain rules ------------------------------------------------------------------------
+
+
+def test_sensitive_files_are_found_at_any_depth_with_the_allowlist_as_exception(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "app" / "certs").mkdir(parents=True)
+    for name in (".env", "app/.ENV.local", "app/certs/server.pem", "app/ok.txt", "keep.pem"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "secrets.key").mkdir()
+    (tmp_path / "secrets.key" / "inner.txt").write_text("x")
+    rules = SensitiveRules([".env", ".env.*", "*.pem", "*.key"], ["keep.pem"])
+
+    assert sensitive_files([str(tmp_path)], rules) == sorted(
+        str(tmp_path / n) for n in (".env", "app/.ENV.local", "app/certs/server.pem", "secrets.key")
+    )
+
+
+def test_a_root_too_large_to_scan_is_refused_rather_than_half_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("x")
+    monkeypatch.setattr(sandbox_view, "MAX_SCAN_ENTRIES", 3)
+    with pytest.raises(OverflowError, match=r"^more than 3 entries under "):
+        sensitive_files([str(tmp_path)], SensitiveRules([".env"]))
+    assert MAX_SCAN_ENTRIES == 500_000
+
+
+def test_etc_secrets_are_the_entries_other_users_cannot_read() -> None:
+    found = etc_secrets()
+    for path in found:
+        mode = os.lstat(path).st_mode
+        assert not stat.S_ISLNK(mode) and not mode & stat.S_IROTH, path
+    if os.path.exists("/etc/shadow") and not os.stat("/etc/shadow").st_mode & stat.S_IROTH:
+        assert "/etc/shadow" in found
+    assert "/etc/passwd" not in found
+
+
+def test_git_control_files_a_run_created_are_removed_and_existing_ones_kept(
+    tmp_path: Path,
+) -> None:
+    git = tmp_path / ".git"
+    (git / "hooks").mkdir(parents=True)
+    (git / "config").write_text("[core]\n")
+    before = git_watch([str(tmp_path)])
+    assert before[str(git / "config")] is True and before[str(git / "commondir")] is False
+    (git / "commondir").write_text("../elsewhere\n")
+    (git / "modules" / "sub").mkdir(parents=True)
+
+    assert undo_git_changes(before) == [str(git / "commondir"), str(git / "modules")]
+    assert sorted(os.listdir(git)) == ["config", "hooks"]
+
+
+def test_hidden_state_is_configured_and_taken_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hidden: None
+) -> None:
+    configure_hidden([str(tmp_path / "home"), ""])
+    monkeypatch.setenv(sandbox_view.ROOST_STATE_ENV, str(tmp_path / "profiles"))
+    assert hidden_state() == [str(tmp_path / "home"), str(tmp_path / "profiles")]
+
+
+# --- the view, through a real bubblewrap ------------------------------------------------
+
+
+def test_roost_state_inside_a_bound_path_is_hidden_and_not_writable(
+    tmp_path: Path, bwrap: None, hidden: None
+) -> None:
+    root = tmp_path / "root"
+    state = root / "state"
+    state.mkdir(parents=True)
+    (state / "journal.sqlite").write_text("journal")
+    configure_hidden([str(state)])
+    code, out, err = sh(View(writable=(str(root),), cwd=str(root)), "ls -A state; touch state/x")
+    assert (code, out) == (1, "")
+    assert "Read-only file system" in err
+    assert sorted(os.listdir(state)) == ["journal.sqlite"]
+
+
+def test_sensitive_files_read_as_nothing_and_other_files_as_themselves(
+    tmp_path: Path, bwrap: None
+) -> None:
+    (tmp_path / ".env").write_text("TOKEN=hidden\n")
+    (tmp_path / "a.txt").write_text("visible\n")
+    view = View(writable=(str(tmp_path),), cwd=str(tmp_path), sensitive_deny=(".env",))
+    code, out, _ = sh(view, "cat a.txt; cat .env")
+    assert (code, out) == (1, "visible\n")
+
+
+def test_a_listening_socket_inside_the_root_is_masked_unless_allowlisted(
+    tmp_path: Path, bwrap: None
+) -> None:
+    path = tmp_path / "dev.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    probe = (
+        "python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); "
+        's.connect(sys.argv[1]); print("connected")\' dev.sock'
+    )
+    try:
+        masked = View(writable=(str(tmp_path),), cwd=str(tmp_path))
+        code, out, _ = sh(masked, probe)
+        assert (code, out) == (1, "")
+        allowed = View(writable=(str(tmp_path),), cwd=str(tmp_path), sockets=(str(path),))
+        assert sh(allowed, probe)[:2] == (0, "connected\n")
+    finally:
+        server.close()
+
+
+def test_extra_read_paths_are_visible_and_read_only(tmp_path: Path, bwrap: None) -> None:
+    root, tools = tmp_path / "root", tmp_path / "tools"
+    root.mkdir()
+    tools.mkdir()
+    (tools / "tool.sh").write_text("echo tool\n")
+    outside = f"cat {tools}/tool.sh; touch {tools}/x"
+    assert sh(View(writable=(str(root),), cwd=str(root)), outside)[1] == ""
+    view = View(writable=(str(root),), cwd=str(root), read_only=(str(tools),))
+    code, out, err = sh(view, outside)
+    assert (code, out) == (1, "echo tool\n")
+    assert "Read-only file system" in err
+
+
+# --- the process limit ------------------------------------------------------------------
+
+
+def test_a_pids_cgroup_refuses_forks_past_its_limit_and_is_removed() -> None:
+    available, detail, _ = cgroups.probe()
+    if not available:
+        pytest.skip(f"no pids cgroup here: {detail}")
+    group = cgroups.PidsCgroup.create(6)
+    code = (
+        "import os,time\nn=0\nfor i in range(50):\n"
+        "    try: pid=os.fork()\n    except OSError: break\n"
+        "    if pid==0: os.closerange(0, 3); time.sleep(20); os._exit(0)\n    n+=1\nprint(n)"
+    )
+    try:
+        done = subprocess.run(
+            [*cgroups.join_argv(group), "/usr/bin/python3", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.stdout == "5\n"
+        assert group.peak_refused() >= 1
+        assert len(group.pids()) == 5
+    finally:
+        group.close()
+    assert not os.path.exists(group.path)
