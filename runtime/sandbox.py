@@ -2,9 +2,12 @@
 
 Layers, strongest first (``docs/security-commands.md`` says what each enforces):
 
-- **bubblewrap** (``bwrap``): new network and PID namespaces, the whole filesystem
-  read-only except the project root and a per-call scratch directory, a private ``/tmp``,
-  a minimal ``/dev`` and a fresh ``/proc``; everything dies with the namespace's init.
+- **bubblewrap** (``bwrap``): new network, PID, IPC and UTS namespaces and the allowlisted
+  filesystem view of :mod:`runtime.sandbox_view` (the system read-only, the project root
+  and a per-call scratch directory writable, nothing of ``$HOME``, ``ROOST_HOME`` or the
+  host's Unix sockets); everything dies with the namespace's init. The command tool runs
+  nothing without it (:func:`require_confinement`).
+- **pids cgroup** (:mod:`runtime.cgroups`): at most ``Limits.max_processes`` tasks per run.
 - **unshare** (util-linux): new network and PID namespaces (through a user namespace when
   not root), a fresh ``/proc``; no filesystem confinement.
 - **always**: ``stdin`` closed, a new session, rlimits (CPU, address space, file size,
@@ -14,7 +17,7 @@ Layers, strongest first (``docs/security-commands.md`` says what each enforces):
 
 :func:`probe_layers` finds out, by trying, which layers work on this machine (cached per
 process); ``ROOST_SANDBOX_DISABLE=bwrap,unshare`` (any of ``bwrap``, ``unshare``,
-``prlimit``, ``setpriv``, ``openat2``) switches layers off so fallbacks can be exercised.
+``prlimit``, ``setpriv``, ``openat2``, ``cgroups``) switches layers off so fallbacks can be exercised.
 Without a network namespace, a command that must not reach the network is refused with
 ``isolation_unavailable``: the sandbox fails closed.
 """

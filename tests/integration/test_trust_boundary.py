@@ -268,3 +268,17 @@ def test_a_bounded_fork_bomb_stops_at_the_process_limit_and_the_daemon_keeps_ser
     assert (terminated["reason"], terminated["count"]) == ("completed", forked)
     call, after = run(client, "bomb", "echo still-serving")
     assert after["result"]["stdout"] == "still-serving\n"
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed here")
+@pytest.mark.parametrize("project", ["deny", "allow"])
+def test_psql_cannot_reach_the_hosts_postgresql_socket(client: Client, project: str) -> None:
+    """The reported attack: trust auth on the local socket made a command the superuser."""
+    sockets = [s for s in listening_sockets() if ".s.PGSQL." in s]
+    if not sockets:
+        pytest.skip("no PostgreSQL Unix socket listens on this machine")
+    directory = os.path.dirname(sockets[0])
+    command = f'psql -h {directory} -U postgres -d test -tAc "select current_user"; echo rc=$?'
+    _call, result = run(client, project, command)
+    assert result["result"]["stdout"] == "rc=2\n", result
+    assert "No such file or directory" in result["result"]["stderr"]
