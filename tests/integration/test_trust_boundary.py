@@ -33,6 +33,8 @@ pytestmark = needs_bwrap
 
 C = "c"
 
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed here")
+
 ATTACK = textwrap.dedent(
     """
     import json, os, socket, sys
@@ -104,6 +106,9 @@ def client(home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli
             c.start_conversation(project, conversation_id=C)
         repo = base / "repo"
         repo.mkdir()
+        if shutil.which("git") is None:
+            yield c
+            return
         git(repo, "init", "-q")
         (repo / "a.txt").write_text("one\n")
         git(repo, "add", "a.txt")
@@ -194,6 +199,7 @@ def test_a_sensitive_file_of_the_root_reads_as_nothing_for_a_command(client: Cli
     assert result["result"]["stdout"].endswith("rc=1\n")
 
 
+@needs_git
 def test_a_planted_commondir_is_removed_and_git_status_runs_no_fsmonitor(
     client: Client, tmp_path: Path
 ) -> None:
@@ -226,6 +232,7 @@ def test_a_planted_commondir_is_removed_and_git_status_runs_no_fsmonitor(
     assert removed == [".git/commondir", ".git/worktrees"]
 
 
+@needs_git
 def test_git_add_commit_and_checkout_keep_working_in_a_command(client: Client) -> None:
     repo = Path(client.diagnostics("repo")["root"])
     ident = "-c user.name=agent -c user.email=agent@example.com"
@@ -240,6 +247,7 @@ def test_git_add_commit_and_checkout_keep_working_in_a_command(client: Client) -
     assert git(repo, "log", "--format=%s", "topic").stdout.split() == ["three", "two", "one"]
 
 
+@needs_git
 def test_the_git_directory_cannot_be_renamed_away_by_a_command(client: Client) -> None:
     repo = Path(client.diagnostics("repo")["root"])
     _call, result = run(client, "repo", "mv .git .git-old; echo rc=$?")
