@@ -17,9 +17,9 @@ Layers, strongest first (``docs/security-commands.md`` says what each enforces):
 
 :func:`probe_layers` finds out, by trying, which layers work on this machine (cached per
 process); ``ROOST_SANDBOX_DISABLE=bwrap,unshare`` (any of ``bwrap``, ``unshare``,
-``prlimit``, ``setpriv``, ``openat2``, ``cgroups``) switches layers off so fallbacks can be exercised.
-Without a network namespace, a command that must not reach the network is refused with
-``isolation_unavailable``: the sandbox fails closed.
+``prlimit``, ``setpriv``, ``openat2``, ``cgroups``) switches layers off so fallbacks can be
+exercised. Without a network namespace, a command that must not reach the network is
+refused with ``isolation_unavailable``: the sandbox fails closed.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from runtime.sandbox_view import (
     PROTECTED_IN_WRITABLE,
     View,
     git_watch,
+    hooks_dirs,
     protected_mounts,
     undo_git_changes,
     view_argv,
@@ -359,6 +360,17 @@ def require_confinement(layers: Mapping[str, Any]) -> None:
         )
 
 
+def _args_fd(args: Sequence[str]) -> int:
+    """A memory file holding ``args`` NUL-separated, at offset 0 (for ``bwrap --args``)."""
+    fd = os.memfd_create("roost-bwrap-args")
+    data = b"".join(os.fsencode(a) + b"\0" for a in args)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _apply_rlimits(values: Mapping[int, tuple[int, int]]) -> None:
     """Set rlimits in the child before exec (used only when ``prlimit`` is missing)."""
     for which, limit in values.items():
@@ -434,13 +446,21 @@ def run_command(
         used.append("pdeathsig")
     status_dir = tempfile.mkdtemp(prefix="roost-status-") if via else None
     git_before: dict[str, bool] = {}
+    args_fd: int | None = None
     try:
         if via and status_dir:
             if via == "bwrap":
-                git_before = git_watch(view.writable)
-                staged = msgspec.structs.replace(view, writable=(*view.writable, status_dir))
+                hooks = tuple(hooks_dirs(view.writable))
+                git_before = git_watch(view.writable, hooks)
+                staged = msgspec.structs.replace(
+                    view, writable=(*view.writable, status_dir), hooks=hooks
+                )
                 try:
-                    prefix += bwrap_argv(allow_network, staged)
+                    bwrap = bwrap_argv(allow_network, staged)
+                    # The view's arguments go through a file descriptor, so the command
+                    # cannot read which paths are hidden from /proc/1/cmdline (bwrap).
+                    args_fd = _args_fd(bwrap[1:-1])
+                    prefix += [bwrap[0], "--args", str(args_fd), "--"]
                 except OverflowError as e:
                     raise ToolError(
                         "isolation_unavailable",
@@ -471,8 +491,11 @@ def run_command(
             cancel=cancel,
             max_output_bytes=max_output_bytes,
             git_before=git_before,
+            pass_fds=() if args_fd is None else (args_fd,),
         )
     finally:
+        if args_fd is not None:
+            os.close(args_fd)
         if status_dir:
             shutil.rmtree(status_dir, ignore_errors=True)
         if group is not None:
@@ -493,6 +516,7 @@ def _run(
     cancel: threading.Event | None,
     max_output_bytes: int,
     git_before: dict[str, bool],
+    pass_fds: tuple[int, ...],
 ) -> CommandResult:
     marker = uuid.uuid4().hex
     started = time.monotonic()
@@ -505,6 +529,7 @@ def _run(
             cwd=cwd,
             env={**env, MARKER_ENV: marker},
             start_new_session=True,
+            pass_fds=pass_fds,
             preexec_fn=preexec,  # noqa: PLW1509  (only without prlimit; sets rlimits only)
         )
     except OSError as e:

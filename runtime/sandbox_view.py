@@ -12,7 +12,8 @@ boundary"). It starts from an empty root and adds, in this order:
 3. the writable paths (the project root, the call's scratch home);
 4. inside them, the protected places bound read-only again (``.roost``, and the parts of
    ``.git`` that decide what git executes: config, hooks, info, commondir, worktrees,
-   modules), with ``.git`` itself bound on itself so it cannot be renamed away;
+   modules, and a work-tree directory that ``core.hooksPath`` names), with ``.git``
+   itself bound on itself so it cannot be renamed away;
 5. hidden last, so nothing above can uncover them: sensitive files inside the bound paths
    (``sensitive_path_denylist`` names, shown as empty ``/dev/null``), every listening host
    Unix socket found inside them (unless ``command_socket_allowlist`` names it), and
@@ -34,6 +35,7 @@ import functools
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -52,6 +54,7 @@ __all__ = [
     "etc_secrets",
     "git_watch",
     "hidden_state",
+    "hooks_dirs",
     "listening_sockets",
     "protected_mounts",
     "sensitive_files",
@@ -114,6 +117,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     """``sensitive_path_denylist`` patterns: matching files inside the bound paths are hidden."""
     sensitive_allow: tuple[str, ...] = ()
     """``sensitive_path_allowlist`` patterns (exceptions)."""
+    hooks: tuple[str, ...] = ()
+    """``core.hooksPath`` directories inside the writable paths (:func:`hooks_dirs`)."""
 
 
 def configure_hidden(paths: Iterable[str]) -> None:
@@ -214,6 +219,8 @@ def sensitive_files(paths: Sequence[str], rules: SensitiveRules) -> list[str]:
                 raise OverflowError(f"more than {MAX_SCAN_ENTRIES} entries under {paths}")
             for entry in entries:
                 rel = (*parts, entry.name)
+                if entry.is_symlink():
+                    continue  # reading it reads its target, which is judged by its own name
                 if rules.match(rel) is not None:
                     found.append(entry.path)
                 elif entry.is_dir(follow_symlinks=False) and rel != (".git", "objects"):
@@ -231,9 +238,44 @@ def _git_dirs(writable: Sequence[str]) -> list[str]:
     return found
 
 
-def protected_mounts(writable: Sequence[str]) -> list[str]:
-    """The existing, real (not symlinked) protected places inside ``writable`` paths."""
+def hooks_dirs(writable: Sequence[str]) -> list[str]:
+    """Directories inside ``writable`` that git's ``core.hooksPath`` names (e.g. ``.husky``).
+
+    Read with the real ``git config`` (system, global and the repository's own config, as
+    the user's git reads them); a hooks directory in the work tree would otherwise let a
+    command plant a hook that the user's next commit runs.
+    """
+    git = shutil.which("git")
     found: list[str] = []
+    if git is None:
+        return found
+    for path in writable:
+        if not os.path.lexists(os.path.join(path, ".git")):
+            continue
+        try:
+            done = subprocess.run(
+                [git, "-C", path, "config", "--get-all", "core.hooksPath"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in done.stdout.splitlines():
+            place = os.path.realpath(os.path.join(path, os.path.expanduser(line.strip())))
+            if line.strip() and _inside(place, path) and place != path:
+                found.append(place)
+    return sorted(set(found))
+
+
+def protected_mounts(writable: Sequence[str], hooks: Sequence[str] = ()) -> list[str]:
+    """The existing, real (not symlinked) protected places inside ``writable`` paths.
+
+    ``hooks`` are the ``core.hooksPath`` directories (:func:`hooks_dirs`).
+    """
+    found: list[str] = [h for h in hooks if os.path.isdir(h) and not os.path.islink(h)]
     for git in _git_dirs(writable):
         for name in GIT_CONTROL:
             place = os.path.join(git, name)
@@ -250,13 +292,14 @@ def protected_mounts(writable: Sequence[str]) -> list[str]:
     return found
 
 
-def git_watch(writable: Sequence[str]) -> dict[str, bool]:
-    """Map each ``.git`` control entry of the writable paths to whether it exists now."""
-    return {
-        os.path.join(git, name): os.path.lexists(os.path.join(git, name))
-        for git in _git_dirs(writable)
-        for name in GIT_CONTROL
-    }
+def git_watch(writable: Sequence[str], hooks: Sequence[str] = ()) -> dict[str, bool]:
+    """Map each git control entry of the writable paths to whether it exists now.
+
+    The entries are those of :data:`GIT_CONTROL` in each ``.git`` and the ``core.hooksPath``
+    directories ``hooks``.
+    """
+    places = [os.path.join(git, name) for git in _git_dirs(writable) for name in GIT_CONTROL]
+    return {place: os.path.lexists(place) for place in [*places, *hooks]}
 
 
 def undo_git_changes(before: dict[str, bool]) -> list[str]:
@@ -351,7 +394,7 @@ def view_argv(view: View) -> list[str]:
         visible.append(view.cwd)
     for git in _git_dirs(view.writable):
         argv += ["--bind", git, git]  # a mount point cannot be renamed or removed
-    for place in protected_mounts(view.writable):
+    for place in protected_mounts(view.writable, view.hooks):
         argv += ["--ro-bind", place, place]
     bound = [*view.writable, *view.read_only]
     rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)

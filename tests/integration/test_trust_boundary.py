@@ -290,3 +290,43 @@ def test_psql_cannot_reach_the_hosts_postgresql_socket(client: Client, project: 
     _call, result = run(client, project, command)
     assert result["result"]["stdout"] == "rc=2\n", result
     assert "No such file or directory" in result["result"]["stderr"]
+
+
+@needs_git
+def test_a_hooks_path_in_the_work_tree_is_read_only_for_a_command(
+    client: Client, tmp_path: Path
+) -> None:
+    """A repository whose config sets core.hooksPath (husky) keeps its hooks out of reach."""
+    repo = Path(client.diagnostics("repo")["root"])
+    (repo / ".husky").mkdir()
+    (repo / ".husky" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    assert git(repo, "config", "core.hooksPath", ".husky").returncode == 0
+    marker = tmp_path / "hook-ran"
+    try:
+        plant = f"printf '#!/bin/sh\\ntouch {marker}\\n' > .husky/pre-commit; echo rc=$?"
+        _call, result = run(client, "repo", plant)
+        assert result["result"]["stdout"] == "rc=2\n", result
+        assert "Read-only file system" in result["result"]["stderr"]
+        assert (repo / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+    finally:
+        git(repo, "config", "--unset", "core.hooksPath")
+        shutil.rmtree(repo / ".husky")
+    assert not marker.exists()
+
+
+@needs_git
+def test_a_missing_hooks_path_created_by_a_command_is_removed(client: Client) -> None:
+    repo = Path(client.diagnostics("repo")["root"])
+    assert git(repo, "config", "core.hooksPath", "githooks").returncode == 0
+    try:
+        call, result = run(client, "repo", "mkdir githooks && echo x > githooks/post-checkout")
+        assert (result["status"], result["result"]["exit_code"]) == ("ok", 0), result
+        assert not (repo / "githooks").exists()
+        violations = [
+            e["data"]["path"]
+            for e in recorded(client, call)
+            if e["type"] == "security.sandbox_violation"
+        ]
+        assert violations == ["githooks"]
+    finally:
+        git(repo, "config", "--unset", "core.hooksPath")
