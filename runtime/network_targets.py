@@ -329,8 +329,8 @@ def scan_text(text: str) -> Iterator[str]:
     for line in remainder.replace("\\\n", "  ").splitlines(keepends=True):
         cursor = 0
         for operand in command_operands(_tokens(line)):
-            bare = operand.rpartition("://")[2]
-            position = line.find(bare.rpartition("@")[2], cursor)
+            host = operand.rpartition("://")[2].partition("/")[0].rpartition("@")[2]
+            position = line.find(host, cursor)
             cursor = position + 1 if position != -1 else cursor
             found.append((offset + cursor, operand))
         offset += len(line)
