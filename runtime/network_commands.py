@@ -160,6 +160,7 @@ _PREFIXES = _opts(
 _SEPARATOR = re.compile(r"[;&|()<>]+")
 _PREFIX_ARGUMENT = re.compile(r"-.*|[A-Za-z_][A-Za-z0-9_]*=.*|[0-9.]+[smhd]?")
 _METHOD = re.compile(r"[A-Z]+")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def command_operands(tokens: list[str]) -> Iterator[str]:
@@ -174,6 +175,8 @@ def command_operands(tokens: list[str]) -> Iterator[str]:
             at_command, after_prefix = True, False
             continue
         if not at_command:
+            continue
+        if _ASSIGNMENT.match(token):  # `VAR=x curl HOST`: still in command position
             continue
         name = token.rsplit("/", 1)[-1]
         if name in _PREFIXES:

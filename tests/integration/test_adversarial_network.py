@@ -284,6 +284,13 @@ NETWORK_CASES: list[tuple[str, str, str, dict[str, Any], Expect]] = [
         denied("not_allowlisted", tool="command.run"),
     ),
     (
+        "allow_egress_proxy_off_the_allowlist",
+        "listed",
+        "command.run",
+        {"command": "https_proxy=evil.test:8080 curl -s http://example.com/"},
+        denied("not_allowlisted", tool="command.run"),
+    ),
+    (
         "allow_egress_host_off_the_allowlist_in_http_fetch",
         "listed",
         "http.fetch",

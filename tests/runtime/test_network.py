@@ -450,6 +450,36 @@ def test_remotes_of_ssh_copy_and_git_commands_are_targets(text: str, targets: li
     assert extract_targets({"command": text}) == targets
 
 
+def test_proxies_are_targets_and_no_proxy_lists_are_not() -> None:
+    text = (
+        "https_proxy=proxy-a.example:8080 HTTP_PROXY=proxy-b.example curl http://ok.example/;"
+        " wget -e all_proxy=proxy-c.example -O f https://ok.example/f;"
+        " pip install --proxy proxy-d.example:3128 r; git -c http.proxy=proxy-e.example clone x;"
+        " no_proxy=localhost,127.0.0.1 make"
+    )
+    assert extract_targets({"command": text}) == [
+        "proxy-a.example:8080",
+        "proxy-b.example",
+        "http://ok.example/",
+        "proxy-c.example",
+        "https://ok.example/f",
+        "proxy-d.example:3128",
+        "proxy-e.example",
+    ]
+    env = {"HTTPS_PROXY": "proxy-f.example:1", "No_Proxy": "internal.example"}
+    assert extract_targets({"env": env}) == ["proxy-f.example:1"]
+
+
+def test_the_word_after_a_url_given_to_a_key_is_not_its_value() -> None:
+    text = "tool --url https://a.example build; ALL_PROXY=socks5://b.example:1080 make"
+    assert extract_targets({"command": text}) == ["https://a.example", "socks5://b.example:1080"]
+
+
+def test_a_network_command_after_variable_assignments_is_in_command_position() -> None:
+    text = "A=1 B='two words' nc c.example 80; X=1 env Y=2 curl d.example"
+    assert extract_targets({"command": text}) == ["c.example", "d.example"]
+
+
 def test_network_command_words_in_prose_are_not_commands() -> None:
     assert extract_targets("we use curl to fetch pages and nc for sockets") == []
 
