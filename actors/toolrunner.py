@@ -4,7 +4,8 @@ File and asset tools run inline (they take milliseconds). Commands, HTTP fetches
 workflows and ``async`` calls run on worker threads; while any is in flight the actor
 polls for finished ones every few milliseconds (Thespian delivers no messages from
 threads). A cancelled call's thread is told to stop; whatever it returns is still sent,
-and the conversation ignores it.
+and the conversation, which already closed the call, records only its signals (the
+processes the cancel killed).
 """
 
 from __future__ import annotations

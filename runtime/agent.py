@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from events import catalog as ev
-from events.catalog import TERMINAL_TOOL_TYPES
+from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
 from events.envelope import (
     Envelope,
     NewEvent,
@@ -55,6 +55,9 @@ INBOUND_TYPES = frozenset(
 """Event types a client may send into a conversation."""
 
 Clock = Callable[[], datetime]
+
+_REMEMBERED_CANCELS = 1024
+"""Cancelled running calls whose late signals are still awaited (the oldest are dropped)."""
 
 
 def _as_data(message: dict[str, Any], wrapped: dict[str, tuple[str, str]]) -> dict[str, Any]:
@@ -111,6 +114,7 @@ class ConversationCore:
         self.waiters: dict[str, list[Any]] = {}
         self._asked: set[str] = set()
         self._dispatched: set[str] = set()
+        self._cancelled_running: dict[str, tuple[str, str]] = {}
         self._model_round: tuple[str, int] | None = None
         self._draft: list[NewEvent] = []
         self._draft_calls: dict[str, CallSpec] = {}
@@ -180,7 +184,9 @@ class ConversationCore:
             self.pending[d["call_id"]].status = "started"
             self.pending[d["call_id"]].last_event_id = e.event_id
         elif t in TERMINAL_TOOL_TYPES:
-            self.pending.pop(d["call_id"], None)
+            closed = self.pending.pop(d["call_id"], None)
+            if t == "tool.cancelled" and closed is not None and d["call_id"] in self._dispatched:
+                self._await_late_signals(closed, e.event_id)
             self._dispatched.discard(d["call_id"])
             self._asked.discard(d["call_id"])
             if self.turn is not None and e.correlation_id == self.turn.correlation_id:
@@ -196,6 +202,12 @@ class ConversationCore:
             self.cancelled = False
         elif t == "conversation.stopped":
             self.stopped = True
+
+    def _await_late_signals(self, call: Call, cancelled_event_id: str) -> None:
+        """Keep where the signals of a cancelled call still running go when it returns."""
+        self._cancelled_running[call.call_id] = (call.correlation_id, cancelled_event_id)
+        while len(self._cancelled_running) > _REMEMBERED_CANCELS:
+            del self._cancelled_running[next(iter(self._cancelled_running))]
 
     def _user_message(self, correlation_id: str) -> Envelope | None:
         for message in self.inbox:
@@ -654,16 +666,33 @@ class ConversationCore:
         """A call's terminal event and its signals.
 
         Ignored when the call is no longer pending (cancelled, or already failed as crashed):
-        late results are suppressed.
+        late results are suppressed. A call cancelled while it ran still has its signals
+        recorded (``tool.child_processes_terminated {reason: cancel}`` says what the cancel
+        killed), with the call's correlation, caused by its ``tool.cancelled``.
         """
         call = self.pending.get(call_id)
-        if call is None or call.status != "started":
+        if call is None:
+            return self._late_signals(call_id, events)
+        if call.status != "started":
             return []
         batch = [
             self._new(p, correlation_id=call.correlation_id, causation_id=call.last_event_id)
             for p in events
         ]
         return [Append(events=self._then_next_round(batch))] if batch else []
+
+    def _late_signals(self, call_id: str, events: list[ev.Event]) -> list[Effect]:
+        """The signals of a call cancelled while it ran; its own terminal event is dropped."""
+        where = self._cancelled_running.pop(call_id, None)
+        if where is None:
+            return []
+        correlation, cause = where
+        batch = [
+            self._new(p, correlation_id=correlation, causation_id=cause)
+            for p in events
+            if p.__struct_config__.tag in SIGNAL_TYPES
+        ]
+        return [Append(events=batch)] if batch else []
 
     def runner_lost(self, reason: str) -> list[Effect]:
         """The ToolRunner died: every dispatched call ends with ``tool_crashed``."""

@@ -11,8 +11,10 @@ project's options (``network_egress_policy``, ``network_allowlist``,
    in any spelling, and the names ``localhost`` / ``*.localhost`` / cloud metadata names
    → ``network_endpoint_denied``, whatever the egress policy, unless an allowlist entry
    names that exact host or address (or a CIDR entry covers the address).
-4. Egress ``deny`` and the host not allowlisted (suffix match: ``example.com`` allows
-   ``api.example.com``) → ``network_denied`` (``not_allowlisted``).
+4. The host not allowlisted (suffix match: ``example.com`` allows ``api.example.com``)
+   → ``network_denied`` (``not_allowlisted``), under egress ``deny``, and under egress
+   ``allow`` whenever ``network_allowlist`` has entries. Egress ``allow`` with an empty
+   allowlist lets every public host through.
 
 :func:`resolve_and_check` repeats rule 3 on every address a name resolves to, so a name
 that passes the policy cannot point at an internal address (DNS rebinding); ``http.fetch``
@@ -128,7 +130,7 @@ _MESSAGES: dict[str, str] = {
     "invalid_host": "its host is not a valid host name or address",
     "invalid_port": "its port is not a number from 0 to 65535",
     "scheme_not_allowed": "its scheme is not in network_allowed_schemes",
-    "not_allowlisted": "egress is denied and its host is not in network_allowlist",
+    "not_allowlisted": "its host is not in network_allowlist",
     "localhost": "it names this machine",
     "metadata": "it names the cloud metadata service",
 }
@@ -191,7 +193,10 @@ class NetworkPolicy(msgspec.Struct, frozen=True, kw_only=True):
     """The project's egress rules, normalized once per project."""
 
     egress: Literal["allow", "deny"] = "deny"
-    """``allow``: any public host; ``deny``: only allowlisted hosts."""
+    """``allow``: commands get the network, and with an empty allowlist any public host
+    passes; ``deny``: only allowlisted hosts, commands without network."""
+    restricted: bool = False
+    """``network_allowlist`` has entries: only they pass, under egress ``allow`` too."""
     names: frozenset[str] = frozenset()
     """Allowlisted host names; each allows itself and its subdomains."""
     domains: frozenset[str] = frozenset()
@@ -233,6 +238,9 @@ class NetworkPolicy(msgspec.Struct, frozen=True, kw_only=True):
             schemes = DEFAULT_ALLOWED_SCHEMES
         return cls(
             egress=egress,
+            # entries that did not normalize still count: a list of only malformed
+            # entries allows nothing rather than everything
+            restricted=bool(options.get("network_allowlist")),
             names=frozenset(names),
             domains=frozenset(domains),
             addresses=frozenset(addresses),
@@ -322,7 +330,7 @@ def judge_target(policy: NetworkPolicy, target: str) -> TargetDecision:
         if _named_exactly(policy, parsed):
             return decide(None, None)
         return decide("network_endpoint_denied", special)
-    if policy.egress == "allow":
+    if policy.egress == "allow" and not policy.restricted:
         return decide(None, None)
     if parsed.is_ip:
         allowed = policy.names_address(ipaddress.ip_address(parsed.host))

@@ -6,10 +6,18 @@ every network command found in command position (at the start, after ``;``, ``&&
 the values of options that are not targets (``curl -o FILE``) and keeping those that are
 (``curl -x PROXY``, ``--resolve host:port:ADDRESS``). Fails closed: a word it cannot place
 is kept as a target, so the policy judges it.
+
+Commands that speak one protocol get its scheme (``ssh host`` is ``ssh://host``, ``ftp
+host`` is ``ftp://host``), so ``network_allowed_schemes`` applies to them. Copy commands
+(``scp``, ``rsync``) and ``git`` name a remote as ``[user@]host:path`` (a colon before any
+slash); only such operands are targets there, local paths and remote names (``origin``)
+are not.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import itertools
 import re
 from collections.abc import Iterator
 
@@ -28,9 +36,11 @@ class _Family(msgspec.Struct, frozen=True):
     all_operands: bool
     """Every operand is a target (``curl a b``); else only the first (``nc HOST PORT``)."""
     scheme: str | None = None
-    """Scheme to put in front of a ``user@host`` operand (``ssh``)."""
+    """Scheme of every target without one (``ssh``: ``user@host`` → ``ssh://user@host``)."""
     skip_method: bool = False
     """A leading upper-case HTTP method operand is not a target (httpie)."""
+    remote_only: bool = False
+    """Only ``[user@]host:path`` operands are remotes (``scp``, ``rsync``); others are local."""
 
 
 def _opts(text: str) -> frozenset[str]:
@@ -85,6 +95,21 @@ _SSH = _Family(
 _NETCAT = _Family(_opts("p s w i q e c o O I T V X"), _opts("x"), all_operands=False)
 _PLAIN = _Family(_opts("c i I s t w W m p Q"), frozenset(), all_operands=False)
 _FTP = _Family(frozenset(), frozenset(), all_operands=False, scheme="ftp")
+_SCP = _Family(
+    _opts("c D F i l o P S X"), _opts("J"), all_operands=True, scheme="ssh", remote_only=True
+)
+_RSYNC = _Family(
+    _opts(
+        "e B f M T --rsh --rsync-path --exclude --include --exclude-from --include-from"
+        " --files-from --filter --log-file --temp-dir --compare-dest --copy-dest --link-dest"
+        " --backup-dir --suffix --chmod --chown --port --password-file --partial-dir --timeout"
+        " --bwlimit --max-size --min-size --out-format --block-size --skip-compress"
+    ),
+    frozenset(),
+    all_operands=True,
+    scheme="ssh",
+    remote_only=True,
+)
 
 _FAMILIES: dict[str, _Family] = {
     "curl": _CURL,
@@ -107,8 +132,24 @@ _FAMILIES: dict[str, _Family] = {
     "ping6": _PLAIN,
     "traceroute": _PLAIN,
     "ftp": _FTP,
+    "scp": _SCP,
+    "rsync": _RSYNC,
 }
 """Network commands whose operands are targets."""
+
+_GIT_OPTIONS = _opts("-C -c --git-dir --work-tree --namespace --exec-path --config-env")
+"""``git`` options before the subcommand that take a separate value."""
+_GIT_VALUES = _opts(
+    "-c -o -b -u -j -s -X --origin --branch --upload-pack --receive-pack --exec --depth --deepen"
+    " --shallow-since --shallow-exclude --reference --reference-if-able --separate-git-dir"
+    " --template --config --filter --jobs --negotiation-tip --refmap --strategy"
+    " --strategy-option --server-option --push-option --sort --name --bundle-uri"
+)
+"""Options of ``git`` subcommands that take a separate value that is no remote."""
+_GIT_REMOTE_OPTIONS = _opts("--repo --remote")
+"""Options of ``git`` subcommands whose value is a remote (``push --repo``, ``archive``)."""
+_GIT_FIRST = frozenset({"fetch", "pull", "push", "ls-remote", "archive"})
+"""``git`` subcommands whose first operand is a remote (later ones are refspecs)."""
 
 _PREFIXES = _opts(
     "sudo doas env exec nohup time nice command builtin xargs then do else ! { stdbuf"
@@ -119,6 +160,7 @@ _PREFIXES = _opts(
 _SEPARATOR = re.compile(r"[;&|()<>]+")
 _PREFIX_ARGUMENT = re.compile(r"-.*|[A-Za-z_][A-Za-z0-9_]*=.*|[0-9.]+[smhd]?")
 _METHOD = re.compile(r"[A-Z]+")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def command_operands(tokens: list[str]) -> Iterator[str]:
@@ -134,6 +176,8 @@ def command_operands(tokens: list[str]) -> Iterator[str]:
             continue
         if not at_command:
             continue
+        if _ASSIGNMENT.match(token):  # `VAR=x curl HOST`: still in command position
+            continue
         name = token.rsplit("/", 1)[-1]
         if name in _PREFIXES:
             after_prefix = True
@@ -141,6 +185,10 @@ def command_operands(tokens: list[str]) -> Iterator[str]:
         if after_prefix and _PREFIX_ARGUMENT.fullmatch(token):
             continue
         at_command = after_prefix = False
+        if name == "git":
+            operands, index = _git_operands(tokens, index)
+            yield from operands
+            continue
         family = _FAMILIES.get(name)
         if family is not None:
             operands, index = _operands(family, tokens, index)
@@ -157,16 +205,103 @@ def _operands(family: _Family, tokens: list[str], index: int) -> tuple[list[str]
         if token.startswith("-") and len(token) > 1:
             option, value, index = _option(family, tokens, token, index)
             if value is not None and option in family.target_options:
-                targets.append(value.split(":", 2)[-1] if option in _REMAPS else value)
+                value = value.split(":", 2)[-1] if option in _REMAPS else value
+                targets.append(_with_scheme(family.scheme, value) if family.scheme else value)
             continue
         if family.skip_method and positional == 0 and _METHOD.fullmatch(token):
             continue
         if family.all_operands or positional == 0:
-            if family.scheme is not None and "@" in token and "://" not in token:
-                token = f"{family.scheme}://{token}"
-            targets.append(token)
+            if family.remote_only:
+                remote = _remote(family.scheme or "ssh", token)
+                if remote is not None:
+                    targets.append(remote)
+            elif family.scheme is not None:
+                targets.append(_with_scheme(family.scheme, token))
+            else:
+                targets.append(token)
         positional += 1
     return targets, index
+
+
+def _git_operands(tokens: list[str], index: int) -> tuple[list[str], int]:
+    """The remotes of one ``git`` command (``clone``, ``fetch``, ``remote add`` ...)."""
+    words: list[str] = []
+    remotes: list[str] = []
+    subcommand: str | None = None
+    while index < len(tokens) and not _SEPARATOR.fullmatch(tokens[index]):
+        token = tokens[index]
+        index += 1
+        if token.startswith("-") and len(token) > 1:
+            name, equals, value = token.partition("=")
+            takes = _GIT_OPTIONS if subcommand is None else _GIT_VALUES | _GIT_REMOTE_OPTIONS
+            if not equals and name in takes and index < len(tokens):
+                value, index = tokens[index], index + 1
+            if subcommand is not None and name in _GIT_REMOTE_OPTIONS and value:
+                remotes.append(value)
+            continue
+        if subcommand is None:
+            subcommand = token
+        else:
+            words.append(token)
+    if subcommand == "clone":
+        remotes += words
+    elif subcommand in _GIT_FIRST:
+        remotes += words[:1]
+    elif subcommand == "remote" and words[:1] in (["add"], ["set-url"]):
+        remotes += words[2:]  # after the name; an option value read as a word is no remote
+    elif subcommand == "submodule" and words[:1] == ["add"]:
+        remotes += words[1:2]
+    elif subcommand == "config":
+        remotes += [value for key, value in itertools.pairwise(words) if _is_url_key(key)]
+    found = [_remote("ssh", word) for word in remotes]
+    return [target for target in found if target is not None], index
+
+
+def _is_url_key(key: str) -> bool:
+    """A ``git config`` key that holds a remote's URL (``remote.origin.url``)."""
+    return key.lower().endswith((".url", ".pushurl"))
+
+
+def _with_scheme(scheme: str, token: str) -> str:
+    """``token`` as a ``scheme`` URL: ``[user@]host[:rest]`` → ``scheme://[user@]host/rest``."""
+    if "://" in token:
+        return token
+    user, at, host = token.rpartition("@")
+    if _is_ipv6(host):  # ssh takes a bare IPv6 address
+        return f"{scheme}://{user}{at}[{host}]"
+    return _remote(scheme, token) or f"{scheme}://{token}"
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text.partition("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _remote(scheme: str, token: str) -> str | None:
+    """A ``[user@]host:path`` remote as a URL (``host::module`` is rsync's); else None.
+
+    As ``scp`` and ``git`` read it: a remote has a colon before any slash (an IPv6 host
+    in brackets); ``./a:b`` and ``/srv/a:b`` are local paths. A token with ``://`` is a
+    URL already.
+    """
+    if "://" in token:
+        return token
+    colon = token.find(":")
+    bracket = token.find("[")
+    if bracket != -1 and (colon == -1 or bracket < colon):
+        close = token.find("]", bracket)
+        if close == -1 or token[close + 1 : close + 2] != ":":
+            return None
+        colon = close + 1
+    if colon <= 0 or "/" in token[:colon]:
+        return None
+    host, path = token[:colon], token[colon + 1 :]
+    if path.startswith(":"):  # rsync daemon: host::module
+        return f"rsync://{host}/{path[1:].lstrip('/')}"
+    return f"{scheme}://{host}/{path.lstrip('/')}" if path else f"{scheme}://{host}"
 
 
 _REMAPS = frozenset({"--resolve", "--connect-to"})

@@ -54,8 +54,12 @@ _SPECIAL_SCHEMES = frozenset({"ftp", "http", "https", "ws", "wss"})
 
 _TARGET_KEYS = frozenset(
     {"url", "uri", "host", "hostname", "domain", "endpoint", "baseurl", "server", "address"}
+    | {"proxy", "httpproxy", "httpsproxy", "allproxy", "ftpproxy"}
 )
-"""Key names (lowercased, without ``_`` and ``-``) whose values are targets."""
+"""Key names (lowercased, without ``_`` and ``-``) whose values are targets.
+
+The proxy keys are the environment variables clients read (``HTTPS_PROXY``): a proxy
+sees every request sent through it. ``no_proxy`` lists hosts *not* proxied and is none."""
 
 _KEY_SUFFIX = re.compile(
     r"(?i:(?:^|[_.\-])(?:url|uri|host|hostname|endpoint))$"
@@ -71,12 +75,14 @@ _SCP = re.compile(
     r"(?<![\w./:@\-])([A-Za-z0-9._\-]+)@([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\]):(?!//)([^\s'\"`;&|]*)"
 )
 _KEY_VALUE = re.compile(
-    r"(?<![\w\-])(?:--?)?(url|uri|host|hostname|domain|endpoint|base[_\-]?url|server|address)"
+    r"(?<![\w\-])(?:--?)?(url|uri|host|hostname|domain|endpoint|base[_\-]?url|server|address"
+    r"|(?:https?_|all_|ftp_)?proxy)"
     r"\s*=\s*['\"]?([^\s'\",;&|`]+)",
     re.IGNORECASE,
 )
 _FLAG_VALUE = re.compile(
-    r"(?<![\w\-])--(url|uri|host|hostname|domain|endpoint|base[_\-]?url|server|address)"
+    r"(?<![\w\-])--(url|uri|host|hostname|domain|endpoint|base[_\-]?url|server|address"
+    r"|(?:https?_|all_|ftp_)?proxy)"
     r"\s+['\"]?([^\s'\",;&|`\-][^\s'\",;&|`]*)",
     re.IGNORECASE,
 )
@@ -319,7 +325,13 @@ def scan_text(text: str) -> Iterator[str]:
         user, host, path = match.groups()
         found.append((match.start(), f"ssh://{user}@{host}/{path.lstrip('/')}"))
     for pattern in (_KEY_VALUE, _FLAG_VALUE):
-        found.extend((match.start(2), match.group(2)) for match in pattern.finditer(remainder))
+        found.extend(
+            (match.start(2), match.group(2))
+            for match in pattern.finditer(remainder)
+            # the value of `--url https://x` is the URL found above: the blank left in its
+            # place is no gap to skip to the next word (`--url https://x build`)
+            if not text[match.end(1) : match.start(2)].strip(" \t\r\n\\=\"'")
+        )
     for pattern in (_IP_PORT, _DEV_TCP, _SOCAT):
         found.extend(
             (match.start(), f"{match.group(1)}:{match.group(2)}")
@@ -329,8 +341,8 @@ def scan_text(text: str) -> Iterator[str]:
     for line in remainder.replace("\\\n", "  ").splitlines(keepends=True):
         cursor = 0
         for operand in command_operands(_tokens(line)):
-            bare = operand.rpartition("://")[2]
-            position = line.find(bare.rpartition("@")[2], cursor)
+            host = operand.rpartition("://")[2].partition("/")[0].rpartition("@")[2]
+            position = line.find(host, cursor)
             cursor = position + 1 if position != -1 else cursor
             found.append((offset + cursor, operand))
         offset += len(line)

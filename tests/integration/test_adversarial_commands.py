@@ -217,6 +217,47 @@ def test_a_timeout_kills_the_whole_tree_including_a_setsid_grandchild(world: Wor
 
 
 @needs_netns
+def test_a_cancelled_command_records_the_processes_the_cancel_killed(
+    world: World, base: Path
+) -> None:
+    conversation = world.client.start_conversation("cmd", "cancelled")
+    turn, cancel = "corr-adv-cancel-turn", "corr-adv-cancel"
+    command = "touch cancel.flag; sleep 30.417"
+    calls = [{"name": "command.run", "args": {"command": command}, "run_mode": "async"}]
+    world.client.send_message(
+        "cmd", conversation, "run", correlation_id=turn, llm={"tool_calls": calls}
+    )
+    wait_until((base / "cmd" / "cancel.flag").exists, what="the command to start")
+    wait_until(lambda: leftovers("30.417"), what="the sleep to run")
+    world.client.cancel("cmd", conversation, correlation_id=cancel)
+
+    def terminated() -> list[dict[str, Any]]:
+        entries = entries_of(world.client, "cmd", conversation, turn)
+        return [e for e in entries if e["type"] == "tool.child_processes_terminated"]
+
+    [signal] = wait_until(terminated, what="tool.child_processes_terminated")
+    call_id = first(entries_of(world.client, "cmd", conversation, turn), "tool.started")["call_id"]
+    assert signal["data"]["call_id"] == call_id
+    assert signal["data"]["reason"] == "cancel"
+    assert signal["data"]["count"] >= 1
+    assert signal["source"] == "signal"
+    cancelled = entries_of(world.client, "cmd", conversation, cancel)
+    assert [e["type"] for e in cancelled] == ["conversation.cancel", "tool.cancelled"]
+    closed = cancelled[1]
+    assert closed["data"] == {
+        "call_id": call_id,
+        "name": "command.run",
+        "reason": "conversation_cancelled",
+    }
+    assert (signal["causation_id"], signal["seq"] > closed["seq"]) == (closed["event_id"], True)
+    assert leftovers("30.417") == []
+    types = [e["type"] for e in entries_of(world.client, "cmd", conversation, turn)]
+    assert types[-2:] == ["llm.failed", "tool.child_processes_terminated"], types
+    assert not {"tool.failed", "tool.completed"} & set(types), types
+    world.untouched()
+
+
+@needs_netns
 def test_timeouts_are_counted_and_alert_at_the_threshold(world: World, base: Path) -> None:
     results = []
     for _ in range(2):

@@ -261,6 +261,40 @@ def test_cancel_cancels_pending_calls_with_the_cancels_correlation() -> None:
     assert pending_tool_calls(h.journal, "c1") == []
 
 
+def test_a_call_cancelled_while_it_ran_still_records_the_signals_it_returns() -> None:
+    h = Harness()
+    h.hold_tools = True
+    h.send({"type": "user.message", "data": {"content": "read a.txt"}, "correlation_id": "corr-t"})
+    call_id = h.held[0].call_id
+    h.send({"type": "conversation.cancel", "data": {}, "correlation_id": "corr-c"})
+    closed = next(e for e in h.journal if e.type == "tool.cancelled")
+    before = len(h.journal)
+    killed = ev.ToolChildProcessesTerminated(call_id=call_id, reason="cancel", count=2)
+    failed = ev.ToolFailed(
+        call_id=call_id, name="fs.read", reason={"code": "conversation_cancelled"}
+    )
+    h.run(h.core.tool_finished(call_id, [killed, failed]))
+    [signal] = h.journal[before:]
+    assert (signal.type, signal.data) == (
+        "tool.child_processes_terminated",
+        {"call_id": call_id, "reason": "cancel", "count": 2},
+    )
+    assert (signal.correlation_id, signal.causation_id) == ("corr-t", closed.event_id)
+    assert h.core.tool_finished(call_id, [killed, failed]) == []  # recorded once
+    assert h.core.status() == "cancelled"
+    assert pending_tool_calls(h.journal, "c1") == []
+
+
+def test_a_call_cancelled_before_it_ran_awaits_no_late_signals() -> None:
+    h = Harness()
+    h.policy = lambda call: [ev.ToolApprovalRequested(call_id=call.call_id)]
+    h.send({"type": "user.message", "data": {"content": "read a.txt"}})
+    call_id = pending_tool_calls(h.journal, "c1")[0]["call_id"]
+    h.send({"type": "conversation.cancel", "data": {}})
+    killed = ev.ToolChildProcessesTerminated(call_id=call_id, reason="cancel", count=1)
+    assert h.core.tool_finished(call_id, [killed]) == []
+
+
 def test_messages_while_cancelled_are_recorded_and_not_run_until_resume() -> None:
     h = Harness()
     h.send({"type": "conversation.cancel", "data": {}})

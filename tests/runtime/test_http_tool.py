@@ -422,7 +422,11 @@ def test_the_connection_goes_to_the_checked_address_with_one_lookup_per_hop(
 def test_every_resolved_address_is_checked_not_only_the_first(
     tmp_path: Path, server_a: Loopback
 ) -> None:
-    ctx = context(tmp_path, network_egress_policy="allow", network_allowlist=["127.0.0.1"])
+    ctx = context(
+        tmp_path,
+        network_egress_policy="allow",
+        network_allowlist=["roost-test.invalid", "127.0.0.1"],
+    )
     url = server_a.url(host="multi.roost-test.invalid")
     with pytest.raises(ToolError) as info:
         http_fetch(ctx, {"url": url}, resolver=resolver_to("127.0.0.1", "169.254.169.254"))

@@ -65,6 +65,15 @@ CASES: list[tuple[str, dict[str, Any], str | None, str | None]] = [
     ("https://example.com", DENY, DENIED, "not_allowlisted"),
     ("https://example.com", {}, DENIED, "not_allowlisted"),
     ("https://anything.example.org", ALLOW, OK, None),
+    # egress allow with an allowlist: only the allowlist passes
+    ("https://api.example.com/x", allow_with("example.com"), OK, None),
+    ("https://evil.example/x", allow_with("example.com"), DENIED, "not_allowlisted"),
+    ("https://example.com.evil.net/", allow_with("example.com"), DENIED, "not_allowlisted"),
+    ("http://8.8.8.8/", allow_with("example.com"), DENIED, "not_allowlisted"),
+    ("http://8.8.8.8/", allow_with("8.8.0.0/16"), OK, None),
+    ("https://anything.example.org", allow_with("127.0.0.1"), DENIED, "not_allowlisted"),
+    ("ftp://example.com/x", allow_with("example.com"), PROTOCOL, "scheme_not_allowed"),
+    ("ssh://example.com", ALLOW, PROTOCOL, "scheme_not_allowed"),
     ("https://api.example.com", deny_with("*.example.com"), OK, None),
     ("https://example.com", deny_with(".example.com"), OK, None),
     # userinfo, fragment and backslash tricks
@@ -291,6 +300,18 @@ def test_policy_defaults_are_deny_with_http_and_https() -> None:
     )
 
 
+def test_under_egress_allow_an_allowlist_of_only_malformed_entries_allows_nothing() -> None:
+    policy = NetworkPolicy.from_options(allow_with("exa mple.com", "a\\b"))
+    assert (policy.restricted, policy.names) == (True, frozenset())
+    decision = judge_target(policy, "https://public.example/")
+    assert (decision.code, decision.reason) == (DENIED, "not_allowlisted")
+
+
+def test_under_egress_allow_an_empty_allowlist_restricts_nothing() -> None:
+    assert NetworkPolicy.from_options(allow_with()).restricted is False
+    assert judge_target(NetworkPolicy.from_options(allow_with()), "https://any.example").allowed
+
+
 def test_an_unknown_egress_value_fails_closed_to_deny() -> None:
     assert NetworkPolicy.from_options({"network_egress_policy": "yes"}).egress == "deny"
 
@@ -382,6 +403,81 @@ def test_operands_of_network_commands_are_targets_even_without_a_scheme() -> Non
         "10.1.1.1:80",
         "10.9.9.9",
     ]
+
+
+REMOTE_COMMANDS: list[tuple[str, list[str]]] = [
+    # one-protocol commands carry their scheme, so network_allowed_schemes applies
+    ("ssh build.example", ["ssh://build.example"]),
+    (
+        "ssh -p 2222 -J jump.example deploy@build.example ls -la",
+        [
+            "ssh://jump.example",
+            "ssh://deploy@build.example",
+        ],
+    ),
+    ("ssh fe80::1", ["ssh://[fe80::1]"]),
+    ("sftp files.example:dir", ["ssh://files.example/dir"]),
+    ("mosh me@box.example", ["ssh://me@box.example"]),
+    ("ftp files.example", ["ftp://files.example"]),
+    # copy commands: only [user@]host:path operands are remotes
+    ("scp build.example:out.tgz .", ["ssh://build.example/out.tgz"]),
+    ("scp -P 2222 -i key a.txt me@build.example:/tmp/", ["ssh://me@build.example/tmp/"]),
+    ("scp '[::1]:f' .", ["ssh://[::1]/f"]),
+    ("scp ./a:b /srv/c:d e", []),
+    ("rsync -av --exclude a:b src/ build.example:/srv/", ["ssh://build.example/srv/"]),
+    ("rsync mirror.example::pub/x .", ["rsync://mirror.example/pub/x"]),
+    ("rsync -a src/ dst/", []),
+    # git: the remote operands, never remote names, refspecs or local paths
+    ("git clone --depth 1 code.example:team/repo", ["ssh://code.example/team/repo"]),
+    ("git -C sub -c a.b=c fetch code.example:r main:main", ["ssh://code.example/r"]),
+    ("git push -o ci.skip origin HEAD:refs/for/main", []),
+    ("git push --repo=code.example:r", ["ssh://code.example/r"]),
+    ("git archive --remote code.example:r HEAD", ["ssh://code.example/r"]),
+    ("git remote add -t main origin code.example:r", ["ssh://code.example/r"]),
+    ("git remote set-url origin code.example:r", ["ssh://code.example/r"]),
+    ("git submodule add code.example:lib lib", ["ssh://code.example/lib"]),
+    ("git config remote.origin.url code.example:r", ["ssh://code.example/r"]),
+    ("git clone ../local /tmp/x:y/z && git pull && git log --format=%H:%s", []),
+    # no network command, no target
+    ('python3 -c "print(1)"', []),
+    ("ls a:b; grep -n x file.py:12; python3 -m http.server 8000", []),
+    ("echo build.example:443", []),
+]
+
+
+@pytest.mark.parametrize(("text", "targets"), REMOTE_COMMANDS)
+def test_remotes_of_ssh_copy_and_git_commands_are_targets(text: str, targets: list[str]) -> None:
+    assert extract_targets({"command": text}) == targets
+
+
+def test_proxies_are_targets_and_no_proxy_lists_are_not() -> None:
+    text = (
+        "https_proxy=proxy-a.example:8080 HTTP_PROXY=proxy-b.example curl http://ok.example/;"
+        " wget -e all_proxy=proxy-c.example -O f https://ok.example/f;"
+        " pip install --proxy proxy-d.example:3128 r; git -c http.proxy=proxy-e.example clone x;"
+        " no_proxy=localhost,127.0.0.1 make"
+    )
+    assert extract_targets({"command": text}) == [
+        "proxy-a.example:8080",
+        "proxy-b.example",
+        "http://ok.example/",
+        "proxy-c.example",
+        "https://ok.example/f",
+        "proxy-d.example:3128",
+        "proxy-e.example",
+    ]
+    env = {"HTTPS_PROXY": "proxy-f.example:1", "No_Proxy": "internal.example"}
+    assert extract_targets({"env": env}) == ["proxy-f.example:1"]
+
+
+def test_the_word_after_a_url_given_to_a_key_is_not_its_value() -> None:
+    text = "tool --url https://a.example build; ALL_PROXY=socks5://b.example:1080 make"
+    assert extract_targets({"command": text}) == ["https://a.example", "socks5://b.example:1080"]
+
+
+def test_a_network_command_after_variable_assignments_is_in_command_position() -> None:
+    text = "A=1 B='two words' nc c.example 80; X=1 env Y=2 curl d.example"
+    assert extract_targets({"command": text}) == ["c.example", "d.example"]
 
 
 def test_network_command_words_in_prose_are_not_commands() -> None:
@@ -519,6 +615,14 @@ def test_denial_error_carries_code_target_host_and_reason() -> None:
         "host": "127.0.0.1",
         "reason": "loopback",
     }
+
+
+def test_a_host_off_the_allowlist_under_egress_allow_is_refused_with_its_fix() -> None:
+    decision = judge_target(NetworkPolicy.from_options(allow_with("example.com")), "evil.example")
+    assert str(denial_error(decision)) == (
+        "network target 'evil.example' is refused: its host is not in network_allowlist; "
+        "name the exact host or address in network_allowlist to allow it"
+    )
 
 
 def test_a_protocol_denial_says_how_to_allow_the_scheme() -> None:
