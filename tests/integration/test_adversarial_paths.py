@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import stat
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +49,11 @@ def outside(reason: str, tool: str = "fs.read", **signal: Any) -> Expect:
     )
 
 
+def git_dir(tool: str = "fs.write") -> Expect:
+    """A write inside a ``.git`` directory: ``protected_path`` with pattern ``.git/``."""
+    return sensitive(".git/", tool, "protected_path")
+
+
 def sensitive(pattern: str, tool: str = "fs.read", reason: str = "sensitive_path") -> Expect:
     """``sensitive_path_denied`` with ``pattern`` and its signal."""
     return Expect(
@@ -76,6 +83,16 @@ CAN_MKNOD = _can_mknod()
 """Device cases need ``mknod``; without it they are skipped."""
 
 
+GIT_FILES = {
+    ".git/HEAD": "ref: refs/heads/main\n",
+    ".git/worktrees/wt/gitdir": "/srv/checkouts/wt/.git\n",
+    ".git/modules/lib/commondir": "../..\n",
+    "sub/readme.txt": "a plain directory\n",
+    "vendor/lib/.git/HEAD": "ref: refs/heads/main\n",
+}
+"""Files in and around the repository's git directories (relative path → content)."""
+
+
 def build_repo(base: Path) -> dict[str, str]:
     """A hostile project root next to a sentinel; return the places the cases name."""
     root = Path(make_root(base / "repo"))
@@ -103,6 +120,11 @@ def build_repo(base: Path) -> dict[str, str]:
     (root / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
     (root / ".git" / "config").write_text("[core]\n\tbare = false\n")
     (root / "hooks.lnk").symlink_to(".git/hooks")
+    for rel, content in GIT_FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(content)
+    (root / "git.lnk").symlink_to(".git")
+    (root / "vendor" / "plain").mkdir(parents=True)
     return {
         "root": str(root),
         "sentinel": str(sentinel),
@@ -268,6 +290,37 @@ PATH_CASES: list[tuple[str, str, dict[str, Any], Expect]] = [
         {"path": ".roost/commands/evil.md", "content": "---\nargv: [sh]\n---\n"},
         sensitive(".roost/", "fs.write", "protected_path"),
     ),
+    # anything inside a .git directory: where git reads config, hooks, objects from
+    *[
+        (f"git_{name}", "fs.write", {"path": path, "content": "{sentinel}\n"}, git_dir())
+        for name, path in [
+            ("commondir", ".git/commondir"),
+            ("worktree_gitdir", ".git/worktrees/wt/gitdir"),
+            ("submodule_commondir", ".git/modules/lib/commondir"),
+            ("config_lock", ".git/config.lock"),
+            ("commondir_upper_case", ".GIT/commondir"),
+            ("commondir_dot", ".git/./commondir"),
+            ("commondir_dotdot", "sub/../.git/commondir"),
+            ("commondir_through_a_symlink", "git.lnk/commondir"),
+            ("commondir_fullwidth", "\uff0egit/commondir"),
+            ("commondir_zero_width", ".g\u200cit/commondir"),
+            ("commondir_trailing_dot", ".git./commondir"),
+            ("commondir_short_name", "GIT~1/commondir"),
+            ("nested_repository_commondir", "vendor/lib/.git/commondir"),
+        ]
+    ],
+    (
+        "git_worktree_gitdir_edit",
+        "fs.edit",
+        {"path": ".git/worktrees/wt/gitdir", "old": "/srv/checkouts", "new": "/tmp"},
+        git_dir("fs.edit"),
+    ),
+    (
+        "gitfile_anywhere",
+        "fs.write",
+        {"path": "vendor/plain/.git", "content": "gitdir: {sentinel}\n"},
+        sensitive(".git", "fs.write", "protected_path"),
+    ),
 ]
 """``(id, tool, args, expected)``; ``{sentinel}``, ``{shared}`` are filled in per world."""
 
@@ -366,6 +419,15 @@ def assert_protected_intact(places: dict[str, str]) -> None:
     assert not (root / ".git" / "hooks" / "pre-push").exists()
     assert (root / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
     assert not (root / ".roost" / "commands").exists()
+    for rel, content in GIT_FILES.items():
+        assert (root / rel).read_text() == content, rel
+    for rel in (".git/commondir", ".git/config.lock", "vendor/lib/.git/commondir"):
+        assert not (root / rel).exists(), rel
+    assert sorted(p.name for p in root.iterdir() if "git" in p.name.lower()) == [
+        ".git",
+        "git.lnk",
+    ]
+    assert not (root / "vendor" / "plain" / ".git").exists()
 
 
 def test_protected_places_keep_their_content(places: dict[str, str], world: World) -> None:
@@ -401,3 +463,57 @@ def test_a_command_cannot_write_outside_the_root_or_into_protected_places(
 def test_the_journal_verifies_after_every_attack(world: World) -> None:
     verified = world.client.verify(P)
     assert (verified["ok"], verified["chain_ok"], verified["mismatches"]) == (True, True, [])
+
+
+# --- end to end: the commondir attack on a real repository, then a real `git status` --------
+
+GIT = shutil.which("git")
+
+
+def git(cwd: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """Run git in ``cwd`` as a user would, with an empty global config and no system one."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def attacker_dir(base: Path, home: Path) -> tuple[Path, Path]:
+    """A bare repository whose ``core.fsmonitor`` creates a marker file; (dir, marker)."""
+    attacker, marker = base / "attacker", base / "fsmonitor-ran"
+    script = base / "fsmonitor.sh"
+    script.write_text(f"#!/bin/sh\ntouch '{marker}'\n")
+    script.chmod(0o755)
+    assert git(base, "init", "-q", "--bare", str(attacker), home=home).returncode == 0
+    assert git(attacker, "config", "core.fsmonitor", str(script), home=home).returncode == 0
+    return attacker, marker
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+def test_the_commondir_attack_on_a_real_repository_never_runs_the_planted_fsmonitor(
+    world: World, places: dict[str, str]
+) -> None:
+    base = Path(places["base"]) / "git-e2e"
+    home = base / "user-home"
+    home.mkdir(parents=True)
+    attacker, marker = attacker_dir(base, home)
+    # The control: written by hand, the pointer makes `git status` run the planted program.
+    control = base / "control"
+    assert git(base, "init", "-q", str(control), home=home).returncode == 0
+    (control / ".git" / "commondir").write_text(f"{attacker}\n")
+    git(control, "status", home=home)
+    assert marker.exists(), "this git does not run core.fsmonitor; the test would prove nothing"
+    marker.unlink()
+
+    root = base / "repo"
+    assert git(base, "init", "-q", str(root), home=home).returncode == 0
+    (root / "README.md").write_text("# repo\n")
+    world.client.start_project(str(root), project_id="git", options={})
+    world.client.start_conversation("git", conversation_id=C)
+    for path in (".git/commondir", ".GIT/commondir", "sub/../.git/commondir"):
+        call = Call("git", C, "fs.write", {"path": path, "content": f"{attacker}\n"})
+        world.refused(call, git_dir())
+    status = git(root, "status", "--porcelain", home=home)
+    assert (status.returncode, status.stdout) == (0, "?? README.md\n"), status.stderr
+    assert not marker.exists()
+    assert not (root / ".git" / "commondir").exists()

@@ -518,6 +518,77 @@ def test_a_gitfile_cannot_be_planted(lay):
     assert got == ("sensitive_path_denied", "protected_path")
 
 
+GIT_WRITES = [
+    ".git/commondir",
+    ".git/worktrees/wt/gitdir",
+    ".git/modules/lib/commondir",
+    ".git/config.lock",
+    ".git/info/attributes",
+    ".GIT/commondir",
+    ".git/./commondir",
+    "sub/../.git/commondir",
+    "lnk/commondir",
+    "lnk/worktrees/wt/gitdir",
+    "sub/nested/.git/commondir",
+]
+"""Writes that would change what git runs or where it reads config, hooks, attributes from."""
+
+
+def git_repo(root: Path) -> dict[str, bytes]:
+    """A ``.git`` with the files git redirects through, a symlink to it, a nested repo."""
+    files = {
+        ".git/commondir": b"../.git-common\n",
+        ".git/worktrees/wt/gitdir": b"/srv/wt/.git\n",
+        ".git/modules/lib/commondir": b"../..\n",
+        ".git/config.lock": b"",
+        ".git/info/attributes": b"",
+        "sub/nested/.git/commondir": b"..\n",
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / "lnk").symlink_to(".git")
+    return files
+
+
+@pytest.mark.parametrize("path", GIT_WRITES)
+def test_nothing_inside_a_git_directory_is_writable(lay, path):
+    files = git_repo(lay.root)
+    with lay.ws() as ws:
+        with pytest.raises(ToolError) as exc:
+            write(ws, path, b"/tmp/attacker\n", make_parents=True)
+        assert (exc.value.code, exc.value.details) == (
+            "sensitive_path_denied",
+            {"path": path, "pattern": ".git/", "reason": "protected_path"},
+        )
+        assert refusal(ws.check_path, path, write=True) == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+    assert {rel: (lay.root / rel).read_bytes() for rel in files} == files
+    assert not (lay.root / ".GIT").exists()
+
+
+@pytest.mark.parametrize("path", [".git/commondir", "lnk/commondir", ".git/worktrees/wt/gitdir"])
+def test_files_inside_a_git_directory_stay_readable(lay, path):
+    files = git_repo(lay.root)
+    with lay.ws() as ws:
+        assert read(ws, path) == files[path.replace("lnk/", ".git/")]
+
+
+def test_a_directory_swapped_for_a_symlink_to_git_after_the_check_is_refused(lay):
+    git_repo(lay.root)
+    (lay.root / "notes").mkdir()
+    (lay.root / "notes" / "commondir").write_text("harmless\n")
+    with lay.ws() as ws:
+        assert ws.check_path("notes/commondir", write=True).inside_root
+        (lay.root / "notes").rename(lay.root / "notes.old")
+        (lay.root / "notes").symlink_to(".git")
+        got = refusal(write, ws, "notes/commondir", b"/tmp/attacker\n")
+    assert got == ("sensitive_path_denied", "protected_path")
+    assert (lay.root / ".git" / "commondir").read_bytes() == b"../.git-common\n"
+
+
 # --- outside_root_allowlist ----------------------------------------------------------------
 
 
