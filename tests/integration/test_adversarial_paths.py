@@ -465,6 +465,67 @@ def test_the_journal_verifies_after_every_attack(world: World) -> None:
     assert (verified["ok"], verified["chain_ok"], verified["mismatches"]) == (True, True, [])
 
 
+# --- ROOST_HOME: out of reach, whatever the allowlist says ---------------------------------
+
+WIDE = "wide"
+
+
+@pytest.fixture(scope="module")
+def wide(world: World, places: dict[str, str]) -> str:
+    """Project ``wide``: its allowlist covers the whole base, ROOST_HOME (``base/home``) too."""
+    base = Path(places["base"])
+    assert world.daemon is not None and Path(world.daemon.home) == base / "home"
+    entry = {"path": str(base), "reason_code": "whole_base"}
+    root = make_root(base / WIDE)
+    world.client.start_project(root, project_id=WIDE, options={"outside_root_allowlist": [entry]})
+    world.client.start_conversation(WIDE, conversation_id=C)
+    return world.daemon.home
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("fs.read", {"path": "{home}/journal.sqlite"}),
+        ("fs.read", {"path": "../home/roost.pid"}),
+        ("fs.read", {"path": "../home/./logs/../logs/daemon.log"}),
+        ("fs.write", {"path": "{home}/roost.pid", "content": "1\n"}),
+        ("fs.write", {"path": "{home}/mailbox/planted", "content": "x"}),
+        ("fs.edit", {"path": "{home}/roost.pid", "old": "1", "new": "2"}),
+        ("fs.list", {"path": "{home}"}),
+        ("fs.search", {"pattern": "daemon", "path": "{home}/logs"}),
+    ],
+    ids=["read_journal", "read_pid_dotdot", "read_log_spelled", "write_pid", "plant_mailbox",
+         "edit_pid", "list_home", "search_logs"],
+)  # fmt: skip
+def test_roost_home_is_refused_whatever_the_allowlist_says(
+    world: World, wide: str, tool: str, args: dict[str, Any]
+) -> None:
+    home = Path(wide)
+    pid_file = (home / "roost.pid").read_bytes()
+    call = Call(WIDE, C, tool, fill(args, {"home": wide}))
+    world.refused(call, sensitive("ROOST_HOME", tool, "protected_path"))
+    denied = first(recorded(world.client, call), "policy.denied")
+    assert denied["outside_root_exception_reason_codes"] == ["whole_base"]
+    assert (home / "roost.pid").read_bytes() == pid_file
+    assert not (home / "mailbox" / "planted").exists()
+
+
+def test_a_listing_or_search_of_the_homes_parent_skips_the_home(
+    world: World, wide: str, places: dict[str, str]
+) -> None:
+    base = places["base"]
+    listed = Call(WIDE, C, "fs.list", {"path": base}).run(world.client)
+    assert listed["status"] == "ok", listed
+    names = {e["path"][len(base) + 1 :] for e in listed["result"]["entries"]}
+    assert {"repo", "sentinel", WIDE} <= names and "home" not in names
+    found = Call(WIDE, C, "fs.search", {"pattern": "daemon_started", "path": base}).run(
+        world.client
+    )
+    assert found["status"] == "ok", found
+    assert [m for m in found["result"]["matches"] if m["path"].startswith(wide + "/")] == []
+    assert found["result"]["files_scanned"] > 0
+
+
 # --- end to end: the commondir attack on a real repository, then a real `git status` --------
 
 GIT = shutil.which("git")

@@ -13,6 +13,7 @@ import os
 import socket
 import stat
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,10 @@ from runtime.paths import (
     Workspace,
     check_all_paths,
     exception_signal,
+    protect_state_home,
+    root_home_conflict,
     signal_for,
+    state_home,
 )
 
 MODES = {
@@ -659,6 +663,125 @@ def test_an_allowlisted_outside_fifo_is_still_not_a_regular_file(lay):
             "not_a_regular_file",
             "fifo",
         )
+
+
+# --- ROOST_HOME -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path) -> Iterator[Path]:
+    """A ROOST_HOME next to the layout, protected in this process while the test runs."""
+    path = tmp_path / "state" / "roost"
+    (path / "mailbox").mkdir(parents=True)
+    (path / "journal.sqlite").write_bytes(b"SQLite format 3\x00")
+    (path / "roost.pid").write_text("4242\n")
+    protect_state_home(str(path))
+    yield path
+    protect_state_home(None)
+
+
+EVERYTHING = [{"path": "/", "reason_code": "everything"}]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"outside_root_allowlist": EVERYTHING},
+        {"outside_root_allowlist": [{"pattern": "*", "reason_code": "everything"}]},
+        {"outside_root_allowlist": [{"path": "..", "reason_code": "parent"}]},
+    ],
+    ids=["path_slash", "pattern_star", "path_parent"],
+)
+def test_no_allowlist_entry_reaches_roost_home(lay, home, options):
+    before = tree_state(home)
+    with lay.ws(options) as ws:
+        for path in (
+            str(home / "journal.sqlite"),
+            str(home / "roost.pid"),
+            str(home / "mailbox" / "m-1"),
+            str(home),
+            "../state/roost/journal.sqlite",
+            "../state/./roost//roost.pid",
+        ):
+            with pytest.raises(ToolError) as exc:
+                ws.check_path(path)
+            assert (exc.value.code, exc.value.details) == (
+                "sensitive_path_denied",
+                {"path": path, "pattern": "ROOST_HOME", "reason": "protected_path"},
+            )
+        assert refusal(ws.open_for_read, str(home / "journal.sqlite")) == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+        assert refusal(write, ws, str(home / "roost.pid"), b"1\n") == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+        assert refusal(write, ws, str(home / "mailbox" / "m-1"), b"x") == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+        assert refusal(ws.open_dir, str(home / "mailbox")) == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+        # the same entry still lets everything else through
+        assert read(ws, str(lay.outside / "secret.txt")) == b"outside secret\n"
+    assert tree_state(home) == before
+
+
+def test_roost_home_through_a_symlink_in_the_root_is_refused(lay, home):
+    (lay.root / "door").symlink_to(home.parent)
+    with lay.ws({"outside_root_allowlist": EVERYTHING}) as ws:
+        assert all_refuse(ws, "door/roost/journal.sqlite") == {
+            ("sensitive_path_denied", "protected_path")
+        }
+    assert (home / "journal.sqlite").read_bytes() == b"SQLite format 3\x00"
+
+
+def test_a_root_inside_roost_home_reaches_nothing(tmp_path, home):
+    (home / "inner").mkdir()
+    (home / "inner" / "x.txt").write_text("x")
+    with Workspace(str(home / "inner"), {}) as ws:
+        assert all_refuse(ws, "x.txt") == {("sensitive_path_denied", "protected_path")}
+
+
+def test_without_a_configured_home_the_environment_names_it(tmp_path, monkeypatch):
+    protect_state_home(None)
+    monkeypatch.setenv("ROOST_HOME", str(tmp_path / "h" / "..") + "/h/")
+    (tmp_path / "h").mkdir()
+    assert state_home() == str(tmp_path / "h")
+    monkeypatch.delenv("ROOST_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert state_home() == str(tmp_path / ".local" / "state" / "roost")
+
+
+@pytest.mark.parametrize(
+    ("root", "home", "conflict"),
+    [
+        ("base", "base/state/roost", "contains_roost_home"),
+        ("base", "base", "contains_roost_home"),
+        ("base/", "base/./state/../state/roost/", "contains_roost_home"),
+        ("base/state/roost/projects/p", "base/state/roost", "inside_roost_home"),
+        ("base/state/roost/../roost/x", "base/state/roost", "inside_roost_home"),
+        ("link-to-base", "base/state/roost", "contains_roost_home"),
+        ("base/repo", "link-to-base/state/roost", None),
+        ("base/repo", "base/state/roost", None),
+        ("base/state/roost2", "base/state/roost", None),
+        ("base/state/ro", "base/state/roost", None),
+    ],
+)
+def test_a_root_that_contains_or_lies_inside_the_home_is_named(tmp_path, root, home, conflict):
+    for rel in ("base/state/roost/projects/p", "base/state/roost/x", "base/repo"):
+        (tmp_path / rel).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "base/state/roost2").mkdir()
+    (tmp_path / "base/state/ro").mkdir()
+    (tmp_path / "link-to-base").symlink_to(tmp_path / "base")
+    assert root_home_conflict(f"{tmp_path}/{root}", f"{tmp_path}/{home}") == conflict
+
+
+def test_the_root_of_the_filesystem_contains_every_home(tmp_path):
+    assert root_home_conflict("/", str(tmp_path)) == "contains_roost_home"
 
 
 # --- races: the open is the enforcement point -----------------------------------------------
