@@ -203,7 +203,9 @@ def protected_match(parts: Sequence[str]) -> str | None:
     ``modules/``; ``.git/config`` for ``config`` and ``config.worktree``, also a
     submodule's; ``.git/`` for the rest: ``commondir``, ``worktrees/*/gitdir``, ``info/``,
     ``objects/``, ... all change what git runs or where it reads from); a final component
-    ``.git`` (a gitfile redirects git elsewhere).
+    ``.git`` (a gitfile redirects git elsewhere); and a final component ``HEAD`` (with
+    ``objects/`` and ``refs/`` beside it, it makes its directory a bare repository that git
+    run in there discovers, and whose ``config`` it obeys: ``core.pager``, ...).
     Compared case-folded and normalized (NFC and NFKC) like the sensitive names, and
     leniently (see :func:`_lenient`) for case-insensitive and vfat or NTFS filesystems.
     """
@@ -229,6 +231,8 @@ def _protected(names: list[str]) -> str | None:
         if rest[-1] in ("config", "config.worktree"):
             return ".git/config"
         return ".git/"
+    if names and names[-1] == "head":
+        return "HEAD"
     return None
 
 

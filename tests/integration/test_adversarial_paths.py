@@ -316,6 +316,12 @@ PATH_CASES: list[tuple[str, str, dict[str, Any], Expect]] = [
         git_dir("fs.edit"),
     ),
     (
+        "bare_repository_head",
+        "fs.write",
+        {"path": "sub/HEAD", "content": "ref: refs/heads/main\n"},
+        sensitive("HEAD", "fs.write", "protected_path"),
+    ),
+    (
         "gitfile_anywhere",
         "fs.write",
         {"path": "vendor/plain/.git", "content": "gitdir: {sentinel}\n"},
@@ -428,6 +434,7 @@ def assert_protected_intact(places: dict[str, str]) -> None:
         "git.lnk",
     ]
     assert not (root / "vendor" / "plain" / ".git").exists()
+    assert not (root / "sub" / "HEAD").exists()
 
 
 def test_protected_places_keep_their_content(places: dict[str, str], world: World) -> None:
@@ -531,12 +538,48 @@ def test_a_listing_or_search_of_the_homes_parent_skips_the_home(
 GIT = shutil.which("git")
 
 
+def git_env(home: Path) -> dict[str, str]:
+    """A user's environment for git: an empty global config, no system one, and ``cat`` as
+    the pager unless a repository's ``core.pager`` says otherwise."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PAGER": "cat",
+    }
+
+
 def git(cwd: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """Run git in ``cwd`` as a user would, with an empty global config and no system one."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    """Run git in ``cwd`` as a user would."""
     return subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+        ["git", *args],
+        cwd=cwd,
+        env=git_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
+
+
+def git_on_a_terminal(cwd: Path, *args: str, home: Path) -> int:
+    """Run git in ``cwd`` with its output on a terminal (a pty), so it starts its pager."""
+    master, slave = os.openpty()
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=git_env(home),
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        os.close(master)
+    return done.returncode
 
 
 def attacker_dir(base: Path, home: Path) -> tuple[Path, Path]:
@@ -578,3 +621,43 @@ def test_the_commondir_attack_on_a_real_repository_never_runs_the_planted_fsmoni
     assert (status.returncode, status.stdout) == (0, "?? README.md\n"), status.stderr
     assert not marker.exists()
     assert not (root / ".git" / "commondir").exists()
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+def test_a_bare_repository_planted_in_a_subdirectory_never_runs_its_pager(
+    world: World, places: dict[str, str]
+) -> None:
+    """HEAD, objects/, refs/ and a config make ``src/`` a repository git prefers there."""
+    base = Path(places["base"]) / "git-bare"
+    home = base / "user-home"
+    home.mkdir(parents=True)
+    marker, pager = base / "pager-ran", base / "pager.sh"
+    pager.write_text(f"#!/bin/sh\ntouch '{marker}'\ncat\n")
+    pager.chmod(0o755)
+    planted = {
+        "src/config": f"[core]\n\tpager = {pager}\n",
+        "src/objects/info/keep": "",
+        "src/refs/heads/keep": "",
+    }
+    # The control: with a HEAD written by hand, `git branch` in src/ runs the planted pager.
+    control = base / "control"
+    assert git(base, "init", "-q", str(control), home=home).returncode == 0
+    for rel, content in {**planted, "src/HEAD": "ref: refs/heads/main\n"}.items():
+        (control / rel).parent.mkdir(parents=True, exist_ok=True)
+        (control / rel).write_text(content)
+    git_on_a_terminal(control / "src", "branch", home=home)
+    assert marker.exists(), "this git starts no pager here; the test would prove nothing"
+    marker.unlink()
+
+    root = base / "repo"
+    assert git(base, "init", "-q", str(root), home=home).returncode == 0
+    world.client.start_project(str(root), project_id="bare", options={})
+    world.client.start_conversation("bare", conversation_id=C)
+    head = Call("bare", C, "fs.write", {"path": "src/HEAD", "content": "ref: refs/heads/main\n"})
+    world.refused(head, sensitive("HEAD", "fs.write", "protected_path"))
+    for rel, content in planted.items():
+        done = Call("bare", C, "fs.write", {"path": rel, "content": content}).run(world.client)
+        assert done["status"] == "ok", done
+    assert git_on_a_terminal(root / "src", "branch", home=home) == 0
+    assert not marker.exists()
+    assert not (root / "src" / "HEAD").exists()

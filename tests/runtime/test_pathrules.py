@@ -171,6 +171,12 @@ def test_dot_and_dotdot_components_never_match():
         (["git~2"], ".git"),
         (["ROOST~1", "skills", "x.md"], ".roost/"),
         ([".Roost.", "commands", "x.md"], ".roost/"),
+        # a HEAD file makes its directory a bare repository git would discover
+        (["src", "HEAD"], "HEAD"),
+        (["HEAD"], "HEAD"),
+        (["src", "head"], "HEAD"),
+        (["src", "HEAD."], "HEAD"),
+        (["src", "\uff28EAD"], "HEAD"),
     ],
 )
 def test_protected_places_are_recognised(parts, place):
@@ -188,6 +194,9 @@ def test_protected_places_are_recognised(parts, place):
         ["git~0"],
         ["src", ".git-blame-ignore-revs"],
         ["docs", "git.md"],
+        ["HEAD", "notes.txt"],
+        ["src", "HEADER.md"],
+        ["src", "ahead"],
         ["src", "config"],
         ["hooks", "pre-commit"],
         [".roostrc"],

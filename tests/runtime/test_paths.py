@@ -580,6 +580,21 @@ def test_files_inside_a_git_directory_stay_readable(lay, path):
         assert read(ws, path) == files[path.replace("lnk/", ".git/")]
 
 
+def test_a_head_file_that_would_make_a_bare_repository_is_not_written(lay):
+    (lay.root / "sub" / "HEAD").write_text("ref: refs/heads/main\n")
+    with lay.ws() as ws:
+        assert read(ws, "sub/HEAD") == b"ref: refs/heads/main\n"
+        for path in ("sub/HEAD", "other/HEAD"):
+            with pytest.raises(ToolError) as exc:
+                write(ws, path, b"ref: refs/heads/evil\n", make_parents=True)
+            assert (exc.value.code, exc.value.details) == (
+                "sensitive_path_denied",
+                {"path": path, "pattern": "HEAD", "reason": "protected_path"},
+            )
+    assert (lay.root / "sub" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert not (lay.root / "other" / "HEAD").exists()
+
+
 def test_a_directory_swapped_for_a_symlink_to_git_after_the_check_is_refused(lay):
     git_repo(lay.root)
     (lay.root / "notes").mkdir()
