@@ -14,7 +14,8 @@ Refusals (``ToolError`` codes and ``reason``):
   (a write to a file with ``st_nlink > 1``), ``moved_outside`` (a rename race);
 - ``sensitive_path_denied``: ``sensitive_path`` (denylist, with ``pattern``) or
   ``protected_path`` (a write inside a ``.git`` directory, to a file named ``.git`` or
-  under ``.roost/``; and any access under ``ROOST_HOME``, whatever the allowlist says);
+  ``HEAD``, under ``.roost/`` or to git's global configuration; and any access under
+  ``ROOST_HOME``, whatever the allowlist says);
 - ``not_a_regular_file``: directories, FIFOs, sockets, devices, ``dangling_symlink``,
   ``symlink_loop``;
 - ``invalid_tool_args`` (``kind: invalid_type``): ``nul_byte``, ``name_too_long``, ...
@@ -74,6 +75,7 @@ __all__ = [
     "check_all_paths",
     "exception_signal",
     "extract_paths",
+    "git_config_places",
     "protect_state_home",
     "root_home_conflict",
     "signal_for",
@@ -99,6 +101,27 @@ def protect_state_home(home: str | None) -> None:
 def state_home() -> str:
     """The protected ``ROOST_HOME`` of this process, absolute and resolved."""
     return os.path.realpath(_STATE_HOME["path"] or resolve_home(None))
+
+
+def git_config_places() -> tuple[tuple[str, str], ...]:
+    """Git's own configuration outside any repository, as ``(resolved path, label)``.
+
+    ``~/.gitconfig``, ``$XDG_CONFIG_HOME/git/`` (default ``~/.config/git/``: config,
+    attributes, ignore), ``$GIT_CONFIG_GLOBAL``, ``/etc/gitconfig`` and
+    ``$GIT_CONFIG_SYSTEM``, from this process's environment (the daemon's, the user's).
+    A tool that could write one would choose what every git command runs.
+    """
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    places = [
+        (os.path.join(home, ".gitconfig"), "~/.gitconfig"),
+        (os.path.join(xdg, "git"), "$XDG_CONFIG_HOME/git/"),
+        ("/etc/gitconfig", "/etc/gitconfig"),
+    ]
+    for key in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
+        if os.environ.get(key):
+            places.append((os.path.expanduser(os.environ[key]), f"${key}"))
+    return tuple((os.path.realpath(path), label) for path, label in places)
 
 
 def _under(path: str, parent: str) -> bool:
@@ -206,6 +229,8 @@ class Workspace:
         home_id = _dir_id(self.state_home)
         self.hidden_dirs = frozenset() if home_id is None else frozenset({home_id})
         """``(st_dev, st_ino)`` of the directories tree walks skip (``ROOST_HOME``)."""
+        self.git_config = git_config_places()
+        """Git's global and system configuration: readable, never writable."""
         if force_fallback is None:
             force_fallback = "openat2" in disabled_layers()
         self.use_proc = _proc_fd_available() if use_proc is None else use_proc
@@ -319,6 +344,10 @@ class Workspace:
             )
         if write:
             place = protected_match(real) or protected_match(asked)
+            folded = fold(absolute)
+            place = place or next(
+                (label for path, label in self.git_config if _under(folded, fold(path))), None
+            )
             if place is not None:
                 raise ToolError(
                     "sensitive_path_denied",

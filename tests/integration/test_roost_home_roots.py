@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -211,3 +213,48 @@ def test_a_journaled_project_with_such_a_root_does_not_stop_the_daemon_from_rest
         assert [p["project_id"] for p in c.list_projects()] == ["ok"]
         assert c.diagnostics("wide")["health"] == {"status": "stopped"}
     assert len(log_records(home, "project_restore_refused")) == 2
+
+
+# --- a project on the user's home, with ROOST_HOME elsewhere -------------------------------
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_project_on_the_user_home_cannot_make_every_git_command_run_a_program(
+    tmp_path: Path,
+) -> None:
+    """``roost --home /elsewhere project start ~``: git's global config stays out of reach."""
+    user_home, marker = tmp_path / "user", tmp_path / "fsmonitor-ran"
+    (user_home / "work").mkdir(parents=True)
+    script = tmp_path / "fsmonitor.sh"
+    script.write_text(f"#!/bin/sh\ntouch '{marker}'\n")
+    script.chmod(0o755)
+    git_env = {"PATH": os.environ["PATH"], "HOME": str(user_home), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q"], cwd=user_home / "work", env=git_env, check=True)
+    planted = f"[core]\n\tfsmonitor = {script}\n"
+    with run_daemon(tmp_path / "roost-home", HOME=str(user_home)) as daemon, daemon.client() as c:
+        c.start_project(str(user_home), project_id="home")
+        for path, place in (
+            (".gitconfig", "~/.gitconfig"),
+            (".config/git/config", "$XDG_CONFIG_HOME/git/"),
+        ):
+            done = c.run_tool(
+                "home", {"name": "fs.write", "args": {"path": path, "content": planted}}
+            )
+            assert done["status"] == "error", done
+            assert {k: done["reason"].get(k) for k in ("code", "reason", "pattern")} == {
+                "code": "sensitive_path_denied",
+                "reason": "protected_path",
+                "pattern": place,
+            }
+        done = c.run_tool(
+            "home", {"name": "fs.write", "args": {"path": "notes.txt", "content": "x"}}
+        )
+        assert done["status"] == "ok", done
+    assert not (user_home / ".gitconfig").exists()
+    assert not (user_home / ".config").exists()
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=user_home / "work", env=git_env,
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    assert not marker.exists()

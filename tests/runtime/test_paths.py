@@ -595,6 +595,69 @@ def test_a_head_file_that_would_make_a_bare_repository_is_not_written(lay):
     assert not (lay.root / "other" / "HEAD").exists()
 
 
+@pytest.fixture
+def user_home(tmp_path, monkeypatch) -> Path:
+    """A user's home directory with git's global config files, as this process's HOME."""
+    home = tmp_path / "user"
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "other").mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = me\n")
+    monkeypatch.setenv("HOME", str(home))
+    for key in ("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
+        monkeypatch.delenv(key, raising=False)
+    return home
+
+
+@pytest.mark.parametrize(
+    ("path", "place"),
+    [
+        (".gitconfig", "~/.gitconfig"),
+        (".GITCONFIG", "~/.gitconfig"),
+        (".config/git/config", "$XDG_CONFIG_HOME/git/"),
+        (".config/git/attributes", "$XDG_CONFIG_HOME/git/"),
+        (".config/./git/../git/ignore", "$XDG_CONFIG_HOME/git/"),
+        ("alias/.gitconfig", "~/.gitconfig"),
+    ],
+)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_project_on_the_user_home_never_writes_gits_global_config(user_home, mode, path, place):
+    (user_home / "alias").symlink_to(user_home)
+    with Workspace(str(user_home), {}, **MODES[mode]) as ws:
+        with pytest.raises(ToolError) as exc:
+            write(ws, path, b"[core]\n\tfsmonitor = /tmp/evil\n", make_parents=True)
+        assert (exc.value.code, exc.value.details) == (
+            "sensitive_path_denied",
+            {"path": path, "pattern": place, "reason": "protected_path"},
+        )
+        assert read(ws, ".gitconfig") == b"[user]\n\tname = me\n"
+        write(ws, ".config/other/settings", b"ok")
+    assert (user_home / ".gitconfig").read_text() == "[user]\n\tname = me\n"
+    assert sorted(p.name for p in (user_home / ".config" / "git").iterdir()) == []
+
+
+def test_gits_config_places_follow_the_environment(user_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global.cfg"))
+    other = tmp_path / "other-root"
+    other.mkdir()
+    entry = {"path": str(tmp_path), "reason_code": "everything_here"}
+    with Workspace(str(other), {"outside_root_allowlist": [entry]}) as ws:
+        for path, place in (
+            (tmp_path / "xdg" / "git" / "config", "$XDG_CONFIG_HOME/git/"),
+            (tmp_path / "global.cfg", "$GIT_CONFIG_GLOBAL"),
+            (user_home / ".gitconfig", "~/.gitconfig"),
+        ):
+            with pytest.raises(ToolError) as exc:
+                ws.check_path(str(path), write=True)
+            assert (exc.value.details["reason"], exc.value.details["pattern"]) == (
+                "protected_path",
+                place,
+            )
+        assert ws.check_path(str(tmp_path / "global.cfg")).exception_reason_code == (
+            "everything_here"
+        )
+
+
 def test_a_directory_swapped_for_a_symlink_to_git_after_the_check_is_refused(lay):
     git_repo(lay.root)
     (lay.root / "notes").mkdir()
