@@ -2,10 +2,12 @@
 
 On :class:`Boot` it starts the Journal actor, reads which projects were running when the
 daemon last stopped or crashed (their last lifecycle event is ``project.started``) and
-restores them from their events. A Journal that dies is restarted and every project is
-told its new address (unanswered appends are re-sent with the same idempotency keys). A
-Project that dies, or escalates a child's failure, is restarted from its events within
-its restart intensity; beyond it the project is marked failed.
+restores them from their events; one whose root contains ``ROOST_HOME`` or lies inside it
+is not restored but recorded as failed (``SupervisorActor._refuse_restore``). A Journal
+that dies is restarted and every project is told its new address (unanswered appends are
+re-sent with the same idempotency keys). A Project that dies, or escalates a child's
+failure, is restarted from its events within its restart intensity; beyond it the project
+is marked failed.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ from runtime.supervision import ChildNames, RestartPolicy
 __all__ = ["SupervisorActor"]
 
 _PROJECT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _home_conflict(root: str, home: str) -> str | None:
+    from runtime.paths import root_home_conflict  # noqa: PLC0415
+
+    return root_home_conflict(root, home)
 
 
 def watch_daemon(pid: int, started: float, interval_s: float = 0.5) -> threading.Thread:
@@ -143,11 +151,34 @@ class SupervisorActor(RoostActor):
                 continue
             root = str(envelope.data.get("root", ""))
             options = dict(envelope.data.get("options", {}))
+            conflict = _home_conflict(root, self.home)
+            if conflict is not None:
+                self._refuse_restore(project_id, root, conflict)
+                continue
             self._create_project(project_id, root, options, restore=True, started_at=envelope.at)
             self.log.info("project_restored", project_id=project_id)
         if self.boot_reply is not None:
             self.send(self.boot_reply, Reply(ok=True, result={"restored": sorted(self.projects)}))
             self.boot_reply = None
+
+    def _refuse_restore(self, project_id: str, root: str, conflict: str) -> None:
+        """Leave a project whose root reaches ``ROOST_HOME`` down, visibly.
+
+        It is listed as failed (``diagnostics`` health ``{status: failed, reason}``), logged
+        as ``project_restore_refused`` and ended in the journal with ``project.stopped
+        {reason}``, so the next daemon start does not try again; the other projects and the
+        daemon come up as usual.
+        """
+        reason = f"invalid_root_path: {conflict}"
+        self.failed[project_id] = reason
+        self.log.error("project_restore_refused", project_id=project_id, root=root, reason=reason)
+        stopped = new_event(
+            ev.ProjectStopped(reason=reason),
+            project_id=project_id,
+            at=format_at(utc_now()),
+            correlation_id=new_correlation_id(),
+        )
+        self.append([stopped])
 
     # --- requests ----------------------------------------------------------------------
 
@@ -190,6 +221,17 @@ class SupervisorActor(RoostActor):
             raise InvalidRootPathError(
                 f"project root {root_arg!r} must be an absolute path to an existing directory",
                 root=root_arg,
+            )
+        conflict = _home_conflict(root, self.home)
+        if conflict is not None:
+            where = "contains" if conflict == "contains_roost_home" else "lies inside"
+            raise InvalidRootPathError(
+                f"project root {root_arg!r} {where} the daemon's state directory ROOST_HOME "
+                f"({self.home}), which tools must never reach; choose another root or run "
+                "the daemon with another --home",
+                root=root_arg,
+                reason=conflict,
+                roost_home=self.home,
             )
         options = validate_options(args.get("options") or {})
         project_id = args.get("project_id") or f"p-{secrets.token_hex(4)}"

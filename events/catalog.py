@@ -81,10 +81,10 @@ class ProjectStarted(Event, frozen=True, kw_only=True, tag="project.started"):
 
 
 class ProjectStopped(Event, frozen=True, kw_only=True, tag="project.stopped"):
-    """A project was stopped on request."""
+    """A project was stopped on request, or not restored at daemon start."""
 
     reason: str = "requested"
-    """Why the project stopped."""
+    """Why: ``requested``, or ``invalid_root_path: <reason>`` when it was not restored."""
 
 
 class ProjectAssetsLoaded(Event, frozen=True, kw_only=True, tag="project.assets_loaded"):

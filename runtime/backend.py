@@ -45,6 +45,7 @@ from runtime.errors import (
 )
 from runtime.journal import Journal
 from runtime.ops import waits_for_turn
+from runtime.paths import protect_state_home
 
 __all__ = ["ActorBackend", "create_backend"]
 
@@ -156,6 +157,8 @@ class ActorBackend:
         journal_link.configure(
             os.path.join(config.home, journal_link.LINK_SOCKET_NAME), secrets.token_hex(16)
         )
+        # Inherited too: no tool's Workspace reads or writes this home, whatever its options.
+        protect_state_home(config.home)
         self.system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(config.home))
         self._local = threading.local()
         self._contexts: list[Any] = []

@@ -45,6 +45,8 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from runtime.roost_home import resolve_home
+
 __all__ = [
     "DEFAULT_BACKEND",
     "DEFAULT_MAX_FRAME_BYTES",
@@ -119,15 +121,6 @@ class Backend(Protocol):
 
 BackendFactory = Callable[[DaemonConfig], Backend]
 """Builds the backend once the daemon holds its pid file."""
-
-
-def resolve_home(home: str | None) -> str:
-    """Return the absolute state directory: ``home``, else ``$ROOST_HOME``, else the default.
-
-    The default is ``~/.local/state/roost``.
-    """
-    chosen = home or os.environ.get("ROOST_HOME") or os.path.join("~", ".local", "state", "roost")
-    return os.path.abspath(os.path.expanduser(chosen))
 
 
 def config_for_home(home: str | None, *, journal: str | None = None) -> DaemonConfig:

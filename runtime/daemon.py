@@ -41,7 +41,6 @@ from runtime.gateway import Gateway
 from runtime.logging import configure_logging, get_logger
 from runtime.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
 from runtime.processes import SPAWNED, daemon_processes, kill_tree, reap_stragglers, wait_gone
-from runtime.sandbox_view import configure_hidden
 
 __all__ = [
     "DaemonAlreadyRunningError",
@@ -119,7 +118,6 @@ def run_daemon(
         for path in _remove_stale_socket(config):
             log.warning("stale_socket_removed", path=path)
         pidfile.write(os.getpid())
-        hide_roost_state(config)
         try:
             backend = backend_factory(config)
         except Exception as e:
@@ -171,15 +169,6 @@ def _install_signal_handlers(stop: threading.Event, reason: list[str]) -> Any:
             signal.signal(sig, old)
 
     return restore
-
-
-def hide_roost_state(config: DaemonConfig) -> None:
-    """Name this daemon's state to the command sandbox before any actor forks.
-
-    ``ROOST_HOME`` (sockets, journal, logs, spill files) and a profile directory are hidden
-    from every command (``runtime.sandbox_view``), wherever they are.
-    """
-    configure_hidden([config.home, os.environ.get("ROOST_PROFILE_DIR", "")])
 
 
 def _remove_stale_socket(config: DaemonConfig) -> list[str]:

@@ -8,7 +8,7 @@ components a path resolves to.
 - :class:`SensitiveRules` matches ``sensitive_path_denylist`` patterns, case-folded and
   Unicode-normalized (NFC and, stricter, NFKC), against every component and the relative
   path, with ``sensitive_path_allowlist`` as explicit exceptions.
-- :func:`protected_match` names the ``.git`` and ``.roost`` places tools may never write.
+- :func:`protected_match` names the git and ``.roost`` places tools may never write.
 - :func:`extract_paths` finds every path-like argument, however it is wrapped.
 """
 
@@ -178,27 +178,61 @@ class SensitiveRules:
         return None
 
 
+_IGNORABLE = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
+"""Code points HFS+ ignores in names (git's ``is_hfs_dotgit`` list)."""
+_SHORT_NAME = re.compile(r"^(git|roost)~[1-9][0-9]*$")
+"""An 8.3 short name (vfat, NTFS) that stands for ``.git`` or ``.roost``."""
+
+
+def _lenient(name: str) -> str:
+    """A folded component as a lenient filesystem may read it.
+
+    HFS+ ignorable code points are dropped, trailing dots and spaces removed (vfat and
+    NTFS ignore them) and an 8.3 short name (``GIT~1``) read as its long name.
+    """
+    name = _IGNORABLE.sub("", name).rstrip(". ")
+    short = _SHORT_NAME.match(name)
+    return "." + short.group(1) if short else name
+
+
 def protected_match(parts: Sequence[str]) -> str | None:
     """Return the protected place a write to ``parts`` would touch, or None.
 
-    ``.roost/`` (assets) at any depth; inside a ``.git`` directory: ``hooks/`` (also a
-    submodule's under ``modules/``) and ``config`` (also ``config.worktree`` and a
-    submodule's); and a final component ``.git`` (a gitfile redirects git elsewhere).
-    Compared case-folded, for case-insensitive filesystems.
+    Places, with the ``pattern`` reported: ``.roost/`` (assets) at any depth; anything
+    inside a ``.git`` directory (``.git/hooks/`` for hooks, also a submodule's under
+    ``modules/``; ``.git/config`` for ``config`` and ``config.worktree``, also a
+    submodule's; ``.git/`` for the rest: ``commondir``, ``worktrees/*/gitdir``, ``info/``,
+    ``objects/``, ... all change what git runs or where it reads from); a final component
+    ``.git`` (a gitfile redirects git elsewhere); and a final component ``HEAD`` (with
+    ``objects/`` and ``refs/`` beside it, it makes its directory a bare repository that git
+    run in there discovers, and whose ``config`` it obeys: ``core.pager``, ...).
+    Compared case-folded and normalized (NFC and NFKC) like the sensitive names, and
+    leniently (see :func:`_lenient`) for case-insensitive and vfat or NTFS filesystems.
     """
-    folded = [fold(p) for p in parts if p not in ("", ".")]
-    for i, part in enumerate(folded):
-        if part == ".roost":
+    kept = [p for p in parts if p not in ("", ".")]
+    for folder in _FOLDS:
+        place = _protected([_lenient(folder(p)) for p in kept])
+        if place is not None:
+            return place
+    return None
+
+
+def _protected(names: list[str]) -> str | None:
+    for i, name in enumerate(names):
+        if name == ".roost":
             return ".roost/"
-        if part != ".git":
+        if name != ".git":
             continue
-        rest = folded[i + 1 :]
+        rest = names[i + 1 :]
         if not rest:
             return ".git"
         if rest[0] == "hooks" or (rest[0] == "modules" and "hooks" in rest[1:]):
             return ".git/hooks/"
         if rest[-1] in ("config", "config.worktree"):
             return ".git/config"
+        return ".git/"
+    if names and names[-1] == "head":
+        return "HEAD"
     return None
 
 

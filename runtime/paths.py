@@ -13,7 +13,9 @@ Refusals (``ToolError`` codes and ``reason``):
 - ``outside_root``: ``dotdot``, ``absolute_outside``, ``symlink_escape``, ``hard_link``
   (a write to a file with ``st_nlink > 1``), ``moved_outside`` (a rename race);
 - ``sensitive_path_denied``: ``sensitive_path`` (denylist, with ``pattern``) or
-  ``protected_path`` (a write under ``.git/hooks/``, ``.git/config``, ``.roost/``);
+  ``protected_path`` (a write inside a ``.git`` directory, to a file named ``.git`` or
+  ``HEAD``, under ``.roost/`` or to git's global configuration; and any access under
+  ``ROOST_HOME``, whatever the allowlist says);
 - ``not_a_regular_file``: directories, FIFOs, sockets, devices, ``dangling_symlink``,
   ``symlink_loop``;
 - ``invalid_tool_args`` (``kind: invalid_type``): ``nul_byte``, ``name_too_long``, ...
@@ -41,11 +43,13 @@ from events.catalog import (
     SecuritySensitivePathDenied,
 )
 from runtime import openat2 as sys_openat2
+from runtime import roost_home
 from runtime.errors import InvalidRootPathError, ToolError
 from runtime.pathrules import (
     OutsideRootEntry,
     SensitiveRules,
     extract_paths,
+    fold,
     parse_outside_allowlist,
     protected_match,
     validate_path_text,
@@ -62,6 +66,7 @@ from runtime.pathwalk import (
     walk,
 )
 from runtime.sandbox import disabled_layers
+from runtime.sandbox_view import hooks_dirs
 
 __all__ = [
     "DEFAULT_SENSITIVE_PATH_DENYLIST",
@@ -71,13 +76,95 @@ __all__ = [
     "check_all_paths",
     "exception_signal",
     "extract_paths",
+    "git_config_places",
+    "protect_state_home",
+    "root_home_conflict",
     "signal_for",
+    "state_home",
 ]
 
 DEFAULT_SENSITIVE_PATH_DENYLIST = (".env", ".env.*", "*.pem", "*.key", "id_rsa", "id_ed25519")
 """``sensitive_path_denylist`` when the options do not set it (SPEC section 5)."""
 
 _IO_FLAGS = os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def protect_state_home(home: str | None) -> None:
+    """Set (or clear, with None) the ``ROOST_HOME`` Workspaces refuse to touch.
+
+    Set by the daemon before its actor processes are forked, so they inherit it
+    (:func:`runtime.roost_home.protect`; the command sandbox hides the same home).
+    """
+    roost_home.protect(home)
+
+
+def state_home() -> str:
+    """The protected ``ROOST_HOME`` of this process, absolute and resolved."""
+    return roost_home.home()
+
+
+def git_config_places() -> tuple[tuple[str, str], ...]:
+    """Git's own configuration outside any repository, as ``(resolved path, label)``.
+
+    ``~/.gitconfig``, ``$XDG_CONFIG_HOME/git/`` (default ``~/.config/git/``: config,
+    attributes, ignore), ``$GIT_CONFIG_GLOBAL``, ``/etc/gitconfig`` and
+    ``$GIT_CONFIG_SYSTEM``, from this process's environment (the daemon's, the user's).
+    A tool that could write one would choose what every git command runs.
+    """
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    places = [
+        (os.path.join(home, ".gitconfig"), "~/.gitconfig"),
+        (os.path.join(xdg, "git"), "$XDG_CONFIG_HOME/git/"),
+        ("/etc/gitconfig", "/etc/gitconfig"),
+    ]
+    for key in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
+        if os.environ.get(key):
+            places.append((os.path.expanduser(os.environ[key]), f"${key}"))
+    return tuple((os.path.realpath(path), label) for path, label in places)
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _dir_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _lineage(path: str) -> list[str]:
+    """``path`` and every directory above it, up to ``/``."""
+    out = [path]
+    while path != os.path.dirname(path):
+        path = os.path.dirname(path)
+        out.append(path)
+    return out
+
+
+def root_home_conflict(root: str, home: str) -> str | None:
+    """Why a project on ``root`` would reach ``home`` (``ROOST_HOME``), or None.
+
+    ``contains_roost_home`` when the home is the root or lies under it,
+    ``inside_roost_home`` when the root lies under the home. Both are resolved first
+    (symlinks, ``..``, trailing slashes); the same directory reached by another path (a
+    bind mount, another case on a case-insensitive filesystem) is recognised by its
+    device and inode.
+    """
+    real_root, real_home = os.path.realpath(root), os.path.realpath(home)
+    if _under(real_home, real_root):
+        return "contains_roost_home"
+    if _under(real_root, real_home):
+        return "inside_roost_home"
+    root_id, home_id = _dir_id(real_root), _dir_id(real_home)
+    if root_id is not None and root_id in map(_dir_id, _lineage(real_home)):
+        return "contains_roost_home"
+    if home_id is not None and home_id in map(_dir_id, _lineage(real_root)):
+        return "inside_roost_home"
+    return None
 
 
 class PathDecision(msgspec.Struct, frozen=True, kw_only=True):
@@ -137,6 +224,13 @@ class Workspace:
             options.get("outside_root_allowlist"), root
         )
         """The normalized ``outside_root_allowlist``."""
+        self.state_home = state_home()
+        """``ROOST_HOME``, resolved: nothing under it is read or written, whatever the lists say."""
+        home_id = _dir_id(self.state_home)
+        self.hidden_dirs = frozenset() if home_id is None else frozenset({home_id})
+        """``(st_dev, st_ino)`` of the directories tree walks skip (``ROOST_HOME``)."""
+        self.git_config = git_config_places()
+        """Git's global and system configuration: readable, never writable."""
         if force_fallback is None:
             force_fallback = "openat2" in disabled_layers()
         self.use_proc = _proc_fd_available() if use_proc is None else use_proc
@@ -201,7 +295,7 @@ class Workspace:
             ):
                 return self._outside(text, os.path.join(self.root, *parts), err, write)
             raise
-        self._check_names(text, parts, comps, write)
+        self._check_names(text, parts, comps, write, os.path.join(self.root, *comps))
         if st is not None and not stat.S_ISDIR(st.st_mode):
             require_regular(st, text)
             if write:
@@ -217,14 +311,27 @@ class Workspace:
         entry = next((e for e in self.outside_allowlist if e.covers(resolved)), None)
         if entry is None:
             raise err
-        self._check_names(text, _split(text), _split(resolved), write)
+        self._check_names(text, _split(text), _split(resolved), write, resolved)
         return PathDecision(
             resolved=resolved, inside_root=False, exception_reason_code=entry.reason_code
         )
 
+    def in_state_home(self, absolute: str) -> bool:
+        """Whether ``absolute`` (resolved) is ``ROOST_HOME`` or under it (compared folded)."""
+        return _under(fold(absolute), fold(self.state_home))
+
     def _check_names(
-        self, text: str, asked: Sequence[str], real: Sequence[str], write: bool
+        self, text: str, asked: Sequence[str], real: Sequence[str], write: bool, absolute: str
     ) -> None:
+        if self.in_state_home(absolute):
+            raise ToolError(
+                "sensitive_path_denied",
+                f"path {text!r} is inside Roost's state directory (ROOST_HOME), which tools "
+                "may never read or write",
+                path=text,
+                pattern="ROOST_HOME",
+                reason="protected_path",
+            )
         pattern = self.sensitive.match(real) or self.sensitive.match(asked)
         if pattern is not None:
             raise ToolError(
@@ -237,6 +344,12 @@ class Workspace:
             )
         if write:
             place = protected_match(real) or protected_match(asked)
+            folded = fold(absolute)
+            place = place or next(
+                (label for path, label in self.git_config if _under(folded, fold(path))), None
+            )
+            if place is None and any(_under(folded, fold(h)) for h in hooks_dirs([self.root])):
+                place = "core.hooksPath"
             if place is not None:
                 raise ToolError(
                     "sensitive_path_denied",
@@ -263,7 +376,8 @@ class Workspace:
         return comps if res.fd >= 0 else (*comps, res.name)
 
     def _verify(self, res: Resolved, text: str, write: bool) -> None:
-        self._check_names(text, _split(text), self._landed(res, text), write)
+        landed = self._landed(res, text)
+        self._check_names(text, _split(text), landed, write, os.path.join(self.root, *landed))
 
     # --- the enforcement points ------------------------------------------------------
 

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from runtime import roost_home
 from runtime.pathrules import SensitiveRules
 
 __all__ = [
@@ -50,7 +51,6 @@ __all__ = [
     "ROOST_STATE_ENV",
     "SYSTEM_PATHS",
     "View",
-    "configure_hidden",
     "etc_secrets",
     "git_watch",
     "hidden_state",
@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 ROOST_STATE_ENV = "ROOST_SANDBOX_HIDE"
-"""``os.pathsep``-separated extra directories to hide from commands (set by the daemon)."""
+"""``os.pathsep``-separated extra directories to hide from commands (operators, tests)."""
 
 SYSTEM_PATHS: tuple[str, ...] = (
     "/usr",
@@ -99,8 +99,6 @@ MAX_SCAN_ENTRIES = 500_000
 
 _ETC_CACHE_S = 60.0
 
-_hidden: list[str] = []
-
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
     """Everything that shapes one run's filesystem view."""
@@ -121,19 +119,10 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     """``core.hooksPath`` directories inside the writable paths (:func:`hooks_dirs`)."""
 
 
-def configure_hidden(paths: Iterable[str]) -> None:
-    """Name Roost's state directories (``ROOST_HOME``, profiles) to hide from every command.
-
-    Called by the daemon before the actor system forks, so every actor process inherits
-    it; :data:`ROOST_STATE_ENV` adds more (tests, operators).
-    """
-    _hidden[:] = sorted({os.path.realpath(p) for p in paths if p})
-
-
 def hidden_state() -> list[str]:
-    """Roost's state directories hidden from commands (configured and from the env)."""
+    """Roost's state directories hidden from commands (``runtime.roost_home``, the env)."""
     extra = [p for p in os.environ.get(ROOST_STATE_ENV, "").split(os.pathsep) if p]
-    return sorted({*_hidden, *(os.path.realpath(p) for p in extra)})
+    return sorted({*roost_home.hidden_places(), *(os.path.realpath(p) for p in extra)})
 
 
 def _inside(path: str, parent: str) -> bool:

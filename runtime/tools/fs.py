@@ -7,7 +7,7 @@ in ``ctx.signals``; an allowlist exception used is recorded the same way.
 
 Directory traversal (``fs.list`` with a glob, ``fs.search``) walks with directory fds and
 never follows a symlink: symlinks are listed as ``symlink`` and not searched. ``.git``
-directories are not descended into.
+directories are not descended into, and ``ROOST_HOME`` is neither listed nor entered.
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def fs_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     with _workspace(ctx, "fs.list") as ws:
         decision = _checked(ctx, ws, "fs.list", path, write=False)
         base = _display_base(ws, decision)
-        complete = walk_tree(ws.open_dir(path), visit, max_depth)
+        complete = walk_tree(ws.open_dir(path), visit, max_depth, ws.hidden_dirs)
     found.sort(key=lambda e: e["path"])
     truncated = not complete or len(found) > LIST_MAX_ENTRIES
     return {"path": path, "entries": found[:LIST_MAX_ENTRIES], "truncated": truncated}
@@ -344,7 +344,7 @@ def fs_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             return scan("/".join((*base, *parts)), fd)
 
         if os.path.isdir(decision.resolved):
-            complete = walk_tree(ws.open_dir(path), visit, None)
+            complete = walk_tree(ws.open_dir(path), visit, None, ws.hidden_dirs)
         else:
             complete = scan(path, ws.open_for_read(path))
     return {

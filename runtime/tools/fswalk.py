@@ -81,10 +81,17 @@ Visit = Callable[[tuple[str, ...], os.DirEntry[str], int], bool]
 """``visit(parts, entry, dir_fd) -> keep_going`` for :func:`walk_tree`."""
 
 
-def walk_tree(top_fd: int, visit: Visit, max_depth: int | None) -> bool:
+def walk_tree(
+    top_fd: int,
+    visit: Visit,
+    max_depth: int | None,
+    hidden: frozenset[tuple[int, int]] = frozenset(),
+) -> bool:
     """Visit every entry under ``top_fd`` without following symlinks; False if cut short.
 
-    ``visit(parts, entry, dir_fd)`` returns False to stop. Owns and closes ``top_fd``.
+    ``visit(parts, entry, dir_fd)`` returns False to stop. Directories whose
+    ``(st_dev, st_ino)`` is in ``hidden`` (``ROOST_HOME``) are neither visited nor entered,
+    however they are reached. Owns and closes ``top_fd``.
     """
     stack: list[tuple[tuple[str, ...], int]] = [((), top_fd)]
     scanned = 0
@@ -98,6 +105,8 @@ def walk_tree(top_fd: int, visit: Visit, max_depth: int | None) -> bool:
                 for entry in entries:
                     scanned += 1
                     here = (*parts, entry.name)
+                    if hidden and _dir_id(entry) in hidden:
+                        continue
                     if scanned > LIST_MAX_SCANNED or not visit(here, entry, dir_fd):
                         return False
                     deeper = max_depth is None or len(here) < max_depth
@@ -115,6 +124,17 @@ def walk_tree(top_fd: int, visit: Visit, max_depth: int | None) -> bool:
         for _, fd in stack:
             os.close(fd)
     return complete
+
+
+def _dir_id(entry: os.DirEntry[str]) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of a directory entry that is a directory (None otherwise)."""
+    try:
+        if not entry.is_dir(follow_symlinks=False):
+            return None
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def entry_kind(entry: os.DirEntry[str]) -> str:

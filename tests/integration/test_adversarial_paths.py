@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import stat
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +49,11 @@ def outside(reason: str, tool: str = "fs.read", **signal: Any) -> Expect:
     )
 
 
+def git_dir(tool: str = "fs.write") -> Expect:
+    """A write inside a ``.git`` directory: ``protected_path`` with pattern ``.git/``."""
+    return sensitive(".git/", tool, "protected_path")
+
+
 def sensitive(pattern: str, tool: str = "fs.read", reason: str = "sensitive_path") -> Expect:
     """``sensitive_path_denied`` with ``pattern`` and its signal."""
     return Expect(
@@ -76,6 +83,16 @@ CAN_MKNOD = _can_mknod()
 """Device cases need ``mknod``; without it they are skipped."""
 
 
+GIT_FILES = {
+    ".git/HEAD": "ref: refs/heads/main\n",
+    ".git/worktrees/wt/gitdir": "/srv/checkouts/wt/.git\n",
+    ".git/modules/lib/commondir": "../..\n",
+    "sub/readme.txt": "a plain directory\n",
+    "vendor/lib/.git/HEAD": "ref: refs/heads/main\n",
+}
+"""Files in and around the repository's git directories (relative path → content)."""
+
+
 def build_repo(base: Path) -> dict[str, str]:
     """A hostile project root next to a sentinel; return the places the cases name."""
     root = Path(make_root(base / "repo"))
@@ -103,6 +120,11 @@ def build_repo(base: Path) -> dict[str, str]:
     (root / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
     (root / ".git" / "config").write_text("[core]\n\tbare = false\n")
     (root / "hooks.lnk").symlink_to(".git/hooks")
+    for rel, content in GIT_FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(content)
+    (root / "git.lnk").symlink_to(".git")
+    (root / "vendor" / "plain").mkdir(parents=True)
     return {
         "root": str(root),
         "sentinel": str(sentinel),
@@ -268,6 +290,43 @@ PATH_CASES: list[tuple[str, str, dict[str, Any], Expect]] = [
         {"path": ".roost/commands/evil.md", "content": "---\nargv: [sh]\n---\n"},
         sensitive(".roost/", "fs.write", "protected_path"),
     ),
+    # anything inside a .git directory: where git reads config, hooks, objects from
+    *[
+        (f"git_{name}", "fs.write", {"path": path, "content": "{sentinel}\n"}, git_dir())
+        for name, path in [
+            ("commondir", ".git/commondir"),
+            ("worktree_gitdir", ".git/worktrees/wt/gitdir"),
+            ("submodule_commondir", ".git/modules/lib/commondir"),
+            ("config_lock", ".git/config.lock"),
+            ("commondir_upper_case", ".GIT/commondir"),
+            ("commondir_dot", ".git/./commondir"),
+            ("commondir_dotdot", "sub/../.git/commondir"),
+            ("commondir_through_a_symlink", "git.lnk/commondir"),
+            ("commondir_fullwidth", "\uff0egit/commondir"),
+            ("commondir_zero_width", ".g\u200cit/commondir"),
+            ("commondir_trailing_dot", ".git./commondir"),
+            ("commondir_short_name", "GIT~1/commondir"),
+            ("nested_repository_commondir", "vendor/lib/.git/commondir"),
+        ]
+    ],
+    (
+        "git_worktree_gitdir_edit",
+        "fs.edit",
+        {"path": ".git/worktrees/wt/gitdir", "old": "/srv/checkouts", "new": "/tmp"},
+        git_dir("fs.edit"),
+    ),
+    (
+        "bare_repository_head",
+        "fs.write",
+        {"path": "sub/HEAD", "content": "ref: refs/heads/main\n"},
+        sensitive("HEAD", "fs.write", "protected_path"),
+    ),
+    (
+        "gitfile_anywhere",
+        "fs.write",
+        {"path": "vendor/plain/.git", "content": "gitdir: {sentinel}\n"},
+        sensitive(".git", "fs.write", "protected_path"),
+    ),
 ]
 """``(id, tool, args, expected)``; ``{sentinel}``, ``{shared}`` are filled in per world."""
 
@@ -366,6 +425,16 @@ def assert_protected_intact(places: dict[str, str]) -> None:
     assert not (root / ".git" / "hooks" / "pre-push").exists()
     assert (root / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
     assert not (root / ".roost" / "commands").exists()
+    for rel, content in GIT_FILES.items():
+        assert (root / rel).read_text() == content, rel
+    for rel in (".git/commondir", ".git/config.lock", "vendor/lib/.git/commondir"):
+        assert not (root / rel).exists(), rel
+    assert sorted(p.name for p in root.iterdir() if "git" in p.name.lower()) == [
+        ".git",
+        "git.lnk",
+    ]
+    assert not (root / "vendor" / "plain" / ".git").exists()
+    assert not (root / "sub" / "HEAD").exists()
 
 
 def test_protected_places_keep_their_content(places: dict[str, str], world: World) -> None:
@@ -401,3 +470,194 @@ def test_a_command_cannot_write_outside_the_root_or_into_protected_places(
 def test_the_journal_verifies_after_every_attack(world: World) -> None:
     verified = world.client.verify(P)
     assert (verified["ok"], verified["chain_ok"], verified["mismatches"]) == (True, True, [])
+
+
+# --- ROOST_HOME: out of reach, whatever the allowlist says ---------------------------------
+
+WIDE = "wide"
+
+
+@pytest.fixture(scope="module")
+def wide(world: World, places: dict[str, str]) -> str:
+    """Project ``wide``: its allowlist covers the whole base, ROOST_HOME (``base/home``) too."""
+    base = Path(places["base"])
+    assert world.daemon is not None and Path(world.daemon.home) == base / "home"
+    entry = {"path": str(base), "reason_code": "whole_base"}
+    root = make_root(base / WIDE)
+    world.client.start_project(root, project_id=WIDE, options={"outside_root_allowlist": [entry]})
+    world.client.start_conversation(WIDE, conversation_id=C)
+    return world.daemon.home
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("fs.read", {"path": "{home}/journal.sqlite"}),
+        ("fs.read", {"path": "../home/roost.pid"}),
+        ("fs.read", {"path": "../home/./logs/../logs/daemon.log"}),
+        ("fs.write", {"path": "{home}/roost.pid", "content": "1\n"}),
+        ("fs.write", {"path": "{home}/mailbox/planted", "content": "x"}),
+        ("fs.edit", {"path": "{home}/roost.pid", "old": "1", "new": "2"}),
+        ("fs.list", {"path": "{home}"}),
+        ("fs.search", {"pattern": "daemon", "path": "{home}/logs"}),
+    ],
+    ids=["read_journal", "read_pid_dotdot", "read_log_spelled", "write_pid", "plant_mailbox",
+         "edit_pid", "list_home", "search_logs"],
+)  # fmt: skip
+def test_roost_home_is_refused_whatever_the_allowlist_says(
+    world: World, wide: str, tool: str, args: dict[str, Any]
+) -> None:
+    home = Path(wide)
+    pid_file = (home / "roost.pid").read_bytes()
+    call = Call(WIDE, C, tool, fill(args, {"home": wide}))
+    world.refused(call, sensitive("ROOST_HOME", tool, "protected_path"))
+    denied = first(recorded(world.client, call), "policy.denied")
+    assert denied["outside_root_exception_reason_codes"] == ["whole_base"]
+    assert (home / "roost.pid").read_bytes() == pid_file
+    assert not (home / "mailbox" / "planted").exists()
+
+
+def test_a_listing_or_search_of_the_homes_parent_skips_the_home(
+    world: World, wide: str, places: dict[str, str]
+) -> None:
+    base = places["base"]
+    listed = Call(WIDE, C, "fs.list", {"path": base}).run(world.client)
+    assert listed["status"] == "ok", listed
+    names = {e["path"][len(base) + 1 :] for e in listed["result"]["entries"]}
+    assert {"repo", "sentinel", WIDE} <= names and "home" not in names
+    found = Call(WIDE, C, "fs.search", {"pattern": "daemon_started", "path": base}).run(
+        world.client
+    )
+    assert found["status"] == "ok", found
+    assert [m for m in found["result"]["matches"] if m["path"].startswith(wide + "/")] == []
+    assert found["result"]["files_scanned"] > 0
+
+
+# --- end to end: the commondir attack on a real repository, then a real `git status` --------
+
+GIT = shutil.which("git")
+
+
+def git_env(home: Path) -> dict[str, str]:
+    """A user's environment for git: an empty global config, no system one, and ``cat`` as
+    the pager unless a repository's ``core.pager`` says otherwise."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PAGER": "cat",
+    }
+
+
+def git(cwd: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """Run git in ``cwd`` as a user would."""
+    return subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env=git_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def git_on_a_terminal(cwd: Path, *args: str, home: Path) -> int:
+    """Run git in ``cwd`` with its output on a terminal (a pty), so it starts its pager."""
+    master, slave = os.openpty()
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=git_env(home),
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        os.close(master)
+    return done.returncode
+
+
+def attacker_dir(base: Path, home: Path) -> tuple[Path, Path]:
+    """A bare repository whose ``core.fsmonitor`` creates a marker file; (dir, marker)."""
+    attacker, marker = base / "attacker", base / "fsmonitor-ran"
+    script = base / "fsmonitor.sh"
+    script.write_text(f"#!/bin/sh\ntouch '{marker}'\n")
+    script.chmod(0o755)
+    assert git(base, "init", "-q", "--bare", str(attacker), home=home).returncode == 0
+    assert git(attacker, "config", "core.fsmonitor", str(script), home=home).returncode == 0
+    return attacker, marker
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+def test_the_commondir_attack_on_a_real_repository_never_runs_the_planted_fsmonitor(
+    world: World, places: dict[str, str]
+) -> None:
+    base = Path(places["base"]) / "git-e2e"
+    home = base / "user-home"
+    home.mkdir(parents=True)
+    attacker, marker = attacker_dir(base, home)
+    # The control: written by hand, the pointer makes `git status` run the planted program.
+    control = base / "control"
+    assert git(base, "init", "-q", str(control), home=home).returncode == 0
+    (control / ".git" / "commondir").write_text(f"{attacker}\n")
+    git(control, "status", home=home)
+    assert marker.exists(), "this git does not run core.fsmonitor; the test would prove nothing"
+    marker.unlink()
+
+    root = base / "repo"
+    assert git(base, "init", "-q", str(root), home=home).returncode == 0
+    (root / "README.md").write_text("# repo\n")
+    world.client.start_project(str(root), project_id="git", options={})
+    world.client.start_conversation("git", conversation_id=C)
+    for path in (".git/commondir", ".GIT/commondir", "sub/../.git/commondir"):
+        call = Call("git", C, "fs.write", {"path": path, "content": f"{attacker}\n"})
+        world.refused(call, git_dir())
+    status = git(root, "status", "--porcelain", home=home)
+    assert (status.returncode, status.stdout) == (0, "?? README.md\n"), status.stderr
+    assert not marker.exists()
+    assert not (root / ".git" / "commondir").exists()
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+def test_a_bare_repository_planted_in_a_subdirectory_never_runs_its_pager(
+    world: World, places: dict[str, str]
+) -> None:
+    """HEAD, objects/, refs/ and a config make ``src/`` a repository git prefers there."""
+    base = Path(places["base"]) / "git-bare"
+    home = base / "user-home"
+    home.mkdir(parents=True)
+    marker, pager = base / "pager-ran", base / "pager.sh"
+    pager.write_text(f"#!/bin/sh\ntouch '{marker}'\ncat\n")
+    pager.chmod(0o755)
+    planted = {
+        "src/config": f"[core]\n\tpager = {pager}\n",
+        "src/objects/info/keep": "",
+        "src/refs/heads/keep": "",
+    }
+    # The control: with a HEAD written by hand, `git branch` in src/ runs the planted pager.
+    control = base / "control"
+    assert git(base, "init", "-q", str(control), home=home).returncode == 0
+    for rel, content in {**planted, "src/HEAD": "ref: refs/heads/main\n"}.items():
+        (control / rel).parent.mkdir(parents=True, exist_ok=True)
+        (control / rel).write_text(content)
+    git_on_a_terminal(control / "src", "branch", home=home)
+    assert marker.exists(), "this git starts no pager here; the test would prove nothing"
+    marker.unlink()
+
+    root = base / "repo"
+    assert git(base, "init", "-q", str(root), home=home).returncode == 0
+    world.client.start_project(str(root), project_id="bare", options={})
+    world.client.start_conversation("bare", conversation_id=C)
+    head = Call("bare", C, "fs.write", {"path": "src/HEAD", "content": "ref: refs/heads/main\n"})
+    world.refused(head, sensitive("HEAD", "fs.write", "protected_path"))
+    for rel, content in planted.items():
+        done = Call("bare", C, "fs.write", {"path": rel, "content": content}).run(world.client)
+        assert done["status"] == "ok", done
+    assert git_on_a_terminal(root / "src", "branch", home=home) == 0
+    assert not marker.exists()
+    assert not (root / "src" / "HEAD").exists()

@@ -330,3 +330,22 @@ def test_a_missing_hooks_path_created_by_a_command_is_removed(client: Client) ->
         assert violations == ["githooks"]
     finally:
         git(repo, "config", "--unset", "core.hooksPath")
+
+
+@needs_git
+def test_fs_tools_never_write_into_a_hooks_path_of_the_work_tree(client: Client) -> None:
+    repo = Path(client.diagnostics("repo")["root"])
+    (repo / ".husky").mkdir()
+    assert git(repo, "config", "core.hooksPath", ".husky").returncode == 0
+    try:
+        call = Call("repo", C, "fs.write", {"path": ".husky/pre-commit", "content": "id\n"})
+        result = call.run(client)
+        assert result["status"] == "error", result
+        assert (result["reason"]["code"], result["reason"]["pattern"]) == (
+            "sensitive_path_denied",
+            "core.hooksPath",
+        )
+        assert not (repo / ".husky" / "pre-commit").exists()
+    finally:
+        git(repo, "config", "--unset", "core.hooksPath")
+        shutil.rmtree(repo / ".husky")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from events.catalog import (
 )
 from runtime import openat2
 from runtime.errors import ToolError
+from runtime.paths import protect_state_home
 from runtime.tools.base import ToolContext
 from runtime.tools.fs import (
     LIST_MAX_ENTRIES,
@@ -335,6 +337,37 @@ def test_list_outside_the_root_is_refused(root):
     err = fail(ctx, "fs.list", path="..")
     assert (err.code, err.details["reason"]) == ("outside_root", "dotdot")
     assert len(ctx.signals) == 1
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """A ROOST_HOME beside the root, holding text a search would find, protected."""
+    path = tmp_path / "state" / "roost"
+    (path / "logs").mkdir(parents=True)
+    (path / "logs" / "daemon.log").write_text('{"event": "daemon_started", "needle": 1}\n')
+    (path / "roost.pid").write_text("needle\n")
+    (tmp_path / "state" / "other.txt").write_text("needle\n")
+    protect_state_home(str(path))
+    yield path
+    protect_state_home(None)
+
+
+def test_list_and_search_skip_roost_home_under_an_allowlisted_directory(root, home, tmp_path):
+    ctx = ctx_for(root, outside_root_allowlist=[{"path": "/", "reason_code": "everything"}])
+    state = str(tmp_path / "state")
+    listed = run(ctx, "fs.list", path=state, glob="**")
+    assert listed["entries"] == [{"path": state + "/other.txt", "type": "file"}]
+    found = run(ctx, "fs.search", pattern="needle", path=state)
+    assert [m["path"] for m in found["matches"]] == [state + "/other.txt"]
+    error = fail(ctx, "fs.list", path=str(home))
+    assert (error.code, error.details["reason"], error.details["pattern"]) == (
+        "sensitive_path_denied",
+        "protected_path",
+        "ROOST_HOME",
+    )
+    assert ctx.signals[-1] == SecuritySensitivePathDenied(
+        tool="fs.list", path=str(home), reason="protected_path", call_id="call-1"
+    )
 
 
 def test_list_of_a_file_is_not_a_directory(root):

@@ -13,6 +13,7 @@ import os
 import socket
 import stat
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,10 @@ from runtime.paths import (
     Workspace,
     check_all_paths,
     exception_signal,
+    protect_state_home,
+    root_home_conflict,
     signal_for,
+    state_home,
 )
 
 MODES = {
@@ -518,6 +522,155 @@ def test_a_gitfile_cannot_be_planted(lay):
     assert got == ("sensitive_path_denied", "protected_path")
 
 
+GIT_WRITES = [
+    ".git/commondir",
+    ".git/worktrees/wt/gitdir",
+    ".git/modules/lib/commondir",
+    ".git/config.lock",
+    ".git/info/attributes",
+    ".GIT/commondir",
+    ".git/./commondir",
+    "sub/../.git/commondir",
+    "lnk/commondir",
+    "lnk/worktrees/wt/gitdir",
+    "sub/nested/.git/commondir",
+]
+"""Writes that would change what git runs or where it reads config, hooks, attributes from."""
+
+
+def git_repo(root: Path) -> dict[str, bytes]:
+    """A ``.git`` with the files git redirects through, a symlink to it, a nested repo."""
+    files = {
+        ".git/commondir": b"../.git-common\n",
+        ".git/worktrees/wt/gitdir": b"/srv/wt/.git\n",
+        ".git/modules/lib/commondir": b"../..\n",
+        ".git/config.lock": b"",
+        ".git/info/attributes": b"",
+        "sub/nested/.git/commondir": b"..\n",
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / "lnk").symlink_to(".git")
+    return files
+
+
+@pytest.mark.parametrize("path", GIT_WRITES)
+def test_nothing_inside_a_git_directory_is_writable(lay, path):
+    files = git_repo(lay.root)
+    with lay.ws() as ws:
+        with pytest.raises(ToolError) as exc:
+            write(ws, path, b"/tmp/attacker\n", make_parents=True)
+        assert (exc.value.code, exc.value.details) == (
+            "sensitive_path_denied",
+            {"path": path, "pattern": ".git/", "reason": "protected_path"},
+        )
+        assert refusal(ws.check_path, path, write=True) == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+    assert {rel: (lay.root / rel).read_bytes() for rel in files} == files
+    assert not (lay.root / ".GIT").exists()
+
+
+@pytest.mark.parametrize("path", [".git/commondir", "lnk/commondir", ".git/worktrees/wt/gitdir"])
+def test_files_inside_a_git_directory_stay_readable(lay, path):
+    files = git_repo(lay.root)
+    with lay.ws() as ws:
+        assert read(ws, path) == files[path.replace("lnk/", ".git/")]
+
+
+def test_a_head_file_that_would_make_a_bare_repository_is_not_written(lay):
+    (lay.root / "sub" / "HEAD").write_text("ref: refs/heads/main\n")
+    with lay.ws() as ws:
+        assert read(ws, "sub/HEAD") == b"ref: refs/heads/main\n"
+        for path in ("sub/HEAD", "other/HEAD"):
+            with pytest.raises(ToolError) as exc:
+                write(ws, path, b"ref: refs/heads/evil\n", make_parents=True)
+            assert (exc.value.code, exc.value.details) == (
+                "sensitive_path_denied",
+                {"path": path, "pattern": "HEAD", "reason": "protected_path"},
+            )
+    assert (lay.root / "sub" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert not (lay.root / "other" / "HEAD").exists()
+
+
+@pytest.fixture
+def user_home(tmp_path, monkeypatch) -> Path:
+    """A user's home directory with git's global config files, as this process's HOME."""
+    home = tmp_path / "user"
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "other").mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = me\n")
+    monkeypatch.setenv("HOME", str(home))
+    for key in ("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
+        monkeypatch.delenv(key, raising=False)
+    return home
+
+
+@pytest.mark.parametrize(
+    ("path", "place"),
+    [
+        (".gitconfig", "~/.gitconfig"),
+        (".GITCONFIG", "~/.gitconfig"),
+        (".config/git/config", "$XDG_CONFIG_HOME/git/"),
+        (".config/git/attributes", "$XDG_CONFIG_HOME/git/"),
+        (".config/./git/../git/ignore", "$XDG_CONFIG_HOME/git/"),
+        ("alias/.gitconfig", "~/.gitconfig"),
+    ],
+)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_project_on_the_user_home_never_writes_gits_global_config(user_home, mode, path, place):
+    (user_home / "alias").symlink_to(user_home)
+    with Workspace(str(user_home), {}, **MODES[mode]) as ws:
+        with pytest.raises(ToolError) as exc:
+            write(ws, path, b"[core]\n\tfsmonitor = /tmp/evil\n", make_parents=True)
+        assert (exc.value.code, exc.value.details) == (
+            "sensitive_path_denied",
+            {"path": path, "pattern": place, "reason": "protected_path"},
+        )
+        assert read(ws, ".gitconfig") == b"[user]\n\tname = me\n"
+        write(ws, ".config/other/settings", b"ok")
+    assert (user_home / ".gitconfig").read_text() == "[user]\n\tname = me\n"
+    assert sorted(p.name for p in (user_home / ".config" / "git").iterdir()) == []
+
+
+def test_gits_config_places_follow_the_environment(user_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global.cfg"))
+    other = tmp_path / "other-root"
+    other.mkdir()
+    entry = {"path": str(tmp_path), "reason_code": "everything_here"}
+    with Workspace(str(other), {"outside_root_allowlist": [entry]}) as ws:
+        for path, place in (
+            (tmp_path / "xdg" / "git" / "config", "$XDG_CONFIG_HOME/git/"),
+            (tmp_path / "global.cfg", "$GIT_CONFIG_GLOBAL"),
+            (user_home / ".gitconfig", "~/.gitconfig"),
+        ):
+            with pytest.raises(ToolError) as exc:
+                ws.check_path(str(path), write=True)
+            assert (exc.value.details["reason"], exc.value.details["pattern"]) == (
+                "protected_path",
+                place,
+            )
+        assert ws.check_path(str(tmp_path / "global.cfg")).exception_reason_code == (
+            "everything_here"
+        )
+
+
+def test_a_directory_swapped_for_a_symlink_to_git_after_the_check_is_refused(lay):
+    git_repo(lay.root)
+    (lay.root / "notes").mkdir()
+    (lay.root / "notes" / "commondir").write_text("harmless\n")
+    with lay.ws() as ws:
+        assert ws.check_path("notes/commondir", write=True).inside_root
+        (lay.root / "notes").rename(lay.root / "notes.old")
+        (lay.root / "notes").symlink_to(".git")
+        got = refusal(write, ws, "notes/commondir", b"/tmp/attacker\n")
+    assert got == ("sensitive_path_denied", "protected_path")
+    assert (lay.root / ".git" / "commondir").read_bytes() == b"../.git-common\n"
+
+
 # --- outside_root_allowlist ----------------------------------------------------------------
 
 
@@ -588,6 +741,125 @@ def test_an_allowlisted_outside_fifo_is_still_not_a_regular_file(lay):
             "not_a_regular_file",
             "fifo",
         )
+
+
+# --- ROOST_HOME -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path) -> Iterator[Path]:
+    """A ROOST_HOME next to the layout, protected in this process while the test runs."""
+    path = tmp_path / "state" / "roost"
+    (path / "mailbox").mkdir(parents=True)
+    (path / "journal.sqlite").write_bytes(b"SQLite format 3\x00")
+    (path / "roost.pid").write_text("4242\n")
+    protect_state_home(str(path))
+    yield path
+    protect_state_home(None)
+
+
+EVERYTHING = [{"path": "/", "reason_code": "everything"}]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"outside_root_allowlist": EVERYTHING},
+        {"outside_root_allowlist": [{"pattern": "*", "reason_code": "everything"}]},
+        {"outside_root_allowlist": [{"path": "..", "reason_code": "parent"}]},
+    ],
+    ids=["path_slash", "pattern_star", "path_parent"],
+)
+def test_no_allowlist_entry_reaches_roost_home(lay, home, options):
+    before = tree_state(home)
+    with lay.ws(options) as ws:
+        for path in (
+            str(home / "journal.sqlite"),
+            str(home / "roost.pid"),
+            str(home / "mailbox" / "m-1"),
+            str(home),
+            "../state/roost/journal.sqlite",
+            "../state/./roost//roost.pid",
+        ):
+            with pytest.raises(ToolError) as exc:
+                ws.check_path(path)
+            assert (exc.value.code, exc.value.details) == (
+                "sensitive_path_denied",
+                {"path": path, "pattern": "ROOST_HOME", "reason": "protected_path"},
+            )
+        assert refusal(ws.open_for_read, str(home / "journal.sqlite")) == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+        assert refusal(write, ws, str(home / "roost.pid"), b"1\n") == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+        assert refusal(write, ws, str(home / "mailbox" / "m-1"), b"x") == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+        assert refusal(ws.open_dir, str(home / "mailbox")) == (
+            "sensitive_path_denied",
+            "protected_path",
+        )
+        # the same entry still lets everything else through
+        assert read(ws, str(lay.outside / "secret.txt")) == b"outside secret\n"
+    assert tree_state(home) == before
+
+
+def test_roost_home_through_a_symlink_in_the_root_is_refused(lay, home):
+    (lay.root / "door").symlink_to(home.parent)
+    with lay.ws({"outside_root_allowlist": EVERYTHING}) as ws:
+        assert all_refuse(ws, "door/roost/journal.sqlite") == {
+            ("sensitive_path_denied", "protected_path")
+        }
+    assert (home / "journal.sqlite").read_bytes() == b"SQLite format 3\x00"
+
+
+def test_a_root_inside_roost_home_reaches_nothing(tmp_path, home):
+    (home / "inner").mkdir()
+    (home / "inner" / "x.txt").write_text("x")
+    with Workspace(str(home / "inner"), {}) as ws:
+        assert all_refuse(ws, "x.txt") == {("sensitive_path_denied", "protected_path")}
+
+
+def test_without_a_configured_home_the_environment_names_it(tmp_path, monkeypatch):
+    protect_state_home(None)
+    monkeypatch.setenv("ROOST_HOME", str(tmp_path / "h" / "..") + "/h/")
+    (tmp_path / "h").mkdir()
+    assert state_home() == str(tmp_path / "h")
+    monkeypatch.delenv("ROOST_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert state_home() == str(tmp_path / ".local" / "state" / "roost")
+
+
+@pytest.mark.parametrize(
+    ("root", "home", "conflict"),
+    [
+        ("base", "base/state/roost", "contains_roost_home"),
+        ("base", "base", "contains_roost_home"),
+        ("base/", "base/./state/../state/roost/", "contains_roost_home"),
+        ("base/state/roost/projects/p", "base/state/roost", "inside_roost_home"),
+        ("base/state/roost/../roost/x", "base/state/roost", "inside_roost_home"),
+        ("link-to-base", "base/state/roost", "contains_roost_home"),
+        ("base/repo", "link-to-base/state/roost", None),
+        ("base/repo", "base/state/roost", None),
+        ("base/state/roost2", "base/state/roost", None),
+        ("base/state/ro", "base/state/roost", None),
+    ],
+)
+def test_a_root_that_contains_or_lies_inside_the_home_is_named(tmp_path, root, home, conflict):
+    for rel in ("base/state/roost/projects/p", "base/state/roost/x", "base/repo"):
+        (tmp_path / rel).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "base/state/roost2").mkdir()
+    (tmp_path / "base/state/ro").mkdir()
+    (tmp_path / "link-to-base").symlink_to(tmp_path / "base")
+    assert root_home_conflict(f"{tmp_path}/{root}", f"{tmp_path}/{home}") == conflict
+
+
+def test_the_root_of_the_filesystem_contains_every_home(tmp_path):
+    assert root_home_conflict("/", str(tmp_path)) == "contains_roost_home"
 
 
 # --- races: the open is the enforcement point -----------------------------------------------

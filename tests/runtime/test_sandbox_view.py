@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime import cgroups, sandbox_view
+from runtime import cgroups, roost_home, sandbox_view
 from runtime.pathrules import SensitiveRules
 from runtime.sandbox import DISABLE_ENV, View, probe_layers, run_command
 from runtime.sandbox_view import (
     MAX_SCAN_ENTRIES,
-    configure_hidden,
     etc_secrets,
     git_watch,
     hidden_state,
@@ -36,9 +35,8 @@ def bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def hidden() -> Iterator[None]:
-    before = list(sandbox_view._hidden)
     yield
-    sandbox_view._hidden[:] = before
+    roost_home.protect(None)
 
 
 def sh(view: View, command: str) -> tuple[int, str, str]:
@@ -102,12 +100,13 @@ def test_git_control_files_a_run_created_are_removed_and_existing_ones_kept(
     assert sorted(os.listdir(git)) == ["config", "hooks"]
 
 
-def test_hidden_state_is_configured_and_taken_from_the_environment(
+def test_hidden_state_is_the_protected_home_the_profiles_and_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hidden: None
 ) -> None:
-    configure_hidden([str(tmp_path / "home"), ""])
-    monkeypatch.setenv(sandbox_view.ROOST_STATE_ENV, str(tmp_path / "profiles"))
-    assert hidden_state() == [str(tmp_path / "home"), str(tmp_path / "profiles")]
+    roost_home.protect(str(tmp_path / "home"))
+    monkeypatch.setenv(roost_home.PROFILE_DIR_ENV, str(tmp_path / "profiles"))
+    monkeypatch.setenv(sandbox_view.ROOST_STATE_ENV, str(tmp_path / "extra"))
+    assert hidden_state() == [str(tmp_path / n) for n in ("extra", "home", "profiles")]
 
 
 # --- the view, through a real bubblewrap ------------------------------------------------
@@ -120,7 +119,7 @@ def test_roost_state_inside_a_bound_path_is_hidden_and_not_writable(
     state = root / "state"
     state.mkdir(parents=True)
     (state / "journal.sqlite").write_text("journal")
-    configure_hidden([str(state)])
+    roost_home.protect(str(state))
     code, out, err = sh(View(writable=(str(root),), cwd=str(root)), "ls -A state; touch state/x")
     assert (code, out) == (1, "")
     assert "Read-only file system" in err
