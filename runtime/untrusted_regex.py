@@ -12,10 +12,11 @@ A pattern RE2 cannot run is refused, never handed to ``re``; :class:`UnsafePatte
 carries one ``reason``:
 
 - ``pattern_too_long``: more than :data:`MAX_PATTERN_CHARS` characters;
-- ``invalid_regex``: not a regular expression at all (``re`` rejects it too);
-- ``unsupported_regex``: valid for Python but needs backtracking, which RE2 does not do:
+- ``unsupported_regex``: Python syntax that needs backtracking, which RE2 does not do:
   backreferences (``\1``, ``(?P=name)``), lookaround (``(?=``, ``(?!``, ``(?<=``,
-  ``(?<!``), possessive repeats, ``\Z`` (RE2 spells it ``\z``);
+  ``(?<!``), atomic groups (``(?>``), conditionals (``(?(1)``), possessive repeats
+  (``a++``), ``\Z`` (RE2 spells it ``\z``);
+- ``invalid_regex``: anything else RE2 cannot parse (``(unclosed``, ``[z-a]``, ``a**``);
 - ``regex_too_complex``: RE2 accepts the syntax but the compiled program is larger than
   :data:`MAX_PROGRAM_SIZE` instructions or :data:`MAX_MEM` (a repeat count over 1000,
   ``\pL{200}``); the work per character of text grows with the program's size, so the
@@ -28,7 +29,6 @@ one line, or one argument value).
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 import re2
@@ -93,20 +93,40 @@ def _options() -> Any:
     return options
 
 
-def _python_accepts(pattern: str) -> bool:
-    """Whether ``re`` compiles ``pattern`` (never matched: only to name the refusal)."""
-    try:
-        re.compile(pattern)
-    except (re.error, RecursionError, OverflowError, ValueError):
-        return False
-    return True
+# RE2's errors for Python syntax that needs backtracking (RE2 names the fragment).
+_BACKTRACKING = (
+    "invalid perl operator: (?=",  # lookahead
+    "invalid perl operator: (?!",
+    "invalid perl operator: (?<=",  # lookbehind
+    "invalid perl operator: (?<!",
+    "invalid perl operator: (?P",  # (?P=name): (?P<name>...) itself is fine
+    "invalid perl operator: (?>",  # atomic group
+    "invalid perl operator: (?(",  # conditional on a group
+    "invalid escape sequence: \\Z",
+    *(f"invalid escape sequence: \\{digit}" for digit in "123456789"),  # backreference
+)
+
+
+def _reason(detail: str) -> UnsafeReason:
+    """Name the refusal from RE2's error text (pinned binding: the texts are stable)."""
+    if detail.startswith(_BACKTRACKING) or (
+        detail.startswith("bad repetition operator: ") and detail.endswith("+")  # a++
+    ):
+        return "unsupported_regex"
+    if detail.startswith("pattern too large"):
+        return "regex_too_complex"
+    if detail.startswith("invalid repetition size: "):
+        bounds = detail.partition(": ")[2].strip("{}").split(",")
+        if any(b.isdigit() and int(b) > 1000 for b in bounds):  # RE2's repeat limit
+            return "regex_too_complex"
+    return "invalid_regex"
 
 
 def compile_untrusted(pattern: str, *, what: str = "the pattern") -> UntrustedRegex:
     """Compile ``pattern`` with RE2 or raise :class:`UnsafePatternError`.
 
-    ``what`` names the pattern in messages (``the pattern``, ``'pattern' at
-    properties.name``).
+    ``what`` names the pattern in messages (``the pattern``,
+    ``'properties.tag.pattern'``).
     """
     if len(pattern) > MAX_PATTERN_CHARS:
         raise UnsafePatternError(
@@ -120,27 +140,22 @@ def compile_untrusted(pattern: str, *, what: str = "the pattern") -> UntrustedRe
     except re2.error as e:
         raw = e.args[0] if e.args else b"rejected"
         detail = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        python_ok = _python_accepts(pattern)
-        # RE2's own words for a pattern over its size limits (a repeat over 1000 is one).
-        if detail.startswith("pattern too large") or (
-            detail.startswith("invalid repetition size") and python_ok
-        ):
-            raise UnsafePatternError(
+        reason = _reason(detail)
+        if reason == "regex_too_complex":
+            message = (
                 f"{what} is too complex to match in bounded time and memory ({detail}); "
-                "use smaller repeat counts or a simpler pattern",
-                "regex_too_complex",
-            ) from e
-        if python_ok:
-            raise UnsafePatternError(
+                "use smaller repeat counts or a simpler pattern"
+            )
+        elif reason == "unsupported_regex":
+            message = (
                 f"{what} uses a feature the linear-time matcher (RE2) does not have "
-                f"({detail}): backreferences, lookaround, possessive repeats and \\Z need "
-                "backtracking, which can take exponential time; rewrite it without them "
-                "(\\z for the end of the text) or search for plain text",
-                "unsupported_regex",
-            ) from e
-        raise UnsafePatternError(
-            f"{what} is not a valid regular expression ({detail})", "invalid_regex"
-        ) from e
+                f"({detail}): backreferences, lookaround, atomic groups, possessive repeats "
+                "and \\Z need backtracking, which can take exponential time; rewrite it "
+                "without them (\\z for the end of the text) or search for plain text"
+            )
+        else:
+            message = f"{what} is not a valid RE2 regular expression ({detail})"
+        raise UnsafePatternError(message, reason) from e
     size = int(compiled._regexp.ProgramSize())
     if size > MAX_PROGRAM_SIZE:
         raise UnsafePatternError(

@@ -496,7 +496,7 @@ def test_the_supported_subset_passes_the_schema_check(schema: dict[str, Any]) ->
         ({"minimum": "0"}, "'minimum' must be a number"),
         ({"maxLength": -1}, "'maxLength' must be a non-negative integer"),
         ({"minItems": True}, "'minItems' must be a non-negative integer"),
-        ({"pattern": "("}, "'pattern' is not a valid regular expression"),
+        ({"pattern": "("}, "'pattern' is not a valid RE2 regular expression (missing ): ()"),
     ],
 )
 def test_an_unsupported_schema_is_refused(schema: Any, error: str) -> None:

@@ -47,6 +47,11 @@ def test_catastrophic_patterns_give_the_right_answer_on_long_texts(
         (r"(?<=\$)\d+", "unsupported_regex"),
         (r"(?<!x)y", "unsupported_regex"),
         (r"a++", "unsupported_regex"),
+        (r"a{1,2}+", "unsupported_regex"),
+        (r"(?>a+)b", "unsupported_regex"),
+        (r"(a)?(?(1)b|c)", "unsupported_regex"),
+        (r"a**", "invalid_regex"),
+        (r"(?x) a", "invalid_regex"),
         (r"end\Z", "unsupported_regex"),
         (r"(unclosed", "invalid_regex"),
         (r"[z-a]", "invalid_regex"),
@@ -66,9 +71,9 @@ def test_patterns_re2_cannot_run_are_refused_with_their_reason(pattern: str, rea
 def test_a_backreference_is_refused_with_a_message_that_says_what_to_do() -> None:
     expected = (
         "the pattern uses a feature the linear-time matcher (RE2) does not have (invalid "
-        "escape sequence: \\1): backreferences, lookaround, possessive repeats and \\Z need "
-        "backtracking, which can take exponential time; rewrite it without them (\\z for the "
-        "end of the text) or search for plain text"
+        "escape sequence: \\1): backreferences, lookaround, atomic groups, possessive repeats "
+        "and \\Z need backtracking, which can take exponential time; rewrite it without them "
+        "(\\z for the end of the text) or search for plain text"
     )
     with pytest.raises(UnsafePatternError, match=r"^" + re.escape(expected) + r"$"):
         compile_untrusted(r"(\w+)\1")
@@ -78,6 +83,14 @@ def test_the_program_size_limit_names_the_size_and_the_limit() -> None:
     with pytest.raises(UnsafePatternError, match=r"^the glob compiles to 8004 instructions; "):
         compile_untrusted(".{1000}", what="the glob")
     assert MAX_PROGRAM_SIZE == 2000
+
+
+def test_an_invalid_pattern_says_so_with_re2s_words() -> None:
+    with pytest.raises(
+        UnsafePatternError,
+        match=r"^the pattern is not a valid RE2 regular expression \(missing \): \(x\)$",
+    ):
+        compile_untrusted("(x")
 
 
 def test_patterns_at_the_limits_are_accepted() -> None:
