@@ -78,11 +78,19 @@ class UntrustedRegex:
 
     def search(self, text: str) -> bool:
         """Whether the pattern matches anywhere in ``text``."""
-        return self._compiled.search(text) is not None
+        return self._compiled.search(_utf8(text)) is not None
 
     def fullmatch(self, text: str) -> bool:
         """Whether the pattern matches the whole of ``text``."""
-        return self._compiled.fullmatch(text) is not None
+        return self._compiled.fullmatch(_utf8(text)) is not None
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` in UTF-8 for RE2, a lone surrogate passed through as its three bytes.
+
+    JSON allows an escaped lone surrogate in a string; it must not fail the match.
+    """
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _options() -> Any:
@@ -133,6 +141,12 @@ def compile_untrusted(pattern: str, *, what: str = "the pattern") -> UntrustedRe
             f"{what} is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}",
             "pattern_too_long",
         )
+    try:
+        pattern.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UnsafePatternError(
+            f"{what} is not valid Unicode text (a lone surrogate at {e.start})", "invalid_regex"
+        ) from e
     try:
         # Not re2.compile: its module-level cache would keep up to 128 patterns alive,
         # each with up to MAX_MEM of DFA cache. This one lives as long as its caller.

@@ -528,6 +528,13 @@ def test_a_catastrophic_pattern_validates_long_values_correctly(pattern: str) ->
     assert (exc.value.details["key"], exc.value.details["reason"]) == ("tag", "pattern_mismatch")
 
 
+def test_a_value_with_a_lone_surrogate_is_checked_against_a_pattern_like_any_other() -> None:
+    schema = {"type": "object", "properties": {"tag": {"type": "string", "pattern": "^[a-z]+$"}}}
+    with pytest.raises(ToolError) as exc:
+        validate_args(schema, json.loads('{"tag": "ab\\ud800"}'))
+    assert (exc.value.details["key"], exc.value.details["reason"]) == ("tag", "pattern_mismatch")
+
+
 def test_an_unchecked_schema_with_an_unusable_pattern_fails_the_call_without_re() -> None:
     schema = {"type": "object", "properties": {"tag": {"type": "string", "pattern": "(?<=a)b"}}}
     with pytest.raises(ToolError) as exc:

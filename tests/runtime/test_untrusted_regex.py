@@ -93,6 +93,21 @@ def test_an_invalid_pattern_says_so_with_re2s_words() -> None:
         compile_untrusted("(x")
 
 
+def test_a_lone_surrogate_is_refused_in_a_pattern_and_searched_through_in_a_text() -> None:
+    with pytest.raises(UnsafePatternError) as caught:
+        compile_untrusted("a\ud800")
+    assert (caught.value.reason, str(caught.value)) == (
+        "invalid_regex",
+        "the pattern is not valid Unicode text (a lone surrogate at 1)",
+    )
+    regex = compile_untrusted("^x+$")
+    assert (regex.search("\ud800xx"), regex.search("xx"), regex.fullmatch("x\ud800")) == (
+        False,
+        True,
+        False,
+    )
+
+
 def test_patterns_at_the_limits_are_accepted() -> None:
     assert compile_untrusted("x" * MAX_PATTERN_CHARS).search("x" * MAX_PATTERN_CHARS)
     assert compile_untrusted(r"\d{3}-\d{4}").search("call 555-1234 now")
