@@ -38,7 +38,6 @@ from actors.messages import (
 )
 from events import catalog as ev
 from events.envelope import Envelope, new_correlation_id
-from events.projections import get_projection
 from runtime.agent import ConversationCore
 from runtime.agent_effects import (
     Append,
@@ -273,7 +272,7 @@ class ConversationActor(RoostActor):
         core = self.core
         assert core is not None
         try:
-            return get_projection(core.events, core.conversation_id, key)
+            return core.projection(key)
         except KeyError as e:
             raise BadRequestError(str(e), reason="unknown_projection", key=key) from e
 

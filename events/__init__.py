@@ -6,6 +6,8 @@ General layout:
 - ``envelope``: the committed ``Envelope``, the pre-commit ``NewEvent``, id and time helpers.
 - ``codecs``: JSON/msgpack codecs and canonical JSON.
 - ``chain``: the per-project SHA-256 hash chain.
+- ``conversation_fold``: a conversation's status and pending calls, one event at a time
+  (the fold the live conversation and the projections share).
 - ``projections``: timeline, pending tool calls, model context, diagnostics, project view.
 - ``incidents`` / ``report``: incident timelines and reports (JSON and Markdown).
 

@@ -20,6 +20,7 @@ import msgspec
 
 from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
 from events.codecs import canonical_json
+from events.conversation_fold import TURN_END_TYPES, ConversationFold
 from events.envelope import Envelope
 
 __all__ = [
@@ -51,11 +52,6 @@ PROJECTION_KEYS: Final[tuple[str, ...]] = (
 
 RECENT_DECISIONS_LIMIT: Final = 200
 """How many policy decisions ``project_view`` keeps (the most recent ones)."""
-
-TURN_END_TYPES: Final[frozenset[str]] = frozenset(
-    {"llm.completed", "llm.failed", "budget.exceeded"}
-)
-"""Event types that end the turn opened by the ``user.message`` of the same correlation."""
 
 DECISION_TYPES: Final[dict[str, str]] = {
     "policy.allowed": "allow",
@@ -109,45 +105,18 @@ def timeline(events: Iterable[Envelope], conversation_id: str) -> list[dict[str,
     return [msgspec.to_builtins(event) for event in conversation_events(events, conversation_id)]
 
 
-def _pending(ordered: list[Envelope]) -> list[dict[str, Any]]:
-    """Fold already ordered conversation events into the pending calls."""
-    requested: dict[str, dict[str, Any]] = {}
-    closed: set[str] = set()
-    for event in ordered:
-        call_id = _call_id(event.data)
-        if call_id is None:
-            continue
-        if event.type == "tool.requested":
-            if call_id not in requested:
-                requested[call_id] = {
-                    "call_id": call_id,
-                    "name": event.data.get("name"),
-                    "args": msgspec.to_builtins(event.data.get("args", {})),
-                    "run_mode": event.data.get("run_mode", "sync"),
-                    "status": "running",
-                    "requested_seq": event.seq,
-                }
-        elif event.type in TERMINAL_TOOL_TYPES:
-            closed.add(call_id)
-        elif event.type == "tool.approval_requested" and call_id in requested:
-            requested[call_id]["status"] = "awaiting_approval"
-        elif event.type in ("tool.approved", "tool.rejected") and call_id in requested:
-            requested[call_id]["status"] = "running"
-    pending = [call for call_id, call in requested.items() if call_id not in closed]
-    return sorted(pending, key=lambda call: (call["requested_seq"], call["call_id"]))
-
-
 def pending_tool_calls(events: Iterable[Envelope], conversation_id: str) -> list[dict[str, Any]]:
     """Return the calls requested and not yet closed by a terminal event.
 
     Each is ``{call_id, name, args, run_mode, status, requested_seq}``, sorted by
     ``requested_seq``. ``status`` is ``awaiting_approval`` from ``tool.approval_requested``
-    until ``tool.approved`` or ``tool.rejected``, and ``running`` otherwise (a rejected call
-    stays ``running`` until the runtime writes its terminal ``tool.failed``). A terminal
-    event closes its call whatever its position; the first ``tool.requested`` of a
-    ``call_id`` is the one kept.
+    until a decision (``tool.approved``, ``tool.rejected``, ``policy.*``) or
+    ``tool.started``, and ``running`` otherwise (a rejected call stays ``running`` until the
+    runtime writes its terminal ``tool.failed``). A terminal event closes its call whatever
+    its position; the first ``tool.requested`` of a ``call_id`` is the one kept. The fold is
+    :class:`events.conversation_fold.ConversationFold`, the live conversation's own.
     """
-    return _pending(conversation_events(events, conversation_id))
+    return ConversationFold.of(events, conversation_id).pending_calls()
 
 
 # --- the model's context ----------------------------------------------------------------
@@ -278,28 +247,17 @@ def fold_status(ordered: list[Envelope], *, orchestration: bool = True) -> str:
     ``ordered`` must already be in ``seq`` order; ``orchestration`` says whether the model
     loop runs (``orchestration_enabled``).
     """
-    cancelled = False
-    open_turns: set[str] = set()
+    fold = ConversationFold(orchestration=orchestration)
     for event in ordered:
-        if event.type == "conversation.cancel":
-            cancelled = True
-            open_turns.clear()
-        elif event.type == "conversation.resume":
-            cancelled = False
-        elif event.type == "conversation.stopped":
-            open_turns.clear()
-        elif event.type == "user.message" and orchestration and not cancelled:
-            open_turns.add(event.correlation_id)
-        elif event.type in TURN_END_TYPES:
-            open_turns.discard(event.correlation_id)
-    if cancelled:
-        return "cancelled"
-    pending = _pending(ordered)
-    if pending and all(call["status"] == "awaiting_approval" for call in pending):
-        return "awaiting_approval"
-    if pending or open_turns:
-        return "running"
-    return "idle"
+        fold.apply(event)
+    return fold.status()
+
+
+def _fold(events: Iterable[Envelope], conversation_id: str) -> ConversationFold:
+    ordered = in_seq_order(events)
+    return ConversationFold.of(
+        ordered, conversation_id, orchestration=orchestration_enabled(ordered)
+    )
 
 
 def conversation_status(events: Iterable[Envelope], conversation_id: str) -> str:
@@ -310,22 +268,14 @@ def conversation_status(events: Iterable[Envelope], conversation_id: str) -> str
     ``running`` when a call is pending or a turn is open (a ``user.message`` whose
     correlation has no ``llm.completed``, ``llm.failed`` or ``budget.exceeded`` yet; a cancel
     or a stop closes every open turn; with ``orchestration`` off no turn opens); else ``idle``.
+    The fold is :class:`events.conversation_fold.ConversationFold`, the live one's own.
     """
-    ordered = in_seq_order(events)
-    mine = [event for event in ordered if event.conversation_id == conversation_id]
-    return fold_status(mine, orchestration=orchestration_enabled(ordered))
+    return _fold(events, conversation_id).status()
 
 
 def diagnostics(events: Iterable[Envelope], conversation_id: str) -> dict[str, Any]:
     """Return ``{event_count, pending_tool_call_count, last_event_type, status}``."""
-    ordered = in_seq_order(events)
-    mine = [event for event in ordered if event.conversation_id == conversation_id]
-    return {
-        "event_count": len(mine),
-        "pending_tool_call_count": len(_pending(mine)),
-        "last_event_type": mine[-1].type if mine else None,
-        "status": fold_status(mine, orchestration=orchestration_enabled(ordered)),
-    }
+    return _fold(events, conversation_id).diagnostics()
 
 
 # --- the project ------------------------------------------------------------------------

@@ -10,7 +10,8 @@ General layout:
   ``paths`` / ``pathrules`` / ``pathwalk`` / ``openat2`` (workspace confinement),
   ``network`` / ``network_targets`` / ``network_commands`` (egress), ``commands`` /
   ``blocklist`` / ``sandbox`` / ``proctree`` (commands), ``redaction``, ``assets``,
-  ``tools`` (built-in tools), ``alerts`` (alert routing).
+  ``untrusted_regex`` (RE2 for patterns from models and repositories), ``tools``
+  (built-in tools), ``alerts`` (alert routing).
 - Serving: ``daemon``, ``gateway``, ``protocol``, ``transport``, ``streaming``, ``ops``,
   ``backend_api``, ``backend`` (the actor system behind the daemon), ``client``,
   ``stream``, ``cli``, ``logging``.

@@ -7,6 +7,11 @@ shell to carry out: append these events, call the model, ask the policy, dispatc
 reply to a client. Nothing here sends a message, touches a socket or reads a clock other
 than the injected one, so the whole loop is unit-tested without an actor system.
 
+The status and the pending calls are not folded here: the core keeps an
+:class:`events.conversation_fold.ConversationFold` (``fold``), the same fold the
+projections replay from the journal, and reads its calls, turns and flags from it; so its
+``diagnostics`` and ``pending_tool_calls`` cannot differ from a replay's.
+
 The rule that keeps it crash-safe: state changes only when the journal acknowledges the
 events (:meth:`ConversationCore.committed`). An ``Append`` effect is always the first of
 the effects returned, and the shell runs the others only after the acknowledgement. A
@@ -24,6 +29,7 @@ import msgspec
 
 from events import catalog as ev
 from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
+from events.conversation_fold import TURN_END_TYPES, ConversationFold, PendingCall
 from events.envelope import (
     Envelope,
     NewEvent,
@@ -32,7 +38,7 @@ from events.envelope import (
     new_correlation_id,
     new_event,
 )
-from events.projections import LlmContextFold
+from events.projections import LlmContextFold, get_projection
 from runtime.agent_effects import (
     Append,
     AskPolicy,
@@ -43,7 +49,7 @@ from runtime.agent_effects import (
     Effect,
     Reply,
 )
-from runtime.agent_state import Call, TurnState
+from runtime.agent_state import TurnState
 from runtime.errors import BadRequestError
 from runtime.llm.base import ModelReply, ModelRequest
 
@@ -105,11 +111,9 @@ class ConversationCore:
         self._context = LlmContextFold()
         self._context_stale = False
         self._wrapped: dict[str, tuple[str, str]] = {}
-        self.cancelled = False
-        self.stopped = False
-        self.inbox: list[Envelope] = []  # user.messages whose turn has not ended
+        self.fold = ConversationFold(orchestration=self._orchestration)
+        """Status, open turns and pending calls: the projections' own fold."""
         self.turn: TurnState | None = None
-        self.pending: dict[str, Call] = {}
         self.tokens_used = 0
         self.waiters: dict[str, list[Any]] = {}
         self._asked: set[str] = set()
@@ -120,6 +124,32 @@ class ConversationCore:
         self._draft_calls: dict[str, CallSpec] = {}
         self._draft_verdicts: dict[str, list[ev.Event]] = {}
 
+    # --- the fold ---------------------------------------------------------------------
+
+    @property
+    def _orchestration(self) -> bool:
+        return bool(self.options.get("orchestration", True))
+
+    @property
+    def pending(self) -> dict[str, PendingCall]:
+        """The pending calls by ``call_id`` (the fold's)."""
+        return self.fold.calls
+
+    @property
+    def inbox(self) -> list[Envelope]:
+        """The ``user.message`` of each open turn, oldest first (the fold's)."""
+        return list(self.fold.open_turns.values())
+
+    @property
+    def cancelled(self) -> bool:
+        """Between a ``conversation.cancel`` and a ``conversation.resume``."""
+        return self.fold.cancelled
+
+    @property
+    def stopped(self) -> bool:
+        """After ``conversation.stopped``."""
+        return self.fold.stopped
+
     # --- folding ----------------------------------------------------------------------
 
     def load(self, events: list[Envelope]) -> None:
@@ -129,15 +159,22 @@ class ConversationCore:
 
     def _apply(self, e: Envelope) -> None:
         self.events.append(e)
+        # A call cancelled while it ran: its runner still answers later (with signals).
+        cancelled = e.data.get("call_id") if e.type == "tool.cancelled" else None
+        closing = self.fold.calls.get(cancelled) if isinstance(cancelled, str) else None
         if e.conversation_id == self.conversation_id:
             if e.seq > self._context.last_seq:
                 self._context.apply(e)
             else:  # out of order: rebuild the context from the events when next needed
                 self._context_stale = True
+            if e.seq > self.fold.last_seq:
+                self.fold.apply(e)
+            else:  # out of order: the fold is rebuilt now, the loop reads it at once
+                self.fold = ConversationFold.of(
+                    self.events, self.conversation_id, orchestration=self._orchestration
+                )
         t, d = e.type, e.data
-        if t == "user.message":
-            self.inbox.append(e)
-        elif t == "llm.started":
+        if t == "llm.started":
             user = self._user_message(e.correlation_id)
             if self.turn is None or self.turn.correlation_id != e.correlation_id:
                 self.turn = TurnState(
@@ -158,52 +195,25 @@ class ConversationCore:
                 for key, value in usage.items():
                     self.turn.usage[key] = self.turn.usage.get(key, 0) + int(value)
         elif t == "tool.requested":
-            self.pending[d["call_id"]] = Call(
-                call_id=d["call_id"],
-                name=d["name"],
-                args=d.get("args", {}),
-                run_mode=d.get("run_mode", "sync"),
-                status="requested",
-                correlation_id=e.correlation_id,
-                last_event_id=e.event_id,
-            )
             if self.turn is not None:
                 self.turn.tool_call_count += 1
-        elif t in ("policy.allowed", "policy.denied") and d.get("call_id") in self.pending:
-            call = self.pending[d["call_id"]]
-            call.status = "allowed" if t == "policy.allowed" else "denied"
-            call.last_event_id = e.event_id
-        elif t == "tool.approval_requested" and d["call_id"] in self.pending:
-            self.pending[d["call_id"]].status = "awaiting_approval"
-            self.pending[d["call_id"]].last_event_id = e.event_id
-        elif t in ("tool.approved", "tool.rejected") and d["call_id"] in self.pending:
-            call = self.pending[d["call_id"]]
-            call.status = "allowed" if t == "tool.approved" else "denied"
-            call.last_event_id = e.event_id
-        elif t == "tool.started" and d["call_id"] in self.pending:
-            self.pending[d["call_id"]].status = "started"
-            self.pending[d["call_id"]].last_event_id = e.event_id
         elif t in TERMINAL_TOOL_TYPES:
-            closed = self.pending.pop(d["call_id"], None)
-            if t == "tool.cancelled" and closed is not None and d["call_id"] in self._dispatched:
-                self._await_late_signals(closed, e.event_id)
-            self._dispatched.discard(d["call_id"])
-            self._asked.discard(d["call_id"])
+            call_id = d.get("call_id")
+            if closing is not None and call_id in self._dispatched:
+                self._await_late_signals(closing, e.event_id)
+            self._dispatched.discard(call_id)
+            self._asked.discard(call_id)
             if self.turn is not None and e.correlation_id == self.turn.correlation_id:
                 self.turn.last_event_id = e.event_id
-        elif t in ("llm.completed", "llm.failed", "budget.exceeded"):
-            self.inbox = [m for m in self.inbox if m.correlation_id != e.correlation_id]
-            if self.turn is not None and self.turn.correlation_id == e.correlation_id:
-                self.turn = None
-                self._model_round = None
-        elif t == "conversation.cancel":
-            self.cancelled = True
-        elif t == "conversation.resume":
-            self.cancelled = False
-        elif t == "conversation.stopped":
-            self.stopped = True
+        elif (
+            t in TURN_END_TYPES
+            and self.turn is not None
+            and self.turn.correlation_id == e.correlation_id
+        ):
+            self.turn = None
+            self._model_round = None
 
-    def _await_late_signals(self, call: Call, cancelled_event_id: str) -> None:
+    def _await_late_signals(self, call: PendingCall, cancelled_event_id: str) -> None:
         """Keep where the signals of a cancelled call still running go when it returns."""
         self._cancelled_running[call.call_id] = (call.correlation_id, cancelled_event_id)
         while len(self._cancelled_running) > _REMEMBERED_CANCELS:
@@ -277,7 +287,7 @@ class ConversationCore:
                         causation_id=first.event_id,
                     )
                 )
-            elif self.options.get("orchestration", True) and self.turn is None and not self.inbox:
+            elif self._orchestration and self.turn is None and not self.inbox:
                 batch.extend(self._start_turn(correlation, first.event_id, first.at, round_=1))
         elif kind == "conversation.cancel":
             batch, after = self._cancel(first, batch)
@@ -303,8 +313,7 @@ class ConversationCore:
                     causation_id=cancel.event_id,
                 )
             )
-        open_turns = {m.correlation_id for m in self.inbox}
-        for turn_corr in sorted(open_turns):
+        for turn_corr in sorted(self.fold.open_turns):
             batch.append(
                 self._new(
                     ev.LlmFailed(reason="conversation_cancelled"),
@@ -320,7 +329,7 @@ class ConversationCore:
     ) -> list[NewEvent]:
         call_id = str(first.data.get("call_id"))
         call = self.pending.get(call_id)
-        if call is None or call.status != "awaiting_approval":
+        if call is None or call.phase != "awaiting_approval":
             raise BadRequestError(
                 f"call {call_id} is not awaiting approval in {self.conversation_id}",
                 reason="not_awaiting_approval",
@@ -414,7 +423,7 @@ class ConversationCore:
             return effects
         turn = self.turn
         if turn is None:
-            if self.inbox and self.options.get("orchestration", True):
+            if self.inbox and self._orchestration:
                 nxt = self.inbox[0]
                 return [
                     Append(
@@ -431,10 +440,10 @@ class ConversationCore:
             return effects
         to_start: list[NewEvent] = []
         for call in sorted(self.pending.values(), key=lambda c: c.call_id):
-            if call.status == "requested" and call.call_id not in self._asked:
+            if call.phase == "requested" and call.call_id not in self._asked:
                 self._asked.add(call.call_id)
                 effects.append(AskPolicy(call=self._spec(call)))
-            elif call.status == "allowed":
+            elif call.phase == "allowed":
                 to_start.append(
                     self._new(
                         ev.ToolStarted(call_id=call.call_id, name=call.name),
@@ -442,7 +451,7 @@ class ConversationCore:
                         causation_id=call.last_event_id,
                     )
                 )
-            elif call.status == "started" and call.call_id not in self._dispatched:
+            elif call.phase == "started" and call.call_id not in self._dispatched:
                 self._dispatched.add(call.call_id)
                 effects.append(Dispatch(call=self._spec(call)))
         if to_start:
@@ -481,21 +490,23 @@ class ConversationCore:
         if user is None:
             return None
         ack = {"seq": user.seq, "event_id": user.event_id, "correlation_id": correlation}
-        still_open = any(m.correlation_id == correlation for m in self.inbox)
-        if not still_open:
+        if correlation not in self.fold.open_turns:
             last = next(
-                e
-                for e in reversed(self.events)
-                if e.correlation_id == correlation
-                and e.type in ("llm.completed", "llm.failed", "budget.exceeded")
+                (
+                    e
+                    for e in reversed(self.events)
+                    if e.correlation_id == correlation and e.type in TURN_END_TYPES
+                ),
+                None,
             )
+            if last is None:  # no turn opened (orchestration off): nothing ends it
+                return None
             return {**ack, "outcome": last.type, "outcome_data": last.data}
         turn = self.turn
         if (
             turn is not None
             and turn.correlation_id == correlation
-            and self.pending
-            and all(c.status == "awaiting_approval" for c in self.pending.values())
+            and self.fold.status() == "awaiting_approval"
         ):
             return {
                 **ack,
@@ -608,7 +619,7 @@ class ConversationCore:
         committed = [
             self._spec(c)
             for c in sorted(self.pending.values(), key=lambda c: c.call_id)
-            if c.status == "requested"
+            if c.phase == "requested"
         ]
         return [AskPolicy(call=spec) for spec in [*missing, *committed]]
 
@@ -657,7 +668,7 @@ class ConversationCore:
         if call_id in self._draft_calls:
             return self._decide_draft(call_id, events)
         call = self.pending.get(call_id)
-        if call is None or call.status != "requested":
+        if call is None or call.phase != "requested":
             return []
         batch = self._record_verdict(self._spec(call), events, call.last_event_id)
         return [Append(events=self._then_next_round(batch))] if batch else []
@@ -673,7 +684,7 @@ class ConversationCore:
         call = self.pending.get(call_id)
         if call is None:
             return self._late_signals(call_id, events)
-        if call.status != "started":
+        if call.phase != "started":
             return []
         batch = [
             self._new(p, correlation_id=call.correlation_id, causation_id=call.last_event_id)
@@ -707,7 +718,7 @@ class ConversationCore:
                 causation_id=call.last_event_id,
             )
             for call in sorted(self.pending.values(), key=lambda c: c.call_id)
-            if call.status == "started"
+            if call.phase == "started"
         ]
         return [Append(events=self._then_next_round(batch))] if batch else []
 
@@ -733,14 +744,14 @@ class ConversationCore:
         actor), then the loop advances from the journal's state.
         """
         effects = self.runner_lost(reason)
-        started = sorted(c.call_id for c in self.pending.values() if c.status == "started")
+        started = sorted(c.call_id for c in self.pending.values() if c.phase == "started")
         if started:
             effects.append(CancelCalls(call_ids=started))
         return effects if effects else self.advance()
 
     # --- helpers ------------------------------------------------------------------------
 
-    def _spec(self, call: Call) -> CallSpec:
+    def _spec(self, call: PendingCall) -> CallSpec:
         return CallSpec(
             call_id=call.call_id,
             name=call.name,
@@ -771,11 +782,17 @@ class ConversationCore:
         )
 
     def status(self) -> str:
-        """``idle``, ``running``, ``awaiting_approval`` or ``cancelled``."""
-        if self.cancelled:
-            return "cancelled"
-        if self.pending and all(c.status == "awaiting_approval" for c in self.pending.values()):
-            return "awaiting_approval"
-        if self.turn is not None or self.inbox or self.pending:
-            return "running"
-        return "idle"
+        """``idle``, ``running``, ``awaiting_approval`` or ``cancelled`` (the fold's)."""
+        return self.fold.status()
+
+    def projection(self, key: str) -> Any:
+        """The live projection ``key`` (``events.projections.PROJECTION_KEYS``).
+
+        ``diagnostics`` and ``pending_tool_calls`` come straight from the fold the loop runs
+        on; the others from the committed events. Raises ``KeyError`` for an unknown key.
+        """
+        if key == "diagnostics":
+            return self.fold.diagnostics()
+        if key == "pending_tool_calls":
+            return self.fold.pending_calls()
+        return get_projection(self.events, self.conversation_id, key)

@@ -1,26 +1,15 @@
-"""The mutable state the agent loop folds from a conversation's events."""
+"""The mutable state the agent loop folds from a conversation's events.
+
+Pending calls, open turns and the status are not here: they are
+:class:`events.conversation_fold.ConversationFold`'s, shared with the projections.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-__all__ = ["Call", "CallStatus", "TurnState"]
-
-CallStatus = Literal["requested", "awaiting_approval", "allowed", "denied", "started"]
-
-
-@dataclass
-class Call:
-    """A tool call between ``tool.requested`` and its terminal event."""
-
-    call_id: str
-    name: str
-    args: dict[str, Any]
-    run_mode: str
-    status: CallStatus
-    correlation_id: str
-    last_event_id: str
+__all__ = ["TurnState"]
 
 
 @dataclass

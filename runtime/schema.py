@@ -11,7 +11,8 @@ and ``kind`` one of:
   absent when the arguments themselves are not an object), ``expected``, ``actual`` and,
   for a constraint rather than a type, ``reason`` (``not_in_enum``, ``below_minimum``,
   ``above_maximum``, ``too_short``, ``too_long``, ``too_few_items``, ``too_many_items``,
-  ``pattern_mismatch``, ``non_string_key``, ``nesting_too_deep``).
+  ``pattern_mismatch``, ``invalid_schema_pattern``, ``non_string_key``,
+  ``nesting_too_deep``).
 
 Supported keywords: ``type`` (a name or a list of names), ``properties``, ``required``,
 ``additionalProperties`` (bool or schema; absent means false at the top level and true
@@ -20,6 +21,13 @@ below it), ``items``, ``enum``, ``minimum``, ``maximum``, ``exclusiveMinimum``,
 ``maxItems``; annotations (``description``, ``title``, ``default``, ``examples``,
 ``$schema``) are ignored. :func:`check_schema` rejects anything else, so a command asset
 cannot declare a constraint that would silently not be enforced.
+
+``pattern`` is matched with RE2 (:mod:`runtime.untrusted_regex`), in time linear in the
+value, never with Python's backtracking ``re``: a schema comes from a repository, and a
+pattern like ``(a+)+$`` would otherwise let one argument stall the process. RE2 syntax has
+no backreferences or lookaround; a pattern RE2 cannot run is refused by
+:func:`check_schema` (and, should one reach :func:`validate_args` unchecked, fails the
+call with ``invalid_schema_pattern``).
 
 Unlike JSON Schema, ``integer`` does not match ``1.0`` (tools receive Python values) and
 neither ``integer`` nor ``number`` matches a boolean. Values nest at most
@@ -36,6 +44,7 @@ import re
 from typing import Any
 
 from runtime.errors import ToolError
+from runtime.untrusted_regex import UnsafePatternError, UntrustedRegex, compile_untrusted
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -224,6 +233,24 @@ def _path(parent: str, key: str) -> str:
     return key if not parent else f"{parent}.{key}"
 
 
+def _pattern(pattern: str, path: str) -> UntrustedRegex:
+    """Compile a schema's ``pattern`` with RE2 (linear time; see ``runtime.untrusted_regex``).
+
+    Schemas from files are checked by :func:`check_schema` when loaded, so a refusal here
+    means a schema that skipped that check: it fails the call, it does not run ``re``.
+    """
+    try:
+        return compile_untrusted(pattern, what="'pattern'")
+    except UnsafePatternError as e:
+        raise _invalid(
+            path or None,
+            f"the schema of {path or 'the arguments'} has an unusable pattern: {e}",
+            reason="invalid_schema_pattern",
+            expected=pattern,
+            actual="string",
+        ) from e
+
+
 def _check(schema: dict[str, Any], value: Any, path: str, top: bool) -> None:
     """Validate ``value`` at ``path``; recursion is bounded by the value's checked depth."""
     where = path or "arguments"
@@ -258,7 +285,7 @@ def _check(schema: dict[str, Any], value: Any, path: str, top: bool) -> None:
     elif isinstance(value, str):
         _check_bounds(schema, len(value), path, items=False)
         pattern = schema.get("pattern")
-        if isinstance(pattern, str) and re.search(pattern, value) is None:
+        if isinstance(pattern, str) and not _pattern(pattern, path).search(value):
             raise _invalid(
                 path or None,
                 f"{where} must match the pattern {pattern!r}",
@@ -384,11 +411,13 @@ def validate_args(schema: dict[str, Any], args: Any) -> None:
     _check(schema, args, "", True)
 
 
-def check_schema(schema: Any, *, _depth: int = 1) -> None:
+def check_schema(schema: Any, *, _depth: int = 1, _at: str = "") -> None:
     """Raise ``ValueError`` unless ``schema`` uses only what :func:`validate_args` enforces.
 
     For input schemas that come from files (command and workflow assets): an unsupported
-    keyword would otherwise be ignored and its constraint silently not enforced.
+    keyword would otherwise be ignored and its constraint silently not enforced. A
+    ``pattern`` must compile with RE2 (:mod:`runtime.untrusted_regex`); the message ends
+    with the refusal's reason in brackets, e.g. ``[unsupported_regex]``.
     """
     if _depth > MAX_JSON_DEPTH:
         raise ValueError(f"schema nests deeper than {MAX_JSON_DEPTH} levels")
@@ -405,15 +434,15 @@ def check_schema(schema: Any, *, _depth: int = 1) -> None:
     properties = schema.get("properties", {})
     if not isinstance(properties, dict):
         raise ValueError("'properties' must be an object")
-    for sub in properties.values():
-        check_schema(sub, _depth=_depth + 1)
+    for name, sub in properties.items():
+        check_schema(sub, _depth=_depth + 1, _at=f"{_at}properties.{name}.")
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         raise ValueError("'required' must be a list of strings")
     for keyword in ("additionalProperties", "items"):
         sub = schema.get(keyword)
         if isinstance(sub, dict):
-            check_schema(sub, _depth=_depth + 1)
+            check_schema(sub, _depth=_depth + 1, _at=f"{_at}{keyword}.")
         elif sub is not None and not (keyword == "additionalProperties" and sub in (True, False)):
             raise ValueError(
                 f"'{keyword}' must be a schema"
@@ -430,7 +459,9 @@ def check_schema(schema: Any, *, _depth: int = 1) -> None:
         ):
             raise ValueError(f"'{keyword}' must be a non-negative integer")
     if "pattern" in schema:
+        if not isinstance(schema["pattern"], str):
+            raise ValueError("'pattern' must be a string")
         try:
-            re.compile(schema["pattern"])
-        except (re.error, TypeError) as e:
-            raise ValueError(f"'pattern' is not a valid regular expression: {e}") from e
+            compile_untrusted(schema["pattern"], what=f"'{_at}pattern'")
+        except UnsafePatternError as e:
+            raise ValueError(f"{e} [{e.reason}]") from e

@@ -107,7 +107,10 @@ SPECS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="fs.search",
-        description="Find lines containing a text (or matching a regex if regex is true).",
+        description=(
+            "Find lines containing a text (or matching a regex if regex is true; RE2 syntax, "
+            "no backreferences or lookaround)."
+        ),
         input_schema=_schema(
             {
                 "pattern": {"type": "string", "minLength": 1, "maxLength": SEARCH_MAX_PATTERN},
@@ -288,7 +291,7 @@ def fs_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     found: list[dict[str, str]] = []
 
     def visit(parts: tuple[str, ...], entry: os.DirEntry[str], _dir_fd: int) -> bool:
-        if matcher is None or matcher.match("/".join(parts)):
+        if matcher is None or matcher.fullmatch("/".join(parts)):
             found.append({"path": "/".join((*base, *parts)), "type": entry_kind(entry)})
         return not ctx.cancelled.is_set()
 
@@ -310,18 +313,22 @@ def fs_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     counts = {"files_scanned": 0, "skipped_sensitive": 0, "skipped_binary_or_large": 0}
     stopped = [False]
 
+    def out_of_time() -> bool:
+        return ctx.cancelled.is_set() or ctx.remaining_s() <= 0
+
     def scan(shown: str, fd: int) -> bool:
-        hits = search_file(fd, matches)
-        if hits is None:
+        found = search_file(fd, matches, out_of_time)
+        if found is None:
             counts["skipped_binary_or_large"] += 1
             return True
+        hits, whole = found
         counts["files_scanned"] += 1
         for number, text in hits:
             if len(result) >= SEARCH_MAX_MATCHES:
                 stopped[0] = True
                 return False
             result.append({"path": shown, "line": number, "text": text})
-        if ctx.cancelled.is_set() or ctx.remaining_s() <= 0:
+        if not whole or out_of_time():
             stopped[0] = True
             return False
         return True

@@ -2,21 +2,25 @@
 
 The tree walk holds a directory fd at every level and opens each subdirectory relative to
 its parent with ``O_NOFOLLOW``, so it never leaves the directory it started in through a
-symlink, whatever changes meanwhile. Search patterns are vetted before use: Python's
-``re`` has no timeout, so a nested repeat such as ``(a+)+`` (the shape behind catastrophic
-backtracking) is refused rather than run.
+symlink, whatever changes meanwhile. Search patterns and globs come from the model, so
+they are matched with RE2 (:mod:`runtime.untrusted_regex`), in time linear in the text and
+with the GIL released; a pattern RE2 cannot run is refused, never handed to ``re``.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 from runtime.errors import ToolError
+from runtime.untrusted_regex import (
+    MAX_PATTERN_CHARS,
+    UnsafePatternError,
+    UntrustedRegex,
+    compile_untrusted,
+)
 
 __all__ = [
     "LIST_MAX_SCANNED",
@@ -35,14 +39,18 @@ LIST_MAX_SCANNED = 100_000
 """Directory entries a recursive listing or search looks at before it stops."""
 SEARCH_MAX_FILE_BYTES = 4 << 20
 """Files larger than this are skipped by ``fs.search``."""
-SEARCH_MAX_PATTERN = 1000
+SEARCH_MAX_PATTERN = MAX_PATTERN_CHARS
 """Longest accepted ``fs.search`` pattern, in characters."""
 SEARCH_MAX_LINE_TEXT = 400
 """Characters of a matching line kept in the result."""
 
 
-def glob_regex(glob: str) -> re.Pattern[str]:
-    """Compile a path glob: ``**`` spans directories, ``*`` and ``?`` stay in one."""
+def glob_regex(glob: str) -> UntrustedRegex:
+    """Compile a path glob for ``fullmatch``: ``**`` spans directories, ``*`` and ``?`` one.
+
+    A glob is the model's text, so it is compiled like a search pattern (with RE2: a glob
+    such as ``*a*a*a*a*a*a*a*a*b`` would backtrack for minutes on a long name with ``re``).
+    """
     out, i = [], 0
     while i < len(glob):
         ch = glob[i]
@@ -67,13 +75,14 @@ def glob_regex(glob: str) -> re.Pattern[str]:
             out.append(re.escape(ch))
         i += 1
     try:
-        return re.compile("".join(out) + r"\Z", re.DOTALL)
-    except re.error as e:
+        return compile_untrusted("(?s)" + "".join(out), what="the glob's pattern")
+    except UnsafePatternError as e:
         raise ToolError(
             "invalid_tool_args",
-            f"argument 'glob' must be a valid glob, got {glob!r}",
+            f"argument 'glob' must be a valid glob, got {glob!r}: {e}",
             kind="invalid_type",
             arg="glob",
+            reason=e.reason,
         ) from e
 
 
@@ -146,38 +155,12 @@ def entry_kind(entry: os.DirEntry[str]) -> str:
     return "file" if entry.is_file(follow_symlinks=False) else "other"
 
 
-_re_parser: Any = importlib.import_module("re._parser")
-_REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
-
-
-def _children(value: Any) -> Iterator[Any]:
-    """Yield the sub-patterns inside one parsed regex node's argument."""
-    if isinstance(value, _re_parser.SubPattern):
-        yield value
-    elif isinstance(value, tuple | list):
-        for item in value:
-            yield from _children(item)
-
-
-def _nested_repeat(pattern: Any, inside: bool) -> bool:
-    """Whether a parsed regex has a repeat inside a repeat (the catastrophic shape).
-
-    Only repeats that can match more than once count (``?`` does not).
-    """
-    for op, value in pattern:
-        repeats = str(op) in _REPEATS and value[1] > 1
-        if repeats and inside:
-            return True
-        if any(_nested_repeat(child, inside or repeats) for child in _children(value)):
-            return True
-    return False
-
-
 def compile_search(pattern: str, regex: bool) -> Callable[[str], bool]:
-    """Return a line predicate for ``pattern``: plain substring, or a vetted regex.
+    """Return a line predicate for ``pattern``: plain substring, or an RE2 regex.
 
-    Refuses (``invalid_tool_args``) patterns over 1000 characters (``pattern_too_long``),
-    invalid regexes (``invalid_regex``) and nested repeats (``regex_too_complex``).
+    Refuses (``invalid_tool_args``, ``kind: invalid_type``) patterns over 1000 characters
+    (``pattern_too_long``) and, with ``regex``, the :mod:`runtime.untrusted_regex` reasons
+    ``invalid_regex``, ``unsupported_regex`` and ``regex_too_complex``.
     """
     if len(pattern) > SEARCH_MAX_PATTERN:
         raise ToolError(
@@ -189,28 +172,20 @@ def compile_search(pattern: str, regex: bool) -> Callable[[str], bool]:
     if not regex:
         return lambda line: pattern in line
     try:
-        compiled = re.compile(pattern)
-        nested = _nested_repeat(_re_parser.parse(pattern), False)
-    except (re.error, RecursionError, OverflowError) as e:
-        raise ToolError(
-            "invalid_tool_args",
-            f"the pattern is not a valid regular expression: {e}",
-            kind="invalid_type",
-            reason="invalid_regex",
-        ) from e
-    if nested:
-        raise ToolError(
-            "invalid_tool_args",
-            "the pattern nests a repeat inside a repeat (like (a+)+), which can take "
-            "exponential time; rewrite it without the nesting or search for plain text",
-            kind="invalid_type",
-            reason="regex_too_complex",
-        )
-    return lambda line: compiled.search(line) is not None
+        return compile_untrusted(pattern).search
+    except UnsafePatternError as e:
+        raise ToolError("invalid_tool_args", str(e), kind="invalid_type", reason=e.reason) from e
 
 
-def search_file(fd: int, matches: Callable[[str], bool]) -> list[tuple[int, str]] | None:
-    """Return an open file's matching ``(line, text)`` pairs; None if binary or too big."""
+def search_file(
+    fd: int, matches: Callable[[str], bool], stop: Callable[[], bool]
+) -> tuple[list[tuple[int, str]], bool] | None:
+    """Return ``(hits, whole)`` for an open file; None if binary or too big.
+
+    ``hits`` are the matching ``(line, text)`` pairs, ``whole`` says whether every line was
+    looked at. ``stop()`` is asked before each line: a timed-out or cancelled search (whose result
+    nobody waits for any more) gives the CPU back at the next line, not the next file.
+    """
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_size > SEARCH_MAX_FILE_BYTES:
@@ -218,8 +193,10 @@ def search_file(fd: int, matches: Callable[[str], bool]) -> list[tuple[int, str]
         data = f.read(SEARCH_MAX_FILE_BYTES + 1)
     if len(data) > SEARCH_MAX_FILE_BYTES or b"\0" in data[:8192]:
         return None
-    hits = []
+    hits: list[tuple[int, str]] = []
     for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        if stop():
+            return hits, False
         if matches(line):
             hits.append((number, line[:SEARCH_MAX_LINE_TEXT]))
-    return hits
+    return hits, True

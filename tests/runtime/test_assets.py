@@ -233,6 +233,70 @@ def test_a_symlinked_directory_is_skipped(tmp_path, link: str):
     assert load_assets(str(root)).assets == []
 
 
+# --- schema patterns (RE2) ----------------------------------------------------------------
+
+
+def _tag_command(pattern: str, default: str | None = None) -> str:
+    tag: dict[str, object] = {"type": "string", "pattern": pattern}
+    if default is not None:
+        tag["default"] = default
+    schema = {"type": "object", "properties": {"tag": tag}}
+    return cmd(
+        f'input_schema: {msgspec.json.encode(schema).decode()}\nargv: ["echo", "{{{{tag}}}}"]'
+    )
+
+
+def test_a_catastrophic_schema_pattern_is_matched_in_linear_time(tmp_path):
+    write(tmp_path, "commands", "tag.md", _tag_command("^(a+)+$"))
+    asset = only(tmp_path)
+    assert asset.valid
+    assert render_argv(asset, {"tag": "a" * 50_000}) == ["echo", "a" * 50_000]
+    err = tool_error(render_argv, asset, {"tag": "a" * 50_000 + "!"})
+    assert (err.code, err.details["key"], err.details["reason"]) == (
+        "invalid_tool_args",
+        "tag",
+        "pattern_mismatch",
+    )
+
+
+def test_a_default_checked_against_a_catastrophic_pattern_at_load_does_not_hang(tmp_path):
+    write(tmp_path, "commands", "tag.md", _tag_command("^(a|aa)+$", default="a" * 50_000 + "!"))
+    asset = only(tmp_path)
+    assert (asset.valid, asset.reason) == (False, "invalid_input_schema")
+    assert asset.detail is not None and "must match the pattern '^(a|aa)+$'" in asset.detail
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        (r"^(\w)\1$", "unsupported_regex"),
+        ("^(?=a)", "unsupported_regex"),
+        ("^(?<!a)b", "unsupported_regex"),
+        ("^(", "invalid_regex"),
+        ("^a{1001}$", "regex_too_complex"),
+    ],
+)
+def test_a_schema_pattern_re2_cannot_run_makes_the_asset_invalid(tmp_path, pattern, reason):
+    write(tmp_path, "commands", "tag.md", _tag_command(pattern))
+    asset = only(tmp_path)
+    assert (asset.valid, asset.reason) == (False, "invalid_input_schema")
+    assert asset.detail is not None
+    assert asset.detail.startswith("input_schema is not usable: 'properties.tag.pattern' ")
+    assert asset.detail.endswith(f"[{reason}]")
+
+
+def test_strict_loading_refuses_a_schema_pattern_re2_cannot_run(tmp_path):
+    write(tmp_path, "commands", "tag.md", _tag_command("^(?=a)"))
+    with pytest.raises(AssetLoadFailedError) as exc:
+        load_assets(str(tmp_path), strict=True)
+    assert exc.value.details == {
+        "type": "commands",
+        "key": "tag",
+        "reason": "invalid_input_schema",
+        "path": ".roost/commands/tag.md",
+    }
+
+
 # --- strict mode --------------------------------------------------------------------------
 
 

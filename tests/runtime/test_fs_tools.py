@@ -24,6 +24,7 @@ from runtime.tools.fs import (
     SPECS,
     TOOLS,
 )
+from runtime.tools.fswalk import search_file
 
 
 @pytest.fixture(params=["openat2", "walk"])
@@ -324,6 +325,37 @@ def test_a_double_star_glob_recurses_but_not_through_symlinks_or_git(root, tmp_p
     assert [e["path"] for e in entries] == ["pkg/sub/deep.py", "top.py"]
 
 
+def test_a_glob_that_would_backtrack_is_matched_in_linear_time(root):
+    # With re, [^/]*a[^/]*a...b\Z on a 200-character name backtracks for hours.
+    (root / ("a" * 200)).write_text("")
+    (root / ("a" * 199 + "b")).write_text("")
+    entries = run(ctx_for(root), "fs.list", glob="*a*a*a*a*a*a*a*a*a*a*b")["entries"]
+    assert entries == [{"path": "a" * 199 + "b", "type": "file"}]
+
+
+def test_glob_brackets_and_punctuation_match_literally_or_as_classes(root):
+    for name in ("a b+c.txt", "x1.txt", "x2.txt", "y1.txt"):
+        (root / name).write_text("")
+    assert [e["path"] for e in run(ctx_for(root), "fs.list", glob="a b+c.*")["entries"]] == [
+        "a b+c.txt"
+    ]
+    assert [e["path"] for e in run(ctx_for(root), "fs.list", glob="[!y]?.txt")["entries"]] == [
+        "x1.txt",
+        "x2.txt",
+    ]
+
+
+def test_a_glob_re2_refuses_is_an_invalid_argument_with_the_reason(root):
+    err = fail(ctx_for(root), "fs.list", glob="[z-a]*")
+    assert (err.code, err.details["kind"], err.details["arg"], err.details["reason"]) == (
+        "invalid_tool_args",
+        "invalid_type",
+        "glob",
+        "invalid_regex",
+    )
+    assert err.message.startswith("argument 'glob' must be a valid glob, got '[z-a]*': ")
+
+
 def test_list_is_capped_and_says_so(root):
     for i in range(LIST_MAX_ENTRIES + 5):
         (root / f"f{i:05}").write_text("")
@@ -405,12 +437,39 @@ def test_regex_search_uses_the_regex(root):
 
 @pytest.mark.parametrize(
     ("pattern", "reason"),
-    [("(unclosed", "invalid_regex"), ("(a+)+$", "regex_too_complex"), ("a" * 1001, None)],
+    [
+        ("(unclosed", "invalid_regex"),
+        (r"(\w+)\1", "unsupported_regex"),
+        (r"(?P<w>x)(?P=w)", "unsupported_regex"),
+        ("foo(?=bar)", "unsupported_regex"),
+        ("(?<!x)foo", "unsupported_regex"),
+        ("x{1001}", "regex_too_complex"),
+        (".{1000}", "regex_too_complex"),
+        ("a" * 1001, "pattern_too_long"),
+    ],
 )
-def test_unsafe_or_invalid_regexes_are_refused(root, pattern, reason):
+def test_invalid_or_unsupported_regexes_are_refused(root, pattern, reason):
     err = fail(ctx_for(root), "fs.search", pattern=pattern, regex=True)
-    expected = reason or "pattern_too_long"
-    assert (err.code, err.details["reason"]) == ("invalid_tool_args", expected)
+    assert (err.code, err.details) == (
+        "invalid_tool_args",
+        {"kind": "invalid_type", "reason": reason},
+    )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "lines"),
+    [
+        (r"(?:a|a)+$", [2]),
+        (r"(a+)+$", [2]),
+        (r"(a|aa)+$", [2]),
+        (r"(.*a){20}", [1, 2]),
+    ],
+)
+def test_catastrophic_regexes_search_long_lines_correctly(root, pattern, lines):
+    (root / "long.txt").write_text("a" * 50_000 + "!\n" + "a" * 50_000 + "\nshort\n")
+    result = run(ctx_for(root), "fs.search", pattern=pattern, regex=True)
+    assert [m["line"] for m in result["matches"]] == lines
+    assert (result["truncated"], result["files_scanned"]) == (False, 1)
 
 
 def test_search_skips_binary_files(root):
@@ -468,4 +527,21 @@ def test_search_stops_when_the_call_is_cancelled(root):
     ctx = ctx_for(root)
     ctx.cancelled.set()
     result = run(ctx, "fs.search", pattern="needle")
-    assert (len(result["matches"]), result["truncated"]) == (1, True)
+    assert (len(result["matches"]), result["truncated"]) == (0, True)
+
+
+def test_a_file_search_stops_at_the_next_line_once_told_to(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("hit\n" * 10)
+    asked: list[int] = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 3
+
+    found = search_file(os.open(path, os.O_RDONLY), lambda line: line == "hit", stop)
+    assert found == ([(1, "hit"), (2, "hit"), (3, "hit")], False)
+    assert search_file(os.open(path, os.O_RDONLY), lambda line: True, lambda: False) == (
+        [(n, "hit") for n in range(1, 11)],
+        True,
+    )

@@ -496,12 +496,57 @@ def test_the_supported_subset_passes_the_schema_check(schema: dict[str, Any]) ->
         ({"minimum": "0"}, "'minimum' must be a number"),
         ({"maxLength": -1}, "'maxLength' must be a non-negative integer"),
         ({"minItems": True}, "'minItems' must be a non-negative integer"),
-        ({"pattern": "("}, "'pattern' is not a valid regular expression"),
+        ({"pattern": "("}, "'pattern' is not a valid RE2 regular expression (missing ): ()"),
     ],
 )
 def test_an_unsupported_schema_is_refused(schema: Any, error: str) -> None:
     with pytest.raises(ValueError, match=r"^" + re.escape(error)):
         check_schema(schema)
+
+
+def test_a_schema_pattern_re2_cannot_run_is_refused_naming_where_and_why() -> None:
+    schema = {"type": "object", "properties": {"tag": {"type": "string", "pattern": "(?=a)"}}}
+    expected = (
+        "'properties.tag.pattern' uses a feature the linear-time matcher (RE2) does not have "
+        "(invalid perl operator: (?=): "
+    )
+    with pytest.raises(ValueError, match=r"^" + re.escape(expected) + r".*\[unsupported_regex\]$"):
+        check_schema(schema)
+
+
+def test_a_schema_pattern_must_be_a_string() -> None:
+    with pytest.raises(ValueError, match=r"^'pattern' must be a string$"):
+        check_schema({"pattern": 5})
+
+
+@pytest.mark.parametrize("pattern", ["^(a+)+$", "^(?:a|a)+$", "^(a|aa)+$"])
+def test_a_catastrophic_pattern_validates_long_values_correctly(pattern: str) -> None:
+    schema = {"type": "object", "properties": {"tag": {"type": "string", "pattern": pattern}}}
+    validate_args(schema, {"tag": "a" * 50_000})
+    with pytest.raises(ToolError) as exc:
+        validate_args(schema, {"tag": "a" * 50_000 + "!"})
+    assert (exc.value.details["key"], exc.value.details["reason"]) == ("tag", "pattern_mismatch")
+
+
+def test_a_value_with_a_lone_surrogate_is_checked_against_a_pattern_like_any_other() -> None:
+    schema = {"type": "object", "properties": {"tag": {"type": "string", "pattern": "^[a-z]+$"}}}
+    with pytest.raises(ToolError) as exc:
+        validate_args(schema, json.loads('{"tag": "ab\\ud800"}'))
+    assert (exc.value.details["key"], exc.value.details["reason"]) == ("tag", "pattern_mismatch")
+
+
+def test_an_unchecked_schema_with_an_unusable_pattern_fails_the_call_without_re() -> None:
+    schema = {"type": "object", "properties": {"tag": {"type": "string", "pattern": "(?<=a)b"}}}
+    with pytest.raises(ToolError) as exc:
+        validate_args(schema, {"tag": "ab"})
+    assert exc.value.code == "invalid_tool_args"
+    assert exc.value.details == {
+        "kind": "invalid_type",
+        "key": "tag",
+        "reason": "invalid_schema_pattern",
+        "expected": "(?<=a)b",
+        "actual": "string",
+    }
 
 
 def test_a_schema_nested_too_deep_is_refused() -> None:
