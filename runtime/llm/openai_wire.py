@@ -31,14 +31,14 @@ __all__ = [
     "wire_tool_name",
 ]
 
-_VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_VALID_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _MAX_NAME = 64
 
 
 def wire_tool_name(name: str) -> str:
     """Return the OpenAI-safe name for a Roost tool name (``fs.read`` → ``fs__read``)."""
     mechanical = name.replace(".", "__")
-    return mechanical if _VALID_NAME.match(mechanical) else _hashed_name(name)
+    return mechanical if _VALID_NAME.fullmatch(mechanical) else _hashed_name(name)
 
 
 def _hashed_name(name: str) -> str:

@@ -510,3 +510,11 @@ def test_every_tool_name_gets_a_valid_distinct_wire_name_that_maps_back(names: l
 def test_server_sent_events_join_data_lines_and_skip_other_fields() -> None:
     lines = [": keep-alive", "event: chunk", "data: one", "data:two", "", "id: 7", "data: three"]
     assert list(iter_sse_data(lines)) == ["one\ntwo", "three"]
+
+
+def test_a_name_with_a_trailing_newline_is_not_sent_as_it_is() -> None:
+    """``$`` matches before a final newline: the check must match the whole name."""
+    mapping = ToolNameMap(["0\n", "0"])
+    wires = [mapping.to_wire(n) for n in ("0\n", "0")]
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", w) for w in wires), wires
+    assert len(set(wires)) == 2
