@@ -134,7 +134,11 @@ def test_a_peer_of_another_uid_gets_an_error_and_is_disconnected(make_server) ->
         reply = read_reply(sock)
         assert read_frame(sock, 1024) is None
     assert reply.kind == "error"
-    assert reply.value["details"] == {"reason": "peer_not_allowed", "uid": os.getuid()}
+    assert reply.value["details"] == {
+        "reason": "peer_not_allowed",
+        "check": "other_uid",
+        "uid": os.getuid(),
+    }
     assert server.gateway.statistics().rejected_peers == 1
 
 
@@ -207,7 +211,7 @@ def test_requests_beyond_the_inflight_limit_are_overloaded(make_server) -> None:
         assert backend.entered.wait(5)
         with server.client() as c, pytest.raises(OverloadedError) as info:
             c.diagnostics("p1")
-        assert info.value.details == {"max_inflight": 1}
+        assert info.value.details == {"reason": "too_many_requests", "max_inflight": 1}
         with server.client() as c:
             assert c.ping()["pong"] is True  # ping is never shed
     finally:
@@ -222,7 +226,7 @@ def test_connections_beyond_the_limit_are_refused_with_overloaded(make_server) -
         first.ping()
         with pytest.raises(OverloadedError) as info, server.client() as second:
             second.ping()
-        assert info.value.details == {"max_connections": 1}
+        assert info.value.details == {"reason": "too_many_connections", "max_connections": 1}
         assert first.ping()["pong"] is True
 
 
