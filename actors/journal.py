@@ -80,16 +80,16 @@ class JournalActor(RoostActor):
             if self.store is None:
                 self.store = Journal.open(message.home)
                 self.log.info("journal_opened", kind=self.store.kind)
-                self._serve_link()
+                self._serve_link(message.peer_roots)
             self.announce(sender, "journal")
             self.send(sender, message)
 
-    def _serve_link(self) -> None:
+    def _serve_link(self, peer_roots: list[int]) -> None:
         settings = link_settings()
         if settings is None:
             return
         path, token = settings
-        self.link = LinkServer(path, token, self._commit_link)
+        self.link = LinkServer(path, token, self._commit_link, tree_roots=peer_roots or None)
         self.link.start()
         self.log.info("journal_link_serving", pid=os.getpid())
 
