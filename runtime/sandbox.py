@@ -42,6 +42,7 @@ import psutil
 from runtime import openat2
 from runtime.errors import ToolError
 from runtime.proctree import MARKER_ENV, ProcessTracker, supervise
+from runtime.statedir import project_umask
 
 __all__ = [
     "DISABLE_ENV",
@@ -368,6 +369,12 @@ def _wrapper_test(root_pid: int) -> Callable[[psutil.Process], bool]:
     return is_wrapper
 
 
+def _command_umask() -> int:
+    """The user's umask for the command (the daemon itself runs with 077), or -1: keep ours."""
+    umask = project_umask()
+    return -1 if umask is None else umask
+
+
 def _read_leftovers(path: str) -> int:
     try:
         with open(path, encoding="ascii") as f:
@@ -434,6 +441,7 @@ def run_command(
             stderr=subprocess.PIPE,
             cwd=cwd,
             env={**env, MARKER_ENV: marker},
+            umask=_command_umask(),
             start_new_session=True,
             preexec_fn=preexec,  # noqa: PLW1509  (only without prlimit; sets rlimits only)
         )
