@@ -11,8 +11,9 @@ that turns hundreds of small commits a second into a few large ones; when idle, 
 of one is written as soon as its marker comes back.
 
 Conversations append through the Journal link instead (``runtime.journal_link``): a Unix
-socket served by a thread of this process, with its own group commit. The store is used
-by both threads, one at a time (``self.lock``).
+socket served by a thread of this process, with its own group commit, for peers that
+descend from the ``peer_roots`` of :class:`SetupJournal` (the Supervisor, the daemon).
+The store is used by both threads, one at a time (``self.lock``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ General layout:
   ``network`` / ``network_targets`` / ``network_commands`` (egress), ``commands`` /
   ``blocklist`` / ``sandbox`` / ``proctree`` (commands), ``redaction``, ``assets``,
   ``tools`` (built-in tools), ``alerts`` (alert routing).
-- Serving: ``daemon``, ``gateway``, ``protocol``, ``transport``, ``streaming``, ``ops``,
+- Serving: ``daemon``, ``statedir`` (``ROOST_HOME``'s modes), ``gateway``, ``protocol``,
+  ``transport``, ``peers`` (who may use a socket), ``streaming``, ``ops``,
   ``backend_api``, ``backend`` (the actor system behind the daemon), ``client``,
   ``stream``, ``cli``, ``logging``.
 - ``errors``: the ``RoostError`` tree.
