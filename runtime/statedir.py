@@ -7,9 +7,13 @@ daemon itself. In order:
 1. a missing home is created (mode 0700, parents included);
 2. a home that is a symlink, not a directory, or not owned by the daemon's user is
    refused (:class:`runtime.errors.ConfigError`, ``bad_config``, with a ``reason``);
-3. the home is chmod-ed to 0700, so no one else can change what is in it from now on;
-4. everything in it is walked (symlinks are not followed): directories become 0700,
-   everything else 0600; an entry owned by another user is refused like the home.
+3. the home is chmod-ed to 0700, so no one else can reach or change what is in it;
+4. Roost's own entries in it (:data:`ROOST_ENTRIES`, and everything under ``logs/`` and
+   ``mailbox/``) are walked without following symlinks: directories become 0700, the
+   rest 0600; one owned by another user is refused like the home. Other entries are
+   left as they are: the 0700 home already keeps everyone else out, and a ``--home``
+   pointed by mistake at a directory full of someone's files must not rewrite their
+   modes.
 
 The daemon then runs with umask 077 (:func:`private_umask`), so what it and its actor
 processes create later (the journal and its ``-wal``/``-shm``, logs, the pid file,
@@ -30,6 +34,7 @@ from runtime.errors import ConfigError
 __all__ = [
     "PRIVATE_UMASK",
     "PROJECT_UMASK_ENV",
+    "ROOST_ENTRIES",
     "private_umask",
     "project_mode",
     "project_umask",
@@ -41,6 +46,12 @@ PRIVATE_UMASK = 0o077
 
 PROJECT_UMASK_ENV = "ROOST_PROJECT_UMASK"
 """The umask (octal) that files created in projects get; set by :func:`private_umask`."""
+
+ROOST_ENTRIES = frozenset(
+    {"roost.sock", "roost.pid", "logs", "mailbox", "journal.sock"}
+    | {"journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm", "journal.sqlite-journal"}
+)
+"""What Roost keeps in ``ROOST_HOME`` (``logs`` and ``mailbox`` are directories)."""
 
 
 def _refuse(reason: str, path: str, problem: str, **details: object) -> ConfigError:
@@ -90,22 +101,35 @@ def _secure(fd: int, home: str) -> list[str]:
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.fchmod(fd, 0o700)
         changed.append(home)
-    for directory, dirs, files, dir_fd in os.fwalk(".", follow_symlinks=False, dir_fd=fd):
-        for name in [*dirs, *files]:
-            entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            path = os.path.normpath(os.path.join(home, directory, name))
-            if stat.S_ISLNK(entry.st_mode):
-                continue  # its own mode means nothing; what it points to is not ours to fix
-            if entry.st_uid != uid:
-                raise _refuse(
-                    "entry_not_owned", path, f"holds an entry of uid {entry.st_uid}", uid=uid
-                )
-            wanted = 0o700 if stat.S_ISDIR(entry.st_mode) else 0o600
-            if stat.S_IMODE(entry.st_mode) != wanted:
-                # Not a symlink (checked above), in a directory only we can change now.
-                os.chmod(name, wanted, dir_fd=dir_fd)
-                changed.append(path)
+    for name in sorted(set(os.listdir(fd)) & ROOST_ENTRIES):
+        entry = _fix(fd, name, os.path.join(home, name), uid, changed)
+        if entry is not None and stat.S_ISDIR(entry.st_mode):
+            sub_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                for directory, dirs, files, dir_fd in os.fwalk(
+                    ".", follow_symlinks=False, dir_fd=sub_fd
+                ):
+                    for inner in [*dirs, *files]:
+                        path = os.path.normpath(os.path.join(home, name, directory, inner))
+                        _fix(dir_fd, inner, path, uid, changed)
+            finally:
+                os.close(sub_fd)
     return changed
+
+
+def _fix(dir_fd: int, name: str, path: str, uid: int, changed: list[str]) -> os.stat_result | None:
+    """Make one entry owner-only (0700 or 0600); ``None`` for a symlink, left alone."""
+    entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if stat.S_ISLNK(entry.st_mode):
+        return None  # its own mode means nothing; what it points to is not ours to fix
+    if entry.st_uid != uid:
+        raise _refuse("entry_not_owned", path, f"holds an entry of uid {entry.st_uid}", uid=uid)
+    wanted = 0o700 if stat.S_ISDIR(entry.st_mode) else 0o600
+    if stat.S_IMODE(entry.st_mode) != wanted:
+        # Not a symlink (checked above), in a directory only we can change now.
+        os.chmod(name, wanted, dir_fd=dir_fd)
+        changed.append(path)
+    return entry
 
 
 def private_umask() -> int:

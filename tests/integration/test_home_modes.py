@@ -3,7 +3,7 @@
 ``roost daemon start --home DIR`` on a home that an older Roost (or a umask of 022) left
 group- and world-readable: afterwards, and for everything the running daemon writes
 (the SQLite journal with its ``-wal``/``-shm``, logs, the pid file, both sockets, the
-mailbox), the home is 0700 and every file in it 0600. The files its tools create in a
+mailbox), the home is 0700 and every file of Roost's in it 0600. The files its tools create in a
 project get the user's umask (022 here), not the daemon's 077.
 """
 
@@ -29,12 +29,12 @@ def mode(path: Path | str) -> int:
 
 
 def not_private(home: Path) -> dict[str, str]:
-    """Everything under ``home`` (itself included) whose mode is not owner-only."""
+    """What under ``home`` (itself included, ``stray.txt`` not) is not owner-only."""
     wrong = {} if mode(home) == 0o700 else {".": oct(mode(home))}
     for directory, dirs, files in os.walk(home):
         for name in [*dirs, *files]:
             path = os.path.join(directory, name)
-            if os.path.islink(path):
+            if os.path.islink(path) or path == str(home / "stray.txt"):
                 continue
             wanted = 0o700 if os.path.isdir(path) else 0o600
             if mode(path) != wanted:
@@ -86,6 +86,7 @@ def test_daemon_start_makes_the_home_private_and_keeps_everything_in_it_so(
     finally:
         stop_and_check(str(open_home), pid)
     assert not_private(open_home) == {}
+    assert mode(open_home / "stray.txt") == 0o644  # not Roost's: only the 0700 home guards it
 
 
 @pytest.mark.skipif(not LAYERS["netns"]["available"], reason="commands need a namespace here")

@@ -13,6 +13,7 @@ from runtime.errors import ConfigError
 from runtime.statedir import (
     PRIVATE_UMASK,
     PROJECT_UMASK_ENV,
+    ROOST_ENTRIES,
     private_umask,
     project_mode,
     project_umask,
@@ -58,11 +59,11 @@ def test_a_missing_home_is_created_owner_only(tmp_path: Path) -> None:
     assert mode(home) == 0o700
 
 
-def test_an_open_home_and_everything_in_it_become_owner_only(open_home: Path) -> None:
+def test_an_open_home_and_roosts_files_in_it_become_owner_only(open_home: Path) -> None:
     changed = secure_home(str(open_home))
     assert changed[0] == str(open_home)
     entries = ["logs", "mailbox", "journal.sqlite", "journal.sqlite-wal", "logs/daemon.log"]
-    assert sorted(changed[1:]) == sorted(str(open_home / p) for p in [*entries, "notes.txt"])
+    assert sorted(changed[1:]) == sorted(str(open_home / p) for p in entries)
     assert modes(open_home) == {
         ".": 0o700,
         "logs": 0o700,
@@ -70,9 +71,39 @@ def test_an_open_home_and_everything_in_it_become_owner_only(open_home: Path) ->
         "journal.sqlite": 0o600,
         "journal.sqlite-wal": 0o600,
         "logs/daemon.log": 0o600,
-        "notes.txt": 0o600,
+        "notes.txt": 0o644,  # not Roost's: behind the 0700 home, left as it was
     }
     assert secure_home(str(open_home)) == []  # nothing left to fix
+
+
+def test_a_home_pointed_at_someones_files_only_closes_the_directory(tmp_path: Path) -> None:
+    home = tmp_path / "src"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "tool").write_text("#!/bin/sh\n")
+    os.chmod(home / "bin" / "tool", 0o755)
+    os.chmod(home, 0o755)
+    assert secure_home(str(home)) == [str(home)]
+    assert modes(home) == {".": 0o700, "bin": 0o755, "bin/tool": 0o755}
+
+
+def test_roosts_entries_are_the_names_its_parts_use() -> None:
+    from runtime import backend_api, journal_link
+
+    names = {
+        backend_api.SOCKET_NAME,
+        backend_api.PID_NAME,
+        backend_api.LOG_NAME.split(os.sep)[0],
+        backend_api.MAILBOX_DIR,
+        journal_link.LINK_SOCKET_NAME,
+        "journal.sqlite",
+    }
+    assert names <= ROOST_ENTRIES
+    assert {n for n in ROOST_ENTRIES if n.startswith("journal.sqlite")} == {
+        "journal.sqlite",
+        "journal.sqlite-wal",
+        "journal.sqlite-shm",
+        "journal.sqlite-journal",
+    }
 
 
 def test_a_symlink_inside_is_neither_followed_nor_changed(open_home: Path, tmp_path: Path) -> None:
@@ -171,6 +202,7 @@ def test_a_file_made_under_the_private_umask_gets_the_users_modes(
 
 
 def test_daemon_start_makes_an_open_home_private(open_home: Path) -> None:
+    os.remove(open_home / "notes.txt")
     with running_daemon(str(open_home)):
         found = modes(open_home)
     assert found.pop(".") == 0o700
