@@ -216,17 +216,21 @@ class Gateway:
             except OSError as e:
                 log.warning("accept_failed", error=str(e))
                 continue
-            conn.settimeout(_REFUSAL_SEND_S)
-            if self._peer_allowed(conn):
-                self._admit_connection(conn)
+            try:
+                conn.settimeout(_REFUSAL_SEND_S)
+                if self._peer_allowed(conn):
+                    self._admit_connection(conn)
+            except Exception:  # one connection must not stop the accepting thread
+                log.exception("accept_failed_for_connection")
+                conn.close()
 
     def _peer_allowed(self, conn: socket.socket) -> bool:
         """Examine the peer; a refused one gets its error frame and is closed here."""
         try:
             creds, refusal = examine_peer(conn, server_uid=self._uid)
-        except OSError as e:
+        except Exception as e:  # no credentials, or /proc answered what nobody expects
             creds, refusal = PeerCredentials(pid=0, uid=-1, gid=-1), PeerRefusal.UNVERIFIABLE
-            log.debug("peer_credentials_failed", error=str(e))
+            log.warning("peer_examination_failed", error=f"{type(e).__name__}: {e}")
         if refusal is None:
             return True
         with self._lock:
@@ -279,7 +283,12 @@ class Gateway:
         )
         with self._lock:
             self._conns[conn_id] = (conn, thread)
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:  # e.g. no thread can be started now: give the slot back
+            with self._lock:
+                self._conns.pop(conn_id, None)
+            raise
 
     # --- one connection -------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
+import platform
 import signal
 import socket
 import threading
@@ -57,7 +58,13 @@ __all__ = [
 MAX_ANCESTRY = 128
 """Ancestors walked at most (a deeper chain is refused as ``unverifiable``)."""
 
-_SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)
+# SO_PEERPIDFD is 77 in the generic socket options, which these architectures use (alpha,
+# mips, parisc and sparc number it differently); Python names it from 3.13 on.
+_GENERIC_SOCKOPTS = {"x86_64", "aarch64", "arm64", "i386", "i686", "armv7l", "armv8l"}
+_GENERIC_SOCKOPTS |= {"riscv64", "s390x", "ppc64", "ppc64le", "loongarch64"}
+_SO_PEERPIDFD: int | None = getattr(
+    socket, "SO_PEERPIDFD", 77 if platform.machine() in _GENERIC_SOCKOPTS else None
+)
 _INIT_ARG = INIT_NAME.encode()
 _MARKER_PREFIX = MARKER_ENV.encode() + b"="
 
@@ -179,14 +186,22 @@ def peer_refusal(
     return None
 
 
+def _is_pidfd(fd: int) -> bool:
+    try:
+        return "pidfd" in os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return False
+
+
 def _peer_pidfd(sock: socket.socket, pid: int) -> int | None:
     """A pidfd of the process that connected (``SO_PEERPIDFD``), else one opened on ``pid``."""
-    try:
-        fd = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD)
-        if fd >= 0:
+    if _SO_PEERPIDFD is not None:
+        try:
+            fd = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD)
+        except OSError:  # ENOPROTOOPT before Linux 6.5
+            fd = -1
+        if fd >= 0 and _is_pidfd(fd):
             return int(fd)
-    except OSError:
-        pass
     if pid <= 0:
         return None
     try:

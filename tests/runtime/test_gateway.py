@@ -358,3 +358,33 @@ def test_a_subscribe_that_fails_before_iterating_gets_an_error_frame(make_server
         "project_not_found",
         {"project_id": "x"},
     )
+
+
+def test_a_peer_that_cannot_be_examined_is_refused_and_accepting_goes_on(
+    make_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime import gateway as gateway_module
+
+    real = gateway_module.examine_peer
+    calls: list[int] = []
+
+    def flaky(sock: socket.socket, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("/proc said something odd")
+        return real(sock, **kwargs)
+
+    monkeypatch.setattr(gateway_module, "examine_peer", flaky)
+    server = make_server()
+    with server.raw() as sock:
+        reply = read_reply(sock)
+        assert read_frame(sock, 1024) is None
+    assert reply.value["details"] == {
+        "reason": "peer_not_allowed",
+        "check": "unverifiable",
+        "uid": -1,
+    }
+    assert reply.value["message"] == (
+        "this process may not use the daemon: its /proc entries cannot be read to check who it is"
+    )
+    assert_serves(server)
