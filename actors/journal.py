@@ -11,8 +11,9 @@ that turns hundreds of small commits a second into a few large ones; when idle, 
 of one is written as soon as its marker comes back.
 
 Conversations append through the Journal link instead (``runtime.journal_link``): a Unix
-socket served by a thread of this process, with its own group commit. The store is used
-by both threads, one at a time (``self.lock``).
+socket served by a thread of this process, with its own group commit, for peers that
+descend from the ``peer_roots`` of :class:`SetupJournal` (the Supervisor, the daemon).
+The store is used by both threads, one at a time (``self.lock``).
 """
 
 from __future__ import annotations
@@ -80,16 +81,16 @@ class JournalActor(RoostActor):
             if self.store is None:
                 self.store = Journal.open(message.home)
                 self.log.info("journal_opened", kind=self.store.kind)
-                self._serve_link()
+                self._serve_link(message.peer_roots)
             self.announce(sender, "journal")
             self.send(sender, message)
 
-    def _serve_link(self) -> None:
+    def _serve_link(self, peer_roots: list[int]) -> None:
         settings = link_settings()
         if settings is None:
             return
         path, token = settings
-        self.link = LinkServer(path, token, self._commit_link)
+        self.link = LinkServer(path, token, self._commit_link, tree_roots=peer_roots or None)
         self.link.start()
         self.log.info("journal_link_serving", pid=os.getpid())
 

@@ -76,6 +76,9 @@ class SetupJournal(Message, frozen=True, kw_only=True):
 
     home: str
     """ROOST_HOME (the SQLite file lives there)."""
+    peer_roots: list[int] = []
+    """Pids one of which every journal-link peer must descend from (the Supervisor, the
+    daemon); empty: the Journal's own process."""
 
 
 class AppendRequest(Message, frozen=True, kw_only=True):

@@ -106,6 +106,7 @@ class SupervisorActor(RoostActor):
         self.boot_reply: Any = None
         self.exiting = False
         self.pids: dict[str, int] = {"supervisor": os.getpid()}
+        self.daemon_pid = 0
 
     def handle(self, message: Any, sender: Any) -> None:
         """Boot, serve requests, supervise."""
@@ -113,6 +114,7 @@ class SupervisorActor(RoostActor):
             self.home = message.home
             self.boot_reply = sender
             if message.daemon_pid:
+                self.daemon_pid = message.daemon_pid
                 watch_daemon(message.daemon_pid, message.daemon_started)
             self._start_journal()
         elif isinstance(message, SetupJournal):
@@ -140,7 +142,9 @@ class SupervisorActor(RoostActor):
 
     def _start_journal(self) -> None:
         self.journal = self.createActor(JournalActor)
-        self.send(self.journal, SetupJournal(home=self.home))
+        # Every actor that appends over the journal link descends from this process.
+        roots = [os.getpid(), *([self.daemon_pid] if self.daemon_pid else [])]
+        self.send(self.journal, SetupJournal(home=self.home, peer_roots=roots))
 
     def _restore(self, result: ReadResult) -> None:
         last: dict[str, Any] = {}

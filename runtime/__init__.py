@@ -12,7 +12,8 @@ General layout:
   ``blocklist`` / ``sandbox`` / ``proctree`` (commands), ``redaction``, ``assets``,
   ``untrusted_regex`` (RE2 for patterns from models and repositories), ``tools``
   (built-in tools), ``alerts`` (alert routing).
-- Serving: ``daemon``, ``gateway``, ``protocol``, ``transport``, ``streaming``, ``ops``,
+- Serving: ``daemon``, ``statedir`` (``ROOST_HOME``'s modes), ``gateway``, ``protocol``,
+  ``transport``, ``peers`` (who may use a socket), ``streaming``, ``ops``,
   ``backend_api``, ``backend`` (the actor system behind the daemon), ``client``,
   ``stream``, ``cli``, ``logging``.
 - ``errors``: the ``RoostError`` tree.

@@ -91,6 +91,9 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Requests served at once; more get ``overloaded``."""
     max_connections: int = 1024
     """Open client connections; more are refused with ``overloaded``."""
+    idle_timeout_s: float = 60.0
+    """A connection silent this long while a request is awaited (or a reply not taken) is
+    closed; a ``subscribe`` stream waiting for events is not idle."""
 
 
 class Backend(Protocol):
@@ -127,19 +130,42 @@ def config_for_home(home: str | None, *, journal: str | None = None) -> DaemonCo
     """Build the :class:`DaemonConfig` of a state directory.
 
     ``journal`` defaults to ``$ROOST_JOURNAL`` or ``sqlite``; any other value than
-    ``sqlite``/``postgres`` raises ``ValueError``.
+    ``sqlite``/``postgres`` raises ``ValueError``. ``$ROOST_IDLE_TIMEOUT_S`` (a positive
+    number) and ``$ROOST_MAX_CONNECTIONS`` (a positive integer) override the defaults;
+    anything else in them raises ``ValueError``.
     """
     root = resolve_home(home)
     kind = journal or os.environ.get("ROOST_JOURNAL") or "sqlite"
     if kind not in ("sqlite", "postgres"):
         raise ValueError(f"ROOST_JOURNAL must be 'sqlite' or 'postgres', got {kind!r}")
+    limits: dict[str, Any] = {}
+    idle = _positive_env("ROOST_IDLE_TIMEOUT_S", float, "a positive number of seconds")
+    if idle is not None:
+        limits["idle_timeout_s"] = idle
+    connections = _positive_env("ROOST_MAX_CONNECTIONS", int, "a positive integer")
+    if connections is not None:
+        limits["max_connections"] = connections
     return DaemonConfig(
         home=root,
         journal=kind,  # type: ignore[arg-type]  # checked just above
         socket_path=os.path.join(root, SOCKET_NAME),
         pid_path=os.path.join(root, PID_NAME),
         log_path=os.path.join(root, LOG_NAME),
+        **limits,
     )
+
+
+def _positive_env(name: str, kind: type[float] | type[int], what: str) -> float | int | None:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = 0
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{name} must be {what}, got {raw!r}")
+    return value
 
 
 def load_backend_factory(spec: str | None = None) -> BackendFactory:

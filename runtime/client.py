@@ -13,12 +13,15 @@
 A request the daemon cannot serve raises the :class:`runtime.errors.RequestError` subclass
 of its wire code, with ``.code`` and ``.details``. A dead or absent daemon raises
 ``DaemonUnreachableError``. One request is in flight per client at a time (a lock guards
-the connection); a dropped connection is reopened by the next call.
+the connection); a dropped connection is reopened by the next call, and so is one the
+daemon closed while it was idle (``idle_timeout_s``): a call first looks whether its
+connection was hung up, and reconnects before sending if so.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import socket
 import threading
 import uuid
@@ -40,6 +43,19 @@ __all__ = ["REPLY_MARGIN_S", "Client", "EventStream", "normalize_event"]
 
 REPLY_MARGIN_S = 10.0
 """Seconds the client waits for a reply beyond the daemon's own deadline for the op."""
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """Whether an idle connection has something to read (not fit for the next request).
+
+    The daemon closed it (``idle_timeout_s``), or a stray frame arrived.
+    """
+    poller = select.poll()
+    try:
+        poller.register(sock, select.POLLIN | select.POLLRDHUP)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return True
 
 
 class Client:
@@ -102,6 +118,8 @@ class Client:
     # --- transport ------------------------------------------------------------------
 
     def _open(self) -> socket.socket:
+        if self._sock is not None and _hung_up(self._sock):
+            self._drop()
         if self._sock is None:
             self._sock = open_socket(self.socket_path, self.home, self.timeout_s)
             self._next_id = 1

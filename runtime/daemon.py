@@ -6,10 +6,12 @@
 of its process group. Files in ``ROOST_HOME``: ``roost.sock``, ``roost.pid``,
 ``logs/daemon.log`` (and the journal, which is the backend's).
 
-Start-up order: lock the pid file (a second daemon on the same home fails with
-``daemon already running (pid N)``), clean a stale socket left by a crash, write the pid,
-build the backend (``$ROOST_BACKEND``, default ``runtime.backend:create_backend``), then
-open the socket. SIGTERM, SIGINT and the ``shutdown`` op stop it the same way: close the
+Start-up order: umask 077, make the home private (``runtime.statedir.secure_home``: a
+symlinked or foreign home is refused with ``bad_config``; the home becomes 0700 and
+everything in it 0600/0700), lock the pid file (a second daemon on the same home fails
+with ``daemon already running (pid N)``), clean a stale socket left by a crash, write the
+pid, build the backend (``$ROOST_BACKEND``, default ``runtime.backend:create_backend``),
+then open the socket. SIGTERM, SIGINT and the ``shutdown`` op stop it the same way: close the
 socket, ``backend.close()``, remove the socket and the pid file, exit 0.
 """
 
@@ -41,6 +43,7 @@ from runtime.gateway import Gateway
 from runtime.logging import configure_logging, get_logger
 from runtime.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
 from runtime.processes import SPAWNED, daemon_processes, kill_tree, reap_stragglers, wait_gone
+from runtime.statedir import private_umask, secure_home
 
 __all__ = [
     "DaemonAlreadyRunningError",
@@ -97,18 +100,29 @@ def run_daemon(
 
     Logs go to ``config.log_path`` as JSON lines, or to stderr with ``log_to_stderr``
     (console format on a terminal). Raises :class:`DaemonAlreadyRunningError` when
-    another daemon holds the home; a backend that cannot be built is logged and gives 1.
+    another daemon holds the home and ``ConfigError`` (``bad_config``) when the home
+    cannot be made private; a backend that cannot be built is logged and gives 1. The
+    process keeps umask 077 while the daemon runs.
     """
-    os.makedirs(config.home, mode=0o700, exist_ok=True)
+    user_umask = private_umask()
+    try:
+        fixed = secure_home(config.home)
+        return _run(config, backend_factory, log_to_stderr=log_to_stderr, fixed=fixed)
+    finally:
+        os.umask(user_umask)
+
+
+def _run(
+    config: DaemonConfig, backend_factory: BackendFactory, *, log_to_stderr: bool, fixed: list[str]
+) -> int:
     if log_to_stderr:
         configure_logging(json=not sys.stderr.isatty(), log_file=None)
     else:
         configure_logging(json=True, log_file=config.log_path)
     pidfile = PidFile(config.pid_path)
     pidfile.acquire()
-    mode = stat.S_IMODE(os.stat(config.home).st_mode)
-    if mode & 0o077:
-        log.warning("home_not_private", home=config.home, mode=oct(mode), fix="chmod 700")
+    if fixed:
+        log.warning("home_modes_fixed", home=config.home, paths=fixed[:20], count=len(fixed))
     stop = threading.Event()
     reason: list[str] = []
     restore = _install_signal_handlers(stop, reason)
@@ -221,10 +235,11 @@ def start_daemon(
         )
     if foreground:
         return run_daemon(config, load_backend_factory(), log_to_stderr=True)
-    os.makedirs(config.home, mode=0o700, exist_ok=True)
+    secure_home(config.home)
     os.makedirs(os.path.dirname(config.log_path), mode=0o700, exist_ok=True)
     child_env = {**os.environ, **(env or {})}
-    with open(config.log_path, "ab") as log_file:
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(config.log_path, flags, 0o600), "ab") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "runtime.daemon", "--home", config.home],
             stdin=subprocess.DEVNULL,

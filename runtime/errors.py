@@ -15,6 +15,7 @@ The tree::
     │   ├── AssetLoadFailedError       asset_load_failed
     │   ├── TimeoutError_              timeout
     │   └── OverloadedError            overloaded
+    ├── ConfigError                    bad_config  {reason, ...} (a setting or ROOST_HOME)
     ├── JournalError                   journal_error
     │   ├── ConcurrencyError           journal_conflict (another writer owns the project)
     │   └── IntegrityError_            integrity_error
@@ -36,6 +37,7 @@ __all__ = [
     "AssetLoadFailedError",
     "BadRequestError",
     "ConcurrencyError",
+    "ConfigError",
     "ConversationAlreadyStartedError",
     "ConversationNotFoundError",
     "DaemonUnreachableError",
@@ -146,6 +148,12 @@ class OverloadedError(RequestError):
     """The daemon sheds load: too many requests in flight."""
 
     code: ClassVar[str] = "overloaded"
+
+
+class ConfigError(RoostError):
+    """A setting or the state directory cannot be used as it is; ``details`` ``{reason}``."""
+
+    code: ClassVar[str] = "bad_config"
 
 
 class JournalError(RoostError):

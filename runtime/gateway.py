@@ -1,15 +1,30 @@
 """The daemon's Unix-socket server: frames in, backend calls, frames out.
 
 One thread accepts; one thread serves each connection, its requests in order. The socket
-file is created owner-only (mode 0600 in a 0700 directory) and every peer's uid (SO_PEERCRED)
-must equal the daemon's. Requests beyond ``max_inflight`` get ``overloaded``; connections
-beyond ``max_connections`` get an ``overloaded`` error frame and are closed. Nothing a
-client sends (garbage, half frames, huge length prefixes) stops the server: the worst it
-gets is an error frame and a closed connection.
+file is created owner-only (mode 0600 in a 0700 directory). Each accepted connection, in
+this order, before a byte of it is read:
+
+1. its peer is examined (:func:`runtime.peers.examine_peer`: uid, PID namespace, sandbox
+   ancestry, liveness); a refused peer gets ``bad_request {reason: peer_not_allowed,
+   check, uid}`` and is closed, without taking a connection slot;
+2. beyond ``max_connections`` open connections it gets ``overloaded {reason:
+   too_many_connections}`` and is closed;
+3. then its own thread reads frames: the length prefix is checked against
+   ``max_frame_bytes`` before the body is read, the body is decoded strictly
+   (:func:`runtime.protocol.decode_request`: nesting, duplicate keys), the arguments are
+   validated. Requests beyond ``max_inflight`` get ``overloaded {reason:
+   too_many_requests}``.
+
+A connection that sends nothing for ``idle_timeout_s`` while the gateway waits for its
+next request (or for the rest of a frame), or that does not take a reply for as long, is
+closed. Nothing a client sends (garbage, half frames, huge length prefixes) stops the
+server: the worst it gets is an error frame and a closed connection.
 
 A ``subscribe`` request turns its connection into a stream: event frames until the
 backend's iterator ends (then an ``end`` frame and the connection closes), the client
-closes the connection or sends anything, or the gateway stops.
+closes the connection or sends anything, or the gateway stops. A stream is not idle
+however long it waits for events; only a reader that takes no frame for
+``idle_timeout_s`` is cut (its client resumes from the last ``seq`` it saw).
 """
 
 from __future__ import annotations
@@ -30,6 +45,7 @@ from runtime.backend_api import Backend, DaemonConfig, roost_version
 from runtime.errors import BadRequestError, OverloadedError, RoostError
 from runtime.logging import bind_context, get_logger
 from runtime.ops import STREAM_OPS, op_timeout_s, validate_args
+from runtime.peers import PeerRefusal, Throttle, examine_peer
 from runtime.protocol import (
     FrameTooLargeError,
     MalformedFrameError,
@@ -42,11 +58,28 @@ from runtime.protocol import (
     read_frame,
 )
 from runtime.streaming import serve_stream
-from runtime.transport import bind_unix_socket, linger, peer_credentials, peer_is_allowed
+from runtime.transport import PeerCredentials, bind_unix_socket, linger
 
 __all__ = ["Gateway", "GatewayStats"]
 
 log = get_logger("roost.gateway")
+
+_REFUSAL_SEND_S = 1.0
+"""Longest wait to hand a refused peer its error frame (it fits the socket buffer)."""
+
+
+def _refusal_message(refusal: PeerRefusal, uid: int, daemon_uid: int) -> str:
+    if refusal is PeerRefusal.OTHER_UID:
+        return f"uid {uid} may not use this daemon (it serves uid {daemon_uid} only)"
+    why = {
+        PeerRefusal.OTHER_PID_NAMESPACE: "it runs in another PID namespace (a sandboxed "
+        "command or a container), and the daemon serves only its own namespace",
+        PeerRefusal.SANDBOXED: "it descends from a command Roost runs in its sandbox",
+        PeerRefusal.OUTSIDE_TREE: "it is not one of the daemon's own processes",
+        PeerRefusal.UNVERIFIABLE: "its /proc entries cannot be read to check who it is",
+        PeerRefusal.GONE: "it exited before it could be checked",
+    }[refusal]
+    return f"this process may not use the daemon: {why}"
 
 
 class GatewayStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,9 +92,11 @@ class GatewayStats(msgspec.Struct, frozen=True, kw_only=True):
     requests: int
     """Requests answered since start (errors included)."""
     rejected_peers: int
-    """Connections refused because of the peer's uid."""
+    """Connections refused because of their peer (uid, namespace, ancestry)."""
     overloaded: int
     """Requests and connections refused with ``overloaded``."""
+    idle_closed: int
+    """Connections closed after ``idle_timeout_s`` without a request."""
 
 
 class Gateway:
@@ -89,6 +124,8 @@ class Gateway:
         self._requests = 0
         self._rejected = 0
         self._overloaded = 0
+        self._idle_closed = 0
+        self._log_throttle = Throttle()
         self._listener: socket.socket | None = None
         self._socket_ino: int | None = None
         self._wake: tuple[int, int] | None = None
@@ -158,6 +195,7 @@ class Gateway:
                 requests=self._requests,
                 rejected_peers=self._rejected,
                 overloaded=self._overloaded,
+                idle_closed=self._idle_closed,
             )
 
     # --- accepting ------------------------------------------------------------------
@@ -178,8 +216,47 @@ class Gateway:
             except OSError as e:
                 log.warning("accept_failed", error=str(e))
                 continue
-            conn.setblocking(True)
-            self._admit_connection(conn)
+            try:
+                conn.settimeout(_REFUSAL_SEND_S)
+                if self._peer_allowed(conn):
+                    self._admit_connection(conn)
+            except Exception:  # one connection must not stop the accepting thread
+                log.exception("accept_failed_for_connection")
+                conn.close()
+
+    def _peer_allowed(self, conn: socket.socket) -> bool:
+        """Examine the peer; a refused one gets its error frame and is closed here."""
+        try:
+            creds, refusal = examine_peer(conn, server_uid=self._uid)
+        except Exception as e:  # no credentials, or /proc answered what nobody expects
+            creds, refusal = PeerCredentials(pid=0, uid=-1, gid=-1), PeerRefusal.UNVERIFIABLE
+            log.warning("peer_examination_failed", error=f"{type(e).__name__}: {e}")
+        if refusal is None:
+            return True
+        with self._lock:
+            self._rejected += 1
+        suppressed = self._log_throttle.allow()
+        if suppressed is not None:
+            log.warning(
+                "peer_rejected",
+                reason=str(refusal),
+                peer_pid=creds.pid,
+                peer_uid=creds.uid,
+                daemon_uid=self._uid,
+                suppressed=suppressed,
+            )
+        err = BadRequestError(
+            _refusal_message(refusal, creds.uid, self._uid),
+            reason="peer_not_allowed",
+            check=str(refusal),
+            uid=creds.uid,
+        )
+        # The frame fits in the socket buffer: no wait. Closing with the peer's request
+        # unread still lets it read this frame first.
+        with contextlib.suppress(OSError):
+            conn.sendall(encode_error(0, err))
+        conn.close()
+        return False
 
     def _admit_connection(self, conn: socket.socket) -> None:
         with self._lock:
@@ -189,6 +266,7 @@ class Gateway:
         if full:
             err = OverloadedError(
                 f"too many connections (max {self._config.max_connections}); retry later",
+                reason="too_many_connections",
                 max_connections=self._config.max_connections,
             )
             with contextlib.suppress(OSError):
@@ -205,14 +283,23 @@ class Gateway:
         )
         with self._lock:
             self._conns[conn_id] = (conn, thread)
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:  # e.g. no thread can be started now: give the slot back
+            with self._lock:
+                self._conns.pop(conn_id, None)
+            raise
 
     # --- one connection -------------------------------------------------------------
 
     def _serve_connection(self, conn_id: int, conn: socket.socket) -> None:
         try:
-            if self._check_peer(conn):
-                self._request_loop(conn)
+            conn.settimeout(self._config.idle_timeout_s)
+            self._request_loop(conn)
+        except TimeoutError:
+            with self._lock:
+                self._idle_closed += 1
+            log.info("connection_idle_closed", conn=conn_id, idle_s=self._config.idle_timeout_s)
         except OSError as e:
             log.debug("connection_error", conn=conn_id, error=str(e))
         except Exception:
@@ -221,22 +308,6 @@ class Gateway:
             conn.close()
             with self._lock:
                 self._conns.pop(conn_id, None)
-
-    def _check_peer(self, conn: socket.socket) -> bool:
-        creds = peer_credentials(conn)
-        if peer_is_allowed(creds.uid, self._uid):
-            return True
-        with self._lock:
-            self._rejected += 1
-        log.warning("peer_rejected", peer_pid=creds.pid, peer_uid=creds.uid, daemon_uid=self._uid)
-        err = BadRequestError(
-            f"uid {creds.uid} may not use this daemon (it serves uid {self._uid} only)",
-            reason="peer_not_allowed",
-            uid=creds.uid,
-        )
-        conn.sendall(encode_error(0, err))
-        linger(conn)
-        return False
 
     def _request_loop(self, conn: socket.socket) -> None:
         max_bytes = self._config.max_frame_bytes
@@ -256,7 +327,7 @@ class Gateway:
             try:
                 request = decode_request(body)
             except MalformedFrameError as e:
-                log.warning("bad_frame", reason="malformed_frame", problem=e.details["problem"])
+                log.warning("bad_frame", reason=e.details["reason"], problem=e.message)
                 conn.sendall(encode_error(e.request_id, e))
                 continue
             if request.op in STREAM_OPS:
@@ -289,6 +360,7 @@ class Gateway:
                 request.id,
                 OverloadedError(
                     f"{self._config.max_inflight} requests already in flight; retry later",
+                    reason="too_many_requests",
                     max_inflight=self._config.max_inflight,
                 ),
             )
@@ -389,6 +461,7 @@ class Gateway:
         with self._lock:
             self._streams.add(stop)
         log.info("stream_opened", project_id=args["project_id"], after_seq=args["after_seq"])
+        # Waiting for events is not idleness: the timeout now bounds only each frame's send.
         try:
             serve_stream(conn, request.id, lambda: self._backend.subscribe(args, stop), stop)
         finally:

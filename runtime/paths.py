@@ -67,6 +67,7 @@ from runtime.pathwalk import (
 )
 from runtime.sandbox import disabled_layers
 from runtime.sandbox_view import hooks_dirs
+from runtime.statedir import project_mode
 
 __all__ = [
     "DEFAULT_SENSITIVE_PATH_DENYLIST",
@@ -417,7 +418,7 @@ class Workspace:
                 if not create or res.parent_fd < 0:
                     raise not_found(path)
                 try:
-                    return os.open(
+                    fd = os.open(
                         res.name,
                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _IO_FLAGS,
                         0o666,
@@ -427,6 +428,8 @@ class Workspace:
                     continue  # something appeared at the name; resolve again
                 except OSError as e:
                     raise os_error(e, path) from e
+                project_mode(fd)
+                return fd
         raise ToolError(
             "tool_error",
             f"path {path!r} kept changing while it was being opened; try again",
@@ -490,8 +493,15 @@ class Workspace:
             raise os_error(e, text) from e
         else:
             require_regular(st, text)
+        creating = bool(flags & os.O_CREAT)
         try:
-            fd = os.open(resolved, flags | os.O_NOFOLLOW | _IO_FLAGS, 0o666)
+            try:  # O_EXCL tells whether this call made the file (it then gets the user's modes)
+                fd = os.open(resolved, flags | os.O_EXCL | os.O_NOFOLLOW | _IO_FLAGS, 0o666)
+            except FileExistsError:
+                if not creating:
+                    raise
+                creating = False
+                fd = os.open(resolved, flags | os.O_NOFOLLOW | _IO_FLAGS, 0o666)
         except OSError as e:
             raise os_error(e, text) from e
         try:
@@ -499,6 +509,8 @@ class Workspace:
         except ToolError:
             os.close(fd)
             raise
+        if creating:
+            project_mode(fd)
         if flags & (os.O_WRONLY | os.O_RDWR):
             return _finish_write(fd, text, truncate)
         os.set_blocking(fd, True)

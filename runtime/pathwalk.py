@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from runtime import openat2 as sys_openat2
 from runtime.errors import ToolError
+from runtime.statedir import project_mode
 
 __all__ = [
     "MAX_SYMLINK_HOPS",
@@ -171,6 +172,17 @@ def require_regular(st: os.stat_result, text: str) -> None:
     )
 
 
+def _user_modes(name: str, dir_fd: int) -> None:
+    """Give a directory just made the user's modes (the daemon runs with umask 077)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(OSError):
+        fd = os.open(name, flags, dir_fd=dir_fd)
+        try:
+            project_mode(fd, directory=True)
+        finally:
+            os.close(fd)
+
+
 def require_single_link(st: os.stat_result, text: str) -> None:
     """Raise ``outside_root`` (``hard_link``) if the file has more than one hard link."""
     if st.st_nlink > 1:
@@ -246,6 +258,7 @@ def walk(
                     retries += 1
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=cur)
+                        _user_modes(part, cur)
                     todo.appendleft((part, from_link))
                 else:
                     virtual.append(part)

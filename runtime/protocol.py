@@ -10,11 +10,17 @@ A frame is a 4-byte big-endian unsigned length and that many bytes of JSON. Fram
 Both sides check the length against their maximum *before* reading the body. A request
 the daemon cannot read gets an error frame (``id`` 0 when its id is unknown) with
 ``bad_request`` and a ``reason``: ``frame_too_large`` (then the connection closes),
-``malformed_frame``, ``unknown_op`` or ``invalid_args``.
+``malformed_frame``, ``too_deeply_nested`` (objects and arrays nested deeper than
+:data:`MAX_DEPTH`), ``duplicate_key`` (a key given twice in one object, at any depth:
+JSON parsers disagree on which one wins, so none is chosen), ``unknown_op`` or
+``invalid_args``.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import re
 import socket
 import struct
 from typing import Any, Literal
@@ -27,11 +33,15 @@ from runtime.errors import BadRequestError, RoostError
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "HEADER_SIZE",
+    "MAX_DEPTH",
+    "DuplicateKeyError",
     "FrameTooLargeError",
     "MalformedFrameError",
     "Request",
     "ServerFrame",
+    "TooDeeplyNestedError",
     "TruncatedFrameError",
+    "decode_json_strict",
     "decode_request",
     "decode_server_frame",
     "encode_end",
@@ -48,7 +58,17 @@ _HEADER = struct.Struct(">I")
 HEADER_SIZE = _HEADER.size
 """Bytes of the length prefix."""
 
+MAX_DEPTH = 64
+"""Deepest nesting of objects and arrays a request may have (the top-level object is 1)."""
+
 _encoder = msgspec.json.Encoder()
+# A JSON string token (escapes included); outside strings, ':' only separates a key from
+# its value, so the colons left after removing strings count the members of every object.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_BRACKET_STEP = [0] * 256
+_BRACKET_STEP[ord("[")] = _BRACKET_STEP[ord("{")] = 1
+_BRACKET_STEP[ord("]")] = _BRACKET_STEP[ord("}")] = -1
 
 
 class FrameTooLargeError(BadRequestError):
@@ -68,6 +88,33 @@ class MalformedFrameError(BadRequestError):
 
     def __init__(self, problem: str, request_id: int = 0) -> None:
         super().__init__(f"malformed frame: {problem}", reason="malformed_frame", problem=problem)
+        self.request_id = request_id
+
+
+class TooDeeplyNestedError(MalformedFrameError):
+    """Objects and arrays nested deeper than the limit; ``details`` ``{reason, max_depth}``."""
+
+    def __init__(self, max_depth: int, request_id: int = 0) -> None:
+        BadRequestError.__init__(
+            self,
+            f"frame nested deeper than {max_depth} levels of objects and arrays",
+            reason="too_deeply_nested",
+            max_depth=max_depth,
+        )
+        self.request_id = request_id
+
+
+class DuplicateKeyError(MalformedFrameError):
+    """An object gives a key twice; ``details`` ``{reason, key, path}`` (the first found)."""
+
+    def __init__(self, key: str, path: str, request_id: int = 0) -> None:
+        BadRequestError.__init__(
+            self,
+            f"key {key!r} appears more than once in the object at {path}",
+            reason="duplicate_key",
+            key=key,
+            path=path,
+        )
         self.request_id = request_id
 
 
@@ -165,15 +212,69 @@ def _int_id(value: Any) -> int | None:
     return None
 
 
-def decode_request(body: bytes) -> Request:
-    """Decode a request body; raise :class:`MalformedFrameError` on a wrong shape.
+def _depth(structure: bytes) -> int:
+    """Deepest nesting of ``[``/``{`` in JSON text whose strings were removed."""
+    brackets = structure.translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
 
-    The op and its arguments are checked separately (``runtime.ops.validate_args``).
+
+class _Pairs(list[tuple[str, Any]]):
+    """An object's members in document order, duplicates kept."""
+
+
+def _first_duplicate(body: bytes) -> tuple[str, str]:
+    """``(key, path)`` of the first object (in document order) that repeats a key."""
+    stack: list[tuple[Any, str]] = [(json.loads(body, object_pairs_hook=_Pairs), "$")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, _Pairs):
+            seen: set[str] = set()
+            for key, _ in value:
+                if key in seen:
+                    return key, path
+                seen.add(key)
+            children = [(child, f"{path}.{key}") for key, child in value]
+        elif isinstance(value, list):
+            children = [(child, f"{path}[{i}]") for i, child in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(children))
+    return "?", "$"
+
+
+def decode_json_strict(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """Decode a JSON document, refusing deep nesting and duplicate keys at any depth.
+
+    Raises :class:`MalformedFrameError` (not JSON), :class:`TooDeeplyNestedError` and
+    :class:`DuplicateKeyError` (its ``request_id`` is 0: the caller knows the id).
     """
     try:
         raw = msgspec.json.decode(body)
     except msgspec.DecodeError as e:
         raise MalformedFrameError(f"not valid JSON ({e})") from e
+    except RecursionError as e:  # deeper than msgspec's own limit
+        raise TooDeeplyNestedError(max_depth) from e
+    structure = _STRING.sub(b"", body)
+    if _depth(structure) > max_depth:
+        raise TooDeeplyNestedError(max_depth)
+    # Decoding keeps one member per key: re-encoded, a body with a repeated key has fewer.
+    if structure.count(b":") != _STRING.sub(b"", _encoder.encode(raw)).count(b":"):
+        raise DuplicateKeyError(*_first_duplicate(body))
+    return raw
+
+
+def decode_request(body: bytes) -> Request:
+    """Decode a request body; raise :class:`MalformedFrameError` on a wrong shape.
+
+    Nesting deeper than :data:`MAX_DEPTH` and duplicate keys anywhere are refused
+    (:func:`decode_json_strict`). The op and its arguments are checked separately
+    (``runtime.ops.validate_args``).
+    """
+    try:
+        raw = decode_json_strict(body)
+    except (TooDeeplyNestedError, DuplicateKeyError) as e:
+        e.request_id = _readable_id(body, e)
+        raise
     if not isinstance(raw, dict):
         raise MalformedFrameError(f"expected an object, got {type(raw).__name__}")
     request_id = _int_id(raw.get("id"))
@@ -189,6 +290,21 @@ def decode_request(body: bytes) -> Request:
     if extra:
         raise MalformedFrameError(f"unexpected keys {extra}", request_id)
     return Request(id=request_id, op=op, args=args)
+
+
+def _readable_id(body: bytes, error: MalformedFrameError) -> int:
+    """The request id of a refused body when it can be told for sure, else 0."""
+    if isinstance(error, DuplicateKeyError) and (error.details["path"], error.details["key"]) == (
+        "$",
+        "id",
+    ):
+        return 0
+    try:
+        raw = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return 0
+    request_id = _int_id(raw.get("id")) if isinstance(raw, dict) else None
+    return request_id if request_id is not None and request_id >= 0 else 0
 
 
 def decode_server_frame(body: bytes) -> ServerFrame:

@@ -54,6 +54,7 @@ from runtime.sandbox_view import (
     undo_git_changes,
     view_argv,
 )
+from runtime.statedir import project_umask
 
 log = get_logger("runtime.sandbox")
 
@@ -388,6 +389,12 @@ def _wrapper_test(root_pid: int) -> Callable[[psutil.Process], bool]:
     return is_wrapper
 
 
+def _command_umask() -> int:
+    """The user's umask for the command (the daemon itself runs with 077), or -1: keep ours."""
+    umask = project_umask()
+    return -1 if umask is None else umask
+
+
 def _read_leftovers(path: str) -> int:
     try:
         with open(path, encoding="ascii") as f:
@@ -528,6 +535,7 @@ def _run(
             stderr=subprocess.PIPE,
             cwd=cwd,
             env={**env, MARKER_ENV: marker},
+            umask=_command_umask(),
             start_new_session=True,
             pass_fds=pass_fds,
             preexec_fn=preexec,  # noqa: PLW1509  (only without prlimit; sets rlimits only)

@@ -3,12 +3,15 @@
 The stream sends one event frame per envelope the backend yields, then an ``end`` frame
 if the backend finished on its own. A watcher thread sets ``stop`` as soon as the client
 closes the connection or sends anything (a client ends a stream by closing it), or the
-gateway shuts the socket down; the backend's iterator returns soon after.
+gateway shuts the socket down; the backend's iterator returns soon after. The watcher
+polls the descriptor (no timeout: a stream may wait for events as long as it likes); the
+socket's own timeout bounds each frame's send, so a reader that stops reading is cut.
 """
 
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -21,6 +24,9 @@ from runtime.protocol import encode_end, encode_error, encode_stream_event, inte
 __all__ = ["serve_stream"]
 
 log = get_logger("roost.gateway")
+
+_WATCH_POLL_MS = 1000
+"""How often the watcher looks at ``stop`` while the client stays silent."""
 
 
 def serve_stream(
@@ -64,6 +70,9 @@ def serve_stream(
 
 def _watch_peer(conn: socket.socket, stop: threading.Event) -> None:
     """Set ``stop`` when the streaming client closes, sends anything, or the socket shuts."""
-    with contextlib.suppress(OSError):
-        conn.recv(1, socket.MSG_PEEK)
+    with contextlib.suppress(OSError, ValueError):
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN | select.POLLRDHUP)
+        while not stop.is_set() and not poller.poll(_WATCH_POLL_MS):
+            pass
     stop.set()

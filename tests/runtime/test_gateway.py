@@ -134,7 +134,11 @@ def test_a_peer_of_another_uid_gets_an_error_and_is_disconnected(make_server) ->
         reply = read_reply(sock)
         assert read_frame(sock, 1024) is None
     assert reply.kind == "error"
-    assert reply.value["details"] == {"reason": "peer_not_allowed", "uid": os.getuid()}
+    assert reply.value["details"] == {
+        "reason": "peer_not_allowed",
+        "check": "other_uid",
+        "uid": os.getuid(),
+    }
     assert server.gateway.statistics().rejected_peers == 1
 
 
@@ -207,7 +211,7 @@ def test_requests_beyond_the_inflight_limit_are_overloaded(make_server) -> None:
         assert backend.entered.wait(5)
         with server.client() as c, pytest.raises(OverloadedError) as info:
             c.diagnostics("p1")
-        assert info.value.details == {"max_inflight": 1}
+        assert info.value.details == {"reason": "too_many_requests", "max_inflight": 1}
         with server.client() as c:
             assert c.ping()["pong"] is True  # ping is never shed
     finally:
@@ -222,7 +226,7 @@ def test_connections_beyond_the_limit_are_refused_with_overloaded(make_server) -
         first.ping()
         with pytest.raises(OverloadedError) as info, server.client() as second:
             second.ping()
-        assert info.value.details == {"max_connections": 1}
+        assert info.value.details == {"reason": "too_many_connections", "max_connections": 1}
         assert first.ping()["pong"] is True
 
 
@@ -354,3 +358,33 @@ def test_a_subscribe_that_fails_before_iterating_gets_an_error_frame(make_server
         "project_not_found",
         {"project_id": "x"},
     )
+
+
+def test_a_peer_that_cannot_be_examined_is_refused_and_accepting_goes_on(
+    make_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime import gateway as gateway_module
+
+    real = gateway_module.examine_peer
+    calls: list[int] = []
+
+    def flaky(sock: socket.socket, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("/proc said something odd")
+        return real(sock, **kwargs)
+
+    monkeypatch.setattr(gateway_module, "examine_peer", flaky)
+    server = make_server()
+    with server.raw() as sock:
+        reply = read_reply(sock)
+        assert read_frame(sock, 1024) is None
+    assert reply.value["details"] == {
+        "reason": "peer_not_allowed",
+        "check": "unverifiable",
+        "uid": -1,
+    }
+    assert reply.value["message"] == (
+        "this process may not use the daemon: its /proc entries cannot be read to check who it is"
+    )
+    assert_serves(server)

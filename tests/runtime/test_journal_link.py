@@ -4,26 +4,38 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent, new_event
+from runtime import journal_link
 from runtime.journal import Batch, Journal
 from runtime.journal_link import (
+    HELLO_MAX_BYTES,
     LinkAppend,
     LinkClient,
     LinkCommitted,
     LinkFailed,
+    LinkHello,
     LinkServer,
     configure,
+    duplicate_map_key,
     link_settings,
 )
+from tests.runtime.daemon_helpers import wait_for
+from tests.runtime.peer_helpers import pid_namespace_prefixes, probe, sandbox_init_prefix
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 
@@ -65,10 +77,56 @@ def store(tmp_path: Path) -> Iterator[_Store]:
     s.journal.close()
 
 
-def _server(path: Path, store: _Store) -> LinkServer:
-    server = LinkServer(str(path), TOKEN, store.commit)
+def _server(path: Path, store: _Store, **limits: Any) -> LinkServer:
+    server = LinkServer(str(path), TOKEN, store.commit, **limits)
     server.start()
     return server
+
+
+def _raw(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(path))
+    sock.settimeout(10)
+    return sock
+
+
+def _framed(body: bytes) -> bytes:
+    return struct.pack("!I", len(body)) + body
+
+
+def _hello(token: str = TOKEN) -> bytes:
+    return _framed(msgspec.msgpack.encode(LinkHello(token=token)))
+
+
+def _answer(sock: socket.socket) -> LinkCommitted | LinkFailed:
+    header = _exact(sock, 4)
+    answer: LinkCommitted | LinkFailed = msgspec.msgpack.decode(
+        _exact(sock, struct.unpack("!I", header)[0]), type=LinkCommitted | LinkFailed
+    )
+    return answer
+
+
+def _exact(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, "the server closed the connection"
+        data += chunk
+    return data
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _map(*pairs: tuple[str, Any]) -> bytes:
+    """A msgpack map written pair by pair (so a key can be given twice)."""
+    assert len(pairs) < 16
+    enc = msgspec.msgpack.encode
+    return bytes([0x80 | len(pairs)]) + b"".join(enc(k) + enc(v) for k, v in pairs)
 
 
 def test_an_append_commits_and_answers_with_envelopes(tmp_path: Path, store: _Store) -> None:
@@ -239,16 +297,16 @@ def test_an_unexpected_error_in_a_pass_does_not_stop_the_server(
 ) -> None:
     from runtime import journal_link
 
-    real = journal_link.peer_credentials
+    real = journal_link.examine_peer
     calls: list[int] = []
 
-    def flaky(sock: socket.socket) -> object:
+    def flaky(sock: socket.socket, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("boom")
-        return real(sock)
+        return real(sock, **kwargs)
 
-    monkeypatch.setattr(journal_link, "peer_credentials", flaky)
+    monkeypatch.setattr(journal_link, "examine_peer", flaky)
     server = _server(tmp_path / "j.sock", store)
     try:
         first = LinkClient(str(tmp_path / "j.sock"), TOKEN, retry_s=0.5)
@@ -260,3 +318,253 @@ def test_an_unexpected_error_in_a_pass_does_not_stop_the_server(
         assert server.errors == 1
     finally:
         server.close()
+
+
+# --- the hello comes first, small and soon --------------------------------------------
+
+
+def test_a_first_frame_larger_than_a_hello_is_cut_before_its_body_is_buffered(
+    tmp_path: Path, store: _Store
+) -> None:
+    server = _server(tmp_path / "j.sock", store)
+    try:
+        with _raw(tmp_path / "j.sock") as raw:
+            raw.sendall(struct.pack("!I", 64 * 1024 * 1024))
+            with pytest.raises((BrokenPipeError, ConnectionResetError)):
+                for _ in range(64):  # 64 MiB, were it all taken
+                    raw.sendall(b"\0" * (1 << 20))
+        assert server.connections() == (0, 0)
+        assert server.cut == 1
+    finally:
+        server.close()
+
+
+def test_a_hello_of_exactly_the_limit_is_read_and_one_byte_more_is_not(
+    tmp_path: Path, store: _Store
+) -> None:
+    server = _server(tmp_path / "j.sock", store)
+    overhead = len(msgspec.msgpack.encode(LinkHello(token="")))
+    try:
+        with capture_logs() as logs:
+            for size in (HELLO_MAX_BYTES, HELLO_MAX_BYTES + 1):
+                # str8/str16 headers: make the whole body exactly ``size`` bytes
+                token = "x" * (size - overhead - 2)
+                body = msgspec.msgpack.encode(LinkHello(token=token))
+                assert len(body) == size
+                with _raw(tmp_path / "j.sock") as raw:
+                    raw.sendall(_framed(body))
+                    assert _hung_up(raw)
+        cuts = [e["reason"] for e in logs if e["event"] == "link_connection_cut"]
+        assert cuts == ["bad_token", "hello_too_large"]
+    finally:
+        server.close()
+
+
+def test_a_connection_that_sends_no_hello_is_closed_after_the_hello_timeout(
+    tmp_path: Path, store: _Store
+) -> None:
+    server = _server(tmp_path / "j.sock", store, hello_timeout_s=0.3)
+    try:
+        with _raw(tmp_path / "j.sock") as raw:
+            raw.sendall(b"\0\0")  # half a header: bytes, but no hello
+            assert _hung_up(raw)
+        assert server.connections() == (0, 0)
+    finally:
+        server.close()
+
+
+def test_connections_owing_their_hello_are_capped(tmp_path: Path, store: _Store) -> None:
+    server = _server(tmp_path / "j.sock", store, max_pending=2)
+    try:
+        silent = [_raw(tmp_path / "j.sock") for _ in range(2)]
+        with _raw(tmp_path / "j.sock") as third:
+            assert _hung_up(third)
+        assert server.refused == 1
+        for sock in silent:
+            sock.close()
+        wait_for(lambda: server.connections() == (0, 0), 5, "the silent ones to be dropped")
+        client = LinkClient(str(tmp_path / "j.sock"), TOKEN, retry_s=5)
+        assert isinstance(client.append(_events("p1"), "key-1"), LinkCommitted)
+        client.close()
+    finally:
+        server.close()
+
+
+def test_open_connections_are_capped(tmp_path: Path, store: _Store) -> None:
+    server = _server(tmp_path / "j.sock", store, max_connections=2)
+    clients = [LinkClient(str(tmp_path / "j.sock"), TOKEN, retry_s=5) for _ in range(2)]
+    try:
+        for i, client in enumerate(clients):
+            assert isinstance(client.append(_events("p1"), f"key-{i}"), LinkCommitted)
+        third = LinkClient(str(tmp_path / "j.sock"), TOKEN, retry_s=0.3)
+        assert third.append(_events("p1"), "key-3").error["code"] == "journal_error"  # type: ignore[union-attr]
+        assert server.refused >= 1
+    finally:
+        for client in clients:
+            client.close()
+        server.close()
+
+
+def test_an_idle_connection_is_closed_and_its_client_reconnects_at_once(
+    tmp_path: Path, store: _Store
+) -> None:
+    server = _server(tmp_path / "j.sock", store, idle_timeout_s=0.3)
+    try:
+        client = LinkClient(str(tmp_path / "j.sock"), TOKEN, retry_s=5)
+        assert isinstance(client.append(_events("p1"), "key-1"), LinkCommitted)
+        wait_for(lambda: server.connections() == (0, 0), 5, "the idle connection to be closed")
+        assert isinstance(client.append(_events("p1"), "key-2"), LinkCommitted)
+        assert client.reconnects == 1
+        client.close()
+    finally:
+        server.close()
+
+
+def test_a_peer_outside_the_tree_roots_is_closed_at_accept(tmp_path: Path, store: _Store) -> None:
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as other:
+        server = _server(tmp_path / "j.sock", store, tree_roots=[other.pid])
+        try:
+            with _raw(tmp_path / "j.sock") as raw:  # closed at accept, before any hello
+                assert _hung_up(raw)
+            assert server.rejected == 1
+        finally:
+            server.close()
+            other.kill()
+
+
+def test_a_peer_in_another_pid_namespace_is_closed_at_accept(tmp_path: Path, store: _Store) -> None:
+    prefixes = pid_namespace_prefixes(str(tmp_path))
+    if not prefixes:
+        pytest.skip("no way to make a PID namespace here")
+    server = _server(tmp_path / "j.sock", store)  # the probe descends from this process
+    try:
+        for prefix in prefixes.values():
+            assert probe("journal", str(tmp_path / "j.sock"), prefix) == {"outcome": "closed"}
+        assert server.rejected == len(prefixes)
+        assert probe("journal", str(tmp_path / "j.sock"), sandbox_init_prefix()) == {
+            "outcome": "closed"
+        }
+        assert server.rejected == len(prefixes) + 1
+    finally:
+        server.close()
+
+
+# --- frames are msgspec's own encoding: no repeated keys ------------------------------
+
+
+def test_a_hello_whose_token_is_given_twice_is_cut(tmp_path: Path, store: _Store) -> None:
+    server = _server(tmp_path / "j.sock", store)
+    try:
+        hello = _map(("type", "hello"), ("token", "f" * 32), ("token", TOKEN))
+        append = msgspec.msgpack.encode(LinkAppend(key="k", events=_events("p1")))
+        with _raw(tmp_path / "j.sock") as raw:
+            raw.sendall(_framed(hello) + _framed(append))
+            assert _hung_up(raw)
+        assert store.journal.read_project("p1") == []
+    finally:
+        server.close()
+
+
+def test_an_append_with_a_repeated_key_is_answered_with_duplicate_key(
+    tmp_path: Path, store: _Store
+) -> None:
+    server = _server(tmp_path / "j.sock", store)
+    try:
+        events = msgspec.to_builtins(_events("p1", 1))
+        bad = _map(("type", "append"), ("key", "k-1"), ("events", events), ("key", "k-2"))
+        good = msgspec.msgpack.encode(LinkAppend(key="k-3", events=_events("p1", 1)))
+        with _raw(tmp_path / "j.sock") as raw:
+            raw.sendall(_hello() + _framed(bad))
+            answer = _answer(raw)
+            assert answer == LinkFailed(
+                error={
+                    "code": "bad_request",
+                    "message": "map key 'key' given twice",
+                    "details": {"reason": "duplicate_key", "key": "key"},
+                }
+            )
+            raw.sendall(_framed(good))  # the connection is still served
+            assert isinstance(_answer(raw), LinkCommitted)
+        assert [e.seq for e in store.journal.read_project("p1")] == [1]
+    finally:
+        server.close()
+
+
+def test_a_frame_that_is_not_msgspecs_encoding_is_answered_with_non_canonical(
+    tmp_path: Path, store: _Store
+) -> None:
+    server = _server(tmp_path / "j.sock", store)
+    try:
+        body = msgspec.msgpack.encode(LinkAppend(key="k-1", events=[]))
+        wide = body.replace(msgspec.msgpack.encode("k-1"), b"\xd9\x03k-1")  # str8, not fixstr
+        assert wide != body
+        with _raw(tmp_path / "j.sock") as raw:
+            raw.sendall(_hello() + _framed(wide))
+            answer = _answer(raw)
+        assert isinstance(answer, LinkFailed)
+        assert answer.error["details"] == {"reason": "non_canonical"}
+    finally:
+        server.close()
+
+
+def test_a_frame_nested_too_deeply_is_answered_with_too_deeply_nested(
+    tmp_path: Path, store: _Store
+) -> None:
+    server = _server(tmp_path / "j.sock", store)
+    try:
+        enc = msgspec.msgpack.encode
+        deep = b"\x91" * 100_000 + b"\xc0"  # [[[...[nil]...]]]
+        body = b"\x83" + enc("type") + enc("append") + enc("key") + enc("k") + enc("events") + deep
+        with _raw(tmp_path / "j.sock") as raw:
+            raw.sendall(_hello() + _framed(body))
+            answer = _answer(raw)
+        assert answer == LinkFailed(
+            error={
+                "code": "bad_request",
+                "message": "frame nested too deeply",
+                "details": {"reason": "too_deeply_nested"},
+            }
+        )
+    finally:
+        server.close()
+
+
+def test_the_first_repeated_map_key_is_found_at_any_depth() -> None:
+    enc = msgspec.msgpack.encode
+    inner = _map(("a", 1), ("b", [1, 2]), ("a", 3))
+    doc = b"\x92" + enc("x") + bytes([0x81]) + enc("k") + inner
+    assert duplicate_map_key(doc) == enc("a")
+    assert duplicate_map_key(enc({"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}]})) is None
+    assert duplicate_map_key(b"\xc1") is None  # not msgpack
+    assert duplicate_map_key(b"\x82" + enc("a")) is None  # cut short
+
+
+msgpack_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=40)
+    | st.binary(max_size=40),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200)
+@given(value=msgpack_values)
+def test_what_msgspec_encodes_has_no_repeated_key_and_is_canonical(value: object) -> None:
+    body = msgspec.msgpack.encode(value)
+    assert duplicate_map_key(body) is None
+    assert msgspec.msgpack.encode(msgspec.msgpack.decode(body)) == body
+
+
+@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.dictionaries(st.text(max_size=8), msgpack_values, max_size=5))
+def test_any_event_data_is_accepted_on_the_link(tmp_path: Path, data: dict[str, Any]) -> None:
+    event = _events("p1", 1)[0]
+    request = LinkAppend(key="k", events=[msgspec.structs.replace(event, data=data)])
+    body = msgspec.msgpack.encode(request)
+    assert journal_link._decode(journal_link._REQUESTS, body) == request

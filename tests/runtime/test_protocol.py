@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 from runtime.errors import BadRequestError
 from runtime.ops import OPS, STREAM_OPS, normalize_event, op_timeout_s, validate_args
 from runtime.protocol import (
+    MAX_DEPTH,
+    DuplicateKeyError,
     FrameTooLargeError,
     MalformedFrameError,
+    TooDeeplyNestedError,
     TruncatedFrameError,
     decode_request,
     decode_server_frame,
@@ -130,6 +133,64 @@ def test_a_malformed_request_is_refused_with_the_reason_malformed_frame(
         assert info.value.details["problem"] == problem
     else:
         assert info.value.details["problem"].startswith("not valid JSON")
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "path", "request_id"),
+    [
+        (b'{"id": 1, "op": "ping", "op": "shutdown"}', "op", "$", 1),
+        (b'{"id": 1, "id": 2, "op": "ping"}', "id", "$", 0),
+        (b'{"id": 4, "op": "x", "args": {"a": 1, "a": 2}}', "a", "$.args", 4),
+        (
+            b'{"id": 4, "op": "x", "args": {"l": [0, {"b": {"c": 1, "c": 1}}]}}',
+            "c",
+            "$.args.l[1].b",
+            4,
+        ),
+        (b'{"id": 5, "op": "ping", "\\u006fp": "shutdown"}', "op", "$", 5),
+    ],
+)
+def test_a_key_given_twice_anywhere_is_refused_with_duplicate_key(
+    body: bytes, key: str, path: str, request_id: int
+) -> None:
+    with pytest.raises(DuplicateKeyError) as info:
+        decode_request(body)
+    assert info.value.code == "bad_request"
+    assert info.value.details == {"reason": "duplicate_key", "key": key, "path": path}
+    assert info.value.message == f"key {key!r} appears more than once in the object at {path}"
+    assert info.value.request_id == request_id
+
+
+def test_colons_brackets_and_escaped_quotes_inside_strings_are_not_structure() -> None:
+    text = 'a:b\\" : {"x": [[[["'
+    body = encode_request(3, "ping", {"s": text, "t": {"u": ":"}})[4:]
+    assert decode_request(body).args == {"s": text, "t": {"u": ":"}}
+
+
+@settings(max_examples=100)
+@given(value=json_values)
+def test_any_encoded_request_decodes_strictly(value: object) -> None:
+    body = encode_request(9, "ping", {"v": value})[4:]
+    assert decode_request(body).args == {"v": value}
+
+
+def nested(depth: int) -> bytes:
+    """A request whose ``args`` make the whole frame ``depth`` levels deep."""
+    inner = b"[" * (depth - 2) + b"]" * (depth - 2)
+    return b'{"id": 6, "op": "ping", "args": {"x": ' + inner + b"}}"
+
+
+def test_a_request_nested_up_to_the_limit_is_accepted() -> None:
+    assert decode_request(nested(MAX_DEPTH)).id == 6
+
+
+@pytest.mark.parametrize(("depth", "request_id"), [(MAX_DEPTH + 1, 6), (100_000, 0)])
+def test_a_request_nested_deeper_than_the_limit_is_refused(depth: int, request_id: int) -> None:
+    with pytest.raises(TooDeeplyNestedError) as info:
+        decode_request(nested(depth))
+    assert info.value.details == {"reason": "too_deeply_nested", "max_depth": MAX_DEPTH}
+    assert info.value.message == "frame nested deeper than 64 levels of objects and arrays"
+    assert info.value.request_id == request_id
 
 
 def test_server_frames_decode_to_their_kind() -> None:
