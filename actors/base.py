@@ -144,7 +144,7 @@ class RoostActor(Actor):  # type: ignore[misc]
         """Dispatch the committed signals ``alert_options`` route; the ``alert.*`` to append."""
         if not self.alert_options:
             return []
-        from runtime.alerts import alert_events  # noqa: PLC0415 - only when alerts are on
+        from runtime.lifecycle.alerts import alert_events  # noqa: PLC0415 - only when alerts are on
 
         return alert_events(envelopes, self.alert_options, utc_now)
 

@@ -38,8 +38,8 @@ from actors.messages import (
 )
 from events import catalog as ev
 from events.envelope import Envelope, new_correlation_id
-from runtime.agent import ConversationCore
-from runtime.agent_effects import (
+from runtime.agent.core import ConversationCore
+from runtime.agent.effects import (
     Append,
     AskPolicy,
     CallModel,
@@ -47,10 +47,11 @@ from runtime.agent_effects import (
     Dispatch,
     Effect,
 )
-from runtime.agent_effects import Reply as ReplyEffect
+from runtime.agent.effects import Reply as ReplyEffect
 from runtime.errors import BadRequestError, RoostError
-from runtime.journal_link import LinkClient, LinkFailed, link_settings
-from runtime.llm.base import ModelAdapter, ModelError, make_adapter
+from runtime.journal.link import LinkClient, LinkFailed, link_settings
+from runtime.llm.adapters import make_adapter
+from runtime.llm.base import ModelAdapter, ModelError
 
 __all__ = ["ConversationActor"]
 

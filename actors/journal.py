@@ -10,7 +10,7 @@ the marker, and the marker commits them all in one transaction (one fsync). Unde
 that turns hundreds of small commits a second into a few large ones; when idle, a batch
 of one is written as soon as its marker comes back.
 
-Conversations append through the Journal link instead (``runtime.journal_link``): a Unix
+Conversations append through the Journal link instead (``runtime.journal.link``): a Unix
 socket served by a thread of this process, with its own group commit, for peers that
 descend from the ``peer_roots`` of :class:`SetupJournal` (the Supervisor, the daemon).
 The store is used by both threads, one at a time (``self.lock``).
@@ -36,14 +36,14 @@ from actors.messages import (
 )
 from events.envelope import Envelope, NewEvent
 from runtime.errors import JournalError
-from runtime.journal import Batch, Journal
-from runtime.journal_link import (
+from runtime.journal.link import (
     LinkAppend,
     LinkCommitted,
     LinkFailed,
     LinkServer,
     link_settings,
 )
+from runtime.journal.store import Batch, Journal
 
 __all__ = ["JournalActor"]
 

@@ -13,7 +13,7 @@ import msgspec
 
 from events.catalog import Event
 from events.envelope import Envelope, NewEvent
-from runtime.agent_effects import CallSpec
+from runtime.tools.base import CallSpec
 
 __all__ = [
     "ActorStarted",
@@ -53,7 +53,7 @@ class Request(Message, frozen=True, kw_only=True):
     """A client operation routed down the tree until an actor can serve it."""
 
     op: str
-    """Operation name (``runtime.ops``)."""
+    """Operation name (``runtime.wire.ops``)."""
     args: dict[str, Any]
     """Validated arguments."""
     reply_to: Any

@@ -27,8 +27,8 @@ class PolicyActor(RoostActor):
         """Configure, or decide one call."""
         if isinstance(message, SetupPolicy):
             self.announce(sender, "policy")
-            from runtime.policy import PolicyContext  # noqa: PLC0415
-            from runtime.registry import ToolRegistry  # noqa: PLC0415
+            from runtime.policy.decisions import PolicyContext  # noqa: PLC0415
+            from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
             self.context = PolicyContext(
                 project_id=message.project_id,
@@ -37,7 +37,7 @@ class PolicyActor(RoostActor):
                 registry=ToolRegistry.for_project(message.root, message.options),
             )
         elif isinstance(message, DecideCall):
-            from runtime.policy import decide  # noqa: PLC0415
+            from runtime.policy.decisions import decide  # noqa: PLC0415
 
             verdict = decide(message.call, self.context)
             self.send(sender, CallDecision(call_id=message.call.call_id, events=verdict.events))

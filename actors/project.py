@@ -43,8 +43,8 @@ from runtime.errors import (
     ConversationAlreadyStartedError,
     ConversationNotFoundError,
 )
-from runtime.ops import waits_for_turn
-from runtime.supervision import ChildNames, RestartPolicy
+from runtime.lifecycle.supervision import ChildNames, RestartPolicy
+from runtime.wire.ops import waits_for_turn
 
 __all__ = ["ProjectActor"]
 
@@ -119,8 +119,8 @@ class ProjectActor(RoostActor):
     # --- start -------------------------------------------------------------------------
 
     def _setup(self, setup: SetupProject) -> None:
-        from runtime.registry import ToolRegistry  # noqa: PLC0415
-        from runtime.sandbox import probe_layers  # noqa: PLC0415
+        from runtime.guard.sandbox import probe_layers  # noqa: PLC0415
+        from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
         self.setup = setup
         self.journal = setup.journal
@@ -272,7 +272,7 @@ class ProjectActor(RoostActor):
         }
 
     def _list_tools(self) -> list[dict[str, Any]]:
-        from runtime.registry import ToolRegistry  # noqa: PLC0415
+        from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
         assert self.setup is not None
         registry = ToolRegistry.for_project(self.setup.root, self.setup.options)

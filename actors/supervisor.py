@@ -47,7 +47,7 @@ from runtime.errors import (
     InvalidRootPathError,
     ProjectNotFoundError,
 )
-from runtime.supervision import ChildNames, RestartPolicy
+from runtime.lifecycle.supervision import ChildNames, RestartPolicy
 
 __all__ = ["SupervisorActor"]
 
@@ -55,7 +55,7 @@ _PROJECT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def _home_conflict(root: str, home: str) -> str | None:
-    from runtime.paths import root_home_conflict  # noqa: PLC0415
+    from runtime.guard.paths import root_home_conflict  # noqa: PLC0415
 
     return root_home_conflict(root, home)
 
@@ -214,7 +214,7 @@ class SupervisorActor(RoostActor):
             raise BadRequestError(f"unknown operation {op!r}", reason="unknown_op", op=op)
 
     def _start_project(self, request: Request) -> None:
-        from runtime.options import validate_options  # noqa: PLC0415
+        from runtime.policy.options import validate_options  # noqa: PLC0415
 
         args = request.args
         root_arg = args.get("root")
@@ -249,7 +249,7 @@ class SupervisorActor(RoostActor):
                 f"project {project_id} is already running", project_id=project_id
             )
         if options.get("strict_asset_loading"):
-            from runtime.assets import load_assets  # noqa: PLC0415
+            from runtime.tools.asset_store import load_assets  # noqa: PLC0415
 
             load_assets(root, strict=True)
         self.failed.pop(project_id, None)

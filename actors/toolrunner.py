@@ -32,7 +32,7 @@ from actors.messages import (
 )
 from events import catalog as ev
 from events.envelope import format_at, new_call_id, new_correlation_id, new_event
-from runtime.agent_effects import CallSpec
+from runtime.tools.base import CallSpec
 
 __all__ = ["ToolRunnerActor"]
 
@@ -58,8 +58,8 @@ class ToolRunnerActor(RoostActor):
         """Configure, run, cancel, or collect finished threads."""
         if isinstance(message, SetupRunner):
             self.announce(sender, "toolrunner")
-            from runtime.registry import ToolRegistry  # noqa: PLC0415
-            from runtime.toolrunner import ToolRunnerCore  # noqa: PLC0415
+            from runtime.execution.runner import ToolRunnerCore  # noqa: PLC0415
+            from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
             self.project_id = message.project_id
             self.journal = message.journal

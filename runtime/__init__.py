@@ -1,25 +1,20 @@
 """Roost's runtime: everything that is not a pure event fold and not an actor.
 
-General layout:
+General layout, from the ground up (``make check`` enforces it with import-linter):
 
-- Journal: ``journal`` (the eventsourcing application), ``journal_sqlite`` /
-  ``journal_postgres`` (recorders), ``mapper`` (msgspec mapper).
-- Agent loop: ``agent`` (the pure step function), ``agent_effects``, ``agent_state``,
-  ``llm`` (model adapters), ``supervision`` (restart policy).
-- Safety: ``options``, ``schema``, ``policy``, ``registry``, ``toolrunner``, ``results``,
-  ``paths`` / ``pathrules`` / ``pathwalk`` / ``openat2`` (workspace confinement),
-  ``network`` / ``network_targets`` / ``network_commands`` (egress), ``commands`` /
-  ``blocklist`` / ``sandbox`` / ``proctree`` (commands), ``redaction``, ``assets``,
-  ``untrusted_regex`` (RE2 for patterns from models and repositories), ``tools``
-  (built-in tools), ``alerts`` (alert routing).
-- Serving: ``daemon``, ``statedir`` (``ROOST_HOME``'s modes), ``gateway``, ``protocol``,
-  ``transport``, ``peers`` (who may use a socket), ``streaming``, ``ops``,
-  ``backend_api``, ``backend`` (the actor system behind the daemon), ``client``,
-  ``stream``, ``cli``, ``logging``.
-- ``errors``: the ``RoostError`` tree.
+- ``errors`` (the ``RoostError`` tree) and ``logging``: shared by every layer.
+- ``wire``: the ops table, frames and the socket transport.
+- ``guard``: paths, network, command controls and the sandbox, redaction, peers, shapes.
+- ``journal``: the event store and the link conversations append through.
+- ``tools``: the built-in tools, the registry, assets.
+- ``policy``: runtime options and per-call decisions.
+- ``execution``: one tool call from admission to its result.
+- ``llm``: model adapters. ``agent``: the conversation's step function.
+- ``lifecycle``: supervision and alert routing.
+- (``actors``, a top-level package: the Thespian shells over these cores.)
+- ``daemon``, ``client``, ``cli``: serving, calling and the command line.
 
-This package imports ``events`` but never ``actors`` at import time (the backend imports
-the actors it starts).
+Lower layers never import higher ones; ``events`` (the pure domain) sits below them all.
 """
 
 from runtime.errors import (

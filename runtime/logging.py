@@ -44,7 +44,7 @@ def json_serializer(value: Any, **_kw: Any) -> str:
 
 def _redaction_processor() -> Processor | None:
     try:
-        module = importlib.import_module("runtime.redaction")
+        module = importlib.import_module("runtime.guard.redaction")
     except ImportError:
         return None
     processor = getattr(module, "redaction_processor", None)

@@ -17,7 +17,7 @@ import psutil
 
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
-from runtime.processes import daemon_processes
+from runtime.daemon.processes import daemon_processes
 
 SEED = """# Sample project
 

@@ -48,7 +48,7 @@ def asks_per_turn() -> int:
 
     A turn of Roost sends ``3`` routing messages, ``4`` for the policy decision and the
     tool run, and ``1`` reply: 4 round trips. Its appends go over the journal link
-    (``runtime.journal_link``), not as actor messages (until the link, a request and an
+    (``runtime.journal.link``), not as actor messages (until the link, a request and an
     answer per append made it 8).
     """
     return math.ceil((_ROUTING_MESSAGES + _CALL_MESSAGES + _REPLY_MESSAGES) / 2)

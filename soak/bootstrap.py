@@ -11,9 +11,12 @@ import os
 
 from runtime.client import Client
 from runtime.errors import RoostError
-from runtime.options import MAX_INT
 from soak.monitor import Failures
 from soak.report import SoakConfig
+
+LARGEST_TOKEN_BUDGET = 2**53 - 1
+"""The largest integer option a project takes (``docs/configuration.md``): soak turns never
+run out of budget."""
 
 __all__ = ["SEED_FILES", "event_counts", "seed_root", "start_conversations", "start_projects"]
 
@@ -57,7 +60,7 @@ def start_projects(
                 project_id=f"soak-{run_id}-p{i}",
                 options={
                     "idle_passivation_ms": config.idle_passivation_ms,
-                    "token_budget": MAX_INT,
+                    "token_budget": LARGEST_TOKEN_BUDGET,
                 },
             )
         except RoostError as e:

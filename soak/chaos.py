@@ -32,9 +32,8 @@ from collections.abc import Callable
 import psutil
 
 from runtime.client import Client
-from runtime.daemon import daemon_pid
+from runtime.daemon import daemon_pid, daemon_processes
 from runtime.errors import RoostError
-from runtime.processes import daemon_processes
 
 __all__ = ["ROLES", "ChaosMonkey", "ProcessRoles", "identify_roles"]
 

@@ -1,6 +1,6 @@
 """``roost soak``: options, the progress line, the printed summary, ``--json`` and ``--compare``.
 
-``main(argv)`` is what ``roost soak ...`` runs (``runtime.cli`` hands it the arguments
+``main(argv)`` is what ``roost soak ...`` runs (``runtime.cli.app`` hands it the arguments
 after ``soak``, with ``--home DIR`` in front when the global option was given). Exit
 status: 0 when the run passed, 1 when it did not (or could not run), 2 for a usage error.
 """
@@ -243,7 +243,7 @@ def _compare(report: SoakReport, path: str, threshold: float) -> SoakReport:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``roost soak`` with ``argv``; return the exit status."""
-    from runtime.cli_format import Progress
+    from runtime.cli.format import Progress
     from runtime.errors import RoostError
     from soak.harness import run_soak
 

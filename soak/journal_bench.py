@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from events.envelope import NewEvent
-from runtime.journal import Journal
+from runtime.journal.store import Journal
 
 __all__ = ["main", "run_bench"]
 

@@ -17,9 +17,14 @@ from collections.abc import Callable
 
 import psutil
 
-from runtime.daemon import daemon_pid, start_daemon, stop_daemon
+from runtime.daemon import (
+    daemon_pid,
+    daemon_processes,
+    reap_stragglers,
+    start_daemon,
+    stop_daemon,
+)
 from runtime.errors import RoostError
-from runtime.processes import daemon_processes, reap_stragglers
 from soak.report import Failure
 
 __all__ = ["DaemonSession", "Failures", "MemorySampler", "live", "wait_until"]

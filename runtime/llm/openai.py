@@ -48,7 +48,7 @@ class OpenAIAdapter:
     """Streams chat completions from an OpenAI-compatible endpoint; one attempt per call.
 
     Retries and the circuit breaker are :class:`runtime.llm.resilience.ResilientAdapter`'s
-    job; :func:`runtime.llm.base.make_adapter` wraps this adapter in one.
+    job; :func:`runtime.llm.adapters.make_adapter` wraps this adapter in one.
     """
 
     provider: str = "openai"

@@ -38,7 +38,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.assets import (
+from runtime.errors import ToolError
+from runtime.guard.schema import validate_args
+from runtime.tools.asset_store import (
     ASSET_TYPES,
     PREVIEW_CHARS,
     Asset,
@@ -48,8 +50,6 @@ from runtime.assets import (
     render_step_args,
     resolve_inputs,
 )
-from runtime.errors import ToolError
-from runtime.schema import validate_args
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 
 __all__ = [

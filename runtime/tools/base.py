@@ -18,7 +18,7 @@ import msgspec
 
 from events.catalog import Event
 
-__all__ = ["ToolContext", "ToolFn", "ToolSpec"]
+__all__ = ["CallSpec", "ToolContext", "ToolFn", "ToolSpec"]
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,3 +68,22 @@ class ToolContext:
 
 ToolFn = Callable[[ToolContext, dict[str, Any]], dict[str, Any]]
 """A tool implementation: ``(ctx, args) -> result``; raises ``ToolError`` to fail."""
+
+
+class CallSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call as the Policy and the ToolRunner see it."""
+
+    call_id: str
+    """The call."""
+    name: str
+    """Tool name."""
+    args: dict[str, Any]
+    """Arguments."""
+    run_mode: str = "sync"
+    """``sync`` or ``async``."""
+    conversation_id: str | None = None
+    """The conversation, when there is one."""
+    correlation_id: str = ""
+    """The turn's correlation."""
+    causation_id: str | None = None
+    """The event that led to this step."""

@@ -21,10 +21,10 @@ from typing import Any
 import msgspec
 
 from events.catalog import SecuritySandboxViolation, ToolChildProcessesTerminated
-from runtime.commands import blocked_signal, build_env, check_blocklist, env_signal
 from runtime.errors import ToolError
-from runtime.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
-from runtime.sandbox import (
+from runtime.guard.command_controls import blocked_signal, build_env, check_blocklist, env_signal
+from runtime.guard.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
+from runtime.guard.sandbox import (
     CommandResult,
     Limits,
     View,
@@ -117,7 +117,7 @@ def _command(args: dict[str, Any]) -> str | list[str]:
 def _cwd(root: str, value: Any) -> str:
     """Resolve ``cwd`` (relative to the root) and require it to stay inside the root.
 
-    TODO(runtime/paths.py): use the workspace confinement (openat2 / O_NOFOLLOW walk,
+    TODO(runtime/guard/paths.py): use the workspace confinement (openat2 / O_NOFOLLOW walk,
     ``outside_root_allowlist``) once it is wired in; this is a realpath check.
     """
     real_root = os.path.realpath(root)
@@ -219,7 +219,7 @@ def command_run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def command_view(options: Mapping[str, Any], root: str, home: str, cwd: str) -> View:
-    """Build what a command of this project sees (``runtime.sandbox_view``).
+    """Build what a command of this project sees (``runtime.guard.sandbox_view``).
 
     The root and the scratch home writable, the project's extra read paths and sockets,
     its sensitive names hidden.

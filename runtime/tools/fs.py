@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.paths import PathDecision, Workspace, exception_signal, signal_for
+from runtime.guard.paths import PathDecision, Workspace, exception_signal, signal_for
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.fswalk import (
     SEARCH_MAX_PATTERN,

@@ -41,7 +41,7 @@ def daemon_env(**extra: str) -> dict[str, str]:
     """Environment for a real daemon (the real backend) started from the tests."""
     env = {
         "PYTHONPATH": os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p),
-        "ROOST_BACKEND": "runtime.backend:create_backend",
+        "ROOST_BACKEND": "runtime.daemon.backend:create_backend",
     }
     env.update(extra)
     return env

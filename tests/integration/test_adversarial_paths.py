@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
-from runtime.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
+from runtime.guard.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
 from tests.integration.adversarial_helpers import (
     Call,
     Expect,

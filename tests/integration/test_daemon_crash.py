@@ -17,11 +17,11 @@ from typing import Any
 import psutil
 import pytest
 
-from runtime.backend_api import config_for_home
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
-from runtime.journal import Journal
-from runtime.processes import daemon_processes
+from runtime.daemon.config import config_for_home
+from runtime.daemon.processes import daemon_processes
+from runtime.journal.store import Journal
 from tests.integration.conftest import alive, daemon_env
 from tests.integration.test_fault_injection import (
     CRASHED_TURN,

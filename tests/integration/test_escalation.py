@@ -13,7 +13,7 @@ import signal
 from functools import partial
 
 from runtime.client import Client
-from runtime.journal import Journal
+from runtime.journal.store import Journal
 from tests.integration.conftest import Daemon
 from tests.integration.test_fault_injection import (
     actor_events,

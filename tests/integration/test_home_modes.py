@@ -69,7 +69,7 @@ def open_home(tmp_path: Path, user_umask: None) -> Path:
 def test_daemon_start_makes_the_home_private_and_keeps_everything_in_it_so(
     open_home: Path, tmp_path: Path
 ) -> None:
-    env = daemon_env(ROOST_BACKEND="runtime.backend:create_backend")
+    env = daemon_env(ROOST_BACKEND="runtime.daemon.backend:create_backend")
     done = run_roost("--json", "daemon", "start", "--home", str(open_home), env=env)
     assert done.returncode == 0, done.stderr
     pid = json.loads(done.stdout)["pid"]
@@ -94,7 +94,7 @@ def test_files_the_tools_create_in_a_project_get_the_users_umask(
     tmp_path: Path, user_umask: None
 ) -> None:
     home = tmp_path / "home"
-    env = daemon_env(ROOST_BACKEND="runtime.backend:create_backend")
+    env = daemon_env(ROOST_BACKEND="runtime.daemon.backend:create_backend")
     done = run_roost("--json", "daemon", "start", "--home", str(home), env=env)
     assert done.returncode == 0, done.stderr
     pid = json.loads(done.stdout)["pid"]

@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from runtime.client import Client
-from runtime.journal import Journal
-from runtime.processes import daemon_processes
+from runtime.daemon.processes import daemon_processes
+from runtime.journal.store import Journal
 from tests.integration.conftest import READ_TURN, Daemon
 from tests.integration.test_fault_injection import (
     PROJECTIONS,

@@ -20,10 +20,10 @@ import pytest
 
 from events import catalog as ev
 from events.envelope import format_at, new_correlation_id, new_event
-from runtime.backend_api import config_for_home
 from runtime.daemon import start_daemon, stop_daemon
+from runtime.daemon.config import config_for_home
 from runtime.errors import InvalidRootPathError
-from runtime.journal import Journal
+from runtime.journal.store import Journal
 from tests.integration.adversarial_helpers import run_daemon
 from tests.integration.conftest import Daemon, alive, daemon_env, make_root
 from tests.runtime.daemon_helpers import run_roost

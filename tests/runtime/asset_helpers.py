@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from runtime.assets import load_assets
 from runtime.errors import ToolError
+from runtime.tools.asset_store import load_assets
 from runtime.tools.base import ToolContext
 
 GIT_LOG = """---

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from runtime.daemon import daemon_processes, stop_daemon
-from runtime.transport import bind_unix_socket, connect_unix_socket
+from runtime.daemon.main import daemon_processes, stop_daemon
+from runtime.wire.transport import bind_unix_socket, connect_unix_socket
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 FAKE_BACKEND = "tests.runtime.fake_backend:create"

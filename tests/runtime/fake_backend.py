@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from events.envelope import GENESIS_HASH, format_at, new_correlation_id, new_event_id
-from runtime.backend_api import DaemonConfig
+from runtime.daemon.config import DaemonConfig
 from runtime.errors import (
     AlreadyStartedError,
     BadRequestError,

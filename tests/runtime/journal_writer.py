@@ -12,7 +12,7 @@ import sys
 import uuid
 
 from events.envelope import NewEvent
-from runtime.journal import Journal
+from runtime.journal.store import Journal
 
 NAMESPACE = uuid.UUID("0e8f3c1a-2f6b-4f5e-8d2a-6c1b9e7d4a10")
 PROJECTS = ("alpha", "beta")

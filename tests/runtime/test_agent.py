@@ -14,8 +14,8 @@ import pytest
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent
 from events.projections import pending_tool_calls, timeline
-from runtime.agent import ConversationCore
-from runtime.agent_effects import (
+from runtime.agent.core import ConversationCore
+from runtime.agent.effects import (
     Append,
     AskPolicy,
     CallModel,
@@ -27,7 +27,7 @@ from runtime.agent_effects import (
 from runtime.errors import BadRequestError
 from runtime.llm.base import ModelReply
 from runtime.llm.deterministic import DeterministicAdapter
-from runtime.options import validate_options
+from runtime.policy.options import validate_options
 
 CLIENT = "client-address"
 

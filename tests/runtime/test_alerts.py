@@ -13,7 +13,7 @@ import pytest
 
 from events import catalog as ev
 from events.envelope import Envelope
-from runtime.alerts import alert_events, dispatch, load_router
+from runtime.lifecycle.alerts import alert_events, dispatch, load_router
 
 MODULE = "roost_test_alert_routers"
 CLOCK_AT = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)

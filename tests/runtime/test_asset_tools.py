@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.assets import load_assets
 from runtime.tools.asset import TOOLS, asset_tools, catalog_for
+from runtime.tools.asset_store import load_assets
 from runtime.tools.command import SPECS as COMMAND_SPECS
 from runtime.tools.fs import SPECS as FS_SPECS
 from tests.runtime.asset_helpers import ECHO, GIT_LOG, TRIAGE, cmd, ctx_for, tool_error, write

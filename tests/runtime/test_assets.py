@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.assets import (
+from runtime.errors import AssetLoadFailedError
+from runtime.tools.asset_store import (
     MAX_ASSET_BYTES,
     Asset,
     AssetCatalog,
@@ -17,7 +18,6 @@ from runtime.assets import (
     render_argv,
     render_step_args,
 )
-from runtime.errors import AssetLoadFailedError
 from tests.runtime.asset_helpers import ECHO, GIT_LOG, TRIAGE, cmd, only, tool_error, write
 
 # --- parsing each kind --------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from actors.messages import Reply
-from runtime.backend import _stale_outcome, _wait_correlation
+from runtime.daemon.backend import _stale_outcome, _wait_correlation
 
 
 def test_a_waited_user_message_gets_a_correlation_id_when_it_has_none() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runtime import cli
+from runtime.cli import app as cli
 from runtime.client import Client
 from tests.runtime.daemon_helpers import daemon_env, run_roost, running_daemon
 

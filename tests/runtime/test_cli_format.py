@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import threading
 
-from runtime.cli_format import Progress, cell, dumps_json, event_line, kv_block, render, table
+from runtime.cli.format import Progress, cell, dumps_json, event_line, kv_block, render, table
 
 
 class FakeTTY(io.StringIO):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from events.catalog import SecurityCommandBlocked, SecurityEnvDenied, ToolChildProcessesTerminated
 from runtime.errors import ToolError
-from runtime.sandbox import DISABLE_ENV, probe_layers
+from runtime.guard.sandbox import DISABLE_ENV, probe_layers
 from runtime.tools.base import ToolContext
 from runtime.tools.command import SPECS, TOOL, TOOLS, _fit, command_run
 from tests.runtime.sandbox_helpers import (
@@ -316,7 +316,7 @@ def test_a_fitted_result_fits_and_keeps_prefixes_of_both_streams(
 
 
 def test_a_stream_larger_than_the_artifact_cap_is_truncated_not_failed(tmp_path: Path) -> None:
-    from runtime.options import validate_options
+    from runtime.policy.options import validate_options
     from runtime.tools.base import ToolContext
     from runtime.tools.command import command_run
 

@@ -1,4 +1,4 @@
-"""The command blocklist and the command environment (runtime.commands)."""
+"""The command blocklist and the command environment (runtime.guard.command_controls)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.catalog import SecurityCommandBlocked, SecurityEnvDenied
-from runtime.commands import (
+from runtime.errors import ToolError
+from runtime.guard.command_controls import (
     BASE_PATH,
     PATTERNS,
     blocked_signal,
@@ -18,7 +19,6 @@ from runtime.commands import (
     env_signal,
     is_never_pass,
 )
-from runtime.errors import ToolError
 
 BLOCKED = [
     # rm -rf / and home, however spelled

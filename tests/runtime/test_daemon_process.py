@@ -13,15 +13,15 @@ import psutil
 import pytest
 
 from runtime.client import Client
-from runtime.daemon import (
+from runtime.daemon.main import (
     daemon_pid,
     daemon_processes,
     daemon_status,
     start_daemon,
     stop_daemon,
 )
+from runtime.daemon.pidfile import DaemonAlreadyRunningError
 from runtime.errors import DaemonUnreachableError
-from runtime.pidfile import DaemonAlreadyRunningError
 from tests.runtime.daemon_helpers import (
     daemon_env,
     process_gone,

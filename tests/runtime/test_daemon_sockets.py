@@ -19,8 +19,8 @@ import pytest
 
 from runtime.client import Client
 from runtime.errors import OverloadedError
-from runtime.protocol import decode_server_frame, encode_request, read_frame
-from runtime.transport import connect_unix_socket
+from runtime.wire.protocol import decode_server_frame, encode_request, read_frame
+from runtime.wire.transport import connect_unix_socket
 from tests.runtime.daemon_helpers import (
     daemon_env,
     process_gone,

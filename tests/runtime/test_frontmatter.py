@@ -1,4 +1,4 @@
-"""The asset frontmatter grammar (runtime/frontmatter.py)."""
+"""The asset frontmatter grammar (runtime/tools/frontmatter.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.frontmatter import FrontmatterError, parse_frontmatter
+from runtime.tools.frontmatter import FrontmatterError, parse_frontmatter
 
 
 @pytest.mark.parametrize(

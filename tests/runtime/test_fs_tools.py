@@ -14,9 +14,9 @@ from events.catalog import (
     SecuritySandboxViolation,
     SecuritySensitivePathDenied,
 )
-from runtime import openat2
 from runtime.errors import ToolError
-from runtime.paths import protect_state_home
+from runtime.guard import openat2
+from runtime.guard.paths import protect_state_home
 from runtime.tools.base import ToolContext
 from runtime.tools.fs import (
     LIST_MAX_ENTRIES,

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.backend_api import DaemonConfig, config_for_home
 from runtime.client import Client
+from runtime.daemon.config import DaemonConfig, config_for_home
+from runtime.daemon.gateway import Gateway
 from runtime.errors import BadRequestError, OverloadedError, ProjectNotFoundError, RequestError
-from runtime.gateway import Gateway
-from runtime.protocol import decode_server_frame, encode_frame, encode_request, read_frame
-from runtime.transport import connect_unix_socket, peer_credentials, peer_is_allowed
+from runtime.wire.protocol import decode_server_frame, encode_frame, encode_request, read_frame
+from runtime.wire.transport import connect_unix_socket, peer_credentials, peer_is_allowed
 from tests.runtime.daemon_helpers import wait_for
 from tests.runtime.fake_backend import FakeBackend
 
@@ -363,7 +363,7 @@ def test_a_subscribe_that_fails_before_iterating_gets_an_error_frame(make_server
 def test_a_peer_that_cannot_be_examined_is_refused_and_accepting_goes_on(
     make_server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runtime import gateway as gateway_module
+    from runtime.daemon import gateway as gateway_module
 
     real = gateway_module.examine_peer
     calls: list[int] = []

@@ -14,7 +14,7 @@ import pytest
 
 from events.envelope import NewEvent
 from runtime.errors import ConcurrencyError, JournalError
-from runtime.journal import Batch, Journal
+from runtime.journal.store import Batch, Journal
 
 
 def _identity(value: Any) -> Any:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.journal import Journal
+from runtime.journal.store import Journal
 from tests.runtime.journal_writer import PROJECTS, batch_events
 
 ROOT = Path(__file__).resolve().parents[2]

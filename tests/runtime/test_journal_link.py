@@ -20,9 +20,8 @@ from structlog.testing import capture_logs
 
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent, new_event
-from runtime import journal_link
-from runtime.journal import Batch, Journal
-from runtime.journal_link import (
+from runtime.journal import link as journal_link
+from runtime.journal.link import (
     HELLO_MAX_BYTES,
     LinkAppend,
     LinkClient,
@@ -34,6 +33,7 @@ from runtime.journal_link import (
     duplicate_map_key,
     link_settings,
 )
+from runtime.journal.store import Batch, Journal
 from tests.runtime.daemon_helpers import wait_for
 from tests.runtime.peer_helpers import pid_namespace_prefixes, probe, sandbox_init_prefix
 
@@ -295,7 +295,7 @@ def test_settings_are_set_and_cleared() -> None:
 def test_an_unexpected_error_in_a_pass_does_not_stop_the_server(
     tmp_path: Path, store: _Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runtime import journal_link
+    from runtime.journal import link as journal_link
 
     real = journal_link.examine_peer
     calls: list[int] = []

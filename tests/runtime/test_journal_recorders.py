@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from eventsourcing.tests.persistence import ApplicationRecorderTestCase
 
-from runtime.journal import journal_env
-from runtime.journal_postgres import RoostPostgresRecorder
-from runtime.journal_sqlite import RoostSQLiteRecorder
+from runtime.journal.postgres import RoostPostgresRecorder
+from runtime.journal.sqlite import RoostSQLiteRecorder
+from runtime.journal.store import journal_env
 from tests.conftest import postgres_skip_reason
 
 _SKIP_TIMED = "benchmarks are measured by soak.journal_bench, never by timed tests"

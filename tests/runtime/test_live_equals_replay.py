@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from events import catalog as ev
 from events.envelope import Envelope
 from events.projections import PROJECTION_KEYS, get_projection
-from runtime.agent import ConversationCore
-from runtime.options import validate_options
+from runtime.agent.core import ConversationCore
+from runtime.policy.options import validate_options
 from tests.events.test_projections import Journal, started_project
 
 OPS = (

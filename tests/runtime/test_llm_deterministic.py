@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import InvalidRuntimeOptError
+from runtime.llm.adapters import make_adapter
 from runtime.llm.base import (
     ModelAdapter,
     ModelError,
     ModelReply,
     ModelRequest,
     ToolCallRequest,
-    make_adapter,
 )
 from runtime.llm.deterministic import DeterministicAdapter
 from runtime.llm.resilience import ResilientAdapter

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.llm.base import ModelError, ModelRequest, ToolCallRequest, make_adapter
+from runtime.llm.adapters import make_adapter
+from runtime.llm.base import ModelError, ModelRequest, ToolCallRequest
 from runtime.llm.openai import OpenAIAdapter
 from runtime.llm.openai_wire import ToolNameMap, iter_sse_data, wire_tool_name
 from runtime.llm.resilience import CircuitBreaker, ResilientAdapter, RetryPolicy

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from runtime import mailbox
-from runtime.mailbox import PIPE_BUF, MailboxQueue
+from actors.thespian import mailbox
+from actors.thespian.mailbox import PIPE_BUF, MailboxQueue
 
 CTX = multiprocessing.get_context("fork")
 

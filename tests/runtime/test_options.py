@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import InvalidRuntimeOptError
-from runtime.options import (
+from runtime.policy.options import (
     DEFAULTS,
     REASONS,
     load_options_file,

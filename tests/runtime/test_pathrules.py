@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import InvalidRuntimeOptError, ToolError
-from runtime.pathrules import (
+from runtime.guard.pathrules import (
     SensitiveRules,
     extract_paths,
     parse_outside_allowlist,

@@ -26,9 +26,9 @@ from events.catalog import (
     SecuritySandboxViolation,
     SecuritySensitivePathDenied,
 )
-from runtime import openat2
 from runtime.errors import InvalidRootPathError, InvalidRuntimeOptError, ToolError
-from runtime.paths import (
+from runtime.guard import openat2
+from runtime.guard.paths import (
     PathDecision,
     Workspace,
     check_all_paths,

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runtime.peers import (
+from runtime.guard.peers import (
     PeerRefusal,
     Throttle,
     ancestry,
@@ -23,8 +23,8 @@ from runtime.peers import (
     peer_refusal,
     pid_namespace,
 )
-from runtime.proctree import MARKER_ENV
-from runtime.transport import PeerCredentials, bind_unix_socket
+from runtime.guard.proctree import MARKER_ENV
+from runtime.wire.transport import PeerCredentials, bind_unix_socket
 from tests.runtime.daemon_helpers import wait_for
 from tests.runtime.peer_helpers import (
     marked_parent_prefix,

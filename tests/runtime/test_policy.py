@@ -12,11 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import catalog as ev
-from runtime.agent_effects import CallSpec
-from runtime.options import validate_options
-from runtime.policy import PolicyContext, Verdict, decide, needs_approval
-from runtime.registry import ToolRegistry
-from runtime.tools.base import ToolSpec
+from runtime.policy.decisions import PolicyContext, Verdict, decide, needs_approval
+from runtime.policy.options import validate_options
+from runtime.tools.base import CallSpec, ToolSpec
+from runtime.tools.registry import ToolRegistry
 
 
 def write_asset(root: Path, kind: str, key: str, text: str) -> None:

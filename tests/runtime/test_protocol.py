@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import BadRequestError
-from runtime.ops import OPS, STREAM_OPS, normalize_event, op_timeout_s, validate_args
-from runtime.protocol import (
+from runtime.wire.ops import OPS, STREAM_OPS, normalize_event, op_timeout_s, validate_args
+from runtime.wire.protocol import (
     MAX_DEPTH,
     DuplicateKeyError,
     FrameTooLargeError,
@@ -31,7 +31,7 @@ from runtime.protocol import (
     encode_stream_event,
     read_frame,
 )
-from runtime.transport import bind_unix_socket, connect_unix_socket
+from runtime.wire.transport import bind_unix_socket, connect_unix_socket
 
 
 @pytest.fixture

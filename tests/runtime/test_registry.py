@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from runtime.errors import AssetLoadFailedError
-from runtime.options import validate_options
-from runtime.registry import ToolRegistry, list_rule
+from runtime.policy.options import validate_options
 from runtime.tools.base import ToolSpec
+from runtime.tools.registry import ToolRegistry, list_rule
 
 BUILTINS = [
     "asset.get",
@@ -184,7 +184,7 @@ def test_a_project_without_assets_has_only_the_builtin_tools(tmp_path: Path) -> 
 def test_a_tool_module_that_fails_to_import_is_reported_and_the_others_still_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import runtime.registry as registry_module
+    import runtime.tools.registry as registry_module
 
     modules = (*registry_module.BUILTIN_MODULES, "runtime.tools.not_written_yet")
     monkeypatch.setattr(registry_module, "BUILTIN_MODULES", modules)

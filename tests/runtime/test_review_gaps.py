@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from actors.base import profiling_wanted
-from runtime.journal_link import _raise_descriptor_limit
-from runtime.options import MAX_INT
+from runtime.journal.link import _raise_descriptor_limit
+from runtime.policy.options import MAX_INT
 from soak.bootstrap import start_projects
 from soak.monitor import Failures
 from soak.report import SoakConfig
@@ -41,7 +41,7 @@ def test_the_journal_link_raises_the_descriptor_limit_to_the_hard_one() -> None:
 
 def test_the_backend_preloads_what_actors_would_import_after_forking() -> None:
     code = (
-        "import sys, runtime.backend as b\n"
+        "import sys, runtime.daemon.backend as b\n"
         "before = [n for n in b._PRELOAD if n in sys.modules]\n"
         "b._preload()\n"
         "print(len(before) < len(b._PRELOAD), all(n in sys.modules for n in b._PRELOAD))\n"

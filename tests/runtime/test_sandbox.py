@@ -1,4 +1,4 @@
-"""The command sandbox (runtime.sandbox, runtime.proctree): layers, limits, process trees.
+"""The command sandbox (``runtime.guard.sandbox``, ``proctree``): layers, limits, process trees.
 
 Tests run in three modes: ``bwrap`` and ``unshare`` (the kernel layers; skipped with the
 probe's reason where they cannot work on this machine) and ``fallback`` (both forced off
@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from runtime.errors import ToolError
-from runtime.sandbox import (
+from runtime.guard.sandbox import (
     DISABLE_ENV,
     CommandResult,
     Limits,

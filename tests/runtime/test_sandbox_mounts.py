@@ -1,4 +1,4 @@
-"""The sandbox's protected mounts and layer switches (``runtime.sandbox``), as plain code."""
+"""The sandbox's protected mounts and layer switches (``runtime.guard.sandbox``), as plain code."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.paths import Workspace
-from runtime.sandbox import (
+from runtime.guard.paths import Workspace
+from runtime.guard.sandbox import (
     DISABLE_ENV,
     FORCE_NO_OPENAT2_ENV,
     View,
@@ -85,7 +85,7 @@ def test_an_interpreter_outside_the_system_is_bound_back_read_only(
 ) -> None:
     import sys
 
-    from runtime import sandbox, sandbox_view
+    from runtime.guard import sandbox, sandbox_view
 
     venv = Path("/tmp") / f"roost-venv-test-{os.getpid()}"
     venv.mkdir(exist_ok=True)

@@ -1,4 +1,4 @@
-"""What a command sees (``runtime.sandbox_view``) and the per-run process limit (``cgroups``)."""
+"""What a command sees (``guard.sandbox_view``) and the per-run process limit (``cgroups``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime import cgroups, roost_home, sandbox_view
-from runtime.pathrules import SensitiveRules
-from runtime.sandbox import DISABLE_ENV, View, probe_layers, run_command
-from runtime.sandbox_view import (
+from runtime.guard import cgroups, roost_home, sandbox_view
+from runtime.guard.pathrules import SensitiveRules
+from runtime.guard.sandbox import DISABLE_ENV, View, probe_layers, run_command
+from runtime.guard.sandbox_view import (
     MAX_SCAN_ENTRIES,
     etc_secrets,
     git_watch,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import ToolError
-from runtime.schema import (
+from runtime.guard.schema import (
     MAX_JSON_DEPTH,
     check_schema,
     json_depth_exceeds,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import ConfigError
-from runtime.statedir import (
+from runtime.guard.statedir import (
     PRIVATE_UMASK,
     PROJECT_UMASK_ENV,
     ROOST_ENTRIES,
@@ -87,7 +87,8 @@ def test_a_home_pointed_at_someones_files_only_closes_the_directory(tmp_path: Pa
 
 
 def test_roosts_entries_are_the_names_its_parts_use() -> None:
-    from runtime import backend_api, journal_link
+    from runtime.daemon import config as backend_api
+    from runtime.journal import link as journal_link
 
     names = {
         backend_api.SOCKET_NAME,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.supervision import RestartPolicy
+from runtime.lifecycle.supervision import RestartPolicy
 
 
 class FakeClock:

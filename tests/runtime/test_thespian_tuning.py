@@ -10,7 +10,7 @@ from thespian.system import addressManager, multiprocCommon
 from thespian.system.transport import MultiprocessQueueTransport as transport
 from thespian.system.utilis import AssocList
 
-from runtime.thespian_tuning import AddressList, IndexedAssocList
+from actors.thespian.patches import AddressList, IndexedAssocList
 
 
 def _addr(name: str) -> ActorAddress:
@@ -33,7 +33,7 @@ def test_every_patched_thespian_name_still_exists() -> None:
 def test_short_identities_name_the_type_not_the_contents() -> None:
     from thespian.system import transport as base
 
-    from runtime.thespian_tuning import short_identities
+    from actors.thespian.patches import short_identities
 
     before = (base.ReceiveEnvelope.identify, base.TransmitIntent.identify)
     try:
@@ -92,7 +92,7 @@ def test_address_list_supports_what_the_address_manager_does_with_dead_addresses
 
 
 def test_the_address_manager_uses_the_indexed_list_once_tuned() -> None:
-    from runtime.thespian_tuning import indexed_routing
+    from actors.thespian.patches import indexed_routing
 
     original_init = addressManager.ActorAddressManager.__init__
     original_assoc = transport.AssocList

@@ -16,7 +16,7 @@ import pytest
 
 from events import catalog as ev
 from events.envelope import new_call_id, new_event
-from runtime.journal import Journal
+from runtime.journal.store import Journal
 from soak.integrity import (
     check_integrity,
     find_chain_breaks,

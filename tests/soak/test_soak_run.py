@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from runtime.client import Client
+from runtime.daemon.processes import daemon_processes
 from runtime.errors import RoostError
-from runtime.processes import daemon_processes
 from soak.cli import main
 from tests.runtime.daemon_helpers import wait_for
 

@@ -1,0 +1,394 @@
+"""What each ``roost`` command does: call the client (or the daemon helpers) and print.
+
+Each ``cmd_*`` function takes the parsed arguments and returns the exit status; errors
+are raised (``RoostError``) and turned into ``roost: <code>: <message>`` by
+``runtime.cli.app``. With ``--json`` the result is printed as JSON on stdout, otherwise
+as tables and ``key: value`` blocks (``runtime.cli.format``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from runtime.cli.format import Progress, cell, dumps_json, event_line, kv_block, render, table
+from runtime.client.connection import Client
+from runtime.daemon.config import resolve_home
+from runtime.daemon.main import daemon_pid, daemon_status, start_daemon, stop_daemon
+from runtime.policy import options as roost_options
+
+__all__ = [
+    "EXIT_NOT_RUNNING",
+    "cmd_approve",
+    "cmd_cancel",
+    "cmd_conversation_start",
+    "cmd_conversation_stop",
+    "cmd_daemon_start",
+    "cmd_daemon_status",
+    "cmd_daemon_stop",
+    "cmd_event",
+    "cmd_incident",
+    "cmd_project_diagnostics",
+    "cmd_project_list",
+    "cmd_project_start",
+    "cmd_project_stop",
+    "cmd_project_tools",
+    "cmd_projection",
+    "cmd_reject",
+    "cmd_resume",
+    "cmd_run_tool",
+    "cmd_send",
+    "cmd_tail",
+    "cmd_timeline",
+    "cmd_verify",
+    "print_error",
+]
+
+EXIT_NOT_RUNNING = 3
+"""``roost daemon status`` exit status when no daemon runs (as LSB init scripts do)."""
+
+Namespace = argparse.Namespace
+
+
+def print_error(code: str, message: str) -> None:
+    """Print the one-line error ``roost: <code>: <message>`` on stderr."""
+    first = message.strip().splitlines()[0] if message.strip() else code
+    print(f"roost: {code}: {first}", file=sys.stderr)
+
+
+def _out(ns: Namespace, value: Any, human: Callable[[Any], str] = render) -> None:
+    text = dumps_json(value) if ns.json else human(value)
+    print(text, flush=True)
+
+
+def _client(ns: Namespace) -> Client:
+    return Client.connect(ns.home)
+
+
+# --- daemon -----------------------------------------------------------------------------
+
+
+def cmd_daemon_start(ns: Namespace) -> int:
+    """``roost daemon start [--foreground]``."""
+    if ns.foreground:
+        return start_daemon(ns.home, foreground=True)
+    pid = start_daemon(ns.home, timeout_s=ns.timeout)
+    home = resolve_home(ns.home)
+    _out(ns, {"pid": pid, "home": home}, lambda v: f"daemon started (pid {pid}) in {home}")
+    return 0
+
+
+def cmd_daemon_stop(ns: Namespace) -> int:
+    """``roost daemon stop``: exit 0 also when no daemon was running (it says so)."""
+    home = resolve_home(ns.home)
+    pid = daemon_pid(home)
+    was_running = stop_daemon(home, timeout_s=ns.timeout)
+    result = {"was_running": was_running, "pid": pid if was_running else None, "home": home}
+    if was_running:
+        _out(ns, result, lambda v: f"daemon stopped (pid {pid}) in {home}")
+    else:
+        _out(ns, result, lambda v: f"daemon is not running in {home}")
+    return 0
+
+
+def cmd_daemon_status(ns: Namespace) -> int:
+    """``roost daemon status``: 0 when it answers, 3 when not running, 1 when it does not answer."""
+    status = daemon_status(ns.home)
+    _out(ns, status, kv_block)
+    if not status["running"]:
+        return EXIT_NOT_RUNNING
+    if not status["responding"]:
+        print_error("daemon_unreachable", f"daemon (pid {status['pid']}) does not answer")
+        return 1
+    return 0
+
+
+# --- projects ---------------------------------------------------------------------------
+
+
+def cmd_project_start(ns: Namespace) -> int:
+    """``roost project start ROOT [--id ID] [--opt K=V ...] [--options-file FILE]``."""
+    from_file = roost_options.load_options_file(ns.options_file) if ns.options_file else None
+    pairs = roost_options.parse_opt_pairs(ns.opt or [])
+    options = roost_options.merge_options(from_file, pairs)
+    with _client(ns) as c:
+        project_id = c.start_project(ns.root, project_id=ns.id, options=options)
+    _out(ns, {"project_id": project_id}, lambda v: project_id)
+    return 0
+
+
+def cmd_project_stop(ns: Namespace) -> int:
+    """``roost project stop ID``."""
+    with _client(ns) as c:
+        c.stop_project(ns.project)
+    _out(ns, {"project_id": ns.project, "stopped": True}, lambda v: f"project {ns.project} stopped")
+    return 0
+
+
+def cmd_project_list(ns: Namespace) -> int:
+    """``roost project list``: PROJECT ROOT CONVERSATIONS STARTED."""
+    with _client(ns) as c:
+        projects = c.list_projects()
+    columns = [
+        ("project_id", "PROJECT"),
+        ("root", "ROOT"),
+        ("conversation_count", "CONVERSATIONS"),
+        ("started_at", "STARTED"),
+    ]
+    _out(ns, projects, lambda v: table(v, columns, empty="(no projects)"))
+    return 0
+
+
+def cmd_project_diagnostics(ns: Namespace) -> int:
+    """``roost project diagnostics ID``."""
+    with _client(ns) as c:
+        diagnostics = c.diagnostics(ns.project)
+    _out(ns, diagnostics, kv_block)
+    return 0
+
+
+def _tools_table(tools: list[dict[str, Any]]) -> str:
+    flag_names = (
+        ("read_only", "ro"),
+        ("writes", "writes"),
+        ("network_capable", "net"),
+        ("runs_commands", "cmd"),
+    )
+    rows = [
+        {
+            "name": t.get("name"),
+            "flags": ",".join(short for key, short in flag_names if t.get(key)) or None,
+            "description": t.get("description"),
+        }
+        for t in tools
+    ]
+    columns = [("name", "NAME"), ("flags", "FLAGS"), ("description", "DESCRIPTION")]
+    return table(rows, columns, empty="(no tools)")
+
+
+def cmd_project_tools(ns: Namespace) -> int:
+    """``roost project tools ID``: NAME FLAGS DESCRIPTION."""
+    with _client(ns) as c:
+        tools = c.list_tools(ns.project)
+    _out(ns, tools, _tools_table)
+    return 0
+
+
+# --- conversations and events -----------------------------------------------------------
+
+
+def cmd_conversation_start(ns: Namespace) -> int:
+    """``roost conversation start PROJECT [--id ID]``."""
+    with _client(ns) as c:
+        conversation_id = c.start_conversation(ns.project, conversation_id=ns.id)
+    result = {"project_id": ns.project, "conversation_id": conversation_id}
+    _out(ns, result, lambda v: conversation_id)
+    return 0
+
+
+def cmd_conversation_stop(ns: Namespace) -> int:
+    """``roost conversation stop PROJECT CONV``."""
+    with _client(ns) as c:
+        c.stop_conversation(ns.project, ns.conversation)
+    result = {"project_id": ns.project, "conversation_id": ns.conversation, "stopped": True}
+    _out(ns, result, lambda v: f"conversation {ns.conversation} stopped")
+    return 0
+
+
+def cmd_send(ns: Namespace) -> int:
+    """``roost send PROJECT CONV TEXT [--correlation-id ID] [--wait] [--llm JSON]``."""
+    with _client(ns) as c:
+        ack = c.send_message(
+            ns.project,
+            ns.conversation,
+            ns.text,
+            correlation_id=ns.correlation_id,
+            wait=ns.wait,
+            wait_timeout_s=ns.wait_timeout,
+            llm=ns.llm,
+        )
+    _out(ns, ack, kv_block)
+    return 0
+
+
+def cmd_event(ns: Namespace) -> int:
+    """``roost event PROJECT CONV --type TYPE [--data JSON]``."""
+    event = {"type": ns.type, "data": ns.data, "correlation_id": ns.correlation_id}
+    with _client(ns) as c:
+        ack = c.send_event(
+            ns.project, ns.conversation, event, wait=ns.wait, wait_timeout_s=ns.wait_timeout
+        )
+    _out(ns, ack, kv_block)
+    return 0
+
+
+def cmd_cancel(ns: Namespace) -> int:
+    """``roost cancel PROJECT CONV [--correlation-id ID] [--reason TEXT]``."""
+    with _client(ns) as c:
+        result = c.cancel(ns.project, ns.conversation, ns.correlation_id, ns.reason)
+    _out(ns, result)
+    return 0
+
+
+def cmd_resume(ns: Namespace) -> int:
+    """``roost resume PROJECT CONV``."""
+    with _client(ns) as c:
+        result = c.resume(ns.project, ns.conversation)
+    _out(ns, result)
+    return 0
+
+
+def cmd_approve(ns: Namespace) -> int:
+    """``roost approve PROJECT CONV CALL_ID``."""
+    with _client(ns) as c:
+        result = c.approve(ns.project, ns.conversation, ns.call_id)
+    _out(ns, result)
+    return 0
+
+
+def cmd_reject(ns: Namespace) -> int:
+    """``roost reject PROJECT CONV CALL_ID [--reason TEXT]``."""
+    with _client(ns) as c:
+        result = c.reject(ns.project, ns.conversation, ns.call_id, ns.reason)
+    _out(ns, result)
+    return 0
+
+
+def cmd_run_tool(ns: Namespace) -> int:
+    """``roost run-tool PROJECT NAME --args JSON``: exit 1 when the tool failed."""
+    meta = {"conversation_id": ns.conversation, "correlation_id": ns.correlation_id}
+    request = {"name": ns.name, "args": ns.args, "meta": meta}
+    with _client(ns) as c:
+        result = c.run_tool(ns.project, request)
+    _out(ns, result, kv_block)
+    if result.get("status") == "error":
+        reason = result.get("reason") or {}
+        code = str(reason.get("code", "tool_failed"))
+        print_error(code, str(reason.get("message") or f"{ns.name} failed"))
+        return 1
+    return 0
+
+
+# --- queries ----------------------------------------------------------------------------
+
+_EVENT_COLUMNS = [
+    ("seq", "SEQ"),
+    ("at", "AT"),
+    ("type", "TYPE"),
+    ("correlation_id", "CORRELATION"),
+    ("data", "DATA"),
+]
+_PENDING_COLUMNS = [
+    ("call_id", "CALL_ID"),
+    ("name", "NAME"),
+    ("status", "STATUS"),
+    ("run_mode", "RUN_MODE"),
+    ("requested_seq", "REQUESTED_SEQ"),
+    ("args", "ARGS"),
+]
+
+
+def _projection_text(key: str, value: Any) -> str:
+    if key == "timeline" and isinstance(value, list):
+        return table(value, _EVENT_COLUMNS, empty="(no events)")
+    if key == "pending_tool_calls" and isinstance(value, list):
+        return table(value, _PENDING_COLUMNS, empty="(no pending calls)")
+    return render(value)
+
+
+def cmd_projection(ns: Namespace) -> int:
+    """``roost projection PROJECT CONV KEY``."""
+    with _client(ns) as c:
+        value = c.get_projection(ns.project, ns.conversation, ns.key)
+    _out(ns, value, lambda v: _projection_text(ns.key, v))
+    return 0
+
+
+def _timeline_text(value: dict[str, Any]) -> str:
+    entries = value.get("entries") or []
+    corr = value.get("correlation_id")
+    head = (
+        f"timeline of {value.get('project_id')}/{value.get('conversation_id')}"
+        + (f" (correlation {corr})" if corr else "")
+        + f": {len(entries)} of {value.get('total_entries', len(entries))} entries"
+    )
+    columns = [*_EVENT_COLUMNS[:2], ("source", "SOURCE"), *_EVENT_COLUMNS[2:]]
+    return head + "\n" + table(entries, columns, empty="(no entries)")
+
+
+def cmd_timeline(ns: Namespace) -> int:
+    """``roost timeline PROJECT CONV [--limit N] [--correlation-id ID]``."""
+    with _client(ns) as c:
+        value = c.incident_timeline(ns.project, ns.conversation, ns.limit, ns.correlation_id)
+    _out(ns, value, _timeline_text)
+    return 0
+
+
+def cmd_incident(ns: Namespace) -> int:
+    """``roost incident PROJECT CONV [--correlation-id ID] [--format md|json]``.
+
+    The default format is ``md`` for people and ``json`` with ``--json``.
+    """
+    fmt = ns.format or ("json" if ns.json else "md")
+    with _client(ns) as c:
+        report = c.incident_report(ns.project, ns.conversation, ns.correlation_id, format=fmt)
+    if ns.json or fmt == "json":
+        print(dumps_json(report), flush=True)
+    else:
+        sys.stdout.write(str(report) if str(report).endswith("\n") else f"{report}\n")
+        sys.stdout.flush()
+    return 0
+
+
+def cmd_tail(ns: Namespace) -> int:
+    """``roost tail PROJECT [CONV] [--after-seq N]``: follow events until Ctrl-C."""
+    with _client(ns) as c, c.subscribe(ns.project, ns.conversation, ns.after_seq) as stream:
+        try:
+            for event in stream:
+                print(dumps_json(event, pretty=False) if ns.json else event_line(event), flush=True)
+        except KeyboardInterrupt:
+            return 0
+    return 0
+
+
+def _mismatch_line(mismatch: Any) -> str:
+    if isinstance(mismatch, dict):
+        kind = mismatch.get("kind", "mismatch")
+        fields = {k: v for k, v in mismatch.items() if k not in ("kind", "diff")}
+        rest = ", ".join(f"{k}={cell(v, 80)}" for k, v in fields.items())
+        line = f"  - {kind}: {rest}" if rest else f"  - {kind}"
+        diff = mismatch.get("diff")
+        if isinstance(diff, list) and diff:
+            line += "\n" + "\n".join(f"      {d}" for d in diff)
+        return line
+    return f"  - {cell(mismatch, None)}"
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _verify_text(result: dict[str, Any]) -> str:
+    verdict = "ok" if result.get("ok") else "NOT OK"
+    chain = "hash chain ok" if result.get("chain_ok") else "hash chain BROKEN"
+    lines = [f"{verdict}: {result.get('checked_events', 0)} events checked, {chain}"]
+    mismatches = result.get("mismatches") or []
+    if mismatches:
+        lines.append(f"{_count(len(mismatches), 'mismatch', 'mismatches')}:")
+        lines.extend(_mismatch_line(m) for m in mismatches)
+    return "\n".join(lines)
+
+
+def cmd_verify(ns: Namespace) -> int:
+    """``roost verify PROJECT``: exit 1 when the project does not verify."""
+    with _client(ns) as c, Progress(f"verifying {ns.project}").ticking():
+        result = c.verify(ns.project)
+    _out(ns, result, _verify_text)
+    if not result.get("ok"):
+        count = len(result.get("mismatches") or [])
+        found = _count(count, "mismatch", "mismatches")
+        print_error("verify_failed", f"project {ns.project} does not verify ({found})")
+        return 1
+    return 0

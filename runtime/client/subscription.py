@@ -1,0 +1,184 @@
+"""The client side of ``subscribe``: an iterator of events that survives dropped connections.
+
+An :class:`EventStream` owns one connection, sends one ``subscribe`` request and yields
+each event frame's envelope. If the connection drops without an ``end`` frame, it
+reconnects and asks again from the last ``seq`` it yielded (``after_seq``), a bounded
+number of times with backoff, so a consumer sees every event once and in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from runtime.errors import DaemonUnreachableError, error_from_wire
+from runtime.wire.protocol import (
+    MalformedFrameError,
+    ServerFrame,
+    TruncatedFrameError,
+    decode_server_frame,
+    encode_request,
+    read_frame,
+)
+from runtime.wire.transport import connect_unix_socket
+
+__all__ = ["EventStream", "exchange", "open_socket"]
+
+
+def open_socket(socket_path: str, home: str, timeout_s: float) -> socket.socket:
+    """Connect to the daemon's socket or raise ``DaemonUnreachableError`` saying how to fix."""
+    try:
+        return connect_unix_socket(socket_path, timeout_s)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise DaemonUnreachableError(
+            f"no daemon answers on {socket_path} ({reason}); "
+            f"start one with `roost daemon start --home {home}`",
+            home=home,
+            socket=socket_path,
+        ) from e
+
+
+def exchange(sock: socket.socket, frame: bytes, *, timeout_s: float, max_bytes: int) -> ServerFrame:
+    """Send a request frame and read the one frame that answers it.
+
+    If the daemon hung up before the request went out, the error frame it left (e.g.
+    ``overloaded``) is raised as its ``RequestError``. Raises ``FrameTooLargeError``,
+    ``MalformedFrameError``, ``TimeoutError`` and other ``OSError`` (connection lost).
+    """
+    sock.settimeout(timeout_s)
+    try:
+        sock.sendall(frame)
+    except OSError:
+        try:
+            body = read_frame(sock, max_bytes)
+            left = decode_server_frame(body) if body else None
+        except (OSError, MalformedFrameError):
+            left = None
+        if left is not None and left.kind == "error":
+            raise error_from_wire(left.value) from None
+        raise
+    body = read_frame(sock, max_bytes)
+    if body is None:
+        raise TruncatedFrameError("the daemon closed the connection")
+    return decode_server_frame(body)
+
+
+class EventStream(Iterator[dict[str, Any]]):
+    """Events of one ``subscribe`` request, in ``seq`` order; ``close()`` to stop."""
+
+    def __init__(
+        self,
+        socket_path: str,
+        *,
+        home: str,
+        args: dict[str, Any],
+        connect_timeout_s: float = 5.0,
+        max_frame_bytes: int,
+        max_retries: int = 5,
+    ) -> None:
+        self._socket_path = socket_path
+        self._home = home
+        self._args = dict(args)
+        self._connect_timeout_s = connect_timeout_s
+        self._max_frame_bytes = max_frame_bytes
+        self._max_retries = max_retries
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._failures = 0
+        self.last_seq: int = int(args.get("after_seq", 0))
+        """The ``seq`` of the last event yielded (the cursor a reconnect resumes from)."""
+        self.reconnects = 0
+        """How many times the stream was resumed on a new connection."""
+
+    def open(self) -> None:
+        """Connect and send the request (``after_seq`` = :attr:`last_seq`)."""
+        sock = open_socket(self._socket_path, self._home, self._connect_timeout_s)
+        try:
+            sock.sendall(encode_request(1, "subscribe", {**self._args, "after_seq": self.last_seq}))
+            sock.settimeout(None)
+        except OSError as e:
+            sock.close()
+            raise DaemonUnreachableError(f"could not send subscribe: {e}") from e
+        with self._lock:
+            if self._closed:
+                sock.close()
+                return
+            self._sock = sock
+
+    def close(self) -> None:
+        """Stop the stream and close its connection (safe from another thread)."""
+        with self._lock:
+            self._closed = True
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        while True:
+            sock = self._sock
+            if self._closed or sock is None:
+                raise StopIteration
+            try:
+                body = read_frame(sock, self._max_frame_bytes)
+                if body is None:
+                    raise TruncatedFrameError("the daemon closed the stream")
+                frame = decode_server_frame(body)
+            except (OSError, MalformedFrameError) as e:
+                if self._closed:
+                    raise StopIteration from None
+                self._resume(e)
+                continue
+            if frame.kind == "event":
+                self._failures = 0
+                event: dict[str, Any] = frame.value
+                seq = event.get("seq")
+                if isinstance(seq, int):
+                    if seq <= self.last_seq:
+                        continue
+                    self.last_seq = seq
+                return event
+            self.close()
+            if frame.kind == "error":
+                raise error_from_wire(frame.value)
+            raise StopIteration
+
+    def _resume(self, cause: Exception) -> None:
+        with self._lock:
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+        while True:
+            self._failures += 1
+            if self._failures > self._max_retries:
+                self.close()
+                raise DaemonUnreachableError(
+                    f"lost the event stream ({cause}) and could not resume after "
+                    f"{self._max_retries} attempts; last seq seen {self.last_seq}",
+                    last_seq=self.last_seq,
+                ) from cause
+            time.sleep(min(0.05 * 2 ** (self._failures - 1), 1.0))
+            if self._closed:
+                return
+            try:
+                self.open()
+            except DaemonUnreachableError:
+                continue
+            self.reconnects += 1
+            return

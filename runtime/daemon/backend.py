@@ -1,0 +1,429 @@
+"""The real backend: the Thespian actor system behind the daemon's socket.
+
+Mutations and live state go to the actors (``ask`` through a per-thread private endpoint,
+so concurrent client connections never share one). Read-only queries — incident
+timelines and reports, diagnostics, verification, subscriptions — read the journal
+directly from the daemon process: they never queue behind a busy actor.
+
+The actor system is ``multiprocQueueBase``: actors are processes talking over
+multiprocessing queues, and nothing listens on a network interface. It is started before
+the daemon opens its own (read-only) journal connection, so no actor process inherits an
+open SQLite handle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import importlib
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import psutil
+
+from actors.messages import Boot, Reply, Request
+from actors.supervisor import SupervisorActor
+from actors.thespian import patches as thespian_tuning
+from events.chain import verify_chain
+from events.envelope import new_correlation_id
+from events.incidents import conversation_exists, incident_report, incident_timeline
+from events.projections import get_projection, project_view
+from events.report import render_incident_markdown
+from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
+from runtime.errors import (
+    ConversationNotFoundError,
+    DaemonUnreachableError,
+    ProjectNotFoundError,
+    RequestError,
+    RequestTimeoutError,
+    error_from_wire,
+)
+from runtime.guard.paths import protect_state_home
+from runtime.journal import link as journal_link
+from runtime.journal.store import Journal
+from runtime.wire.ops import waits_for_turn
+
+__all__ = ["ActorBackend", "create_backend"]
+
+_ACTOR_OPS = frozenset(
+    {
+        "start_project",
+        "stop_project",
+        "list_tools",
+        "run_tool",
+        "start_conversation",
+        "stop_conversation",
+        "send_event",
+        "cancel",
+        "resume",
+        "approve",
+        "reject",
+        "get_projection",
+    }
+)
+_POLL_S = 0.05
+
+
+def _diff(live: Any, replayed: Any, limit: int = 40) -> list[str]:
+    """A unified diff (live → replayed) of two projections, as readable JSON lines."""
+    before = msgspec.json.format(msgspec.json.encode(live)).decode().splitlines()
+    after = msgspec.json.format(msgspec.json.encode(replayed)).decode().splitlines()
+    lines = list(difflib.unified_diff(before, after, "live", "replayed", lineterm="", n=2))
+    return lines[:limit] + ([f"... {len(lines) - limit} more lines"] if len(lines) > limit else [])
+
+
+def _wait_correlation(op: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """For a request that waits for its turn: the args with a correlation id, and that id.
+
+    One is made when the client gave none, so the outcome can be told apart. Any other
+    request: ``(args, None)``.
+    """
+    if not waits_for_turn(op, args):
+        return args, None
+    event = args["event"]
+    correlation = event.get("correlation_id")
+    if correlation is None:
+        correlation = new_correlation_id()
+        args = {**args, "event": {**event, "correlation_id": correlation}}
+    return args, correlation if isinstance(correlation, str) else None
+
+
+def _stale_outcome(reply: Any, expected: str | None) -> bool:
+    """True for a turn outcome that answers another request than the one waiting."""
+    if not isinstance(reply, Reply) or not reply.ok or not isinstance(reply.result, dict):
+        return False
+    result = reply.result
+    return "outcome" in result and result.get("correlation_id") != expected
+
+
+def create_backend(config: DaemonConfig) -> ActorBackend:
+    """The default backend factory (``ROOST_BACKEND`` unset)."""
+    return ActorBackend(config)
+
+
+_PRELOAD = (
+    "runtime.llm.deterministic",
+    "runtime.llm.openai",
+    "runtime.llm.resilience",
+    "runtime.execution.results",
+    "runtime.tools.registry",
+    "runtime.guard.sandbox",
+    "runtime.policy.decisions",
+    "runtime.execution.runner",
+    "runtime.policy.options",
+    "runtime.tools.asset_store",
+)
+"""Modules actors import when they start, loaded once here so every forked actor has them.
+
+A conversation is a process of its own; importing its model adapter (HTTP client
+included) on start cost it ~40 ms, more where no ``.pyc`` files are written, on every
+passivation, restart and rehydration.
+"""
+
+
+def _preload() -> None:
+    for name in _PRELOAD:
+        importlib.import_module(name)
+
+
+def _thespian_logging(home: str) -> dict[str, Any]:
+    logs = os.path.join(home, "logs")
+    os.makedirs(logs, mode=0o700, exist_ok=True)
+    os.environ.setdefault("THESPLOG_FILE", os.path.join(logs, "thespian.log"))
+    os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
+    os.environ.setdefault("ROOST_LOG_FILE", os.path.join(logs, "daemon.log"))
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {"null": {"class": "logging.NullHandler"}},
+        "root": {"handlers": ["null"], "level": "WARNING"},
+    }
+
+
+class ActorBackend:
+    """Serves requests with the actor tree and the journal."""
+
+    def __init__(self, config: DaemonConfig, *, boot_timeout_s: float = 120.0) -> None:
+        from thespian.actors import ActorSystem  # noqa: PLC0415
+
+        self.config = config
+        _preload()
+        thespian_tuning.apply(os.path.join(config.home, MAILBOX_DIR))
+        # Inherited by every actor process (forks of this one); never written to disk.
+        journal_link.configure(
+            os.path.join(config.home, journal_link.LINK_SOCKET_NAME), secrets.token_hex(16)
+        )
+        # Inherited too: no tool's Workspace reads or writes this home, whatever its options.
+        protect_state_home(config.home)
+        self.system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(config.home))
+        self._local = threading.local()
+        self._contexts: list[Any] = []
+        self._lock = threading.Lock()
+        self.closed = False
+        self._actors: dict[str, int] = {}
+        try:
+            self.supervisor = self.system.createActor(
+                SupervisorActor, globalName="roost-supervisor"
+            )
+            me = psutil.Process()
+            boot = Boot(home=config.home, daemon_pid=me.pid, daemon_started=me.create_time())
+            reply = self.system.ask(self.supervisor, boot, boot_timeout_s)
+            if not isinstance(reply, Reply) or not reply.ok:
+                raise DaemonUnreachableError(f"the actor system did not boot: {reply!r}")
+            self.restored: list[str] = list((reply.result or {}).get("restored", []))
+            self.journal = Journal.open(config.home)
+        except BaseException:
+            self.system.shutdown()
+            raise
+
+    # --- actor requests -----------------------------------------------------------------
+
+    def _endpoint(self) -> Any:
+        endpoint = getattr(self._local, "endpoint", None)
+        if endpoint is None:
+            manager = self.system.private()
+            endpoint = manager.__enter__()
+            self._local.endpoint = endpoint
+            self._local.manager = manager
+            with self._lock:
+                self._contexts.append(manager)
+        return endpoint
+
+    def _drop_endpoint(self) -> None:
+        """Forget this thread's endpoint: a late reply must not answer the next request."""
+        manager = getattr(self._local, "manager", None)
+        self._local.endpoint = None
+        self._local.manager = None
+        if manager is not None:
+            with self._lock:
+                if manager in self._contexts:
+                    self._contexts.remove(manager)
+            with contextlib.suppress(Exception):  # closing a dead endpoint may fail
+                manager.__exit__(None, None, None)
+
+    def ask(self, op: str, args: dict[str, Any], deadline: float) -> Any:
+        """Send a request down the actor tree and wait for its reply.
+
+        A turn's outcome (``send_event`` with ``wait``) may be answered twice: by the
+        conversation, and again by its replacement if it crashed after answering. Such an
+        answer names its correlation, and one that is not for this request is dropped.
+        """
+        args, expected = _wait_correlation(op, args)
+        timeout = max(0.05, deadline - time.monotonic())
+        endpoint = self._endpoint()
+        reply = endpoint.ask(self.supervisor, Request(op=op, args=args, reply_to=None), timeout)
+        while _stale_outcome(reply, expected):
+            reply = endpoint.listen(max(0.05, deadline - time.monotonic()))
+        if reply is None:
+            self._drop_endpoint()
+            raise RequestTimeoutError(
+                f"{op} did not finish within {timeout:.1f} s", op=op, timeout_s=round(timeout, 3)
+            )
+        if not isinstance(reply, Reply):
+            self._drop_endpoint()
+            raise RequestError(f"unexpected answer to {op}: {type(reply).__name__}")
+        if not reply.ok:
+            raise error_from_wire(reply.error or {})
+        return reply.result
+
+    # --- Backend interface --------------------------------------------------------------
+
+    def handle(self, op: str, args: dict[str, Any], *, deadline: float) -> Any:
+        """Serve one request."""
+        if op in _ACTOR_OPS:
+            return self.ask(op, args, deadline)
+        if op == "status":
+            live = self._live(deadline)
+            return {
+                "projects": sum(1 for p in live.values() if p.get("status") == "running"),
+                "actor_system": "multiprocQueueBase",
+                "actors": self._actors,
+                "admin_pid": self._admin_pid(),
+            }
+        if op == "list_projects":
+            return self._list_projects(deadline)
+        if op == "diagnostics":
+            return self._diagnostics(str(args["project_id"]), deadline)
+        if op == "incident_timeline":
+            events = self._conversation_events(args)
+            return incident_timeline(
+                events,
+                args["project_id"],
+                args["conversation_id"],
+                limit=args.get("limit", 100),
+                correlation_id=args.get("correlation_id"),
+            )
+        if op == "incident_report":
+            events = self._conversation_events(args)
+            report = incident_report(
+                events, args["project_id"], args["conversation_id"], args.get("correlation_id")
+            )
+            if args.get("format") == "md":
+                return render_incident_markdown(report)
+            return report
+        if op == "verify":
+            return self._verify(str(args["project_id"]), deadline)
+        raise RequestError(f"unknown operation {op!r}", reason="unknown_op")
+
+    def _admin_pid(self) -> int | None:
+        """The Thespian admin: parent of the Supervisor, root of the actor processes."""
+        supervisor = self._actors.get("supervisor")
+        if not supervisor:
+            return None
+        try:
+            return int(psutil.Process(supervisor).ppid())
+        except psutil.NoSuchProcess:
+            return None
+
+    def _live(self, deadline: float) -> dict[str, Any]:
+        result = dict(self.ask("list_projects", {}, deadline))
+        self._actors = dict(result.pop("_actors", {}))
+        return result
+
+    def _project_events(self, project_id: str) -> list[Any]:
+        events = self.journal.read_project(project_id)
+        if not events:
+            raise ProjectNotFoundError(
+                f"no project {project_id!r} in the journal", project_id=project_id
+            )
+        return events
+
+    def _conversation_events(self, args: dict[str, Any]) -> list[Any]:
+        events = self._project_events(str(args["project_id"]))
+        if not conversation_exists(events, str(args["conversation_id"])):
+            raise ConversationNotFoundError(
+                f"no conversation {args['conversation_id']!r} in project {args['project_id']!r}",
+                project_id=args["project_id"],
+                conversation_id=args["conversation_id"],
+            )
+        return events
+
+    def _list_projects(self, deadline: float) -> list[dict[str, Any]]:
+        out = []
+        for project_id, info in sorted(self._live(deadline).items()):
+            if info.get("status") != "running":
+                continue
+            view = project_view(self.journal.read_project(project_id))
+            out.append(
+                {
+                    "project_id": project_id,
+                    "root": info.get("root"),
+                    "conversation_count": len(view.get("conversations", [])),
+                    "started_at": info.get("started_at"),
+                }
+            )
+        return out
+
+    def _diagnostics(self, project_id: str, deadline: float) -> dict[str, Any]:
+        live = self._live(deadline).get(project_id)
+        events = self._project_events(project_id)
+        view = project_view(events)
+        health: dict[str, Any] = {"status": "stopped"}
+        active: list[str] = []
+        pids: dict[str, int] = {}
+        if live is not None and live.get("status") == "running":
+            status = self.ask("live_status", {"project_id": project_id}, deadline)
+            health = status.get("health", {"status": "ok"})
+            active = status.get("active_conversations", [])
+            pids = status.get("pids", {})
+        elif live is not None:
+            health = {"status": "failed", "reason": live.get("reason")}
+        return {
+            "project_id": project_id,
+            "root": view.get("root"),
+            "options": view.get("options"),
+            "health": health,
+            "sandbox_layers": view.get("sandbox_layers", {}),
+            "recent_decisions": view.get("recent_decisions", []),
+            "signal_counts": view.get("signal_counts", {}),
+            "conversations": view.get("conversations", []),
+            "active_conversations": active,
+            "actors": pids,
+        }
+
+    def _verify(self, project_id: str, deadline: float) -> dict[str, Any]:
+        events = self._project_events(project_id)
+        chain = verify_chain(events)
+        mismatches: list[dict[str, Any]] = [
+            {"kind": "hash_chain", "seq": b.seq, "reason": b.reason} for b in chain.breaks
+        ]
+        versions: dict[tuple[str, str | None], int] = {}
+        for envelope in events:
+            stream = (envelope.project_id, envelope.conversation_id)
+            expected = versions.get(stream, 0) + 1
+            if envelope.stream_version != expected:
+                mismatches.append(
+                    {
+                        "kind": "stream_version",
+                        "seq": envelope.seq,
+                        "expected": expected,
+                        "actual": envelope.stream_version,
+                    }
+                )
+            versions[stream] = envelope.stream_version
+        compared: list[str] = []
+        live = self._live(deadline).get(project_id)
+        if live is not None and live.get("status") == "running":
+            status = self.ask("live_status", {"project_id": project_id}, deadline)
+            fresh = self._project_events(project_id)
+            for conversation_id in status.get("active_conversations", []):
+                for key in ("timeline", "pending_tool_calls", "llm_context", "diagnostics"):
+                    live_value = self.ask(
+                        "get_projection",
+                        {"project_id": project_id, "conversation_id": conversation_id, "key": key},
+                        deadline,
+                    )
+                    replayed = get_projection(fresh, conversation_id, key)
+                    if msgspec.json.encode(live_value) != msgspec.json.encode(replayed):
+                        mismatches.append(
+                            {
+                                "kind": "projection",
+                                "conversation_id": conversation_id,
+                                "projection": key,
+                                "diff": _diff(live_value, replayed),
+                            }
+                        )
+                compared.append(conversation_id)
+        return {
+            "ok": not mismatches,
+            "checked_events": len(events),
+            "chain_ok": chain.ok,
+            "mismatches": mismatches,
+            "conversations_compared": compared,
+        }
+
+    def subscribe(self, args: dict[str, Any], stop: threading.Event) -> Iterator[dict[str, Any]]:
+        """Poll the journal for the project's events after ``after_seq``."""
+        project_id = str(args["project_id"])
+        conversation_id = args.get("conversation_id")
+        cursor = int(args.get("after_seq", 0))
+        if not self.journal.read_project(project_id):
+            raise ProjectNotFoundError(
+                f"no project {project_id!r} in the journal", project_id=project_id
+            )
+        while not stop.is_set() and not self.closed:
+            chunk = self.journal.read_all(after_seq=cursor, limit=500)
+            for envelope in chunk:
+                cursor = envelope.seq
+                if envelope.project_id != project_id:
+                    continue
+                if conversation_id is not None and envelope.conversation_id != conversation_id:
+                    continue
+                yield msgspec.to_builtins(envelope)
+            if not chunk:
+                stop.wait(_POLL_S)
+
+    def close(self) -> None:
+        """Shut the actor system down (no orphan process) and close the journal."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.system.shutdown()
+        finally:
+            self.journal.close()

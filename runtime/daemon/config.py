@@ -1,0 +1,193 @@
+"""The interface between the daemon's transport and the system that serves requests.
+
+The daemon process (``runtime.daemon.main``) owns the socket, the pid file and the logs; what
+answers requests is a :class:`Backend`, made once by a :data:`BackendFactory` from the
+:class:`DaemonConfig`. The real one (``runtime.daemon.backend:create_backend``) runs the actor
+system; tests use ``tests.runtime.fake_backend:create``. ``ROOST_BACKEND="module:function"``
+chooses the factory.
+
+What ``Backend.handle`` receives and returns, per op (``runtime.wire.ops`` checks the arguments
+and fills in their defaults before the backend sees them):
+
+========================  =============================================================
+op                        result
+========================  =============================================================
+``status``                ``{projects: int, ...}`` merged into the gateway's status
+``start_project``         the project id (str)
+``stop_project``          anything JSON-able (``{project_id, stopped: true}``)
+``list_projects``         ``[{project_id, root, conversation_count, started_at}]``
+``diagnostics``           ``{project_id, root, options, health, sandbox_layers, ...}``
+``list_tools``            ``[{name, description, input_schema, read_only, writes, ...}]``
+``run_tool``              the tool result dict (``status: ok|error``), never raised
+``start_conversation``    the conversation id (str)
+``stop_conversation``     anything JSON-able
+``send_event``            ``{seq, event_id, correlation_id}`` (+ the turn outcome with wait)
+``cancel``/``resume``     an ack dict
+``approve``/``reject``    an ack dict
+``get_projection``        the projection (timeline list, pending list, context, dict)
+``incident_timeline``     ``{project_id, conversation_id, correlation_id, limit, ...}``
+``incident_report``       a dict (``format: json``) or a Markdown str (``format: md``)
+``verify``                ``{ok, checked_events, chain_ok, mismatches}``
+========================  =============================================================
+
+Failures are raised as :class:`runtime.errors.RoostError` subclasses (the request error
+codes of SPEC section 2); anything else becomes an ``internal_error`` reply.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from runtime.guard.roost_home import SOCKET_NAME, resolve_home
+from runtime.wire.protocol import DEFAULT_MAX_FRAME_BYTES
+
+__all__ = [
+    "DEFAULT_BACKEND",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "Backend",
+    "BackendFactory",
+    "DaemonConfig",
+    "config_for_home",
+    "load_backend_factory",
+    "resolve_home",
+    "roost_version",
+]
+
+DEFAULT_BACKEND = "runtime.daemon.backend:create_backend"
+"""The factory used when ``ROOST_BACKEND`` is not set."""
+
+PID_NAME = "roost.pid"
+LOG_NAME = os.path.join("logs", "daemon.log")
+MAILBOX_DIR = "mailbox"
+"""Where actor messages too large for one pipe write are spilled (``actors.thespian.mailbox``)."""
+
+
+class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the daemon keeps its files and how much it accepts."""
+
+    home: str
+    """``ROOST_HOME``: absolute path of the state directory."""
+    journal: Literal["sqlite", "postgres"] = "sqlite"
+    """Journal kind (``ROOST_JOURNAL``); SQLite lives in ``home/journal.sqlite``."""
+    socket_path: str
+    """The Unix socket clients connect to."""
+    pid_path: str
+    """The pid file, locked (flock) while the daemon runs."""
+    log_path: str
+    """The daemon's JSON-lines log."""
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    """Largest frame body accepted or sent."""
+    max_inflight: int = 256
+    """Requests served at once; more get ``overloaded``."""
+    max_connections: int = 1024
+    """Open client connections; more are refused with ``overloaded``."""
+    idle_timeout_s: float = 60.0
+    """A connection silent this long while a request is awaited (or a reply not taken) is
+    closed; a ``subscribe`` stream waiting for events is not idle."""
+
+
+class Backend(Protocol):
+    """What serves requests inside the daemon."""
+
+    def handle(self, op: str, args: dict[str, Any], *, deadline: float) -> Any:
+        """Serve one request; return a JSON-able result or raise a ``RoostError``.
+
+        ``args`` are validated and complete (``runtime.wire.ops``); ``deadline`` is a
+        ``time.monotonic()`` value after which the caller has given up.
+        """
+        ...
+
+    def subscribe(self, args: dict[str, Any], stop: threading.Event) -> Iterator[dict[str, Any]]:
+        """Yield committed envelopes (as dicts) in ``seq`` order, blocking for new ones.
+
+        ``args`` is ``{project_id, conversation_id | None, after_seq}``. The iterator
+        returns soon after ``stop`` is set (the client left or the daemon stops) and may
+        return on its own when the stream is over (the project stopped). Errors such as
+        ``project_not_found`` are raised from the first ``next()``.
+        """
+        ...
+
+    def close(self) -> None:
+        """Shut everything down (the actor system, the journal); called once, at exit."""
+        ...
+
+
+BackendFactory = Callable[[DaemonConfig], Backend]
+"""Builds the backend once the daemon holds its pid file."""
+
+
+def config_for_home(home: str | None, *, journal: str | None = None) -> DaemonConfig:
+    """Build the :class:`DaemonConfig` of a state directory.
+
+    ``journal`` defaults to ``$ROOST_JOURNAL`` or ``sqlite``; any other value than
+    ``sqlite``/``postgres`` raises ``ValueError``. ``$ROOST_IDLE_TIMEOUT_S`` (a positive
+    number) and ``$ROOST_MAX_CONNECTIONS`` (a positive integer) override the defaults;
+    anything else in them raises ``ValueError``.
+    """
+    root = resolve_home(home)
+    kind = journal or os.environ.get("ROOST_JOURNAL") or "sqlite"
+    if kind not in ("sqlite", "postgres"):
+        raise ValueError(f"ROOST_JOURNAL must be 'sqlite' or 'postgres', got {kind!r}")
+    limits: dict[str, Any] = {}
+    idle = _positive_env("ROOST_IDLE_TIMEOUT_S", float, "a positive number of seconds")
+    if idle is not None:
+        limits["idle_timeout_s"] = idle
+    connections = _positive_env("ROOST_MAX_CONNECTIONS", int, "a positive integer")
+    if connections is not None:
+        limits["max_connections"] = connections
+    return DaemonConfig(
+        home=root,
+        journal=kind,  # type: ignore[arg-type]  # checked just above
+        socket_path=os.path.join(root, SOCKET_NAME),
+        pid_path=os.path.join(root, PID_NAME),
+        log_path=os.path.join(root, LOG_NAME),
+        **limits,
+    )
+
+
+def _positive_env(name: str, kind: type[float] | type[int], what: str) -> float | int | None:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = 0
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{name} must be {what}, got {raw!r}")
+    return value
+
+
+def load_backend_factory(spec: str | None = None) -> BackendFactory:
+    """Import the factory named ``"module:function"`` (default: ``$ROOST_BACKEND``).
+
+    Raises ``ImportError`` with the spec in the message when it cannot be loaded.
+    """
+    chosen = spec or os.environ.get("ROOST_BACKEND") or DEFAULT_BACKEND
+    module_name, sep, attr = chosen.partition(":")
+    if not sep or not module_name or not attr:
+        raise ImportError(f"ROOST_BACKEND must look like 'module:function', got {chosen!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ImportError(f"cannot import backend module {module_name!r}: {e}") from e
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ImportError(f"backend module {module_name!r} has no callable {attr!r}")
+    result: BackendFactory = factory
+    return result
+
+
+def roost_version() -> str:
+    """Return the installed ``roost`` version (``0+unknown`` when not installed)."""
+    try:
+        return importlib.metadata.version("roost")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"

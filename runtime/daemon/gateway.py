@@ -1,0 +1,470 @@
+"""The daemon's Unix-socket server: frames in, backend calls, frames out.
+
+One thread accepts; one thread serves each connection, its requests in order. The socket
+file is created owner-only (mode 0600 in a 0700 directory). Each accepted connection, in
+this order, before a byte of it is read:
+
+1. its peer is examined (:func:`runtime.peers.examine_peer`: uid, PID namespace, sandbox
+   ancestry, liveness); a refused peer gets ``bad_request {reason: peer_not_allowed,
+   check, uid}`` and is closed, without taking a connection slot;
+2. beyond ``max_connections`` open connections it gets ``overloaded {reason:
+   too_many_connections}`` and is closed;
+3. then its own thread reads frames: the length prefix is checked against
+   ``max_frame_bytes`` before the body is read, the body is decoded strictly
+   (:func:`runtime.protocol.decode_request`: nesting, duplicate keys), the arguments are
+   validated. Requests beyond ``max_inflight`` get ``overloaded {reason:
+   too_many_requests}``.
+
+A connection that sends nothing for ``idle_timeout_s`` while the gateway waits for its
+next request (or for the rest of a frame), or that does not take a reply for as long, is
+closed. Nothing a client sends (garbage, half frames, huge length prefixes) stops the
+server: the worst it gets is an error frame and a closed connection.
+
+A ``subscribe`` request turns its connection into a stream: event frames until the
+backend's iterator ends (then an ``end`` frame and the connection closes), the client
+closes the connection or sends anything, or the gateway stops. A stream is not idle
+however long it waits for events; only a reader that takes no frame for
+``idle_timeout_s`` is cut (its client resumes from the last ``seq`` it saw).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from runtime.daemon.config import Backend, DaemonConfig, roost_version
+from runtime.daemon.streams import serve_stream
+from runtime.errors import BadRequestError, OverloadedError, RoostError
+from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
+from runtime.logging import bind_context, get_logger
+from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args
+from runtime.wire.protocol import (
+    FrameTooLargeError,
+    MalformedFrameError,
+    Request,
+    TruncatedFrameError,
+    decode_request,
+    encode_error,
+    encode_reply,
+    internal_error,
+    read_frame,
+)
+from runtime.wire.transport import PeerCredentials, bind_unix_socket, linger
+
+__all__ = ["Gateway", "GatewayStats"]
+
+log = get_logger("roost.gateway")
+
+_REFUSAL_SEND_S = 1.0
+"""Longest wait to hand a refused peer its error frame (it fits the socket buffer)."""
+
+
+def _refusal_message(refusal: PeerRefusal, uid: int, daemon_uid: int) -> str:
+    if refusal is PeerRefusal.OTHER_UID:
+        return f"uid {uid} may not use this daemon (it serves uid {daemon_uid} only)"
+    why = {
+        PeerRefusal.OTHER_PID_NAMESPACE: "it runs in another PID namespace (a sandboxed "
+        "command or a container), and the daemon serves only its own namespace",
+        PeerRefusal.SANDBOXED: "it descends from a command Roost runs in its sandbox",
+        PeerRefusal.OUTSIDE_TREE: "it is not one of the daemon's own processes",
+        PeerRefusal.UNVERIFIABLE: "its /proc entries cannot be read to check who it is",
+        PeerRefusal.GONE: "it exited before it could be checked",
+    }[refusal]
+    return f"this process may not use the daemon: {why}"
+
+
+class GatewayStats(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of the gateway's counters."""
+
+    connections: int
+    """Open connections."""
+    inflight: int
+    """Requests being served now."""
+    requests: int
+    """Requests answered since start (errors included)."""
+    rejected_peers: int
+    """Connections refused because of their peer (uid, namespace, ancestry)."""
+    overloaded: int
+    """Requests and connections refused with ``overloaded``."""
+    idle_closed: int
+    """Connections closed after ``idle_timeout_s`` without a request."""
+
+
+class Gateway:
+    """Serves the daemon's socket for one backend; ``start()``, then ``stop()``."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        backend: Backend,
+        *,
+        on_shutdown: Callable[[], None] | None = None,
+        daemon_uid: int | None = None,
+    ) -> None:
+        self._config = config
+        self._backend = backend
+        self._on_shutdown = on_shutdown
+        self._uid = os.getuid() if daemon_uid is None else daemon_uid
+        self._started = time.monotonic()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._conns: dict[int, tuple[socket.socket, threading.Thread]] = {}
+        self._streams: set[threading.Event] = set()
+        self._ids = itertools.count(1)
+        self._inflight = 0
+        self._requests = 0
+        self._rejected = 0
+        self._overloaded = 0
+        self._idle_closed = 0
+        self._log_throttle = Throttle()
+        self._listener: socket.socket | None = None
+        self._socket_ino: int | None = None
+        self._wake: tuple[int, int] | None = None
+        self._accept_thread: threading.Thread | None = None
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind the socket and start accepting connections."""
+        self._listener = bind_unix_socket(self._config.socket_path)
+        self._listener.setblocking(False)
+        self._socket_ino = os.stat(self._config.socket_path).st_ino
+        self._wake = os.pipe()
+        self._accept_thread = threading.Thread(
+            target=self._accept_loop, name="roost-gateway-accept", daemon=True
+        )
+        self._accept_thread.start()
+        log.info("gateway_listening", socket=self._config.socket_path)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop: close the listener, end streams, let requests finish (bounded), close all.
+
+        Threads still busy after ``timeout_s`` are abandoned (they are daemon threads);
+        their late replies are dropped.
+        """
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        deadline = time.monotonic() + timeout_s
+        if self._wake is not None:
+            os.write(self._wake[1], b"x")
+        if self._accept_thread is not None:
+            self._accept_thread.join(max(0.0, deadline - time.monotonic()))
+        if self._listener is not None:
+            self._listener.close()
+        self._remove_socket_file()
+        with self._lock:
+            conns = list(self._conns.values())
+            streams = list(self._streams)
+        for stream_stop in streams:
+            stream_stop.set()
+        for conn, _ in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RD)
+        for _, thread in conns:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for conn, _ in conns:
+            conn.close()
+        if self._wake is not None:
+            for fd in self._wake:
+                os.close(fd)
+            self._wake = None
+        log.info("gateway_stopped", abandoned=sum(t.is_alive() for _, t in conns))
+
+    def _remove_socket_file(self) -> None:
+        path = self._config.socket_path
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == self._socket_ino:
+                os.unlink(path)
+
+    def statistics(self) -> GatewayStats:
+        """Return a snapshot of the counters."""
+        with self._lock:
+            return GatewayStats(
+                connections=len(self._conns),
+                inflight=self._inflight,
+                requests=self._requests,
+                rejected_peers=self._rejected,
+                overloaded=self._overloaded,
+                idle_closed=self._idle_closed,
+            )
+
+    # --- accepting ------------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None and self._wake is not None
+        poller = select.poll()
+        poller.register(self._listener.fileno(), select.POLLIN)
+        poller.register(self._wake[0], select.POLLIN)
+        while not self._stopping.is_set():
+            poller.poll()
+            if self._stopping.is_set():
+                return
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as e:
+                log.warning("accept_failed", error=str(e))
+                continue
+            try:
+                conn.settimeout(_REFUSAL_SEND_S)
+                if self._peer_allowed(conn):
+                    self._admit_connection(conn)
+            except Exception:  # one connection must not stop the accepting thread
+                log.exception("accept_failed_for_connection")
+                conn.close()
+
+    def _peer_allowed(self, conn: socket.socket) -> bool:
+        """Examine the peer; a refused one gets its error frame and is closed here."""
+        try:
+            creds, refusal = examine_peer(conn, server_uid=self._uid)
+        except Exception as e:  # no credentials, or /proc answered what nobody expects
+            creds, refusal = PeerCredentials(pid=0, uid=-1, gid=-1), PeerRefusal.UNVERIFIABLE
+            log.warning("peer_examination_failed", error=f"{type(e).__name__}: {e}")
+        if refusal is None:
+            return True
+        with self._lock:
+            self._rejected += 1
+        suppressed = self._log_throttle.allow()
+        if suppressed is not None:
+            log.warning(
+                "peer_rejected",
+                reason=str(refusal),
+                peer_pid=creds.pid,
+                peer_uid=creds.uid,
+                daemon_uid=self._uid,
+                suppressed=suppressed,
+            )
+        err = BadRequestError(
+            _refusal_message(refusal, creds.uid, self._uid),
+            reason="peer_not_allowed",
+            check=str(refusal),
+            uid=creds.uid,
+        )
+        # The frame fits in the socket buffer: no wait. Closing with the peer's request
+        # unread still lets it read this frame first.
+        with contextlib.suppress(OSError):
+            conn.sendall(encode_error(0, err))
+        conn.close()
+        return False
+
+    def _admit_connection(self, conn: socket.socket) -> None:
+        with self._lock:
+            full = len(self._conns) >= self._config.max_connections
+            if full:
+                self._overloaded += 1
+        if full:
+            err = OverloadedError(
+                f"too many connections (max {self._config.max_connections}); retry later",
+                reason="too_many_connections",
+                max_connections=self._config.max_connections,
+            )
+            with contextlib.suppress(OSError):
+                conn.sendall(encode_error(0, err))
+            conn.close()
+            log.warning("connection_refused_overloaded", max=self._config.max_connections)
+            return
+        conn_id = next(self._ids)
+        thread = threading.Thread(
+            target=self._serve_connection,
+            args=(conn_id, conn),
+            name=f"roost-gateway-conn-{conn_id}",
+            daemon=True,
+        )
+        with self._lock:
+            self._conns[conn_id] = (conn, thread)
+        try:
+            thread.start()
+        except BaseException:  # e.g. no thread can be started now: give the slot back
+            with self._lock:
+                self._conns.pop(conn_id, None)
+            raise
+
+    # --- one connection -------------------------------------------------------------
+
+    def _serve_connection(self, conn_id: int, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(self._config.idle_timeout_s)
+            self._request_loop(conn)
+        except TimeoutError:
+            with self._lock:
+                self._idle_closed += 1
+            log.info("connection_idle_closed", conn=conn_id, idle_s=self._config.idle_timeout_s)
+        except OSError as e:
+            log.debug("connection_error", conn=conn_id, error=str(e))
+        except Exception:
+            log.exception("connection_failed", conn=conn_id)
+        finally:
+            conn.close()
+            with self._lock:
+                self._conns.pop(conn_id, None)
+
+    def _request_loop(self, conn: socket.socket) -> None:
+        max_bytes = self._config.max_frame_bytes
+        while not self._stopping.is_set():
+            try:
+                body = read_frame(conn, max_bytes)
+            except FrameTooLargeError as e:
+                log.warning("bad_frame", reason="frame_too_large", size=e.details["size"])
+                conn.sendall(encode_error(0, e))
+                linger(conn)
+                return
+            except TruncatedFrameError as e:
+                log.warning("bad_frame", reason="truncated_frame", error=str(e))
+                return
+            if body is None:
+                return
+            try:
+                request = decode_request(body)
+            except MalformedFrameError as e:
+                log.warning("bad_frame", reason=e.details["reason"], problem=e.message)
+                conn.sendall(encode_error(e.request_id, e))
+                continue
+            if request.op in STREAM_OPS:
+                self._stream(conn, request)
+                return
+            conn.sendall(self._answer(request))
+            if request.op == "shutdown" and self._on_shutdown is not None:
+                self._on_shutdown()
+
+    # --- requests -------------------------------------------------------------------
+
+    def _answer(self, request: Request) -> bytes:
+        try:
+            args = validate_args(request.op, request.args)
+        except BadRequestError as e:
+            self._count_request()
+            return encode_error(request.id, e)
+        if request.op == "ping":
+            self._count_request()
+            return encode_reply(request.id, {"pong": True, "pid": os.getpid()})
+        if request.op == "shutdown":
+            self._count_request()
+            if self._on_shutdown is None:
+                err = BadRequestError("this gateway cannot be shut down remotely")
+                return encode_error(request.id, err)
+            log.info("shutdown_requested")
+            return encode_reply(request.id, {"stopping": True, "pid": os.getpid()})
+        if not self._enter():
+            return encode_error(
+                request.id,
+                OverloadedError(
+                    f"{self._config.max_inflight} requests already in flight; retry later",
+                    reason="too_many_requests",
+                    max_inflight=self._config.max_inflight,
+                ),
+            )
+        try:
+            return self._serve(request, args)
+        finally:
+            self._leave()
+
+    def _enter(self) -> bool:
+        with self._lock:
+            self._requests += 1
+            if self._inflight >= self._config.max_inflight:
+                self._overloaded += 1
+                return False
+            self._inflight += 1
+            return True
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._inflight -= 1
+
+    def _count_request(self) -> None:
+        with self._lock:
+            self._requests += 1
+
+    def _serve(self, request: Request, args: dict[str, Any]) -> bytes:
+        op = request.op
+        started = time.monotonic()
+        with bind_context(
+            op=op,
+            request_id=request.id,
+            project_id=args.get("project_id"),
+            conversation_id=args.get("conversation_id"),
+            correlation_id=args.get("correlation_id"),
+        ):
+            try:
+                if op == "status":
+                    result = self.status()
+                else:
+                    deadline = started + op_timeout_s(op, args)
+                    result = self._backend.handle(op, args, deadline=deadline)
+                frame = encode_reply(request.id, result)
+            except RoostError as e:
+                log.info("request_failed", code=e.code, message=e.message)
+                return encode_error(request.id, e)
+            except Exception as e:
+                log.exception("request_crashed")
+                return encode_error(request.id, internal_error(op, e))
+            if len(frame) - 4 > self._config.max_frame_bytes:
+                log.warning("reply_too_large", size=len(frame) - 4)
+                return encode_error(
+                    request.id,
+                    BadRequestError(
+                        f"the reply to {op} is {len(frame) - 4} bytes, over the "
+                        f"{self._config.max_frame_bytes}-byte frame limit; ask for less",
+                        reason="reply_too_large",
+                        size=len(frame) - 4,
+                        max=self._config.max_frame_bytes,
+                    ),
+                )
+            log.debug("request_served", ms=round((time.monotonic() - started) * 1000, 3))
+            return frame
+
+    def status(self) -> dict[str, Any]:
+        """Return the status: the gateway's fields merged with the backend's ``status``."""
+        stats = self.statistics()
+        base: dict[str, Any] = {
+            "pid": os.getpid(),
+            "home": self._config.home,
+            "uptime_s": round(time.monotonic() - self._started, 3),
+            "version": roost_version(),
+            "journal": self._config.journal,
+            "socket": self._config.socket_path,
+            "log": self._config.log_path,
+            "connections": stats.connections,
+            "inflight": stats.inflight,
+        }
+        try:
+            extra = self._backend.handle("status", {}, deadline=time.monotonic() + 10.0)
+        except Exception as e:
+            log.warning("backend_status_failed", error=str(e))
+            extra = {"backend_error": str(e)}
+        if not isinstance(extra, dict):
+            extra = {"backend": extra}
+        merged = {**base, **{k: v for k, v in extra.items() if k not in base}}
+        merged.setdefault("projects", None)
+        return merged
+
+    # --- streams --------------------------------------------------------------------
+
+    def _stream(self, conn: socket.socket, request: Request) -> None:
+        try:
+            args = validate_args(request.op, request.args)
+        except BadRequestError as e:
+            conn.sendall(encode_error(request.id, e))
+            return
+        stop = threading.Event()
+        with self._lock:
+            self._streams.add(stop)
+        log.info("stream_opened", project_id=args["project_id"], after_seq=args["after_seq"])
+        # Waiting for events is not idleness: the timeout now bounds only each frame's send.
+        try:
+            serve_stream(conn, request.id, lambda: self._backend.subscribe(args, stop), stop)
+        finally:
+            with self._lock:
+                self._streams.discard(stop)
+            log.info("stream_closed")

@@ -1,0 +1,374 @@
+"""The daemon process: pid lock, backend, gateway, signals; and starting/stopping it.
+
+``python -m runtime.daemon --home DIR`` runs one daemon in the foreground of its process
+(:func:`run_daemon`). :func:`start_daemon` spawns it detached and returns once it answers
+``ping``; :func:`stop_daemon` asks it to shut down and escalates to SIGTERM, then SIGKILL
+of its process group. Files in ``ROOST_HOME``: ``roost.sock``, ``roost.pid``,
+``logs/daemon.log`` (and the journal, which is the backend's).
+
+Start-up order: umask 077, make the home private (``runtime.statedir.secure_home``: a
+symlinked or foreign home is refused with ``bad_config``; the home becomes 0700 and
+everything in it 0600/0700), lock the pid file (a second daemon on the same home fails
+with ``daemon already running (pid N)``), clean a stale socket left by a crash, write the
+pid, build the backend (``$ROOST_BACKEND``, default ``runtime.daemon.backend:create_backend``),
+then open the socket. SIGTERM, SIGINT and the ``shutdown`` op stop it the same way: close the
+socket, ``backend.close()``, remove the socket and the pid file, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any
+
+from runtime.client.connection import Client
+from runtime.daemon.config import (
+    BackendFactory,
+    DaemonConfig,
+    config_for_home,
+    load_backend_factory,
+    resolve_home,
+)
+from runtime.daemon.gateway import Gateway
+from runtime.daemon.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
+from runtime.daemon.processes import (
+    SPAWNED,
+    daemon_processes,
+    kill_tree,
+    reap_stragglers,
+    wait_gone,
+)
+from runtime.errors import DaemonUnreachableError, RoostError
+from runtime.guard.statedir import private_umask, secure_home
+from runtime.logging import configure_logging, get_logger
+
+__all__ = [
+    "DaemonAlreadyRunningError",
+    "cleanup_stale_files",
+    "daemon_pid",
+    "daemon_processes",
+    "daemon_status",
+    "log_tail",
+    "main",
+    "resolve_home",
+    "run_daemon",
+    "start_daemon",
+    "stop_daemon",
+]
+
+log = get_logger("roost.daemon")
+
+
+def daemon_pid(home: str | None) -> int | None:
+    """Return the pid of the daemon running on ``home`` (0: starting), ``None`` if none."""
+    return locked_pid(config_for_home(home).pid_path)
+
+
+def cleanup_stale_files(config: DaemonConfig) -> list[str]:
+    """Remove a socket and pid file left by a crashed daemon; return what was removed.
+
+    Only call it when no daemon holds the pid lock. A non-socket at the socket path is
+    left alone and raises ``RoostError`` (code ``internal_error``) naming the path.
+    """
+    removed: list[str] = []
+    try:
+        mode = os.lstat(config.socket_path).st_mode
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(mode):
+            raise RoostError(
+                f"{config.socket_path} exists and is not a socket; move it away and retry",
+                path=config.socket_path,
+            )
+        os.unlink(config.socket_path)
+        removed.append(config.socket_path)
+    if locked_pid(config.pid_path) is None and os.path.exists(config.pid_path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(config.pid_path)
+            removed.append(config.pid_path)
+    return removed
+
+
+def run_daemon(
+    config: DaemonConfig, backend_factory: BackendFactory, *, log_to_stderr: bool = False
+) -> int:
+    """Run the daemon in this process until SIGTERM, SIGINT or ``shutdown``; return 0.
+
+    Logs go to ``config.log_path`` as JSON lines, or to stderr with ``log_to_stderr``
+    (console format on a terminal). Raises :class:`DaemonAlreadyRunningError` when
+    another daemon holds the home and ``ConfigError`` (``bad_config``) when the home
+    cannot be made private; a backend that cannot be built is logged and gives 1. The
+    process keeps umask 077 while the daemon runs.
+    """
+    user_umask = private_umask()
+    try:
+        fixed = secure_home(config.home)
+        return _run(config, backend_factory, log_to_stderr=log_to_stderr, fixed=fixed)
+    finally:
+        os.umask(user_umask)
+
+
+def _run(
+    config: DaemonConfig, backend_factory: BackendFactory, *, log_to_stderr: bool, fixed: list[str]
+) -> int:
+    if log_to_stderr:
+        configure_logging(json=not sys.stderr.isatty(), log_file=None)
+    else:
+        configure_logging(json=True, log_file=config.log_path)
+    pidfile = PidFile(config.pid_path)
+    pidfile.acquire()
+    if fixed:
+        log.warning("home_modes_fixed", home=config.home, paths=fixed[:20], count=len(fixed))
+    stop = threading.Event()
+    reason: list[str] = []
+    restore = _install_signal_handlers(stop, reason)
+    try:
+        if pidfile.stale_pid is not None:
+            log.warning("stale_pid_file_found", stale_pid=pidfile.stale_pid)
+        for path in _remove_stale_socket(config):
+            log.warning("stale_socket_removed", path=path)
+        pidfile.write(os.getpid())
+        try:
+            backend = backend_factory(config)
+        except Exception as e:
+            log.exception("backend_failed", error=str(e))
+            print(f"roost: backend_failed: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1
+        gateway = Gateway(config, backend, on_shutdown=lambda: _stop(stop, reason, "shutdown"))
+        try:
+            gateway.start()
+        except OSError as e:
+            log.exception("socket_failed", socket=config.socket_path)
+            print(f"roost: socket_failed: {config.socket_path}: {e}", file=sys.stderr)
+            backend.close()
+            return 1
+        log.info("daemon_started", pid=os.getpid(), home=config.home, journal=config.journal)
+        while not stop.wait(1.0):
+            pass
+        log.info("daemon_stopping", reason=reason[0] if reason else "unknown")
+        gateway.stop()
+        try:
+            backend.close()
+        except Exception:
+            log.exception("backend_close_failed")
+    finally:
+        _remove_stale_socket(config)
+        pidfile.release()
+        restore()
+    log.info("daemon_stopped", pid=os.getpid())
+    return 0
+
+
+def _stop(stop: threading.Event, reason: list[str], why: str) -> None:
+    if not reason:
+        reason.append(why)
+    stop.set()
+
+
+def _install_signal_handlers(stop: threading.Event, reason: list[str]) -> Any:
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        _stop(stop, reason, signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
+
+
+def _remove_stale_socket(config: DaemonConfig) -> list[str]:
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(config.socket_path).st_mode):
+            os.unlink(config.socket_path)
+            return [config.socket_path]
+    return []
+
+
+def log_tail(path: str, lines: int = 20) -> str:
+    """Return the last ``lines`` lines of a log file ('' when it does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            data = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "none"
+
+
+def start_daemon(
+    home: str | None,
+    *,
+    foreground: bool = False,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> int:
+    """Start a daemon on ``home`` and return its pid once it answers ``ping``.
+
+    With ``foreground=True`` the daemon runs in this process instead, and the return value
+    is its exit status after it stops. ``env`` is added to the child's environment.
+    Raises :class:`DaemonAlreadyRunningError`, or :class:`DaemonUnreachableError` (with
+    the log's last lines) when the daemon exits or does not answer within ``timeout_s``.
+    """
+    config = config_for_home(home)
+    running = locked_pid(config.pid_path)
+    if running is not None:
+        raise DaemonAlreadyRunningError(
+            f"daemon already running (pid {running}) in {config.home}",
+            pid=running,
+            home=config.home,
+        )
+    if foreground:
+        return run_daemon(config, load_backend_factory(), log_to_stderr=True)
+    secure_home(config.home)
+    os.makedirs(os.path.dirname(config.log_path), mode=0o700, exist_ok=True)
+    child_env = {**os.environ, **(env or {})}
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(config.log_path, flags, 0o600), "ab") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runtime.daemon", "--home", config.home],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            env=child_env,
+            cwd=config.home,
+            start_new_session=True,
+        )
+    SPAWNED[proc.pid] = proc
+    deadline = time.monotonic() + timeout_s
+    delay = 0.01
+    while True:
+        code = proc.poll()
+        if code is not None:
+            SPAWNED.pop(proc.pid, None)
+            tail = log_tail(config.log_path)
+            raise DaemonUnreachableError(
+                f"the daemon exited with status {code} before answering "
+                f"(last log line: {_last_line(tail)}); see {config.log_path}",
+                exit_code=code,
+                log=config.log_path,
+                log_tail=tail,
+            )
+        with contextlib.suppress(DaemonUnreachableError), Client.connect(config.home) as c:
+            c.ping()
+            return proc.pid
+        if time.monotonic() >= deadline:
+            kill_tree(proc.pid, config.home)
+            wait_gone(proc.pid, 5.0)
+            tail = log_tail(config.log_path)
+            raise DaemonUnreachableError(
+                f"the daemon did not answer within {timeout_s:g} s and was killed "
+                f"(last log line: {_last_line(tail)}); see {config.log_path}",
+                log=config.log_path,
+                log_tail=tail,
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
+def stop_daemon(home: str | None, timeout_s: float = 30.0) -> bool:
+    """Stop the daemon on ``home``; return whether one was running.
+
+    Sends ``shutdown`` and waits up to ``timeout_s``; then SIGTERM (up to 5 s more); then
+    SIGKILL of its process group and every process of :func:`daemon_processes`. Processes
+    the daemon left behind get 5 s to exit, then SIGKILL. Stale files are removed last.
+    """
+    config = config_for_home(home)
+    pid = locked_pid(config.pid_path)
+    if not pid:
+        if pid is None:
+            with contextlib.suppress(RoostError):
+                cleanup_stale_files(config)
+            return False
+        pid = _wait_for_pid(config, 2.0)
+    with contextlib.suppress(RoostError, OSError), Client.connect(config.home) as c:
+        c.shutdown()
+    if not wait_gone(pid, timeout_s):
+        log.warning("daemon_stop_escalated", pid=pid, signal="SIGTERM")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if not wait_gone(pid, min(5.0, max(timeout_s, 1.0))):
+            log.warning("daemon_stop_escalated", pid=pid, signal="SIGKILL")
+            kill_tree(pid, config.home)
+            wait_gone(pid, 5.0)
+    reap_stragglers(config.home)
+    with contextlib.suppress(RoostError):
+        cleanup_stale_files(config)
+    return True
+
+
+def _wait_for_pid(config: DaemonConfig, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pid = locked_pid(config.pid_path)
+        if pid:
+            return pid
+        time.sleep(0.02)
+    raise DaemonUnreachableError(f"the daemon in {config.home} holds its lock but wrote no pid")
+
+
+def daemon_status(home: str | None) -> dict[str, Any]:
+    """Return ``{running, responding, pid, home, socket, log, stale_files, ...}``.
+
+    When the daemon answers, its ``status`` (uptime, version, projects...) is merged in.
+    """
+    config = config_for_home(home)
+    pid = locked_pid(config.pid_path)
+    status: dict[str, Any] = {
+        "running": pid is not None,
+        "responding": False,
+        "pid": pid,
+        "home": config.home,
+        "socket": config.socket_path,
+        "log": config.log_path,
+    }
+    if pid is None:
+        stale = [p for p in (config.socket_path, config.pid_path) if os.path.lexists(p)]
+        status["stale_files"] = stale
+        return status
+    try:
+        with Client.connect(config.home) as c:
+            remote = c.status()
+    except RoostError as e:
+        status["error"] = f"{e.code}: {e.message}"
+        return status
+    status["responding"] = True
+    status.update({k: v for k, v in remote.items() if k not in status})
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m runtime.daemon --home DIR [--log-stderr]``."""
+    parser = argparse.ArgumentParser(prog="python -m runtime.daemon")
+    parser.add_argument("--home", default=None, help="ROOST_HOME (default: $ROOST_HOME)")
+    parser.add_argument("--log-stderr", action="store_true", help="log to stderr, not the file")
+    args = parser.parse_args(argv)
+    try:
+        config = config_for_home(args.home)
+        factory = load_backend_factory()
+        return run_daemon(config, factory, log_to_stderr=args.log_stderr)
+    except (RoostError, ImportError, ValueError, OSError) as e:
+        code = getattr(e, "code", "daemon_failed")
+        print(f"roost: {code}: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,19 @@
+"""Guards at the boundary: everything Roost checks before a tool touches the world.
+
+General layout:
+
+- Paths: ``paths`` (the ``Workspace``: confinement, sensitive and protected places),
+  ``pathrules`` (pure name rules), ``pathwalk`` / ``openat2`` (resolution beneath a root).
+- Network: ``network`` (the egress judgement), ``network_targets`` / ``network_commands``
+  (finding targets in arguments and command text).
+- Commands: ``command_controls`` (blocklist and environment), ``blocklist`` /
+  ``blocklist_rules`` / ``shellwords`` (reading shell text), ``sandbox`` (running inside the
+  kernel layers), ``sandbox_view`` (what a command sees), ``cgroups`` (its process limit),
+  ``proctree`` (its process tree).
+- Secrets: ``redaction`` / ``redaction_patterns``.
+- Shapes: ``schema`` (JSON Schema for arguments and options), ``untrusted_regex`` (RE2).
+- Roost's own state: ``roost_home`` (where it is, hidden from tools), ``statedir`` (its
+  modes), ``peers`` (who may use a Roost socket).
+
+Imports ``events``, ``runtime.wire`` and the shared ``runtime.errors`` / ``runtime.logging``.
+"""

@@ -1,0 +1,257 @@
+"""Secret redaction: what the journal, the logs and tool results never store in the clear.
+
+``redact(value)`` returns JSON-like data with every secret replaced: a non-empty string
+under a sensitive key (``password``, ``api_key``, ``Authorization``, ...) becomes
+``"[REDACTED]"``, and inside any string a known token shape (OpenAI, Anthropic, GitHub,
+AWS, Slack, Bearer, PEM private keys, JWTs, ``user:pass@`` URLs, named values such as
+``TOKEN=...``) becomes ``"[REDACTED:<kind>]"``. ``scan(value)`` reports the same findings
+without changing anything, so ``sensitivity_finding_kinds`` always names what ``redact``
+replaced. ``redaction_processor`` puts structlog lines through the same rules.
+
+The journal calls ``redact`` on every event, so clean data is cheap: a string is lowered
+once and tested for a few literals before any regex runs, containers are copied only when
+something inside changed, and untouched input comes back as the very same object (treat
+the result as read-only). Measured with ``python -m timeit`` on one core of the development
+machine (CPython 3.11)::
+
+    clean event dict (9 keys, a nested result with ~200 chars of code)      ~8 µs
+    the same with an API key in the text and an Authorization header        ~35 µs
+    redact_text on 2 KB of Python source (names "key"/"token": every rule)  ~56 µs
+    redact_text on 1 MB of log text holding 1,500 Bearer tokens             ~51 ms
+
+(``docs/redaction.md`` shows how to rerun it.) The rules live in
+:mod:`runtime.guard.redaction_patterns`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+from structlog.typing import EventDict, WrappedLogger
+
+from runtime.guard.redaction_patterns import (
+    _GATE,
+    _SENSITIVE_WORDS,
+    _SEPARATORS,
+    REDACTED,
+    SecretKind,
+    is_redaction_marker,
+    is_sensitive_key,
+    marker,
+    redact_string,
+)
+
+__all__ = [
+    "MAX_DEPTH",
+    "REDACTED",
+    "Finding",
+    "SecretKind",
+    "finding_kinds",
+    "is_sensitive_key",
+    "redact",
+    "redact_text",
+    "redact_with_findings",
+    "redaction_processor",
+    "scan",
+]
+
+MAX_DEPTH = 200
+"""Containers nested deeper than this are replaced whole by ``[REDACTED:depth_limit]``."""
+
+
+class Finding(msgspec.Struct, frozen=True):
+    """One secret found by :func:`scan`."""
+
+    kind: str
+    """What was found: a :class:`SecretKind` value such as ``openai_key``."""
+    path: str
+    """Where: a JSONPath such as ``$.result.items[2].content``."""
+
+
+_TOO_DEEP = marker(SecretKind.DEPTH_LIMIT.value)
+_SCALARS = frozenset({int, float, bool, type(None)})
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class _Sink:
+    """Collects findings during a scan; ``path`` is the stack of JSONPath segments."""
+
+    __slots__ = ("findings", "path")
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.path: list[str] = []
+
+    def add(self, kind: str) -> None:
+        self.findings.append(Finding(kind, "$" + "".join(self.path)))
+
+
+def _key_segment(key: Any) -> str:
+    if isinstance(key, str) and _IDENTIFIER.fullmatch(key):
+        return "." + key
+    return "[" + msgspec.json.encode(str(key)).decode() + "]"
+
+
+def _text(text: str, sink: _Sink | None, blank: bool) -> str:
+    if not blank:
+        if sink is None:
+            return redact_string(text)
+        kinds: list[str] = []
+        result = redact_string(text, kinds)
+        for kind in kinds:
+            sink.add(kind)
+        return result
+    if not text or is_redaction_marker(text):
+        return text
+    if sink is not None:
+        kinds = []
+        redact_string(text, kinds)
+        for kind in kinds or [SecretKind.SENSITIVE_KEY.value]:
+            sink.add(kind)
+    return REDACTED
+
+
+def _walk(value: Any, depth: int, sink: _Sink | None, blank: bool) -> Any:
+    """Redact ``value``; ``blank``: it sits under a sensitive key, so hide every string."""
+    kind = type(value)
+    if kind is str:
+        return _text(value, sink, blank)
+    if kind in _SCALARS:
+        return value
+    if isinstance(value, str):
+        return _text(value, sink, blank)
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            return _too_deep(sink)
+        changed: dict[Any, Any] | None = None
+        for key, item in value.items():
+            if sink is not None:
+                sink.path.append(_key_segment(key))
+            hide = blank or (isinstance(key, str) and is_sensitive_key(key))
+            new = _walk(item, depth + 1, sink, hide)
+            if sink is not None:
+                sink.path.pop()
+            if new is not item:
+                if changed is None:
+                    changed = dict(value)
+                changed[key] = new
+        return value if changed is None else changed
+    if isinstance(value, (list, tuple)):
+        if depth >= MAX_DEPTH:
+            return _too_deep(sink)
+        items: list[Any] | None = None if type(value) is list else list(value)
+        for index, item in enumerate(value):
+            if sink is not None:
+                sink.path.append(f"[{index}]")
+            new = _walk(item, depth + 1, sink, blank)
+            if sink is not None:
+                sink.path.pop()
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    return value
+
+
+def _too_deep(sink: _Sink | None) -> str:
+    if sink is not None:
+        sink.add(SecretKind.DEPTH_LIMIT.value)
+    return _TOO_DEEP
+
+
+def redact(value: Any) -> Any:
+    """Return ``value`` (JSON-like data) with every secret replaced.
+
+    Strings under sensitive keys (see :func:`is_sensitive_key`), at any depth and inside
+    lists, become ``"[REDACTED]"``; numbers, booleans and null under them are kept. Known
+    token shapes inside any string become ``"[REDACTED:<kind>]"``. Dict keys are kept,
+    tuples become lists, other objects pass through unchanged. Returns the same object
+    when nothing changed, so treat the result as read-only. Idempotent.
+    """
+    if _looks_clean(value):
+        return value
+    return _walk(value, 0, None, False)
+
+
+_JSON = msgspec.json.Encoder()
+_FAST_LIMIT = 65536
+
+
+def _looks_clean(value: Any) -> bool:
+    """Tell, from the JSON text of ``value`` as a whole, that no rule can match in it.
+
+    Every rule needs one of the gate's trigger words in a string, and every sensitive key
+    needs one of the sensitive words once separators are dropped; when the encoded
+    document holds neither, the walk would change nothing. One encode and a few substring
+    searches cost a fraction of walking each string (the journal calls this for every
+    event it appends). Anything odd (unencodable, very large) takes the full walk.
+    """
+    if isinstance(value, str):
+        return False
+    try:
+        text = _JSON.encode(value)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return False
+    if len(text) > _FAST_LIMIT or text.count(b"[") + text.count(b"{") >= MAX_DEPTH:
+        return False  # large, or possibly deeper than the walk's depth limit
+    lowered = text.decode("utf-8").lower()
+    for trigger in _GATE:  # plain substring searches beat one alternation regex here
+        if trigger in lowered:
+            return False
+    squeezed = lowered.translate(_SEPARATORS)
+    return all(word not in squeezed for word in _SENSITIVE_WORDS)
+
+
+def redact_text(text: str) -> str:
+    """Return ``text`` with every known token shape replaced by ``[REDACTED:<kind>]``."""
+    return redact_string(text)
+
+
+def scan(value: Any) -> list[Finding]:
+    """List every secret :func:`redact` would replace in ``value``, in document order."""
+    sink = _Sink()
+    _walk(value, 0, sink, False)
+    return sink.findings
+
+
+def redact_with_findings(value: Any) -> tuple[Any, list[Finding]]:
+    """Return ``(redact(value), scan(value))`` from a single walk over ``value``."""
+    sink = _Sink()
+    return _walk(value, 0, sink, False), sink.findings
+
+
+def finding_kinds(findings: Iterable[Finding]) -> list[str]:
+    """Return the distinct kinds of ``findings``, sorted (``sensitivity_finding_kinds``)."""
+    return sorted({finding.kind for finding in findings})
+
+
+_JSON_LIKE = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+
+
+def redaction_processor(
+    logger: WrappedLogger, method_name: str, event_dict: EventDict
+) -> EventDict:
+    """Structlog processor: redact every value of the event dict, as events are redacted.
+
+    Place it after ``format_exc_info`` (so tracebacks are redacted too) and before the
+    renderer; ``exc_info`` itself is left for ``format_exc_info``. Values of other types
+    are redacted through their ``repr`` when it holds a secret, and kept otherwise.
+    """
+    for key, value in event_dict.items():
+        if key == "exc_info":
+            continue
+        hide = isinstance(key, str) and is_sensitive_key(key)
+        if type(value) in _JSON_LIKE:
+            new = _walk(value, 0, None, hide)
+        else:
+            shown = repr(value)
+            new = REDACTED if hide else redact_string(shown)
+            if new is shown:
+                new = value
+        if new is not value:
+            event_dict[key] = new
+    return event_dict

@@ -1,0 +1,402 @@
+"""What a command sees: the filesystem view bubblewrap builds for one run.
+
+The view is an allowlist, not a read-only copy of the host (``docs/security.md``, "Trust
+boundary"). It starts from an empty root and adds, in this order:
+
+1. the system's read-only runtime: ``/usr`` (and the ``/bin``, ``/lib``, ... links or
+   directories next to it) and ``/etc`` minus its secrets (every entry other users cannot
+   read, such as ``/etc/shadow`` and SSH host keys, is hidden), plus ``/sys``; a fresh
+   ``/proc`` and a minimal ``/dev``; private, empty ``/tmp``, ``/var/tmp`` and ``/run``;
+2. read-only paths the project names (``command_read_paths``) and the runtime's own
+   interpreter when it lives outside ``/usr`` (a virtual environment, pyenv);
+3. the writable paths (the project root, the call's scratch home);
+4. inside them, the protected places bound read-only again (``.roost``, and the parts of
+   ``.git`` that decide what git executes: config, hooks, info, commondir, worktrees,
+   modules, and a work-tree directory that ``core.hooksPath`` names), with ``.git``
+   itself bound on itself so it cannot be renamed away;
+5. hidden last, so nothing above can uncover them: sensitive files inside the bound paths
+   (``sensitive_path_denylist`` names, shown as empty ``/dev/null``), every listening host
+   Unix socket found inside them (unless ``command_socket_allowlist`` names it), and
+   Roost's own state (``ROOST_HOME``: sockets, journal, logs, spill files).
+
+Not there at all: ``$HOME`` and every other user's files, ``/var``, ``/opt``, ``/srv``,
+``/mnt``, ``/media``, ``/run`` and ``/var/run`` (so no host Unix socket: PostgreSQL's,
+Docker's, D-Bus's), and ``ROOST_HOME`` wherever it is. Abstract Unix sockets stay behind
+the network namespace (when egress is denied).
+
+:func:`git_watch` and :func:`undo_git_changes` cover what mounts cannot: git control files
+that did not exist before the run (``.git/commondir``, ``.git/config.worktree``, ...) and
+that a command created are removed when it ends.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from runtime.guard import roost_home
+from runtime.guard.pathrules import SensitiveRules
+
+__all__ = [
+    "GIT_CONTROL",
+    "MAX_SCAN_ENTRIES",
+    "ROOST_STATE_ENV",
+    "SYSTEM_PATHS",
+    "View",
+    "etc_secrets",
+    "git_watch",
+    "hidden_state",
+    "hooks_dirs",
+    "listening_sockets",
+    "protected_mounts",
+    "sensitive_files",
+    "undo_git_changes",
+    "view_argv",
+]
+
+ROOST_STATE_ENV = "ROOST_SANDBOX_HIDE"
+"""``os.pathsep``-separated extra directories to hide from commands (operators, tests)."""
+
+SYSTEM_PATHS: tuple[str, ...] = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+)
+"""The system's runtime, bound read-only (a symlink such as ``/bin -> usr/bin`` stays one)."""
+
+PRIVATE_DIRS: tuple[str, ...] = ("/tmp", "/var/tmp", "/run")
+"""Empty, private directories in every view."""
+
+GIT_CONTROL: tuple[str, ...] = (
+    "config",
+    "config.worktree",
+    "commondir",
+    "gitdir",
+    "hooks",
+    "info",
+    "worktrees",
+    "modules",
+)
+"""Entries of a ``.git`` directory that decide what git runs or where it reads config from."""
+
+PROTECTED_IN_WRITABLE: tuple[str, ...] = (".roost",)
+"""Places inside a writable path that are bound read-only again (besides ``.git``'s)."""
+
+MAX_SCAN_ENTRIES = 500_000
+"""Entries of the bound paths scanned for sensitive files before a run is refused."""
+
+_ETC_CACHE_S = 60.0
+
+
+class View(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything that shapes one run's filesystem view."""
+
+    writable: tuple[str, ...]
+    """Paths bound read-write (the project root, the scratch home), real paths."""
+    cwd: str
+    """The command's working directory."""
+    read_only: tuple[str, ...] = ()
+    """Extra host paths bound read-only (``command_read_paths``)."""
+    sockets: tuple[str, ...] = ()
+    """Host Unix sockets bound in (``command_socket_allowlist``)."""
+    sensitive_deny: tuple[str, ...] = ()
+    """``sensitive_path_denylist`` patterns: matching files inside the bound paths are hidden."""
+    sensitive_allow: tuple[str, ...] = ()
+    """``sensitive_path_allowlist`` patterns (exceptions)."""
+    hooks: tuple[str, ...] = ()
+    """``core.hooksPath`` directories inside the writable paths (:func:`hooks_dirs`)."""
+
+
+def hidden_state() -> list[str]:
+    """Roost's state directories hidden from commands (``runtime.guard.roost_home``, the env)."""
+    extra = [p for p in os.environ.get(ROOST_STATE_ENV, "").split(os.pathsep) if p]
+    return sorted({*roost_home.hidden_places(), *(os.path.realpath(p) for p in extra)})
+
+
+def _inside(path: str, parent: str) -> bool:
+    return os.path.commonpath([path, parent]) == parent
+
+
+def _under_any(path: str, parents: Iterable[str]) -> bool:
+    return any(_inside(path, p) for p in parents)
+
+
+@functools.lru_cache(maxsize=1)
+def _etc_secrets_at(bucket: int) -> tuple[str, ...]:
+    del bucket  # the cache key: the list is recomputed once a minute
+    found: list[str] = []
+    for top, dirs, files in os.walk("/etc", onerror=lambda e: None):
+        keep: list[str] = []
+        for name in dirs:
+            path = os.path.join(top, name)
+            if _hidden_from_others(path, directory=True):
+                found.append(path)
+            else:
+                keep.append(name)
+        dirs[:] = keep
+        found.extend(
+            os.path.join(top, name)
+            for name in files
+            if _hidden_from_others(os.path.join(top, name), directory=False)
+        )
+    return tuple(sorted(found))
+
+
+def _hidden_from_others(path: str, *, directory: bool) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        return False
+    needed = (stat.S_IROTH | stat.S_IXOTH) if directory else stat.S_IROTH
+    return (st.st_mode & needed) != needed
+
+
+def etc_secrets() -> tuple[str, ...]:
+    """Entries of ``/etc`` that other users cannot read (shadow, host keys, ...), cached 60 s."""
+    return _etc_secrets_at(int(time.monotonic() // _ETC_CACHE_S))
+
+
+def listening_sockets() -> list[str]:
+    """Paths of the host's bound Unix sockets (``/proc/net/unix``), existing ones only."""
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()[1:]
+    except OSError:
+        return []
+    paths: set[str] = set()
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith("/"):
+            paths.add(fields[7])
+    return sorted(p for p in paths if os.path.exists(p))
+
+
+def sensitive_files(paths: Sequence[str], rules: SensitiveRules) -> list[str]:
+    """Entries under ``paths`` whose names the sensitive-path rules match (not followed links).
+
+    A matching directory is returned whole and not descended into. Raises ``OverflowError``
+    past :data:`MAX_SCAN_ENTRIES` entries, so a run is refused rather than half-hidden.
+    """
+    if not rules.deny:
+        return []
+    found: list[str] = []
+    seen = 0
+    for base in paths:
+        stack: list[tuple[str, tuple[str, ...]]] = [(base, ())]
+        while stack:
+            directory, parts = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            seen += len(entries)
+            if seen > MAX_SCAN_ENTRIES:
+                raise OverflowError(f"more than {MAX_SCAN_ENTRIES} entries under {paths}")
+            for entry in entries:
+                rel = (*parts, entry.name)
+                if entry.is_symlink():
+                    continue  # reading it reads its target, which is judged by its own name
+                if rules.match(rel) is not None:
+                    found.append(entry.path)
+                elif entry.is_dir(follow_symlinks=False) and rel != (".git", "objects"):
+                    stack.append((entry.path, rel))
+    return sorted(found)
+
+
+def _git_dirs(writable: Sequence[str]) -> list[str]:
+    """Real ``.git`` directories at the top of the writable paths."""
+    found = []
+    for path in writable:
+        git = os.path.join(path, ".git")
+        if os.path.isdir(git) and not os.path.islink(git):
+            found.append(git)
+    return found
+
+
+def hooks_dirs(writable: Sequence[str]) -> list[str]:
+    """Directories inside ``writable`` that git's ``core.hooksPath`` names (e.g. ``.husky``).
+
+    Read with the real ``git config`` (system, global and the repository's own config, as
+    the user's git reads them); a hooks directory in the work tree would otherwise let a
+    command plant a hook that the user's next commit runs.
+    """
+    git = shutil.which("git")
+    found: list[str] = []
+    if git is None:
+        return found
+    for path in writable:
+        if not os.path.lexists(os.path.join(path, ".git")):
+            continue
+        try:
+            done = subprocess.run(
+                [git, "-C", path, "config", "--get-all", "core.hooksPath"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in done.stdout.splitlines():
+            place = os.path.realpath(os.path.join(path, os.path.expanduser(line.strip())))
+            if line.strip() and _inside(place, path) and place != path:
+                found.append(place)
+    return sorted(set(found))
+
+
+def protected_mounts(writable: Sequence[str], hooks: Sequence[str] = ()) -> list[str]:
+    """The existing, real (not symlinked) protected places inside ``writable`` paths.
+
+    ``hooks`` are the ``core.hooksPath`` directories (:func:`hooks_dirs`).
+    """
+    found: list[str] = [h for h in hooks if os.path.isdir(h) and not os.path.islink(h)]
+    for git in _git_dirs(writable):
+        for name in GIT_CONTROL:
+            place = os.path.join(git, name)
+            if os.path.lexists(place) and not os.path.islink(place):
+                found.append(place)
+    for path in writable:
+        for rel in PROTECTED_IN_WRITABLE:
+            place = os.path.join(path, rel)
+            if os.path.lexists(place) and not os.path.islink(place):
+                found.append(place)
+        gitfile = os.path.join(path, ".git")
+        if os.path.isfile(gitfile) and not os.path.islink(gitfile):
+            found.append(gitfile)  # a worktree's pointer to its git directory
+    return found
+
+
+def git_watch(writable: Sequence[str], hooks: Sequence[str] = ()) -> dict[str, bool]:
+    """Map each git control entry of the writable paths to whether it exists now.
+
+    The entries are those of :data:`GIT_CONTROL` in each ``.git`` and the ``core.hooksPath``
+    directories ``hooks``.
+    """
+    places = [os.path.join(git, name) for git in _git_dirs(writable) for name in GIT_CONTROL]
+    return {place: os.path.lexists(place) for place in [*places, *hooks]}
+
+
+def undo_git_changes(before: dict[str, bool]) -> list[str]:
+    """Remove the control entries a run created (absent in ``before``); return their paths."""
+    removed = []
+    for path, existed in before.items():
+        if existed or not os.path.lexists(path):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                continue
+        removed.append(path)
+    return removed
+
+
+def _interpreter_places(visible: Sequence[str]) -> list[str]:
+    """The runtime's own Python installation, where the view would otherwise not show it."""
+    places = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    real = sorted({os.path.realpath(p) for p in places})
+    found: list[str] = []
+    for place in real:  # sorted: a parent comes before what it holds
+        if os.path.isdir(place) and not _under_any(place, [*visible, *found]):
+            found.append(place)
+    return found
+
+
+def _system_argv() -> list[str]:
+    argv: list[str] = []
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    argv += ["--ro-bind", "/etc", "/etc", "--ro-bind-try", "/sys", "/sys"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    for path in PRIVATE_DIRS:
+        argv += ["--tmpfs", path]
+    if os.path.islink("/var/run"):
+        argv += ["--symlink", "../run", "/var/run"]
+    for secret in etc_secrets():
+        argv += _mask(secret)
+    return argv
+
+
+def _etc_links() -> list[str]:
+    """``/etc`` symlinks (``resolv.conf``) whose regular-file targets the view would hide."""
+    argv: list[str] = []
+    try:
+        names = os.listdir("/etc")
+    except OSError:
+        return argv
+    for name in sorted(names):
+        link = os.path.join("/etc", name)
+        if not os.path.islink(link):
+            continue
+        target = os.path.realpath(link)
+        visible = ("/usr", "/etc", "/proc", "/sys", "/dev")
+        if os.path.isfile(target) and not _under_any(target, visible):
+            argv += ["--ro-bind", target, target]
+    return argv
+
+
+def _mask(path: str) -> list[str]:
+    if os.path.isdir(path) and not os.path.islink(path):
+        return ["--tmpfs", path, "--remount-ro", path]
+    return ["--ro-bind", "/dev/null", path]
+
+
+def view_argv(view: View) -> list[str]:
+    """The bubblewrap mount arguments for ``view`` (see the module docstring for the order).
+
+    Raises ``OverflowError`` when the bound paths are too large to scan for sensitive files.
+    """
+    argv = _system_argv()
+    visible = ["/usr", "/etc", "/sys"]
+    for path in view.read_only:
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+            visible.append(path)
+    argv += _etc_links()
+    for place in _interpreter_places([*visible, *view.writable]):
+        argv += ["--ro-bind", place, place]
+        visible.append(place)
+    for path in view.writable:
+        argv += ["--bind", path, path]
+    if view.cwd != "/" and not _under_any(view.cwd, [*view.writable, *visible]):
+        argv += ["--ro-bind", view.cwd, view.cwd]
+        visible.append(view.cwd)
+    for git in _git_dirs(view.writable):
+        argv += ["--bind", git, git]  # a mount point cannot be renamed or removed
+    for place in protected_mounts(view.writable, view.hooks):
+        argv += ["--ro-bind", place, place]
+    bound = [*view.writable, *view.read_only]
+    rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
+    for path in sensitive_files(view.writable, rules):
+        argv += _mask(path)
+    allowed = {os.path.realpath(s) for s in view.sockets}
+    for sock in listening_sockets():
+        if _under_any(sock, [*bound, *visible]) and os.path.realpath(sock) not in allowed:
+            argv += ["--ro-bind", "/dev/null", sock]
+    for sock in sorted(allowed):
+        if os.path.exists(sock):
+            argv += ["--bind", sock, sock]
+    for state in hidden_state():
+        if _under_any(state, [*bound, *visible]) and os.path.isdir(state):
+            argv += ["--tmpfs", state, "--remount-ro", state]
+    return argv

@@ -1,0 +1,627 @@
+"""A direct channel from conversations to the Journal, beside Thespian's actor tree.
+
+Thespian's queue transport only connects a process to its parent and children, so an
+append from a conversation travelled Conversation → Project → Supervisor → Journal and
+its answer back the same way: six actor messages, each unpickled and pickled again by
+every relay. Appends are most of a turn's messages, so the Journal also serves them on a
+Unix socket: one request and one answer per append, msgpack-encoded, whatever the
+distance in the tree.
+
+- The socket lives in ``ROOST_HOME`` (``journal.sock``, mode 0600, directory 0700).
+  Checked in this order, before anything a connection sent is buffered:
+
+  1. at accept, its peer (:func:`runtime.peers.examine_peer`): the server's uid, the
+     server's PID namespace, no Roost sandbox among its ancestors, and an ancestry that
+     reaches one of ``tree_roots`` (the actor tree's Supervisor and the daemon); a
+     refused peer is closed at once (``peer_rejected`` is logged);
+  2. the caps: at most ``max_connections`` open, at most ``max_pending`` still owing
+     their hello; more are closed at once;
+  3. the first frame must be a hello of at most :data:`HELLO_MAX_BYTES` carrying the
+     daemon's link token (32 random hex digits made at daemon start, kept in memory and
+     inherited by the forked actor processes, never written anywhere), and it must come
+     within ``hello_timeout_s`` of the accept; anything else closes the connection;
+  4. only then are larger frames read, up to :data:`MAX_FRAME`. A frame that is not
+     exactly msgspec's encoding of what it decodes to is answered with ``bad_request``:
+     ``duplicate_key`` (a map repeats a key: decoders disagree on which one wins),
+     ``too_deeply_nested`` or ``non_canonical``. A connection silent for
+     ``idle_timeout_s`` is closed (its client reconnects on its next append).
+
+  The client sends its hello and its first append together: no extra round trip.
+- The server is a thread in the Journal's process. Each pass of its loop reads every
+  request that has arrived and commits them together (group commit: one transaction, one
+  fsync), then answers each connection.
+- The client is synchronous: a conversation waits for its append to commit before it
+  acts on the events anyway. When the Journal dies, the client reconnects and sends the
+  same batch with the same idempotency key to its replacement, until ``retry_s``: a batch
+  the dead Journal had committed is answered from the journal, never appended twice.
+
+Actors whose parent restarts the Journal (the Supervisor) keep using actor messages: they
+must not block while the Journal is down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import resource
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+import msgspec
+
+from events.envelope import Envelope, NewEvent
+from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
+from runtime.logging import get_logger
+from runtime.wire.transport import bind_unix_socket, connect_unix_socket
+
+__all__ = [
+    "HELLO_MAX_BYTES",
+    "LINK_SOCKET_NAME",
+    "MAX_FRAME",
+    "LinkAppend",
+    "LinkClient",
+    "LinkCommitted",
+    "LinkFailed",
+    "LinkHello",
+    "LinkServer",
+    "configure",
+    "duplicate_map_key",
+    "link_settings",
+]
+
+log = get_logger("roost.journal_link")
+
+LINK_SOCKET_NAME = "journal.sock"
+"""The link's socket, in ``ROOST_HOME``."""
+
+HELLO_MAX_BYTES = 1024
+"""Largest first frame (the hello) a connection may send."""
+MAX_FRAME = 64 * 1024 * 1024
+"""Largest frame after the hello."""
+MAX_CONNECTIONS = 4096
+"""Open connections at most (every live conversation holds one)."""
+MAX_PENDING = 64
+"""Connections at most that have not yet sent their hello."""
+HELLO_TIMEOUT_S = 5.0
+"""Time from accept to a complete hello."""
+IDLE_TIMEOUT_S = 600.0
+"""Time an authenticated connection may stay silent."""
+_LENGTH = struct.Struct("!I")
+_settings: dict[str, str | None] = {"path": None, "token": None}
+
+
+class LinkHello(msgspec.Struct, frozen=True, kw_only=True, tag="hello"):
+    """The first frame of a connection: the daemon's link token."""
+
+    token: str
+
+
+class LinkAppend(msgspec.Struct, frozen=True, kw_only=True, tag="append"):
+    """Commit one batch (``key``: its idempotency key)."""
+
+    key: str
+    events: list[NewEvent]
+
+
+class LinkCommitted(msgspec.Struct, frozen=True, kw_only=True, tag="committed"):
+    """The batch is committed: its envelopes, with their global positions."""
+
+    envelopes: list[Envelope]
+
+
+class LinkFailed(msgspec.Struct, frozen=True, kw_only=True, tag="failed"):
+    """The batch was not committed: a wire error ``{code, message, details}``."""
+
+    error: dict[str, Any]
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_PLAIN = msgspec.msgpack.Decoder()
+_HELLO = msgspec.msgpack.Decoder(LinkHello)
+_REQUESTS = msgspec.msgpack.Decoder(LinkHello | LinkAppend)
+_ANSWERS = msgspec.msgpack.Decoder(LinkCommitted | LinkFailed)
+
+Commit = Callable[[list[LinkAppend]], list[LinkCommitted | LinkFailed]]
+
+
+def configure(path: str | None, token: str | None) -> None:
+    """Set (or clear, with None) the link every actor process forked from here uses."""
+    _settings["path"], _settings["token"] = path, token
+
+
+def link_settings() -> tuple[str, str] | None:
+    """``(socket path, token)`` when the link is configured in this process, else None."""
+    path, token = _settings["path"], _settings["token"]
+    return (path, token) if path and token else None
+
+
+def _frame(message: Any) -> bytes:
+    body = _ENCODER.encode(message)
+    return _LENGTH.pack(len(body)) + body
+
+
+def _journal_error(message: str) -> LinkFailed:
+    return LinkFailed(error={"code": "journal_error", "message": message, "details": {}})
+
+
+def _bad_request(reason: str, message: str, **details: Any) -> LinkFailed:
+    return LinkFailed(
+        error={"code": "bad_request", "message": message, "details": {"reason": reason, **details}}
+    )
+
+
+# msgpack header byte -> (bytes of its length field, bytes that always follow) for the
+# types whose payload is skipped: str/bin/ext with a length field, fixed-size scalars.
+_SIZED = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}
+_EXT = {0xC7: 1, 0xC8: 2, 0xC9: 4}
+_FIXED = {0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+_FIXED |= {0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
+_CONTAINERS = {0xDC: (2, False), 0xDD: (4, False), 0xDE: (2, True), 0xDF: (4, True)}
+
+
+def _item(body: bytes, pos: int) -> tuple[int, int, bool]:
+    """Read one msgpack header at ``pos``: ``(end, count, is_map)``; ``count`` -1: a scalar.
+
+    For a scalar, ``end`` is past its payload; for a container, past its header.
+    """
+    b = body[pos]
+    pos += 1
+    if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
+        return pos, -1, False
+    if b <= 0x8F:
+        return pos, b & 0x0F, True
+    if b <= 0x9F:
+        return pos, b & 0x0F, False
+    if b <= 0xBF:
+        return pos + (b & 0x1F), -1, False
+    if b in _SIZED:
+        width = _SIZED[b]
+        return pos + width + int.from_bytes(body[pos : pos + width], "big"), -1, False
+    if b in _EXT:
+        width = _EXT[b]
+        return pos + width + 1 + int.from_bytes(body[pos : pos + width], "big"), -1, False
+    if b in _FIXED:
+        return pos + _FIXED[b], -1, False
+    if b in _CONTAINERS:
+        width, is_map = _CONTAINERS[b]
+        return pos + width, int.from_bytes(body[pos : pos + width], "big"), is_map
+    raise ValueError(f"byte {b:#x} starts no msgpack item")
+
+
+def duplicate_map_key(body: bytes) -> bytes | None:
+    """The encoding of the first map key a msgpack document repeats, else ``None``.
+
+    Keys are compared as encoded (a repeat spelled differently is the canonical check's
+    business); a body that is not msgpack gives ``None``. No recursion: any depth.
+    """
+    stack: list[list[Any]] = []  # per open container: [items left, keys seen | None, key next]
+    pos = 0
+    try:
+        while True:
+            start = pos
+            pos, count, is_map = _item(body, pos)
+            if pos > len(body):
+                return None
+            if count > 0:
+                stack.append([count, set() if is_map else None, True])
+                continue
+            key: bytes | None = body[start:pos] if count < 0 else None
+            while True:  # an item is complete: account for it in the containers above
+                if not stack:
+                    return None
+                frame = stack[-1]
+                if frame[1] is not None and frame[2]:
+                    if key is not None:
+                        if key in frame[1]:
+                            return key
+                        frame[1].add(key)
+                    frame[2] = False
+                    break
+                frame[2] = True
+                frame[0] -= 1
+                if frame[0]:
+                    break
+                stack.pop()
+                key = None
+    except (IndexError, ValueError):
+        return None
+
+
+def _decode(decoder: msgspec.msgpack.Decoder[Any], body: bytes) -> Any:
+    """Decode ``body``; a frame that is not exactly msgspec's own encoding is refused.
+
+    Raises :class:`_Refused` (``duplicate_key``, ``too_deeply_nested``, ``non_canonical``)
+    or ``msgspec.DecodeError``.
+    """
+    try:
+        if _ENCODER.encode(_PLAIN.decode(body)) != body:
+            key = duplicate_map_key(body)
+            if key is not None:
+                shown = _PLAIN.decode(key)
+                raise _Refused("duplicate_key", f"map key {shown!r} given twice", key=str(shown))
+            raise _Refused("non_canonical", "frame is not msgspec's encoding of its content")
+        return decoder.decode(body)
+    except RecursionError as e:
+        raise _Refused("too_deeply_nested", "frame nested too deeply") from e
+
+
+class _Refused(Exception):
+    """A frame refused with ``bad_request``: ``reason``, message, details."""
+
+    def __init__(self, reason: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def answer(self) -> LinkFailed:
+        return _bad_request(self.reason, self.message, **self.details)
+
+
+class _Connection:
+    __slots__ = ("accepted_at", "authed", "buffer", "last_seen", "sock")
+
+    def __init__(self, sock: socket.socket, now: float) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.authed = False
+        self.accepted_at = now
+        self.last_seen = now
+
+
+def _raise_descriptor_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+Pending = tuple[_Connection, LinkAppend | LinkFailed]
+
+
+class LinkServer:
+    """Serves appends on the link socket from a thread; ``commit`` does the writing.
+
+    ``tree_roots``: pids one of which every peer must descend from (default: this
+    process). The other keywords are the limits of the module docstring.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        token: str,
+        commit: Commit,
+        *,
+        tree_roots: Collection[int] | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        max_pending: int = MAX_PENDING,
+        hello_timeout_s: float = HELLO_TIMEOUT_S,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+    ) -> None:
+        self.path = path
+        self.token = token
+        self.commit = commit
+        self.tree_roots = frozenset(tree_roots) if tree_roots else frozenset({os.getpid()})
+        self.max_connections = max_connections
+        self.max_pending = max_pending
+        self.hello_timeout_s = hello_timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self._tick = min(1.0, hello_timeout_s / 2, idle_timeout_s / 2)
+        self._next_sweep = 0.0
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stop = False
+        self._listener: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._open: set[_Connection] = set()
+        self._pending = 0
+        self._throttle = Throttle()
+        self.errors = 0
+        """Passes of the serving loop that failed unexpectedly (and were survived)."""
+        self.rejected = 0
+        """Connections closed at accept because of their peer."""
+        self.refused = 0
+        """Connections closed at accept because a cap was reached."""
+        self.cut = 0
+        """Connections closed for a bad hello or frame, or a timeout."""
+
+    def start(self) -> None:
+        """Bind the socket (replacing one a dead Journal left) and start serving.
+
+        Every live conversation holds a connection, so the process's descriptor limit is
+        raised to its hard limit first (the usual soft limit, 1024, is a few hundred
+        conversations).
+        """
+        _raise_descriptor_limit()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        listener = bind_unix_socket(self.path)
+        listener.setblocking(False)
+        self._listener = listener
+        self._selector.register(listener, selectors.EVENT_READ, None)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._thread = threading.Thread(target=self._serve, name="journal-link", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving; remove the socket file."""
+        self._stop = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        for key in list(self._selector.get_map().values()):
+            with contextlib.suppress(OSError):
+                key.fileobj.close()  # type: ignore[union-attr]
+        self._selector.close()
+        self._wake_w.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def connections(self) -> tuple[int, int]:
+        """``(open, still owing their hello)`` connections now."""
+        return len(self._open), self._pending
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                self._serve_once()
+            except Exception:  # one bad pass must not stop every conversation's appends
+                self.errors += 1
+                time.sleep(0.01)
+
+    def _serve_once(self) -> None:
+        pending: list[Pending] = []
+        for key, _ in self._selector.select(timeout=self._tick):
+            if key.fileobj is self._listener:
+                pending.extend(self._accept())
+            elif key.fileobj is self._wake_r:
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(64)
+            else:
+                pending.extend(self._read(key.data))
+        if pending:
+            self._answer(pending)
+        now = time.monotonic()
+        if now >= self._next_sweep:
+            self._next_sweep = now + self._tick
+            self._sweep(now)
+
+    def _sweep(self, now: float) -> None:
+        """Close connections past their hello deadline or silent for too long."""
+        for conn in list(self._open):
+            if conn.authed:
+                late = now - conn.last_seen > self.idle_timeout_s
+            else:
+                late = now - conn.accepted_at > self.hello_timeout_s
+            if late:
+                self._cut(conn, "idle_timeout" if conn.authed else "hello_timeout")
+
+    def _accept(self) -> list[Pending]:
+        """Accept every waiting connection; read what each has sent already."""
+        assert self._listener is not None
+        requests: list[Pending] = []
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return requests
+            except OSError:  # out of descriptors: leave the rest in the backlog a moment
+                time.sleep(0.05)
+                return requests
+            try:
+                admitted = self._admit(sock)
+            except BaseException:
+                sock.close()
+                raise
+            if not admitted:
+                sock.close()
+                continue
+            sock.setblocking(False)
+            conn = _Connection(sock, time.monotonic())
+            self._open.add(conn)
+            self._pending += 1
+            self._selector.register(sock, selectors.EVENT_READ, conn)
+            requests.extend(self._read(conn))
+
+    def _admit(self, sock: socket.socket) -> bool:
+        """The peer checks, then the caps (the caller closes a refused socket)."""
+        try:
+            creds, refusal = examine_peer(sock, tree_roots=self.tree_roots)
+            peer = {"peer_pid": creds.pid, "peer_uid": creds.uid}
+        except OSError:
+            refusal, peer = PeerRefusal.UNVERIFIABLE, {}
+        if refusal is not None:
+            self.rejected += 1
+            self._warn("peer_rejected", reason=str(refusal), **peer)
+            return False
+        if len(self._open) >= self.max_connections or self._pending >= self.max_pending:
+            self.refused += 1
+            full = len(self._open) >= self.max_connections
+            self._warn(
+                "link_connection_refused",
+                reason="too_many_connections" if full else "too_many_pending",
+                open=len(self._open),
+                pending=self._pending,
+                **peer,
+            )
+            return False
+        return True
+
+    def _warn(self, event: str, **fields: Any) -> None:
+        suppressed = self._throttle.allow()
+        if suppressed is not None:
+            log.warning(event, socket=LINK_SOCKET_NAME, suppressed=suppressed, **fields)
+
+    def _drop(self, conn: _Connection) -> None:
+        if conn in self._open:
+            self._open.discard(conn)
+            self._pending -= not conn.authed
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn.sock)
+        conn.sock.close()
+
+    def _cut(self, conn: _Connection, reason: str) -> None:
+        """Close a connection for what it sent (or did not send) and say why."""
+        self.cut += 1
+        self._warn("link_connection_cut", reason=reason, authed=conn.authed)
+        self._drop(conn)
+
+    def _read(self, conn: _Connection) -> list[Pending]:
+        try:
+            data = conn.sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)
+            return []
+        conn.last_seen = time.monotonic()
+        conn.buffer += data
+        requests: list[Pending] = []
+        while len(conn.buffer) >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(conn.buffer)
+            if size > (MAX_FRAME if conn.authed else HELLO_MAX_BYTES):
+                self._cut(conn, "frame_too_large" if conn.authed else "hello_too_large")
+                return []
+            if len(conn.buffer) < _LENGTH.size + size:
+                break
+            body = bytes(conn.buffer[_LENGTH.size : _LENGTH.size + size])
+            del conn.buffer[: _LENGTH.size + size]
+            if not conn.authed:
+                problem = self._hello(body)
+                if problem is not None:
+                    self._cut(conn, problem)
+                    return []
+                conn.authed = True
+                self._pending -= 1
+                continue
+            try:
+                message = _decode(_REQUESTS, body)
+            except _Refused as e:
+                requests.append((conn, e.answer()))
+                continue
+            except msgspec.DecodeError:
+                self._cut(conn, "malformed_frame")
+                return []
+            if isinstance(message, LinkHello):
+                if not hmac.compare_digest(message.token, self.token):
+                    self._cut(conn, "bad_token")
+                    return []
+            else:
+                requests.append((conn, message))
+        return requests
+
+    def _hello(self, body: bytes) -> str | None:
+        """Why ``body`` is not a valid hello (``None``: it is one, with the right token)."""
+        try:
+            hello = _decode(_HELLO, body)
+        except _Refused as e:
+            return e.reason
+        except msgspec.DecodeError:
+            return "not_a_hello"
+        return None if hmac.compare_digest(hello.token, self.token) else "bad_token"
+
+    def _answer(self, pending: list[Pending]) -> None:
+        appends = [r for _, r in pending if isinstance(r, LinkAppend)]
+        results: list[LinkCommitted | LinkFailed] = []
+        if appends:
+            try:
+                results = self.commit(appends)
+            except Exception as e:  # the commit function must not kill the server thread
+                results = [_journal_error(f"commit failed: {e}")] * len(appends)
+            if len(results) != len(appends):
+                results = [_journal_error("the journal answered the wrong count")] * len(appends)
+        answers = iter(results)
+        for conn, request in pending:
+            result = next(answers) if isinstance(request, LinkAppend) else request
+            if conn not in self._open:
+                continue
+            try:
+                conn.sock.settimeout(5.0)
+                conn.sock.sendall(_frame(result))
+                conn.sock.setblocking(False)
+            except OSError:
+                self._drop(conn)
+
+
+class LinkClient:
+    """One actor's connection to the Journal; ``append`` blocks until the batch commits."""
+
+    def __init__(self, path: str, token: str, *, retry_s: float = 30.0) -> None:
+        self.path = path
+        self.token = token
+        self.retry_s = retry_s
+        self._sock: socket.socket | None = None
+        self.reconnects = 0
+        """Connections made after the first (the Journal restarted)."""
+        self._ever_connected = False
+
+    def append(self, events: list[NewEvent], key: str) -> LinkCommitted | LinkFailed:
+        """Commit ``events`` under ``key``; across Journal restarts until ``retry_s``."""
+        deadline = time.monotonic() + self.retry_s
+        payload = _frame(LinkAppend(key=key, events=events))
+        delay = 0.01
+        while True:
+            reused = self._sock is not None
+            try:
+                sock = self._connected(deadline)
+                sock.sendall(payload)
+                return self._answer(sock, deadline)
+            except (OSError, msgspec.DecodeError) as e:
+                self.close()
+                if reused:  # the server closed it while idle (or restarted): reconnect now
+                    continue
+                if time.monotonic() + delay >= deadline:
+                    return _journal_error(
+                        f"the journal did not answer within {self.retry_s:g} s: {e}"
+                    )
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+
+    def close(self) -> None:
+        """Drop the connection (the next append reconnects)."""
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
+
+    def _connected(self, deadline: float) -> socket.socket:
+        if self._sock is None:
+            sock = connect_unix_socket(self.path, max(0.05, deadline - time.monotonic()))
+            try:
+                sock.sendall(_frame(LinkHello(token=self.token)))
+            except OSError:
+                sock.close()
+                raise
+            self.reconnects += self._ever_connected
+            self._ever_connected = True
+            self._sock = sock
+        return self._sock
+
+    def _answer(self, sock: socket.socket, deadline: float) -> LinkCommitted | LinkFailed:
+        header = self._read(sock, _LENGTH.size, deadline)
+        (size,) = _LENGTH.unpack(header)
+        if size > MAX_FRAME:
+            raise OSError(f"journal answer too large: {size} bytes")
+        answer: LinkCommitted | LinkFailed = _ANSWERS.decode(self._read(sock, size, deadline))
+        return answer
+
+    @staticmethod
+    def _read(sock: socket.socket, size: int, deadline: float) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < size:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            chunk = sock.recv(size - len(chunks))
+            if not chunk:
+                raise ConnectionResetError("the journal closed the link")
+            chunks += chunk
+        return bytes(chunks)

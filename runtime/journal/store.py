@@ -1,0 +1,347 @@
+"""The journal: the durable, append-only event store every state change goes through.
+
+It is an eventsourcing ``Application`` (SQLite by default, PostgreSQL with
+``ROOST_JOURNAL=postgres``) with the msgspec mapper of :mod:`runtime.journal.mapper`. One stream per
+project holds all its events; the global position ``seq`` is eventsourcing's notification
+id. On append the journal redacts secrets, assigns each event its stream version (the
+project's or the conversation's), links it into the project's SHA-256 hash chain and
+commits a whole batch in one transaction, together with the batch's idempotency key.
+
+Exactly one writer may append to a project at a time. Two writers racing on a project
+collide on eventsourcing's ``(originator_id, originator_version)`` key, and the loser
+gets :class:`runtime.errors.ConcurrencyError`; that is how ownership is fenced when
+several daemons share a PostgreSQL journal.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import msgspec
+from eventsourcing.application import Application
+from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError
+
+from events.chain import ChainReport, chain_hash, verify_chain
+from events.envelope import GENESIS_HASH, Envelope, NewEvent
+from runtime.errors import ConcurrencyError, JournalError, JournalIntegrityError
+from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
+from runtime.journal.sqlite import StreamRow
+
+__all__ = ["Batch", "Journal", "JournalKind", "journal_env"]
+
+JournalKind = Literal["sqlite", "postgres"]
+Redactor = Callable[[Any], Any]
+
+
+class Batch(msgspec.Struct, frozen=True, kw_only=True):
+    """Events to commit together, and the key that makes a retry harmless."""
+
+    events: list[NewEvent]
+    """The events, in order."""
+    key: str | None = None
+    """Idempotency key: a batch with a key already committed is not appended again."""
+
+
+class _Store(Protocol):
+    """The recorder methods the journal uses beyond eventsourcing's interface."""
+
+    def select_stream(self, originator_id: uuid.UUID, *, gt: int = 0) -> list[StreamRow]: ...
+
+    def select_stream_range(
+        self, originator_id: uuid.UUID, first: int, last: int
+    ) -> list[StreamRow]: ...
+
+    def select_batches(self, keys: Sequence[str]) -> dict[str, bytes]: ...
+
+    def integrity_check(self) -> str: ...
+
+
+class _HeadView(msgspec.Struct):
+    """The few envelope fields needed to rebuild a project's head."""
+
+    conversation_id: str | None
+    stream_version: int
+    hash: str
+
+
+@dataclass
+class _Head:
+    """Where a project's stream stands: version, last hash, each stream's version."""
+
+    version: int = 0
+    hash: str = GENESIS_HASH
+    streams: dict[str | None, int] = field(default_factory=dict)
+
+    def copy(self) -> _Head:
+        return _Head(self.version, self.hash, dict(self.streams))
+
+
+class _JournalApp(Application[uuid.UUID]):
+    """The eventsourcing application behind the journal."""
+
+    name = "RoostJournal"
+
+    def construct_mapper(self) -> Mapper[uuid.UUID]:
+        return MsgspecMapper()
+
+
+def journal_env(
+    kind: JournalKind, *, sqlite_path: str | None = None, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Return the eventsourcing environment for a journal of ``kind``."""
+    env: dict[str, str] = {}
+    if kind == "sqlite":
+        if not sqlite_path:
+            raise JournalError("the SQLite journal needs a file path")
+        env["PERSISTENCE_MODULE"] = "runtime.journal.sqlite:RoostSQLiteFactory"
+        env["SQLITE_DBNAME"] = sqlite_path
+        env["SQLITE_LOCK_TIMEOUT"] = "30"
+    elif kind == "postgres":
+        env["PERSISTENCE_MODULE"] = "runtime.journal.postgres:RoostPostgresFactory"
+    else:
+        raise JournalError(f"unknown journal kind {kind!r}; use 'sqlite' or 'postgres'")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _default_redactor() -> Redactor:
+    from runtime.guard.redaction import redact  # noqa: PLC0415 - keeps events/ import-light
+
+    return redact
+
+
+class Journal:
+    """Appends batches of events and reads them back by project, conversation or position."""
+
+    def __init__(
+        self,
+        kind: JournalKind = "sqlite",
+        *,
+        sqlite_path: str | None = None,
+        env: Mapping[str, str] | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.kind = kind
+        try:
+            self._app = _JournalApp(env=journal_env(kind, sqlite_path=sqlite_path, extra=env))
+        except (PersistenceError, OSError) as e:
+            raise JournalError(f"cannot open the {kind} journal: {e}") from e
+        self._mapper: MsgspecMapper = self._app.mapper  # type: ignore[assignment]
+        self._recorder = self._app.recorder
+        self._store: _Store = self._app.recorder  # type: ignore[assignment]
+        self._redact: Redactor = redactor if redactor is not None else _default_redactor()
+        self._heads: dict[str, _Head] = {}
+        self._ranges_encoder = msgspec.msgpack.Encoder()
+        self._ranges_decoder = msgspec.msgpack.Decoder(dict[str, tuple[int, int]])
+        self._head_decoder = msgspec.msgpack.Decoder(_HeadView)
+
+    @classmethod
+    def open(cls, home: str, *, redactor: Redactor | None = None) -> Journal:
+        """Open the journal configured for ``home`` (``ROOST_JOURNAL``, default SQLite)."""
+        kind = os.environ.get("ROOST_JOURNAL", "sqlite").strip().lower() or "sqlite"
+        if kind not in ("sqlite", "postgres"):
+            raise JournalError(f"ROOST_JOURNAL must be 'sqlite' or 'postgres', got {kind!r}")
+        path = os.path.join(home, "journal.sqlite") if kind == "sqlite" else None
+        return cls(kind, sqlite_path=path, redactor=redactor)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        """Close database connections."""
+        self._app.close()
+        self._app.factory.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writing --------------------------------------------------------------------
+
+    def append(self, events: Sequence[NewEvent], *, key: str | None = None) -> list[Envelope]:
+        """Commit ``events`` as one batch and return them as committed envelopes."""
+        return self.append_batches([Batch(events=list(events), key=key)])[0]
+
+    def append_batches(self, batches: Sequence[Batch]) -> list[list[Envelope]]:
+        """Commit several batches in one transaction.
+
+        A batch whose key is known is not appended again, its committed envelopes are returned
+        instead.
+        """
+        keys = [b.key for b in batches if b.key]
+        if len(set(keys)) != len(keys):
+            raise JournalError("two batches in one append share an idempotency key")
+        done = self._committed(keys)
+        fresh = [b for b in batches if not (b.key and b.key in done)]
+        written = self._write(fresh) if fresh else []
+        by_batch = iter(written)
+        return [done[b.key] if (b.key and b.key in done) else next(by_batch) for b in batches]
+
+    def _committed(self, keys: Sequence[str]) -> dict[str, list[Envelope]]:
+        if not keys:
+            return {}
+        found = self._store.select_batches(keys)
+        out: dict[str, list[Envelope]] = {}
+        for key, raw in found.items():
+            envelopes: list[Envelope] = []
+            for project_id, (first, last) in self._ranges_decoder.decode(raw).items():
+                rows = self._store.select_stream_range(project_stream_id(project_id), first, last)
+                envelopes.extend(self._mapper.decode_rows(rows))
+            envelopes.sort(key=lambda e: e.seq)
+            out[key] = envelopes
+        return out
+
+    def _write(self, batches: Sequence[Batch]) -> list[list[Envelope]]:
+        heads: dict[str, _Head] = {}
+        records: list[JournalRecord] = []
+        batch_rows: list[tuple[str, bytes]] = []
+        sizes: list[int] = []
+        for batch in batches:
+            ranges: dict[str, list[int]] = {}
+            for event in batch.events:
+                project = event.project_id
+                head = heads.get(project)
+                if head is None:
+                    head = heads[project] = self._head(project).copy()
+                record = self._link(head, event)
+                records.append(record)
+                span = ranges.setdefault(project, [record.originator_version] * 2)
+                span[1] = record.originator_version
+            sizes.append(len(batch.events))
+            if batch.key:
+                batch_rows.append((batch.key, self._ranges_encoder.encode(ranges)))
+        stored = [self._mapper.to_stored_event(r) for r in records]
+        try:
+            seqs = self._recorder.insert_events(stored, batch_rows=batch_rows)
+        except IntegrityError as e:
+            for project in heads:
+                self._heads.pop(project, None)
+            raise ConcurrencyError(
+                "another writer appended to "
+                f"{', '.join(sorted(heads))} first, or a batch key was reused; "
+                "reload the project before writing again"
+            ) from e
+        except PersistenceError as e:
+            for project in heads:
+                self._heads.pop(project, None)
+            raise JournalError(f"append failed: {e}") from e
+        if seqs is None or len(seqs) != len(records):
+            raise JournalError("the store did not return a position for every event")
+        self._heads.update(heads)
+        committed = [
+            msgspec.structs.replace(r.envelope, seq=seq)
+            for r, seq in zip(records, seqs, strict=True)
+        ]
+        out: list[list[Envelope]] = []
+        start = 0
+        for size in sizes:
+            out.append(committed[start : start + size])
+            start += size
+        return out
+
+    def _link(self, head: _Head, event: NewEvent) -> JournalRecord:
+        data = self._redact(event.data)
+        if data is not event.data:
+            event = msgspec.structs.replace(event, data=data)
+        stream_version = head.streams.get(event.conversation_id, 0) + 1
+        digest = chain_hash(head.hash, event, stream_version)
+        envelope = Envelope(
+            seq=0,
+            stream_version=stream_version,
+            event_id=event.event_id,
+            type=event.type,
+            at=event.at,
+            project_id=event.project_id,
+            conversation_id=event.conversation_id,
+            correlation_id=event.correlation_id,
+            causation_id=event.causation_id,
+            data=event.data,
+            hash=digest,
+            prev_hash=head.hash,
+        )
+        head.version += 1
+        head.hash = digest
+        head.streams[event.conversation_id] = stream_version
+        return JournalRecord(
+            originator_id=project_stream_id(event.project_id),
+            originator_version=head.version,
+            envelope=envelope,
+        )
+
+    def _head(self, project_id: str) -> _Head:
+        head = self._heads.get(project_id)
+        if head is None:
+            head = _Head()
+            for _, version, state in self._store.select_stream(project_stream_id(project_id)):
+                view = self._head_decoder.decode(state)
+                head.version = version
+                head.hash = view.hash
+                head.streams[view.conversation_id] = view.stream_version
+            self._heads[project_id] = head
+        return head
+
+    def forget(self, project_id: str) -> None:
+        """Drop the cached head of a project (after another writer may have appended)."""
+        self._heads.pop(project_id, None)
+
+    # --- reading --------------------------------------------------------------------
+
+    def read_project(self, project_id: str, *, after_version: int = 0) -> list[Envelope]:
+        """Every event of a project (and its conversations), in ``seq`` order."""
+        rows = self._store.select_stream(project_stream_id(project_id), gt=after_version)
+        return self._mapper.decode_rows(rows)
+
+    def read_conversation(self, project_id: str, conversation_id: str) -> list[Envelope]:
+        """Every event of one conversation (its signals included), in ``seq`` order."""
+        return [e for e in self.read_project(project_id) if e.conversation_id == conversation_id]
+
+    def read_all(self, *, after_seq: int = 0, limit: int = 1000) -> list[Envelope]:
+        """Events of every project after global position ``after_seq``, at most ``limit``."""
+        notifications = self._recorder.select_notifications(start=after_seq + 1, limit=limit)
+        decode = self._mapper.decode_envelope
+        return [decode(n.state, n.id) for n in notifications]
+
+    def iter_all(self, *, after_seq: int = 0, page: int = 1000) -> Iterator[Envelope]:
+        """Every event after ``after_seq``, page by page."""
+        cursor = after_seq
+        while True:
+            chunk = self.read_all(after_seq=cursor, limit=page)
+            if not chunk:
+                return
+            yield from chunk
+            cursor = chunk[-1].seq
+
+    def read_types(self, types: Sequence[str]) -> list[Envelope]:
+        """Every event of the given types, in ``seq`` order (used to find projects)."""
+        out: list[Envelope] = []
+        cursor = 0
+        decode = self._mapper.decode_envelope
+        while True:
+            chunk = self._recorder.select_notifications(
+                start=cursor + 1, limit=1000, topics=list(types)
+            )
+            if not chunk:
+                return out
+            out.extend(decode(n.state, n.id) for n in chunk)
+            cursor = chunk[-1].id
+
+    def max_seq(self) -> int:
+        """The highest global position committed (0 when empty)."""
+        return int(self._recorder.max_notification_id() or 0)
+
+    def verify(self, project_id: str) -> ChainReport:
+        """Check the project's hash chain and stream versions."""
+        events = self.read_project(project_id)
+        report = verify_chain(events)
+        return report
+
+    def integrity_check(self) -> str:
+        """The database's own integrity check (``ok`` when sound)."""
+        try:
+            return self._store.integrity_check()
+        except PersistenceError as e:
+            raise JournalIntegrityError(f"integrity check failed: {e}") from e

@@ -1,0 +1,59 @@
+"""Building the model adapter a project's options ask for (``llm_adapter``).
+
+The adapters import :mod:`runtime.llm.base`'s types; this module imports the adapters, so
+the base never imports them back.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from runtime.errors import InvalidRuntimeOptError
+from runtime.llm.base import ModelAdapter
+from runtime.llm.deterministic import DeterministicAdapter
+from runtime.llm.openai import DEFAULT_BASE_URL, OpenAIAdapter
+from runtime.llm.resilience import CircuitBreaker, ResilientAdapter, RetryPolicy
+
+__all__ = ["make_adapter"]
+
+
+def make_adapter(
+    options: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> ModelAdapter:
+    """Build the adapter the normalized runtime ``options`` ask for.
+
+    ``llm_adapter`` picks ``deterministic`` (default) or ``openai``; the latter reads
+    ``llm_base_url``, ``llm_model``, ``llm_api_key_env``, ``llm_system_prompt``,
+    ``llm_temperature`` and ``llm_max_tokens``, and is wrapped in a fresh
+    :class:`runtime.llm.resilience.ResilientAdapter` (its own circuit breaker). The API key
+    is looked up in ``environ`` (default ``os.environ``) at each call, never stored.
+    ``sleep`` and ``clock`` drive the retry backoff and the breaker (tests inject fakes).
+    """
+    kind = options.get("llm_adapter") or "deterministic"
+    if kind == "deterministic":
+        return DeterministicAdapter()
+    if kind == "openai":
+        inner = OpenAIAdapter(
+            base_url=options.get("llm_base_url") or DEFAULT_BASE_URL,
+            model=options.get("llm_model"),
+            api_key_env=options.get("llm_api_key_env"),
+            system_prompt=options.get("llm_system_prompt"),
+            temperature=options.get("llm_temperature"),
+            max_tokens=options.get("llm_max_tokens"),
+            environ=os.environ if environ is None else environ,
+        )
+        return ResilientAdapter(
+            inner, RetryPolicy(), CircuitBreaker(clock=clock), sleep=sleep, clock=clock
+        )
+    raise InvalidRuntimeOptError(
+        f"llm_adapter must be 'deterministic' or 'openai', got {kind!r}",
+        key="llm_adapter",
+        reason="invalid_entry",
+    )

@@ -1,0 +1,138 @@
+"""The tool registry: every tool a project offers, by name, with its spec and implementation.
+
+:meth:`ToolRegistry.for_project` gathers the built-in tool modules (``runtime.tools.fs``,
+``runtime.tools.command``, ``runtime.tools.http``, ``runtime.tools.asset``; each exports
+``SPECS`` and ``TOOLS``) and the tools generated from the project's assets
+(``command.run.<key>``, ``workflow.run.<key>``). A built-in module that fails to import is
+left out and named in :attr:`ToolRegistry.import_errors`, so one broken module never takes
+the others down.
+
+The registry is read-only once built. ``allow_tools`` / ``deny_tools`` are applied by
+:func:`list_rule` (an exact name or an ``fnmatch`` glob such as ``fs.*``), both for what
+``list_tools`` and the model see (:meth:`ToolRegistry.visible`) and for what the policy
+lets run (:func:`runtime.policy.decide`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
+from typing import Any
+
+import msgspec
+
+from runtime.tools.asset_store import AssetCatalog, load_assets
+from runtime.tools.base import ToolFn, ToolSpec
+
+__all__ = ["BUILTIN_MODULES", "ToolRegistry", "list_rule"]
+
+BUILTIN_MODULES: tuple[str, ...] = (
+    "runtime.tools.fs",
+    "runtime.tools.command",
+    "runtime.tools.http",
+    "runtime.tools.asset",
+)
+"""Modules whose ``SPECS`` and ``TOOLS`` make up the built-in tools."""
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(name == p or fnmatchcase(name, p) for p in patterns)
+
+
+def list_rule(name: str, options: Mapping[str, Any]) -> str | None:
+    """Return the option that keeps tool ``name`` out (``deny_tools``/``allow_tools``), or None.
+
+    ``deny_tools`` wins over ``allow_tools``; ``allow_tools: null`` allows every tool.
+    Entries are exact names or ``fnmatch`` globs (``command.run.*``).
+    """
+    if _matches(name, options.get("deny_tools") or ()):
+        return "deny_tools"
+    allow = options.get("allow_tools")
+    if allow is not None and not _matches(name, allow):
+        return "allow_tools"
+    return None
+
+
+class ToolRegistry:
+    """The tools of one project: built-ins plus the tools generated from its assets."""
+
+    def __init__(
+        self,
+        tools: Mapping[str, tuple[ToolSpec, ToolFn]],
+        catalog: AssetCatalog | None = None,
+        import_errors: Mapping[str, str] | None = None,
+    ) -> None:
+        self._tools = dict(tools)
+        self.catalog: AssetCatalog = catalog if catalog is not None else AssetCatalog()
+        """The project's asset catalog the generated tools were built from."""
+        self.import_errors: dict[str, str] = dict(import_errors or {})
+        """Built-in modules that could not be imported, with the error."""
+
+    @classmethod
+    def for_project(cls, root: str, options: Mapping[str, Any]) -> ToolRegistry:
+        """Build the registry for the project at ``root`` with its normalized ``options``.
+
+        With ``strict_asset_loading`` an invalid asset raises ``AssetLoadFailedError``.
+        """
+        tools: dict[str, tuple[ToolSpec, ToolFn]] = {}
+        errors: dict[str, str] = {}
+        asset_module: Any = None
+        for module_name in BUILTIN_MODULES:
+            try:
+                module = importlib.import_module(module_name)
+                specs: list[ToolSpec] = list(module.SPECS)
+                fns: Mapping[str, ToolFn] = module.TOOLS
+            except Exception as e:  # a module being written must not break the others
+                errors[module_name] = f"{type(e).__name__}: {e}"
+                continue
+            for spec in specs:
+                fn = fns.get(spec.name)
+                if fn is not None:
+                    tools[spec.name] = (spec, fn)
+            if module_name == "runtime.tools.asset":
+                asset_module = module
+        strict = bool(options.get("strict_asset_loading", False))
+        catalog = load_assets(root, strict=strict)
+        if asset_module is not None and hasattr(asset_module, "asset_tools"):
+            known = {name: spec for name, (spec, _) in tools.items()}
+            generated_specs, generated_fns = asset_module.asset_tools(catalog, known)
+            for spec in generated_specs:
+                if spec.name not in tools and spec.name in generated_fns:
+                    tools[spec.name] = (spec, generated_fns[spec.name])
+        return cls(tools, catalog, errors)
+
+    def get(self, name: str) -> tuple[ToolSpec, ToolFn] | None:
+        """Return ``(spec, fn)`` for tool ``name``, or None when there is no such tool."""
+        return self._tools.get(name)
+
+    def specs(self) -> list[ToolSpec]:
+        """Every tool's spec, sorted by name."""
+        return [self._tools[name][0] for name in sorted(self._tools)]
+
+    def visible(self, options: Mapping[str, Any]) -> list[ToolSpec]:
+        """The specs ``allow_tools`` / ``deny_tools`` let through, sorted by name."""
+        return [spec for spec in self.specs() if list_rule(spec.name, options) is None]
+
+    def model_tools(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The visible tools as the model is offered them: ``{name, description, input_schema}``."""
+        return [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "input_schema": spec.input_schema,
+            }
+            for spec in self.visible(options)
+        ]
+
+    def list_tools(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The visible tools as ``list_tools`` returns them, safety metadata included."""
+        return [msgspec.to_builtins(spec) for spec in self.visible(options)]
+
+    def asset_summary(self) -> dict[str, Any]:
+        """``{generation, counts, errors}`` of the catalog, for ``project.assets_loaded``."""
+        return {
+            "generation": self.catalog.generation,
+            "counts": self.catalog.counts(),
+            "errors": self.catalog.errors(),
+        }

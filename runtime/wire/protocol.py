@@ -1,0 +1,338 @@
+"""The wire protocol between client and daemon: length-prefixed msgspec JSON frames.
+
+A frame is a 4-byte big-endian unsigned length and that many bytes of JSON. Frames::
+
+    request   {"id": 1, "op": "list_projects", "args": {}}
+    reply     {"id": 1, "ok": true, "result": ...}
+    error     {"id": 1, "ok": false, "error": {"code": ..., "message": ..., "details": {}}}
+    stream    {"id": 1, "event": {...}} ... then {"id": 1, "end": true} (or an error)
+
+Both sides check the length against their maximum *before* reading the body. A request
+the daemon cannot read gets an error frame (``id`` 0 when its id is unknown) with
+``bad_request`` and a ``reason``: ``frame_too_large`` (then the connection closes),
+``malformed_frame``, ``too_deeply_nested`` (objects and arrays nested deeper than
+:data:`MAX_DEPTH`), ``duplicate_key`` (a key given twice in one object, at any depth:
+JSON parsers disagree on which one wins, so none is chosen), ``unknown_op`` or
+``invalid_args``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import socket
+import struct
+from typing import Any, Literal
+
+import msgspec
+
+from runtime.errors import BadRequestError, RoostError
+
+DEFAULT_MAX_FRAME_BYTES = 8 * 1024 * 1024
+"""Largest frame body either side accepts (8 MiB)."""
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "HEADER_SIZE",
+    "MAX_DEPTH",
+    "DuplicateKeyError",
+    "FrameTooLargeError",
+    "MalformedFrameError",
+    "Request",
+    "ServerFrame",
+    "TooDeeplyNestedError",
+    "TruncatedFrameError",
+    "decode_json_strict",
+    "decode_request",
+    "decode_server_frame",
+    "encode_end",
+    "encode_error",
+    "encode_frame",
+    "encode_reply",
+    "encode_request",
+    "encode_stream_event",
+    "internal_error",
+    "read_frame",
+]
+
+_HEADER = struct.Struct(">I")
+HEADER_SIZE = _HEADER.size
+"""Bytes of the length prefix."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of objects and arrays a request may have (the top-level object is 1)."""
+
+_encoder = msgspec.json.Encoder()
+# A JSON string token (escapes included); outside strings, ':' only separates a key from
+# its value, so the colons left after removing strings count the members of every object.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_BRACKET_STEP = [0] * 256
+_BRACKET_STEP[ord("[")] = _BRACKET_STEP[ord("{")] = 1
+_BRACKET_STEP[ord("]")] = _BRACKET_STEP[ord("}")] = -1
+
+
+class FrameTooLargeError(BadRequestError):
+    """A frame's announced length exceeds the maximum; ``details`` ``{reason, size, max}``."""
+
+    def __init__(self, size: int, max_bytes: int) -> None:
+        super().__init__(
+            f"frame of {size} bytes exceeds the maximum of {max_bytes} bytes",
+            reason="frame_too_large",
+            size=size,
+            max=max_bytes,
+        )
+
+
+class MalformedFrameError(BadRequestError):
+    """A frame body is not JSON or not the expected shape; ``request_id`` if it was readable."""
+
+    def __init__(self, problem: str, request_id: int = 0) -> None:
+        super().__init__(f"malformed frame: {problem}", reason="malformed_frame", problem=problem)
+        self.request_id = request_id
+
+
+class TooDeeplyNestedError(MalformedFrameError):
+    """Objects and arrays nested deeper than the limit; ``details`` ``{reason, max_depth}``."""
+
+    def __init__(self, max_depth: int, request_id: int = 0) -> None:
+        BadRequestError.__init__(
+            self,
+            f"frame nested deeper than {max_depth} levels of objects and arrays",
+            reason="too_deeply_nested",
+            max_depth=max_depth,
+        )
+        self.request_id = request_id
+
+
+class DuplicateKeyError(MalformedFrameError):
+    """An object gives a key twice; ``details`` ``{reason, key, path}`` (the first found)."""
+
+    def __init__(self, key: str, path: str, request_id: int = 0) -> None:
+        BadRequestError.__init__(
+            self,
+            f"key {key!r} appears more than once in the object at {path}",
+            reason="duplicate_key",
+            key=key,
+            path=path,
+        )
+        self.request_id = request_id
+
+
+class TruncatedFrameError(ConnectionError):
+    """The peer closed the connection in the middle of a frame."""
+
+
+class Request(msgspec.Struct, frozen=True, kw_only=True):
+    """A decoded request frame."""
+
+    id: int
+    """Chosen by the client, increasing per connection; echoed in the reply."""
+    op: str
+    """Operation name (``runtime.ops.OPS``)."""
+    args: dict[str, Any] = {}
+    """The op's arguments."""
+
+
+class ServerFrame(msgspec.Struct, frozen=True, kw_only=True):
+    """A decoded frame from the daemon."""
+
+    id: int
+    """The request it answers (0: the daemon could not read the request)."""
+    kind: Literal["result", "error", "event", "end"]
+    """What the frame carries."""
+    value: Any = None
+    """The result, the wire error ``{code, message, details}``, or the event."""
+
+
+def encode_frame(message: Any) -> bytes:
+    """Encode ``message`` (JSON-able or Structs) as one frame: length prefix and body."""
+    body = _encoder.encode(message)
+    return _HEADER.pack(len(body)) + body
+
+
+def encode_request(request_id: int, op: str, args: dict[str, Any]) -> bytes:
+    """Encode a request frame."""
+    return encode_frame({"id": request_id, "op": op, "args": args})
+
+
+def encode_reply(request_id: int, result: Any) -> bytes:
+    """Encode a successful reply frame."""
+    return encode_frame({"id": request_id, "ok": True, "result": result})
+
+
+def encode_error(request_id: int, error: RoostError | dict[str, Any]) -> bytes:
+    """Encode an error frame from a ``RoostError`` or a wire error dict."""
+    wire = error.to_wire() if isinstance(error, RoostError) else error
+    return encode_frame({"id": request_id, "ok": False, "error": wire})
+
+
+def encode_stream_event(request_id: int, event: Any) -> bytes:
+    """Encode one event of a stream."""
+    return encode_frame({"id": request_id, "event": event})
+
+
+def encode_end(request_id: int) -> bytes:
+    """Encode the frame that ends a stream."""
+    return encode_frame({"id": request_id, "end": True})
+
+
+def _read_exact(sock: socket.socket, size: int, *, at_boundary: bool) -> bytes | None:
+    buf = bytearray(size)
+    view = memoryview(buf)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:], size - got)
+        if n == 0:
+            if got == 0 and at_boundary:
+                return None
+            raise TruncatedFrameError(f"connection closed after {got} of {size} bytes")
+        got += n
+    return bytes(buf)
+
+
+def read_frame(sock: socket.socket, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes | None:
+    """Read one frame body; ``None`` when the peer closed cleanly between frames.
+
+    Raises :class:`FrameTooLargeError` (before reading the body) and
+    :class:`TruncatedFrameError`; socket errors and timeouts propagate.
+    """
+    header = _read_exact(sock, HEADER_SIZE, at_boundary=True)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > max_bytes:
+        raise FrameTooLargeError(size, max_bytes)
+    body = _read_exact(sock, size, at_boundary=False)
+    return body if body is not None else b""
+
+
+def _int_id(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def _depth(structure: bytes) -> int:
+    """Deepest nesting of ``[``/``{`` in JSON text whose strings were removed."""
+    brackets = structure.translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """An object's members in document order, duplicates kept."""
+
+
+def _first_duplicate(body: bytes) -> tuple[str, str]:
+    """``(key, path)`` of the first object (in document order) that repeats a key."""
+    stack: list[tuple[Any, str]] = [(json.loads(body, object_pairs_hook=_Pairs), "$")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, _Pairs):
+            seen: set[str] = set()
+            for key, _ in value:
+                if key in seen:
+                    return key, path
+                seen.add(key)
+            children = [(child, f"{path}.{key}") for key, child in value]
+        elif isinstance(value, list):
+            children = [(child, f"{path}[{i}]") for i, child in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(children))
+    return "?", "$"
+
+
+def decode_json_strict(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """Decode a JSON document, refusing deep nesting and duplicate keys at any depth.
+
+    Raises :class:`MalformedFrameError` (not JSON), :class:`TooDeeplyNestedError` and
+    :class:`DuplicateKeyError` (its ``request_id`` is 0: the caller knows the id).
+    """
+    try:
+        raw = msgspec.json.decode(body)
+    except msgspec.DecodeError as e:
+        raise MalformedFrameError(f"not valid JSON ({e})") from e
+    except RecursionError as e:  # deeper than msgspec's own limit
+        raise TooDeeplyNestedError(max_depth) from e
+    structure = _STRING.sub(b"", body)
+    if _depth(structure) > max_depth:
+        raise TooDeeplyNestedError(max_depth)
+    # Decoding keeps one member per key: re-encoded, a body with a repeated key has fewer.
+    if structure.count(b":") != _STRING.sub(b"", _encoder.encode(raw)).count(b":"):
+        raise DuplicateKeyError(*_first_duplicate(body))
+    return raw
+
+
+def decode_request(body: bytes) -> Request:
+    """Decode a request body; raise :class:`MalformedFrameError` on a wrong shape.
+
+    Nesting deeper than :data:`MAX_DEPTH` and duplicate keys anywhere are refused
+    (:func:`decode_json_strict`). The op and its arguments are checked separately
+    (``runtime.ops.validate_args``).
+    """
+    try:
+        raw = decode_json_strict(body)
+    except (TooDeeplyNestedError, DuplicateKeyError) as e:
+        e.request_id = _readable_id(body, e)
+        raise
+    if not isinstance(raw, dict):
+        raise MalformedFrameError(f"expected an object, got {type(raw).__name__}")
+    request_id = _int_id(raw.get("id"))
+    if request_id is None or request_id < 0:
+        raise MalformedFrameError("'id' must be a non-negative integer")
+    op = raw.get("op")
+    if not isinstance(op, str):
+        raise MalformedFrameError("'op' must be a string", request_id)
+    args = raw.get("args", {})
+    if not isinstance(args, dict):
+        raise MalformedFrameError("'args' must be an object", request_id)
+    extra = sorted(set(raw) - {"id", "op", "args"})
+    if extra:
+        raise MalformedFrameError(f"unexpected keys {extra}", request_id)
+    return Request(id=request_id, op=op, args=args)
+
+
+def _readable_id(body: bytes, error: MalformedFrameError) -> int:
+    """The request id of a refused body when it can be told for sure, else 0."""
+    if isinstance(error, DuplicateKeyError) and (error.details["path"], error.details["key"]) == (
+        "$",
+        "id",
+    ):
+        return 0
+    try:
+        raw = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return 0
+    request_id = _int_id(raw.get("id")) if isinstance(raw, dict) else None
+    return request_id if request_id is not None and request_id >= 0 else 0
+
+
+def decode_server_frame(body: bytes) -> ServerFrame:
+    """Decode a frame from the daemon; raise :class:`MalformedFrameError` on a wrong shape."""
+    try:
+        raw = msgspec.json.decode(body)
+    except msgspec.DecodeError as e:
+        raise MalformedFrameError(f"reply is not valid JSON ({e})") from e
+    if not isinstance(raw, dict) or _int_id(raw.get("id")) is None:
+        raise MalformedFrameError("reply must be an object with an integer 'id'")
+    frame_id = int(raw["id"])
+    if raw.get("ok") is True and "result" in raw:
+        return ServerFrame(id=frame_id, kind="result", value=raw["result"])
+    if raw.get("ok") is False and isinstance(raw.get("error"), dict):
+        return ServerFrame(id=frame_id, kind="error", value=raw["error"])
+    if "event" in raw:
+        return ServerFrame(id=frame_id, kind="event", value=raw["event"])
+    if raw.get("end") is True:
+        return ServerFrame(id=frame_id, kind="end")
+    raise MalformedFrameError(f"unrecognised reply keys {sorted(raw)}", frame_id)
+
+
+def internal_error(op: str, error: Exception) -> dict[str, Any]:
+    """The wire error for an unexpected exception while serving ``op`` (``internal_error``)."""
+    return {
+        "code": "internal_error",
+        "message": f"internal error while serving {op}: {type(error).__name__}: {error}",
+        "details": {"op": op},
+    }

@@ -1,0 +1,60 @@
+"""The floor plan is a contract that can fail: import-linter's layers, run on a copy of the tree.
+
+``make check`` runs ``lint-imports`` on the real tree; these tests show that it passes there
+and that one deliberate upward import (a guard importing the daemon) breaks it, naming the
+import, so the contract is not a hope.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LINT = Path(sys.executable).parent / "lint-imports"
+
+pytestmark = pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed")
+
+
+def lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run(
+        [str(LINT), "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the packages and of pyproject.toml (where the contracts live)."""
+    for package in ("events", "runtime", "actors", "soak"):
+        shutil.copytree(
+            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_the_tree_keeps_every_import_contract(tree: Path) -> None:
+    done = lint(tree)
+    assert done.returncode == 0, done.stdout
+    assert "Contracts: 3 kept, 0 broken." in done.stdout
+
+
+def test_an_upward_import_breaks_the_layers_contract(tree: Path) -> None:
+    paths = tree / "runtime" / "guard" / "paths.py"
+    paths.write_text(paths.read_text() + "\nfrom runtime.daemon import gateway  # upward\n")
+    done = lint(tree)
+    assert done.returncode == 1, done.stdout
+    assert "runtime.guard is not allowed to import runtime.daemon:" in done.stdout
+    assert "runtime.guard.paths -> runtime.daemon" in done.stdout
