@@ -13,7 +13,8 @@ General layout:
   ``tools`` (built-in tools), ``alerts`` (alert routing).
 - Serving: ``daemon``, ``gateway``, ``protocol``, ``transport``, ``streaming``, ``ops``,
   ``backend_api``, ``backend`` (the actor system behind the daemon), ``client``,
-  ``stream``, ``cli``, ``logging``.
+  ``stream``, ``cli`` / ``cli_commands`` / ``cli_local`` / ``cli_format``, ``logging``,
+  ``logfiles`` (the shared, rotated log file).
 - ``errors``: the ``RoostError`` tree.
 
 This package imports ``events`` but never ``actors`` at import time (the backend imports
