@@ -21,6 +21,7 @@ import fcntl
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 
 __all__ = [
@@ -71,6 +72,8 @@ class RotatingLogFile:
     an ``flock`` around rotation). ``max_bytes`` 0 never rotates.
     """
 
+    _instances: weakref.WeakSet[RotatingLogFile] = weakref.WeakSet()
+
     def __init__(self, path: str, *, max_bytes: int, backups: int) -> None:
         self.path = path
         """The log file."""
@@ -86,6 +89,11 @@ class RotatingLogFile:
         if directory:
             os.makedirs(directory, mode=0o700, exist_ok=True)
         self._open()
+        RotatingLogFile._instances.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a lock another thread held at the fork would never be freed."""
+        self._lock = threading.Lock()
 
     def _open(self) -> None:
         old_id = self._id
@@ -95,7 +103,7 @@ class RotatingLogFile:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
         self._fd, self._id, self._pid = fd, (st.st_dev, st.st_ino), os.getpid()
-        if old_id != (0, 0):
+        if old_id not in ((0, 0), self._id):
             _repoint_std_streams(old_id, fd)
 
     def write(self, text: str) -> int:
@@ -162,6 +170,14 @@ class RotatingLogFile:
             with contextlib.suppress(FileNotFoundError):
                 os.rename(f"{self.path}.{n}", f"{self.path}.{n + 1}")
         os.rename(self.path, f"{self.path}.1")
+
+
+def _reset_after_fork() -> None:
+    for log in list(RotatingLogFile._instances):
+        log._after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _repoint_std_streams(old_id: tuple[int, int], new_fd: int) -> None:

@@ -99,6 +99,23 @@ def test_processes_sharing_the_file_lose_no_line_and_never_mix_two(tmp_path: Pat
         assert os.path.getsize(tmp_path / name) <= 4000 + 3 * longest
 
 
+def _write_once(log: RotatingLogFile) -> None:
+    log.write("from the child\n")
+
+
+def test_a_child_forked_while_a_thread_holds_the_lock_can_still_write(tmp_path: Path) -> None:
+    log = RotatingLogFile(str(tmp_path / "daemon.log"), max_bytes=0, backups=0)
+    child = multiprocessing.get_context("fork").Process(target=_write_once, args=(log,))
+    with log._lock:  # as a thread writing a line at the moment of the fork would
+        child.start()
+    child.join(10)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    assert child.exitcode == 0
+    assert lines_of(tmp_path) == {"daemon.log": ["from the child"]}
+
+
 def test_stdout_and_stderr_that_were_the_rotated_file_follow_the_new_one(tmp_path: Path) -> None:
     path = tmp_path / "daemon.log"
     code = (
