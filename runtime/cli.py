@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from events.catalog import PAYLOAD_TYPES
 from runtime import cli_commands as cmd
 from runtime import cli_local
 from runtime.backend_api import roost_version
@@ -106,6 +107,14 @@ def _timeline_limit(text: str) -> int:
             f"expected an integer from 1 to {MAX_TIMELINE_LIMIT}, got {text!r}"
         )
     return value
+
+
+def _event_type(text: str) -> str:
+    if text not in PAYLOAD_TYPES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an event type (see docs/events.md), e.g. llm.completed"
+        )
+    return text
 
 
 def _positive_seconds(text: str) -> float:
@@ -416,7 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--correlation-id", metavar="ID", help="only the events of this correlation")
     p.add_argument(
-        "--until", metavar="TYPE", help="stop after the first event of this type (exit 0)"
+        "--until",
+        type=_event_type,
+        metavar="TYPE",
+        help="stop after the first event of this type (exit 0)",
     )
     p = leaf(
         commands,

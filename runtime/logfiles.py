@@ -99,6 +99,8 @@ class RotatingLogFile:
         old_id = self._id
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         st = os.fstat(fd)
+        if st.st_mode & 0o077 and st.st_uid == os.getuid():  # e.g. made by a shell redirect
+            os.fchmod(fd, 0o600)
         if self._fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._fd)

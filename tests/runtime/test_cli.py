@@ -336,3 +336,12 @@ def test_verify_draws_a_progress_bar_on_a_terminal_and_none_when_piped(home, pro
     assert f"verifying {project[0]}".encode() in drawn
     assert "━".encode() in drawn
     assert (piped.returncode, piped.stderr) == (0, "")
+
+
+def test_tail_until_an_unknown_event_type_is_a_usage_error(capsys, home) -> None:
+    assert roost(capsys, "tail", "p", "--until", "llm.complete", "--home", home) == (
+        2,
+        "",
+        "roost: usage: argument --until: 'llm.complete' is not an event type (see "
+        "docs/events.md), e.g. llm.completed (see `roost tail --help`)\n",
+    )

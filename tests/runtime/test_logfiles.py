@@ -204,3 +204,13 @@ def test_a_daemon_rotates_its_log_and_keeps_the_configured_number(tmp_path: Path
     for name in names:
         assert (logs / name).stat().st_size <= 1500
         assert all(json.loads(line)["component"] for line in (logs / name).read_text().splitlines())
+
+
+def test_a_log_file_someone_else_created_readable_to_others_is_made_owner_only(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "daemon.log"
+    path.write_text("")
+    path.chmod(0o644)
+    RotatingLogFile(str(path), max_bytes=0, backups=0).write("x\n")
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
