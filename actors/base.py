@@ -76,7 +76,9 @@ class RoostActor(Actor):  # type: ignore[misc]
         # Configure first: binding materializes a logger on the current output, and
         # configuring closes the file inherited from the parent process.
         _configure_process_logging(self.kind)
-        self.log = structlog.get_logger("roost").bind(actor=self.kind, pid=os.getpid())
+        self.log = structlog.get_logger("roost").bind(
+            component=f"roost.{self.kind}", actor=self.kind, pid=os.getpid()
+        )
         _die_with_parent()
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -223,6 +225,9 @@ def _configure_process_logging(kind: str) -> None:
     try:
         from runtime.logging import configure_logging  # noqa: PLC0415
 
-        configure_logging(json=True, log_file=os.environ.get("ROOST_LOG_FILE"))
+        configure_logging(
+            json=os.environ.get("ROOST_LOG_FORMAT", "json") != "console",
+            log_file=os.environ.get("ROOST_LOG_FILE"),
+        )
     except Exception:
         return

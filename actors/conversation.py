@@ -313,9 +313,10 @@ class ConversationActor(RoostActor):
             try:
                 reply = self.adapter.complete(effect.request)
             except ModelError as e:
-                self.effects.extend(core.model_failed(effect.round, e.reason))
+                self.effects.extend(core.model_failed(effect.round, e.reason, e.message))
             except Exception as e:
-                self.effects.extend(core.model_failed(effect.round, f"adapter_error: {e}"))
+                message = f"{type(e).__name__}: {e}"
+                self.effects.extend(core.model_failed(effect.round, "adapter_error", message))
             else:
                 self.effects.extend(core.model_replied(effect.round, reply))
         elif isinstance(effect, AskPolicy):

@@ -72,6 +72,7 @@ class ProjectActor(RoostActor):
         self.policy: Any = None
         self.runner: Any = None
         self.known: set[str] = set()  # conversations started and not stopped
+        self.stopped: set[str] = set()  # conversations stopped (and not started again)
         self.live: dict[str, Any] = {}  # conversation id -> address
         self.by_address = ChildNames()
         self.forwarded: dict[str, int] = {}
@@ -172,8 +173,10 @@ class ProjectActor(RoostActor):
         for envelope in result.events:
             if envelope.type == "conversation.started" and envelope.conversation_id:
                 self.known.add(envelope.conversation_id)
+                self.stopped.discard(envelope.conversation_id)
             elif envelope.type == "conversation.stopped" and envelope.conversation_id:
                 self.known.discard(envelope.conversation_id)
+                self.stopped.add(envelope.conversation_id)
         self.ready = True
         self.reading = False
         assert self.setup is not None
@@ -231,6 +234,7 @@ class ProjectActor(RoostActor):
                 forwarded = self._forward(str(args["conversation_id"]), request)
                 if op == "stop_conversation" and forwarded:
                     self.known.discard(args["conversation_id"])
+                    self.stopped.add(args["conversation_id"])
                     self.stopping.add(args["conversation_id"])
             elif op == "run_tool":
                 meta = (args.get("request") or {}).get("meta") or {}
@@ -288,6 +292,7 @@ class ProjectActor(RoostActor):
                 conversation_id=conversation_id,
             )
         self.known.add(conversation_id)
+        self.stopped.discard(conversation_id)
         self._spawn(conversation_id, new=True, reply_to=request.reply_to)
 
     def _note_waiter(self, request: Request) -> None:
@@ -335,6 +340,14 @@ class ProjectActor(RoostActor):
             return True
 
     def _conversation(self, conversation_id: str) -> Any:
+        if conversation_id in self.stopped:
+            assert self.setup is not None
+            raise ConversationNotFoundError(
+                f"conversation {conversation_id} is stopped; start it again with "
+                f"`roost conversation start {self.setup.project_id} --id {conversation_id}`",
+                conversation_id=conversation_id,
+                reason="stopped",
+            )
         if conversation_id not in self.known:
             raise ConversationNotFoundError(
                 f"no conversation {conversation_id} in this project; start it first",

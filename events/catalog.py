@@ -262,7 +262,9 @@ class LlmFailed(Event, frozen=True, kw_only=True, tag="llm.failed"):
     """The turn ended because the model failed."""
 
     reason: str
-    """Why (``timeout``, ``provider_error: ...``, ``circuit_open``, ``max_rounds``...)."""
+    """Why, a stable code (``timeout``, ``provider_error``, ``circuit_open``, ...)."""
+    message: str = ""
+    """The failure in words, the provider's message included (``HTTP 404 from ...: ...``)."""
 
 
 class BudgetExceeded(Event, frozen=True, kw_only=True, tag="budget.exceeded"):

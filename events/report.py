@@ -120,6 +120,11 @@ def _reason_only(data: dict[str, Any]) -> str:
     return _plain(data.get("reason", "?"))
 
 
+def _llm_failed(data: dict[str, Any]) -> str:
+    message = data.get("message")
+    return clip(_reason_only(data) + (f": {_plain(message)}" if message else ""))
+
+
 def _generic(data: dict[str, Any]) -> str:
     """Return the payload's set fields as sorted ``key=value`` pairs (empty values left out)."""
     pairs = [
@@ -144,7 +149,7 @@ _DESCRIBERS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
     "tool.failed": _failed,
     "tool.cancelled": _cancelled,
     "llm.completed": _llm_completed,
-    "llm.failed": _reason_only,
+    "llm.failed": _llm_failed,
     "budget.exceeded": _budget,
     "conversation.cancel": _reason_only,
     "conversation.stopped": _reason_only,

@@ -2,7 +2,8 @@
 
 General layout, from the ground up (``make check`` enforces it with import-linter):
 
-- ``errors`` (the ``RoostError`` tree) and ``logging``: shared by every layer.
+- ``errors`` (the ``RoostError`` tree), ``logging`` and ``logfiles`` (the shared, rotated
+  log file): shared by every layer.
 - ``wire``: the ops table, frames and the socket transport.
 - ``guard``: paths, network, command controls and the sandbox, redaction, peers, shapes.
 - ``journal``: the event store and the link conversations append through.

@@ -1,4 +1,4 @@
-"""``roost soak``: options, the progress line, the printed summary, ``--json`` and ``--compare``.
+"""``roost soak``: options, the progress bar, the printed summary, ``--json`` and ``--compare``.
 
 ``main(argv)`` is what ``roost soak ...`` runs (``runtime.cli.app`` hands it the arguments
 after ``soak``, with ``--home DIR`` in front when the global option was given). Exit
@@ -30,6 +30,12 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from runtime.cli.format import DefaultsHelpFormatter
+
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise _UsageError(f"{message} (see `roost soak --help`)")
 
@@ -55,7 +61,7 @@ def _positive_float(text: str) -> float:
 
 
 _RUN_SHAPE = (
-    ("--projects", "N", None),
+    ("--projects", "N", "projects to start"),
     ("--conversations", "N", "per project"),
     ("--events", "N", "user.message turns per conversation"),
     ("--concurrency", "N", "turns in flight (worker threads)"),
@@ -86,12 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     d = SoakConfig()
     p = _Parser(
         prog="roost soak",
-        description="Drive the daemon with concurrent user.message turns, check the journal, "
+        description="Drive the daemon with concurrent user.message turns, check the journal,\n"
         "and report latency, throughput, memory and integrity. Exit 0 only when it passed.",
     )
     _counts(p, d, _RUN_SHAPE)
     p.add_argument(
-        "--scenario", choices=("steady", "burst", "chaos", "baseline"), default=d.scenario
+        "--scenario",
+        choices=("steady", "burst", "chaos", "baseline"),
+        default=d.scenario,
+        help="the workload's shape",
     )
     p.add_argument(
         "--duration-s",
@@ -101,7 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep sending for S seconds instead of --events turns per conversation",
     )
     p.add_argument(
-        "--json", dest="json_path", metavar="FILE", help="write the report here (- for stdout)"
+        "--json",
+        dest="json_paths",
+        action="append",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the report as JSON to FILE; without FILE (or -) on stdout instead of the "
+        "summary; may be given twice",
     )
     p.add_argument(
         "--home",
@@ -114,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_float,
         default=d.threshold_pct,
         metavar="PCT",
-        help="--compare: worse by more than PCT%% is a regression (default 10)",
+        help="--compare: worse by more than PCT%% is a regression",
     )
     _counts(p, d, _CHAOS_AND_PASSIVATION)
     p.add_argument("--seed", type=int, default=None, help="chaos: seed of the random choices")
@@ -243,6 +259,7 @@ def _compare(report: SoakReport, path: str, threshold: float) -> SoakReport:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``roost soak`` with ``argv``; return the exit status."""
+    from runtime.cli.commands import exit_status
     from runtime.cli.format import Progress
     from runtime.errors import RoostError
     from soak.harness import run_soak
@@ -277,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = run_soak(config, on_progress=on_progress)
     except RoostError as e:
         print(f"roost: {e.code}: {e}", file=sys.stderr)
-        return 1
+        return exit_status(e.code)
     except KeyboardInterrupt:
         print("roost: interrupted: the soak run was stopped (its daemon too)", file=sys.stderr)
         return 130
@@ -293,11 +310,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"roost: bad_compare: {ns.compare}: {e}", file=sys.stderr)
             return 1
     encoded = msgspec.json.format(msgspec.json.encode(report)) + b"\n"
-    if ns.json_path and ns.json_path != "-":
-        with open(ns.json_path, "wb") as f:
-            f.write(encoded)
+    paths = ns.json_paths or []
+    for path in paths:
+        if path != "-":
+            with open(path, "wb") as f:
+                f.write(encoded)
     try:
-        if ns.json_path == "-":
+        if "-" in paths:
             sys.stdout.write(encoded.decode())
             sys.stdout.flush()
         else:

@@ -646,8 +646,12 @@ class ConversationCore:
             )
         return out
 
-    def model_failed(self, round_: int, reason: str) -> list[Effect]:
-        """The model call of round ``round_`` failed: the turn ends with ``llm.failed``."""
+    def model_failed(self, round_: int, reason: str, message: str = "") -> list[Effect]:
+        """The model call of round ``round_`` failed: the turn ends with ``llm.failed``.
+
+        ``reason`` is the stable code (``ModelError.reason``), ``message`` the provider's
+        own words (``HTTP 404 from ...: model 'x' does not exist``).
+        """
         turn = self.turn
         if turn is None or turn.round != round_ or turn.model_done:
             return []
@@ -655,7 +659,7 @@ class ConversationCore:
             Append(
                 events=[
                     self._new(
-                        ev.LlmFailed(reason=reason),
+                        ev.LlmFailed(reason=reason, message=message),
                         correlation_id=turn.correlation_id,
                         causation_id=turn.round_event_id,
                     )

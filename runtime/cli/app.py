@@ -1,10 +1,12 @@
 """The ``roost`` command line: every operation of SPEC section 2 (``docs/cli.md``).
 
-``main(argv)`` parses, runs one command (``runtime.cli.commands``) and returns its exit
-status: 0 on success, 1 when the request fails (one line on stderr:
-``roost: <code>: <message>``), 2 for a usage error (``roost: usage: <message>``).
-``--home`` and ``--json`` are accepted before and after the command. ``roost soak``
-hands its arguments to ``soak.cli:main``.
+``main(argv)`` parses, runs one command (``runtime.cli.commands``, ``runtime.cli.local``)
+and returns its exit status (``docs/cli.md``): 0 success; 1 the request, the turn, the
+tool or the check failed (one line on stderr: ``roost: <code>: <message>``); 2 a usage
+error (``roost: usage: <message>``); 3 no daemon answers (``daemon_unreachable``); 4 a
+``timeout``; 130 interrupted. ``--home`` and ``--json`` are accepted before and after the
+command. ``roost soak`` hands its arguments to ``soak.cli:main``. Shell completion comes
+from ``argcomplete`` (``roost completion bash``).
 """
 
 from __future__ import annotations
@@ -17,17 +19,39 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from events.catalog import PAYLOAD_TYPES
 from runtime.cli import commands as cmd
+from runtime.cli import local as cli_local
+from runtime.cli.commands import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    exit_status,
+)
+from runtime.cli.format import DefaultsHelpFormatter
+from runtime.daemon.config import roost_version
 from runtime.errors import RoostError, ToolError
 from runtime.guard.schema import parse_json_args
 from runtime.wire.ops import PROJECTION_KEYS
 
-__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "UsageError", "build_parser", "main"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_TIMEOUT",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "MAX_TIMELINE_LIMIT",
+    "UsageError",
+    "build_parser",
+    "main",
+]
 
-EXIT_FAILURE = 1
-"""Exit status of a failed request."""
-EXIT_USAGE = 2
-"""Exit status of a usage error."""
+MAX_TIMELINE_LIMIT = 500
+"""The most entries ``roost timeline --limit`` may ask for (SPEC section 8)."""
 
 
 class UsageError(Exception):
@@ -36,6 +60,10 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser that raises :class:`UsageError` instead of printing usage."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
@@ -69,6 +97,36 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _timeline_limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_TIMELINE_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from 1 to {MAX_TIMELINE_LIMIT}, got {text!r}"
+        )
+    return value
+
+
+def _event_type(text: str) -> str:
+    if text not in PAYLOAD_TYPES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an event type (see docs/events.md), e.g. llm.completed"
+        )
+    return text
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 def _common(top: bool) -> argparse.ArgumentParser:
     """``--home`` and ``--json``; below the top level they never override what was given."""
     parser = _Parser(add_help=False)
@@ -87,114 +145,326 @@ def _common(top: bool) -> argparse.ArgumentParser:
     return parser
 
 
+_EPILOG = """\
+exit status: 0 ok, 1 failed (request, turn, tool or check), 2 usage error,
+3 no daemon answers, 4 timeout, 130 interrupted (docs/cli.md)
+
+A quick tour:
+  export ROOST_HOME=$(mktemp -d)
+  roost daemon start
+  roost project start . --id p1
+  roost conversation start p1 --id c1
+  roost send p1 c1 "read README.md" --wait
+  roost timeline p1 c1
+  roost daemon stop
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the whole ``roost`` argument parser."""
     common = _common(top=False)
     root = _Parser(
         prog="roost",
         description="Roost: a supervised, event-sourced runtime for coding-agent projects.",
+        epilog=_EPILOG,
         parents=[_common(top=True)],
     )
+    root.add_argument("--version", action="version", version=f"roost {roost_version()}")
     commands = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def leaf(group: Any, name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
+    def leaf(
+        group: Any, name: str, func: Any, help_text: str, example: str
+    ) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = group.add_parser(
-            name, help=help_text, description=help_text, parents=[common]
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=f"example:\n  {example}",
+            parents=[common],
         )
-        parser.set_defaults(func=func)
+        parser.set_defaults(func=func, leaf=parser)
         return parser
 
     def group(name: str, help_text: str) -> Any:
         parser = commands.add_parser(name, help=help_text, description=help_text)
         return parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
 
+    def quiet(parser: argparse.ArgumentParser, what: str) -> None:
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", help=f"print only the {what}, one per line"
+        )
+
     daemon = group("daemon", "start, stop or inspect the daemon")
-    p = leaf(daemon, "start", cmd.cmd_daemon_start, "start the daemon; returns once it answers")
+    p = leaf(
+        daemon,
+        "start",
+        cmd.cmd_daemon_start,
+        "start the daemon; returns once it answers",
+        "roost daemon start --home /tmp/roost",
+    )
     p.add_argument("--foreground", action="store_true", help="run in this process, log to stderr")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds to wait")
-    p = leaf(daemon, "stop", cmd.cmd_daemon_stop, "stop the daemon (exit 0 if none runs)")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds to wait")
-    leaf(daemon, "status", cmd.cmd_daemon_status, "show the daemon's status")
+    p.add_argument(
+        "--timeout", type=_positive_seconds, default=30.0, metavar="S", help="seconds to wait"
+    )
+    p = leaf(
+        daemon,
+        "stop",
+        cmd.cmd_daemon_stop,
+        "stop the daemon (exit 0 also if none runs)",
+        "roost daemon stop",
+    )
+    p.add_argument(
+        "--timeout", type=_positive_seconds, default=30.0, metavar="S", help="seconds to wait"
+    )
+    leaf(
+        daemon,
+        "status",
+        cmd.cmd_daemon_status,
+        "show the daemon's status (exit 3 when none runs)",
+        "roost daemon status --json",
+    )
 
     project = group("project", "start, stop and inspect projects")
-    p = leaf(project, "start", cmd.cmd_project_start, "start a project on a directory")
+    p = leaf(
+        project,
+        "start",
+        cmd.cmd_project_start,
+        "start a project on a directory",
+        "roost project start . --id p1 --opt approval_mode=sensitive",
+    )
     p.add_argument("root", metavar="ROOT", help="the project's root directory")
     p.add_argument("--id", metavar="ID", help="project id (default: chosen by the daemon)")
     p.add_argument("--opt", action="append", metavar="KEY=VALUE", help="a runtime option")
     p.add_argument("--options-file", metavar="FILE", help="runtime options (.json or .toml)")
-    for name, func, text in (
-        ("stop", cmd.cmd_project_stop, "stop a project"),
-        ("diagnostics", cmd.cmd_project_diagnostics, "show a project's diagnostics"),
-        ("tools", cmd.cmd_project_tools, "list the tools a project may use"),
+    for name, func, text, example in (
+        ("stop", cmd.cmd_project_stop, "stop a project", "roost project stop p1"),
+        (
+            "diagnostics",
+            cmd.cmd_project_diagnostics,
+            "show a project's diagnostics",
+            "roost project diagnostics p1",
+        ),
+        (
+            "tools",
+            cmd.cmd_project_tools,
+            "list the tools a project may use",
+            "roost project tools p1",
+        ),
     ):
-        leaf(project, name, func, text).add_argument("project", metavar="ID")
-    leaf(project, "list", cmd.cmd_project_list, "list running projects")
+        leaf(project, name, func, text, example).add_argument("project", metavar="ID")
+    p = leaf(project, "list", cmd.cmd_project_list, "list running projects", "roost project list")
+    quiet(p, "project ids")
 
-    conversation = group("conversation", "start and stop conversations")
-    p = leaf(conversation, "start", cmd.cmd_conversation_start, "start a conversation")
+    conversation = group("conversation", "start, stop and list conversations")
+    p = leaf(
+        conversation,
+        "start",
+        cmd.cmd_conversation_start,
+        "start a conversation",
+        "roost conversation start p1 --id c1",
+    )
     p.add_argument("project", metavar="PROJECT")
     p.add_argument("--id", metavar="ID", help="conversation id (default: chosen by the daemon)")
-    p = leaf(conversation, "stop", cmd.cmd_conversation_stop, "stop a conversation")
+    p = leaf(
+        conversation,
+        "stop",
+        cmd.cmd_conversation_stop,
+        "stop a conversation",
+        "roost conversation stop p1 c1",
+    )
     _conv(p)
+    p = leaf(
+        conversation,
+        "list",
+        cmd.cmd_conversation_list,
+        "list a project's conversations",
+        "roost conversation list p1",
+    )
+    p.add_argument("project", metavar="PROJECT")
+    quiet(p, "conversation ids")
 
     def waiting(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--correlation-id", metavar="ID", help="correlation id to use")
-        parser.add_argument("--wait", action="store_true", help="return when the turn is over")
         parser.add_argument(
-            "--wait-timeout", type=float, default=60.0, metavar="S", help="seconds for --wait"
+            "--wait",
+            action="store_true",
+            help="return when the turn is over; exit 1 when it failed",
+        )
+        parser.add_argument(
+            "--wait-timeout",
+            type=_positive_seconds,
+            default=60.0,
+            metavar="S",
+            help="seconds for --wait",
         )
 
-    p = leaf(commands, "send", cmd.cmd_send, "send a user.message")
+    p = leaf(
+        commands,
+        "send",
+        cmd.cmd_send,
+        "send a user.message",
+        'roost send p1 c1 "read README.md" --wait',
+    )
     _conv(p)
     p.add_argument("text", metavar="TEXT")
     waiting(p)
     p.add_argument(
         "--llm", type=_json_object, metavar="JSON", help="deterministic model directives"
     )
-    p = leaf(commands, "event", cmd.cmd_event, "send any inbound event")
+    p = leaf(
+        commands,
+        "event",
+        cmd.cmd_event,
+        "send any inbound event",
+        """roost event p1 c1 --type user.message --data '{"content": "hi"}'""",
+    )
     _conv(p)
     p.add_argument("--type", required=True, metavar="TYPE", help="event type, e.g. user.message")
     p.add_argument("--data", type=_json_object, default={}, metavar="JSON", help="event data")
     waiting(p)
 
-    p = leaf(commands, "cancel", cmd.cmd_cancel, "cancel a conversation's pending work")
+    p = leaf(
+        commands,
+        "cancel",
+        cmd.cmd_cancel,
+        "cancel a conversation's pending work",
+        "roost cancel p1 c1 --reason 'wrong file'",
+    )
     _conv(p)
     p.add_argument("--correlation-id", metavar="ID")
     p.add_argument("--reason", metavar="TEXT")
-    _conv(leaf(commands, "resume", cmd.cmd_resume, "reopen a cancelled conversation"))
-    p = leaf(commands, "approve", cmd.cmd_approve, "approve a call awaiting approval")
+    _conv(
+        leaf(
+            commands,
+            "resume",
+            cmd.cmd_resume,
+            "reopen a cancelled conversation",
+            "roost resume p1 c1",
+        )
+    )
+    p = leaf(
+        commands,
+        "approve",
+        cmd.cmd_approve,
+        "approve a call awaiting approval",
+        'roost approve p1 c1 "$(roost projection p1 c1 pending_tool_calls -q)"',
+    )
     _conv(p)
     p.add_argument("call_id", metavar="CALL_ID")
-    p = leaf(commands, "reject", cmd.cmd_reject, "reject a call awaiting approval")
+    p = leaf(
+        commands,
+        "reject",
+        cmd.cmd_reject,
+        "reject a call awaiting approval",
+        "roost reject p1 c1 call-0123456789abcdef --reason 'not now'",
+    )
     _conv(p)
     p.add_argument("call_id", metavar="CALL_ID")
     p.add_argument("--reason", metavar="TEXT")
 
-    p = leaf(commands, "run-tool", cmd.cmd_run_tool, "run one tool call")
+    p = leaf(
+        commands,
+        "run-tool",
+        cmd.cmd_run_tool,
+        "run one tool call (exit 1 when it fails or its command exits non-zero)",
+        """roost run-tool p1 fs.list --args '{"path": "."}'""",
+    )
     p.add_argument("project", metavar="PROJECT")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--args", type=_tool_args, default={}, metavar="JSON", help="tool arguments")
     p.add_argument("--conversation", metavar="CONV", help="record it in this conversation")
     p.add_argument("--correlation-id", metavar="ID")
 
-    p = leaf(commands, "projection", cmd.cmd_projection, "show a projection")
+    p = leaf(
+        commands,
+        "projection",
+        cmd.cmd_projection,
+        "show a projection",
+        "roost projection p1 c1 pending_tool_calls",
+    )
     _conv(p)
     p.add_argument("key", metavar="KEY", choices=PROJECTION_KEYS, help="|".join(PROJECTION_KEYS))
-    p = leaf(commands, "timeline", cmd.cmd_timeline, "show the incident timeline")
+    quiet(p, "call ids (pending_tool_calls only)")
+    p = leaf(
+        commands,
+        "timeline",
+        cmd.cmd_timeline,
+        "show the incident timeline",
+        "roost timeline p1 c1 --limit 50",
+    )
     _conv(p)
-    p.add_argument("--limit", type=int, default=100, metavar="N", help="entries (max 500)")
+    p.add_argument(
+        "--limit",
+        type=_timeline_limit,
+        default=100,
+        metavar="N",
+        help=f"the last N entries, 1 to {MAX_TIMELINE_LIMIT}",
+    )
     p.add_argument("--correlation-id", metavar="ID")
-    p = leaf(commands, "incident", cmd.cmd_incident, "show the incident report")
+    p = leaf(
+        commands,
+        "incident",
+        cmd.cmd_incident,
+        "show the incident report",
+        "roost incident p1 c1 --format md",
+    )
     _conv(p)
     p.add_argument("--correlation-id", metavar="ID")
     p.add_argument("--format", choices=("md", "json"), help="default: md (json with --json)")
-    p = leaf(commands, "tail", cmd.cmd_tail, "follow events live until Ctrl-C")
+    p = leaf(
+        commands,
+        "tail",
+        cmd.cmd_tail,
+        "follow events live until Ctrl-C (or --until)",
+        "roost tail p1 c1 --correlation-id corr-1 --until llm.completed",
+    )
     p.add_argument("project", metavar="PROJECT")
     p.add_argument("conversation", metavar="CONV", nargs="?")
-    p.add_argument("--after-seq", type=_non_negative, default=0, metavar="N")
-    p = leaf(commands, "verify", cmd.cmd_verify, "replay a project and check its hash chain")
+    p.add_argument(
+        "--after-seq", type=_non_negative, default=0, metavar="N", help="start after this seq"
+    )
+    p.add_argument("--correlation-id", metavar="ID", help="only the events of this correlation")
+    p.add_argument(
+        "--until",
+        type=_event_type,
+        metavar="TYPE",
+        help="stop after the first event of this type (exit 0)",
+    )
+    p = leaf(
+        commands,
+        "verify",
+        cmd.cmd_verify,
+        "replay a project and check its hash chain (exit 1 when not ok)",
+        "roost verify p1",
+    )
     p.add_argument("project", metavar="PROJECT")
-    commands.add_parser("soak", help="run the soak harness (options: roost soak --help)")
+    p = leaf(
+        commands,
+        "logs",
+        cli_local.cmd_logs,
+        "show the daemon's log (no daemon needed)",
+        "roost logs --follow",
+    )
+    p.add_argument(
+        "-n", "--lines", type=_non_negative, default=20, metavar="N", help="last N lines"
+    )
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p = leaf(
+        commands,
+        "completion",
+        cli_local.cmd_completion,
+        "print the shell completion script",
+        'eval "$(roost completion bash)"',
+    )
+    p.add_argument(
+        "shell", metavar="SHELL", choices=cli_local.SHELLS, help="|".join(cli_local.SHELLS)
+    )
+    commands.add_parser(
+        "soak",
+        help="run the soak harness (options: roost soak --help)",
+        description="run the soak harness; its options: roost soak --help",
+        add_help=False,
+    )
     return root
 
 
@@ -203,13 +473,15 @@ def _conv(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("conversation", metavar="CONV")
 
 
-def _soak_split(argv: Sequence[str]) -> tuple[str | None, list[str]] | None:
-    """Return ``(home, rest)`` when the command is ``soak``, else ``None``."""
+def _soak_split(argv: Sequence[str]) -> tuple[str | None, bool, list[str]] | None:
+    """Return ``(home, json, rest)`` when the command is ``soak``, else ``None``."""
     home: str | None = None
+    as_json = False
     i = 0
     while i < len(argv):
         arg = argv[i]
         if arg == "--json":
+            as_json = True
             i += 1
         elif arg == "--home" and i + 1 < len(argv):
             home = argv[i + 1]
@@ -218,11 +490,11 @@ def _soak_split(argv: Sequence[str]) -> tuple[str | None, list[str]] | None:
             home = arg.partition("=")[2]
             i += 1
         else:
-            return (home, list(argv[i + 1 :])) if arg == "soak" else None
+            return (home, as_json, list(argv[i + 1 :])) if arg == "soak" else None
     return None
 
 
-def _run_soak(home: str | None, rest: list[str]) -> int:
+def _run_soak(home: str | None, as_json: bool, rest: list[str]) -> int:
     try:
         module = importlib.import_module("soak.cli")
     except ImportError as e:
@@ -232,24 +504,39 @@ def _run_soak(home: str | None, rest: list[str]) -> int:
     if not callable(soak_main):
         cmd.print_error("not_available", "soak.cli has no main(argv) function")
         return EXIT_FAILURE
-    argv = ["--home", home, *rest] if home else rest
+    argv = ["--home", home, *rest] if home else list(rest)
+    if as_json:  # `roost --json soak`: the report as JSON on stdout
+        argv = ["--json", "-", *argv]
     return int(soak_main(argv) or 0)
+
+
+def _autocomplete(parser: argparse.ArgumentParser) -> None:
+    """Answer a shell's completion request (``_ARGCOMPLETE`` set), then exit."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    import argcomplete  # noqa: PLC0415 - only when a shell asks
+
+    argcomplete.autocomplete(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``roost`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    _autocomplete(parser)
     soak = _soak_split(args)
     if soak is not None:
         return _run_soak(*soak)
-    parser = build_parser()
     try:
-        ns = parser.parse_args(args)
+        ns, extra = parser.parse_known_args(args)
+        if extra:
+            leaf = getattr(ns, "leaf", parser)
+            leaf.error(f"unrecognized arguments: {' '.join(extra)}")
     except UsageError as e:
         cmd.print_error("usage", str(e))
         return EXIT_USAGE
-    except SystemExit as e:  # --help
-        return e.code if isinstance(e.code, int) else 0
+    except SystemExit as e:  # --help, --version
+        return e.code if isinstance(e.code, int) else EXIT_OK
     if not hasattr(ns, "func"):
         cmd.print_error("usage", "a command is required (see `roost --help`)")
         return EXIT_USAGE
@@ -257,9 +544,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = ns.func(ns)
     except RoostError as e:
         cmd.print_error(e.code, e.message)
-        return EXIT_FAILURE
+        return exit_status(e.code)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # stdout closed early (`roost tail | head`)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -9,6 +9,7 @@ as tables and ``key: value`` blocks (``runtime.cli.format``).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -17,12 +18,21 @@ from runtime.cli.format import Progress, cell, dumps_json, event_line, kv_block,
 from runtime.client.connection import Client
 from runtime.daemon.config import resolve_home
 from runtime.daemon.main import daemon_pid, daemon_status, start_daemon, stop_daemon
+from runtime.errors import RoostError
+from runtime.logfiles import rotation_settings
 from runtime.policy import options as roost_options
 
 __all__ = [
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
     "EXIT_NOT_RUNNING",
+    "EXIT_OK",
+    "EXIT_TIMEOUT",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
     "cmd_approve",
     "cmd_cancel",
+    "cmd_conversation_list",
     "cmd_conversation_start",
     "cmd_conversation_stop",
     "cmd_daemon_start",
@@ -43,13 +53,46 @@ __all__ = [
     "cmd_tail",
     "cmd_timeline",
     "cmd_verify",
+    "exit_status",
     "print_error",
+    "turn_failure",
 ]
 
-EXIT_NOT_RUNNING = 3
+EXIT_OK = 0
+"""Success."""
+EXIT_FAILURE = 1
+"""The request, the turn, the tool or the check failed."""
+EXIT_USAGE = 2
+"""The command line is wrong."""
+EXIT_UNREACHABLE = 3
+"""No daemon answers (``daemon_unreachable``; ``daemon status`` when none runs)."""
+EXIT_NOT_RUNNING = EXIT_UNREACHABLE
 """``roost daemon status`` exit status when no daemon runs (as LSB init scripts do)."""
+EXIT_TIMEOUT = 4
+"""A ``timeout``: the request, or the turn ``--wait`` waited for, did not finish in time."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (except for ``tail`` and ``logs --follow``, which stop with 0)."""
+
+_EXIT_BY_CODE = {
+    "daemon_unreachable": EXIT_UNREACHABLE,
+    "timeout": EXIT_TIMEOUT,
+    "usage": EXIT_USAGE,
+}
+_FAILED_TURNS = ("llm.failed", "budget.exceeded")
+
+
+def exit_status(code: str) -> int:
+    """The exit status of a failure with error ``code`` (1 unless the code has its own)."""
+    return _EXIT_BY_CODE.get(code, EXIT_FAILURE)
+
 
 Namespace = argparse.Namespace
+
+
+class UsageError(RoostError):
+    """A combination of options the parser cannot refuse by itself (exit 2)."""
+
+    code = "usage"
 
 
 def print_error(code: str, message: str) -> None:
@@ -71,7 +114,12 @@ def _client(ns: Namespace) -> Client:
 
 
 def cmd_daemon_start(ns: Namespace) -> int:
-    """``roost daemon start [--foreground]``."""
+    """``roost daemon start [--foreground]``.
+
+    The log settings are checked here first, so a bad one is a ``bad_config`` (exit 1)
+    rather than a daemon that exits before answering.
+    """
+    rotation_settings()
     if ns.foreground:
         return start_daemon(ns.home, foreground=True)
     pid = start_daemon(ns.home, timeout_s=ns.timeout)
@@ -94,14 +142,14 @@ def cmd_daemon_stop(ns: Namespace) -> int:
 
 
 def cmd_daemon_status(ns: Namespace) -> int:
-    """``roost daemon status``: 0 when it answers, 3 when not running, 1 when it does not answer."""
+    """``roost daemon status``: 0 when it answers, 3 when none runs or it does not answer."""
     status = daemon_status(ns.home)
     _out(ns, status, kv_block)
     if not status["running"]:
         return EXIT_NOT_RUNNING
     if not status["responding"]:
         print_error("daemon_unreachable", f"daemon (pid {status['pid']}) does not answer")
-        return 1
+        return EXIT_UNREACHABLE
     return 0
 
 
@@ -127,10 +175,24 @@ def cmd_project_stop(ns: Namespace) -> int:
     return 0
 
 
+def _ids(ns: Namespace, rows: list[dict[str, Any]], key: str) -> bool:
+    """With ``-q``: print the ids only (``docker ps -q``) and say so."""
+    if not getattr(ns, "quiet", False):
+        return False
+    if ns.json:
+        print(dumps_json([row.get(key) for row in rows]), flush=True)
+    else:
+        for row in rows:
+            print(row.get(key), flush=True)
+    return True
+
+
 def cmd_project_list(ns: Namespace) -> int:
-    """``roost project list``: PROJECT ROOT CONVERSATIONS STARTED."""
+    """``roost project list [-q]``: PROJECT ROOT CONVERSATIONS STARTED."""
     with _client(ns) as c:
         projects = c.list_projects()
+    if _ids(ns, projects, "project_id"):
+        return 0
     columns = [
         ("project_id", "PROJECT"),
         ("root", "ROOT"),
@@ -197,6 +259,66 @@ def cmd_conversation_stop(ns: Namespace) -> int:
     return 0
 
 
+def cmd_conversation_list(ns: Namespace) -> int:
+    """``roost conversation list PROJECT [-q]``: CONVERSATION PROCESS ENTRIES LAST_EVENT AT.
+
+    Read from the journal (the incident timeline), so passivated conversations stay asleep.
+    """
+    with _client(ns) as c:
+        diagnostics = c.diagnostics(ns.project)
+        active = set(diagnostics.get("active_conversations") or [])
+        rows = []
+        for conversation_id in diagnostics.get("conversations") or []:
+            timeline = c.incident_timeline(ns.project, conversation_id, limit=1)
+            last = (timeline.get("entries") or [{}])[-1]
+            rows.append(
+                {
+                    "conversation_id": conversation_id,
+                    "process": "live" if conversation_id in active else "passivated",
+                    "entries": timeline.get("total_entries", 0),
+                    "last_event": last.get("type"),
+                    "last_at": last.get("at"),
+                }
+            )
+    if _ids(ns, rows, "conversation_id"):
+        return 0
+    columns = [
+        ("conversation_id", "CONVERSATION"),
+        ("process", "PROCESS"),
+        ("entries", "ENTRIES"),
+        ("last_event", "LAST_EVENT"),
+        ("last_at", "AT"),
+    ]
+    _out(ns, rows, lambda v: table(v, columns, empty="(no conversations)"))
+    return 0
+
+
+def turn_failure(ack: dict[str, Any]) -> str | None:
+    """Why the turn of a ``--wait`` ack failed (``llm.failed``, ``budget.exceeded``), or None."""
+    outcome = ack.get("outcome")
+    if outcome not in _FAILED_TURNS:
+        return None
+    data = ack.get("outcome_data") or {}
+    if outcome == "budget.exceeded":
+        return (
+            f"budget.exceeded: {data.get('budget')} "
+            f"(limit {data.get('limit')}, used {data.get('used')})"
+        )
+    reason = data.get("reason") or "unknown"
+    message = data.get("message")
+    return f"llm.failed: {reason}: {message}" if message else f"llm.failed: {reason}"
+
+
+def _acked(ns: Namespace, ack: dict[str, Any]) -> int:
+    """Print an ack; a ``--wait`` whose turn failed exits 1 with ``turn_failed``."""
+    _out(ns, ack, kv_block)
+    failure = turn_failure(ack)
+    if failure is not None:
+        print_error("turn_failed", failure)
+        return EXIT_FAILURE
+    return 0
+
+
 def cmd_send(ns: Namespace) -> int:
     """``roost send PROJECT CONV TEXT [--correlation-id ID] [--wait] [--llm JSON]``."""
     with _client(ns) as c:
@@ -209,8 +331,7 @@ def cmd_send(ns: Namespace) -> int:
             wait_timeout_s=ns.wait_timeout,
             llm=ns.llm,
         )
-    _out(ns, ack, kv_block)
-    return 0
+    return _acked(ns, ack)
 
 
 def cmd_event(ns: Namespace) -> int:
@@ -220,8 +341,7 @@ def cmd_event(ns: Namespace) -> int:
         ack = c.send_event(
             ns.project, ns.conversation, event, wait=ns.wait, wait_timeout_s=ns.wait_timeout
         )
-    _out(ns, ack, kv_block)
-    return 0
+    return _acked(ns, ack)
 
 
 def cmd_cancel(ns: Namespace) -> int:
@@ -257,7 +377,12 @@ def cmd_reject(ns: Namespace) -> int:
 
 
 def cmd_run_tool(ns: Namespace) -> int:
-    """``roost run-tool PROJECT NAME --args JSON``: exit 1 when the tool failed."""
+    """``roost run-tool PROJECT NAME --args JSON``: exit 1 when the tool failed.
+
+    A command tool (``command.run``, ``command.run.<key>``) whose command exited non-zero
+    succeeded as a tool call (``status: ok``, the model reads ``exit_code``), but the CLI
+    exits 1 with ``command_failed``, as ``docker exec`` passes a command's failure on.
+    """
     meta = {"conversation_id": ns.conversation, "correlation_id": ns.correlation_id}
     request = {"name": ns.name, "args": ns.args, "meta": meta}
     with _client(ns) as c:
@@ -267,7 +392,15 @@ def cmd_run_tool(ns: Namespace) -> int:
         reason = result.get("reason") or {}
         code = str(reason.get("code", "tool_failed"))
         print_error(code, str(reason.get("message") or f"{ns.name} failed"))
-        return 1
+        return EXIT_FAILURE
+    output = result.get("result")
+    exit_code = output.get("exit_code") if isinstance(output, dict) else None
+    if isinstance(exit_code, int) and exit_code != 0:
+        hint = " (not found on the sandbox's PATH?)" if exit_code == 127 else ""
+        print_error(
+            "command_failed", f"{ns.name}: the command exited with status {exit_code}{hint}"
+        )
+        return EXIT_FAILURE
     return 0
 
 
@@ -290,18 +423,60 @@ _PENDING_COLUMNS = [
 ]
 
 
+def _tool_content(content: Any) -> str:
+    """A tool message's content for people: the tool's result as a block."""
+    try:
+        sent = json.loads(content) if isinstance(content, str) else content
+    except ValueError:
+        return str(content)
+    if isinstance(sent, dict) and isinstance(sent.get("result"), dict):
+        return kv_block(sent["result"])
+    return render(sent)
+
+
+def _context_text(messages: list[Any]) -> str:
+    """``llm_context`` for people: each message the model sees, tool results in full."""
+    blocks = []
+    for message in messages:
+        if not isinstance(message, dict):
+            blocks.append(cell(message, None))
+            continue
+        role = message.get("role")
+        if role == "tool":
+            head = f"[tool {message.get('name')} {message.get('tool_call_id')}: "
+            head += (
+                f"{message.get('status')}{' ' + message['code'] if message.get('code') else ''}]"
+            )
+            body = _tool_content(message.get("content"))
+            body_lines = [f"  {line}".rstrip() for line in body.splitlines()]
+            blocks.append("\n".join([head, *body_lines]))
+            continue
+        lines = [f"[{role}] {message.get('content') or ''}".rstrip()]
+        for call in message.get("tool_calls") or []:
+            args = cell(call.get("args"), None)
+            lines.append(f"  calls {call.get('name')} {call.get('id')} {args}")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks) if blocks else "(no messages)"
+
+
 def _projection_text(key: str, value: Any) -> str:
     if key == "timeline" and isinstance(value, list):
         return table(value, _EVENT_COLUMNS, empty="(no events)")
     if key == "pending_tool_calls" and isinstance(value, list):
         return table(value, _PENDING_COLUMNS, empty="(no pending calls)")
+    if key == "llm_context" and isinstance(value, list):
+        return _context_text(value)
     return render(value)
 
 
 def cmd_projection(ns: Namespace) -> int:
-    """``roost projection PROJECT CONV KEY``."""
+    """``roost projection PROJECT CONV KEY [-q]``."""
+    if ns.quiet and ns.key != "pending_tool_calls":
+        raise UsageError("-q applies to pending_tool_calls only (see `roost projection --help`)")
     with _client(ns) as c:
         value = c.get_projection(ns.project, ns.conversation, ns.key)
+    if isinstance(value, list) and _ids(ns, value, "call_id"):
+        return 0
     _out(ns, value, lambda v: _projection_text(ns.key, v))
     return 0
 
@@ -343,13 +518,25 @@ def cmd_incident(ns: Namespace) -> int:
 
 
 def cmd_tail(ns: Namespace) -> int:
-    """``roost tail PROJECT [CONV] [--after-seq N]``: follow events until Ctrl-C."""
+    """``roost tail PROJECT [CONV] [--after-seq N] [--correlation-id ID] [--until TYPE]``.
+
+    Ends with 0 on Ctrl-C, when the daemon ends the stream (project stopped, daemon
+    stopped cleanly) or after the first ``--until`` event; 1 (``not_seen``) when the
+    stream ended before an ``--until`` event came.
+    """
     with _client(ns) as c, c.subscribe(ns.project, ns.conversation, ns.after_seq) as stream:
         try:
             for event in stream:
+                if ns.correlation_id and event.get("correlation_id") != ns.correlation_id:
+                    continue
                 print(dumps_json(event, pretty=False) if ns.json else event_line(event), flush=True)
+                if ns.until is not None and event.get("type") == ns.until:
+                    return 0
         except KeyboardInterrupt:
             return 0
+    if ns.until is not None:
+        print_error("not_seen", f"the stream ended before a {ns.until} event")
+        return EXIT_FAILURE
     return 0
 
 

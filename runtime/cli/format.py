@@ -1,12 +1,13 @@
-"""Output for people: aligned tables, ``key: value`` blocks, event lines, a progress line.
+"""Output for people: aligned tables, ``key: value`` blocks, event lines, a progress bar.
 
 Everything here returns strings (no printing) except :class:`Progress`, which draws a
-carriage-return-updated line on a terminal and nothing at all when its stream is not one
-(piped output stays clean). ``roost soak`` reuses :class:`Progress`.
+``rich`` progress bar on a terminal and nothing at all when its stream is not one (piped
+output stays clean). ``roost soak`` reuses :class:`Progress`.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import threading
@@ -15,8 +16,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
 import msgspec
+import rich.console
+import rich.progress
 
 __all__ = [
+    "DefaultsHelpFormatter",
     "Progress",
     "cell",
     "dumps_json",
@@ -27,6 +31,25 @@ __all__ = [
 ]
 
 _MAX_CELL = 60
+
+
+class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """``--help`` that shows each option's default when it has a meaningful one.
+
+    Descriptions and epilogs (the examples) keep their line breaks.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or default == {}
+            or not action.option_strings
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def dumps_json(value: Any, *, pretty: bool = True) -> str:
@@ -97,7 +120,8 @@ def kv_block(mapping: Mapping[str, Any], indent: int = 0) -> str:
     """Render a mapping as aligned ``key: value`` lines; nested values are indented.
 
     A nested mapping becomes an indented block; a list of mappings an indented table; a
-    list of scalars a comma-separated line (``-`` when empty).
+    list of scalars a comma-separated line (``-`` when empty); text of several lines (a
+    command's output) ``key: |`` and its lines, indented, as they are.
     """
     if not mapping:
         return " " * indent + "(empty)"
@@ -115,6 +139,11 @@ def kv_block(mapping: Mapping[str, Any], indent: int = 0) -> str:
         elif isinstance(value, list):
             text = ", ".join(cell(item, None) for item in value) if value else "-"
             lines.append(f"{pad}{label} {text}")
+        elif isinstance(value, str) and "\n" in value.rstrip("\n"):
+            lines.append(f"{pad}{label} |")
+            lines.extend(f"{pad}  {line}".rstrip() for line in value.rstrip("\n").split("\n"))
+        elif isinstance(value, str):
+            lines.append(f"{pad}{label} {cell(value.rstrip(chr(10)), None)}".rstrip())
         else:
             lines.append(f"{pad}{label} {cell(value, None)}")
     return "\n".join(lines)
@@ -143,11 +172,12 @@ def event_line(event: Mapping[str, Any]) -> str:
 
 
 class Progress:
-    """A one-line progress indicator on a terminal; silent when the stream is not a TTY.
+    """A progress bar on a terminal (``rich``); silent when the stream is not a TTY.
 
-    ``update(done, total=..., note=...)`` redraws the line; ``ticking()`` redraws the
-    elapsed time in a background thread while a single long call runs; ``close()``
-    clears the line. Use it as a context manager.
+    ``update(done, total=..., note=...)`` moves it (with no ``total`` the bar pulses and
+    shows the count); ``ticking()`` shows it, with the elapsed time, while one long call
+    runs; ``close()`` removes it. Use it as a context manager. Piped output stays clean:
+    when the stream is not a terminal nothing at all is written.
     """
 
     def __init__(
@@ -165,8 +195,10 @@ class Progress:
         self.done: int | None = None
         self.note = ""
         self._started = time.monotonic()
-        self._width = 0
         self._lock = threading.Lock()
+        self._bar: rich.progress.Progress | None = None
+        self._task: rich.progress.TaskID | None = None
+        self._refresh_per_second = 10.0
 
     def __enter__(self) -> Progress:
         return self
@@ -175,7 +207,7 @@ class Progress:
         self.close()
 
     def line(self) -> str:
-        """Return the text the progress line shows now."""
+        """Return the progress as one line of text (what the bar shows, without the bar)."""
         parts = [f"{self.label}:"]
         if self.done is not None and self.total:
             parts.append(f"{self.done}/{self.total} ({100 * self.done / self.total:.0f}%)")
@@ -186,10 +218,32 @@ class Progress:
         parts.append(f"{time.monotonic() - self._started:.1f}s")
         return " ".join(parts)
 
+    def _ensure_bar(self) -> None:
+        if self._bar is not None or not self.enabled:
+            return
+        console = rich.console.Console(file=self.stream, force_terminal=True, highlight=False)
+        self._bar = rich.progress.Progress(
+            rich.progress.SpinnerColumn(),
+            rich.progress.TextColumn("{task.description}"),
+            rich.progress.BarColumn(),
+            rich.progress.MofNCompleteColumn(),
+            rich.progress.TimeElapsedColumn(),
+            rich.progress.TextColumn("{task.fields[note]}"),
+            console=console,
+            refresh_per_second=self._refresh_per_second,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._task = self._bar.add_task(
+            self.label, total=self.total, completed=self.done or 0, note=self.note
+        )
+        self._bar.start()
+
     def update(
         self, done: int | None = None, *, total: int | None = None, note: str | None = None
     ) -> None:
-        """Record progress and redraw the line (when enabled)."""
+        """Record progress and move the bar (when enabled)."""
         with self._lock:
             if done is not None:
                 self.done = done
@@ -197,43 +251,30 @@ class Progress:
                 self.total = total
             if note is not None:
                 self.note = note
-            self._draw(self.line())
-
-    def _draw(self, text: str) -> None:
-        if not self.enabled:
-            return
-        self.stream.write("\r" + text.ljust(self._width))
-        self.stream.flush()
-        self._width = len(text)
+            if not self.enabled:
+                return
+            self._ensure_bar()
+            assert self._bar is not None and self._task is not None
+            self._bar.update(self._task, completed=self.done or 0, total=self.total, note=self.note)
 
     def close(self) -> None:
-        """Erase the line (when enabled)."""
+        """Remove the bar (when enabled)."""
         with self._lock:
-            if self.enabled and self._width:
-                self.stream.write("\r" + " " * self._width + "\r")
-                self.stream.flush()
-            self._width = 0
+            bar, self._bar, self._task = self._bar, None, None
+        if bar is not None:
+            bar.stop()
 
     @contextlib.contextmanager
     def ticking(self, interval_s: float = 0.2) -> Iterator[Progress]:
-        """Redraw every ``interval_s`` (elapsed time) until the block ends."""
+        """Show the bar (refreshed every ``interval_s``, elapsed time) until the block ends."""
         if not self.enabled:
             yield self
             return
-        stop = threading.Event()
-
-        def tick() -> None:
-            while not stop.wait(interval_s):
-                self.update()
-
-        thread = threading.Thread(target=tick, name="roost-progress", daemon=True)
+        self._refresh_per_second = 1 / interval_s
         self.update()
-        thread.start()
         try:
             yield self
         finally:
-            stop.set()
-            thread.join()
             self.close()
 
 

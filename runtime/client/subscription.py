@@ -4,11 +4,18 @@ An :class:`EventStream` owns one connection, sends one ``subscribe`` request and
 each event frame's envelope. If the connection drops without an ``end`` frame, it
 reconnects and asks again from the last ``seq`` it yielded (``after_seq``), a bounded
 number of times with backoff, so a consumer sees every event once and in order.
+
+A daemon that stops cleanly ends every stream by closing it, and then removes its pid
+file: a stream that cannot reconnect and finds no pid file ends like one the daemon
+ended (``StopIteration``), while a crashed daemon (its pid file left, unlocked) gives
+``DaemonUnreachableError``. While the daemon still holds its pid lock (it is shutting
+down) the stream keeps trying, for up to :data:`SHUTDOWN_WAIT_S`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -16,6 +23,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from runtime.errors import DaemonUnreachableError, error_from_wire
+from runtime.guard.pidfile import locked_pid
+from runtime.guard.roost_home import pid_path
 from runtime.wire.protocol import (
     MalformedFrameError,
     ServerFrame,
@@ -26,7 +35,18 @@ from runtime.wire.protocol import (
 )
 from runtime.wire.transport import connect_unix_socket
 
-__all__ = ["EventStream", "exchange", "open_socket"]
+__all__ = ["SHUTDOWN_WAIT_S", "EventStream", "daemon_state", "exchange", "open_socket"]
+
+SHUTDOWN_WAIT_S = 60.0
+"""How long a stream waits for a daemon that holds its lock but does not answer."""
+
+
+def daemon_state(home: str) -> str:
+    """``running`` (the pid lock is held), ``stopped`` (no pid file) or ``crashed``."""
+    path = pid_path(home)
+    if locked_pid(path) is not None:
+        return "running"
+    return "crashed" if os.path.exists(path) else "stopped"
 
 
 def open_socket(socket_path: str, home: str, timeout_s: float) -> socket.socket:
@@ -37,7 +57,8 @@ def open_socket(socket_path: str, home: str, timeout_s: float) -> socket.socket:
         reason = e.strerror or str(e)
         raise DaemonUnreachableError(
             f"no daemon answers on {socket_path} ({reason}); "
-            f"start one with `roost daemon start --home {home}`",
+            f"start one with `roost daemon start --home {home}`, or point at a running one "
+            "with --home DIR (or ROOST_HOME)",
             home=home,
             socket=socket_path,
         ) from e
@@ -143,7 +164,8 @@ class EventStream(Iterator[dict[str, Any]]):
             except (OSError, MalformedFrameError) as e:
                 if self._closed:
                     raise StopIteration from None
-                self._resume(e)
+                if not self._resume(e):
+                    raise StopIteration from None
                 continue
             if frame.kind == "event":
                 self._failures = 0
@@ -159,26 +181,33 @@ class EventStream(Iterator[dict[str, Any]]):
                 raise error_from_wire(frame.value)
             raise StopIteration
 
-    def _resume(self, cause: Exception) -> None:
+    def _resume(self, cause: Exception) -> bool:
+        """Reconnect after a lost connection; False when the daemon stopped cleanly."""
         with self._lock:
             sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
+        started = time.monotonic()
         while True:
             self._failures += 1
-            if self._failures > self._max_retries:
-                self.close()
-                raise DaemonUnreachableError(
-                    f"lost the event stream ({cause}) and could not resume after "
-                    f"{self._max_retries} attempts; last seq seen {self.last_seq}",
-                    last_seq=self.last_seq,
-                ) from cause
             time.sleep(min(0.05 * 2 ** (self._failures - 1), 1.0))
             if self._closed:
-                return
+                return False
             try:
                 self.open()
             except DaemonUnreachableError:
+                state = daemon_state(self._home)
+                if state == "stopped":
+                    self.close()
+                    return False
+                waiting = state == "running" and time.monotonic() - started < SHUTDOWN_WAIT_S
+                if self._failures > self._max_retries and not waiting:
+                    self.close()
+                    raise DaemonUnreachableError(
+                        f"lost the event stream ({cause}) and could not resume after "
+                        f"{self._max_retries} attempts; last seq seen {self.last_seq}",
+                        last_seq=self.last_seq,
+                    ) from cause
                 continue
             self.reconnects += 1
-            return
+            return True

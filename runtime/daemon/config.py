@@ -45,7 +45,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from runtime.guard.roost_home import SOCKET_NAME, resolve_home
+from runtime.guard.roost_home import PID_NAME, SOCKET_NAME, resolve_home
 from runtime.wire.protocol import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
 DEFAULT_BACKEND = "runtime.daemon.backend:create_backend"
 """The factory used when ``ROOST_BACKEND`` is not set."""
 
-PID_NAME = "roost.pid"
 LOG_NAME = os.path.join("logs", "daemon.log")
 MAILBOX_DIR = "mailbox"
 """Where actor messages too large for one pipe write are spilled (``actors.thespian.mailbox``)."""

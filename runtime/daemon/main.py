@@ -39,7 +39,6 @@ from runtime.daemon.config import (
     resolve_home,
 )
 from runtime.daemon.gateway import Gateway
-from runtime.daemon.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
 from runtime.daemon.processes import (
     SPAWNED,
     daemon_processes,
@@ -48,7 +47,9 @@ from runtime.daemon.processes import (
     wait_gone,
 )
 from runtime.errors import DaemonUnreachableError, RoostError
+from runtime.guard.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
 from runtime.guard.statedir import private_umask, secure_home
+from runtime.journal.link import LINK_SOCKET_NAME
 from runtime.logging import configure_logging, get_logger
 
 __all__ = [
@@ -74,12 +75,17 @@ def daemon_pid(home: str | None) -> int | None:
 
 
 def cleanup_stale_files(config: DaemonConfig) -> list[str]:
-    """Remove a socket and pid file left by a crashed daemon; return what was removed.
+    """Remove the sockets and pid file left by a crashed daemon; return what was removed.
 
     Only call it when no daemon holds the pid lock. A non-socket at the socket path is
     left alone and raises ``RoostError`` (code ``internal_error``) naming the path.
     """
     removed: list[str] = []
+    link = _link_socket(config)
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(link).st_mode):
+            os.unlink(link)
+            removed.append(link)
     try:
         mode = os.lstat(config.socket_path).st_mode
     except FileNotFoundError:
@@ -97,6 +103,11 @@ def cleanup_stale_files(config: DaemonConfig) -> list[str]:
             os.unlink(config.pid_path)
             removed.append(config.pid_path)
     return removed
+
+
+def _link_socket(config: DaemonConfig) -> str:
+    """The journal link's socket (``journal.sock``), which a killed Journal leaves behind."""
+    return os.path.join(config.home, LINK_SOCKET_NAME)
 
 
 def run_daemon(
@@ -121,10 +132,12 @@ def run_daemon(
 def _run(
     config: DaemonConfig, backend_factory: BackendFactory, *, log_to_stderr: bool, fixed: list[str]
 ) -> int:
-    if log_to_stderr:
-        configure_logging(json=not sys.stderr.isatty(), log_file=None)
-    else:
-        configure_logging(json=True, log_file=config.log_path)
+    as_json = not log_to_stderr or not sys.stderr.isatty()
+    log_file = "-" if log_to_stderr else config.log_path
+    configure_logging(json=as_json, log_file=log_file)
+    # What every actor process (a fork of this one) logs to, and how.
+    os.environ["ROOST_LOG_FILE"] = log_file
+    os.environ["ROOST_LOG_FORMAT"] = "json" if as_json else "console"
     pidfile = PidFile(config.pid_path)
     pidfile.acquire()
     if fixed:
@@ -344,7 +357,8 @@ def daemon_status(home: str | None) -> dict[str, Any]:
         "log": config.log_path,
     }
     if pid is None:
-        stale = [p for p in (config.socket_path, config.pid_path) if os.path.lexists(p)]
+        paths = (config.socket_path, config.pid_path, _link_socket(config))
+        stale = [p for p in paths if os.path.lexists(p)]
         status["stale_files"] = stale
         return status
     try:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 
 __all__ = [
+    "PID_NAME",
     "PROFILE_DIR_ENV",
     "SOCKET_NAME",
     "hidden_places",
     "home",
+    "pid_path",
     "protect",
     "resolve_home",
     "socket_path",
@@ -26,6 +28,9 @@ PROFILE_DIR_ENV = "ROOST_PROFILE_DIR"
 
 SOCKET_NAME = "roost.sock"
 """The daemon's socket, in its home."""
+
+PID_NAME = "roost.pid"
+"""The daemon's pid file (an exclusive lock while it runs), in its home."""
 
 _protected: dict[str, str | None] = {"home": None}
 
@@ -42,6 +47,11 @@ def resolve_home(home: str | None) -> str:
 def socket_path(home: str | None) -> str:
     """The daemon socket of ``home`` (resolved as :func:`resolve_home` does)."""
     return os.path.join(resolve_home(home), SOCKET_NAME)
+
+
+def pid_path(home: str | None) -> str:
+    """The daemon pid file of ``home`` (resolved as :func:`resolve_home` does)."""
+    return os.path.join(resolve_home(home), PID_NAME)
 
 
 def protect(home: str | None) -> None:

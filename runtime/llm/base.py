@@ -121,7 +121,7 @@ class ModelError(RoostError):
         self.attempts = attempts
 
     def describe(self) -> str:
-        """Return ``"<reason>: <message>"``, the text for ``llm.failed``'s ``reason``."""
+        """Return ``"<reason>: <message>"`` (``llm.failed`` records both, in two fields)."""
         return f"{self.reason}: {self.message}"
 
 

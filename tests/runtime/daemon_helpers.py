@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from runtime.daemon.main import daemon_processes, stop_daemon
+from runtime.daemon import daemon_processes, stop_daemon
 from runtime.wire.transport import bind_unix_socket, connect_unix_socket
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])

@@ -25,7 +25,7 @@ from runtime.agent.effects import (
     Reply,
 )
 from runtime.errors import BadRequestError
-from runtime.llm.base import ModelReply
+from runtime.llm.base import ModelError, ModelReply
 from runtime.llm.deterministic import DeterministicAdapter
 from runtime.policy.options import validate_options
 
@@ -100,8 +100,12 @@ class Harness:
             elif isinstance(effect, Reply):
                 self.replies.append((effect.to, effect.payload))
             elif isinstance(effect, CallModel):
-                reply = self.model.complete(effect.request)
-                queue = self.core.model_replied(effect.round, reply) + queue
+                try:
+                    reply = self.model.complete(effect.request)
+                except ModelError as e:  # as the Conversation actor does
+                    queue = self.core.model_failed(effect.round, e.reason, e.message) + queue
+                else:
+                    queue = self.core.model_replied(effect.round, reply) + queue
             elif isinstance(effect, AskPolicy):
                 if self.hold_policy:
                     self.asked.append(effect.call)
@@ -240,6 +244,33 @@ def test_the_token_budget_is_checked_before_the_model_call() -> None:
     h.send({"type": "user.message", "data": {"content": "second"}})
     assert h.types()[-2:] == ["user.message", "budget.exceeded"]
     assert h.journal[-1].data["budget"] == "token_budget"
+
+
+class FailingModel:
+    provider = "openai"
+
+    def complete(self, request: Any) -> ModelReply:
+        raise ModelError(
+            "provider_error",
+            "HTTP 404 from http://127.0.0.1:1/v1/chat/completions: The model 'x' does not exist",
+            status=404,
+        )
+
+
+def test_a_failed_model_call_records_its_reason_and_the_providers_message() -> None:
+    h = Harness()
+    h.model = FailingModel()  # type: ignore[assignment]
+    h.send(
+        {"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-f"}, wait=True
+    )
+    assert h.types()[-1] == "llm.failed"
+    assert h.journal[-1].data == {
+        "reason": "provider_error",
+        "message": "HTTP 404 from http://127.0.0.1:1/v1/chat/completions: The model 'x' does "
+        "not exist",
+    }
+    [(_, outcome)] = h.replies
+    assert (outcome["outcome"], outcome["outcome_data"]) == ("llm.failed", h.journal[-1].data)
 
 
 def test_cancel_cancels_pending_calls_with_the_cancels_correlation() -> None:

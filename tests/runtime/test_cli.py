@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -90,11 +91,14 @@ def test_invalid_json_arguments_are_usage_errors(capsys, home) -> None:
     assert err.startswith("roost: usage: argument --data: expected a JSON object, got '[1]'")
 
 
-def test_no_daemon_gives_the_daemon_unreachable_line(capsys, tmp_path) -> None:
+def test_no_daemon_gives_the_daemon_unreachable_line_and_exit_3(capsys, tmp_path) -> None:
     code, _, err = roost(capsys, "project", "list", "--home", str(tmp_path))
-    assert code == 1
-    assert err.startswith(f"roost: daemon_unreachable: no daemon answers on {tmp_path}/roost.sock")
-    assert err.count("\n") == 1
+    assert code == 3
+    assert err == (
+        f"roost: daemon_unreachable: no daemon answers on {tmp_path}/roost.sock (No such file "
+        f"or directory); start one with `roost daemon start --home {tmp_path}`, or point at a "
+        "running one with --home DIR (or ROOST_HOME)\n"
+    )
 
 
 def test_send_event_and_timeline_commands_round_trip(capsys, home, project) -> None:
@@ -193,3 +197,151 @@ def test_soak_arguments_are_handed_to_the_harness(capsys, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "soak.cli", fake)
     code, _, _ = roost(capsys, "--home", "/h", "soak", "--projects", "3", "--json", "r.json")
     assert (code, seen) == (0, [["--home", "/h", "--projects", "3", "--json", "r.json"]])
+
+
+def test_version_prints_the_installed_version(capsys) -> None:
+    from runtime.daemon.config import roost_version
+
+    assert roost(capsys, "--version") == (0, f"roost {roost_version()}\n", "")
+
+
+def test_help_shows_each_options_default_and_an_example(capsys) -> None:
+    code, out, _ = roost(capsys, "send", "--help")
+    assert code == 0
+    assert "seconds for --wait (default: 60.0)" in " ".join(out.split())
+    assert out.rstrip().endswith('example:\n  roost send p1 c1 "read README.md" --wait')
+    code, out, _ = roost(capsys, "timeline", "--help")
+    assert "the last N entries, 1 to 500 (default: 100)" in " ".join(out.split())
+    code, out, _ = roost(capsys, "--help")
+    assert "3 no daemon answers" in out
+    assert "roost send p1 c1" in out
+
+
+def test_an_unknown_option_points_at_the_help_of_its_command(capsys, home) -> None:
+    assert roost(capsys, "send", "p", "c", "hi", "--bogus", "--home", home) == (
+        2,
+        "",
+        "roost: usage: unrecognized arguments: --bogus (see `roost send --help`)\n",
+    )
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "501", "ten"])
+def test_a_timeline_limit_outside_1_to_500_is_a_usage_error(capsys, home, limit) -> None:
+    assert roost(capsys, "timeline", "p", "c", "--limit", limit, "--home", home) == (
+        2,
+        "",
+        f"roost: usage: argument --limit: expected an integer from 1 to 500, got '{limit}' "
+        "(see `roost timeline --help`)\n",
+    )
+
+
+def test_the_largest_timeline_limit_is_accepted(capsys, home, project) -> None:
+    code, out, _ = roost(capsys, "--json", "timeline", *project, "--limit", "500", "--home", home)
+    assert (code, json.loads(out)["limit"]) == (0, 500)
+
+
+def test_a_wait_that_runs_out_exits_4(capsys, home, project) -> None:
+    code, out, err = roost(
+        capsys, "event", *project, "--type", "user.message", "--data", '{"hang": true}',
+        "--wait", "--wait-timeout", "0.2", "--home", home,
+    )  # fmt: skip
+    assert (code, out) == (4, "")
+    assert err == "roost: timeout: the turn did not end within 0.2 s\n"
+
+
+def test_quiet_lists_only_ids_and_applies_to_pending_calls_only(capsys, home, project) -> None:
+    code, out, _ = roost(capsys, "project", "list", "-q", "--home", home)
+    assert code == 0
+    assert project[0] in out.splitlines()
+    assert all(" " not in line for line in out.splitlines())
+    assert roost(capsys, "projection", *project, "pending_tool_calls", "-q", "--home", home) == (
+        0,
+        "",
+        "",
+    )
+    assert roost(capsys, "projection", *project, "timeline", "-q", "--home", home) == (
+        2,
+        "",
+        "roost: usage: -q applies to pending_tool_calls only (see `roost projection --help`)\n",
+    )
+
+
+def test_a_bad_log_rotation_setting_stops_daemon_start_with_bad_config(tmp_path) -> None:
+    home = str(tmp_path / "home")
+    done = run_roost("daemon", "start", "--home", home, env=daemon_env(ROOST_LOG_MAX_BYTES="10MB"))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "roost: bad_config: ROOST_LOG_MAX_BYTES must be a non-negative integer, got '10MB'\n"
+    )
+    assert not (tmp_path / "home" / "roost.pid").exists()
+
+
+def test_completion_prints_a_script_and_completes_commands(tmp_path) -> None:
+    script = run_roost("completion", "bash")
+    assert script.returncode == 0
+    assert "complete " in script.stdout
+    assert "roost" in script.stdout
+    out = tmp_path / "completions"
+    line = "roost conv"
+    done = run_roost(
+        env=daemon_env(
+            _ARGCOMPLETE="1",
+            _ARGCOMPLETE_IFS="\n",
+            COMP_LINE=line,
+            COMP_POINT=str(len(line)),
+            _ARGCOMPLETE_STDOUT_FILENAME=str(out),
+        )
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().split() == ["conversation"]
+
+
+def test_soak_with_the_global_json_asks_the_harness_for_json_on_stdout(capsys, monkeypatch) -> None:
+    seen: list[Any] = []
+    fake = types.ModuleType("soak.cli")
+    fake.main = lambda argv: seen.append(argv) or 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "soak.cli", fake)
+    assert roost(capsys, "--json", "soak", "--projects", "1")[0] == 0
+    assert seen == [["--json", "-", "--projects", "1"]]
+
+
+def test_verify_draws_a_progress_bar_on_a_terminal_and_none_when_piped(home, project) -> None:
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "runtime.cli", "verify", project[0], "--home", home],
+            env=daemon_env(),
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        os.close(slave)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal is closed once everything was read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(master)
+    piped = run_roost("verify", project[0], "--home", home)
+    assert (done.returncode, done.stdout) == (0, "ok: 2 events checked, hash chain ok\n")
+    assert f"verifying {project[0]}".encode() in drawn
+    assert "━".encode() in drawn
+    assert (piped.returncode, piped.stderr) == (0, "")
+
+
+def test_tail_until_an_unknown_event_type_is_a_usage_error(capsys, home) -> None:
+    assert roost(capsys, "tail", "p", "--until", "llm.complete", "--home", home) == (
+        2,
+        "",
+        "roost: usage: argument --until: 'llm.complete' is not an event type (see "
+        "docs/events.md), e.g. llm.completed (see `roost tail --help`)\n",
+    )

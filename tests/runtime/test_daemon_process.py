@@ -20,8 +20,8 @@ from runtime.daemon.main import (
     start_daemon,
     stop_daemon,
 )
-from runtime.daemon.pidfile import DaemonAlreadyRunningError
 from runtime.errors import DaemonUnreachableError
+from runtime.guard.pidfile import DaemonAlreadyRunningError
 from tests.runtime.daemon_helpers import (
     daemon_env,
     process_gone,
@@ -151,7 +151,7 @@ def test_daemon_status_reports_a_running_daemon(home) -> None:
 def test_a_daemon_whose_backend_cannot_load_fails_start_with_its_log_line(home) -> None:
     env = daemon_env(ROOST_BACKEND="tests.runtime.no_such_module:create")
     done = run_roost("daemon", "start", "--home", home, env=env)
-    assert done.returncode == 1
+    assert done.returncode == 3
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith(
         "roost: daemon_unreachable: the daemon exited with status 1 before answering "
