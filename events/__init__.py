@@ -6,6 +6,8 @@ General layout:
 - ``envelope``: the committed ``Envelope``, the pre-commit ``NewEvent``, id and time helpers.
 - ``codecs``: JSON/msgpack codecs and canonical JSON.
 - ``chain``: the per-project SHA-256 hash chain.
+- ``seal``: signed checkpoints of a chain's head, the anchor kept outside the journal, and
+  checking both.
 - ``projections``: timeline, pending tool calls, model context, diagnostics, project view.
 - ``incidents`` / ``report``: incident timelines and reports (JSON and Markdown).
 
@@ -27,6 +29,7 @@ from events.envelope import (
 from events.incidents import incident_report, incident_timeline
 from events.projections import get_projection, project_view
 from events.report import render_incident_markdown
+from events.seal import SealReport, check_seals
 
 __all__ = [
     "GENESIS_HASH",
@@ -37,7 +40,9 @@ __all__ = [
     "Envelope",
     "Event",
     "NewEvent",
+    "SealReport",
     "chain_hash",
+    "check_seals",
     "format_at",
     "get_projection",
     "incident_report",
