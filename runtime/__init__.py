@@ -3,7 +3,8 @@
 General layout:
 
 - Journal: ``journal`` (the eventsourcing application), ``journal_sqlite`` /
-  ``journal_postgres`` (recorders), ``mapper`` (msgspec mapper).
+  ``journal_postgres`` (recorders), ``mapper`` (msgspec mapper), ``journal_seal`` (the
+  seals' key, anchor files and schedule).
 - Agent loop: ``agent`` (the pure step function), ``agent_effects``, ``agent_state``,
   ``llm`` (model adapters), ``supervision`` (restart policy).
 - Safety: ``options``, ``schema``, ``policy``, ``registry``, ``toolrunner``, ``results``,
