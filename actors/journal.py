@@ -14,15 +14,21 @@ Conversations append through the Journal link instead (``runtime.journal.link``)
 socket served by a thread of this process, with its own group commit, for peers that
 descend from the ``peer_roots`` of :class:`SetupJournal` (the Supervisor, the daemon).
 The store is used by both threads, one at a time (``self.lock``).
+
+Seals (``runtime.journal.seal``): the store seals a project by count and when it stops; a
+timer (``ROOST_SEAL_INTERVAL_S``) seals every project with unsealed events, and a clean
+exit seals them all and marks their anchors closed before the store is closed.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from datetime import timedelta
 from typing import Any
 
 import msgspec
+from thespian.actors import WakeupMessage
 
 from actors.base import RoostActor
 from actors.messages import (
@@ -77,13 +83,35 @@ class JournalActor(RoostActor):
             with self.lock:
                 events = self.store.read_types(message.types) if self.store is not None else []
             self.send(sender, ReadResult(token=message.token, events=events))
+        elif isinstance(message, WakeupMessage):
+            self._seal("interval")
+            self._arm_seal_timer()
         elif isinstance(message, SetupJournal):
             if self.store is None:
                 self.store = Journal.open(message.home)
                 self.log.info("journal_opened", kind=self.store.kind)
                 self._serve_link(message.peer_roots)
+                self._arm_seal_timer()
             self.announce(sender, "journal")
             self.send(sender, message)
+
+    def _arm_seal_timer(self) -> None:
+        sealer = self.store.sealer if self.store is not None else None
+        if sealer is not None and sealer.settings.interval_s > 0:
+            self.wakeupAfter(timedelta(seconds=sealer.settings.interval_s))
+
+    def _seal(self, reason: str) -> None:
+        """Seal every project with unsealed events (a failure is logged, not raised)."""
+        with self.lock:
+            if self.store is None:
+                return
+            try:
+                count = self.store.seal(reason)
+            except JournalError as e:
+                self.log.error("journal_seal_failed", reason=reason, error=str(e))
+                return
+        if count:
+            self.log.debug("journal_sealed", reason=reason, checkpoints=count)
 
     def _serve_link(self, peer_roots: list[int]) -> None:
         settings = link_settings()
@@ -153,10 +181,11 @@ class JournalActor(RoostActor):
         self.send(target, ReadResult(token=message.token, events=events))
 
     def on_exit(self) -> None:
-        """Stop the link; close the store."""
+        """Stop the link; seal what is unsealed; close the store."""
         if self.link is not None:
             self.link.close()
             self.link = None
+        self._seal("shutdown")
         with self.lock:
             if self.store is not None:
                 self.store.close()

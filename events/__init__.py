@@ -8,6 +8,8 @@ General layout:
 - ``chain``: the per-project SHA-256 hash chain.
 - ``conversation_fold``: a conversation's status and pending calls, one event at a time
   (the fold the live conversation and the projections share).
+- ``seal``: signed checkpoints of a chain's head, the anchor kept outside the journal, and
+  checking both.
 - ``projections``: timeline, pending tool calls, model context, diagnostics, project view.
 - ``incidents`` / ``report``: incident timelines and reports (JSON and Markdown).
 
@@ -29,6 +31,7 @@ from events.envelope import (
 from events.incidents import incident_report, incident_timeline
 from events.projections import get_projection, project_view
 from events.report import render_incident_markdown
+from events.seal import SealReport, check_seals
 
 __all__ = [
     "GENESIS_HASH",
@@ -39,7 +42,9 @@ __all__ = [
     "Envelope",
     "Event",
     "NewEvent",
+    "SealReport",
     "chain_hash",
+    "check_seals",
     "format_at",
     "get_projection",
     "incident_report",

@@ -28,6 +28,7 @@ __all__ = [
     "ConversationStarted",
     "ConversationStopped",
     "Event",
+    "JournalCheckpoint",
     "LlmCompleted",
     "LlmFailed",
     "LlmStarted",
@@ -512,6 +513,35 @@ class AlertFailed(Event, frozen=True, kw_only=True, tag="alert.failed"):
     """Why delivery failed."""
 
 
+# --- journal ---------------------------------------------------------------------------
+
+
+class JournalCheckpoint(Event, frozen=True, kw_only=True, tag="journal.checkpoint"):
+    """The journal sealed the project's chain head (project-level; see ``events.seal``).
+
+    Written by the journal itself, never by a client or an actor: every N events, every T
+    seconds, when the project stops and when the daemon stops. Not part of any
+    conversation, timeline or incident report.
+    """
+
+    index: int
+    """The project's checkpoint number: 1 for its first, then one more each time."""
+    head_position: int
+    """Position in the project's stream (its N-th event) of the sealed head."""
+    head_hash: str
+    """``hash`` of the sealed head: the project's last event before this checkpoint."""
+    prev_checkpoint: str
+    """``mac`` of the project's previous checkpoint (64 zeros for the first)."""
+    sealed_at: str
+    """When it was sealed (UTC ISO 8601 with milliseconds)."""
+    reason: str
+    """Why: ``count``, ``interval``, ``project_stopped`` or ``shutdown``."""
+    key_id: str
+    """First 16 hex digits of the SHA-256 of the key that made ``mac``."""
+    mac: str
+    """HMAC-SHA256 (hex) over the project id and every other field, with the journal key."""
+
+
 PAYLOAD_TYPES: dict[str, type[Event]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
     for cls in (
@@ -556,6 +586,7 @@ PAYLOAD_TYPES: dict[str, type[Event]] = {
         ActorEscalated,
         AlertDispatched,
         AlertFailed,
+        JournalCheckpoint,
     )
 }
 """Every event type name mapped to its payload Struct."""

@@ -6,7 +6,7 @@ General layout, from the ground up (``make check`` enforces it with import-linte
   log file): shared by every layer.
 - ``wire``: the ops table, frames and the socket transport.
 - ``guard``: paths, network, command controls and the sandbox, redaction, peers, shapes.
-- ``journal``: the event store and the link conversations append through.
+- ``journal``: the event store, its seals and the link conversations append through.
 - ``tools``: the built-in tools, the registry, assets.
 - ``policy``: runtime options and per-call decisions.
 - ``execution``: one tool call from admission to its result.

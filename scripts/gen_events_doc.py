@@ -37,6 +37,11 @@ The hash covers `prev_hash` and the canonical JSON (sorted keys) of event_id, ty
 project_id, conversation_id, stream_version, correlation_id, causation_id and data. `seq` is
 not hashed: it is assigned after.
 
+The journal itself appends `journal.checkpoint` events (project-level, in no conversation,
+timeline or incident report): each seals the chain head with an HMAC made with a key the
+database does not hold, and `roost verify` checks them against the anchor kept outside the
+database ([security.md](security.md#sealed-history-what-roost-verify-proves)).
+
 ## Evolution rules
 
 - A new field always has a default; a field's type never changes; a type is never renamed

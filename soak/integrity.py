@@ -12,7 +12,8 @@ Plain functions, so tests feed them journals damaged on purpose:
   ``llm.completed``, ``llm.failed`` or ``budget.exceeded`` of its correlation; the harness
   waits for every turn, so a missing end is a lost event, even at the end of a chain);
 - :func:`find_chain_breaks`: the per-project SHA-256 chain (``events.chain``);
-- :func:`check_integrity`: all of them, plus what ``verify`` reported per project.
+- :func:`check_integrity`: all of them, plus what ``verify`` reported per project (its
+  anchor problems, i.e. broken seals, count as a broken chain).
 """
 
 from __future__ import annotations
@@ -153,12 +154,22 @@ def check_integrity(
         if not result.get("chain_ok", False):
             chain_ok = False
             breaks.append(f"hash chain: verify({project_id}) reports a broken chain")
+        for problem in result.get("anchor_problems") or []:
+            chain_ok = False
+            breaks.append(
+                f"anchor: verify({project_id}) reports {msgspec.json.encode(problem).decode()}"
+            )
         replay += [
             f"replay mismatch: {project_id}: {msgspec.json.encode(m).decode()}"
             for m in result.get("mismatches", [])
             if m.get("kind") != "hash_chain"
         ]
-        if not result.get("ok", False) and not result.get("mismatches") and result.get("chain_ok"):
+        if (
+            not result.get("ok", False)
+            and not result.get("mismatches")
+            and not result.get("anchor_problems")
+            and result.get("chain_ok")
+        ):
             replay.append(f"replay mismatch: verify({project_id}) is not ok")
     problems = lost + duplicated + unterminated + unfinished + breaks + replay
     return Integrity(

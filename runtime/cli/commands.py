@@ -14,7 +14,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from runtime.cli.format import Progress, cell, dumps_json, event_line, kv_block, render, table
+from runtime.cli.format import (
+    Progress,
+    cell,
+    dumps_json,
+    event_line,
+    kv_block,
+    render,
+    seal_lines,
+    table,
+)
 from runtime.client.connection import Client
 from runtime.daemon.config import resolve_home
 from runtime.daemon.main import daemon_pid, daemon_status, start_daemon, stop_daemon
@@ -565,6 +574,7 @@ def _verify_text(result: dict[str, Any]) -> str:
     if mismatches:
         lines.append(f"{_count(len(mismatches), 'mismatch', 'mismatches')}:")
         lines.extend(_mismatch_line(m) for m in mismatches)
+    lines.extend(seal_lines(result))
     return "\n".join(lines)
 
 
@@ -576,6 +586,9 @@ def cmd_verify(ns: Namespace) -> int:
     if not result.get("ok"):
         count = len(result.get("mismatches") or [])
         found = _count(count, "mismatch", "mismatches")
+        problems = len(result.get("anchor_problems") or [])
+        if problems:
+            found += ", " + _count(problems, "anchor problem", "anchor problems")
         print_error("verify_failed", f"project {ns.project} does not verify ({found})")
         return 1
     return 0

@@ -27,10 +27,70 @@ __all__ = [
     "event_line",
     "kv_block",
     "render",
+    "seal_lines",
     "table",
 ]
 
 _MAX_CELL = 60
+
+_SEAL_PROBLEMS: dict[str, str] = {
+    "truncated": (
+        "the anchor says the journal reached event {expected_through} (seq {expected_seq}, "
+        "checkpoint {checkpoint_index}, sealed {sealed_at}); that checkpoint is gone and the "
+        "journal ends at event {found_through} (seq {found_seq}); the last intact seal covers "
+        "events 1-{intact_through}"
+    ),
+    "rewritten": (
+        "checkpoint {checkpoint_index} (seq {seq}) sealed event {head_position} at "
+        "{sealed_at}, which no longer has the sealed hash: events after {after_position} up "
+        "to {head_position} were changed and rehashed after the seal "
+        "({later_checkpoints} later checkpoints disagree too)"
+    ),
+    "changed_after_seal": (
+        "event {position} (seq {seq}) was changed after checkpoint {checkpoint_index} sealed "
+        "it at {sealed_at} ({reason})"
+    ),
+    "mac_mismatch": (
+        "checkpoint {checkpoint_index} (seq {seq}) does not carry a valid MAC: it was forged "
+        "or edited, or made with another key"
+    ),
+    "checkpoint_missing": (
+        "checkpoint {checkpoint_index} (seq {seq}) comes where checkpoint {expected_index} "
+        "should: the checkpoints between are gone"
+    ),
+    "checkpoint_chain_broken": (
+        "checkpoint {checkpoint_index} (seq {seq}) does not follow the checkpoint before it "
+        "(expected number {expected_index})"
+    ),
+    "checkpoint_malformed": "the checkpoint at seq {seq} does not decode: {reason}",
+    "missing_events": "events {from_position}-{to_position} are gone (before seq {before_seq})",
+    "anchor_invalid": "the anchor outside the database cannot be trusted: {reason}",
+    "anchor_missing": (
+        "the anchor outside the database is gone while the journal holds {checkpoints} checkpoints"
+    ),
+    "anchor_checkpoint_missing": (
+        "checkpoint {checkpoint_index}, which the anchor names (event {expected_position}, "
+        "seq {expected_seq}, sealed {sealed_at}), is gone from the journal"
+    ),
+    "anchor_mismatch": (
+        "the journal's checkpoint {checkpoint_index} (event {found_position}) is not the one "
+        "the anchor sealed at {sealed_at} (event {expected_position})"
+    ),
+    "appended_after_shutdown": (
+        "{appended_events} events were added after the clean shutdown of {closed_at} sealed "
+        "the journal at event {sealed_through} (it now ends at event {found_through})"
+    ),
+    "anchor_stale": (
+        "the anchor names checkpoint {anchor_index} but the journal holds checkpoint "
+        "{journal_index}: the anchor is not being written"
+    ),
+}
+"""A readable sentence per seal problem kind (``runtime.journal.seal``)."""
+
+
+class _Fields(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return "?"
 
 
 class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -283,3 +343,38 @@ def _isatty(stream: IO[str]) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def seal_lines(result: Mapping[str, Any]) -> list[str]:
+    """The seal part of a ``verify`` result: a summary line and one line per problem."""
+    seal = result.get("seal")
+    if not isinstance(seal, Mapping):
+        return []
+    verdict = "seals ok" if result.get("anchor_ok") else "seals BROKEN"
+    count = seal.get("checkpoints", 0)
+    unsealed = seal.get("unsealed_events", 0)
+    tail = f"{unsealed} unsealed event{'' if unsealed == 1 else 's'}"
+    parts = [f"{count} checkpoint{'' if count == 1 else 's'}"]
+    if seal.get("sealed_through"):
+        parts.append(
+            f"sealed through event {seal['sealed_through']} (seq {cell(seal.get('sealed_seq'))})"
+            f" at {cell(seal.get('sealed_at'))}"
+        )
+        parts.append(f"{tail} after it")
+    else:
+        parts.append(f"nothing sealed yet; {tail}")
+    parts.append(f"anchor {cell(seal.get('anchor'))}")
+    lines = [f"{verdict}: {'; '.join(parts)}"]
+    problems = result.get("anchor_problems") or []
+    if problems:
+        lines.append(f"{len(problems)} anchor problem{'' if len(problems) == 1 else 's'}:")
+    for problem in problems:
+        fields = _Fields({k: cell(v, None) for k, v in dict(problem).items()})
+        kind = fields.get("kind", "problem")
+        template = _SEAL_PROBLEMS.get(kind)
+        if template is None:
+            rest = ", ".join(f"{k}={v}" for k, v in fields.items() if k != "kind")
+            lines.append(f"  - {kind}: {rest}")
+        else:
+            lines.append(f"  - {kind}: {template.format_map(fields)}")
+    return lines

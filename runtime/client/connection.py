@@ -233,7 +233,12 @@ class Client:
         return result
 
     def verify(self, project_id: str) -> dict[str, Any]:
-        """Replay and check the project: ``{ok, checked_events, chain_ok, mismatches}``."""
+        """Replay and check the project: ``{ok, checked_events, chain_ok, mismatches}``.
+
+        Plus its seals: ``anchor_ok``, ``anchor_problems`` (``[{kind, ...}]``) and ``seal``
+        (``{anchor, checkpoints, sealed_through, sealed_seq, sealed_at, unsealed_events}``);
+        ``ok`` is false when either part fails. See ``docs/security.md``.
+        """
         result: dict[str, Any] = self.call("verify", {"project_id": project_id})
         return result
 

@@ -29,7 +29,6 @@ import psutil
 from actors.messages import Boot, Reply, Request
 from actors.supervisor import SupervisorActor
 from actors.thespian import patches as thespian_tuning
-from events.chain import verify_chain
 from events.envelope import new_correlation_id
 from events.incidents import conversation_exists, incident_report, incident_timeline
 from events.projections import get_projection, project_view
@@ -45,6 +44,7 @@ from runtime.errors import (
 )
 from runtime.guard.paths import protect_state_home
 from runtime.journal import link as journal_link
+from runtime.journal.seal import load_key
 from runtime.journal.store import Journal
 from runtime.wire.ops import waits_for_turn
 
@@ -152,6 +152,7 @@ class ActorBackend:
         from thespian.actors import ActorSystem  # noqa: PLC0415
 
         self.config = config
+        load_key(config.home)  # made here at the first start; a bad key file fails the start
         _preload()
         thespian_tuning.apply(os.path.join(config.home, MAILBOX_DIR))
         # Inherited by every actor process (forks of this one); never written to disk.
@@ -347,8 +348,12 @@ class ActorBackend:
         }
 
     def _verify(self, project_id: str, deadline: float) -> dict[str, Any]:
-        events = self._project_events(project_id)
-        chain = verify_chain(events)
+        audit = self.journal.audit(project_id)
+        if not audit.events and not audit.anchored:
+            raise ProjectNotFoundError(
+                f"no project {project_id!r} in the journal", project_id=project_id
+            )
+        events, chain = audit.events, audit.chain
         mismatches: list[dict[str, Any]] = [
             {"kind": "hash_chain", "seq": b.seq, "reason": b.reason} for b in chain.breaks
         ]
@@ -389,12 +394,26 @@ class ActorBackend:
                             }
                         )
                 compared.append(conversation_id)
+        seals = audit.seals
+        anchor_ok = seals is None or seals.ok
         return {
-            "ok": not mismatches,
+            "ok": not mismatches and anchor_ok,
             "checked_events": len(events),
             "chain_ok": chain.ok,
             "mismatches": mismatches,
             "conversations_compared": compared,
+            "anchor_ok": anchor_ok,
+            "anchor_problems": list(seals.problems) if seals is not None else [],
+            "seal": None
+            if seals is None
+            else {
+                "anchor": seals.anchor,
+                "checkpoints": seals.checkpoints,
+                "sealed_through": seals.sealed_through,
+                "sealed_seq": seals.sealed_seq,
+                "sealed_at": seals.sealed_at,
+                "unsealed_events": seals.unsealed_events,
+            },
         }
 
     def subscribe(self, args: dict[str, Any], stop: threading.Event) -> Iterator[dict[str, Any]]:

@@ -27,7 +27,7 @@ op                        result
 ``get_projection``        the projection (timeline list, pending list, context, dict)
 ``incident_timeline``     ``{project_id, conversation_id, correlation_id, limit, ...}``
 ``incident_report``       a dict (``format: json``) or a Markdown str (``format: md``)
-``verify``                ``{ok, checked_events, chain_ok, mismatches}``
+``verify``                ``{ok, checked_events, chain_ok, mismatches, anchor_ok, ...}``
 ========================  =============================================================
 
 Failures are raised as :class:`runtime.errors.RoostError` subclasses (the request error

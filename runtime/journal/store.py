@@ -7,6 +7,13 @@ id. On append the journal redacts secrets, assigns each event its stream version
 project's or the conversation's), links it into the project's SHA-256 hash chain and
 commits a whole batch in one transaction, together with the batch's idempotency key.
 
+A journal opened for a ``ROOST_HOME`` also seals each project's chain head
+(:mod:`events.seal`, :mod:`runtime.journal.seal`): a signed ``journal.checkpoint`` is added
+at the end of a transaction when a project is due (every N events, when it stops, on the
+Journal actor's timer and at shutdown through :meth:`Journal.seal`), and the project's
+anchor outside the database is replaced once that transaction is committed.
+:meth:`Journal.audit` checks the chain and the seals of a project for ``roost verify``.
+
 Exactly one writer may append to a project at a time. Two writers racing on a project
 collide on eventsourcing's ``(originator_id, originator_version)`` key, and the loser
 gets :class:`runtime.errors.ConcurrencyError`; that is how ownership is fenced when
@@ -15,6 +22,7 @@ several daemons share a PostgreSQL journal.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -25,13 +33,16 @@ import msgspec
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError
 
+from events.catalog import JournalCheckpoint, payload_to_data
 from events.chain import ChainReport, chain_hash, verify_chain
-from events.envelope import GENESIS_HASH, Envelope, NewEvent
+from events.envelope import GENESIS_HASH, Envelope, NewEvent, new_correlation_id, new_event_id
+from events.seal import CHECKPOINT_TYPE, Anchor, SealReport, check_seals
 from runtime.errors import ConcurrencyError, JournalError, JournalIntegrityError
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
+from runtime.journal.seal import Sealer, SealState
 from runtime.journal.sqlite import StreamRow
 
-__all__ = ["Batch", "Journal", "JournalKind", "journal_env"]
+__all__ = ["Audit", "Batch", "Journal", "JournalKind", "journal_env"]
 
 JournalKind = Literal["sqlite", "postgres"]
 Redactor = Callable[[Any], Any]
@@ -63,21 +74,46 @@ class _Store(Protocol):
 class _HeadView(msgspec.Struct):
     """The few envelope fields needed to rebuild a project's head."""
 
+    type: str
     conversation_id: str | None
     stream_version: int
     hash: str
 
 
+class _CheckpointView(msgspec.Struct):
+    """The data of a checkpoint event."""
+
+    data: dict[str, Any]
+
+
 @dataclass
 class _Head:
-    """Where a project's stream stands: version, last hash, each stream's version."""
+    """Where a project's stream stands: version, last hash, each stream's version, seals."""
 
     version: int = 0
     hash: str = GENESIS_HASH
     streams: dict[str | None, int] = field(default_factory=dict)
+    seal: SealState = field(default_factory=SealState)
 
     def copy(self) -> _Head:
-        return _Head(self.version, self.hash, dict(self.streams))
+        return _Head(self.version, self.hash, dict(self.streams), dataclasses.replace(self.seal))
+
+    def unsealed(self) -> int:
+        return self.version - self.seal.position
+
+
+@dataclass(frozen=True)
+class Audit:
+    """A project's events and what checking them found (:meth:`Journal.audit`)."""
+
+    events: list[Envelope]
+    """The project's events, in ``seq`` order."""
+    chain: ChainReport
+    """The hash chain."""
+    seals: SealReport | None
+    """The seals; None for a journal opened without a sealer."""
+    anchored: bool
+    """True when an anchor file exists for the project (even if its events do not)."""
 
 
 class _JournalApp(Application[uuid.UUID]):
@@ -125,8 +161,11 @@ class Journal:
         sqlite_path: str | None = None,
         env: Mapping[str, str] | None = None,
         redactor: Redactor | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self.kind = kind
+        self.sealer = sealer
+        """Seals project heads (None: this journal neither seals nor checks seals)."""
         try:
             self._app = _JournalApp(env=journal_env(kind, sqlite_path=sqlite_path, extra=env))
         except (PersistenceError, OSError) as e:
@@ -139,15 +178,20 @@ class Journal:
         self._ranges_encoder = msgspec.msgpack.Encoder()
         self._ranges_decoder = msgspec.msgpack.Decoder(dict[str, tuple[int, int]])
         self._head_decoder = msgspec.msgpack.Decoder(_HeadView)
+        self._checkpoint_decoder = msgspec.msgpack.Decoder(_CheckpointView)
 
     @classmethod
     def open(cls, home: str, *, redactor: Redactor | None = None) -> Journal:
-        """Open the journal configured for ``home`` (``ROOST_JOURNAL``, default SQLite)."""
+        """Open the journal configured for ``home`` (``ROOST_JOURNAL``, default SQLite).
+
+        It seals with the key and anchors of ``home`` (:meth:`Sealer.for_home`).
+        """
         kind = os.environ.get("ROOST_JOURNAL", "sqlite").strip().lower() or "sqlite"
         if kind not in ("sqlite", "postgres"):
             raise JournalError(f"ROOST_JOURNAL must be 'sqlite' or 'postgres', got {kind!r}")
         path = os.path.join(home, "journal.sqlite") if kind == "sqlite" else None
-        return cls(kind, sqlite_path=path, redactor=redactor)  # type: ignore[arg-type]
+        sealer = Sealer.for_home(home)
+        return cls(kind, sqlite_path=path, redactor=redactor, sealer=sealer)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Close database connections."""
@@ -195,15 +239,28 @@ class Journal:
             out[key] = envelopes
         return out
 
-    def _write(self, batches: Sequence[Batch]) -> list[list[Envelope]]:
+    def _write(
+        self, batches: Sequence[Batch], *, seal_reason: str | None = None
+    ) -> list[list[Envelope]]:
+        """Link and commit ``batches``, plus the checkpoints of the projects due for one.
+
+        With ``seal_reason`` every project this writer knows with unsealed events is due.
+        """
         heads: dict[str, _Head] = {}
         records: list[JournalRecord] = []
         batch_rows: list[tuple[str, bytes]] = []
         sizes: list[int] = []
+        stopping: set[str] = set()
         for batch in batches:
             ranges: dict[str, list[int]] = {}
             for event in batch.events:
                 project = event.project_id
+                if event.type == CHECKPOINT_TYPE:
+                    raise JournalError(
+                        f"{CHECKPOINT_TYPE} events are written by the journal only", project=project
+                    )
+                if event.type == "project.stopped":
+                    stopping.add(project)
                 head = heads.get(project)
                 if head is None:
                     head = heads[project] = self._head(project).copy()
@@ -214,6 +271,17 @@ class Journal:
             sizes.append(len(batch.events))
             if batch.key:
                 batch_rows.append((batch.key, self._ranges_encoder.encode(ranges)))
+        if seal_reason is not None:
+            for project, known in self._heads.items():
+                heads.setdefault(project, known.copy())
+        sealed: list[tuple[str, int, str]] = []
+        for project, head in heads.items():
+            reason = self._due(head, project in stopping, seal_reason)
+            if reason is not None:
+                records.append(self._checkpoint(project, head, reason))
+                sealed.append((project, len(records) - 1, reason))
+        if not records and not batches:
+            return []
         stored = [self._mapper.to_stored_event(r) for r in records]
         try:
             seqs = self._recorder.insert_events(stored, batch_rows=batch_rows)
@@ -232,6 +300,11 @@ class Journal:
         if seqs is None or len(seqs) != len(records):
             raise JournalError("the store did not return a position for every event")
         self._heads.update(heads)
+        if self.sealer is not None:
+            for project, index, reason in sealed:
+                state = heads[project].seal
+                state.seq = seqs[index]
+                self.sealer.publish(project, state, closed=reason == "shutdown")
         committed = [
             msgspec.structs.replace(r.envelope, seq=seq)
             for r, seq in zip(records, seqs, strict=True)
@@ -243,8 +316,58 @@ class Journal:
             start += size
         return out
 
-    def _link(self, head: _Head, event: NewEvent) -> JournalRecord:
-        data = self._redact(event.data)
+    def _due(self, head: _Head, stopping: bool, forced: str | None) -> str | None:
+        """Why the project of ``head`` is to be sealed in this transaction, if it is."""
+        if self.sealer is None or not head.seal.sealing or head.unsealed() <= 0:
+            return None
+        if forced is not None:
+            return forced
+        if stopping:
+            return "project_stopped"
+        every = self.sealer.settings.every_events
+        if every and head.unsealed() >= every:
+            return "count"
+        return None
+
+    def _checkpoint(self, project_id: str, head: _Head, reason: str) -> JournalRecord:
+        """Link a checkpoint sealing ``head`` (and advance ``head`` past it)."""
+        assert self.sealer is not None
+        checkpoint = self.sealer.checkpoint(project_id, head.seal, head.version, head.hash, reason)
+        event = NewEvent(
+            event_id=new_event_id(),
+            type=CHECKPOINT_TYPE,
+            at=checkpoint.sealed_at,
+            project_id=project_id,
+            correlation_id=new_correlation_id(),
+            data=payload_to_data(checkpoint),
+        )
+        record = self._link(head, event, redact=False)
+        head.seal.index = checkpoint.index
+        head.seal.mac = checkpoint.mac
+        head.seal.position = head.version
+        head.seal.checkpoint = checkpoint
+        return record
+
+    def seal(self, reason: str = "interval") -> int:
+        """Seal every project this writer appended to that has unsealed events.
+
+        ``reason`` is ``interval`` (the Journal actor's timer) or ``shutdown``; at
+        ``shutdown`` every such project's anchor is also marked closed, sealed now or not.
+        Returns how many checkpoints were written.
+        """
+        if self.sealer is None:
+            return 0
+        due = [p for p, h in self._heads.items() if self._due(h, False, reason) is not None]
+        if due:
+            self._write([], seal_reason=reason)
+        if reason == "shutdown":
+            for project, head in self._heads.items():
+                if project not in due and head.seal.sealing:
+                    self.sealer.publish(project, head.seal, closed=True)
+        return len(due)
+
+    def _link(self, head: _Head, event: NewEvent, *, redact: bool = True) -> JournalRecord:
+        data = self._redact(event.data) if redact else event.data
         if data is not event.data:
             event = msgspec.structs.replace(event, data=data)
         stream_version = head.streams.get(event.conversation_id, 0) + 1
@@ -276,13 +399,36 @@ class Journal:
         head = self._heads.get(project_id)
         if head is None:
             head = _Head()
-            for _, version, state in self._store.select_stream(project_stream_id(project_id)):
+            anchor = self.sealer.anchors.read(project_id) if self.sealer is not None else None
+            want = anchor.checkpoint.head_position if isinstance(anchor, Anchor) else -1
+            want_hash: str | None = None
+            checkpoints: list[tuple[int, int, JournalCheckpoint | None]] = []
+            for seq, version, state in self._store.select_stream(project_stream_id(project_id)):
                 view = self._head_decoder.decode(state)
                 head.version = version
                 head.hash = view.hash
                 head.streams[view.conversation_id] = view.stream_version
+                if version == want:
+                    want_hash = view.hash
+                if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
+                    checkpoints.append((version, seq, self._decode_checkpoint(state)))
+            if self.sealer is not None:
+                head.seal = self.sealer.resume(
+                    project_id,
+                    head_position=head.version,
+                    checkpoints=checkpoints,
+                    anchor=anchor,
+                    anchor_head_hash=want_hash,
+                )
             self._heads[project_id] = head
         return head
+
+    def _decode_checkpoint(self, state: bytes) -> JournalCheckpoint | None:
+        try:
+            data = self._checkpoint_decoder.decode(state).data
+            return msgspec.convert(data, JournalCheckpoint)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
 
     def forget(self, project_id: str) -> None:
         """Drop the cached head of a project (after another writer may have appended)."""
@@ -338,6 +484,30 @@ class Journal:
         events = self.read_project(project_id)
         report = verify_chain(events)
         return report
+
+    def audit(self, project_id: str) -> Audit:
+        """Read the project's events and check their hash chain and their seals.
+
+        The anchor is read before the events and again after them (see
+        :func:`events.seal.check_seals`), so a writer sealing meanwhile is no false alarm.
+        """
+        sealer = self.sealer
+        before = sealer.anchors.read(project_id) if sealer is not None else None
+        rows = self._store.select_stream(project_stream_id(project_id))
+        after = sealer.anchors.read(project_id) if sealer is not None else None
+        events = self._mapper.decode_rows(rows)
+        chain = verify_chain(events)
+        seals = None
+        if sealer is not None:
+            seals = check_seals(
+                [(version, e) for (_, version, _), e in zip(rows, events, strict=True)],
+                project_id=project_id,
+                key=sealer.key,
+                anchor=before,
+                anchor_after=after,
+                chain_breaks=chain.breaks,
+            )
+        return Audit(events=events, chain=chain, seals=seals, anchored=before is not None)
 
     def integrity_check(self) -> str:
         """The database's own integrity check (``ok`` when sound)."""

@@ -204,7 +204,8 @@ def test_a_journaled_project_with_such_a_root_does_not_stop_the_daemon_from_rest
 
     with Journal.open(str(home)) as journal:
         for project_id, conflict in (("wide", "contains"), ("inner", "inside")):
-            events = journal.read_project(project_id)
+            # the journal seals a project in the transaction of its project.stopped
+            events = [e for e in journal.read_project(project_id) if e.type != "journal.checkpoint"]
             assert [e.type for e in events] == ["project.started", "project.stopped"]
             assert events[-1].data == {"reason": f"invalid_root_path: {conflict}_roost_home"}
 

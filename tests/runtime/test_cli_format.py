@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import io
 
-from runtime.cli.format import Progress, cell, dumps_json, event_line, kv_block, render, table
+from runtime.cli.format import (
+    Progress,
+    cell,
+    dumps_json,
+    event_line,
+    kv_block,
+    render,
+    seal_lines,
+    table,
+)
 
 
 class FakeTTY(io.StringIO):
@@ -108,3 +117,23 @@ def test_text_of_several_lines_in_a_block_keeps_its_lines() -> None:
         "  stderr:    warn\n"
         "  empty:"
     )
+
+
+def test_seal_lines_say_when_nothing_is_sealed_yet_and_name_unknown_problems() -> None:
+    result = {
+        "anchor_ok": False,
+        "seal": {"anchor": "missing", "checkpoints": 0, "sealed_through": 0, "unsealed_events": 1},
+        "anchor_problems": [
+            {"kind": "checkpoint_missing", "seq": 9, "checkpoint_index": 3, "expected_index": 2,
+             "after_seq": None},
+            {"kind": "from_a_newer_daemon", "seq": 12},
+        ],
+    }  # fmt: skip
+    assert seal_lines(result) == [
+        "seals BROKEN: 0 checkpoints; nothing sealed yet; 1 unsealed event; anchor missing",
+        "2 anchor problems:",
+        "  - checkpoint_missing: checkpoint 3 (seq 9) comes where checkpoint 2 should: the "
+        "checkpoints between are gone",
+        "  - from_a_newer_daemon: seq=12",
+    ]
+    assert seal_lines({"ok": True}) == []  # a daemon that does not seal says nothing

@@ -13,7 +13,9 @@ import msgspec
 import pytest
 
 from events.envelope import NewEvent
+from events.seal import Anchor
 from runtime.errors import ConcurrencyError, JournalError
+from runtime.journal.seal import AnchorStore, Sealer, SealSettings
 from runtime.journal.store import Batch, Journal
 
 
@@ -46,6 +48,16 @@ class JournalContract(ABC):
     @abstractmethod
     def open_journal(self, **kwargs: Any) -> Journal:
         """Open a journal on this contract's store (a second call: the same store)."""
+
+    @abstractmethod
+    def delete_events(self, seqs: list[int]) -> None:
+        """Delete stored events behind the journal's back, as a database-only attacker."""
+
+    @pytest.fixture
+    def sealer(self, tmp_path: Path) -> Sealer:
+        """Seals every 3 events, with anchors in a temporary directory."""
+        anchors = AnchorStore(str(tmp_path / "anchors"))
+        return Sealer(b"k" * 32, anchors, SealSettings(every_events=3, interval_s=0))
 
     @pytest.fixture
     def journal(self) -> Iterator[Journal]:
@@ -157,6 +169,94 @@ class JournalContract(ABC):
         finally:
             j.close()
 
+    def test_a_project_is_sealed_every_n_events_by_chained_checkpoints(
+        self, sealer: Sealer
+    ) -> None:
+        with self.open_journal(sealer=sealer) as j:
+            acked = [j.append([make_event()]) for _ in range(7)]
+            assert all(len(a) == 1 for a in acked)  # checkpoints are not in a batch's answer
+            events = j.read_project("p1")
+            audit = j.audit("p1")
+        assert [e.type for e in events] == (["user.message"] * 3 + ["journal.checkpoint"]) * 2 + [
+            "user.message"
+        ]
+        first, second = events[3].data, events[7].data
+        assert (first["index"], first["head_position"], first["head_hash"]) == (
+            1,
+            3,
+            events[2].hash,
+        )
+        assert (first["reason"], first["prev_checkpoint"]) == ("count", "0" * 64)
+        assert (second["index"], second["prev_checkpoint"]) == (2, first["mac"])
+        assert (events[3].conversation_id, events[3].stream_version) == (None, 1)
+        assert audit.seals is not None
+        assert (audit.seals.ok, audit.seals.sealed_through, audit.seals.unsealed_events) == (
+            True,
+            8,
+            1,
+        )
+        stored = sealer.anchors.read("p1")
+        assert isinstance(stored, Anchor)
+        assert (stored.checkpoint.mac, stored.checkpoint_seq, stored.closed) == (
+            second["mac"],
+            events[7].seq,
+            False,
+        )
+
+    def test_a_stopping_project_is_sealed_in_the_same_transaction(self, sealer: Sealer) -> None:
+        with self.open_journal(sealer=sealer) as j:
+            j.append([make_event()])
+            out = j.append([make_event(kind="project.stopped", conversation=None, data={})])
+            events = j.read_project("p1")
+        assert [e.type for e in events] == ["user.message", "project.stopped", "journal.checkpoint"]
+        assert events[2].data["reason"] == "project_stopped"
+        assert events[2].seq == out[0].seq + 1
+
+    def test_only_the_journal_writes_checkpoints(self, sealer: Sealer) -> None:
+        forged = make_event(kind="journal.checkpoint", conversation=None, data={"index": 1})
+        with self.open_journal(sealer=sealer) as j:
+            with pytest.raises(
+                JournalError, match=r"^journal\.checkpoint events are written by the journal only$"
+            ):
+                j.append([forged])
+            assert j.read_project("p1") == []
+
+    def test_a_shutdown_seal_closes_the_anchor_and_the_next_writer_reopens_it(
+        self, sealer: Sealer
+    ) -> None:
+        with self.open_journal(sealer=sealer) as j:
+            j.append([make_event(), make_event()])
+            assert j.seal("shutdown") == 1
+            assert j.seal("shutdown") == 0  # nothing new to seal; the anchor stays closed
+        closed = sealer.anchors.read("p1")
+        assert isinstance(closed, Anchor)
+        assert (closed.closed, closed.checkpoint.reason) == (True, "shutdown")
+        with self.open_journal(sealer=sealer) as j:
+            j.append([make_event()])
+            reopened = sealer.anchors.read("p1")
+            assert isinstance(reopened, Anchor)
+            assert (reopened.closed, reopened.checkpoint) == (False, closed.checkpoint)
+            audit = j.audit("p1")
+        assert audit.seals is not None
+        assert (audit.seals.ok, audit.seals.anchor, audit.seals.unsealed_events) == (True, "ok", 1)
+
+    def test_a_writer_never_seals_over_a_journal_cut_below_its_anchor(self, sealer: Sealer) -> None:
+        with self.open_journal(sealer=sealer) as j:
+            j.append([make_event() for _ in range(4)])
+            j.seal("shutdown")
+            events = j.read_project("p1")
+        before = sealer.anchors.read("p1")
+        self.delete_events([e.seq for e in events[-2:]])  # an event and the last checkpoint
+        with self.open_journal(sealer=sealer) as j:
+            out = j.append([make_event() for _ in range(4)])  # appends still work, unsealed
+            assert [e.stream_version for e in out] == [4, 5, 6, 7]
+            j.seal("shutdown")
+            audit = j.audit("p1")
+        assert sealer.anchors.read("p1") == before
+        assert audit.seals is not None
+        assert [p["kind"] for p in audit.seals.problems] == ["truncated"]
+        assert audit.seals.unsealed_events == 7
+
     def test_the_store_reports_integrity_ok(self, journal: Journal) -> None:
         journal.append([make_event()])
         assert journal.integrity_check() == "ok"
@@ -172,6 +272,12 @@ class TestSQLiteJournal(JournalContract):
     def open_journal(self, **kwargs: Any) -> Journal:
         kwargs.setdefault("redactor", _identity)
         return Journal("sqlite", sqlite_path=self.path, **kwargs)
+
+    def delete_events(self, seqs: list[int]) -> None:
+        conn = sqlite3.connect(self.path)
+        with conn:
+            conn.executemany("DELETE FROM stored_events WHERE rowid=?", [(s,) for s in seqs])
+        conn.close()
 
     def test_the_file_is_in_wal_mode_with_full_sync(self, journal: Journal) -> None:
         journal.append([make_event()])
@@ -232,3 +338,21 @@ class TestPostgresJournal(JournalContract):
     def open_journal(self, **kwargs: Any) -> Journal:
         kwargs.setdefault("redactor", _identity)
         return Journal("postgres", env=self.env, **kwargs)
+
+    def delete_events(self, seqs: list[int]) -> None:
+        import psycopg
+
+        env = self.env
+        with psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"],
+            host=env["POSTGRES_HOST"],
+            port=int(env["POSTGRES_PORT"]),
+            user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            autocommit=True,
+        ) as conn:
+            conn.execute(
+                f'DELETE FROM "{env["POSTGRES_SCHEMA"]}".roostjournal_events '
+                "WHERE notification_id = ANY(%s)",
+                (seqs,),
+            )

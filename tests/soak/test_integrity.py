@@ -214,6 +214,20 @@ def test_verify_mismatches_count_as_replay_mismatches(journal: Any) -> None:
     ]
 
 
+def test_broken_seals_reported_by_verify_fail_the_chain_check(journal: Any) -> None:
+    events, acks = journal
+    truncated = {"kind": "truncated", "expected_through": 40, "found_through": 31}
+    verified = {
+        "p0": {"ok": True, "chain_ok": True, "mismatches": [], "anchor_problems": []},
+        "p1": {"ok": False, "chain_ok": True, "mismatches": [], "anchor_problems": [truncated]},
+    }
+    result = check_integrity(events, acks, verified)
+    assert (result.replay_mismatch, result.hash_chain_ok) == (0, False)
+    assert result.problems == [
+        'anchor: verify(p1) reports {"kind":"truncated","expected_through":40,"found_through":31}'
+    ]
+
+
 def test_an_event_without_the_envelope_shape_fails_the_chain_check(journal: Any) -> None:
     events, acks = journal
     damaged = [*events[:-1], {k: v for k, v in events[-1].items() if k != "hash"}]
