@@ -26,7 +26,7 @@ machine (CPython 3.11)::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -38,6 +38,7 @@ from runtime.redaction_patterns import (
     _SEPARATORS,
     REDACTED,
     SecretKind,
+    SpanMap,
     is_redaction_marker,
     is_sensitive_key,
     marker,
@@ -52,6 +53,8 @@ __all__ = [
     "finding_kinds",
     "is_sensitive_key",
     "redact",
+    "redact_label",
+    "redact_stream",
     "redact_text",
     "redact_with_findings",
     "redaction_processor",
@@ -209,6 +212,82 @@ def _looks_clean(value: Any) -> bool:
 def redact_text(text: str) -> str:
     """Return ``text`` with every known token shape replaced by ``[REDACTED:<kind>]``."""
     return redact_string(text)
+
+
+_PLAIN_LABEL = re.compile(r"(?:corr-)?[0-9A-Fa-f\-]*+")
+_LABEL_SEPARATORS = frozenset("-_.:/")
+_LABEL_CACHE: dict[str, str] = {}
+_LABEL_CACHE_MAX = 4096
+
+
+def _redact_id(label: str) -> str:
+    whole = redact_string(label)
+    if whole is not label:
+        return whole
+    # In text, "x-sk-…" is no key (the shape must start a word); an id is glued from
+    # parts, so each part after a separator is judged as if it started the text.
+    for index, char in enumerate(label[:-1]):
+        if char in _LABEL_SEPARATORS:
+            tail = label[index + 1 :]
+            redacted = redact_string(tail)
+            if redacted is not tail:
+                return label[: index + 1] + redacted
+    return label
+
+
+def redact_label(label: str | None) -> str | None:
+    """Return an id (a correlation or causation id) with any secret in it replaced.
+
+    Stricter than :func:`redact_text`: ``corr-sk-proj-…`` is redacted although ``sk-``
+    does not start a word there. The ids Roost mints (``corr-`` + hex, UUIDs) hold no
+    letter any rule needs and come back at once; other labels are judged once and cached.
+    """
+    if label is None or _PLAIN_LABEL.fullmatch(label):
+        return label
+    hit = _LABEL_CACHE.get(label)
+    if hit is None:
+        hit = _redact_id(label)
+        if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+            _LABEL_CACHE.clear()
+        _LABEL_CACHE[label] = hit
+    return label if hit == label else hit
+
+
+def redact_stream(chunks: Sequence[str]) -> list[str]:
+    """Redact the chunks of one stream as the one text they make; one piece per chunk.
+
+    ``"".join(redact_stream(c)) == redact_text("".join(c))``, so a secret split over
+    chunks (``"ghp_ab"``, ``"cd…"``) is found as in the whole text. Where the text holds
+    no secret the chunks come back unchanged. A chunk boundary that falls inside a
+    secret moves back to where the secret starts: the chunks before it carry the text up
+    to the secret, the chunk in which the secret ends carries its marker, and chunks
+    wholly inside it become empty. Every piece is a slice of the redacted whole, so no
+    piece holds any part of a secret the whole text would hide.
+    """
+    text = "".join(chunks)
+    spans = SpanMap()
+    whole = redact_string(text, spans=spans)
+    if whole is text:
+        return list(chunks)
+    replaced = spans.spans
+    pieces: list[str] = []
+    done = 0  # where the previous piece ended, in ``whole``
+    position = 0  # the boundary after the current chunk, in ``text``
+    k = drift = 0
+    for chunk in chunks[:-1]:
+        position += len(chunk)
+        while k < len(replaced) and replaced[k][1] <= position:
+            o0, o1, c0, c1 = replaced[k]
+            drift += (c1 - c0) - (o1 - o0)
+            k += 1
+        if k < len(replaced) and replaced[k][0] < position:
+            cut = replaced[k][2]  # inside a secret: cut where it starts
+        else:
+            cut = position + drift
+        pieces.append(whole[done:cut])
+        done = cut
+    pieces.append(whole[done:])
+    return pieces
 
 
 def scan(value: Any) -> list[Finding]:
