@@ -11,7 +11,6 @@ its restart intensity; beyond it the project is marked failed.
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import signal
 import threading
@@ -45,11 +44,10 @@ from runtime.errors import (
     InvalidRootPathError,
     ProjectNotFoundError,
 )
+from runtime.ids import NAME_ID, check_id
 from runtime.supervision import ChildNames, RestartPolicy
 
 __all__ = ["SupervisorActor"]
-
-_PROJECT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def watch_daemon(pid: int, started: float, interval_s: float = 0.5) -> threading.Thread:
@@ -193,11 +191,13 @@ class SupervisorActor(RoostActor):
             )
         options = validate_options(args.get("options") or {})
         project_id = args.get("project_id") or f"p-{secrets.token_hex(4)}"
-        if not isinstance(project_id, str) or not _PROJECT_ID.match(project_id):
-            raise BadRequestError(
-                f"project id {project_id!r} must be 1-64 characters of letters, digits, . _ -",
-                reason="invalid_project_id",
-            )
+        check_id(
+            project_id,
+            name="project id",
+            shape=NAME_ID,
+            reason="invalid_project_id",
+            field="project_id",
+        )
         if project_id in self.projects:
             raise AlreadyStartedError(
                 f"project {project_id} is already running", project_id=project_id

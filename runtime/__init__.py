@@ -9,7 +9,8 @@ General layout:
 - Safety: ``options``, ``schema``, ``policy``, ``registry``, ``toolrunner``, ``results``,
   ``paths`` / ``pathrules`` / ``pathwalk`` / ``openat2`` (workspace confinement),
   ``network`` / ``network_targets`` / ``network_commands`` (egress), ``commands`` /
-  ``blocklist`` / ``sandbox`` / ``proctree`` (commands), ``redaction``, ``assets``,
+  ``blocklist`` / ``sandbox`` / ``proctree`` (commands), ``redaction`` /
+  ``redaction_patterns`` (secrets), ``ids`` (client-chosen ids), ``assets``,
   ``tools`` (built-in tools), ``alerts`` (alert routing).
 - Serving: ``daemon``, ``gateway``, ``protocol``, ``transport``, ``streaming``, ``ops``,
   ``backend_api``, ``backend`` (the actor system behind the daemon), ``client``,

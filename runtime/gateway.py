@@ -7,6 +7,9 @@ beyond ``max_connections`` get an ``overloaded`` error frame and are closed. Not
 client sends (garbage, half frames, huge length prefixes) stops the server: the worst it
 gets is an error frame and a closed connection.
 
+The ids a request would store (project, conversation and correlation ids, idempotency
+keys) are checked before anything else (:mod:`runtime.ids`).
+
 A ``subscribe`` request turns its connection into a stream: event frames until the
 backend's iterator ends (then an ``end`` frame and the connection closes), the client
 closes the connection or sends anything, or the gateway stops.
@@ -28,6 +31,7 @@ import msgspec
 
 from runtime.backend_api import Backend, DaemonConfig, roost_version
 from runtime.errors import BadRequestError, OverloadedError, RoostError
+from runtime.ids import check_client_ids
 from runtime.logging import bind_context, get_logger
 from runtime.ops import STREAM_OPS, op_timeout_s, validate_args
 from runtime.protocol import (
@@ -271,6 +275,7 @@ class Gateway:
     def _answer(self, request: Request) -> bytes:
         try:
             args = validate_args(request.op, request.args)
+            check_client_ids(request.op, args)
         except BadRequestError as e:
             self._count_request()
             return encode_error(request.id, e)
