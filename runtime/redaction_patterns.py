@@ -23,6 +23,7 @@ __all__ = [
     "Rule",
     "SecretKind",
     "SpanMap",
+    "has_trigger",
     "is_redaction_marker",
     "is_sensitive_key",
     "marker",
@@ -333,9 +334,18 @@ class Rule:
 
 
 def _plausible_value(value: str) -> bool:
-    """Tell a value worth hiding from an empty one, a number, a ``$VAR`` or a marker."""
+    """Tell a value worth hiding from nothing: empty, a number, ``$VAR``, a marker, ``...``.
+
+    A value without any letter or digit (``...``, ``…``, ``***``) is a placeholder.
+    """
     bare = value.strip().strip("\"'").strip()
-    return bool(bare) and not bare.isdigit() and bare[0] != "$" and "[REDACTED" not in bare
+    return (
+        bool(bare)
+        and not bare.isdigit()
+        and bare[0] != "$"
+        and "[REDACTED" not in bare
+        and any(c.isalnum() for c in bare)
+    )
 
 
 def _accept_named(match: re.Match[str], value: str) -> bool:
@@ -374,6 +384,7 @@ def _accept_basic(match: re.Match[str], value: str) -> bool:
     return "authorization" in before
 
 
+_PLAIN_WORDS = re.compile(r"[a-z]++(?:[_.\-][a-z]++)*+")
 _IDENTIFIER_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)*+[,)\]}]*+")
 
 
@@ -386,7 +397,14 @@ def _accept_assignment(match: re.Match[str], value: str) -> bool:
     """
     if not _accept_named(match, value):
         return False
-    if match.start("v3") < 0 or _ENV_STYLE.fullmatch(match.group("name")):
+    name = match.group("name")
+    if match.start("v3") < 0:
+        if " " not in match.group("op") and "\t" not in match.group("op"):
+            return True  # password='x', DB_PASS="x": a keyword argument or a shell variable
+        # Code: OPENAI_KEY = "openai_key" names a thing; a secret has a digit or a capital.
+        words = value.lower()
+        return _PLAIN_WORDS.fullmatch(value) is None and words != name.lower()
+    if _ENV_STYLE.fullmatch(name):
         return True
     if _IDENTIFIER_VALUE.fullmatch(value) is None:
         return True
@@ -432,6 +450,24 @@ _SENSITIVE_TRIGGERS = (
     "credential",
     "cookie",
 )
+_HEADER_TRIGGERS = (
+    "authorization",
+    "-token",
+    "token-",
+    "-key",
+    "key-",
+    "-api",
+    "api-",
+    "-secret",
+    "secret-",
+    "-pass",
+    "pass-",
+    "-pw",
+    "-auth",
+    "credential",
+    "cookie",
+)
+"""A sensitive hyphenated header name holds one of these (``X-Api-Key``, ``Private-Token``)."""
 _SHELL_VALUE = r"(?!\[REDACTED)(?:\"[^\"\n]*+\"|'[^'\n]*+'|[^\s'\"`;|&<>()]++)"
 """One shell word as a value: double-quoted, single-quoted or bare."""
 _USERINFO = r"[\"']?[^\s:%\"'@]*+[:%](?!\[REDACTED)"
@@ -453,16 +489,19 @@ def _program(*names: str) -> str:
     return "|".join(rf"{re.escape(n)}(?<![\w./\-]{re.escape(n)})" for n in names)
 
 
-def _client_rule(
-    programs: tuple[str, ...], flag: str, *, separate: bool, triggers: tuple[str, ...] = ()
-) -> Rule:
-    """``PROGRAM ... FLAG<password>`` (and ``FLAG <password>`` when ``separate``)."""
+def _client_rule(programs: tuple[str, ...], flag: str, *, separate: bool) -> Rule:
+    """``PROGRAM ... FLAG<password>`` (and ``FLAG <password>`` when ``separate``).
+
+    The rule's trigger is the flag (``-p``), not the program: every match holds both, and
+    the few flags keep the gate that every string passes short (the programs would add a
+    dozen literals, ``http`` among them, to the journal's hot path).
+    """
     gap = "[ \t]*+" if separate else ""
     return Rule(
         SecretKind.COMMAND_CREDENTIALS,
         rf"(?:{_program(*programs)})[a-z\-]*+(?:\.exe)?(?![\w\-.]){_args_before(*programs)}"
         rf"[ \t]++{flag}{gap}(?P<value>{_SHELL_VALUE})",
-        triggers or programs,
+        (flag.lower(),),
         value_groups=("value",),
         accept=_accept_credential,
     )
@@ -475,17 +514,11 @@ _CLIENT_RULES = (
     _client_rule(("redis-cli",), "-a", separate=True),
     _client_rule(("mongo",), "-p", separate=True),
     _client_rule(("sqlcmd", "bcp", "osql"), "-P", separate=True),
-    _client_rule(("ldap",), "-w", separate=True, triggers=("ldap",)),
-    _client_rule(("zip", "unzip", "zipcloak"), "-P", separate=True, triggers=("zip",)),
+    _client_rule(("ldap",), "-w", separate=True),
+    _client_rule(("zip", "unzip", "zipcloak"), "-P", separate=True),
     _client_rule(("7z",), "-p", separate=False),
-    Rule(  # docker login -p pw (and podman, nerdctl, buildah, skopeo, helm registry)
-        SecretKind.COMMAND_CREDENTIALS,
-        rf"login(?<![\w./\-]login)(?![\w\-.]){_args_before('login')}[ \t]++-p[ \t]*+"
-        rf"(?P<value>{_SHELL_VALUE})",
-        ("login",),
-        value_groups=("value",),
-        accept=_accept_credential,
-    ),
+    # docker login -p pw (and podman, nerdctl, buildah, skopeo, helm registry login)
+    _client_rule(("login",), "-p", separate=True),
     Rule(  # openssl ... -passin pass:pw
         SecretKind.COMMAND_CREDENTIALS,
         rf"-pass(?<![\w\-]-pass)(?:in|out|word)?[ \t]++pass:(?P<value>{_SHELL_VALUE})",
@@ -587,7 +620,7 @@ RULES: tuple[Rule, ...] = (
         SecretKind.COMMAND_CREDENTIALS,
         rf"--(?<![^\s\"'=]--)(?:proxy-user|user|auth)(?:=|[ \t]++){_USERINFO}"
         r"(?P<value>[^\s\"']++)",
-        ("--user", "--proxy-user", "--auth"),
+        ("-u", "-a"),  # --user, --proxy-user, --auth
         value_groups=("value",),
         accept=_accept_credential,
     ),
@@ -596,7 +629,7 @@ RULES: tuple[Rule, ...] = (
         rf"(?:{_program('curl', 'smbclient', 'rpcclient', 'smbget', 'smbmap', 'http', 'xh')})"
         rf"s?(?:\.exe)?(?![\w\-./:]){_args_before('curl', 'smb', 'rpcclient', 'http', 'xh')}"
         rf"[ \t]++-(?:[uU][ \t]*+|a[ \t]++){_USERINFO}(?P<value>[^\s\"']++)",
-        ("curl", "smb", "rpcclient", "http", "xh"),
+        ("-u", "-a"),  # the flags, not the programs (see _client_rule)
         value_groups=("value",),
         accept=_accept_credential,
     ),
@@ -648,7 +681,7 @@ RULES: tuple[Rule, ...] = (
         SecretKind.SENSITIVE_KEY,
         r"(?<![\w$.\-])(?P<name>[A-Za-z_][A-Za-z0-9_.]{0,127}+)"
         r"(?:=(?![=\[])(?P<v3>[^\s'\"`;|&<>()]++)"
-        r"|[ \t]*+(?::=|=>|[:=])[ \t]*+(?:\"(?P<v1>[^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+)\""
+        r"|(?P<op>[ \t]*+(?::=|=>|[:=])[ \t]*+)(?:\"(?P<v1>[^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+)\""
         r"|'(?P<v2>[^'\\\n]*+(?:\\.[^'\\\n]*+)*+)'))",
         _SENSITIVE_TRIGGERS,
         value_groups=("v1", "v2", "v3"),
@@ -664,10 +697,11 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(  # a header anywhere, unquoted: X-Auth-Token: v, Authorization: token v
         SecretKind.SENSITIVE_KEY,
-        r"(?<![\w\-./:\"'])(?P<name>[A-Za-z][A-Za-z0-9]*+(?:-[A-Za-z0-9]++)*+):[ \t]*+"
+        r"(?<![\w\-./:\"'])(?P<name>[A-Za-z][A-Za-z0-9]*+(?:-[A-Za-z0-9]++)++"
+        r"|(?i:authorization)):[ \t]*+"
         r"(?!\[REDACTED)(?P<value>(?:(?i:basic|bearer|token|digest|negotiate|ntlm|apikey)"
         r"[ \t]++)?[^\s\"']++)",
-        _SENSITIVE_TRIGGERS,
+        _HEADER_TRIGGERS,
         value_groups=("value",),
         accept=_accept_header,
     ),
@@ -728,17 +762,58 @@ _GATE = tuple(sorted(t for t in _ALL_TRIGGERS if not any(u != t and u in t for u
 _MIN_SECRET_LEN = 7  # "token=x" is the shortest text any rule can match
 
 
+def _gate_plan() -> tuple[tuple[str, ...], tuple[Callable[[str], object], ...]]:
+    """The gate as lone literals plus one small pattern per first letter they share.
+
+    ``x in text`` costs about the same for any short literal, so literals that start alike
+    (``-a``, ``-p``, ``-u``, ``-w``; ``ghp_`` … ``github_pat_``) are searched together:
+    ``re`` skips to their first letter and tests the rest there, half the time of one
+    search each (measured on a journal event's JSON: ~2.2 µs against ~4.1 µs).
+    """
+    groups: dict[str, list[str]] = {}
+    for trigger in _GATE:
+        groups.setdefault(trigger[0], []).append(trigger)
+    literals = tuple(g[0] for g in groups.values() if len(g) == 1)
+    searches = tuple(
+        re.compile(
+            re.escape(first)
+            + "(?:"
+            + "|".join(re.escape(t[1:]) for t in sorted(g, key=len, reverse=True))
+            + ")"
+        ).search
+        for first, g in groups.items()
+        if len(g) > 1
+    )
+    return literals, searches
+
+
+_GATE_LITERALS, _GATE_SEARCHES = _gate_plan()
+
+
+def has_trigger(lowered: str) -> bool:
+    """Tell whether lower-cased text holds a literal some rule needs (else nothing matches)."""
+    for literal in _GATE_LITERALS:
+        if literal in lowered:
+            return True
+    return any(search(lowered) for search in _GATE_SEARCHES)
+
+
 def _apply_rules(
     text: str, lowered: str, kinds: list[str] | None, spans: SpanMap | None = None
 ) -> str:
     result = text
+    seen: dict[str, bool] = {}  # trigger -> in lowered (rules share most of their triggers)
     for rule in RULES:
         for trigger in rule.triggers:
-            if trigger in lowered:
+            present = seen.get(trigger)
+            if present is None:
+                present = seen[trigger] = trigger in lowered
+            if present:
                 changed = rule.apply(result, lowered, kinds, spans)
                 if changed is not result:
                     result = changed
                     lowered = changed.lower()
+                    seen.clear()
                 break
     return result
 
@@ -758,10 +833,7 @@ def redact_string(text: str, kinds: list[str] | None = None, spans: SpanMap | No
     if len(text) < _MIN_SECRET_LEN:
         return text
     lowered = text.lower()
-    for trigger in _GATE:
-        if trigger in lowered:
-            break
-    else:
+    if not has_trigger(lowered):
         return text
     result = _apply_rules(text, lowered, kinds, spans)
     passes = 1

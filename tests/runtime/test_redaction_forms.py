@@ -13,6 +13,7 @@ from runtime.redaction import (
     redact_text,
     scan,
 )
+from runtime.redaction_patterns import _GATE, has_trigger
 from tests.runtime.secret_shapes import SEPARATORS, SHAPES, SURROUNDING
 
 M = "[REDACTED:sensitive_key]"
@@ -51,6 +52,7 @@ C = "[REDACTED:command_credentials]"
         ),
         ("a; STRIPE_KEY=sk_live_x GH_TOKEN=abc b", f"a; STRIPE_KEY={M} GH_TOKEN={M} b"),
         ("x; CLIENT_SECRET='a b' y", f"x; CLIENT_SECRET='{M}' y"),
+        ('x; DB_PASS="hunter" ./run', f'x; DB_PASS="{M}" ./run'),
         ("connect(user='u', password='hunter2')", f"connect(user='u', password='{M}')"),
         ('db = connect(passwd="hunter2")', f'db = connect(passwd="{M}")'),
         ('    password = "hunter2"', f'    password = "{M}"'),
@@ -106,6 +108,11 @@ def test_command_lines_assignments_and_headers_anywhere_are_redacted(
         "https://bob@example.com/x",
         "time 12:30:45, host 127.0.0.1:8080",
         "Content-Type: application/json",
+        '    OPENAI_KEY = "openai_key"',
+        '    TOKEN = "token"',
+        '    password = "hunter"',
+        "x; GITHUB_TOKEN=... POSTGRES_PASSWORD=***",
+        "send x-api-key: … as usual",
     ],
 )
 def test_ordinary_command_lines_code_and_prose_are_kept(text: str) -> None:
@@ -154,6 +161,13 @@ def test_names_whose_words_say_secret_are_sensitive(key: str) -> None:
 )
 def test_names_that_only_look_like_secrets_are_not_sensitive(key: str) -> None:
     assert is_sensitive_key(key) is False
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet="-apuwkeyhtoscrx:/_ACP", max_size=40))
+def test_the_grouped_gate_finds_exactly_the_literals_the_rules_need(text: str) -> None:
+    lowered = text.lower()
+    assert has_trigger(lowered) == any(trigger in lowered for trigger in _GATE)
 
 
 # --- streams ---------------------------------------------------------------------------------
