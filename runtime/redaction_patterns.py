@@ -14,8 +14,9 @@ generously and then declines in its ``accept`` hook, which keeps the regexes sim
 from __future__ import annotations
 
 import enum
+import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 __all__ = [
     "REDACTED",
@@ -255,6 +256,7 @@ class Rule:
         "pattern",
         "triggers",
         "value_groups",
+        "within_lines",
     )
 
     def __init__(
@@ -267,6 +269,7 @@ class Rule:
         accept: Accept | None = None,
         fold: bool = False,
         line_start: bool = False,
+        within_lines: bool = False,
     ) -> None:
         self.kind: str = kind.value
         """The :class:`SecretKind` value reported for a match."""
@@ -284,6 +287,8 @@ class Rule:
         """Match on the lowered text."""
         self.line_start = line_start
         """Match on the text with a newline prepended."""
+        self.within_lines = within_lines
+        """Every match lies on one line holding a trigger: in long text, scan only those."""
 
     def apply(
         self, text: str, lowered: str, kinds: list[str] | None, spans: SpanMap | None = None
@@ -308,7 +313,16 @@ class Rule:
         edits: list[tuple[int, int]] | None = [] if spans is not None else None
         pieces: list[str] = []
         done = 0
-        for match in pattern.finditer(subject):
+        windows = None
+        if self.within_lines and len(subject) > _WINDOWS_FROM and len(lowered) == len(text):
+            windows = _trigger_lines(lowered, self.triggers)
+        if windows is None:
+            matches: Iterable[re.Match[str]] = pattern.finditer(subject)
+        else:
+            matches = itertools.chain.from_iterable(
+                pattern.finditer(subject, a, b) for a, b in windows
+            )
+        for match in matches:
             start, end = match.span()
             for group in self.value_groups:
                 if match.start(group) >= 0:
@@ -331,6 +345,41 @@ class Rule:
         if spans is not None and edits:
             spans.record(edits, len(replacement))
         return "".join(pieces)
+
+
+_WINDOWS_FROM = 4096
+_MAX_WINDOWS = 4096
+
+
+def _trigger_lines(lowered: str, triggers: tuple[str, ...]) -> list[tuple[int, int]] | None:
+    """The lines of ``lowered`` holding a trigger, merged, as ``(start, end)`` ranges.
+
+    None when scanning them would not pay: more than :data:`_MAX_WINDOWS` of them, or
+    together more than half the text.
+    """
+    found: list[tuple[int, int]] = []
+    for trigger in triggers:
+        at = lowered.find(trigger)
+        while at >= 0:
+            start = lowered.rfind("\n", 0, at) + 1
+            end = lowered.find("\n", at)
+            end = len(lowered) if end < 0 else end
+            found.append((start, end))
+            if len(found) > _MAX_WINDOWS:
+                return None
+            at = lowered.find(trigger, end)
+    found.sort()
+    merged: list[tuple[int, int]] = []
+    covered = 0
+    for start, end in found:
+        if merged and start <= merged[-1][1] + 1:
+            last = merged[-1]
+            covered += max(0, end - last[1])
+            merged[-1] = (last[0], max(last[1], end))
+        else:
+            merged.append((start, end))
+            covered += end - start
+    return None if covered * 2 > len(lowered) else merged
 
 
 def _plausible_value(value: str) -> bool:
@@ -422,7 +471,8 @@ def _accept_header(match: re.Match[str], value: str) -> bool:
     """Accept ``X-Api-Key: v`` anywhere; a bare ``Authorization:`` needs a credential."""
     name = match.group("name")
     if "-" in name:
-        return _accept_named(match, value)
+        lowered = name.lower()
+        return any(t in lowered for t in _HEADER_TRIGGERS) and _accept_named(match, value)
     if name.lower() != "authorization" or not _plausible_value(value):
         return False
     return bool(_AUTH_SCHEME.match(value)) or len(value) >= 20 or any(c.isdigit() for c in value)
@@ -686,6 +736,7 @@ RULES: tuple[Rule, ...] = (
         _SENSITIVE_TRIGGERS,
         value_groups=("v1", "v2", "v3"),
         accept=_accept_assignment,
+        within_lines=True,
     ),
     Rule(  # a quoted header anywhere: -H 'X-Api-Key: v', "Authorization: token v"
         SecretKind.SENSITIVE_KEY,
@@ -704,6 +755,7 @@ RULES: tuple[Rule, ...] = (
         _HEADER_TRIGGERS,
         value_groups=("value",),
         accept=_accept_header,
+        within_lines=True,
     ),
 )
 """The text rules, in the order they run (specific shapes before named values)."""

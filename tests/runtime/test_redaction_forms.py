@@ -13,7 +13,7 @@ from runtime.redaction import (
     redact_text,
     scan,
 )
-from runtime.redaction_patterns import _GATE, has_trigger
+from runtime.redaction_patterns import _GATE, RULES, Rule, has_trigger
 from tests.runtime.secret_shapes import SEPARATORS, SHAPES, SURROUNDING
 
 M = "[REDACTED:sensitive_key]"
@@ -245,3 +245,38 @@ def test_ordinary_labels_come_back_as_they_are(label: str | None) -> None:
 
 def test_a_secret_in_a_label_is_redacted() -> None:
     assert redact_label(f"corr-{GITHUB}") == "corr-[REDACTED:github_token]"
+
+
+# --- long text: the costly line rules scan only the lines holding a trigger ------------------
+
+CLEAN_LINE = "2024-01-01T00:00:00Z INFO served path=/api/v1/items status=200 took=12ms"
+LINES = st.sampled_from(
+    [
+        *[CLEAN_LINE] * 12,
+        "cd /srv && PGPASSWORD=Sx9aB3cD psql -h db",
+        "curl -H X-Auth-Token:abc123 https://x.example.com",
+        "engine = connect(host='db', password='Sx9aB3cD')",
+        "x = login(user=u, password=pw)",
+        "the token: is fine, the key too",
+        "Auth-Xtoken: abc123 is not a header we know",
+        "",
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(LINES, min_size=100, max_size=200))
+def test_scanning_only_the_trigger_lines_finds_what_scanning_everything_finds(
+    lines: list[str],
+) -> None:
+    text = "\n".join(lines)
+    lowered = text.lower()
+    assert len(text) > 4096
+    for rule in RULES:
+        if not rule.within_lines:
+            continue
+        whole = Rule.__new__(Rule)
+        for slot in Rule.__slots__:
+            setattr(whole, slot, getattr(rule, slot))
+        whole.within_lines = False
+        assert rule.apply(text, lowered, None) == whole.apply(text, lowered, None)
