@@ -354,9 +354,11 @@ _MAX_WINDOWS = 4096
 def _trigger_lines(lowered: str, triggers: tuple[str, ...]) -> list[tuple[int, int]] | None:
     """The lines of ``lowered`` holding a trigger, merged, as ``(start, end)`` ranges.
 
-    None when scanning them would not pay: more than :data:`_MAX_WINDOWS` of them, or
-    together more than half the text.
+    None when scanning them would not pay: few lines at all, more than
+    :data:`_MAX_WINDOWS` of them, or together more than half the text.
     """
+    if lowered.count("\n", 0, _WINDOWS_FROM) < 8:
+        return None  # long lines: a window would be most of the text
     found: list[tuple[int, int]] = []
     for trigger in triggers:
         at = lowered.find(trigger)
@@ -382,6 +384,9 @@ def _trigger_lines(lowered: str, triggers: tuple[str, ...]) -> list[tuple[int, i
     return None if covered * 2 > len(lowered) else merged
 
 
+_ALNUM_CHAR = re.compile(r"[^\W_]")
+
+
 def _plausible_value(value: str) -> bool:
     """Tell a value worth hiding from nothing: empty, a number, ``$VAR``, a marker, ``...``.
 
@@ -393,7 +398,7 @@ def _plausible_value(value: str) -> bool:
         and not bare.isdigit()
         and bare[0] != "$"
         and "[REDACTED" not in bare
-        and any(c.isalnum() for c in bare)
+        and _ALNUM_CHAR.search(bare) is not None
     )
 
 
