@@ -320,13 +320,17 @@ def redaction_processor(
 
     Place it after ``format_exc_info`` (so tracebacks are redacted too) and before the
     renderer; ``exc_info`` itself is left for ``format_exc_info``. Values of other types
-    are redacted through their ``repr`` when it holds a secret, and kept otherwise.
+    are redacted through their ``repr`` when it holds a secret, and kept otherwise. An id
+    (a key ending in ``_id``, such as the bound ``correlation_id``) is judged like an
+    envelope label (:func:`redact_label`).
     """
     for key, value in event_dict.items():
         if key == "exc_info":
             continue
         hide = isinstance(key, str) and is_sensitive_key(key)
-        if type(value) in _JSON_LIKE:
+        if type(value) is str and isinstance(key, str) and key.endswith("_id") and not hide:
+            new = redact_label(value)
+        elif type(value) in _JSON_LIKE:
             new = _walk(value, 0, None, hide)
         else:
             shown = repr(value)

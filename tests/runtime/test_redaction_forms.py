@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
+import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +15,7 @@ from runtime.redaction import (
     redact_label,
     redact_stream,
     redact_text,
+    redaction_processor,
     scan,
 )
 from runtime.redaction_patterns import _GATE, RULES, Rule, has_trigger
@@ -173,6 +178,7 @@ def test_the_grouped_gate_finds_exactly_the_literals_the_rules_need(text: str) -
 # --- streams ---------------------------------------------------------------------------------
 
 GITHUB = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+OPENAI = "sk-proj-abcDEF1234567890abcdefGHIJ_klmn-op"
 
 
 def test_a_secret_split_over_chunks_is_found_as_in_the_whole_text() -> None:
@@ -280,3 +286,25 @@ def test_scanning_only_the_trigger_lines_finds_what_scanning_everything_finds(
             setattr(whole, slot, getattr(rule, slot))
         whole.within_lines = False
         assert rule.apply(text, lowered, None) == whole.apply(text, lowered, None)
+
+
+def test_ids_in_a_log_line_are_judged_like_envelope_labels() -> None:
+    out = io.StringIO()
+    logger = structlog.wrap_logger(
+        structlog.PrintLogger(out),
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            redaction_processor,
+            structlog.processors.JSONRenderer(),
+        ],
+    )
+
+    with structlog.contextvars.bound_contextvars(correlation_id=f"corr-{OPENAI}"):
+        logger.info("request_failed", project_id="p1", note=f"corr-{OPENAI}")
+
+    assert json.loads(out.getvalue()) == {
+        "event": "request_failed",
+        "correlation_id": "corr-[REDACTED:openai_key]",
+        "project_id": "p1",
+        "note": f"corr-{OPENAI}",  # in text, "-sk-" does not start a key
+    }
