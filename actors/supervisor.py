@@ -13,7 +13,6 @@ is marked failed.
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import signal
 import threading
@@ -47,11 +46,10 @@ from runtime.errors import (
     InvalidRootPathError,
     ProjectNotFoundError,
 )
+from runtime.guard.ids import NAME_ID, check_id
 from runtime.lifecycle.supervision import ChildNames, RestartPolicy
 
 __all__ = ["SupervisorActor"]
-
-_PROJECT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def _home_conflict(root: str, home: str) -> str | None:
@@ -239,11 +237,13 @@ class SupervisorActor(RoostActor):
             )
         options = validate_options(args.get("options") or {})
         project_id = args.get("project_id") or f"p-{secrets.token_hex(4)}"
-        if not isinstance(project_id, str) or not _PROJECT_ID.match(project_id):
-            raise BadRequestError(
-                f"project id {project_id!r} must be 1-64 characters of letters, digits, . _ -",
-                reason="invalid_project_id",
-            )
+        check_id(
+            project_id,
+            name="project id",
+            shape=NAME_ID,
+            reason="invalid_project_id",
+            field="project_id",
+        )
         if project_id in self.projects:
             raise AlreadyStartedError(
                 f"project {project_id} is already running", project_id=project_id

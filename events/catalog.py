@@ -210,7 +210,7 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     result: dict[str, Any] = {}
     """The run_tool result dict (capped and redacted)."""
     risk_flags: list[str] = []
-    """Risk findings (sensitive artifacts, invisible unicode, ...)."""
+    """Sorted: ``bidi_control``, ``invisible_unicode``, ``sensitive_artifact_detected``."""
 
 
 class ToolFailed(Event, frozen=True, kw_only=True, tag="tool.failed"):

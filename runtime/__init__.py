@@ -5,7 +5,8 @@ General layout, from the ground up (``make check`` enforces it with import-linte
 - ``errors`` (the ``RoostError`` tree), ``logging`` and ``logfiles`` (the shared, rotated
   log file): shared by every layer.
 - ``wire``: the ops table, frames and the socket transport.
-- ``guard``: paths, network, command controls and the sandbox, redaction, peers, shapes.
+- ``guard``: paths, network, command controls and the sandbox, redaction, peers, shapes
+  (client-chosen ``ids`` too).
 - ``journal``: the event store, its seals and the link conversations append through.
 - ``tools``: the built-in tools, the registry, assets.
 - ``policy``: runtime options and per-call decisions.

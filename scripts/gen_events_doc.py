@@ -28,9 +28,9 @@ step). Every event has the envelope of SPEC section 4; this page lists each type
 | `type` | str | dotted type (below) |
 | `at` | str | UTC ISO 8601 with milliseconds and `Z`, from the runtime's clock |
 | `project_id` / `conversation_id` | str / str or null | owner; null conversation for project-level events |
-| `correlation_id` | str | `corr-` + 20 hex unless the client gave one; inherited by every caused event |
-| `causation_id` | str or null | `event_id` of the cause; null for inbound events |
-| `data` | object | the payload below (redacted before append) |
+| `correlation_id` | str | `corr-` + 20 hex unless the client gave one (`[A-Za-z0-9._:-]{1,128}`, not secret-shaped); inherited by every caused event; redacted before append |
+| `causation_id` | str or null | `event_id` of the cause; null for inbound events; redacted before append |
+| `data` | object | the payload below (redacted before append; a model round's `assistant.delta` contents as one text) |
 | `hash` / `prev_hash` | str | SHA-256 chain over the project's events (`prev_hash` of the first is 64 zeros) |
 
 The hash covers `prev_hash` and the canonical JSON (sorted keys) of event_id, type, at,

@@ -20,6 +20,9 @@ next request (or for the rest of a frame), or that does not take a reply for as 
 closed. Nothing a client sends (garbage, half frames, huge length prefixes) stops the
 server: the worst it gets is an error frame and a closed connection.
 
+The ids a request would store (project, conversation and correlation ids, idempotency
+keys) are checked before anything else (:mod:`runtime.guard.ids`).
+
 A ``subscribe`` request turns its connection into a stream: event frames until the
 backend's iterator ends (then an ``end`` frame and the connection closes), the client
 closes the connection or sends anything, or the gateway stops. A stream is not idle
@@ -44,6 +47,7 @@ import msgspec
 from runtime.daemon.config import Backend, DaemonConfig, roost_version
 from runtime.daemon.streams import serve_stream
 from runtime.errors import BadRequestError, OverloadedError, RoostError
+from runtime.guard.ids import check_client_ids
 from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import bind_context, get_logger
 from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args
@@ -342,6 +346,7 @@ class Gateway:
     def _answer(self, request: Request) -> bytes:
         try:
             args = validate_args(request.op, request.args)
+            check_client_ids(request.op, args)
         except BadRequestError as e:
             self._count_request()
             return encode_error(request.id, e)

@@ -14,7 +14,7 @@ each measured as its own JSON encoding. The first artifact in document order lar
 ``tool_max_artifact_bytes`` fails the call with ``artifact_too_large {index, actual, max}``,
 where ``index`` is the artifact's JSONPath (``$.artifacts[2]``, ``$.content``).
 
-**Risk flags.** ``sensitive_artifact`` when :func:`runtime.redaction.scan` finds a secret;
+**Risk flags.** ``sensitive_artifact_detected`` when :func:`runtime.redaction.scan` finds a secret;
 ``invisible_unicode`` when any string (or key) holds a zero-width, bidi, invisible-operator
 or tag character (:data:`INVISIBLE`); ``bidi_control`` in addition when one of them is a
 bidirectional control (:data:`BIDI`), the "Trojan Source" characters.
@@ -162,7 +162,7 @@ class ScanSummary(msgspec.Struct, frozen=True, kw_only=True):
     """What the sensitivity scan found in a result."""
 
     risk_flags: list[str]
-    """Sorted flags: ``bidi_control``, ``invisible_unicode``, ``sensitive_artifact``."""
+    """Sorted flags: ``bidi_control``, ``invisible_unicode``, ``sensitive_artifact_detected``."""
     findings_count: int
     """Secrets found (each occurrence counts)."""
     finding_kinds: list[str]
@@ -174,7 +174,7 @@ def scan_result(result: Any) -> ScanSummary:
     findings: list[Finding] = scan(result)
     flags = set(invisible_flags(result))
     if findings:
-        flags.add("sensitive_artifact")
+        flags.add("sensitive_artifact_detected")
     return ScanSummary(
         risk_flags=sorted(flags),
         findings_count=len(findings),

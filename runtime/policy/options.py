@@ -57,10 +57,11 @@ MAX_MS = 2**31 - 1
 """Largest accepted ``*_ms`` value (about 24.8 days), safe for every timer the runtime uses."""
 MAX_INT = 2**53 - 1
 """Largest accepted value of any other integer option (exact in JSON everywhere)."""
+MAX_REASON_CODE = 64
+"""Longest accepted ``outside_root_allowlist`` ``reason_code``."""
 MAX_OPTIONS_FILE_BYTES = 1 << 20
 """An options file larger than this is refused."""
 
-_REASON_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _ROUTER = re.compile(rf"^{_IDENT}(?:\.{_IDENT})*:{_IDENT}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -314,6 +315,16 @@ def _host(key: str, index: int, item: str) -> str:
     return ascii_host
 
 
+def _is_reason_code(value: Any) -> bool:
+    """Any non-blank printable string of at most :data:`MAX_REASON_CODE` characters."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_REASON_CODE
+        and value.isprintable()
+        and not value.isspace()
+    )
+
+
 def _outside_root(key: str, value: Any) -> list[dict[str, str]]:
     """Validate ``outside_root_allowlist``: ``[{path | pattern, reason_code}, ...]``."""
     shape = "a list of {path or pattern, reason_code} objects"
@@ -347,12 +358,12 @@ def _outside_root(key: str, value: Any) -> list[dict[str, str]]:
         if "path" in entry and "pattern" in entry:
             raise _bad_entry(key, index, "must have exactly one of 'path' or 'pattern', not both")
         reason_code = entry["reason_code"]
-        if not isinstance(reason_code, str) or not _REASON_CODE.match(reason_code):
+        if not _is_reason_code(reason_code):
             raise _bad_entry(
                 key,
                 index,
-                "reason_code must match ^[a-z][a-z0-9_]{0,63}$ (e.g. "
-                f"'shared_toolchain'), got {_got(reason_code)}",
+                f"reason_code must be a non-empty string of at most {MAX_REASON_CODE} printable "
+                f"characters (e.g. 'shared_toolchain', 'OPS-2'), got {_got(reason_code)}",
             )
         field = "path" if "path" in entry else "pattern"
         target = entry[field]

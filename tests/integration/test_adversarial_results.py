@@ -143,7 +143,7 @@ def test_a_sensitive_artifact_is_flagged_counted_redacted_and_alerted(
     call = Call("scan", C, "fs.read", {"path": "leak.txt"})
     result = call.run(world.client)
     assert result["status"] == "ok", result
-    assert result["risk_flags"] == ["sensitive_artifact"]
+    assert result["risk_flags"] == ["sensitive_artifact_detected"]
     assert result["sensitivity_findings_count"] == 2
     assert result["sensitivity_finding_kinds"] == ["aws_access_key_id", "github_token"]
     assert result["result"]["content"] == (
@@ -155,7 +155,7 @@ def test_a_sensitive_artifact_is_flagged_counted_redacted_and_alerted(
         2,
         ["aws_access_key_id", "github_token"],
     )
-    assert first(entries, "tool.completed")["risk_flags"] == ["sensitive_artifact"]
+    assert first(entries, "tool.completed")["risk_flags"] == ["sensitive_artifact_detected"]
     decision_listed(world.client, call, "allow", "allowed")
 
     def alerted() -> list[dict[str, Any]]:

@@ -257,6 +257,75 @@ class JournalContract(ABC):
         assert [p["kind"] for p in audit.seals.problems] == ["truncated"]
         assert audit.seals.unsealed_events == 7
 
+    def test_a_secret_split_over_a_rounds_deltas_is_redacted_as_one_text(self) -> None:
+        j = self.open_journal(redactor=None)
+        try:
+            round_a, round_b = str(uuid.uuid4()), str(uuid.uuid4())
+            chunks = ["key ghp_a1B2c3D4e5", "F6g7H8i9J0k1L2m3N4", "o5P6q7R8 done"]
+            deltas = [
+                msgspec.structs.replace(
+                    make_event(kind="assistant.delta", data={"content": chunk}),
+                    causation_id=round_a,
+                )
+                for chunk in chunks
+            ]
+            other = msgspec.structs.replace(  # another round: never joined with round A
+                make_event(kind="assistant.delta", data={"content": "ghp_a1B2c3D4e5"}),
+                causation_id=round_b,
+            )
+            out = j.append([*deltas, other])
+            stored = [e.data["content"] for e in j.read_project("p1")]
+            assert [e.data["content"] for e in out] == stored
+            assert stored == ["key ", "", "[REDACTED:github_token] done", "ghp_a1B2c3D4e5"]
+            assert [e.event_id for e in out] == [e.event_id for e in [*deltas, other]]
+            assert j.verify("p1").ok
+        finally:
+            j.close()
+
+    def test_the_deterministic_models_delta_chunks_are_redacted_as_one_text(self) -> None:
+        j = self.open_journal(redactor=None)
+        try:
+            llm = {"assistant_text": "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"}
+            llm["delta_chunks"] = ["ghp_a1B2c3D4e5F6g7", "H8i9J0k1L2m3N4o5P6q7R8"]
+            out = j.append([make_event(data={"content": "go", "llm": llm})])
+            assert out[0].data["llm"] == {
+                "assistant_text": "[REDACTED:github_token]",
+                "delta_chunks": ["", "[REDACTED:github_token]"],
+            }
+        finally:
+            j.close()
+
+    def test_a_secret_in_a_correlation_or_causation_id_is_redacted(self) -> None:
+        j = self.open_journal(redactor=None)
+        try:
+            event = msgspec.structs.replace(
+                make_event(),
+                correlation_id="corr-sk-proj-abcDEF1234567890abcdefGHIJ",
+                causation_id="ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+            )
+            out = j.append([event])
+            stored = j.read_project("p1")[0]
+            assert (stored.correlation_id, stored.causation_id) == (
+                "corr-[REDACTED:openai_key]",
+                "[REDACTED:github_token]",
+            )
+            assert (out[0].correlation_id, out[0].causation_id) == (
+                stored.correlation_id,
+                stored.causation_id,
+            )
+            assert j.verify("p1").ok
+        finally:
+            j.close()
+
+    def test_a_journals_own_redactor_replaces_the_whole_step(self, journal: Journal) -> None:
+        event = msgspec.structs.replace(
+            make_event(kind="assistant.delta", data={"content": "ghp_a1B2c3D4e5"}),
+            correlation_id="corr-ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+        )
+        stored = journal.append([event])
+        assert stored[0].correlation_id == event.correlation_id
+        assert stored[0].data == {"content": "ghp_a1B2c3D4e5"}
+
     def test_the_store_reports_integrity_ok(self, journal: Journal) -> None:
         journal.append([make_event()])
         assert journal.integrity_check() == "ok"

@@ -491,10 +491,14 @@ def test_outside_root_entries_are_normalized_and_deduplicated() -> None:
         ({"path": 5, "reason_code": "why"}, "invalid_entry"),
         ({"path": "/opt/\x00x", "reason_code": "why"}, "invalid_entry"),
         ({"path": "/opt/x", "reason_code": ""}, "invalid_entry"),
-        ({"path": "/opt/x", "reason_code": "Has Spaces"}, "invalid_entry"),
-        ({"path": "/opt/x", "reason_code": "1starts_with_digit"}, "invalid_entry"),
+        ({"path": "/opt/x", "reason_code": "   "}, "invalid_entry"),
+        ({"path": "/opt/x", "reason_code": "OPS-2\n"}, "invalid_entry"),
+        ({"path": "/opt/x", "reason_code": "OPS\x002"}, "invalid_entry"),
+        ({"path": "/opt/x", "reason_code": "OPS\u202e2"}, "invalid_entry"),
         ({"path": "/opt/x", "reason_code": "a" * 65}, "invalid_entry"),
         ({"path": "/opt/x", "reason_code": None}, "invalid_entry"),
+        ({"path": "/opt/x", "reason_code": 2}, "invalid_entry"),
+        ({"path": "/opt/x", "reason_code": ["OPS-2"]}, "invalid_entry"),
         ({"path": "/opt/x", "reason_code": "why", "note": "extra"}, "invalid_entry"),
     ],
 )
@@ -509,11 +513,22 @@ def test_a_malformed_outside_root_entry_is_rejected_with_its_index(entry: Any, r
     assert error.message.startswith("outside_root_allowlist[1] ")
 
 
-def test_a_reason_code_of_64_characters_is_accepted() -> None:
-    entry = {"pattern": "/opt/*", "reason_code": "a" * 64}
+@pytest.mark.parametrize(
+    "code", ["a" * 64, "OPS-2", "Has Spaces", "1starts_with_digit", "ticket #4711 (infra)", "é"]
+)
+def test_any_non_empty_printable_reason_code_up_to_64_characters_is_accepted(code: str) -> None:
+    entry = {"pattern": "/opt/*", "reason_code": code}
     assert validate_options({"outside_root_allowlist": [entry]})["outside_root_allowlist"] == [
         entry
     ]
+
+
+def test_a_bad_reason_code_message_says_what_is_expected() -> None:
+    error = reject({"outside_root_allowlist": [{"path": "/opt/x", "reason_code": ""}]})
+    assert error.message == (
+        "outside_root_allowlist[0] reason_code must be a non-empty string of at most 64 "
+        "printable characters (e.g. 'shared_toolchain', 'OPS-2'), got \"\""
+    )
 
 
 def test_a_missing_reason_code_message_says_what_is_missing() -> None:

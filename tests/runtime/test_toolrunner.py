@@ -430,8 +430,8 @@ def test_a_secret_in_a_result_is_flagged_signalled_and_redacted(root: Path) -> N
         finding_count=1, finding_kinds=["github_token"], tool="fs.read", call_id="call-1"
     )
     done = completed(events)
-    assert done.risk_flags == ["sensitive_artifact"]
-    assert done.result["risk_flags"] == ["sensitive_artifact"]
+    assert done.risk_flags == ["sensitive_artifact_detected"]
+    assert done.result["risk_flags"] == ["sensitive_artifact_detected"]
     assert done.result["sensitivity_findings_count"] == 1
     assert done.result["sensitivity_finding_kinds"] == ["github_token"]
     assert done.result["result"]["content"] == "token: [REDACTED:github_token]\n"
@@ -486,7 +486,7 @@ def test_a_generated_github_token_never_reaches_the_completed_event(
     events = run(core, call("test.echo", value={"out": prefix + " " + token}))
 
     assert token not in msgspec.json.encode(events).decode()
-    assert "sensitive_artifact" in completed(events).risk_flags
+    assert "sensitive_artifact_detected" in completed(events).risk_flags
 
 
 # --- kinds and results ---------------------------------------------------------------------
@@ -734,7 +734,7 @@ def test_a_step_secret_is_counted_in_the_workflow_result(root: Path) -> None:
 
     detected = [e for e in events if isinstance(e, ev.SecuritySensitiveArtifactDetected)]
     assert [d.call_id for d in detected] == ["call-1.step-0"]
-    assert result["risk_flags"] == ["sensitive_artifact"]
+    assert result["risk_flags"] == ["sensitive_artifact_detected"]
     assert result["sensitivity_findings_count"] == 1
     assert TOKEN not in msgspec.json.encode(result).decode()
 
