@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -233,9 +235,15 @@ def test_roost_logs_follow_prints_new_lines_until_ctrl_c(desk: Daemon) -> None:
         text=True,
     )
     try:
-        assert roost(desk.home, "project", "stop", "nope").returncode == 1  # logs request_failed
         assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = ""
+        deadline = time.monotonic() + 60
+        # -n 0 starts at the end of the file: ask again until the follower, once it has
+        # started (slow on a loaded machine), sees a new line
+        while not line and time.monotonic() < deadline:
+            assert roost(desk.home, "project", "stop", "nope").returncode == 1  # logs a line
+            if select.select([proc.stdout], [], [], 1.0)[0]:
+                line = proc.stdout.readline()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     finally:
