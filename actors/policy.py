@@ -1,6 +1,7 @@
 """The Policy actor: decides every tool call with :func:`runtime.policy.decide`.
 
-It holds the project's registry and options; the decision and the events that record it
+It holds the project's options and the registry the Project built (the value the
+ToolRunner has too); the decision and the events that record it
 are plain code. The conversation appends those events before anything runs.
 """
 
@@ -28,13 +29,12 @@ class PolicyActor(RoostActor):
         if isinstance(message, SetupPolicy):
             self.announce(sender, "policy")
             from runtime.policy.decisions import PolicyContext  # noqa: PLC0415
-            from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
             self.context = PolicyContext(
                 project_id=message.project_id,
                 root=message.root,
                 options=message.options,
-                registry=ToolRegistry.for_project(message.root, message.options),
+                registry=message.registry,
             )
         elif isinstance(message, DecideCall):
             from runtime.policy.decisions import decide  # noqa: PLC0415

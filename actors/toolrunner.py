@@ -59,13 +59,13 @@ class ToolRunnerActor(RoostActor):
         if isinstance(message, SetupRunner):
             self.announce(sender, "toolrunner")
             from runtime.execution.runner import ToolRunnerCore  # noqa: PLC0415
-            from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
             self.project_id = message.project_id
             self.journal = message.journal
             self.alert_options = message.options
-            registry = ToolRegistry.for_project(message.root, message.options)
-            self.core = ToolRunnerCore(message.project_id, message.root, message.options, registry)
+            self.core = ToolRunnerCore(
+                message.project_id, message.root, message.options, message.registry
+            )
         elif isinstance(message, RunCall):
             self._run(message.call, sender)
         elif isinstance(message, RunDirect):
