@@ -101,7 +101,7 @@ class ToolPipeline:
                 "code": "denied",
                 "reason": "approval_required",
                 "message": f"{call.name} needs approval (approval_mode is "
-                f"{self.policy.option('approval_mode')}); run it in a conversation to "
+                f"{self.policy.settings.approval_mode}); run it in a conversation to "
                 "approve it",
             },
         )

@@ -42,7 +42,7 @@ from runtime.errors import ToolError
 from runtime.execution.results import ScanSummary, check_caps, completed_events, tool_kind
 from runtime.guard.redaction import redact
 from runtime.policy.decisions import Verdict
-from runtime.policy.options import DEFAULTS
+from runtime.policy.options import RuntimeOptions
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
 from runtime.tools.registry import ToolRegistry
 
@@ -96,6 +96,8 @@ class ToolRunnerCore:
         self.project_id = project_id
         self.root = root
         self.options = dict(options)
+        self.settings = RuntimeOptions.of(self.options)
+        """The options, typed."""
         self.registry = registry
         self._decide = decide_step
         """Decides a workflow step (``allow``, ``deny`` or ``invalid``; never ``ask``)."""
@@ -104,9 +106,6 @@ class ToolRunnerCore:
         self._per_conversation: dict[str, int] = {}
         self._timeouts: dict[str, int] = {}
         self._calls: OrderedDict[str, CallSpec] = OrderedDict()
-
-    def _option(self, key: str) -> Any:
-        return self.options.get(key, DEFAULTS.get(key))
 
     def remember(self, call: CallSpec) -> None:
         """Keep ``call`` so :meth:`result_of` can name its conversation and correlation."""
@@ -132,7 +131,7 @@ class ToolRunnerCore:
         with self._lock:
             if call.call_id in self._in_flight:
                 return None
-            limit = int(self._option("tool_max_concurrency"))
+            limit = self.settings.tool_max_concurrency
             if len(self._in_flight) >= limit:
                 reason = {
                     "code": "max_concurrency_reached",
@@ -143,7 +142,7 @@ class ToolRunnerCore:
                 return [ev.ToolFailed(call_id=call.call_id, name=call.name, reason=reason)]
             conversation = call.conversation_id
             if conversation is not None:
-                per = int(self._option("tool_max_concurrency_per_conversation"))
+                per = self.settings.tool_max_concurrency_per_conversation
                 if self._per_conversation.get(conversation, 0) >= per:
                     reason = {
                         "code": "conversation_max_concurrency_reached",
@@ -205,7 +204,7 @@ class ToolRunnerCore:
         return self._finish(call, spec, outcome, started=started, signals=signals, steps=steps)
 
     def _timeout_s(self, args: Mapping[str, Any], limit_s: float | None) -> float:
-        limit_ms = int(self._option("tool_timeout_ms"))
+        limit_ms = self.settings.tool_timeout_ms
         asked = args.get("timeout_ms")
         if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 1:
             limit_ms = min(limit_ms, asked)
@@ -288,7 +287,7 @@ class ToolRunnerCore:
         with self._lock:
             count = self._timeouts.get(call.name, 0) + 1
             self._timeouts[call.name] = count
-        threshold = int(self._option("tool_timeout_alert_threshold"))
+        threshold = self.settings.tool_timeout_alert_threshold
         out: list[ev.Event] = [
             ev.ToolTimeout(call_id=call.call_id, timeout_count=count, tool=call.name)
         ]
@@ -316,8 +315,8 @@ class ToolRunnerCore:
             try:
                 check_caps(
                     outcome,
-                    int(self._option("tool_max_output_bytes")),
-                    int(self._option("tool_max_artifact_bytes")),
+                    self.settings.tool_max_output_bytes,
+                    self.settings.tool_max_artifact_bytes,
                 )
             except ToolError as e:
                 outcome = e
