@@ -26,8 +26,8 @@ reason. Steps never call ``workflow.run.*`` (the loader refuses such workflows),
 plan cannot recurse.
 
 The generated tools keep the asset they were built from: the schema a call was validated
-against and the argv or steps it runs come from the same file version. A project that
-reloads its assets rebuilds them.
+against and the argv or steps it runs come from the same file version. A project builds
+them once, when it starts (``runtime.tools.registry``).
 """
 
 from __future__ import annotations
