@@ -52,6 +52,7 @@ from runtime.errors import BadRequestError, RoostError
 from runtime.journal.link import LinkClient, LinkFailed, link_settings
 from runtime.llm.adapters import make_adapter
 from runtime.llm.base import ModelAdapter, ModelError
+from runtime.policy.options import RuntimeOptions
 
 __all__ = ["ConversationActor"]
 
@@ -72,6 +73,7 @@ class ConversationActor(RoostActor):
         super().__init__(*args, **kwargs)
         self.core: ConversationCore | None = None
         self.setup: SetupConversation | None = None
+        self.settings = RuntimeOptions.of({})  # the set-up's options, typed, from _setup on
         self.adapter: ModelAdapter | None = None
         self.policy: Any = None
         self.runner: Any = None
@@ -132,6 +134,7 @@ class ConversationActor(RoostActor):
 
     def _setup(self, setup: SetupConversation, sender: Any) -> None:
         self.setup = setup
+        self.settings = RuntimeOptions.of(setup.options)
         self.parent = sender
         self.announce(sender, f"conversation:{setup.conversation_id}")
         self.journal, self.policy, self.runner = setup.journal, setup.policy, setup.runner
@@ -383,14 +386,14 @@ class ConversationActor(RoostActor):
         if self.setup is None or self.idle_armed:
             return
         self.idle_armed = True
-        idle_ms = int(self.setup.options.get("idle_passivation_ms", 300000))
+        idle_ms = self.settings.idle_passivation_ms
         self.wakeupAfter(timedelta(milliseconds=idle_ms))
 
     def _maybe_idle(self) -> None:
         self.idle_armed = False
         if self.setup is None or self.core is None:
             return
-        idle_ms = int(self.setup.options.get("idle_passivation_ms", 300000))
+        idle_ms = self.settings.idle_passivation_ms
         quiet = (time.monotonic() - self.last_activity) * 1000 >= idle_ms
         busy = (
             self.waiting_append

@@ -14,6 +14,7 @@ import msgspec
 from events.catalog import Event
 from events.envelope import Envelope, NewEvent
 from runtime.tools.base import CallSpec
+from runtime.tools.registry import ToolRegistry
 
 __all__ = [
     "ActorStarted",
@@ -158,6 +159,8 @@ class SetupPolicy(Message, frozen=True, kw_only=True):
     """Resolved root."""
     options: dict[str, Any]
     """Normalized options."""
+    registry: ToolRegistry
+    """The project's tools, built once by the Project."""
 
 
 class SetupRunner(Message, frozen=True, kw_only=True):
@@ -169,6 +172,8 @@ class SetupRunner(Message, frozen=True, kw_only=True):
     """Resolved root."""
     options: dict[str, Any]
     """Normalized options."""
+    registry: ToolRegistry
+    """The project's tools, built once by the Project (the same value the Policy has)."""
     journal: Any
     """The Journal (for signals the runner records itself)."""
 

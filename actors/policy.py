@@ -1,7 +1,9 @@
-"""The Policy actor: decides every tool call with :func:`runtime.policy.decide`.
+"""The Policy actor: decides a model's tool calls with the project's tool-call pipeline.
 
-It holds the project's registry and options; the decision and the events that record it
-are plain code. The conversation appends those events before anything runs.
+It holds a :class:`runtime.execution.pipeline.ToolPipeline` built from the project's
+options and the registry the Project built (the value the ToolRunner's pipeline has too),
+and decides each call with ``decide(call, source="model")``; the decision and the events
+that record it are plain code. The conversation appends those events before anything runs.
 """
 
 from __future__ import annotations
@@ -21,23 +23,17 @@ class PolicyActor(RoostActor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.context: Any = None
+        self.pipeline: Any = None
 
     def handle(self, message: Any, sender: Any) -> None:
         """Configure, or decide one call."""
         if isinstance(message, SetupPolicy):
             self.announce(sender, "policy")
-            from runtime.policy.decisions import PolicyContext  # noqa: PLC0415
-            from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
+            from runtime.execution.pipeline import ToolPipeline  # noqa: PLC0415
 
-            self.context = PolicyContext(
-                project_id=message.project_id,
-                root=message.root,
-                options=message.options,
-                registry=ToolRegistry.for_project(message.root, message.options),
+            self.pipeline = ToolPipeline(
+                message.project_id, message.root, message.options, message.registry
             )
         elif isinstance(message, DecideCall):
-            from runtime.policy.decisions import decide  # noqa: PLC0415
-
-            verdict = decide(message.call, self.context)
+            verdict = self.pipeline.decide(message.call, source="model")
             self.send(sender, CallDecision(call_id=message.call.call_id, events=verdict.events))

@@ -78,6 +78,7 @@ class ProjectActor(RoostActor):
         self.forwarded: dict[str, int] = {}
         self.stopping: set[str] = set()
         self.tools: list[dict[str, Any]] = []
+        self.registry: Any = None  # the project's ToolRegistry, built once in _setup
         self.restarts: RestartPolicy | None = None
         self.ready = False
         self.reading = False
@@ -130,7 +131,7 @@ class ProjectActor(RoostActor):
             int(setup.options.get("max_restarts", 3)),
             int(setup.options.get("restart_period_ms", 5000)),
         )
-        registry = ToolRegistry.for_project(setup.root, setup.options)
+        registry = self.registry = ToolRegistry.for_project(setup.root, setup.options)
         self.tools = registry.model_tools(setup.options)
         self._start_policy()
         self._start_runner()
@@ -195,7 +196,10 @@ class ProjectActor(RoostActor):
         self.send(
             self.policy,
             SetupPolicy(
-                project_id=self.setup.project_id, root=self.setup.root, options=self.setup.options
+                project_id=self.setup.project_id,
+                root=self.setup.root,
+                options=self.setup.options,
+                registry=self.registry,
             ),
         )
 
@@ -208,6 +212,7 @@ class ProjectActor(RoostActor):
                 project_id=self.setup.project_id,
                 root=self.setup.root,
                 options=self.setup.options,
+                registry=self.registry,
                 journal=self.journal,
             ),
         )
@@ -276,13 +281,8 @@ class ProjectActor(RoostActor):
         }
 
     def _list_tools(self) -> list[dict[str, Any]]:
-        from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
-
         assert self.setup is not None
-        registry = ToolRegistry.for_project(self.setup.root, self.setup.options)
-        import msgspec  # noqa: PLC0415
-
-        return [msgspec.to_builtins(spec) for spec in registry.visible(self.setup.options)]
+        return list(self.registry.list_tools(self.setup.options))
 
     def _start_conversation(self, request: Request) -> None:
         conversation_id = request.args.get("conversation_id") or "c-" + secrets.token_hex(6)

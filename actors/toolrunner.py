@@ -1,4 +1,9 @@
-"""The ToolRunner actor: quotas, running tools, caps, scans, via ToolRunnerCore.
+"""The ToolRunner actor: quotas, running tools, caps, scans, via the tool-call pipeline.
+
+It holds a :class:`runtime.execution.pipeline.ToolPipeline` built from the registry the
+Project built. A model's call arrives decided (``RunCall``): admit → execute → release. A
+client's ``run_tool`` (``RunDirect``) is the whole pipeline: ``run(call, cancelled,
+source="run_tool")``.
 
 File and asset tools run inline (they take milliseconds). Commands, HTTP fetches,
 workflows and ``async`` calls run on worker threads; while any is in flight the actor
@@ -58,14 +63,14 @@ class ToolRunnerActor(RoostActor):
         """Configure, run, cancel, or collect finished threads."""
         if isinstance(message, SetupRunner):
             self.announce(sender, "toolrunner")
-            from runtime.execution.runner import ToolRunnerCore  # noqa: PLC0415
-            from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
+            from runtime.execution.pipeline import ToolPipeline  # noqa: PLC0415
 
             self.project_id = message.project_id
             self.journal = message.journal
             self.alert_options = message.options
-            registry = ToolRegistry.for_project(message.root, message.options)
-            self.core = ToolRunnerCore(message.project_id, message.root, message.options, registry)
+            self.core = ToolPipeline(
+                message.project_id, message.root, message.options, message.registry
+            )
         elif isinstance(message, RunCall):
             self._run(message.call, sender)
         elif isinstance(message, RunDirect):
@@ -120,7 +125,7 @@ class ToolRunnerActor(RoostActor):
 
         def work() -> None:
             try:
-                events, result = self.core.run_direct(call, flag)
+                events, result = self.core.run(call, flag, source="run_tool")
             except Exception as e:
                 events = _crashed(call, e)
                 result = self.core.result_of(events, call)

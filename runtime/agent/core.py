@@ -51,6 +51,7 @@ from runtime.agent.effects import (
 from runtime.agent.state import TurnState
 from runtime.errors import BadRequestError
 from runtime.llm.base import ModelReply, ModelRequest
+from runtime.policy.options import RuntimeOptions
 from runtime.tools.base import CallSpec
 
 __all__ = ["INBOUND_TYPES", "ConversationCore"]
@@ -103,6 +104,8 @@ class ConversationCore:
         self.project_id = project_id
         self.conversation_id = conversation_id
         self.options = dict(options)
+        self.settings = RuntimeOptions.of(self.options)
+        """The options, typed (defaults filled in)."""
         self.clock = clock
         self.tools = tools or []
         self.provider = provider
@@ -128,7 +131,7 @@ class ConversationCore:
 
     @property
     def _orchestration(self) -> bool:
-        return bool(self.options.get("orchestration", True))
+        return self.settings.orchestration
 
     @property
     def pending(self) -> dict[str, PendingCall]:
@@ -392,15 +395,15 @@ class ConversationCore:
         ]
 
     def _budget_exceeded(self, started_at: str, round_: int) -> ev.BudgetExceeded | None:
-        max_rounds = int(self.options.get("max_rounds", 25))
+        max_rounds = self.settings.max_rounds
         if round_ > max_rounds:
             return ev.BudgetExceeded(budget="max_rounds", limit=max_rounds, used=round_ - 1)
-        token_budget = int(self.options.get("token_budget", 200000))
+        token_budget = self.settings.token_budget
         if self.tokens_used >= token_budget:
             return ev.BudgetExceeded(
                 budget="token_budget", limit=token_budget, used=self.tokens_used
             )
-        limit_ms = int(self.options.get("duration_budget_ms", 600000))
+        limit_ms = self.settings.duration_budget_ms
         started = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
         used_ms = int((self.clock() - started).total_seconds() * 1000)
         if round_ > 1 and used_ms > limit_ms:
@@ -770,18 +773,17 @@ class ConversationCore:
         if self._context_stale:
             self._context = LlmContextFold.of(self.events, self.conversation_id)
             self._context_stale = False
-        timeout_s = int(self.options.get("llm_timeout_ms", 120000)) / 1000
-        max_tokens = self.options.get("llm_max_tokens")
-        temperature = self.options.get("llm_temperature")
+        settings = self.settings
+        timeout_s = settings.llm_timeout_ms / 1000
         return ModelRequest(
             messages=[_as_data(m, self._wrapped) for m in self._context.messages()],
             tools=self.tools,
             round=turn.round,
             directives=turn.directives if turn.round == 1 else None,
-            model=self.options.get("llm_model"),
-            system_prompt=self.options.get("llm_system_prompt"),
-            temperature=float(temperature) if temperature is not None else None,
-            max_tokens=int(max_tokens) if max_tokens is not None else None,
+            model=settings.llm_model,
+            system_prompt=settings.llm_system_prompt,
+            temperature=settings.llm_temperature,
+            max_tokens=settings.llm_max_tokens,
             timeout_s=timeout_s,
         )
 

@@ -1,7 +1,9 @@
 """Execution: one tool call from admission to its result.
 
-General layout: ``runner`` (the ToolRunner's core: schema, env, policy, quotas, run with a
-timeout), ``results`` (caps, the sensitivity scan, redaction, the block the model reads).
+General layout: ``pipeline`` (``ToolPipeline``: decide → admit → execute → release, the one
+path of every caller: model calls, ``run_tool``, workflow steps), ``runner`` (quotas, running
+with a timeout, workflows), ``results`` (caps, the sensitivity scan, redaction, the block
+the model reads).
 
 Imports ``runtime.policy`` and the layers below it.
 """

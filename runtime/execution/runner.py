@@ -1,11 +1,11 @@
-"""The ToolRunner's core: quotas, running a tool with its timeout, and what comes back.
+"""The execution stages of the tool-call pipeline: quotas, running a tool, what comes back.
 
-:class:`ToolRunnerCore` is plain code the ToolRunner actor drives. For one allowed call:
+:class:`ToolRunnerCore` is plain code behind :class:`runtime.execution.pipeline.ToolPipeline`
+(which decides calls and is what the actors hold). For one allowed call:
 :meth:`~ToolRunnerCore.admit` (quotas) → :meth:`~ToolRunnerCore.execute` (run with the
 timeout → caps → sensitivity scan → redaction) → :meth:`~ToolRunnerCore.release`. Each
 step returns event payloads (signals first, the terminal ``tool.completed`` /
-``tool.failed`` last); the caller appends them. :meth:`~ToolRunnerCore.run_direct` is the
-whole pipeline, policy included, for a client's ``run_tool``.
+``tool.failed`` last); the caller appends them.
 
 **Timeouts.** A call may run ``tool_timeout_ms`` (or its ``timeout_ms`` argument, capped by
 it). Every tool runs on a worker thread. Tools that run processes or reach the network
@@ -18,8 +18,9 @@ per (project, tool) for the life of the runner: ``tool.timeout`` carries the cou
 ``tool_timeout_alert_threshold`` and again at every multiple of it.
 
 **Workflows.** ``workflow.run.<key>`` returns a plan; the runner runs its steps in order,
-each decided by :func:`runtime.policy.decide` and run through the same path (no second
-quota), as call ``<call_id>.step-<index>``. Step signals (decisions, security signals,
+each decided by the ``decide_step`` the pipeline gives (its ``decide`` with source
+``workflow``) and run through the same path (no second quota), as call
+``<call_id>.step-<index>``. Step signals (decisions, security signals,
 timeouts) are kept; their terminal events are not (the workflow call has one). The first
 step refused or failed fails the workflow with that step's reason plus ``step`` (index) and
 ``step_tool``.
@@ -30,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -40,8 +41,8 @@ from events.catalog import SIGNAL_TYPES
 from runtime.errors import ToolError
 from runtime.execution.results import ScanSummary, check_caps, completed_events, tool_kind
 from runtime.guard.redaction import redact
-from runtime.policy.decisions import PolicyContext, decide
-from runtime.policy.options import DEFAULTS
+from runtime.policy.decisions import Verdict
+from runtime.policy.options import RuntimeOptions
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
 from runtime.tools.registry import ToolRegistry
 
@@ -84,24 +85,31 @@ class ToolRunnerCore:
     """Quotas, execution, caps and scans for one project's tool calls (thread-safe)."""
 
     def __init__(
-        self, project_id: str, root: str, options: Mapping[str, Any], registry: ToolRegistry
+        self,
+        project_id: str,
+        root: str,
+        options: Mapping[str, Any],
+        registry: ToolRegistry,
+        *,
+        decide_step: Callable[[CallSpec], Verdict],
     ) -> None:
         self.project_id = project_id
         self.root = root
         self.options = dict(options)
+        self.settings = RuntimeOptions.of(self.options)
+        """The options, typed."""
         self.registry = registry
-        self.policy = PolicyContext(
-            project_id=project_id, root=root, options=self.options, registry=registry
-        )
-        """The policy context workflow steps and direct runs are decided with."""
+        self._decide = decide_step
+        """Decides a workflow step (``allow``, ``deny`` or ``invalid``; never ``ask``)."""
         self._lock = threading.Lock()
         self._in_flight: dict[str, str | None] = {}
         self._per_conversation: dict[str, int] = {}
         self._timeouts: dict[str, int] = {}
         self._calls: OrderedDict[str, CallSpec] = OrderedDict()
 
-    def _option(self, key: str) -> Any:
-        return self.options.get(key, DEFAULTS.get(key))
+    def remember(self, call: CallSpec) -> None:
+        """Keep ``call`` so :meth:`result_of` can name its conversation and correlation."""
+        self._remember(call)
 
     def _remember(self, call: CallSpec) -> None:
         with self._lock:
@@ -123,7 +131,7 @@ class ToolRunnerCore:
         with self._lock:
             if call.call_id in self._in_flight:
                 return None
-            limit = int(self._option("tool_max_concurrency"))
+            limit = self.settings.tool_max_concurrency
             if len(self._in_flight) >= limit:
                 reason = {
                     "code": "max_concurrency_reached",
@@ -134,7 +142,7 @@ class ToolRunnerCore:
                 return [ev.ToolFailed(call_id=call.call_id, name=call.name, reason=reason)]
             conversation = call.conversation_id
             if conversation is not None:
-                per = int(self._option("tool_max_concurrency_per_conversation"))
+                per = self.settings.tool_max_concurrency_per_conversation
                 if self._per_conversation.get(conversation, 0) >= per:
                     reason = {
                         "code": "conversation_max_concurrency_reached",
@@ -196,7 +204,7 @@ class ToolRunnerCore:
         return self._finish(call, spec, outcome, started=started, signals=signals, steps=steps)
 
     def _timeout_s(self, args: Mapping[str, Any], limit_s: float | None) -> float:
-        limit_ms = int(self._option("tool_timeout_ms"))
+        limit_ms = self.settings.tool_timeout_ms
         asked = args.get("timeout_ms")
         if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 1:
             limit_ms = min(limit_ms, asked)
@@ -279,7 +287,7 @@ class ToolRunnerCore:
         with self._lock:
             count = self._timeouts.get(call.name, 0) + 1
             self._timeouts[call.name] = count
-        threshold = int(self._option("tool_timeout_alert_threshold"))
+        threshold = self.settings.tool_timeout_alert_threshold
         out: list[ev.Event] = [
             ev.ToolTimeout(call_id=call.call_id, timeout_count=count, tool=call.name)
         ]
@@ -307,8 +315,8 @@ class ToolRunnerCore:
             try:
                 check_caps(
                     outcome,
-                    int(self._option("tool_max_output_bytes")),
-                    int(self._option("tool_max_artifact_bytes")),
+                    self.settings.tool_max_output_bytes,
+                    self.settings.tool_max_artifact_bytes,
                 )
             except ToolError as e:
                 outcome = e
@@ -387,75 +395,15 @@ class ToolRunnerCore:
 
     def _decide_step(self, step: CallSpec, signals: list[ev.Event]) -> dict[str, Any] | None:
         """Decide a step; record its signals; return the refusal reason, or None to run it."""
-        if step.name.startswith("workflow.run."):
-            return {
-                "code": "denied",
-                "message": "a workflow step cannot run another workflow",
-                "reason": "nested_workflow",
-            }
-        verdict = decide(step, self.policy)
+        verdict = self._decide(step)
         signals.extend(_signals(verdict.events))
-        if verdict.outcome in ("invalid", "deny"):
-            terminal = verdict.events[-1]
-            assert isinstance(terminal, ev.ToolFailed)
-            return dict(terminal.reason)
-        if verdict.outcome == "ask":  # the workflow call itself was approved
-            signals.append(
-                ev.PolicyAllowed(
-                    tool=step.name,
-                    reason="workflow_approved",
-                    source="policy",
-                    call_id=step.call_id,
-                )
-            )
-        return None
+        if verdict.outcome == "allow":
+            return None
+        terminal = verdict.events[-1]
+        assert isinstance(terminal, ev.ToolFailed), verdict.outcome
+        return dict(terminal.reason)
 
-    # --- direct runs and results ------------------------------------------------------
-
-    def run_direct(
-        self, call: CallSpec, cancelled: threading.Event
-    ) -> tuple[list[ev.Event], dict[str, Any]]:
-        """The whole pipeline for ``run_tool``: decide → admit → execute → release.
-
-        There is nobody to approve a direct call, so ``ask`` becomes a refusal:
-        ``policy.denied {reason: approval_required}`` and ``tool.failed {code: denied,
-        reason: approval_required}``. Returns the events (without ``tool.requested`` and
-        ``tool.started``) and the ``run_tool`` result dict.
-        """
-        self._remember(call)
-        verdict = decide(call, self.policy)
-        if verdict.outcome == "ask":
-            events: list[ev.Event] = [
-                ev.PolicyDenied(
-                    tool=call.name,
-                    reason="approval_required",
-                    source="policy",
-                    call_id=call.call_id,
-                ),
-                ev.ToolFailed(
-                    call_id=call.call_id,
-                    name=call.name,
-                    reason={
-                        "code": "denied",
-                        "reason": "approval_required",
-                        "message": f"{call.name} needs approval (approval_mode is "
-                        f"{self._option('approval_mode')}); run it in a conversation to "
-                        "approve it",
-                    },
-                ),
-            ]
-        elif verdict.outcome != "allow":
-            events = list(verdict.events)
-        else:
-            refused = self.admit(call)
-            if refused is not None:
-                events = [*verdict.events, *refused]
-            else:
-                try:
-                    events = [*verdict.events, *self.execute(call, cancelled)]
-                finally:
-                    self.release(call.call_id)
-        return events, self.result_of(events, call)
+    # --- results ----------------------------------------------------------------------
 
     def result_of(self, events: list[ev.Event], call: CallSpec | None = None) -> dict[str, Any]:
         """The SPEC section 6 ``run_tool`` dict from the terminal event in ``events``.

@@ -16,6 +16,7 @@ from runtime.llm.base import ModelAdapter
 from runtime.llm.deterministic import DeterministicAdapter
 from runtime.llm.openai import DEFAULT_BASE_URL, OpenAIAdapter
 from runtime.llm.resilience import CircuitBreaker, ResilientAdapter, RetryPolicy
+from runtime.policy.options import RuntimeOptions
 
 __all__ = ["make_adapter"]
 
@@ -36,17 +37,18 @@ def make_adapter(
     is looked up in ``environ`` (default ``os.environ``) at each call, never stored.
     ``sleep`` and ``clock`` drive the retry backoff and the breaker (tests inject fakes).
     """
-    kind = options.get("llm_adapter") or "deterministic"
+    settings = RuntimeOptions.of(options)
+    kind = settings.llm_adapter
     if kind == "deterministic":
         return DeterministicAdapter()
     if kind == "openai":
         inner = OpenAIAdapter(
-            base_url=options.get("llm_base_url") or DEFAULT_BASE_URL,
-            model=options.get("llm_model"),
-            api_key_env=options.get("llm_api_key_env"),
-            system_prompt=options.get("llm_system_prompt"),
-            temperature=options.get("llm_temperature"),
-            max_tokens=options.get("llm_max_tokens"),
+            base_url=settings.llm_base_url or DEFAULT_BASE_URL,
+            model=settings.llm_model,
+            api_key_env=settings.llm_api_key_env,
+            system_prompt=settings.llm_system_prompt,
+            temperature=settings.llm_temperature,
+            max_tokens=settings.llm_max_tokens,
             environ=os.environ if environ is None else environ,
         )
         return ResilientAdapter(

@@ -51,7 +51,7 @@ from runtime.guard.pathrules import extract_paths
 from runtime.guard.paths import Workspace, exception_signal
 from runtime.guard.paths import signal_for as path_signal
 from runtime.guard.schema import validate_args
-from runtime.policy.options import DEFAULTS
+from runtime.policy.options import RuntimeOptions
 from runtime.tools.base import CallSpec, ToolSpec
 from runtime.tools.registry import ToolRegistry, list_rule
 
@@ -98,9 +98,10 @@ class PolicyContext:
         """The egress rules, built once from the options."""
         return NetworkPolicy.from_options(self.options)
 
-    def option(self, key: str) -> Any:
-        """The option ``key``, or its SPEC default when the options do not hold it."""
-        return self.options.get(key, DEFAULTS.get(key))
+    @cached_property
+    def settings(self) -> RuntimeOptions:
+        """The options, typed (their defaults filled in), built once."""
+        return RuntimeOptions.of(self.options)
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,9 +126,9 @@ def _failed(call: CallSpec, reason: dict[str, Any]) -> ev.ToolFailed:
     return ev.ToolFailed(call_id=call.call_id, name=call.name, duration_ms=0, reason=reason)
 
 
-def needs_approval(spec: ToolSpec, options: Mapping[str, Any]) -> bool:
+def needs_approval(spec: ToolSpec, settings: RuntimeOptions) -> bool:
     """Whether ``approval_mode`` wants a person to approve calls of ``spec``."""
-    mode = options.get("approval_mode", "never")
+    mode = settings.approval_mode
     if mode == "always":
         return True
     return mode == "sensitive" and (spec.writes or spec.runs_commands or spec.network_capable)
@@ -150,7 +151,7 @@ def decide(call: CallSpec, ctx: PolicyContext) -> Verdict:
         return Verdict(outcome="invalid", events=[_failed(call, e.reason())])
     if spec.runs_commands and "env" in call.args:
         try:
-            build_env(call.args["env"], ctx.option("tool_env_allowlist") or [])
+            build_env(call.args["env"], list(ctx.settings.tool_env_allowlist))
         except ToolError as e:
             signal = env_signal(e, call.name, call.call_id)
             return Verdict(outcome="invalid", events=[signal, _failed(call, e.reason())])
@@ -167,7 +168,7 @@ def decide(call: CallSpec, ctx: PolicyContext) -> Verdict:
         return _deny(call, refusal, codes)
     except ToolError as e:  # an argument the rules could not read (NUL in a path, ...)
         return Verdict(outcome="invalid", events=[_failed(call, e.reason())])
-    if needs_approval(spec, ctx.options):
+    if needs_approval(spec, ctx.settings):
         return Verdict(outcome="ask", events=[ev.ToolApprovalRequested(call_id=call.call_id)])
     allowed = ev.PolicyAllowed(
         tool=call.name,
@@ -213,7 +214,7 @@ def _protocol_of(scheme: str | None) -> str | None:
 
 
 def _check_protocols(call: CallSpec, spec: ToolSpec, ctx: PolicyContext) -> None:
-    allowed = set(ctx.option("protocol_allowlist") or ())
+    allowed = set(ctx.settings.protocol_allowlist)
     found: list[str] = []
     prefix = call.name.split(".", 1)[0].lower()
     if prefix in PROTOCOLS:

@@ -7,6 +7,10 @@ key and value, fills in the defaults and returns the normalized set (keys sorted
 codes (``REASONS``); entries of list options also carry their ``index``. Nothing here
 touches the filesystem, the network or the environment, except :func:`load_options_file`.
 
+Code reads options through :class:`RuntimeOptions` (``RuntimeOptions.of(options)``, built
+once by whoever holds the options): typed fields, with the defaults of this module and
+nowhere else, instead of ``options.get("x") or DEFAULT`` at each call site.
+
 The CLI gathers options with :func:`load_options_file` (``--options-file``) and
 :func:`parse_opt_pairs` (``--opt KEY=VALUE``) and combines them with :func:`merge_options`.
 The reference for users is ``docs/configuration.md``.
@@ -24,6 +28,8 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from events.catalog import PAYLOAD_TYPES
 from runtime.errors import InvalidRuntimeOptError
 from runtime.guard.schema import MAX_JSON_DEPTH, json_depth_exceeds
@@ -31,6 +37,7 @@ from runtime.guard.schema import MAX_JSON_DEPTH, json_depth_exceeds
 __all__ = [
     "DEFAULTS",
     "REASONS",
+    "RuntimeOptions",
     "load_options_file",
     "merge_options",
     "parse_opt_pairs",
@@ -459,6 +466,62 @@ DEFAULTS: dict[str, Any] = {name: _copy(default) for name, (default, _) in sorte
 
 A copy: changing it does not change what :func:`validate_options` fills in.
 """
+
+
+class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """The normalized options, typed and read-only (one field per SPEC section 5 option).
+
+    Build it with :meth:`of`; the fields have no defaults of their own (the defaults are
+    :data:`DEFAULTS`, so they are written once). Lists are tuples.
+    """
+
+    tool_timeout_ms: int
+    tool_timeout_alert_threshold: int
+    tool_max_output_bytes: int
+    tool_max_artifact_bytes: int
+    tool_max_concurrency: int
+    tool_max_concurrency_per_conversation: int
+    tool_max_processes: int
+    llm_adapter: str
+    llm_model: str | None
+    llm_base_url: str | None
+    llm_api_key_env: str | None
+    llm_system_prompt: str | None
+    llm_temperature: float | None
+    llm_max_tokens: int | None
+    llm_timeout_ms: int
+    max_rounds: int
+    token_budget: int
+    duration_budget_ms: int
+    allow_tools: tuple[str, ...] | None
+    deny_tools: tuple[str, ...]
+    approval_mode: str
+    network_egress_policy: str
+    network_allowlist: tuple[str, ...]
+    network_allowed_schemes: tuple[str, ...]
+    sensitive_path_denylist: tuple[str, ...]
+    sensitive_path_allowlist: tuple[str, ...]
+    outside_root_allowlist: tuple[dict[str, str], ...]
+    tool_env_allowlist: tuple[str, ...]
+    command_read_paths: tuple[str, ...]
+    command_socket_allowlist: tuple[str, ...]
+    protocol_allowlist: tuple[str, ...]
+    strict_asset_loading: bool
+    orchestration: bool
+    max_restarts: int
+    restart_period_ms: int
+    idle_passivation_ms: int
+    alert_signal_events: tuple[str, ...]
+    alert_router: str | None
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> RuntimeOptions:
+        """The typed view of normalized ``options``; an option they lack takes its default.
+
+        Does not validate values (that is :func:`validate_options`' job); raises
+        ``msgspec.ValidationError`` for a value of the wrong type.
+        """
+        return msgspec.convert({**DEFAULTS, **options}, cls)
 
 
 def validate_options(raw: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -26,12 +26,13 @@ reason. Steps never call ``workflow.run.*`` (the loader refuses such workflows),
 plan cannot recurse.
 
 The generated tools keep the asset they were built from: the schema a call was validated
-against and the argv or steps it runs come from the same file version. A project that
-reloads its assets rebuilds them.
+against and the argv or steps it runs come from the same file version. A project builds
+them once, when it starts (``runtime.tools.registry``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import threading
@@ -246,31 +247,33 @@ TOOLS: dict[str, ToolFn] = {
 # --- generated tools ----------------------------------------------------------------------
 
 
+def _run_command_asset(asset: Asset, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from runtime.tools.command import TOOLS as COMMAND_TOOLS  # noqa: PLC0415
+
+    argv = render_argv(asset, args)
+    result = COMMAND_TOOLS["command.run"](ctx, {"command": argv})
+    return {**result, "argv": argv}
+
+
+def _plan_workflow(asset: Asset, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    inputs = resolve_inputs(asset, args)
+    return {
+        "workflow": asset.key,
+        "steps": [
+            {"tool": step["tool"], "args": render_step_args(step["args"], inputs)}
+            for step in asset.steps or []
+        ],
+    }
+
+
 def _command_fn(asset: Asset) -> ToolFn:
-    def run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-        from runtime.tools.command import TOOLS as COMMAND_TOOLS  # noqa: PLC0415
-
-        argv = render_argv(asset, args)
-        result = COMMAND_TOOLS["command.run"](ctx, {"command": argv})
-        return {**result, "argv": argv}
-
-    return run
+    # A partial of a module function, not a closure: the registry is pickled into the
+    # Policy and ToolRunner actors' set-up messages (one registry per project).
+    return functools.partial(_run_command_asset, asset)
 
 
 def _workflow_fn(asset: Asset) -> ToolFn:
-    steps = asset.steps or []
-
-    def plan(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-        inputs = resolve_inputs(asset, args)
-        return {
-            "workflow": asset.key,
-            "steps": [
-                {"tool": step["tool"], "args": render_step_args(step["args"], inputs)}
-                for step in steps
-            ],
-        }
-
-    return plan
+    return functools.partial(_plan_workflow, asset)
 
 
 def _workflow_flags(steps: list[dict[str, Any]], known: Mapping[str, ToolSpec]) -> dict[str, bool]:

@@ -7,10 +7,15 @@
 left out and named in :attr:`ToolRegistry.import_errors`, so one broken module never takes
 the others down.
 
-The registry is read-only once built. ``allow_tools`` / ``deny_tools`` are applied by
-:func:`list_rule` (an exact name or an ``fnmatch`` glob such as ``fs.*``), both for what
-``list_tools`` and the model see (:meth:`ToolRegistry.visible`) and for what the policy
-lets run (:func:`runtime.policy.decide`).
+The registry is read-only once built, and picklable (the generated tools are partials of
+module functions): a project builds it once, at its start, and hands that one value to its
+Policy and ToolRunner actors (also when they are restarted) and answers ``list_tools``
+from it, so what is listed, what is decided and what runs are the same asset version.
+
+``allow_tools`` / ``deny_tools`` are applied by :func:`list_rule` (an exact name or an
+``fnmatch`` glob such as ``fs.*``), both for what ``list_tools`` and the model see
+(:meth:`ToolRegistry.visible`) and for what the policy lets run
+(:func:`runtime.policy.decisions.decide`).
 """
 
 from __future__ import annotations

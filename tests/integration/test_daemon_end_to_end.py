@@ -105,6 +105,36 @@ def test_run_tool_returns_the_result_dict_for_success_and_failure(
         assert "deny" in decisions and "allow" in decisions
 
 
+_PEEK = """---
+description: Look at a file
+input_schema: {"type": "object", "properties": {"p": {"type": "string"}}, "required": ["p"]}
+steps: [{"tool": "%s", "args": {"path": "{{p}}"}}]
+---
+"""
+
+
+def test_a_project_lists_decides_and_runs_the_assets_it_started_with(
+    daemon: Daemon, project_root: str
+) -> None:
+    workflows = os.path.join(project_root, ".roost", "workflows")
+    os.makedirs(workflows)
+    with open(os.path.join(workflows, "peek.md"), "w") as f:
+        f.write(_PEEK % "fs.read")
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1")
+        with open(os.path.join(workflows, "peek.md"), "w") as f:
+            f.write(_PEEK % "fs.list")
+        with open(os.path.join(workflows, "later.md"), "w") as f:
+            f.write(_PEEK % "fs.read")
+        names = {t["name"] for t in c.list_tools("p1")}
+        assert ("workflow.run.peek" in names, "workflow.run.later" in names) == (True, False)
+        later = c.run_tool("p1", {"name": "workflow.run.later", "args": {"p": "notes.txt"}})
+        assert (later["status"], later["reason"]["code"]) == ("error", "unknown_tool")
+        peek = c.run_tool("p1", {"name": "workflow.run.peek", "args": {"p": "notes.txt"}})
+        assert peek["status"] == "ok"
+        assert [s["tool"] for s in peek["result"]["steps"]] == ["fs.read"]
+
+
 def test_run_tool_with_a_conversation_records_into_its_timeline(
     daemon: Daemon, project_root: str
 ) -> None:

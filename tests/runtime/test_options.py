@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from runtime.errors import InvalidRuntimeOptError
 from runtime.policy.options import (
     DEFAULTS,
     REASONS,
+    RuntimeOptions,
     load_options_file,
     merge_options,
     parse_opt_pairs,
@@ -759,3 +761,34 @@ def test_a_file_and_pairs_validate_together(tmp_path: Path) -> None:
     merged = merge_options(load_options_file(str(path)), parse_opt_pairs(["max_rounds=4"]))
     options = validate_options(merged)
     assert (options["approval_mode"], options["max_rounds"]) == ("always", 4)
+
+
+# --- the typed options --------------------------------------------------------------------
+
+
+def test_the_typed_options_have_exactly_one_field_per_option() -> None:
+    assert sorted(RuntimeOptions.__struct_fields__) == sorted(DEFAULTS)
+
+
+def test_typed_options_of_nothing_are_the_defaults() -> None:
+    assert msgspec.json.decode(msgspec.json.encode(RuntimeOptions.of({}))) == DEFAULTS
+
+
+def test_typed_options_keep_the_normalized_values() -> None:
+    typed = RuntimeOptions.of(validate_options({"max_rounds": 2, "deny_tools": ["fs.*"]}))
+
+    assert (typed.max_rounds, typed.deny_tools, typed.allow_tools) == (2, ("fs.*",), None)
+
+
+def test_typed_options_refuse_a_value_of_the_wrong_type() -> None:
+    with pytest.raises(
+        msgspec.ValidationError, match=r"^Expected `int`, got `str` - at `\$\.max_rounds`$"
+    ):
+        RuntimeOptions.of({"max_rounds": "2"})
+
+
+def test_typed_options_are_read_only() -> None:
+    typed = RuntimeOptions.of({})
+
+    with pytest.raises(AttributeError):
+        typed.max_rounds = 3  # type: ignore[misc]

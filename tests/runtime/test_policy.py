@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from events import catalog as ev
 from runtime.policy.decisions import PolicyContext, Verdict, decide, needs_approval
-from runtime.policy.options import validate_options
+from runtime.policy.options import RuntimeOptions, validate_options
 from runtime.tools.base import CallSpec, ToolSpec
 from runtime.tools.registry import ToolRegistry
 
@@ -137,9 +137,12 @@ def test_a_refusal_wins_over_asking_for_approval(root: Path) -> None:
 def test_needs_approval_reads_the_spec_flags() -> None:
     spec = ToolSpec(name="x", description="", input_schema={}, network_capable=True)
 
-    assert needs_approval(spec, {"approval_mode": "sensitive"}) is True
-    assert needs_approval(spec, {"approval_mode": "never"}) is False
-    assert needs_approval(ToolSpec(name="y", description="", input_schema={}), {}) is False
+    assert needs_approval(spec, RuntimeOptions.of({"approval_mode": "sensitive"})) is True
+    assert needs_approval(spec, RuntimeOptions.of({"approval_mode": "never"})) is False
+    assert (
+        needs_approval(ToolSpec(name="y", description="", input_schema={}), RuntimeOptions.of({}))
+        is False
+    )
 
 
 # --- invalid -------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 from runtime.errors import AssetLoadFailedError
 from runtime.policy.options import validate_options
-from runtime.tools.base import ToolSpec
+from runtime.tools.base import ToolContext, ToolSpec
 from runtime.tools.registry import ToolRegistry, list_rule
 
 BUILTINS = [
@@ -206,3 +207,20 @@ def test_a_registry_can_be_built_from_explicit_tools() -> None:
         "counts": {"commands": 0, "skills": 0, "workflows": 0},
         "errors": [],
     }
+
+
+def test_a_pickled_registry_keeps_its_specs_and_its_asset_version(root: Path) -> None:
+    original = registry(root)
+    write_asset(
+        root,
+        "workflows",
+        "peek",
+        WORKFLOW.replace('"fs.read"', '"fs.list"'),
+    )
+    copy = pickle.loads(pickle.dumps(original))
+
+    assert copy.specs() == original.specs()
+    entry = copy.get("workflow.run.peek")
+    assert entry is not None
+    plan = entry[1](ToolContext(root=str(root), options=reg_options()), {"p": "a.txt"})
+    assert plan == {"workflow": "peek", "steps": [{"tool": "fs.read", "args": {"path": "a.txt"}}]}

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from events import catalog as ev
 from runtime.errors import ToolError
+from runtime.execution.pipeline import ToolPipeline
 from runtime.execution.results import wrap_for_model
-from runtime.execution.runner import ToolRunnerCore, tool_kind
+from runtime.execution.runner import tool_kind
 from runtime.policy.options import validate_options
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
 from runtime.tools.registry import ToolRegistry
@@ -85,7 +86,7 @@ def root(tmp_path: Path) -> Path:
     return project
 
 
-def core_for(root: Path, gate: Gate | None = None, **options: Any) -> ToolRunnerCore:
+def core_for(root: Path, gate: Gate | None = None, **options: Any) -> ToolPipeline:
     normalized = validate_options(options)
     base = ToolRegistry.for_project(str(root), normalized)
     tools: dict[str, tuple[ToolSpec, ToolFn]] = {}
@@ -106,7 +107,7 @@ def core_for(root: Path, gate: Gate | None = None, **options: Any) -> ToolRunner
     if gate is not None:
         tools["test.block"] = (spec("test.block", read_only=True), gate.tool)
     registry = ToolRegistry(tools, base.catalog)
-    return ToolRunnerCore("p1", str(root), normalized, registry)
+    return ToolPipeline("p1", str(root), normalized, registry)
 
 
 def call(
@@ -117,7 +118,7 @@ def call(
     )
 
 
-def run(core: ToolRunnerCore, spec_: CallSpec) -> list[ev.Event]:
+def run(core: ToolPipeline, spec_: CallSpec) -> list[ev.Event]:
     return core.execute(spec_, threading.Event())
 
 
@@ -137,7 +138,7 @@ def completed(events: list[ev.Event]) -> ev.ToolCompleted:
     return last
 
 
-def start_blocked(core: ToolRunnerCore, gate: Gate, spec_: CallSpec) -> threading.Thread:
+def start_blocked(core: ToolPipeline, gate: Gate, spec_: CallSpec) -> threading.Thread:
     """Admit and run ``spec_`` on a thread; return once the tool is running."""
     assert core.admit(spec_) is None
 
@@ -222,7 +223,9 @@ def test_a_real_command_holds_its_quota_until_it_is_released(root: Path) -> None
     out: list[Any] = []
     thread = threading.Thread(
         target=lambda: out.append(
-            core.run_direct(call("command.run", "slow", command=f"sleep {marker}"), cancel)
+            core.run(
+                call("command.run", "slow", command=f"sleep {marker}"), cancel, source="run_tool"
+            )
         ),
         daemon=True,
     )
@@ -570,8 +573,8 @@ def test_result_of_events_without_a_terminal_event_is_an_error(root: Path) -> No
 def test_run_direct_reads_a_file_end_to_end(root: Path) -> None:
     core = core_for(root)
 
-    events, result = core.run_direct(
-        call("fs.read", conversation=None, path="a.txt"), threading.Event()
+    events, result = core.run(
+        call("fs.read", conversation=None, path="a.txt"), threading.Event(), source="run_tool"
     )
 
     assert [type(e) for e in events] == [ev.PolicyAllowed, ev.ToolCompleted]
@@ -582,8 +585,8 @@ def test_run_direct_reads_a_file_end_to_end(root: Path) -> None:
 
 
 def test_run_direct_of_a_path_outside_the_root_is_denied(root: Path) -> None:
-    events, result = core_for(root).run_direct(
-        call("fs.read", path="../outside.txt"), threading.Event()
+    events, result = core_for(root).run(
+        call("fs.read", path="../outside.txt"), threading.Event(), source="run_tool"
     )
 
     assert [type(e) for e in events] == [
@@ -596,7 +599,7 @@ def test_run_direct_of_a_path_outside_the_root_is_denied(root: Path) -> None:
 
 
 def test_run_direct_of_an_unknown_tool_fails_with_unknown_tool(root: Path) -> None:
-    events, result = core_for(root).run_direct(call("fs.delete"), threading.Event())
+    events, result = core_for(root).run(call("fs.delete"), threading.Event(), source="run_tool")
 
     assert [type(e) for e in events] == [ev.ToolFailed]
     assert result["reason"]["code"] == "unknown_tool"
@@ -605,7 +608,7 @@ def test_run_direct_of_an_unknown_tool_fails_with_unknown_tool(root: Path) -> No
 def test_run_direct_cannot_wait_for_approval_and_refuses(root: Path) -> None:
     core = core_for(root, approval_mode="always")
 
-    events, result = core.run_direct(call("fs.read", path="a.txt"), threading.Event())
+    events, result = core.run(call("fs.read", path="a.txt"), threading.Event(), source="run_tool")
 
     assert [type(e) for e in events] == [ev.PolicyDenied, ev.ToolFailed]
     assert events[0] == ev.PolicyDenied(
@@ -620,7 +623,9 @@ def test_run_direct_over_the_quota_records_the_decision_and_the_refusal(
     core = core_for(root, gate, tool_max_concurrency=1)
     holder = start_blocked(core, gate, call("test.block", "held"))
 
-    events, result = core.run_direct(call("fs.read", "second", path="a.txt"), threading.Event())
+    events, result = core.run(
+        call("fs.read", "second", path="a.txt"), threading.Event(), source="run_tool"
+    )
 
     assert [type(e) for e in events] == [ev.PolicyAllowed, ev.ToolFailed]
     assert result["reason"]["code"] == "max_concurrency_reached"
@@ -631,7 +636,9 @@ def test_run_direct_over_the_quota_records_the_decision_and_the_refusal(
 def test_run_direct_runs_a_real_command(root: Path) -> None:
     core = core_for(root, network_egress_policy="allow")
 
-    _, result = core.run_direct(call("command.run", command="echo hi"), threading.Event())
+    _, result = core.run(
+        call("command.run", command="echo hi"), threading.Event(), source="run_tool"
+    )
 
     assert result["kind"] == "command"
     assert (result["result"]["exit_code"], result["result"]["stdout"]) == (0, "hi\n")
@@ -658,7 +665,7 @@ def test_a_workflow_runs_its_steps_in_order_and_keeps_their_decisions(root: Path
     )
     core = core_for(root)
 
-    events, result = core.run_direct(call("workflow.run.copy"), threading.Event())
+    events, result = core.run(call("workflow.run.copy"), threading.Event(), source="run_tool")
 
     assert [type(e) for e in events] == [
         ev.PolicyAllowed,
@@ -691,7 +698,7 @@ def test_a_denied_step_fails_the_workflow_with_its_reason_and_index(root: Path) 
     )
     core = core_for(root)
 
-    events, result = core.run_direct(call("workflow.run.leak"), threading.Event())
+    events, result = core.run(call("workflow.run.leak"), threading.Event(), source="run_tool")
 
     assert [type(e) for e in events] == [
         ev.PolicyAllowed,
@@ -710,7 +717,9 @@ def test_a_denied_step_fails_the_workflow_with_its_reason_and_index(root: Path) 
 def test_a_step_that_fails_while_running_fails_the_workflow(root: Path) -> None:
     write_workflow(root, "missing", [{"tool": "fs.read", "args": {"path": "nope.txt"}}])
 
-    _, result = core_for(root).run_direct(call("workflow.run.missing"), threading.Event())
+    _, result = core_for(root).run(
+        call("workflow.run.missing"), threading.Event(), source="run_tool"
+    )
 
     reason = result["reason"]
     assert (reason["code"], reason["reason"], reason["step"]) == ("tool_error", "not_found", 0)
@@ -719,8 +728,8 @@ def test_a_step_that_fails_while_running_fails_the_workflow(root: Path) -> None:
 def test_a_step_denied_by_deny_tools_fails_the_workflow(root: Path) -> None:
     write_workflow(root, "w", [{"tool": "fs.write", "args": {"path": "x", "content": ""}}])
 
-    _, result = core_for(root, deny_tools=["fs.write"]).run_direct(
-        call("workflow.run.w"), threading.Event()
+    _, result = core_for(root, deny_tools=["fs.write"]).run(
+        call("workflow.run.w"), threading.Event(), source="run_tool"
     )
 
     assert (result["reason"]["code"], result["reason"]["rule"]) == ("denied", "deny_tools")
@@ -730,7 +739,9 @@ def test_a_step_secret_is_counted_in_the_workflow_result(root: Path) -> None:
     (root / "notes.txt").write_text(TOKEN)
     write_workflow(root, "peek", [{"tool": "fs.read", "args": {"path": "notes.txt"}}])
 
-    events, result = core_for(root).run_direct(call("workflow.run.peek"), threading.Event())
+    events, result = core_for(root).run(
+        call("workflow.run.peek"), threading.Event(), source="run_tool"
+    )
 
     detected = [e for e in events if isinstance(e, ev.SecuritySensitiveArtifactDetected)]
     assert [d.call_id for d in detected] == ["call-1.step-0"]
@@ -803,8 +814,8 @@ def test_a_step_that_needs_approval_is_covered_by_the_approved_workflow(root: Pa
 
 
 def test_a_denied_direct_run_never_returns_a_secret_from_its_arguments(root: Path) -> None:
-    _, result = core_for(root).run_direct(
-        call("fs.read", path=f"../{TOKEN}.txt"), threading.Event()
+    _, result = core_for(root).run(
+        call("fs.read", path=f"../{TOKEN}.txt"), threading.Event(), source="run_tool"
     )
 
     assert result["reason"]["code"] == "outside_root"

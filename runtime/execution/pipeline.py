@@ -1,0 +1,158 @@
+"""One tool-call pipeline: decide → admit → execute → cap → scan → redact.
+
+Every tool call of a project, whoever makes it, passes the same stages in the SPEC
+section 6 order, through one :class:`ToolPipeline`:
+
+1. **decide** (:meth:`ToolPipeline.decide`, the only caller of
+   :func:`runtime.policy.decisions.decide`): unknown tool → schema → env controls → policy
+   rules → approval;
+2. **admit** (quotas), 3. **execute** (the tool with its timeout), then caps → sensitivity
+   scan → redaction (:class:`~runtime.execution.runner.ToolRunnerCore`,
+   :mod:`runtime.execution.results`), 4. **release**.
+
+The caller's :data:`Source` says what happens to a call that needs approval:
+
+- ``model``: a model's call. The Policy actor decides it (``ask`` stays ``ask``); the
+  conversation appends the verdict and, once it is allowed or approved, the ToolRunner
+  actor admits, executes and releases it.
+- ``run_tool`` and ``mcp``: nobody is there to approve (:data:`UNATTENDED`), so ``ask``
+  becomes a refusal (``policy.denied {reason: approval_required}``, ``tool.failed {code:
+  denied, reason: approval_required}``). :meth:`ToolPipeline.run` is the whole pipeline in
+  one call: a new entry point (an MCP server's call) is ``run(call, cancelled,
+  source="mcp")``.
+- ``workflow``: a step of an approved workflow (the runner decides each step through
+  :meth:`ToolPipeline.decide`). A step may not run another workflow (``tool.failed {code:
+  denied, reason: nested_workflow}``); ``ask`` becomes ``policy.allowed {reason:
+  workflow_approved}``, since the workflow call itself was approved.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from events import catalog as ev
+from runtime.execution.runner import RunnerStats, ToolRunnerCore
+from runtime.policy.decisions import PolicyContext, Verdict, decide
+from runtime.tools.base import CallSpec
+from runtime.tools.registry import ToolRegistry
+
+__all__ = ["UNATTENDED", "Source", "ToolPipeline"]
+
+Source = Literal["model", "run_tool", "workflow", "mcp"]
+"""Who made a call: a model, a client's ``run_tool``, a workflow step, an MCP server."""
+
+UNATTENDED: frozenset[str] = frozenset({"run_tool", "mcp"})
+"""Sources with nobody to approve a call: ``ask`` is refused; :meth:`ToolPipeline.run` runs them."""
+
+
+class ToolPipeline:
+    """One project's tool calls, from the decision to the redacted result (thread-safe).
+
+    Built from the project's options and its one :class:`ToolRegistry`; the Policy actor
+    and the ToolRunner actor each hold one built from the same registry value.
+    """
+
+    def __init__(
+        self, project_id: str, root: str, options: Mapping[str, Any], registry: ToolRegistry
+    ) -> None:
+        self.policy = PolicyContext(
+            project_id=project_id, root=root, options=dict(options), registry=registry
+        )
+        """What the decision knows about the project."""
+        self.runner = ToolRunnerCore(
+            project_id,
+            root,
+            options,
+            registry,
+            decide_step=functools.partial(self.decide, source="workflow"),
+        )
+        """Quotas, execution, caps, scans; it decides workflow steps through :meth:`decide`."""
+
+    # --- decide -----------------------------------------------------------------------
+
+    def decide(self, call: CallSpec, *, source: Source) -> Verdict:
+        """Decide ``call`` made by ``source`` (see the module doc); ``ask`` only for ``model``."""
+        if source == "workflow" and call.name.startswith("workflow.run."):
+            reason = {
+                "code": "denied",
+                "message": "a workflow step cannot run another workflow",
+                "reason": "nested_workflow",
+            }
+            failed = ev.ToolFailed(call_id=call.call_id, name=call.name, reason=reason)
+            return Verdict(outcome="deny", events=[failed])
+        verdict = decide(call, self.policy)
+        if verdict.outcome != "ask" or source == "model":
+            return verdict
+        if source == "workflow":
+            allowed = ev.PolicyAllowed(
+                tool=call.name, reason="workflow_approved", source="policy", call_id=call.call_id
+            )
+            return Verdict(outcome="allow", events=[*verdict.events, allowed])
+        denied = ev.PolicyDenied(
+            tool=call.name, reason="approval_required", source="policy", call_id=call.call_id
+        )
+        failed = ev.ToolFailed(
+            call_id=call.call_id,
+            name=call.name,
+            reason={
+                "code": "denied",
+                "reason": "approval_required",
+                "message": f"{call.name} needs approval (approval_mode is "
+                f"{self.policy.settings.approval_mode}); run it in a conversation to "
+                "approve it",
+            },
+        )
+        return Verdict(outcome="deny", events=[denied, failed])
+
+    # --- admit, execute, release --------------------------------------------------------
+
+    def admit(self, call: CallSpec) -> list[ev.Event] | None:
+        """Count an allowed call in flight (None), or return its quota refusal."""
+        return self.runner.admit(call)
+
+    def execute(self, call: CallSpec, cancelled: threading.Event) -> list[ev.Event]:
+        """Run an allowed, admitted call: its signals, then its terminal event."""
+        return self.runner.execute(call, cancelled)
+
+    def release(self, call_id: str) -> None:
+        """Stop counting ``call_id`` in flight."""
+        self.runner.release(call_id)
+
+    # --- the whole pipeline ---------------------------------------------------------------
+
+    def run(
+        self, call: CallSpec, cancelled: threading.Event, *, source: Source
+    ) -> tuple[list[ev.Event], dict[str, Any]]:
+        """Decide → admit → execute → release a call from an unattended ``source``.
+
+        Returns the events (without ``tool.requested`` and ``tool.started``) and the SPEC
+        section 6 ``run_tool`` result dict. Raises ``ValueError`` for a source that can
+        wait for approval (``model``) or is part of another call (``workflow``).
+        """
+        if source not in UNATTENDED:
+            raise ValueError(f"run() serves {sorted(UNATTENDED)}, not {source!r}")
+        self.runner.remember(call)
+        verdict = self.decide(call, source=source)
+        if verdict.outcome != "allow":
+            events = list(verdict.events)
+        else:
+            refused = self.admit(call)
+            if refused is not None:
+                events = [*verdict.events, *refused]
+            else:
+                try:
+                    events = [*verdict.events, *self.execute(call, cancelled)]
+                finally:
+                    self.release(call.call_id)
+        return events, self.result_of(events, call)
+
+    def result_of(self, events: list[ev.Event], call: CallSpec | None = None) -> dict[str, Any]:
+        """The ``run_tool`` result dict from the terminal event in ``events``."""
+        return self.runner.result_of(events, call)
+
+    def statistics(self) -> RunnerStats:
+        """A snapshot of calls in flight and timeout counts."""
+        return self.runner.statistics()

@@ -1,0 +1,185 @@
+"""The tool-call pipeline: one decision per source, and run() for unattended callers."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from events import catalog as ev
+from runtime.execution.pipeline import ToolPipeline
+from runtime.policy.decisions import decide
+from runtime.policy.options import validate_options
+from runtime.tools.base import CallSpec, ToolContext, ToolSpec
+from runtime.tools.registry import ToolRegistry
+
+APPROVAL_REASON = {
+    "code": "denied",
+    "reason": "approval_required",
+    "message": "fs.read needs approval (approval_mode is always); run it in a conversation "
+    "to approve it",
+}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.txt").write_text("hello\n")
+    return project
+
+
+def write_workflow(root: Path, key: str, steps: list[dict[str, Any]]) -> None:
+    folder = root / ".roost" / "workflows"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{key}.md").write_text(f"---\nsteps: {msgspec.json.encode(steps).decode()}\n---\n")
+
+
+def pipeline_for(root: Path, **options: Any) -> ToolPipeline:
+    normalized = validate_options(options)
+    return ToolPipeline(
+        "p1", str(root), normalized, ToolRegistry.for_project(str(root), normalized)
+    )
+
+
+def call(name: str, **args: Any) -> CallSpec:
+    return CallSpec(call_id="call-1", name=name, args=args, conversation_id="c1")
+
+
+def test_a_models_call_that_needs_approval_stays_ask(root: Path) -> None:
+    verdict = pipeline_for(root, approval_mode="always").decide(
+        call("fs.read", path="a.txt"), source="model"
+    )
+
+    assert verdict.outcome == "ask"
+    assert verdict.events == [ev.ToolApprovalRequested(call_id="call-1")]
+
+
+def test_a_run_tool_call_that_needs_approval_is_refused(root: Path) -> None:
+    verdict = pipeline_for(root, approval_mode="always").decide(
+        call("fs.read", path="a.txt"), source="run_tool"
+    )
+
+    assert verdict.outcome == "deny"
+    assert verdict.events == [
+        ev.PolicyDenied(
+            tool="fs.read", reason="approval_required", source="policy", call_id="call-1"
+        ),
+        ev.ToolFailed(call_id="call-1", name="fs.read", reason=APPROVAL_REASON),
+    ]
+
+
+def test_an_mcp_call_that_needs_approval_is_refused_like_run_tool(root: Path) -> None:
+    pipeline = pipeline_for(root, approval_mode="always")
+
+    mcp = pipeline.decide(call("fs.read", path="a.txt"), source="mcp")
+
+    assert mcp == pipeline.decide(call("fs.read", path="a.txt"), source="run_tool")
+
+
+def test_a_workflow_step_that_needs_approval_is_allowed_as_workflow_approved(root: Path) -> None:
+    verdict = pipeline_for(root, approval_mode="always").decide(
+        call("fs.read", path="a.txt"), source="workflow"
+    )
+
+    assert verdict.outcome == "allow"
+    assert verdict.events == [
+        ev.ToolApprovalRequested(call_id="call-1"),
+        ev.PolicyAllowed(
+            tool="fs.read", reason="workflow_approved", source="policy", call_id="call-1"
+        ),
+    ]
+
+
+def test_a_workflow_step_may_not_run_a_workflow(root: Path) -> None:
+    write_workflow(root, "peek", [{"tool": "fs.read", "args": {"path": "a.txt"}}])
+
+    verdict = pipeline_for(root).decide(call("workflow.run.peek"), source="workflow")
+
+    assert verdict.outcome == "deny"
+    assert verdict.events == [
+        ev.ToolFailed(
+            call_id="call-1",
+            name="workflow.run.peek",
+            reason={
+                "code": "denied",
+                "message": "a workflow step cannot run another workflow",
+                "reason": "nested_workflow",
+            },
+        )
+    ]
+
+
+def test_a_model_may_run_a_workflow(root: Path) -> None:
+    write_workflow(root, "peek", [{"tool": "fs.read", "args": {"path": "a.txt"}}])
+
+    verdict = pipeline_for(root).decide(call("workflow.run.peek"), source="model")
+
+    assert verdict.outcome == "allow"
+
+
+def test_a_decision_without_approval_is_the_policys_for_every_source(root: Path) -> None:
+    pipeline = pipeline_for(root)
+    outside = call("fs.read", path="../outside.txt")
+    expected = decide(outside, pipeline.policy)
+
+    verdicts = [pipeline.decide(outside, source=s) for s in ("model", "run_tool", "workflow")]
+
+    assert expected.outcome == "deny"
+    assert verdicts == [expected, expected, expected]
+
+
+@pytest.mark.parametrize("source", ["model", "workflow"])
+def test_run_serves_only_callers_with_nobody_to_approve(root: Path, source: Any) -> None:
+    with pytest.raises(ValueError, match=r"^run\(\) serves \['mcp', 'run_tool'\], not '\w+'$"):
+        pipeline_for(root).run(call("fs.read", path="a.txt"), threading.Event(), source=source)
+
+
+def test_an_mcp_call_runs_through_the_whole_pipeline_in_one_call(root: Path) -> None:
+    events, result = pipeline_for(root).run(
+        call("fs.read", path="a.txt"), threading.Event(), source="mcp"
+    )
+
+    assert [type(e) for e in events] == [ev.PolicyAllowed, ev.ToolCompleted]
+    assert (result["status"], result["tool"], result["result"]["content"]) == (
+        "ok",
+        "fs.read",
+        "hello\n",
+    )
+
+
+def test_a_refused_call_is_never_admitted_nor_run(root: Path) -> None:
+    ran: list[str] = []
+
+    def spy(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        ran.append(ctx.call_id)
+        return {}
+
+    options = validate_options({"deny_tools": ["test.spy"]})
+    spec = ToolSpec(name="test.spy", description="spy", input_schema={"type": "object"})
+    pipeline = ToolPipeline("p1", str(root), options, ToolRegistry({"test.spy": (spec, spy)}))
+
+    events, result = pipeline.run(call("test.spy"), threading.Event(), source="run_tool")
+
+    assert (result["reason"]["code"], result["reason"]["rule"]) == ("denied", "deny_tools")
+    assert [type(e) for e in events] == [ev.PolicyDenied, ev.ToolFailed]
+    assert ran == []
+    assert pipeline.statistics().in_flight == 0
+
+
+def test_a_run_releases_its_quota_when_the_tool_raises(root: Path) -> None:
+    def boom(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("boom")
+
+    spec = ToolSpec(name="test.boom", description="boom", input_schema={"type": "object"})
+    pipeline = ToolPipeline(
+        "p1", str(root), validate_options({}), ToolRegistry({"test.boom": (spec, boom)})
+    )
+
+    _, result = pipeline.run(call("test.boom"), threading.Event(), source="run_tool")
+
+    assert result["reason"]["code"] == "tool_error"
+    assert pipeline.statistics().in_flight == 0
