@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any
 
 import msgspec
 
@@ -23,21 +23,6 @@ from soak.report import SoakConfig, SoakReport, compare_reports
 __all__ = ["build_parser", "main", "render_summary"]
 
 _MIB = 1024 * 1024
-
-
-class _UsageError(Exception):
-    """The command line is wrong."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from runtime.cli.format import DefaultsHelpFormatter
-
-        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(f"{message} (see `roost soak --help`)")
 
 
 def _positive(text: str) -> int:
@@ -89,8 +74,10 @@ def _counts(
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``roost soak`` argument parser."""
+    from runtime.cli.format import UsageParser
+
     d = SoakConfig()
-    p = _Parser(
+    p = UsageParser(
         prog="roost soak",
         description="Drive the daemon with concurrent user.message turns, check the journal,\n"
         "and report latency, throughput, memory and integrity. Exit 0 only when it passed.",
@@ -260,13 +247,13 @@ def _compare(report: SoakReport, path: str, threshold: float) -> SoakReport:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``roost soak`` with ``argv``; return the exit status."""
     from runtime.cli.commands import exit_status
-    from runtime.cli.format import Progress
+    from runtime.cli.format import Progress, UsageError
     from runtime.errors import RoostError
     from soak.harness import run_soak
 
     try:
         ns = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    except _UsageError as e:
+    except UsageError as e:
         print(f"roost: usage: {e}", file=sys.stderr)
         return 2
     except SystemExit as e:  # --help

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from events.catalog import PAYLOAD_TYPES
 from runtime.cli import commands as cmd
@@ -31,7 +31,8 @@ from runtime.cli.commands import (
     EXIT_USAGE,
     exit_status,
 )
-from runtime.cli.format import DefaultsHelpFormatter
+from runtime.cli.format import UsageError
+from runtime.cli.format import UsageParser as _Parser
 from runtime.daemon.config import roost_version
 from runtime.errors import RoostError, ToolError
 from runtime.guard.schema import parse_json_args
@@ -52,21 +53,6 @@ __all__ = [
 
 MAX_TIMELINE_LIMIT = 500
 """The most entries ``roost timeline --limit`` may ask for (SPEC section 8)."""
-
-
-class UsageError(Exception):
-    """The command line is wrong; the message says what and where to look."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises :class:`UsageError` instead of printing usage."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def _json_object(text: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import msgspec
 import rich.console
@@ -22,6 +22,8 @@ import rich.progress
 __all__ = [
     "DefaultsHelpFormatter",
     "Progress",
+    "UsageError",
+    "UsageParser",
     "cell",
     "dumps_json",
     "event_line",
@@ -91,6 +93,26 @@ _SEAL_PROBLEMS: dict[str, str] = {
 class _Fields(dict[str, Any]):
     def __missing__(self, key: str) -> str:
         return "?"
+
+
+class UsageError(Exception):
+    """The command line is wrong; the message says what and where to look."""
+
+
+class UsageParser(argparse.ArgumentParser):
+    """An ArgumentParser that raises :class:`UsageError` instead of printing usage.
+
+    Its help shows defaults (:class:`DefaultsHelpFormatter`). ``roost`` and ``roost soak``
+    both parse with it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """Raise :class:`UsageError` naming this parser's ``--help``."""
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
