@@ -25,26 +25,6 @@ __all__ = ["build_parser", "main", "render_summary"]
 _MIB = 1024 * 1024
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from e
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from e
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
 _RUN_SHAPE = (
     ("--projects", "N", "projects to start"),
     ("--conversations", "N", "per project"),
@@ -65,17 +45,21 @@ def _counts(
     options: tuple[tuple[str, str, str | None], ...],
 ) -> None:
     """Positive-integer options whose default is the ``SoakConfig`` field of their name."""
+    from runtime.cli.format import number_type
+
+    positive = number_type(int, lambda n: n >= 1, "a positive integer")
     for flag, metavar, text in options:
         field = flag[2:].replace("-", "_")
         p.add_argument(
-            flag, type=_positive, default=getattr(defaults, field), metavar=metavar, help=text
+            flag, type=positive, default=getattr(defaults, field), metavar=metavar, help=text
         )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``roost soak`` argument parser."""
-    from runtime.cli.format import UsageParser
+    from runtime.cli.format import UsageParser, number_type
 
+    positive_number = number_type(float, lambda n: n > 0, "a positive number")
     d = SoakConfig()
     p = UsageParser(
         prog="roost soak",
@@ -91,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--duration-s",
-        type=_positive_float,
+        type=positive_number,
         default=None,
         metavar="S",
         help="keep sending for S seconds instead of --events turns per conversation",
@@ -114,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="FILE", help="an earlier --json report to compare with")
     p.add_argument(
         "--threshold",
-        type=_positive_float,
+        type=positive_number,
         default=d.threshold_pct,
         metavar="PCT",
         help="--compare: worse by more than PCT%% is a regression",

@@ -12,8 +12,8 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Any, NoReturn
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, Any, NoReturn, TypeVar
 
 import msgspec
 import rich.console
@@ -28,6 +28,7 @@ __all__ = [
     "dumps_json",
     "event_line",
     "kv_block",
+    "number_type",
     "render",
     "seal_lines",
     "table",
@@ -93,6 +94,29 @@ _SEAL_PROBLEMS: dict[str, str] = {
 class _Fields(dict[str, Any]):
     def __missing__(self, key: str) -> str:
         return "?"
+
+
+_N = TypeVar("_N", int, float)
+
+
+def number_type(
+    kind: Callable[[str], _N], accept: Callable[[_N], bool], expected: str
+) -> Callable[[str], _N]:
+    """An argparse ``type``: ``kind(text)`` when ``accept`` takes it.
+
+    Otherwise (``text`` is no ``kind`` either) ``expected {expected}, got '{text}'``.
+    """
+
+    def parse(text: str) -> _N:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
 class UsageError(Exception):
