@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any
 
 import msgspec
 
@@ -23,41 +23,6 @@ from soak.report import SoakConfig, SoakReport, compare_reports
 __all__ = ["build_parser", "main", "render_summary"]
 
 _MIB = 1024 * 1024
-
-
-class _UsageError(Exception):
-    """The command line is wrong."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from runtime.cli.format import DefaultsHelpFormatter
-
-        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(f"{message} (see `roost soak --help`)")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from e
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from e
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
 
 
 _RUN_SHAPE = (
@@ -80,17 +45,23 @@ def _counts(
     options: tuple[tuple[str, str, str | None], ...],
 ) -> None:
     """Positive-integer options whose default is the ``SoakConfig`` field of their name."""
+    from runtime.cli.format import number_type
+
+    positive = number_type(int, lambda n: n >= 1, "a positive integer")
     for flag, metavar, text in options:
         field = flag[2:].replace("-", "_")
         p.add_argument(
-            flag, type=_positive, default=getattr(defaults, field), metavar=metavar, help=text
+            flag, type=positive, default=getattr(defaults, field), metavar=metavar, help=text
         )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``roost soak`` argument parser."""
+    from runtime.cli.format import UsageParser, number_type
+
+    positive_number = number_type(float, lambda n: n > 0, "a positive number")
     d = SoakConfig()
-    p = _Parser(
+    p = UsageParser(
         prog="roost soak",
         description="Drive the daemon with concurrent user.message turns, check the journal,\n"
         "and report latency, throughput, memory and integrity. Exit 0 only when it passed.",
@@ -104,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--duration-s",
-        type=_positive_float,
+        type=positive_number,
         default=None,
         metavar="S",
         help="keep sending for S seconds instead of --events turns per conversation",
@@ -127,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="FILE", help="an earlier --json report to compare with")
     p.add_argument(
         "--threshold",
-        type=_positive_float,
+        type=positive_number,
         default=d.threshold_pct,
         metavar="PCT",
         help="--compare: worse by more than PCT%% is a regression",
@@ -260,13 +231,13 @@ def _compare(report: SoakReport, path: str, threshold: float) -> SoakReport:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``roost soak`` with ``argv``; return the exit status."""
     from runtime.cli.commands import exit_status
-    from runtime.cli.format import Progress
+    from runtime.cli.format import Progress, UsageError
     from runtime.errors import RoostError
     from soak.harness import run_soak
 
     try:
         ns = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    except _UsageError as e:
+    except UsageError as e:
         print(f"roost: usage: {e}", file=sys.stderr)
         return 2
     except SystemExit as e:  # --help

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from events.catalog import PAYLOAD_TYPES
 from runtime.cli import commands as cmd
@@ -31,7 +31,8 @@ from runtime.cli.commands import (
     EXIT_USAGE,
     exit_status,
 )
-from runtime.cli.format import DefaultsHelpFormatter
+from runtime.cli.format import UsageError, number_type
+from runtime.cli.format import UsageParser as _Parser
 from runtime.daemon.config import roost_version
 from runtime.errors import RoostError, ToolError
 from runtime.guard.schema import parse_json_args
@@ -54,21 +55,6 @@ MAX_TIMELINE_LIMIT = 500
 """The most entries ``roost timeline --limit`` may ask for (SPEC section 8)."""
 
 
-class UsageError(Exception):
-    """The command line is wrong; the message says what and where to look."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises :class:`UsageError` instead of printing usage."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
-
-
 def _json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -87,26 +73,10 @@ def _tool_args(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(f"{e.details.get('reason')}: {e.message}") from e
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from e
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
-
-
-def _timeline_limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_TIMELINE_LIMIT:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer from 1 to {MAX_TIMELINE_LIMIT}, got {text!r}"
-        )
-    return value
+_non_negative = number_type(int, lambda n: n >= 0, "a non-negative integer")
+_timeline_limit = number_type(
+    int, lambda n: 1 <= n <= MAX_TIMELINE_LIMIT, f"an integer from 1 to {MAX_TIMELINE_LIMIT}"
+)
 
 
 def _event_type(text: str) -> str:
@@ -117,14 +87,7 @@ def _event_type(text: str) -> str:
     return text
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+_positive_seconds = number_type(float, lambda n: n > 0, "a positive number of seconds")
 
 
 def _common(top: bool) -> argparse.ArgumentParser:

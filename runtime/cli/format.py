@@ -12,8 +12,8 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, Any, NoReturn, TypeVar
 
 import msgspec
 import rich.console
@@ -22,10 +22,13 @@ import rich.progress
 __all__ = [
     "DefaultsHelpFormatter",
     "Progress",
+    "UsageError",
+    "UsageParser",
     "cell",
     "dumps_json",
     "event_line",
     "kv_block",
+    "number_type",
     "render",
     "seal_lines",
     "table",
@@ -91,6 +94,49 @@ _SEAL_PROBLEMS: dict[str, str] = {
 class _Fields(dict[str, Any]):
     def __missing__(self, key: str) -> str:
         return "?"
+
+
+_N = TypeVar("_N", int, float)
+
+
+def number_type(
+    kind: Callable[[str], _N], accept: Callable[[_N], bool], expected: str
+) -> Callable[[str], _N]:
+    """An argparse ``type``: ``kind(text)`` when ``accept`` takes it.
+
+    Otherwise (``text`` is no ``kind`` either) ``expected {expected}, got '{text}'``.
+    """
+
+    def parse(text: str) -> _N:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+class UsageError(Exception):
+    """The command line is wrong; the message says what and where to look."""
+
+
+class UsageParser(argparse.ArgumentParser):
+    """An ArgumentParser that raises :class:`UsageError` instead of printing usage.
+
+    Its help shows defaults (:class:`DefaultsHelpFormatter`). ``roost`` and ``roost soak``
+    both parse with it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """Raise :class:`UsageError` naming this parser's ``--help``."""
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):

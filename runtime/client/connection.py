@@ -37,7 +37,12 @@ from runtime.errors import (
 )
 from runtime.guard.roost_home import resolve_home, socket_path
 from runtime.wire.ops import normalize_event, op_timeout_s
-from runtime.wire.protocol import DEFAULT_MAX_FRAME_BYTES, FrameTooLargeError, encode_request
+from runtime.wire.protocol import (
+    DEFAULT_MAX_FRAME_BYTES,
+    HEADER_SIZE,
+    FrameTooLargeError,
+    encode_request,
+)
 
 __all__ = ["REPLY_MARGIN_S", "Client", "EventStream", "normalize_event"]
 
@@ -142,8 +147,8 @@ class Client:
             request_id = self._next_id
             self._next_id += 1
             frame = encode_request(request_id, op, args)
-            if len(frame) - 4 > self.max_frame_bytes:
-                raise FrameTooLargeError(len(frame) - 4, self.max_frame_bytes)
+            if len(frame) - HEADER_SIZE > self.max_frame_bytes:
+                raise FrameTooLargeError(len(frame) - HEADER_SIZE, self.max_frame_bytes)
             timeout = op_timeout_s(op, args) + REPLY_MARGIN_S
             try:
                 reply = exchange(sock, frame, timeout_s=timeout, max_bytes=self.max_frame_bytes)

@@ -25,6 +25,7 @@ __all__ = [
     "RESOLVE_NO_XDEV",
     "SYS_OPENAT2",
     "available",
+    "names_root",
     "openat2",
 ]
 
@@ -111,8 +112,14 @@ def available() -> bool:
     finally:
         os.close(root)
     try:
+        return names_root(fd)
+    finally:
+        os.close(fd)
+
+
+def names_root(fd: int) -> bool:
+    """Whether ``/proc/self/fd`` says ``fd`` is ``/`` (False when ``/proc`` cannot tell)."""
+    try:
         return os.readlink(f"/proc/self/fd/{fd}") == "/"
     except OSError:
         return False
-    finally:
-        os.close(fd)

@@ -184,9 +184,7 @@ def _proc_fd_available() -> bool:
     """Whether ``/proc/self/fd`` tells where an fd points (it is mounted and readable)."""
     fd = os.open("/", os.O_PATH | os.O_CLOEXEC)
     try:
-        return os.readlink(f"/proc/self/fd/{fd}") == "/"
-    except OSError:
-        return False
+        return sys_openat2.names_root(fd)
     finally:
         os.close(fd)
 

@@ -28,6 +28,7 @@ machine (CPython 3.11)::
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -218,10 +219,9 @@ def redact_text(text: str) -> str:
 
 _PLAIN_LABEL = re.compile(r"(?:corr-)?[0-9A-Fa-f\-]*+")
 _LABEL_SEPARATORS = frozenset("-_.:/")
-_LABEL_CACHE: dict[str, str] = {}
-_LABEL_CACHE_MAX = 4096
 
 
+@functools.lru_cache(maxsize=4096)
 def _redact_id(label: str) -> str:
     whole = redact_string(label)
     if whole is not label:
@@ -246,12 +246,7 @@ def redact_label(label: str | None) -> str | None:
     """
     if label is None or _PLAIN_LABEL.fullmatch(label):
         return label
-    hit = _LABEL_CACHE.get(label)
-    if hit is None:
-        hit = _redact_id(label)
-        if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
-            _LABEL_CACHE.clear()
-        _LABEL_CACHE[label] = hit
+    hit = _redact_id(label)
     return label if hit == label else hit
 
 

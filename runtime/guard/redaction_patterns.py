@@ -14,6 +14,7 @@ generously and then declines in its ``accept`` hook, which keeps the regexes sim
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 import re
 from collections.abc import Callable, Iterable
@@ -110,8 +111,6 @@ _BENIGN_FRAGMENTS = (
 _BENIGN_LONGEST_FIRST = sorted(_BENIGN_FRAGMENTS, key=len, reverse=True)
 _REFERENCE_SUFFIXES = ("env", "envvar", "path", "file", "filename", "dir")
 _SEPARATORS = str.maketrans("", "", "-_. ")
-_KEY_CACHE: dict[str, bool] = {}
-_KEY_CACHE_MAX = 4096
 
 
 _SEGMENT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -200,6 +199,7 @@ def _segments_say_secret(key: str) -> bool:
     return before in _KEY_QUALIFIERS or _ENV_STYLE.fullmatch(key) is not None
 
 
+@functools.lru_cache(maxsize=4096)
 def _classify_key(key: str) -> bool:
     name = key.lower().translate(_SEPARATORS)
     if name.endswith(_REFERENCE_SUFFIXES):
@@ -223,13 +223,7 @@ def is_sensitive_key(key: str) -> bool:
     ``password_file``). Also names whose words say so: ``DB_PASS``, ``MYSQL_PWD``,
     ``STRIPE_KEY``, ``ssh_key`` (see :func:`_segments_say_secret`).
     """
-    hit = _KEY_CACHE.get(key)
-    if hit is None:
-        hit = _classify_key(key)
-        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
-            _KEY_CACHE.clear()
-        _KEY_CACHE[key] = hit
-    return hit
+    return _classify_key(key)
 
 
 # --- text rules ----------------------------------------------------------------------------

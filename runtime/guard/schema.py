@@ -49,10 +49,12 @@ from runtime.guard.untrusted_regex import UnsafePatternError, UntrustedRegex, co
 __all__ = [
     "MAX_JSON_DEPTH",
     "SUPPORTED_KEYWORDS",
+    "DuplicateJsonKey",
     "check_schema",
     "json_depth_exceeds",
     "json_document",
     "json_type_name",
+    "object_without_duplicates",
     "parse_json_args",
     "validate_args",
 ]
@@ -148,15 +150,29 @@ def _invalid(key: str | None, message: str, **fields: Any) -> ToolError:
     return ToolError("invalid_tool_args", message, kind="invalid_type", **fields)
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _too_deep() -> ToolError:
+    return _invalid(
+        None,
+        f"arguments nest deeper than {MAX_JSON_DEPTH} levels",
+        reason="nesting_too_deep",
+        max_depth=MAX_JSON_DEPTH,
+    )
+
+
+class DuplicateJsonKey(ValueError):
+    """A JSON object gives ``key`` twice (parsers disagree on which one wins)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key!r} in a JSON object")
+        self.key = key
+
+
+def object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for :mod:`json`: the object, or :class:`DuplicateJsonKey`."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _invalid(
-                key,
-                f"duplicate key {key!r} in the arguments; send each key once",
-                reason="duplicate_key",
-            )
+            raise DuplicateJsonKey(key)
         out[key] = value
     return out
 
@@ -191,16 +207,15 @@ def parse_json_args(text: str | bytes) -> dict[str, Any]:
                 None, f"arguments are not valid UTF-8: {e.reason}", reason="invalid_json"
             ) from e
     if json_depth_exceeds(text, MAX_JSON_DEPTH):
-        raise _invalid(
-            None,
-            f"arguments nest deeper than {MAX_JSON_DEPTH} levels",
-            reason="nesting_too_deep",
-            max_depth=MAX_JSON_DEPTH,
-        )
+        raise _too_deep()
     try:
-        value = json.loads(text, object_pairs_hook=_reject_duplicates)
-    except ToolError:
-        raise
+        value = json.loads(text, object_pairs_hook=object_without_duplicates)
+    except DuplicateJsonKey as e:
+        raise _invalid(
+            e.key,
+            f"duplicate key {e.key!r} in the arguments; send each key once",
+            reason="duplicate_key",
+        ) from e
     except (ValueError, RecursionError) as e:
         raise _invalid(None, f"arguments are not valid JSON: {e}", reason="invalid_json") from e
     if not isinstance(value, dict):
@@ -402,12 +417,7 @@ def validate_args(schema: dict[str, Any], args: Any) -> None:
             actual=json_type_name(args),
         )
     if _value_depth_exceeds(args, MAX_JSON_DEPTH):
-        raise _invalid(
-            None,
-            f"arguments nest deeper than {MAX_JSON_DEPTH} levels",
-            reason="nesting_too_deep",
-            max_depth=MAX_JSON_DEPTH,
-        )
+        raise _too_deep()
     _check(schema, args, "", True)
 
 

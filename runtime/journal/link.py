@@ -47,7 +47,6 @@ import os
 import resource
 import selectors
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -58,6 +57,7 @@ import msgspec
 from events.envelope import Envelope, NewEvent
 from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import get_logger
+from runtime.wire.framing import FrameTooLargeError, frame, read_frame, take_frame
 from runtime.wire.transport import bind_unix_socket, connect_unix_socket
 
 __all__ = [
@@ -92,7 +92,6 @@ HELLO_TIMEOUT_S = 5.0
 """Time from accept to a complete hello."""
 IDLE_TIMEOUT_S = 600.0
 """Time an authenticated connection may stay silent."""
-_LENGTH = struct.Struct("!I")
 _settings: dict[str, str | None] = {"path": None, "token": None}
 
 
@@ -142,8 +141,7 @@ def link_settings() -> tuple[str, str] | None:
 
 
 def _frame(message: Any) -> bytes:
-    body = _ENCODER.encode(message)
-    return _LENGTH.pack(len(body)) + body
+    return frame(_ENCODER.encode(message))
 
 
 def _journal_error(message: str) -> LinkFailed:
@@ -487,15 +485,14 @@ class LinkServer:
         conn.last_seen = time.monotonic()
         conn.buffer += data
         requests: list[Pending] = []
-        while len(conn.buffer) >= _LENGTH.size:
-            (size,) = _LENGTH.unpack_from(conn.buffer)
-            if size > (MAX_FRAME if conn.authed else HELLO_MAX_BYTES):
+        while True:
+            try:
+                body = take_frame(conn.buffer, MAX_FRAME if conn.authed else HELLO_MAX_BYTES)
+            except FrameTooLargeError:
                 self._cut(conn, "frame_too_large" if conn.authed else "hello_too_large")
                 return []
-            if len(conn.buffer) < _LENGTH.size + size:
+            if body is None:
                 break
-            body = bytes(conn.buffer[_LENGTH.size : _LENGTH.size + size])
-            del conn.buffer[: _LENGTH.size + size]
             if not conn.authed:
                 problem = self._hello(body)
                 if problem is not None:
@@ -608,20 +605,11 @@ class LinkClient:
         return self._sock
 
     def _answer(self, sock: socket.socket, deadline: float) -> LinkCommitted | LinkFailed:
-        header = self._read(sock, _LENGTH.size, deadline)
-        (size,) = _LENGTH.unpack(header)
-        if size > MAX_FRAME:
-            raise OSError(f"journal answer too large: {size} bytes")
-        answer: LinkCommitted | LinkFailed = _ANSWERS.decode(self._read(sock, size, deadline))
+        try:
+            body = read_frame(sock, MAX_FRAME, deadline=deadline)
+        except FrameTooLargeError as e:
+            raise OSError(f"journal answer too large: {e.details['size']} bytes") from e
+        if body is None:
+            raise ConnectionResetError("the journal closed the link")
+        answer: LinkCommitted | LinkFailed = _ANSWERS.decode(body)
         return answer
-
-    @staticmethod
-    def _read(sock: socket.socket, size: int, deadline: float) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            sock.settimeout(max(0.001, deadline - time.monotonic()))
-            chunk = sock.recv(size - len(chunks))
-            if not chunk:
-                raise ConnectionResetError("the journal closed the link")
-            chunks += chunk
-        return bytes(chunks)

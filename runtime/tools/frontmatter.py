@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.guard.schema import MAX_JSON_DEPTH, json_depth_exceeds
+from runtime.guard.schema import MAX_JSON_DEPTH, json_depth_exceeds, object_without_duplicates
 
 __all__ = [
     "FrontmatterError",
@@ -53,20 +53,13 @@ class FrontmatterError(ValueError):
 # --- grammar ----------------------------------------------------------------------------
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r} in a JSON object")
-        out[key] = value
-    return out
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_reject_duplicates, parse_constant=_no_constant)
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=object_without_duplicates, parse_constant=_no_constant
+)
 
 
 def _bad(lineno: int, what: str) -> FrontmatterError:

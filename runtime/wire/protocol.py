@@ -21,13 +21,18 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import socket
-import struct
 from typing import Any, Literal
 
 import msgspec
 
 from runtime.errors import BadRequestError, RoostError
+from runtime.wire.framing import (
+    HEADER_SIZE,
+    FrameTooLargeError,
+    TruncatedFrameError,
+    frame,
+    read_frame,
+)
 
 DEFAULT_MAX_FRAME_BYTES = 8 * 1024 * 1024
 """Largest frame body either side accepts (8 MiB)."""
@@ -56,10 +61,6 @@ __all__ = [
     "read_frame",
 ]
 
-_HEADER = struct.Struct(">I")
-HEADER_SIZE = _HEADER.size
-"""Bytes of the length prefix."""
-
 MAX_DEPTH = 64
 """Deepest nesting of objects and arrays a request may have (the top-level object is 1)."""
 
@@ -71,18 +72,6 @@ _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
 _BRACKET_STEP = [0] * 256
 _BRACKET_STEP[ord("[")] = _BRACKET_STEP[ord("{")] = 1
 _BRACKET_STEP[ord("]")] = _BRACKET_STEP[ord("}")] = -1
-
-
-class FrameTooLargeError(BadRequestError):
-    """A frame's announced length exceeds the maximum; ``details`` ``{reason, size, max}``."""
-
-    def __init__(self, size: int, max_bytes: int) -> None:
-        super().__init__(
-            f"frame of {size} bytes exceeds the maximum of {max_bytes} bytes",
-            reason="frame_too_large",
-            size=size,
-            max=max_bytes,
-        )
 
 
 class MalformedFrameError(BadRequestError):
@@ -120,10 +109,6 @@ class DuplicateKeyError(MalformedFrameError):
         self.request_id = request_id
 
 
-class TruncatedFrameError(ConnectionError):
-    """The peer closed the connection in the middle of a frame."""
-
-
 class Request(msgspec.Struct, frozen=True, kw_only=True):
     """A decoded request frame."""
 
@@ -148,8 +133,7 @@ class ServerFrame(msgspec.Struct, frozen=True, kw_only=True):
 
 def encode_frame(message: Any) -> bytes:
     """Encode ``message`` (JSON-able or Structs) as one frame: length prefix and body."""
-    body = _encoder.encode(message)
-    return _HEADER.pack(len(body)) + body
+    return frame(_encoder.encode(message))
 
 
 def encode_request(request_id: int, op: str, args: dict[str, Any]) -> bytes:
@@ -176,36 +160,6 @@ def encode_stream_event(request_id: int, event: Any) -> bytes:
 def encode_end(request_id: int) -> bytes:
     """Encode the frame that ends a stream."""
     return encode_frame({"id": request_id, "end": True})
-
-
-def _read_exact(sock: socket.socket, size: int, *, at_boundary: bool) -> bytes | None:
-    buf = bytearray(size)
-    view = memoryview(buf)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:], size - got)
-        if n == 0:
-            if got == 0 and at_boundary:
-                return None
-            raise TruncatedFrameError(f"connection closed after {got} of {size} bytes")
-        got += n
-    return bytes(buf)
-
-
-def read_frame(sock: socket.socket, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes | None:
-    """Read one frame body; ``None`` when the peer closed cleanly between frames.
-
-    Raises :class:`FrameTooLargeError` (before reading the body) and
-    :class:`TruncatedFrameError`; socket errors and timeouts propagate.
-    """
-    header = _read_exact(sock, HEADER_SIZE, at_boundary=True)
-    if header is None:
-        return None
-    (size,) = _HEADER.unpack(header)
-    if size > max_bytes:
-        raise FrameTooLargeError(size, max_bytes)
-    body = _read_exact(sock, size, at_boundary=False)
-    return body if body is not None else b""
 
 
 def _int_id(value: Any) -> int | None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import io
+
+import pytest
 
 from runtime.cli.format import (
     Progress,
@@ -137,3 +140,22 @@ def test_seal_lines_say_when_nothing_is_sealed_yet_and_name_unknown_problems() -
         "  - from_a_newer_daemon: seq=12",
     ]
     assert seal_lines({"ok": True}) == []  # a daemon that does not seal says nothing
+
+
+def test_number_type_keeps_what_it_accepts_and_says_what_it_expected() -> None:
+    from runtime.cli.format import number_type
+
+    positive = number_type(float, lambda n: n > 0, "a positive number of seconds")
+    assert positive("2.5") == 2.5
+    for text in ("0", "-1", "nan", "soon"):
+        with pytest.raises(
+            argparse.ArgumentTypeError,
+            match=rf"^expected a positive number of seconds, got '{text}'$",
+        ):
+            positive(text)
+    count = number_type(int, lambda n: n >= 0, "a non-negative integer")
+    assert count("0") == 0
+    with pytest.raises(
+        argparse.ArgumentTypeError, match=r"^expected a non-negative integer, got '1\.5'$"
+    ):
+        count("1.5")

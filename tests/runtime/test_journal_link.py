@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import socket
 import struct
 import subprocess
@@ -29,6 +30,7 @@ from runtime.journal.link import (
     LinkFailed,
     LinkHello,
     LinkServer,
+    _raise_descriptor_limit,
     configure,
     duplicate_map_key,
     link_settings,
@@ -568,3 +570,16 @@ def test_any_event_data_is_accepted_on_the_link(tmp_path: Path, data: dict[str, 
     request = LinkAppend(key="k", events=[msgspec.structs.replace(event, data=data)])
     body = msgspec.msgpack.encode(request)
     assert journal_link._decode(journal_link._REQUESTS, body) == request
+
+
+def test_the_journal_link_raises_the_descriptor_limit_to_the_hard_one() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 64:
+        pytest.skip(f"the hard descriptor limit here is only {hard}")
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+        _raise_descriptor_limit()
+        raised, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        assert raised == (hard if hard != resource.RLIM_INFINITY else max(64, 1 << 16))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -328,3 +328,31 @@ def test_a_socket_path_longer_than_the_kernel_limit_still_binds_and_connects(tmp
             client.sendall(encode_frame("hi"))
             assert read_frame(server, 100) == b'"hi"'
     assert os.path.exists(path)
+
+
+def test_take_frame_waits_for_a_whole_frame_and_refuses_a_large_one_before_its_body() -> None:
+    from runtime.wire.framing import frame, take_frame
+
+    buffer = bytearray(frame(b"one") + frame(b"two")[:5])
+    assert take_frame(buffer, 10) == b"one"
+    assert take_frame(buffer, 10) is None
+    buffer += frame(b"two")[5:]
+    assert take_frame(buffer, 10) == b"two"
+    assert buffer == b""
+    big = bytearray(struct.pack(">I", 11))
+    with pytest.raises(
+        FrameTooLargeError, match=r"^frame of 11 bytes exceeds the maximum of 10 bytes$"
+    ):
+        take_frame(big, 10)
+
+
+def test_read_frame_with_a_deadline_times_out_instead_of_blocking() -> None:
+    import time
+
+    from runtime.wire.framing import read_frame
+
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(struct.pack(">I", 4) + b"ab")
+        with pytest.raises(TimeoutError):
+            read_frame(b, 10, deadline=time.monotonic() + 0.05)

@@ -229,7 +229,7 @@ def test_the_summary_says_passed_and_shows_the_percentiles() -> None:
 def test_a_bad_option_is_a_usage_error_with_status_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--projects", "0"]) == 2
     assert capsys.readouterr().err == (
-        "roost: usage: argument --projects: expected a positive integer, got 0 "
+        "roost: usage: argument --projects: expected a positive integer, got '0' "
         "(see `roost soak --help`)\n"
     )
 
