@@ -284,11 +284,12 @@ def protected_mounts(writable: Sequence[str], hooks: Sequence[str] = ()) -> list
 def git_watch(writable: Sequence[str], hooks: Sequence[str] = ()) -> dict[str, bool]:
     """Map each git control entry of the writable paths to whether it exists now.
 
-    The entries are those of :data:`GIT_CONTROL` in each ``.git`` and the ``core.hooksPath``
-    directories ``hooks``.
+    The entries are those of :data:`GIT_CONTROL` in each ``.git``, the ``core.hooksPath``
+    directories ``hooks``, and ``.roost`` (assets a command could otherwise plant as tools).
     """
     places = [os.path.join(git, name) for git in _git_dirs(writable) for name in GIT_CONTROL]
-    return {place: os.path.lexists(place) for place in [*places, *hooks]}
+    assets = [os.path.join(path, rel) for path in writable for rel in PROTECTED_IN_WRITABLE]
+    return {place: os.path.lexists(place) for place in [*places, *hooks, *assets]}
 
 
 def undo_git_changes(before: dict[str, bool]) -> list[str]:

@@ -244,7 +244,11 @@ def _outcome(
             SecuritySandboxViolation(
                 tool=TOOL,
                 path=os.path.relpath(path, ctx.root),
-                reason="git_control_file_created",
+                reason=(
+                    "assets_created"
+                    if os.path.basename(path) == ".roost"
+                    else "git_control_file_created"
+                ),
                 call_id=ctx.call_id,
             )
         )

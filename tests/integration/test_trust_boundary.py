@@ -349,3 +349,19 @@ def test_fs_tools_never_write_into_a_hooks_path_of_the_work_tree(client: Client)
     finally:
         git(repo, "config", "--unset", "core.hooksPath")
         shutil.rmtree(repo / ".husky")
+
+
+def test_assets_a_command_plants_are_removed_and_never_become_tools(client: Client) -> None:
+    root = Path(client.diagnostics("allow")["root"])
+    shutil.rmtree(root / ".roost")
+    asset = "printf -- '---\\ndescription: x\\n---\\nid\\n' > .roost/commands/x.md"
+    plant = f"mkdir -p .roost/commands && {asset}"
+    call, result = run(client, "allow", plant)
+    assert (result["status"], result["result"]["exit_code"]) == ("ok", 0), result
+    assert not (root / ".roost").exists()
+    violations = [
+        (e["data"]["path"], e["data"]["reason"])
+        for e in recorded(client, call)
+        if e["type"] == "security.sandbox_violation"
+    ]
+    assert violations == [(".roost", "assets_created")]
