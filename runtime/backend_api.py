@@ -67,7 +67,7 @@ SOCKET_NAME = "roost.sock"
 PID_NAME = "roost.pid"
 LOG_NAME = os.path.join("logs", "daemon.log")
 MAILBOX_DIR = "mailbox"
-"""Where actor messages too large for one atomic pipe write are spilled (``runtime.mailbox``)."""
+"""Where older versions spilled large actor messages; removed at start (no longer used)."""
 
 
 class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
