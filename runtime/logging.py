@@ -16,13 +16,13 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 import structlog
 from structlog.typing import Processor
 
-__all__ = ["bind_context", "configure_logging", "get_logger", "json_serializer"]
+__all__ = ["LogFile", "bind_context", "configure_logging", "get_logger", "json_serializer"]
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -30,7 +30,58 @@ _LEVELS = {
     "warning": logging.WARNING,
     "error": logging.ERROR,
 }
-_open_files: list[IO[str]] = []
+_open_files: list[Any] = []
+
+
+class LogFile:
+    """A log file whose writes never raise: a full disk must not break what logs.
+
+    Each line is one ``write`` to a file opened for appending, unbuffered, so a line the
+    kernel refuses (no space, quota, I/O error) is dropped, not held back. Dropped lines
+    are counted; the first line written afterwards is preceded by a ``log_lines_dropped``
+    record with the count (on a line of its own, also when a line was cut short), so the
+    gap shows in the log.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.dropped = 0
+        self.cut = False
+
+    def write(self, text: str) -> int:
+        """Write ``text`` (whole lines, as structlog and logging write), or drop it."""
+        data = text.encode("utf-8", "backslashreplace")
+        if self.dropped:
+            note = json_serializer(
+                {
+                    "component": "roost.logging",
+                    "event": "log_lines_dropped",
+                    "count": self.dropped,
+                    "reason": "the log file could not be written (disk full?)",
+                    "level": "warning",
+                }
+            )
+            data = ("\n" if self.cut else "").encode() + note.encode() + b"\n" + data
+        try:
+            written = os.write(self.fd, data)
+        except OSError:
+            self.dropped += max(1, text.count("\n"))
+            return 0
+        self.cut = written < len(data)
+        self.dropped = max(1, text.count("\n")) if self.cut else 0
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to flush: every line is written at once."""
+
+    def isatty(self) -> bool:
+        """Whether the file is a terminal."""
+        return os.isatty(self.fd)
+
+    def close(self) -> None:
+        """Close the file."""
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 def _fallback(value: Any) -> Any:
@@ -79,12 +130,12 @@ def configure_logging(json: bool, log_file: str | None = None, *, level: str | N
     """
     chosen = (level or os.environ.get("ROOST_LOG_LEVEL") or "info").lower()
     min_level = _LEVELS.get(chosen, logging.INFO)
-    stream: IO[str]
+    stream: Any
     if log_file is not None:
         directory = os.path.dirname(log_file)
         if directory:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-        stream = open(log_file, "a", encoding="utf-8", buffering=1)  # noqa: SIM115  # kept open
+        stream = LogFile(log_file)
     else:
         stream = sys.stderr
     for old in _open_files:
