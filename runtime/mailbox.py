@@ -178,7 +178,8 @@ class _Outbox:
     """One process's sending side of a mailbox: the backlog and the thread writing it.
 
     Holds no reference to its queue, so the queue can be collected while a backlog is
-    still being written; the thread closes the write end when it ends.
+    still being written; the write end is closed with the last reference to it (the
+    queue's or the thread's), or at once when the mailbox is discarded.
     """
 
     def __init__(self, writer: connection.Connection, peer: Any) -> None:
@@ -341,14 +342,17 @@ class _Outbox:
         return report
 
     def close(self) -> None:
-        """No more sends: the thread writes what waits, then closes the write end."""
+        """No more sends: the thread writes what waits, then ends.
+
+        The write end is closed with its last reference, as for the standard queue:
+        closing it here, at exit, would show a reader thread of this process an end of
+        file while it still runs.
+        """
         if self.pid != os.getpid():
             return  # a copy inherited by a fork: its lock may be held by a thread gone
         with self.lock:
             self.closing = True
             self.nonempty.notify_all()
-            if self.thread is None:
-                self._release()
 
     def _release(self) -> None:
         """Close the write end (lock held; only when no thread writes to it)."""
@@ -361,7 +365,8 @@ class _Outbox:
             self.backlog.clear()
             self.bytes = 0
             self.room.notify_all()
-            self._release()
+            if self.discarded:
+                self._release()
 
 
 def _feed(box: _Outbox) -> None:
@@ -546,7 +551,7 @@ class MailboxQueue:
         return self._outbox.bytes
 
     def close(self) -> None:
-        """No more sends or receives here; what waits is still written."""
+        """No more sends or receives here; what waits is still written (then the thread ends)."""
         self._closed = True
         self._outbox.close()
 
