@@ -17,8 +17,8 @@ Layers, strongest first (``docs/security-commands.md`` says what each enforces):
 
 :func:`probe_layers` finds out, by trying, which layers work on this machine (cached per
 process); ``ROOST_SANDBOX_DISABLE=bwrap,unshare`` (any of ``bwrap``, ``unshare``,
-``prlimit``, ``setpriv``, ``openat2``, ``cgroups``) switches layers off so fallbacks can be exercised.
-Without a network namespace, a command that must not reach the network is refused with
+``prlimit``, ``setpriv``, ``openat2``, ``cgroups``) switches layers off so fallbacks can be
+exercised. Without a network namespace, a command that must not reach the network is refused with
 ``isolation_unavailable``: the sandbox fails closed.
 """
 
