@@ -15,7 +15,7 @@ from collections import deque
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import WakeupMessage
+from thespian.actors import ActorExitRequest, WakeupMessage
 
 from actors.base import RoostActor, error_reply, utc_now
 from actors.messages import (
@@ -24,6 +24,7 @@ from actors.messages import (
     CallCancel,
     CallDecision,
     CallDone,
+    ConversationFailed,
     ConversationIdle,
     DecideCall,
     DirectDone,
@@ -56,6 +57,10 @@ from runtime.policy.options import RuntimeOptions
 
 __all__ = ["ConversationActor"]
 
+_STOP = "stop"
+_STOP_GRACE_S = 10.0
+"""How long a conversation whose append failed waits for its project to stop it."""
+
 _EVENT_OPS = {
     "cancel": "conversation.cancel",
     "resume": "conversation.resume",
@@ -68,6 +73,7 @@ class ConversationActor(RoostActor):
     """Runs one conversation's agent loop."""
 
     kind = "conversation"
+    parent_kind = "project"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -83,6 +89,8 @@ class ConversationActor(RoostActor):
         self.waiting_append = False
         self.stopping = False
         """An append failed: state is uncertain, nothing more runs until the restart."""
+        self.stop_error: dict[str, Any] | None = None
+        """That append's error: requests that wait behind it get it as their answer."""
         self.link: LinkClient | None = None
         self.loading = False
         self.handled = 0
@@ -103,7 +111,10 @@ class ConversationActor(RoostActor):
             self._peers(message)
             return
         if isinstance(message, WakeupMessage):
-            self._maybe_idle()
+            if message.payload == _STOP:
+                self.send(self.myAddress, ActorExitRequest())
+            else:
+                self._maybe_idle()
             return
         self.last_activity = time.monotonic()
         self.inputs.append((message, sender))
@@ -128,7 +139,21 @@ class ConversationActor(RoostActor):
                 self._input(message, sender)
             else:
                 break
+        if self.stopping:
+            self._refuse_inputs()
         self._arm_idle()
+
+    def _refuse_inputs(self) -> None:
+        """Answer the requests queued behind a failed append: none of them will run here.
+
+        The restarted conversation does not get them (they are in this one's memory), so
+        their clients get the append's error now rather than a timeout later.
+        """
+        inputs, self.inputs = self.inputs, deque()
+        for message, _sender in inputs:
+            reply_to = getattr(message, "reply_to", None)
+            if reply_to is not None and self.stop_error is not None:
+                self.send(reply_to, Reply(ok=False, error=self.stop_error))
 
     # --- set-up and rehydration ----------------------------------------------------------
 
@@ -349,13 +374,15 @@ class ConversationActor(RoostActor):
         self.waiting_append = False
         if isinstance(answer, AppendFailed):
             self.stopping = True
+            self.stop_error = answer.error
             if effect.ack_to is not None:
                 self.send(effect.ack_to, Reply(ok=False, error=answer.error))
-            # State is uncertain: stop, and let the project restart us from the journal.
+            # State is uncertain: stop, and let the project restart us from the journal. The
+            # project sends the stop, behind what it already forwarded (answered meanwhile
+            # with this error); if it does not within the grace, stop anyway.
             self.log.error("append_failed_exiting", error=answer.error)
-            from thespian.actors import ActorExitRequest  # noqa: PLC0415
-
-            self.send(self.myAddress, ActorExitRequest())
+            self.send(self.parent, ConversationFailed(conversation_id=core.conversation_id))
+            self.wakeupAfter(timedelta(seconds=_STOP_GRACE_S), payload=_STOP)
             return
         assert isinstance(answer, Appended)
         if effect.ack_to is not None and answer.envelopes:

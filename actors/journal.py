@@ -58,6 +58,7 @@ class JournalActor(RoostActor):
     """Single writer: appends batches, serves reads."""
 
     kind = "journal"
+    parent_kind = "supervisor"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -25,6 +25,7 @@ __all__ = [
     "CallCancel",
     "CallDecision",
     "CallDone",
+    "ConversationFailed",
     "ConversationIdle",
     "DecideCall",
     "DirectDone",
@@ -270,6 +271,18 @@ class ConversationIdle(Message, frozen=True, kw_only=True):
     """The conversation."""
     handled: int
     """Requests it has handled; the project stops it only if it forwarded no more."""
+
+
+class ConversationFailed(Message, frozen=True, kw_only=True):
+    """A conversation's append failed: it asks its project to stop it and start it again.
+
+    The project holds later requests for it and sends the stop, which arrives behind every
+    request the project forwarded before: the conversation answers those with the append's
+    error instead of dying with them in its mailbox.
+    """
+
+    conversation_id: str
+    """The conversation."""
 
 
 class RunDirect(Message, frozen=True, kw_only=True):

@@ -20,6 +20,7 @@ class PolicyActor(RoostActor):
     """Answers :class:`DecideCall` with :class:`CallDecision`."""
 
     kind = "policy"
+    parent_kind = "project"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -21,6 +21,7 @@ from actors.base import RoostActor, error_reply, utc_now
 from actors.conversation import ConversationActor
 from actors.messages import (
     ActorStarted,
+    ConversationFailed,
     ConversationIdle,
     Escalate,
     PeerUpdate,
@@ -65,6 +66,7 @@ class ProjectActor(RoostActor):
     """One project: its children, its routing, its supervision."""
 
     kind = "project"
+    parent_kind = "supervisor"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -106,6 +108,8 @@ class ProjectActor(RoostActor):
             self.pids[message.role] = message.pid
         elif isinstance(message, ConversationIdle):
             self._idle(message)
+        elif isinstance(message, ConversationFailed):
+            self._failed(message.conversation_id)
         elif isinstance(message, ChildActorExited):
             self._child_exited(message.childAddress)
         elif isinstance(message, WakeupMessage):
@@ -325,8 +329,8 @@ class ProjectActor(RoostActor):
             self.held[conversation_id].append(request)
             return False
         address = self._conversation(conversation_id)
-        self.forwarded[conversation_id] = self.forwarded.get(conversation_id, 0) + 1
-        self.send(address, request)
+        if self.send(address, request):  # a refused one is never handled: no idle mismatch
+            self.forwarded[conversation_id] = self.forwarded.get(conversation_id, 0) + 1
         return True
 
     def _dead(self, conversation_id: str) -> bool:
@@ -395,6 +399,30 @@ class ProjectActor(RoostActor):
         del self.live[conversation_id]
         self.send(address, ActorExitRequest())
 
+    def _failed(self, conversation_id: str) -> None:
+        """Stop a conversation whose append failed; hold its requests until it restarts.
+
+        The stop goes behind everything already forwarded to it, which it answers with the
+        append's error; its exit is then a crash like any other (restart, events).
+        """
+        address = self.live.get(conversation_id)
+        if address is None:
+            return
+        self.stopping.discard(conversation_id)
+        self.held.setdefault(conversation_id, [])
+        self.send(address, ActorExitRequest())
+
+    def child_name(self, address: Any) -> str | None:
+        """``toolrunner``, ``policy`` or ``conversation:ID`` for a live child's address."""
+        if self.runner is not None and address == self.runner:
+            return "toolrunner"
+        if self.policy is not None and address == self.policy:
+            return "policy"
+        for conversation_id, live in self.live.items():
+            if address == live:
+                return f"conversation:{conversation_id}"
+        return None
+
     # --- supervision -------------------------------------------------------------------
 
     def on_exit(self) -> None:
@@ -444,7 +472,7 @@ class ProjectActor(RoostActor):
             return
         self.append([crashed])
         if child.startswith("conversation:"):
-            self.held[child.split(":", 1)[1]] = []
+            self.held.setdefault(child.split(":", 1)[1], [])
         self.wakeupAfter(
             timedelta(seconds=decision.delay_s),
             payload={

@@ -89,6 +89,7 @@ class SupervisorActor(RoostActor):
     """Root of the actor tree."""
 
     kind = "supervisor"
+    parent_kind = "thespian-admin"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -424,6 +425,21 @@ class SupervisorActor(RoostActor):
     def on_exit(self) -> None:
         """The actor system is shutting down: restart nothing from now on."""
         self.exiting = True
+
+    def child_name(self, address: Any) -> str | None:
+        """``journal`` or ``project:ID`` for a live child's address."""
+        if self.journal is not None and address == self.journal:
+            return "journal"
+        for project_id, project in self.projects.items():
+            if address == project["address"]:
+                return f"project:{project_id}"
+        return None
+
+    def overflow_scope(self, name: str) -> str | None:
+        """A project's mailbox overflow goes into that project's record; others are logged."""
+        if name.startswith("project:"):
+            return name.split(":", 1)[1]
+        return None
 
     def _restart_project(self, payload: Any) -> None:
         if self.exiting:

@@ -49,6 +49,7 @@ class ToolRunnerActor(RoostActor):
     """Runs allowed calls and answers with their terminal events."""
 
     kind = "toolrunner"
+    parent_kind = "project"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -17,6 +17,7 @@ __all__ = [
     "TERMINAL_TOOL_TYPES",
     "ActorCrashed",
     "ActorEscalated",
+    "ActorMailboxOverflow",
     "ActorRestarted",
     "AlertDispatched",
     "AlertFailed",
@@ -493,6 +494,25 @@ class ActorEscalated(Event, frozen=True, kw_only=True, tag="actor.escalated"):
     """Restarts within the current period."""
 
 
+class ActorMailboxOverflow(Event, frozen=True, kw_only=True, tag="actor.mailbox_overflow"):
+    """An actor's mailbox reached its bound: sends to it were refused, or it cleared again."""
+
+    actor: str
+    """Whose mailbox (kind and id, e.g. ``conversation:c1``; the sender's parent by kind)."""
+    sender: str
+    """The actor whose sends to it waited in its own process (kind)."""
+    phase: str
+    """``full`` (sends refused from now on) or ``cleared`` (drained to half, or reader gone)."""
+    backlog_bytes: int = 0
+    """Bytes the sender had waiting for the mailbox."""
+    limit_bytes: int = 0
+    """The bound on those bytes."""
+    refused: int = 0
+    """Sends refused in this episode so far (a waiting client got ``overloaded``)."""
+    duration_ms: int = 0
+    """Time since the mailbox reached the bound."""
+
+
 class AlertDispatched(Event, frozen=True, kw_only=True, tag="alert.dispatched"):
     """An alert was delivered to the configured router."""
 
@@ -584,6 +604,7 @@ PAYLOAD_TYPES: dict[str, type[Event]] = {
         ActorCrashed,
         ActorRestarted,
         ActorEscalated,
+        ActorMailboxOverflow,
         AlertDispatched,
         AlertFailed,
         JournalCheckpoint,

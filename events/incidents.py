@@ -67,7 +67,9 @@ ERROR_KINDS: Final[dict[str, str]] = {
 _DENIALS: Final = frozenset({"policy.denied", "tool.rejected"})
 _FAILURES: Final = frozenset({"tool.failed", "llm.failed", "budget.exceeded", "alert.failed"})
 _CANCELLATIONS: Final = frozenset({"conversation.cancel", "tool.cancelled"})
-_ACTOR_EVENTS: Final = frozenset({"actor.crashed", "actor.restarted", "actor.escalated"})
+_ACTOR_EVENTS: Final = frozenset(
+    {"actor.crashed", "actor.restarted", "actor.escalated", "actor.mailbox_overflow"}
+)
 _ROUND_ENDS: Final = frozenset({"assistant.message", "tool.requested", *TURN_END_TYPES})
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND: Final = timedelta(milliseconds=1)

@@ -145,7 +145,7 @@ class RequestTimeoutError(RequestError):
 
 
 class OverloadedError(RequestError):
-    """The daemon sheds load: too many requests in flight."""
+    """The daemon sheds load: too many requests in flight, or a stuck actor's mailbox is full."""
 
     code: ClassVar[str] = "overloaded"
 

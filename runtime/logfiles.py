@@ -24,6 +24,8 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 
+import msgspec
+
 __all__ = [
     "DEFAULT_BACKUPS",
     "DEFAULT_MAX_BYTES",
@@ -65,6 +67,18 @@ def rotation_settings(environ: dict[str, str] | os._Environ[str] | None = None) 
     )
 
 
+def _dropped_record(count: int) -> bytes:
+    """The JSON line that says ``count`` log lines could not be written."""
+    record = {
+        "component": "roost.logging",
+        "event": "log_lines_dropped",
+        "count": count,
+        "reason": "the log file could not be written (disk full?)",
+        "level": "warning",
+    }
+    return msgspec.json.encode(record) + b"\n"
+
+
 class RotatingLogFile:
     """A text sink (``write``/``flush``) appending whole lines to ``path``, rotated by size.
 
@@ -82,6 +96,8 @@ class RotatingLogFile:
         self.backups = backups
         """How many rotated files (``path.1`` ...) are kept."""
         self._lock = threading.Lock()
+        self._dropped = 0
+        self._cut = False
         self._fd = -1
         self._id = (0, 0)
         self._pid = 0
@@ -109,16 +125,32 @@ class RotatingLogFile:
             _repoint_std_streams(old_id, fd)
 
     def write(self, text: str) -> int:
-        """Append ``text`` (whole lines) in one system call; return the characters taken."""
+        """Append ``text`` (whole lines) in one system call; return the characters taken.
+
+        Never raises: a line the kernel refuses (no space, quota, I/O error) is dropped and
+        counted, and the first line written afterwards is preceded by a
+        ``log_lines_dropped`` record with the count, so a full disk cannot break what logs
+        and the gap shows in the log.
+        """
         data = text.encode("utf-8", errors="replace")
         with self._lock:
-            if self._fd < 0 or self._pid != os.getpid():
-                self._open()
-            self._rotate_if_needed(len(data))
-            view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
+            if self._dropped:
+                data = (b"\n" if self._cut else b"") + _dropped_record(self._dropped) + data
+            written_any = False
+            try:
+                if self._fd < 0 or self._pid != os.getpid():
+                    self._open()
+                self._rotate_if_needed(len(data))
+                view = memoryview(data)
+                while view:
+                    written = os.write(self._fd, view)
+                    written_any = written_any or written > 0
+                    view = view[written:]
+            except OSError:
+                self._dropped += max(1, text.count("\n"))
+                self._cut = self._cut or written_any
+                return len(text)
+            self._dropped, self._cut = 0, False
         return len(text)
 
     def flush(self) -> None:

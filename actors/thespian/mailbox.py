@@ -1,202 +1,566 @@
-"""Actor mailboxes that survive a writer killed mid-send.
+"""Actor mailboxes: atomic frames, no shared lock, a bounded backlog, nothing on disk.
 
-Thespian's queue transport gives every actor a ``multiprocessing.Queue``. A queue's
-writers share one cross-process lock and write each message as a length header and a
-payload. A writer SIGKILLed inside that write leaves either the lock held for ever (every
-other writer to that mailbox blocks: the whole subtree wedges) or half a message in the
-pipe (the reader blocks in the middle of a frame for ever). Both happen under ``roost
-soak --scenario chaos``, and to an actor killed by the OOM killer.
+Thespian's queue transport gives every actor a ``multiprocessing.Queue``. Its writers share
+one cross-process lock and write each message as a length header and a payload, so a
+writer SIGKILLed inside that write leaves the lock held for ever (every other writer
+blocks: the subtree wedges) or half a message in the pipe (the reader blocks mid-frame).
+Both happened under ``roost soak --scenario chaos``. :class:`MailboxQueue` replaces it:
 
-:class:`MailboxQueue` writes without the lock, and never leaves half a frame:
-
-- A frame of at most ``PIPE_BUF`` bytes (4096 on Linux) goes to the pipe in one
-  ``write``. POSIX makes such a write atomic: it is never interleaved with another
-  writer's, and a writer killed while it waits for room has written nothing.
-- A larger message is first written to a file in the spill directory (owner-only), and
-  only its name goes through the pipe, as a small frame. A writer killed before that
-  leaves a file nobody reads, removed with the directory; the reader deletes each file
-  it reads.
+- **Atomic frames, no lock.** Every write to the pipe is one frame of at most
+  ``PIPE_BUF`` bytes (4096 on Linux). POSIX makes such a write atomic: it is never
+  interleaved with another writer's, and a writer killed while it waits for room has
+  written nothing. A small message is one frame. A larger one is cut into chunk frames,
+  each naming its writer (pid) and message number; the reader reassembles per writer, and
+  drops the chunks of a writer that died mid-message (its pid is gone, or reused by a
+  process that starts a new message). Nothing goes through the filesystem, so a full or
+  missing disk cannot touch actor messages, and no message content is left on disk.
+- **The sender writes, a thread only catches up.** A sender writes its frames itself,
+  non-blocking. Only when the pipe is full (the reader is behind) do frames go to a
+  backlog that a feeder thread writes in order, waiting for room with ``poll`` (any
+  descriptor number). Until that backlog is written every later message queues behind it.
+  The thread holds the backlog, not the queue, so a queue nobody uses any more is
+  collected and its thread ends.
+- **A bounded backlog.** A stuck reader must not grow its senders without limit: when a
+  sender's backlog for one mailbox reaches :data:`MAX_BACKLOG_BYTES`, a send waits up to
+  :data:`OVERFLOW_WAIT_S` for room, then is refused (:class:`MailboxFull`, a
+  ``queue.Full``: Thespian dead-letters the message); later sends are refused at once
+  until the backlog is back under half the bound. Each such episode is reported twice
+  (:class:`Overflow`, ``full`` then ``cleared``): logged at once, and kept for the actor
+  to record (:func:`take_overflows`). :func:`refusals` lets a sender tell that its own
+  send was refused. Thespian's own bound (10 messages, blocking the sender: two relays
+  blocked on each other's full mailbox deadlock) is not used.
+- **Closing.** :meth:`MailboxQueue.discard` drops a mailbox whose reader is gone (the
+  parent calls it when a child exits, ``actors.thespian.patches``): its backlog is
+  dropped, its thread ends and both descriptors are closed. Otherwise the pipe would still
+  have a reader — the parent's own copy — and the thread would wait for room for ever.
+  A process that exits waits for its backlogs to be written, :data:`FLUSH_AT_EXIT_S` at
+  most in all; a forked process starts with none of its parent's.
 
 Messages are what the standard queue carries (pickles, read and written only by the
-daemon's own processes); the reader tells a spilled one by a prefix no pickle starts with.
+daemon's own processes); a chunk frame starts with a zero byte, which no pickle does.
 :func:`install` makes Thespian create every mailbox this way; it must run before the
 actor system starts, in the process that forks the actors.
 """
 
 from __future__ import annotations
 
-import contextlib
+import collections
 import errno
-import multiprocessing.queues
+import itertools
 import os
 import queue
 import select
 import struct
-import tempfile
 import threading
+import time
 import weakref
-from multiprocessing.reduction import ForkingPickler as _ForkingPickler
+from dataclasses import dataclass
+from multiprocessing import connection
+from multiprocessing.reduction import ForkingPickler
 from multiprocessing.util import Finalize
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["MailboxQueue", "install"]
+from runtime.logging import get_logger
+
+__all__ = [
+    "FLUSH_AT_EXIT_S",
+    "MAX_BACKLOG_BYTES",
+    "OVERFLOW_WAIT_S",
+    "PIPE_BUF",
+    "MailboxFull",
+    "MailboxQueue",
+    "Overflow",
+    "install",
+    "refusals",
+    "take_overflows",
+]
 
 PIPE_BUF = select.PIPE_BUF
-_SPILL = b"\x00roost-spill\x00"
+"""The largest write the kernel keeps atomic on a pipe."""
+MAX_BACKLOG_BYTES = 16 * 1024 * 1024
+"""Bytes one sender may have waiting for one mailbox beyond its pipe, before sends wait."""
+OVERFLOW_WAIT_S = 1.0
+"""How long the first send over the bound waits for room before it is refused."""
+FLUSH_AT_EXIT_S = 10.0
+"""How long an exiting process waits for its backlogs to be written, in all."""
+REAP_AFTER_S = 5.0
+"""A half-received message idle this long is dropped if its writer is dead."""
+_WAIT_SLICE_S = 0.5  # the feeder waits for room in slices, to notice a discarded mailbox
+
 _HEADER = struct.Struct("!i")  # multiprocessing.Connection's frame header
-_SENTINEL = multiprocessing.queues._sentinel  # type: ignore[attr-defined]
-_state: dict[str, Any] = {"dir": None}
+_CHUNK = struct.Struct("!BIIB")  # 0, writer pid, message number, flags
+_CHUNK_DATA = PIPE_BUF - _HEADER.size - _CHUNK.size
+_FIRST, _LAST = 1, 2
+
+log = get_logger("roost.mailbox")
 
 
-class MailboxQueue(multiprocessing.queues.Queue):  # type: ignore[type-arg]
-    """A ``multiprocessing.Queue`` whose sends are atomic and take no shared lock.
+class MailboxFull(queue.Full):
+    """A send was refused: this sender's backlog for the mailbox is over the bound."""
 
-    It also sends without a thread switch: the standard queue hands every message to a
-    feeder thread, which costs a thread wake-up (and the GIL going back and forth) per
-    message. Here the sender writes the frame itself, non-blocking; only when the pipe
-    is full (the reader is behind) do frames queue for a feeder thread, and until that
-    backlog is written every later frame queues behind it, so the order is kept. Senders
-    never block on a full mailbox, as with the standard queue (two relays blocked on each
-    other's full mailbox would deadlock).
+
+@dataclass(frozen=True)
+class Overflow:
+    """One report of a mailbox over its bound, from the sending process's side."""
+
+    peer: Any
+    """The reader's address as its creator labelled the mailbox (None when unlabelled)."""
+    phase: Literal["full", "cleared"]
+    """``full``: sends are being refused; ``cleared``: back under half the bound, or the
+    reader is gone and its backlog was dropped."""
+    backlog_bytes: int
+    """Bytes waiting for the mailbox in this process when reported."""
+    limit_bytes: int
+    """The bound (:data:`MAX_BACKLOG_BYTES` when it was reached)."""
+    refused: int
+    """Sends refused so far in this episode."""
+    duration_ms: int
+    """Time since the episode began."""
+
+
+_reports: collections.deque[Overflow] = collections.deque(maxlen=256)
+_refused = threading.local()
+
+
+def take_overflows() -> list[Overflow]:
+    """The overflow reports of this process since the last call (at most 256 are kept)."""
+    taken: list[Overflow] = []
+    while True:
+        try:
+            taken.append(_reports.popleft())
+        except IndexError:
+            return taken
+
+
+def refusals() -> int:
+    """How many sends of the calling thread were refused so far (compare before/after)."""
+    count: int = getattr(_refused, "count", 0)
+    return count
+
+
+def _report(overflow: Overflow) -> None:
+    _reports.append(overflow)
+    log.warning(
+        "mailbox_overflow",
+        peer=str(overflow.peer),
+        phase=overflow.phase,
+        backlog_bytes=overflow.backlog_bytes,
+        limit_bytes=overflow.limit_bytes,
+        refused=overflow.refused,
+        duration_ms=overflow.duration_ms,
+    )
+
+
+def _frames(payload: bytes | memoryview, pid: int, number: int) -> list[bytes]:
+    """The frames for one pickled message: itself, or its chunks, each one atomic write."""
+    if _HEADER.size + len(payload) <= PIPE_BUF:
+        return [_HEADER.pack(len(payload)) + payload]
+    view = memoryview(payload)
+    total = len(view)
+    frames = []
+    for start in range(0, total, _CHUNK_DATA):
+        part = view[start : start + _CHUNK_DATA]
+        flags = (_FIRST if start == 0 else 0) | (_LAST if start + _CHUNK_DATA >= total else 0)
+        head = _HEADER.pack(_CHUNK.size + len(part)) + _CHUNK.pack(0, pid, number, flags)
+        frames.append(head + part)
+    return frames
+
+
+class _Episode:
+    __slots__ = ("refused", "started")
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.refused = 0
+
+
+class _Outbox:
+    """One process's sending side of a mailbox: the backlog and the thread writing it.
+
+    Holds no reference to its queue, so the queue can be collected while a backlog is
+    still being written; the write end is closed with the last reference to it (the
+    queue's or the thread's), or at once when the mailbox is discarded.
     """
 
-    def __init__(self, maxsize: int = 0, *, ctx: Any) -> None:
-        super().__init__(maxsize, ctx=ctx)
-        # The write end's file description is shared by every process that inherits it;
-        # all of them write through _write, which handles EAGAIN.
-        os.set_blocking(self._writer.fileno(), False)  # type: ignore[attr-defined]
+    def __init__(self, writer: connection.Connection, peer: Any) -> None:
+        self.writer = writer
+        self.fd = writer.fileno()
+        self.pid = os.getpid()
+        self.peer = peer
+        self.numbers = itertools.count()
+        # Reentrant: a queue collected while this thread holds the lock closes its outbox here.
+        self.lock = threading.RLock()
+        self.nonempty = threading.Condition(self.lock)
+        self.room = threading.Condition(self.lock)
+        self.backlog: collections.deque[list[bytes]] = collections.deque()
+        self.bytes = 0
+        self.writing = False
+        self.closing = False
+        self.discarded = False
+        self.released = False
+        self.thread: threading.Thread | None = None
+        self.episode: _Episode | None = None
 
-    def _reset(self, after_fork: bool = False) -> None:
-        super()._reset(after_fork)  # type: ignore[misc]
-        self._recv_bytes = self._recv_frame
-        self._feeding = False
+    # --- sending ---------------------------------------------------------------------
 
-    def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
-        """Send ``obj``: written at once when the pipe has room, else queued in order."""
-        if self._closed:  # type: ignore[attr-defined]
-            raise ValueError(f"Queue {self!r} is closed")
-        if not self._sem.acquire(block, timeout):  # type: ignore[attr-defined]
-            raise queue.Full
-        payload: Any = _ForkingPickler.dumps(obj)
-        with self._notempty:  # type: ignore[attr-defined]
-            if not self._buffer and not self._feeding:  # type: ignore[attr-defined]
-                frame = _frame(payload)
-                try:
-                    self._write(frame, wait=False)
-                    return
-                except BlockingIOError:
-                    payload = _Framed(frame)
-            if self._thread is None:
-                self._start_thread()
-            self._buffer.append(payload)  # type: ignore[attr-defined]
-            self._notempty.notify()  # type: ignore[attr-defined]
+    def send(self, payload: bytes | memoryview, block: bool, timeout: float | None) -> None:
+        frames = _frames(payload, self.pid, next(self.numbers) & 0xFFFFFFFF)
+        reports: list[Overflow] = []
+        try:
+            with self.lock:
+                if self.discarded or self.released:
+                    return  # the reader is gone: the message goes nowhere, as in a closed pipe
+                if not self.backlog and not self.writing:
+                    sent = self._write_now(frames, reports)
+                    if sent == len(frames):
+                        return
+                    frames = frames[sent:]  # the rest of a message always follows it
+                elif self.bytes >= MAX_BACKLOG_BYTES:
+                    self._admit(block, timeout, reports)
+                    if self.discarded:
+                        return
+                self.backlog.append(frames)
+                self.bytes += sum(map(len, frames))
+                if self.thread is None:
+                    self._start()
+                self.nonempty.notify()
+        finally:
+            for report in reports:
+                _report(report)
 
-    def _start_thread(self) -> None:
-        thread = threading.Thread(target=self._feed_frames, name="MailboxFeeder", daemon=True)
-        self._thread = thread
-        thread.start()
-        if not self._joincancelled:  # type: ignore[attr-defined]
-            self._jointhread = Finalize(
-                thread,
-                multiprocessing.queues.Queue._finalize_join,  # type: ignore[attr-defined]
-                [weakref.ref(thread)],
-                exitpriority=-5,
-            )
-        self._close = Finalize(
-            self,
-            multiprocessing.queues.Queue._finalize_close,  # type: ignore[attr-defined]
-            [self._buffer, self._notempty],  # type: ignore[attr-defined]
-            exitpriority=10,
+    def _write_now(self, frames: list[bytes], reports: list[Overflow]) -> int:
+        """Write frames without blocking; how many were written (all if the reader is gone)."""
+        for index, frame in enumerate(frames):
+            try:
+                os.write(self.fd, frame)
+            except BlockingIOError:
+                return index
+            except OSError as e:
+                if e.errno != errno.EPIPE:
+                    log.error("mailbox_write_failed", peer=str(self.peer), error=str(e))
+                report = self.discard_locked()
+                if report is not None:
+                    reports.append(report)
+                return len(frames)
+        return len(frames)
+
+    def _admit(self, block: bool, timeout: float | None, reports: list[Overflow]) -> None:
+        """Wait for the backlog to go under the bound, or refuse (lock held)."""
+        if self.episode is None:
+            wait = OVERFLOW_WAIT_S if timeout is None else min(max(timeout, 0.0), OVERFLOW_WAIT_S)
+            if block and self.room.wait_for(self._has_room, wait):
+                return
+            self.episode = _Episode()
+            self.episode.refused = 1
+            reports.append(self._overflow("full"))
+        else:
+            self.episode.refused += 1
+        _refused.count = refusals() + 1
+        raise MailboxFull(
+            f"the mailbox of {self.peer} has {self.bytes} bytes waiting in this process "
+            f"(bound {MAX_BACKLOG_BYTES}); its reader is not reading"
         )
 
-    def _feed_frames(self) -> None:
-        """Write the backlog in order, waiting for room; stop at the close sentinel."""
-        notempty = self._notempty  # type: ignore[attr-defined]
-        buffer = self._buffer  # type: ignore[attr-defined]
-        while True:
-            with notempty:
-                while not buffer:
-                    notempty.wait()
-                item = buffer.popleft()
-                if item is _SENTINEL:
-                    self._reader.close()  # type: ignore[attr-defined]
-                    self._writer.close()  # type: ignore[attr-defined]
-                    return
-                self._feeding = True
-            try:
-                # Spill files are made when the frame is written, not when it is queued:
-                # a writer killed with a backlog leaves at most one file behind.
-                frame = item.frame if isinstance(item, _Framed) else _frame(item)
-                self._write(frame, wait=True)
-            except OSError as e:
-                if not (self._ignore_epipe and e.errno == errno.EPIPE):  # type: ignore[attr-defined]
-                    self._sem.release()  # type: ignore[attr-defined]
-                    self._on_queue_feeder_error(e, item)  # type: ignore[attr-defined]
-            finally:
-                with notempty:
-                    self._feeding = False
+    def _has_room(self) -> bool:
+        return self.bytes < MAX_BACKLOG_BYTES or self.discarded
 
-    def _write(self, frame: bytes, *, wait: bool) -> None:
-        """One atomic write of ``frame``; when the pipe is full, wait for room or raise."""
-        fd = self._writer.fileno()  # type: ignore[attr-defined]
-        while True:
-            try:
-                written = os.write(fd, frame)
-            except BlockingIOError:
-                if not wait:
-                    raise
-                select.select([], [fd], [])
-                continue
-            if written != len(frame):  # pragma: no cover - POSIX forbids it for <= PIPE_BUF
-                raise OSError(f"short write to a mailbox: {written} of {len(frame)} bytes")
-            return
+    def _overflow(self, phase: Literal["full", "cleared"]) -> Overflow:
+        episode = self.episode
+        assert episode is not None
+        return Overflow(
+            peer=self.peer,
+            phase=phase,
+            backlog_bytes=self.bytes,
+            limit_bytes=MAX_BACKLOG_BYTES,
+            refused=episode.refused,
+            duration_ms=int((time.monotonic() - episode.started) * 1000),
+        )
 
-    def _recv_frame(self) -> bytes:
-        """Read one message; a spilled one is read from its file, which is then removed."""
-        data: bytes = self._reader.recv_bytes()  # type: ignore[attr-defined]
-        if not data.startswith(_SPILL):
-            return data
-        path = data[len(_SPILL) :].decode()
-        try:
-            with open(path, "rb") as handle:
-                return handle.read()
-        finally:
-            os.unlink(path)
+    def _start(self) -> None:
+        thread = threading.Thread(target=_feed, args=(self,), name="MailboxFeeder", daemon=True)
+        self.thread = thread
+        thread.start()
+        Finalize(thread, _join_at_exit, [weakref.ref(thread)], exitpriority=-5)
+
+    # --- the feeder's side -----------------------------------------------------------
+
+    def next_item(self) -> list[bytes] | None:
+        """The next backlog entry to write, or None when the thread should end."""
+        with self.lock:
+            while not self.backlog and not self.closing and not self.discarded:
+                self.nonempty.wait()
+            if self.discarded or not self.backlog:
+                return None
+            self.writing = True
+            return self.backlog.popleft()
+
+    def write_waiting(self, frames: list[bytes], poller: Any) -> None:
+        """Write ``frames`` in order, waiting for room; stop early if discarded."""
+        for frame in frames:
+            while not self.discarded:
+                try:
+                    os.write(self.fd, frame)
+                    break
+                except BlockingIOError:
+                    poller.poll(_WAIT_SLICE_S * 1000)
+
+    def written(self, size: int) -> None:
+        """An entry of ``size`` bytes left the backlog (written or dropped)."""
+        report = None
+        with self.lock:
+            self.writing = False
+            if not self.discarded:
+                self.bytes -= size
+            if self.episode is not None and self.bytes < MAX_BACKLOG_BYTES // 2:
+                report = self._overflow("cleared")
+                self.episode = None
+            self.room.notify_all()
+        if report is not None:
+            _report(report)
+
+    # --- closing ---------------------------------------------------------------------
+
+    def discard(self) -> None:
+        """Drop the backlog and every later send; close the write end when no thread uses it."""
+        with self.lock:
+            report = self.discard_locked()
+        if report is not None:
+            _report(report)
+
+    def discard_locked(self) -> Overflow | None:
+        self.discarded = True
+        self.backlog.clear()
+        self.bytes = 0
+        report = None
+        if self.episode is not None:
+            report = self._overflow("cleared")
+            self.episode = None
+        self.nonempty.notify_all()
+        self.room.notify_all()
+        if self.thread is None:
+            self._release()
+        return report
+
+    def close(self) -> None:
+        """No more sends: the thread writes what waits, then ends.
+
+        The write end is closed with its last reference, as for the standard queue:
+        closing it here, at exit, would show a reader thread of this process an end of
+        file while it still runs.
+        """
+        if self.pid != os.getpid():
+            return  # a copy inherited by a fork: its lock may be held by a thread gone
+        with self.lock:
+            self.closing = True
+            self.nonempty.notify_all()
+
+    def _release(self) -> None:
+        """Close the write end (lock held; only when no thread writes to it)."""
+        if not self.released:
+            self.released = True
+            self.writer.close()
+
+    def thread_ended(self) -> None:
+        with self.lock:
+            self.backlog.clear()
+            self.bytes = 0
+            self.room.notify_all()
+            if self.discarded:
+                self._release()
 
 
-class _Framed:
-    """A backlog entry already framed (its direct write found the pipe full)."""
-
-    __slots__ = ("frame",)
-
-    def __init__(self, frame: bytes) -> None:
-        self.frame = frame
-
-
-def _frame(payload: bytes | memoryview) -> bytes:
-    """The frame for one pickled message, or for a reference to its spill file.
-
-    A frame goes to the pipe whole when it fits one atomic write (``PIPE_BUF``).
-    """
-    frame = _HEADER.pack(len(payload)) + payload
-    if len(frame) <= PIPE_BUF:
-        return frame
-    ref = _SPILL + _spill(payload).encode()
-    if len(ref) + _HEADER.size > PIPE_BUF:
-        raise OSError(f"spill path too long for an atomic write: {ref!r}")
-    return _HEADER.pack(len(ref)) + ref
-
-
-def _spill(payload: bytes | memoryview) -> str:
-    directory = _state["dir"] or tempfile.gettempdir()
-    fd, path = tempfile.mkstemp(prefix="m", dir=directory)
+def _feed(box: _Outbox) -> None:
+    """The feeder thread: write the backlog in order until the mailbox closes."""
+    poller = select.poll()
+    poller.register(box.fd, select.POLLOUT)
     try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
+        while (frames := box.next_item()) is not None:
+            try:
+                box.write_waiting(frames, poller)
+            except OSError as e:
+                with box.lock:
+                    report = None if box.discarded else box.discard_locked()
+                if e.errno != errno.EPIPE:
+                    log.error("mailbox_write_failed", peer=str(box.peer), error=str(e))
+                if report is not None:
+                    _report(report)
+            except Exception:  # never end silently while senders rely on this thread
+                log.exception("mailbox_feeder_error", peer=str(box.peer))
+            finally:
+                box.written(sum(map(len, frames)))
     finally:
-        os.close(fd)
-    return path
+        box.thread_ended()
+
+
+_exit_deadline: list[float] = []
+
+
+def _join_at_exit(ref: Any) -> None:
+    """At exit: let a feeder write its backlog, all of them within ``FLUSH_AT_EXIT_S``."""
+    thread = ref()
+    if thread is not None and thread.is_alive():
+        if not _exit_deadline:
+            _exit_deadline.append(time.monotonic() + FLUSH_AT_EXIT_S)
+        thread.join(max(0.0, _exit_deadline[0] - time.monotonic()))
+
+
+class _Partial:
+    __slots__ = ("number", "parts", "seen")
+
+    def __init__(self, number: int, first: bytes) -> None:
+        self.number = number
+        self.parts = [first]
+        self.seen = time.monotonic()
+
+
+class _Inbox:
+    """The reader's side: messages being reassembled from chunks, per writer."""
+
+    def __init__(self) -> None:
+        self.partials: dict[int, _Partial] = {}
+        self.next_reap = 0.0
+
+    def take(self, body: bytes) -> bytes | None:
+        """The message ``body`` completes (itself when not a chunk), or None."""
+        if not body or body[0] != 0:
+            return body
+        _zero, pid, number, flags = _CHUNK.unpack_from(body)
+        data = body[_CHUNK.size :]
+        if flags & _FIRST:
+            partial = _Partial(number, data)  # a pid's unfinished message: its writer died
+            self.partials[pid] = partial
+        else:
+            found = self.partials.get(pid)
+            if found is None or found.number != number:
+                return None  # the rest of a message whose start was dropped
+            partial = found
+            partial.parts.append(data)
+            partial.seen = time.monotonic()
+        if not flags & _LAST:
+            return None
+        del self.partials[pid]
+        return b"".join(partial.parts)
+
+    def reap(self) -> None:
+        """Drop half-received messages whose writer died (checked every few seconds)."""
+        now = time.monotonic()
+        if now < self.next_reap:
+            return
+        self.next_reap = now + REAP_AFTER_S
+        for pid, partial in list(self.partials.items()):
+            if now - partial.seen >= REAP_AFTER_S and not _alive(pid):
+                del self.partials[pid]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class MailboxQueue:
+    """An actor's mailbox: what Thespian uses of ``multiprocessing.Queue``, without its lock.
+
+    ``put`` and ``get`` keep the standard queue's signatures. ``maxsize`` is accepted and
+    ignored: the bound is on bytes waiting in each sender (:data:`MAX_BACKLOG_BYTES`),
+    not on messages in the pipe. Thespian reads ``_reader`` and ``_writer`` for their
+    descriptor numbers. ``peer`` labels the mailbox with its reader's address for
+    overflow reports.
+    """
+
+    def __init__(self, maxsize: int = 0, *, ctx: Any = None) -> None:
+        del maxsize, ctx  # see the class docstring; fork is the only start method used
+        self._reader, self._writer = connection.Pipe(duplex=False)
+        # The write end's file description is shared by every process that inherits it;
+        # each writes through _Outbox, which handles EAGAIN.
+        os.set_blocking(self._writer.fileno(), False)
+        self._closed = False
+        self._peer: Any = None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Fresh per-process state (at creation, and in a process forked from the creator)."""
+        self._pid = os.getpid()
+        self._outbox = _Outbox(self._writer, self._peer)
+        self._inbox = _Inbox()
+        self._rlock = threading.Lock()
+        Finalize(self, self._outbox.close, exitpriority=10)
+
+    def _mine(self) -> None:
+        if self._pid != os.getpid():
+            self._reset()  # a fork: the parent's backlog and locks are the parent's
+
+    @property
+    def peer(self) -> Any:
+        """The address of the actor that reads this mailbox, when its creator said so."""
+        return self._peer
+
+    @peer.setter
+    def peer(self, address: Any) -> None:
+        self._peer = address
+        self._outbox.peer = address
+
+    def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
+        """Send ``obj``: written at once when the pipe has room, else queued in order.
+
+        Raises :class:`MailboxFull` when this sender's backlog is over the bound.
+        """
+        if self._closed:
+            raise ValueError(f"Queue {self!r} is closed")
+        self._mine()
+        self._outbox.send(ForkingPickler.dumps(obj), block, timeout)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        """Receive one message; ``queue.Empty`` when none is complete in time."""
+        if self._closed:
+            raise ValueError(f"Queue {self!r} is closed")
+        self._mine()
+        deadline = None if block and timeout is None else time.monotonic() + (timeout or 0.0)
+        with self._rlock:
+            inbox = self._inbox
+            while True:
+                if inbox.partials:
+                    inbox.reap()
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not block:
+                    remaining = 0.0
+                if not self._reader.poll(remaining):
+                    raise queue.Empty
+                message = inbox.take(self._reader.recv_bytes())
+                if message is not None:
+                    return ForkingPickler.loads(message)
+
+    def get_nowait(self) -> Any:
+        """``get(False)``."""
+        return self.get(False)
+
+    def put_nowait(self, obj: Any) -> None:
+        """``put(obj, False)``."""
+        self.put(obj, False)
+
+    def empty(self) -> bool:
+        """Whether nothing is waiting in the pipe (a started message counts as something)."""
+        return not self._reader.poll()
+
+    def backlog_bytes(self) -> int:
+        """Bytes this process has waiting for the mailbox beyond the pipe."""
+        return self._outbox.bytes
+
+    def close(self) -> None:
+        """No more sends or receives here; what waits is still written (then the thread ends)."""
+        self._closed = True
+        self._outbox.close()
+
+    def discard(self) -> None:
+        """The reader is gone for good: drop what waits, close both ends here."""
+        self._closed = True
+        self._mine()
+        self._outbox.discard()
+        self._reader.close()
 
 
 def _mailbox_context(ctx: Any) -> Any:
@@ -210,20 +574,13 @@ def _mailbox_context(ctx: Any) -> Any:
     return MailboxContext()
 
 
-def install(directory: str) -> None:
+def install() -> None:
     """Make Thespian's queue transport build every mailbox as a :class:`MailboxQueue`.
 
-    ``directory`` holds spilled messages; it is created owner-only and emptied of files a
-    killed writer left. Call before the actor system starts (idempotent).
+    Call before the actor system starts (idempotent).
     """
     from thespian.system import multiprocCommon  # noqa: PLC0415
 
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    os.chmod(directory, 0o700)
-    for name in os.listdir(directory):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(directory, name))
-    _state["dir"] = directory
     original = multiprocCommon.get_multiproc_context
     if getattr(original, "roost_mailbox", False):
         return

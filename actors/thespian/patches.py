@@ -1,16 +1,20 @@
 """Adjustments to Thespian's ``multiprocQueueBase``, applied before any actor is forked.
 
 Each one fixes something we measured or broke under load; each is a small patch of one
-Thespian name, so a Thespian upgrade shows at once which still applies
-(``tests/runtime/test_thespian_tuning.py`` checks every patched name still exists).
+Thespian name. Thespian is pinned to the exact version these were written against
+(``pyproject.toml``), ``tests/runtime/test_thespian_tuning.py`` checks what each one does
+in a running actor system (so an upgrade that renames what a patch relies on fails
+there), and ``scripts/thespian_suite.py`` runs Thespian's own test suite with them applied.
 
-- :func:`unbounded_queues`: mailboxes without Thespian's bound of 10 messages.
+- ``actors.thespian.mailbox``: mailboxes whose writes survive a writer killed mid-send, with a
+  bounded backlog per sender (they replace Thespian's bound of 10 messages per mailbox).
+- :func:`dead_mailboxes_closed`: a parent closes its copy of a dead child's mailbox.
+- :func:`labelled_mailboxes`: each mailbox knows its reader's address (for overflow reports).
 - :func:`prompt_child_checks`: a busy parent learns of a dead child at its next message.
 - :func:`indexed_routing`: routing tables and dead-address lists looked up by hash, not by
   a linear scan per message.
 - :func:`short_identities`: the text Thespian builds for its debug log on every send and
   receive no longer renders the whole message.
-- ``actors.thespian.mailbox``: mailboxes whose writes survive a writer killed mid-send.
 """
 
 from __future__ import annotations
@@ -24,34 +28,76 @@ __all__ = [
     "AddressList",
     "IndexedAssocList",
     "apply",
+    "dead_mailboxes_closed",
     "indexed_routing",
+    "labelled_mailboxes",
     "prompt_child_checks",
     "short_identities",
-    "unbounded_queues",
 ]
 
 
-def apply(mailbox_dir: str) -> None:
-    """Every adjustment below; ``mailbox_dir`` holds spilled large messages."""
-    unbounded_queues()
+def apply() -> None:
+    """Every adjustment below."""
+    mailbox.install()
+    dead_mailboxes_closed()
+    labelled_mailboxes()
     prompt_child_checks()
     indexed_routing()
     short_identities()
-    mailbox.install(mailbox_dir)
 
 
-def unbounded_queues() -> None:
-    """Make Thespian's actor mailboxes unbounded.
+def dead_mailboxes_closed() -> None:
+    """Make a parent close its copy of a child's mailbox when the child has exited.
 
-    Thespian's queue transport bounds each mailbox at 10 messages and blocks the sender
-    when it is full. Messages between non-adjacent actors are relayed by their parents, so
-    two relays that block on each other's full mailbox deadlock (we hit it at 24 busy
-    conversations). Back-pressure is the gateway's in-flight limit (``overloaded``).
+    The parent created the child's mailbox, so it holds the pipe's read end too: with the
+    child dead, a backlog the parent still had for it (the pipe full, 64 KiB) would wait
+    for room for ever, and the parent's process could never exit. Thespian forgets the
+    child's mailbox when it handles ``ChildActorExited`` (``set_address_to_dead``); this
+    also discards it (:meth:`runtime.mailbox.MailboxQueue.discard`) unless another address
+    still routes to it.
     """
-    from thespian.system.transport import MultiprocessQueueTransport as transport  # noqa: PLC0415
+    from thespian.system.transport.MultiprocessQueueTransport import (  # noqa: PLC0415
+        MultiprocessQueueTCore_Common as core,
+    )
 
-    transport.MAX_ACTOR_QUEUESIZE = 0
-    transport.MAX_ADMIN_QUEUESIZE = 0
+    original = core.set_address_to_dead
+    if getattr(original, "roost_discard", False):
+        return
+
+    def set_address_to_dead(self: Any, child_addr: Any) -> None:
+        mailbox_queue = self._queues.find(child_addr)
+        original(self, child_addr)
+        if isinstance(mailbox_queue, mailbox.MailboxQueue) and not any(
+            q is mailbox_queue for q in self._queues.values()
+        ):
+            mailbox_queue.discard()
+
+    set_address_to_dead.roost_discard = True  # type: ignore[attr-defined]
+    core.set_address_to_dead = set_address_to_dead
+
+
+def labelled_mailboxes() -> None:
+    """Label each child's mailbox with the child's address when the parent connects it.
+
+    A sender whose backlog for a mailbox overflows reports whose mailbox it is; the label
+    travels with the queue object into every process forked afterwards.
+    """
+    from thespian.system.transport.MultiprocessQueueTransport import (  # noqa: PLC0415
+        MultiprocessQueueTransport as transport,
+    )
+
+    original = transport.connectEndpoint
+    if getattr(original, "roost_label", False):
+        return
+
+    def connect(self: Any, endpoint: Any) -> Any:
+        child_address, child_queue = endpoint.args[1], endpoint.args[2]
+        if isinstance(child_queue, mailbox.MailboxQueue):
+            child_queue.peer = child_address
+        return original(self, endpoint)
+
+    connect.roost_label = True  # type: ignore[attr-defined]
+    transport.connectEndpoint = connect
 
 
 def prompt_child_checks() -> None:

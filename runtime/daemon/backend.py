@@ -18,6 +18,7 @@ import difflib
 import importlib
 import os
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ import psutil
 
 from actors.messages import Boot, Reply, Request
 from actors.supervisor import SupervisorActor
+from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
 from events.envelope import new_correlation_id
 from events.incidents import conversation_exists, incident_report, incident_timeline
@@ -37,6 +39,7 @@ from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.errors import (
     ConversationNotFoundError,
     DaemonUnreachableError,
+    OverloadedError,
     ProjectNotFoundError,
     RequestError,
     RequestTimeoutError,
@@ -145,6 +148,15 @@ def _thespian_logging(home: str) -> dict[str, Any]:
     }
 
 
+def _remove_spill_dir(path: str) -> None:
+    """Remove the directory where older versions spilled large actor messages.
+
+    Their files hold message contents; messages no longer touch the disk.
+    """
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class ActorBackend:
     """Serves requests with the actor tree and the journal."""
 
@@ -154,7 +166,8 @@ class ActorBackend:
         self.config = config
         load_key(config.home)  # made here at the first start; a bad key file fails the start
         _preload()
-        thespian_tuning.apply(os.path.join(config.home, MAILBOX_DIR))
+        _remove_spill_dir(os.path.join(config.home, MAILBOX_DIR))
+        thespian_tuning.apply()
         # Inherited by every actor process (forks of this one); never written to disk.
         journal_link.configure(
             os.path.join(config.home, journal_link.LINK_SOCKET_NAME), secrets.token_hex(16)
@@ -217,7 +230,16 @@ class ActorBackend:
         args, expected = _wait_correlation(op, args)
         timeout = max(0.05, deadline - time.monotonic())
         endpoint = self._endpoint()
+        refused = mailbox.refusals()
         reply = endpoint.ask(self.supervisor, Request(op=op, args=args, reply_to=None), timeout)
+        if reply is None and mailbox.refusals() != refused:
+            self._drop_endpoint()
+            raise OverloadedError(
+                f"{op} was refused: the actor system's mailbox is full (its reader is stuck); "
+                "retry later",
+                op=op,
+                reason="mailbox_full",
+            )
         while _stale_outcome(reply, expected):
             reply = endpoint.listen(max(0.05, deadline - time.monotonic()))
         if reply is None:

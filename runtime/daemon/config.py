@@ -65,7 +65,7 @@ DEFAULT_BACKEND = "runtime.daemon.backend:create_backend"
 
 LOG_NAME = os.path.join("logs", "daemon.log")
 MAILBOX_DIR = "mailbox"
-"""Where actor messages too large for one pipe write are spilled (``actors.thespian.mailbox``)."""
+"""Where older versions spilled large actor messages; removed at start (no longer used)."""
 
 
 class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):

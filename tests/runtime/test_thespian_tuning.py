@@ -1,9 +1,15 @@
-"""The Thespian adjustments: the names they patch exist, and the indexed tables agree
-with Thespian's own on every lookup."""
+"""The Thespian adjustments: what each one does in a running actor system (with the
+patch, and without it as a control), the names they patch, and the indexed tables
+agreeing with Thespian's own on every lookup."""
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
+from importlib.metadata import version
+from typing import Any
 
 from thespian.actors import ActorAddress
 from thespian.system import addressManager, multiprocCommon
@@ -11,6 +17,65 @@ from thespian.system.transport import MultiprocessQueueTransport as transport
 from thespian.system.utilis import AssocList
 
 from actors.thespian.patches import AddressList, IndexedAssocList
+from tests.runtime.daemon_helpers import REPO_ROOT
+
+
+def _probe(scenario: str, *args: str) -> dict[str, Any]:
+    """Run a scenario of ``tests/runtime/thespian_probe.py`` in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.runtime.thespian_probe", scenario, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_thespian_is_the_version_the_patches_were_written_for() -> None:
+    assert version("thespian") == "4.0.1"
+
+
+def test_a_busy_parent_hears_of_a_killed_child_at_its_next_message() -> None:
+    seen = _probe("prompt")["seen_after_s"]
+    assert seen is not None and seen < 1.0
+    assert _probe("prompt", "--without", "prompt_child_checks")["seen_after_s"] is None
+
+
+def test_a_dead_childs_mailbox_is_closed_even_while_something_still_holds_it() -> None:
+    """Its backlog's thread ends, its two descriptors close, the parent exits at once."""
+    result = _probe("dead_child")
+    assert result["kept"] == "MailboxQueue"
+    assert result["feeders"] == [0, 1, 0]
+    before, after = result["fds"]
+    assert after == before
+    assert result["parent_exit_s"] < 5
+    control = _probe("dead_child", "--without", "dead_mailboxes_closed")
+    assert control["feeders"] == [0, 1, 1]
+    assert control["fds"][1] == control["fds"][0] + 2
+    assert control["parent_exit_s"] >= 9  # only the bounded flush at exit let it go
+
+
+def test_an_overflow_names_the_child_whose_mailbox_it_is() -> None:
+    result = _probe("overflow", "--bound", str(256 * 1024))
+    assert result["refused"] > 0
+    assert result["overflows"] == [["full", 1, True]]
+    control = _probe("overflow", "--bound", str(256 * 1024), "--without", "labelled_mailboxes")
+    assert control["overflows"] == [["full", 1, False]]
+
+
+def test_a_large_message_goes_through_two_relays_whole_over_indexed_tables() -> None:
+    result = _probe("relay")
+    del result["parent_exit_s"]
+    assert result == {
+        "intact": True,
+        "routing_table": "IndexedAssocList",
+        "dead_addresses": "AddressList",
+        "mailbox": "MailboxQueue",
+    }
 
 
 def _addr(name: str) -> ActorAddress:
@@ -18,15 +83,15 @@ def _addr(name: str) -> ActorAddress:
 
 
 def test_every_patched_thespian_name_still_exists() -> None:
-    assert hasattr(transport, "MAX_ACTOR_QUEUESIZE")
-    assert hasattr(transport, "MAX_ADMIN_QUEUESIZE")
-    assert hasattr(transport, "AssocList")
+    from thespian.system import transport as base
+
     assert callable(multiprocCommon.get_multiproc_context)
+    assert callable(transport.MultiprocessQueueTCore_Common.set_address_to_dead)
+    assert callable(transport.MultiprocessQueueTransport.connectEndpoint)
+    assert hasattr(transport, "AssocList")
     assert hasattr(multiprocCommon.MultiProcReplicator, "_handleReplicatorMessages")
     manager = addressManager.ActorAddressManager(_addr("admin"), _addr("me"))
     assert isinstance(manager._deadAddrs, list | AddressList)
-    from thespian.system import transport as base
-
     assert callable(base.ReceiveEnvelope.identify) and callable(base.TransmitIntent.identify)
 
 

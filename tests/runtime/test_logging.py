@@ -1,0 +1,48 @@
+"""The log file on a full disk: logging never raises, and the gap shows afterwards."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import resource
+import signal
+from pathlib import Path
+
+from runtime.logging import configure_logging, get_logger
+
+CTX = multiprocessing.get_context("fork")
+
+
+def _log_through_a_full_disk(path: str) -> None:
+    configure_logging(json=True, log_file=path)
+    log = get_logger("roost.test")
+    log.info("before")
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
+    _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path), hard))
+    for n in range(5):
+        log.warning("while_full", n=n)  # must not raise
+    import logging
+
+    logging.getLogger("thespian").warning("a standard library record")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    log.info("after")
+    os._exit(0)
+
+
+def test_lines_that_cannot_be_written_are_dropped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.log"
+    child = CTX.Process(target=_log_through_a_full_disk, args=(str(path),))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0  # an OSError from a log call would have ended it with 1
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["before", "log_lines_dropped", "after"]
+    dropped = lines[1]
+    assert (dropped["count"], dropped["level"], dropped["component"]) == (
+        6,
+        "warning",
+        "roost.logging",
+    )
+    assert dropped["reason"] == "the log file could not be written (disk full?)"
