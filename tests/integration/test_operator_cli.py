@@ -224,6 +224,12 @@ def test_roost_logs_prints_readable_lines_and_json_with_json(desk: Daemon) -> No
     assert lines[-1].split()[1:3] == [records[-1]["level"], records[-1]["component"]]
 
 
+def _has_open(pid: int, name: str) -> bool:
+    import psutil
+
+    return any(f.path.endswith(name) for f in psutil.Process(pid).open_files())
+
+
 def test_roost_logs_follow_prints_new_lines_until_ctrl_c(desk: Daemon) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "runtime.cli", "--home", desk.home, "logs", "-n", "0", "-f"],
@@ -233,6 +239,8 @@ def test_roost_logs_follow_prints_new_lines_until_ctrl_c(desk: Daemon) -> None:
         text=True,
     )
     try:
+        # Only once it has the log open (at its end) is the next line one it must print.
+        wait_until(lambda: _has_open(proc.pid, "daemon.log"), timeout_s=20)
         assert roost(desk.home, "project", "stop", "nope").returncode == 1  # logs request_failed
         assert proc.stdout is not None
         line = proc.stdout.readline()
