@@ -52,10 +52,9 @@ from runtime.lifecycle.supervision import (
     restarted_event,
 )
 from runtime.lifecycle.supervisor_core import _utc_now, error_reply
-from runtime.wire.ops import waits_for_turn
+from runtime.wire.ops import route_of, waits_for_turn
 
 __all__ = [
-    "CONVERSATION_OPS",
     "POLICY",
     "TOOLRUNNER",
     "ProjectCore",
@@ -65,19 +64,6 @@ __all__ = [
 
 POLICY = "policy"
 TOOLRUNNER = "toolrunner"
-
-CONVERSATION_OPS = frozenset(
-    {
-        "send_event",
-        "cancel",
-        "resume",
-        "approve",
-        "reject",
-        "get_projection",
-        "stop_conversation",
-    }
-)
-"""Ops a Project passes on to the conversation named in their arguments."""
 
 
 def conversation_child(conversation_id: str) -> str:
@@ -265,7 +251,7 @@ class ProjectCore:
         try:
             if op == "start_conversation":
                 return self._start_conversation(args.get("conversation_id"), reply_to)
-            if op in CONVERSATION_OPS:
+            if route_of(op) == "conversation":
                 self._note_waiter(op, args, reply_to)
                 conversation_id = str(args["conversation_id"])
                 effects, forwarded = self._forward(conversation_id, (op, args, reply_to, message))

@@ -51,6 +51,7 @@ from runtime.lifecycle.supervision import (
     crash_events,
     restarted_event,
 )
+from runtime.wire.ops import route_of
 
 __all__ = ["JOURNAL", "ProjectRecord", "SupervisorCore", "project_child"]
 
@@ -204,7 +205,7 @@ class SupervisorCore:
             return self._stop_project(str(args["project_id"]), reply_to)
         if op == "list_projects":
             return [Reply(to=reply_to, ok=True, result=self.list_projects())]
-        if "project_id" in args:
+        if route_of(op) in ("project", "conversation"):
             project = self.projects.get(str(args["project_id"]))
             if project is None:
                 raise ProjectNotFoundError(
