@@ -1,17 +1,14 @@
 """The Project actor: a shell over :class:`ProjectCore`; owns Policy, ToolRunner, Conversations.
 
-It records the project's start, routes requests to conversations (starting a passivated
-one again from the journal on demand), stops idle ones, and supervises its children: a
-child that dies is restarted with backoff and rebuilt from its events; more than
-``max_restarts`` within ``restart_period_ms`` escalates to the Supervisor. Every decision
-is the core's (``runtime/lifecycle/project_core.py``); this module hands it each message,
-does the I/O (the tool registry, the sandbox probe, the process check) and carries out
-the effects it returns.
+Every decision (routing, passivation, restarts, escalation) is the core's
+(``runtime/lifecycle/project_core.py``); this module hands it each message, does the I/O
+(the tool registry, the sandbox probe) and carries out the effects it returns.
 """
 
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any
 
 from thespian.actors import ChildActorExited, WakeupMessage
@@ -35,7 +32,7 @@ from actors.policy import PolicyActor
 from actors.shell import CoreShell
 from actors.toolrunner import ToolRunnerActor
 from runtime.lifecycle import effects as fx
-from runtime.lifecycle.project_core import POLICY, TOOLRUNNER, ProjectCore
+from runtime.lifecycle.project_core import POLICY, TOOLRUNNER, ProjectCore, visible_tools
 
 __all__ = ["ProjectActor"]
 
@@ -91,30 +88,16 @@ class ProjectActor(CoreShell):
             options=setup.options,
             restore=setup.restore,
             reply_to=setup.reply_to,
-            list_tools=self._list_tools,
+            list_tools=partial(visible_tools, setup.root, setup.options),
             pid=os.getpid(),
         )
         layers = None if setup.restore else probe_layers()
         self.run(self.core.start(setup.root, registry.asset_summary(), layers))
 
-    def _list_tools(self) -> list[dict[str, Any]]:
-        import msgspec  # noqa: PLC0415
-
-        from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
-
-        assert self.setup is not None
-        registry = ToolRegistry.for_project(self.setup.root, self.setup.options)
-        return [msgspec.to_builtins(spec) for spec in registry.visible(self.setup.options)]
-
     def on_exit(self) -> None:
         """Stopping (project stop or shutdown): restart nothing from now on."""
         if self.core is not None:
             self.core.exit()
-
-    def address_of(self, name: str) -> Any:
-        """A child's address."""
-        assert self.core is not None
-        return self.core.address(name)
 
     def carry_out(self, effect: fx.Effect) -> None:
         """Create a child, read the project, run a tool, tell children of a new peer."""

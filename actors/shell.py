@@ -24,9 +24,12 @@ __all__ = ["CoreShell"]
 class CoreShell(RoostActor):
     """A :class:`RoostActor` that carries out a lifecycle core's effects."""
 
+    core: Any = None
+    """The core (``SupervisorCore``, ``ProjectCore``): its ``address`` resolves children."""
+
     def address_of(self, name: str) -> Any:
-        """The address of the child the core calls ``name`` (subclasses)."""
-        raise NotImplementedError
+        """The address of the child the core calls ``name``."""
+        return self.core.address(name)
 
     def carry_out(self, effect: fx.Effect) -> None:
         """Run an effect that is the shell's own (subclasses)."""

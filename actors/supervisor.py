@@ -75,10 +75,6 @@ class SupervisorActor(CoreShell):
         """The actor system is shutting down: restart nothing from now on."""
         self.core.exit()
 
-    def address_of(self, name: str) -> Any:
-        """The Journal's or a project's address."""
-        return self.core.address(name)
-
     def run(self, effects: list[fx.Effect]) -> None:
         """Carry out ``effects`` in order (the Journal's address may have changed)."""
         self.journal = self.core.journal

@@ -60,6 +60,7 @@ __all__ = [
     "ProjectCore",
     "conversation_child",
     "process_exited",
+    "visible_tools",
 ]
 
 POLICY = "policy"
@@ -77,6 +78,16 @@ def process_exited(pid: int) -> bool:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
+
+
+def visible_tools(root: str, options: dict[str, Any]) -> list[dict[str, Any]]:
+    """``list_tools``: the tools this project's options let clients see, read afresh."""
+    import msgspec  # noqa: PLC0415
+
+    from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
+
+    registry = ToolRegistry.for_project(root, options)
+    return [msgspec.to_builtins(spec) for spec in registry.visible(options)]
 
 
 class ProjectCore:
