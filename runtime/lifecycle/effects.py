@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from events.envelope import NewEvent
+from runtime.errors import RoostError
 
 __all__ = [
     "Append",
@@ -30,6 +31,7 @@ __all__ = [
     "Spawn",
     "Stop",
     "Wakeup",
+    "error_reply",
 ]
 
 
@@ -148,3 +150,11 @@ Effect = (
     | Log
 )
 """Any effect."""
+
+
+def error_reply(to: Any, error: BaseException) -> Reply:
+    """A :class:`Reply` to ``to`` carrying ``error`` in its wire shape."""
+    if isinstance(error, RoostError):
+        return Reply(to=to, ok=False, error=error.to_wire())
+    wire = {"code": "internal_error", "message": f"{type(error).__name__}: {error}", "details": {}}
+    return Reply(to=to, ok=False, error=wire)

@@ -43,6 +43,7 @@ from runtime.lifecycle.effects import (
     Send,
     Spawn,
     Stop,
+    error_reply,
 )
 from runtime.lifecycle.effects import Wakeup as WakeupEffect
 from runtime.lifecycle.supervision import (
@@ -51,7 +52,7 @@ from runtime.lifecycle.supervision import (
     crash_events,
     restarted_event,
 )
-from runtime.lifecycle.supervisor_core import _utc_now, error_reply
+from runtime.lifecycle.supervisor_core import utc_now
 from runtime.wire.ops import route_of, waits_for_turn
 
 __all__ = [
@@ -102,7 +103,7 @@ class ProjectCore:
         reply_to: Any = None,
         list_tools: Callable[[], list[dict[str, Any]]] = list,
         is_dead: Callable[[int], bool] = process_exited,
-        clock: Callable[[], Any] = _utc_now,
+        clock: Callable[[], Any] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
         new_id: Callable[[], str] = new_correlation_id,
         pid: int = 0,

@@ -28,7 +28,6 @@ from runtime.errors import (
     BadRequestError,
     InvalidRootPathError,
     ProjectNotFoundError,
-    RoostError,
 )
 from runtime.guard.ids import NAME_ID, check_id
 from runtime.guard.paths import root_home_conflict
@@ -44,6 +43,7 @@ from runtime.lifecycle.effects import (
     Spawn,
     Stop,
     Wakeup,
+    error_reply,
 )
 from runtime.lifecycle.supervision import (
     ChildNames,
@@ -53,7 +53,7 @@ from runtime.lifecycle.supervision import (
 )
 from runtime.wire.ops import route_of
 
-__all__ = ["JOURNAL", "ProjectRecord", "SupervisorCore", "project_child"]
+__all__ = ["JOURNAL", "ProjectRecord", "SupervisorCore", "project_child", "utc_now"]
 
 JOURNAL = "journal"
 """The Journal's child name (and its wakeup payload)."""
@@ -64,7 +64,8 @@ def project_child(project_id: str) -> str:
     return f"project:{project_id}"
 
 
-def _utc_now() -> datetime:
+def utc_now() -> datetime:
+    """The lifecycle cores' default clock (UTC)."""
     return datetime.now(UTC)
 
 
@@ -85,7 +86,7 @@ class SupervisorCore:
     def __init__(
         self,
         *,
-        clock: Callable[[], datetime] = _utc_now,
+        clock: Callable[[], datetime] = utc_now,
         new_id: Callable[[], str] = new_correlation_id,
         restarts: RestartPolicy | None = None,
         journal_restarts: RestartPolicy | None = None,
@@ -428,11 +429,3 @@ class SupervisorCore:
     def exit(self) -> None:
         """The actor system is shutting down: restart nothing from now on."""
         self.exiting = True
-
-
-def error_reply(to: Any, error: BaseException) -> Reply:
-    """A :class:`Reply` carrying ``error`` in its wire shape."""
-    if isinstance(error, RoostError):
-        return Reply(to=to, ok=False, error=error.to_wire())
-    wire = {"code": "internal_error", "message": f"{type(error).__name__}: {error}", "details": {}}
-    return Reply(to=to, ok=False, error=wire)

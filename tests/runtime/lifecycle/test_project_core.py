@@ -285,3 +285,17 @@ def test_nothing_is_restarted_once_the_project_stops() -> None:
     core.exit()
     assert core.child_exited("addr-toolrunner") == []
     assert core.wakeup({"child": "toolrunner"}) == []
+
+
+def test_an_unexpected_failure_is_answered_as_internal_error() -> None:
+    def broken() -> list[dict[str, Any]]:
+        raise RuntimeError("registry unreadable")
+
+    core, _ = make_core()
+    core.list_tools = broken
+    ready(core)
+    assert error_of(ask(core, "list_tools")) == {
+        "code": "internal_error",
+        "message": "RuntimeError: registry unreadable",
+        "details": {},
+    }
