@@ -54,19 +54,13 @@ from runtime.journal.link import LinkClient, LinkFailed, link_settings
 from runtime.llm.adapters import make_adapter
 from runtime.llm.base import ModelAdapter, ModelError
 from runtime.policy.options import RuntimeOptions
+from runtime.wire.ops import event_type_of
 
 __all__ = ["ConversationActor"]
 
 _STOP = "stop"
 _STOP_GRACE_S = 10.0
 """How long a conversation whose append failed waits for its project to stop it."""
-
-_EVENT_OPS = {
-    "cancel": "conversation.cancel",
-    "resume": "conversation.resume",
-    "approve": "tool.approved",
-    "reject": "tool.rejected",
-}
 
 
 class ConversationActor(RoostActor):
@@ -257,14 +251,15 @@ class ConversationActor(RoostActor):
             return core.inbound(
                 args["event"], request.reply_to, wait=bool(args.get("wait", False)), key=key
             )
-        if op in _EVENT_OPS:
+        event_type = event_type_of(op)
+        if event_type is not None:
             data: dict[str, Any] = {}
             if op in ("approve", "reject"):
                 data["call_id"] = args["call_id"]
             if op in ("reject", "cancel") and args.get("reason"):
                 data["reason"] = args["reason"]
             event = {
-                "type": _EVENT_OPS[op],
+                "type": event_type,
                 "data": data,
                 "correlation_id": args.get("correlation_id"),
             }

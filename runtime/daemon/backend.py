@@ -31,7 +31,6 @@ from actors.messages import Boot, Reply, Request
 from actors.supervisor import SupervisorActor
 from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
-from events.envelope import new_correlation_id
 from events.incidents import conversation_exists, incident_report, incident_timeline
 from events.projections import get_projection, project_view
 from events.report import render_incident_markdown
@@ -49,26 +48,10 @@ from runtime.guard.paths import protect_state_home
 from runtime.journal import link as journal_link
 from runtime.journal.seal import load_key
 from runtime.journal.store import Journal
-from runtime.wire.ops import waits_for_turn
+from runtime.wire.ops import ACTOR_ROUTES, route_of, waits_for_turn
 
 __all__ = ["ActorBackend", "create_backend"]
 
-_ACTOR_OPS = frozenset(
-    {
-        "start_project",
-        "stop_project",
-        "list_tools",
-        "run_tool",
-        "start_conversation",
-        "stop_conversation",
-        "send_event",
-        "cancel",
-        "resume",
-        "approve",
-        "reject",
-        "get_projection",
-    }
-)
 _POLL_S = 0.05
 
 
@@ -80,20 +63,12 @@ def _diff(live: Any, replayed: Any, limit: int = 40) -> list[str]:
     return lines[:limit] + ([f"... {len(lines) - limit} more lines"] if len(lines) > limit else [])
 
 
-def _wait_correlation(op: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """For a request that waits for its turn: the args with a correlation id, and that id.
-
-    One is made when the client gave none, so the outcome can be told apart. Any other
-    request: ``(args, None)``.
-    """
+def _expected_correlation(op: str, args: dict[str, Any]) -> str | None:
+    """The correlation of the turn a request waits for (the gateway minted it), or None."""
     if not waits_for_turn(op, args):
-        return args, None
-    event = args["event"]
-    correlation = event.get("correlation_id")
-    if correlation is None:
-        correlation = new_correlation_id()
-        args = {**args, "event": {**event, "correlation_id": correlation}}
-    return args, correlation if isinstance(correlation, str) else None
+        return None
+    correlation = args["event"].get("correlation_id")
+    return correlation if isinstance(correlation, str) else None
 
 
 def _stale_outcome(reply: Any, expected: str | None) -> bool:
@@ -227,7 +202,7 @@ class ActorBackend:
         conversation, and again by its replacement if it crashed after answering. Such an
         answer names its correlation, and one that is not for this request is dropped.
         """
-        args, expected = _wait_correlation(op, args)
+        expected = _expected_correlation(op, args)
         timeout = max(0.05, deadline - time.monotonic())
         endpoint = self._endpoint()
         refused = mailbox.refusals()
@@ -258,8 +233,6 @@ class ActorBackend:
 
     def handle(self, op: str, args: dict[str, Any], *, deadline: float) -> Any:
         """Serve one request."""
-        if op in _ACTOR_OPS:
-            return self.ask(op, args, deadline)
         if op == "status":
             live = self._live(deadline)
             return {
@@ -270,6 +243,8 @@ class ActorBackend:
             }
         if op == "list_projects":
             return self._list_projects(deadline)
+        if route_of(op) in ACTOR_ROUTES:
+            return self.ask(op, args, deadline)
         if op == "diagnostics":
             return self._diagnostics(str(args["project_id"]), deadline)
         if op == "incident_timeline":

@@ -50,7 +50,7 @@ from runtime.errors import BadRequestError, OverloadedError, RoostError
 from runtime.guard.ids import check_client_ids
 from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import bind_context, get_logger
-from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args
+from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args, with_correlation
 from runtime.wire.protocol import (
     FrameTooLargeError,
     MalformedFrameError,
@@ -347,6 +347,7 @@ class Gateway:
         try:
             args = validate_args(request.op, request.args)
             check_client_ids(request.op, args)
+            args = with_correlation(request.op, args)
         except BadRequestError as e:
             self._count_request()
             return encode_error(request.id, e)

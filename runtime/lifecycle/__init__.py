@@ -1,7 +1,10 @@
-"""Lifecycle: what happens when actors fail, and where signals are routed.
+"""Lifecycle: the Supervisor's and the Project's decisions, what failures lead to, alerts.
 
-General layout: ``supervision`` (restart intensity within a period, backoff,
-escalation), ``alerts`` (``alert_router`` dispatch of routed signals).
+General layout: ``supervisor_core`` and ``project_core`` (plain cores: messages in,
+``effects`` out, carried out by the shells in ``actors/``), ``supervision`` (restart
+intensity within a period, backoff, escalation, the crash/restart events),
+``daemon_watch`` (the actor tree dies with the daemon), ``alerts`` (``alert_router``
+dispatch of routed signals).
 
 Imports ``runtime.agent`` and the layers below it.
 """

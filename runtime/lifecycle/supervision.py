@@ -1,7 +1,9 @@
 """Restart policy, Erlang style: intensity within a period, backoff, then escalation.
 
-Plain code the supervising actors call: :meth:`RestartPolicy.on_crash` says whether a
-crashed child is restarted (and after what delay) or the failure escalates to the parent.
+Plain code the supervising cores call: :meth:`RestartPolicy.on_crash` says whether a
+crashed child is restarted (and after what delay) or the failure escalates to the parent;
+:func:`crash_events` and :func:`restarted_event` are the one place the ``actor.crashed``,
+``actor.escalated`` and ``actor.restarted`` events are built.
 """
 
 from __future__ import annotations
@@ -11,7 +13,16 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["ChildNames", "RestartDecision", "RestartPolicy"]
+from events import catalog as ev
+from events.envelope import NewEvent, new_event
+
+__all__ = [
+    "ChildNames",
+    "RestartDecision",
+    "RestartPolicy",
+    "crash_events",
+    "restarted_event",
+]
 
 
 class RestartDecision(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,3 +99,56 @@ class ChildNames:
                 del self._entries[index]
                 return name
         return None
+
+
+def crash_events(
+    *,
+    project_id: str,
+    actor: str,
+    reason: str,
+    restart_count: int,
+    at: str,
+    correlation_id: str,
+    escalation: str | None = None,
+) -> list[NewEvent]:
+    """``actor.crashed`` of ``actor``, then ``actor.escalated`` if it is not restarted.
+
+    ``escalation`` (the reason it is not restarted) adds the ``actor.escalated``, caused by
+    the crash; both events carry ``correlation_id``.
+    """
+    crashed = new_event(
+        ev.ActorCrashed(actor=actor, reason=reason, restart_count=restart_count),
+        project_id=project_id,
+        at=at,
+        correlation_id=correlation_id,
+    )
+    if escalation is None:
+        return [crashed]
+    escalated = new_event(
+        ev.ActorEscalated(actor=actor, reason=escalation, restart_count=restart_count),
+        project_id=project_id,
+        at=at,
+        correlation_id=correlation_id,
+        causation_id=crashed.event_id,
+    )
+    return [crashed, escalated]
+
+
+def restarted_event(
+    *,
+    project_id: str,
+    actor: str,
+    reason: str,
+    restart_count: int,
+    at: str,
+    correlation_id: str,
+    cause: str,
+) -> NewEvent:
+    """``actor.restarted`` of ``actor``, caused by its ``actor.crashed`` (``cause``)."""
+    return new_event(
+        ev.ActorRestarted(actor=actor, reason=reason, restart_count=restart_count),
+        project_id=project_id,
+        at=at,
+        correlation_id=correlation_id,
+        causation_id=cause,
+    )

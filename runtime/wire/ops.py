@@ -6,33 +6,45 @@ keys and wrong types are ``bad_request {reason: invalid_args}``; an unknown op i
 ``bad_request {reason: unknown_op}``) and returns them as a plain dict with every default
 filled in, which is what :meth:`runtime.backend_api.Backend.handle` receives.
 
-The gateway answers ``ping``, ``status`` and ``shutdown`` itself (``status`` merges the
-backend's own); ``subscribe`` is the one streaming op; everything else goes to the backend.
+Each op is declared once, in :data:`OP_TABLE`: its argument Struct, its route (who serves
+it), its time limit and its waiting rule. The gateway answers the ``gateway`` ops itself
+(``status`` merges the backend's own); ``subscribe`` is the one ``stream`` op; the backend
+serves the ``daemon`` ops from the journal and sends the others down the actor tree, where
+the Supervisor, the Project and the Conversation each read their route from the table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
 
+from events.envelope import new_correlation_id
 from runtime.errors import BadRequestError
 
 __all__ = [
+    "ACTOR_ROUTES",
     "DEFAULT_OP_TIMEOUT_S",
     "GATEWAY_OPS",
     "OPS",
     "OP_ARGS",
+    "OP_TABLE",
     "PROJECTION_KEYS",
     "STREAM_OPS",
     "Args",
     "InboundEvent",
+    "Op",
+    "Route",
     "ToolMeta",
     "ToolRequest",
+    "event_type_of",
     "normalize_event",
     "op_timeout_s",
+    "route_of",
     "validate_args",
     "waits_for_turn",
+    "with_correlation",
 ]
 
 DEFAULT_OP_TIMEOUT_S = 60.0
@@ -193,41 +205,119 @@ class SubscribeArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_field
     """Stream events whose ``seq`` is greater than this."""
 
 
-OP_ARGS: dict[str, type[Args]] = {
-    "ping": NoArgs,
-    "status": NoArgs,
-    "shutdown": NoArgs,
-    "start_project": StartProjectArgs,
-    "stop_project": ProjectArgs,
-    "list_projects": NoArgs,
-    "diagnostics": ProjectArgs,
-    "list_tools": ProjectArgs,
-    "run_tool": RunToolArgs,
-    "start_conversation": StartConversationArgs,
-    "stop_conversation": ConversationArgs,
-    "send_event": SendEventArgs,
-    "cancel": CancelArgs,
-    "resume": ConversationArgs,
-    "approve": CallArgs,
-    "reject": RejectArgs,
-    "get_projection": ProjectionArgs,
-    "incident_timeline": TimelineArgs,
-    "incident_report": ReportArgs,
-    "verify": ProjectArgs,
-    "subscribe": SubscribeArgs,
+Route = Literal["gateway", "stream", "daemon", "supervisor", "project", "conversation"]
+"""Who serves an op: the gateway itself, a stream, the daemon's backend (from the
+journal), or an actor: the Supervisor, the project's Project actor, or the conversation's
+Conversation actor (the requests for an actor go down the tree to it)."""
+
+ACTOR_ROUTES: frozenset[str] = frozenset({"supervisor", "project", "conversation"})
+"""Routes served by the actor tree."""
+
+
+def _user_message_wait(args: dict[str, Any]) -> bool:
+    return bool(args["wait"]) and args["event"]["type"] == "user.message"
+
+
+def _wait_timeout(args: dict[str, Any]) -> float:
+    if not args.get("wait"):
+        return 0.0
+    wait = args.get("wait_timeout_s", 60.0)
+    return float(wait) if isinstance(wait, int | float) else 60.0
+
+
+class Op(msgspec.Struct, frozen=True, kw_only=True):
+    """One operation, declared once: its arguments, its route, its time and waiting rules."""
+
+    args: type[Args]
+    """The Struct its arguments must match."""
+    route: Route
+    """Who serves it."""
+    timeout_s: float = DEFAULT_OP_TIMEOUT_S
+    """Seconds it may take inside the daemon."""
+    extra_timeout: Callable[[dict[str, Any]], float] | None = None
+    """Seconds added to ``timeout_s`` for these arguments (``send_event``'s wait)."""
+    waits: Callable[[dict[str, Any]], bool] | None = None
+    """Whether a request is answered at the end of the turn it starts, not at commit."""
+    event_type: str | None = None
+    """For a conversation op that is an inbound event: that event's type."""
+    client: bool = True
+    """False for an op only the daemon asks its actors (``live_status``)."""
+    correlation: tuple[str, ...] | None = None
+    """Where in the arguments the correlation id of the event it records lives; the
+    gateway mints one there when the client gave none (:func:`with_correlation`)."""
+
+
+_CORRELATION = ("correlation_id",)
+
+OP_TABLE: dict[str, Op] = {
+    "ping": Op(args=NoArgs, route="gateway"),
+    "status": Op(args=NoArgs, route="gateway"),
+    "shutdown": Op(args=NoArgs, route="gateway"),
+    "start_project": Op(args=StartProjectArgs, route="supervisor"),
+    "stop_project": Op(args=ProjectArgs, route="supervisor"),
+    "list_projects": Op(args=NoArgs, route="supervisor"),
+    "diagnostics": Op(args=ProjectArgs, route="daemon"),
+    "list_tools": Op(args=ProjectArgs, route="project"),
+    "run_tool": Op(args=RunToolArgs, route="project"),
+    "start_conversation": Op(args=StartConversationArgs, route="project"),
+    "live_status": Op(args=ProjectArgs, route="project", client=False),
+    "stop_conversation": Op(args=ConversationArgs, route="conversation"),
+    "send_event": Op(
+        args=SendEventArgs,
+        route="conversation",
+        extra_timeout=_wait_timeout,
+        waits=_user_message_wait,
+        correlation=("event", "correlation_id"),
+    ),
+    "cancel": Op(
+        args=CancelArgs,
+        route="conversation",
+        event_type="conversation.cancel",
+        correlation=_CORRELATION,
+    ),
+    "resume": Op(
+        args=ConversationArgs,
+        route="conversation",
+        event_type="conversation.resume",
+        correlation=_CORRELATION,
+    ),
+    "approve": Op(
+        args=CallArgs, route="conversation", event_type="tool.approved", correlation=_CORRELATION
+    ),
+    "reject": Op(
+        args=RejectArgs, route="conversation", event_type="tool.rejected", correlation=_CORRELATION
+    ),
+    "get_projection": Op(args=ProjectionArgs, route="conversation"),
+    "incident_timeline": Op(args=TimelineArgs, route="daemon"),
+    "incident_report": Op(args=ReportArgs, route="daemon", timeout_s=300.0),
+    "verify": Op(args=ProjectArgs, route="daemon", timeout_s=3600.0),
+    "subscribe": Op(args=SubscribeArgs, route="stream"),
 }
-"""Every op and the Struct its arguments must match."""
+"""Every op, declared once (``live_status`` is the daemon's own, not a client's)."""
+
+OP_ARGS: dict[str, type[Args]] = {name: op.args for name, op in OP_TABLE.items() if op.client}
+"""Every client op and the Struct its arguments must match."""
 
 OPS: frozenset[str] = frozenset(OP_ARGS)
 """Every op name."""
 
-GATEWAY_OPS: frozenset[str] = frozenset({"ping", "status", "shutdown"})
+GATEWAY_OPS: frozenset[str] = frozenset(n for n in OPS if OP_TABLE[n].route == "gateway")
 """Ops the gateway answers itself."""
 
-STREAM_OPS: frozenset[str] = frozenset({"subscribe"})
+STREAM_OPS: frozenset[str] = frozenset(n for n in OPS if OP_TABLE[n].route == "stream")
 """Ops answered with a stream of event frames."""
 
-_LONG_OPS: dict[str, float] = {"verify": 3600.0, "incident_report": 300.0}
+
+def route_of(op: str) -> str | None:
+    """Who serves ``op`` (:data:`Route`), or None for an unknown op."""
+    spec = OP_TABLE.get(op)
+    return spec.route if spec is not None else None
+
+
+def event_type_of(op: str) -> str | None:
+    """The inbound event type a conversation op stands for, if it is one."""
+    spec = OP_TABLE.get(op)
+    return spec.event_type if spec is not None else None
 
 
 _EVENT_KEYS = ("type", "data", "correlation_id")
@@ -299,6 +389,30 @@ def validate_args(op: str, args: Any) -> dict[str, Any]:
     return result
 
 
+def with_correlation(op: str, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with a fresh correlation id where ``op`` records one and the client gave none.
+
+    The one place the daemon mints a request's correlation id (the gateway calls it once
+    the ids the client gave were checked); the caller's dict is left alone. Ops that record
+    no correlation come back unchanged.
+    """
+    spec = OP_TABLE.get(op)
+    if spec is None or spec.correlation is None:
+        return args
+    *parents, key = spec.correlation
+    copy = dict(args)
+    holder = copy
+    for name in parents:
+        inner = holder.get(name)
+        if not isinstance(inner, dict):
+            return args
+        holder[name] = dict(inner)
+        holder = holder[name]
+    if holder.get(key) in (None, ""):
+        holder[key] = new_correlation_id()
+    return copy
+
+
 def waits_for_turn(op: str, args: dict[str, Any]) -> bool:
     """Whether a validated request sends a ``user.message`` and waits for its turn to end.
 
@@ -306,7 +420,8 @@ def waits_for_turn(op: str, args: dict[str, Any]) -> bool:
     id when the client gave none, and the Project remembers it (a conversation restarted
     after a crash answers it).
     """
-    return op == "send_event" and bool(args["wait"]) and args["event"]["type"] == "user.message"
+    spec = OP_TABLE.get(op)
+    return spec is not None and spec.waits is not None and spec.waits(args)
 
 
 def op_timeout_s(op: str, args: dict[str, Any]) -> float:
@@ -314,8 +429,8 @@ def op_timeout_s(op: str, args: dict[str, Any]) -> float:
 
     ``send_event`` with ``wait`` gets its ``wait_timeout_s`` on top of the default.
     """
-    if op == "send_event" and args.get("wait"):
-        wait = args.get("wait_timeout_s", 60.0)
-        extra = float(wait) if isinstance(wait, int | float) else 60.0
-        return DEFAULT_OP_TIMEOUT_S + extra
-    return _LONG_OPS.get(op, DEFAULT_OP_TIMEOUT_S)
+    spec = OP_TABLE.get(op)
+    if spec is None:
+        return DEFAULT_OP_TIMEOUT_S
+    extra = spec.extra_timeout(args) if spec.extra_timeout is not None else 0.0
+    return spec.timeout_s + extra

@@ -226,6 +226,12 @@ def test_roost_logs_prints_readable_lines_and_json_with_json(desk: Daemon) -> No
     assert lines[-1].split()[1:3] == [records[-1]["level"], records[-1]["component"]]
 
 
+def _has_open(pid: int, name: str) -> bool:
+    import psutil
+
+    return any(f.path.endswith(name) for f in psutil.Process(pid).open_files())
+
+
 def test_roost_logs_follow_prints_new_lines_until_ctrl_c(desk: Daemon) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "runtime.cli", "--home", desk.home, "logs", "-n", "0", "-f"],

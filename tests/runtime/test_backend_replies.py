@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 from actors.messages import Reply
-from runtime.daemon.backend import _stale_outcome, _wait_correlation
+from runtime.daemon.backend import _expected_correlation, _stale_outcome
 
 
-def test_a_waited_user_message_gets_a_correlation_id_when_it_has_none() -> None:
-    args = {"event": {"type": "user.message", "data": {}}, "wait": True}
-    stamped, expected = _wait_correlation("send_event", args)
-    assert expected is not None and expected.startswith("corr-")
-    assert stamped["event"]["correlation_id"] == expected
-    assert "correlation_id" not in args["event"]  # the caller's dict is left alone
-
-
-def test_a_given_correlation_id_is_kept() -> None:
+def test_a_waited_user_message_expects_the_outcome_of_its_own_correlation() -> None:
     args = {"event": {"type": "user.message", "correlation_id": "mine"}, "wait": True}
-    assert _wait_correlation("send_event", args) == (args, "mine")
+    assert _expected_correlation("send_event", args) == "mine"
 
 
 def test_other_requests_expect_no_outcome() -> None:
@@ -25,7 +17,7 @@ def test_other_requests_expect_no_outcome() -> None:
         ("send_event", {"event": {"type": "conversation.cancel"}, "wait": True}),
         ("get_projection", {"key": "timeline"}),
     ]:
-        assert _wait_correlation(op, args) == (args, None)
+        assert _expected_correlation(op, args) is None
 
 
 def test_only_an_outcome_for_another_correlation_is_stale() -> None:

@@ -1,0 +1,65 @@
+"""What the Supervisor and Project shells share: carrying out a lifecycle core's effects.
+
+A core (``runtime/lifecycle``) returns :mod:`effects <runtime.lifecycle.effects>`; a shell
+runs them in order. The effects every shell runs the same way are here; each shell adds
+the rest (which actor a :class:`~runtime.lifecycle.effects.Spawn` creates, who hears of
+a :class:`~runtime.lifecycle.effects.PeerChanged`) in :meth:`CoreShell.carry_out`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import ActorExitRequest
+
+from actors.base import RoostActor
+from actors.messages import Reply
+from runtime.lifecycle import effects as fx
+
+__all__ = ["CoreShell"]
+
+
+class CoreShell(RoostActor):
+    """A :class:`RoostActor` that carries out a lifecycle core's effects."""
+
+    core: Any = None
+    """The core (``SupervisorCore``, ``ProjectCore``): its ``address`` resolves children."""
+
+    def address_of(self, name: str) -> Any:
+        """The address of the child the core calls ``name``."""
+        return self.core.address(name)
+
+    def carry_out(self, effect: fx.Effect) -> None:
+        """Run an effect that is the shell's own (subclasses)."""
+        raise NotImplementedError
+
+    def run(self, effects: list[fx.Effect]) -> None:
+        """Carry out ``effects`` in order."""
+        for effect in effects:
+            match effect:
+                case fx.Send(to=to, message=message):
+                    self.send(self.to(to), message)
+                case fx.Reply(to=to, ok=ok, result=result, error=error):
+                    self.send(to, Reply(ok=ok, result=result, error=error))
+                case fx.Stop(to=to):
+                    self.send(self.to(to), ActorExitRequest())
+                case fx.Append(events=events, then=then):
+                    self.append(events, then=None if then is None else self._after(then))
+                case fx.Wakeup(delay_s=delay_s, payload=payload):
+                    self.wakeupAfter(timedelta(seconds=delay_s), payload=payload)
+                case fx.Log(level=level, event=event, fields=fields):
+                    getattr(self.log, level)(event, **fields)
+                case _:
+                    self.carry_out(effect)
+
+    def to(self, to: Any) -> Any:
+        """An address, from an address or a :class:`~runtime.lifecycle.effects.Child`."""
+        return self.address_of(to.name) if isinstance(to, fx.Child) else to
+
+    def _after(self, then: Callable[[dict[str, Any] | None], list[fx.Effect]]) -> Any:
+        def answered(answer: Any) -> None:
+            self.run(then(None if hasattr(answer, "envelopes") else answer.error))
+
+        return answered

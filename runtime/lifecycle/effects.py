@@ -1,0 +1,160 @@
+"""What the Supervisor and Project cores ask their actor shells to do.
+
+The cores (``supervisor_core``, ``project_core``) never send a message or create an actor:
+they return these effects and the shell carries them out in order. A child that an effect
+creates is known to later effects by name (:class:`Child`), because its address exists
+only once the shell has created it (the shell reports it with the core's ``spawned``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from events.envelope import NewEvent
+from runtime.errors import RoostError
+
+__all__ = [
+    "Append",
+    "Child",
+    "Effect",
+    "Escalate",
+    "Log",
+    "PeerChanged",
+    "ReadLifecycle",
+    "ReadProject",
+    "Reply",
+    "RunDirect",
+    "Send",
+    "Spawn",
+    "Stop",
+    "Wakeup",
+    "error_reply",
+]
+
+
+class Child(msgspec.Struct, frozen=True):
+    """A child named in the core, resolved to its address when the shell runs the effect.
+
+    Names: ``journal``, ``project:<id>``, ``policy``, ``toolrunner``, ``conversation:<id>``.
+    """
+
+    name: str
+
+
+class Send(msgspec.Struct, frozen=True, kw_only=True):
+    """Pass ``message`` (a request the core received, untouched) on to ``to``."""
+
+    to: Any
+    """An address, or a :class:`Child`."""
+    message: Any
+
+
+class Reply(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer a waiting client."""
+
+    to: Any
+    ok: bool
+    result: Any = None
+    error: dict[str, Any] | None = None
+    """The wire error ``{code, message, details}`` when not ok."""
+
+
+class Spawn(msgspec.Struct, frozen=True, kw_only=True):
+    """Create the child ``name`` and set it up (the shell builds its setup message).
+
+    ``restore``: a project rebuilt from its events; ``new``: a conversation that records
+    its start; ``recovering``: a conversation restarted after a crash, which answers
+    ``waiters`` (``(correlation_id, reply_to)``) when their turns end.
+    """
+
+    name: str
+    reply_to: Any = None
+    restore: bool = False
+    new: bool = False
+    recovering: bool = False
+    waiters: list[tuple[str, Any]] = []
+
+
+class Stop(msgspec.Struct, frozen=True, kw_only=True):
+    """Ask a child to exit (Thespian's ``ActorExitRequest``)."""
+
+    to: Any
+
+
+class Append(msgspec.Struct, frozen=True, kw_only=True):
+    """Commit ``events``; then, on the journal's answer, run ``then``.
+
+    The shell calls ``then(error)`` (``None`` when committed, else the wire error) and
+    carries out the effects it returns.
+    """
+
+    events: list[NewEvent]
+    then: Callable[[dict[str, Any] | None], list[Effect]] | None = None
+
+
+class Wakeup(msgspec.Struct, frozen=True, kw_only=True):
+    """Hand ``payload`` back to the core's ``wakeup`` after ``delay_s``."""
+
+    delay_s: float
+    payload: Any
+
+
+class ReadLifecycle(msgspec.Struct, frozen=True):
+    """Read every ``project.started`` / ``project.stopped`` (for the Supervisor's boot)."""
+
+
+class ReadProject(msgspec.Struct, frozen=True):
+    """Read this project's events (for the Project's start)."""
+
+
+class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
+    """Have the ToolRunner run a ``run_tool`` request that names no conversation."""
+
+    request: dict[str, Any]
+    reply_to: Any
+
+
+class PeerChanged(msgspec.Struct, frozen=True, kw_only=True):
+    """Tell the children that a peer (``journal``, ``toolrunner``, ``policy``) moved.
+
+    For the journal the shell also re-sends its unanswered appends.
+    """
+
+    peer: str
+    lost: str | None = None
+    """Why the old one went (calls in flight fail as crashed)."""
+
+
+class Escalate(msgspec.Struct, frozen=True, kw_only=True):
+    """Tell the Supervisor that ``child`` failed beyond the restart intensity."""
+
+    child: str
+
+
+class Log(msgspec.Struct, frozen=True, kw_only=True):
+    """A log line."""
+
+    level: str
+    """``info`` or ``error``."""
+    event: str
+    fields: dict[str, Any] = {}
+
+
+Effect = (
+    (Send | Reply | Spawn | Stop | Append | Wakeup | ReadLifecycle | ReadProject | RunDirect)
+    | PeerChanged
+    | Escalate
+    | Log
+)
+"""Any effect."""
+
+
+def error_reply(to: Any, error: BaseException) -> Reply:
+    """A :class:`Reply` to ``to`` carrying ``error`` in its wire shape."""
+    if isinstance(error, RoostError):
+        return Reply(to=to, ok=False, error=error.to_wire())
+    wire = {"code": "internal_error", "message": f"{type(error).__name__}: {error}", "details": {}}
+    return Reply(to=to, ok=False, error=wire)

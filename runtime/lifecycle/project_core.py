@@ -1,0 +1,492 @@
+"""The Project's decisions as plain code: messages in, effects out.
+
+:class:`ProjectCore` holds one project's lifecycle state: which conversations exist (folded
+from ``conversation.started`` / ``conversation.stopped``), which run, the requests that
+wait for the start or for a crashed conversation's restart, the clients that wait for a
+turn (with their deadlines) and the restart intensity of its children. It routes each
+request (starting a passivated conversation again on demand), passivates idle ones, and
+decides about each crash: restart after a backoff, or escalate to the Supervisor. It
+returns :mod:`effects <runtime.lifecycle.effects>`; ``actors/project.py`` carries them
+out. Clocks, ids and the process check are injected, so the core is unit-tested without an
+actor system (``tests/runtime/lifecycle``).
+
+Over 400 lines on purpose: routing, the held requests, the waiters and the restart
+decisions share one state (which conversations exist and run), and split apart they would
+each need the whole of it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from events import catalog as ev
+from events.envelope import Envelope, format_at, new_correlation_id, new_event
+from runtime.errors import (
+    BadRequestError,
+    ConversationAlreadyStartedError,
+    ConversationNotFoundError,
+)
+from runtime.lifecycle.effects import (
+    Append,
+    Child,
+    Effect,
+    Escalate,
+    Log,
+    PeerChanged,
+    ReadProject,
+    Reply,
+    RunDirect,
+    Send,
+    Spawn,
+    Stop,
+    error_reply,
+)
+from runtime.lifecycle.effects import Wakeup as WakeupEffect
+from runtime.lifecycle.supervision import (
+    ChildNames,
+    RestartPolicy,
+    crash_events,
+    restarted_event,
+)
+from runtime.lifecycle.supervisor_core import utc_now
+from runtime.wire.ops import route_of, waits_for_turn
+
+__all__ = [
+    "POLICY",
+    "TOOLRUNNER",
+    "ProjectCore",
+    "conversation_child",
+    "process_exited",
+]
+
+POLICY = "policy"
+TOOLRUNNER = "toolrunner"
+
+
+def conversation_child(conversation_id: str) -> str:
+    """A conversation's child name: ``conversation:<id>``."""
+    return f"conversation:{conversation_id}"
+
+
+def process_exited(pid: int) -> bool:
+    """Whether the child process ``pid`` has exited (checked without reaping it)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+class ProjectCore:
+    """One project: its children, its routing, its supervision."""
+
+    def __init__(
+        self,
+        *,
+        project_id: str,
+        options: dict[str, Any],
+        restore: bool,
+        reply_to: Any = None,
+        list_tools: Callable[[], list[dict[str, Any]]] = list,
+        is_dead: Callable[[int], bool] = process_exited,
+        clock: Callable[[], Any] = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+        new_id: Callable[[], str] = new_correlation_id,
+        pid: int = 0,
+    ) -> None:
+        self.project_id = project_id
+        self.options = options
+        self.restore = restore
+        self.reply_to = reply_to
+        self.list_tools = list_tools
+        self.is_dead = is_dead
+        self.clock = clock
+        self.monotonic = monotonic
+        self.new_id = new_id
+        self.restarts = RestartPolicy(
+            int(options.get("max_restarts", 3)),
+            int(options.get("restart_period_ms", 5000)),
+            clock=monotonic,
+        )
+        self.policy: Any = None
+        self.runner: Any = None
+        self.known: set[str] = set()  # conversations started and not stopped
+        self.stopped: set[str] = set()  # conversations stopped (and not started again)
+        self.live: dict[str, Any] = {}  # conversation id -> address
+        self.by_address = ChildNames()
+        self.forwarded: dict[str, int] = {}
+        self.stopping: set[str] = set()
+        self.ready = False
+        self.reading = False
+        self.exiting = False
+        self.pids: dict[str, int] = {"project": pid}
+        self.waiting: list[tuple[str, dict[str, Any], Any, Any]] = []  # until ready
+        self.held: dict[str, list[tuple[str, dict[str, Any], Any, Any]]] = {}
+        """Requests for a crashed conversation, until its restart."""
+        self.waiters: dict[str, dict[str, tuple[Any, float]]] = {}
+        """Conversation -> correlation -> (client waiting for that turn, wait deadline)."""
+
+    # --- children ------------------------------------------------------------------------
+
+    def address(self, name: str) -> Any:
+        """The address of the child ``name``."""
+        if name == POLICY:
+            return self.policy
+        if name == TOOLRUNNER:
+            return self.runner
+        return self.live.get(name.split(":", 1)[1])
+
+    def spawned(self, name: str, address: Any) -> None:
+        """The shell created the child ``name`` at ``address``."""
+        if name == POLICY:
+            self.policy = address
+        elif name == TOOLRUNNER:
+            self.runner = address
+        else:
+            conversation_id = name.split(":", 1)[1]
+            self.live[conversation_id] = address
+            self.by_address.add(address, conversation_id)
+
+    def actor_started(self, role: str, pid: int) -> None:
+        """A child announced its pid."""
+        self.pids[role] = pid
+
+    def live_pids(self) -> dict[str, int]:
+        """The pids of this project's actors (conversations only while they run)."""
+        live = {conversation_child(c) for c in self.live}
+        return {
+            role: pid
+            for role, pid in sorted(self.pids.items())
+            if not role.startswith("conversation:") or role in live
+        }
+
+    # --- start ---------------------------------------------------------------------------
+
+    def start(self, root: str, asset_summary: dict[str, Any], sandbox_layers: Any) -> list[Effect]:
+        """Start Policy and ToolRunner; record the start, or read the events to restore."""
+        effects: list[Effect] = [Spawn(name=POLICY), Spawn(name=TOOLRUNNER)]
+        if self.restore:
+            return [*effects, ReadProject()]
+        correlation = self.new_id()
+        started = self._event(
+            ev.ProjectStarted(root=root, options=self.options, sandbox_layers=sandbox_layers),
+            correlation,
+        )
+        loaded = self._event(
+            ev.ProjectAssetsLoaded(
+                generation=int(asset_summary.get("generation", 1)),
+                counts=dict(asset_summary.get("counts", {})),
+                errors=list(asset_summary.get("errors", [])),
+            ),
+            correlation,
+            cause=started.event_id,
+        )
+
+        def done(error: dict[str, Any] | None) -> list[Effect]:
+            if error is not None:
+                self.ready = True
+                failed: list[Effect] = []
+                if self.reply_to is not None:
+                    failed.append(Reply(to=self.reply_to, ok=False, error=error))
+                return failed + self._drain()
+            # A project started again under an id it had before keeps its conversations:
+            # read them, then answer (``restored``).
+            self.reading = True
+            return [ReadProject()]
+
+        return [*effects, Append(events=[started, loaded], then=done)]
+
+    def restored(self, events: Iterable[Envelope]) -> list[Effect]:
+        """Fold which conversations exist; answer the start; serve what waited."""
+        for envelope in events:
+            conversation_id = envelope.conversation_id
+            if envelope.type == "conversation.started" and conversation_id:
+                self.known.add(conversation_id)
+                self.stopped.discard(conversation_id)
+            elif envelope.type == "conversation.stopped" and conversation_id:
+                self.known.discard(conversation_id)
+                self.stopped.add(conversation_id)
+        self.ready = True
+        self.reading = False
+        effects: list[Effect] = []
+        if not self.restore and self.reply_to is not None:
+            effects.append(Reply(to=self.reply_to, ok=True, result=self.project_id))
+        return effects + self._drain()
+
+    def journal_changed(self) -> list[Effect]:
+        """The Journal restarted: tell the children; read again if a read was lost."""
+        effects: list[Effect] = [PeerChanged(peer="journal")]
+        if not self.ready and (self.restore or self.reading):
+            effects.append(ReadProject())
+        return effects
+
+    def _drain(self) -> list[Effect]:
+        waiting, self.waiting = self.waiting, []
+        effects: list[Effect] = []
+        for request in waiting:
+            effects += self._request(*request)
+        return effects
+
+    def _event(self, payload: ev.Event, correlation: str, cause: str | None = None) -> Any:
+        return new_event(
+            payload,
+            project_id=self.project_id,
+            at=format_at(self.clock()),
+            correlation_id=correlation,
+            causation_id=cause,
+        )
+
+    # --- routing -------------------------------------------------------------------------
+
+    def request(self, op: str, args: dict[str, Any], reply_to: Any, message: Any) -> list[Effect]:
+        """Serve or route a client request (held until the project is ready)."""
+        if not self.ready:
+            self.waiting.append((op, args, reply_to, message))
+            return []
+        return self._request(op, args, reply_to, message)
+
+    def _request(self, op: str, args: dict[str, Any], reply_to: Any, message: Any) -> list[Effect]:
+        try:
+            if op == "start_conversation":
+                return self._start_conversation(args.get("conversation_id"), reply_to)
+            if route_of(op) == "conversation":
+                self._note_waiter(op, args, reply_to)
+                conversation_id = str(args["conversation_id"])
+                effects, forwarded = self._forward(conversation_id, (op, args, reply_to, message))
+                if op == "stop_conversation" and forwarded:
+                    self.known.discard(conversation_id)
+                    self.stopped.add(conversation_id)
+                    self.stopping.add(conversation_id)
+                return effects
+            if op == "run_tool":
+                meta = (args.get("request") or {}).get("meta") or {}
+                if meta.get("conversation_id"):
+                    request = (op, args, reply_to, message)
+                    return self._forward(str(meta["conversation_id"]), request)[0]
+                return [RunDirect(request=args["request"], reply_to=reply_to)]
+            if op == "list_tools":
+                return [Reply(to=reply_to, ok=True, result=self.list_tools())]
+            if op == "live_status":
+                status = {
+                    "conversations": sorted(self.known),
+                    "active_conversations": sorted(self.live),
+                    "health": {"status": "ok"},
+                    "pids": self.live_pids(),
+                }
+                return [Reply(to=reply_to, ok=True, result=status)]
+            raise BadRequestError(
+                f"operation {op!r} does not apply to a project", reason="unknown_op"
+            )
+        except Exception as e:
+            return [error_reply(reply_to, e)]
+
+    def _start_conversation(self, conversation_id: str | None, reply_to: Any) -> list[Effect]:
+        conversation_id = conversation_id or "c-" + secrets.token_hex(6)
+        if conversation_id in self.known:
+            raise ConversationAlreadyStartedError(
+                f"conversation {conversation_id} already exists in this project",
+                conversation_id=conversation_id,
+            )
+        self.known.add(conversation_id)
+        self.stopped.discard(conversation_id)
+        return self._spawn(conversation_id, new=True, reply_to=reply_to)
+
+    def _note_waiter(self, op: str, args: dict[str, Any], reply_to: Any) -> None:
+        """Remember a client that waits for a turn, until its wait would have timed out.
+
+        If the conversation dies, its replacement gets these waiters and answers them when
+        it has finished the turn (the daemon ignores an answer whose request is over).
+        """
+        if not waits_for_turn(op, args):
+            return
+        correlation = args["event"]["correlation_id"]  # the daemon gave it one
+        now = self.monotonic()
+        waits = self.waiters.setdefault(str(args["conversation_id"]), {})
+        for key in [k for k, (_, until) in waits.items() if until < now]:
+            del waits[key]
+        waits[correlation] = (reply_to, now + float(args["wait_timeout_s"]))
+
+    def waiters_of(self, conversation_id: str) -> list[tuple[str, Any]]:
+        """``(correlation_id, reply_to)`` of the clients still waiting on a turn there."""
+        now = self.monotonic()
+        waits = self.waiters.get(conversation_id, {})
+        return [(corr, to) for corr, (to, until) in sorted(waits.items()) if until >= now]
+
+    def _forward(
+        self, conversation_id: str, request: tuple[str, dict[str, Any], Any, Any]
+    ) -> tuple[list[Effect], bool]:
+        """Pass ``request`` to the conversation (True), or hold it while it restarts."""
+        effects: list[Effect] = []
+        address = self.live.get(conversation_id)
+        pid = self.pids.get(conversation_child(conversation_id))
+        if address is not None and pid is not None and self.is_dead(pid):
+            effects += self.child_exited(address)  # killed, and Thespian has not told us yet
+        if conversation_id in self.held:
+            self.held[conversation_id].append(request)
+            return effects, False
+        self._check_exists(conversation_id)
+        if conversation_id not in self.live:
+            effects += self._spawn(conversation_id, new=False)
+        self.forwarded[conversation_id] = self.forwarded.get(conversation_id, 0) + 1
+        effects.append(Send(to=Child(conversation_child(conversation_id)), message=request[3]))
+        return effects, True
+
+    def _check_exists(self, conversation_id: str) -> None:
+        if conversation_id in self.stopped:
+            raise ConversationNotFoundError(
+                f"conversation {conversation_id} is stopped; start it again with "
+                f"`roost conversation start {self.project_id} --id {conversation_id}`",
+                conversation_id=conversation_id,
+                reason="stopped",
+            )
+        if conversation_id not in self.known:
+            raise ConversationNotFoundError(
+                f"no conversation {conversation_id} in this project; start it first",
+                conversation_id=conversation_id,
+            )
+
+    def _spawn(
+        self, conversation_id: str, *, new: bool, reply_to: Any = None, recovering: bool = False
+    ) -> list[Effect]:
+        # The address exists once the shell ran the Spawn; until then, its name.
+        self.live[conversation_id] = Child(conversation_child(conversation_id))
+        self.pids.pop(conversation_child(conversation_id), None)  # until the new one announces
+        self.forwarded[conversation_id] = 0
+        waiters = self.waiters_of(conversation_id) if recovering else []
+        spawn = Spawn(
+            name=conversation_child(conversation_id),
+            new=new,
+            recovering=recovering,
+            reply_to=reply_to,
+            waiters=waiters,
+        )
+        return [spawn]
+
+    def idle(self, conversation_id: str, handled: int) -> list[Effect]:
+        """A conversation offers to stop: stop it unless requests reached it since."""
+        address = self.live.get(conversation_id)
+        if address is None or self.forwarded.get(conversation_id, 0) != handled:
+            return []
+        self.stopping.add(conversation_id)
+        del self.live[conversation_id]
+        return [Stop(to=address)]
+
+    def failed(self, conversation_id: str) -> list[Effect]:
+        """Stop a conversation whose append failed; hold its requests until it restarts.
+
+        The stop goes behind everything already forwarded to it, which it answers with the
+        append's error; its exit is then a crash like any other (restart, events).
+        """
+        address = self.live.get(conversation_id)
+        if address is None:
+            return []
+        self.stopping.discard(conversation_id)
+        self.held.setdefault(conversation_id, [])
+        return [Stop(to=address)]
+
+    def child_name(self, address: Any) -> str | None:
+        """``toolrunner``, ``policy`` or ``conversation:ID`` for a live child's address."""
+        if self.runner is not None and address == self.runner:
+            return "toolrunner"
+        if self.policy is not None and address == self.policy:
+            return "policy"
+        for conversation_id, live in self.live.items():
+            if address == live:
+                return f"conversation:{conversation_id}"
+        return None
+
+    # --- supervision ---------------------------------------------------------------------
+
+    def exit(self) -> None:
+        """Stopping (project stop or shutdown): restart nothing from now on."""
+        self.exiting = True
+
+    def child_exited(self, address: Any) -> list[Effect]:
+        """A child's process is gone: restart it after a backoff, or escalate."""
+        if self.exiting:
+            return []
+        if self.runner is not None and address == self.runner:
+            child = TOOLRUNNER
+        elif self.policy is not None and address == self.policy:
+            child = POLICY
+        elif (conversation_id := self.by_address.pop(address)) is not None:
+            if conversation_id in self.stopping:
+                self.stopping.discard(conversation_id)
+                return []  # passivated or stopped on purpose
+            if self.live.get(conversation_id) != address:
+                return []
+            del self.live[conversation_id]
+            child = conversation_child(conversation_id)
+        else:
+            return []
+        decision = self.restarts.on_crash(child)
+        correlation = self.new_id()
+        escalation = (
+            None
+            if decision.restart
+            else f"more than {self.restarts.max_restarts} restarts within "
+            f"{int(self.restarts.period_s * 1000)} ms"
+        )
+        events = crash_events(
+            project_id=self.project_id,
+            actor=child,
+            reason="process exited",
+            restart_count=decision.restart_count,
+            at=format_at(self.clock()),
+            correlation_id=correlation,
+            escalation=escalation,
+        )
+        if not decision.restart:
+            fields = {"child": child, "restart_count": decision.restart_count}
+            return [
+                Append(events=events),
+                Log(level="error", event="actor_escalated", fields=fields),
+                Escalate(child=child),
+            ]
+        if child.startswith("conversation:"):
+            self.held.setdefault(child.split(":", 1)[1], [])
+        payload = {
+            "child": child,
+            "restart_count": decision.restart_count,
+            "cause": events[0].event_id,
+            "correlation": correlation,
+        }
+        return [Append(events=events), WakeupEffect(delay_s=decision.delay_s, payload=payload)]
+
+    def wakeup(self, payload: Any) -> list[Effect]:
+        """A restart's backoff is over: restart the child; serve what was held for it."""
+        if not isinstance(payload, dict) or self.exiting:
+            return []
+        child = payload["child"]
+        effects: list[Effect] = []
+        if child == TOOLRUNNER:
+            effects += [
+                Spawn(name=TOOLRUNNER),
+                PeerChanged(peer=TOOLRUNNER, lost="the tool runner exited"),
+            ]
+        elif child == POLICY:
+            effects += [Spawn(name=POLICY), PeerChanged(peer=POLICY)]
+        else:
+            conversation_id = child.split(":", 1)[1]
+            if conversation_id in self.known and conversation_id not in self.live:
+                effects += self._spawn(conversation_id, new=False, recovering=True)
+            for request in self.held.pop(conversation_id, []):
+                effects += self._request(*request)
+        restarted = restarted_event(
+            project_id=self.project_id,
+            actor=child,
+            reason="restarted from its events",
+            restart_count=payload["restart_count"],
+            at=format_at(self.clock()),
+            correlation_id=payload["correlation"],
+            cause=payload["cause"],
+        )
+        fields = {"child": child, "restart_count": payload["restart_count"]}
+        return [
+            *effects,
+            Append(events=[restarted]),
+            Log(level="info", event="actor_restarted", fields=fields),
+        ]

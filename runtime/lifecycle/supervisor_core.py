@@ -1,0 +1,431 @@
+"""The Supervisor's decisions as plain code: messages in, effects out.
+
+:class:`SupervisorCore` holds the daemon-wide lifecycle state (the running projects, the
+failed ones, the Journal's and the projects' restart intensity) and decides what to do
+about each message: which projects to restore at boot (not one whose root reaches
+``ROOST_HOME``: it is recorded as failed and stopped), the validation of
+``start_project``'s root, options and id, where a request goes, what a crash of the
+Journal or of a Project leads to. It returns :mod:`effects <runtime.lifecycle.effects>`;
+``actors/supervisor.py`` carries them out. Clocks and the id generator are injected, so
+the core is unit-tested without an actor system (``tests/runtime/lifecycle``).
+
+Over 400 lines on purpose: boot, ``start_project``'s checks and the restarts share one
+state (the running and failed projects, the Journal) that splitting would spread out.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from events import catalog as ev
+from events.envelope import Envelope, format_at, new_correlation_id, new_event
+from runtime.errors import (
+    AlreadyStartedError,
+    BadRequestError,
+    InvalidRootPathError,
+    ProjectNotFoundError,
+)
+from runtime.guard.ids import NAME_ID, check_id
+from runtime.guard.paths import root_home_conflict
+from runtime.lifecycle.effects import (
+    Append,
+    Child,
+    Effect,
+    Log,
+    PeerChanged,
+    ReadLifecycle,
+    Reply,
+    Send,
+    Spawn,
+    Stop,
+    Wakeup,
+    error_reply,
+)
+from runtime.lifecycle.supervision import (
+    ChildNames,
+    RestartPolicy,
+    crash_events,
+    restarted_event,
+)
+from runtime.wire.ops import route_of
+
+__all__ = ["JOURNAL", "ProjectRecord", "SupervisorCore", "project_child", "utc_now"]
+
+JOURNAL = "journal"
+"""The Journal's child name (and its wakeup payload)."""
+
+
+def project_child(project_id: str) -> str:
+    """A project's child name: ``project:<id>``."""
+    return f"project:{project_id}"
+
+
+def utc_now() -> datetime:
+    """The lifecycle cores' default clock (UTC)."""
+    return datetime.now(UTC)
+
+
+class ProjectRecord:
+    """A running project as the Supervisor knows it."""
+
+    def __init__(self, root: str, options: dict[str, Any], started_at: str) -> None:
+        self.root = root
+        self.options = options
+        self.started_at = started_at
+        self.address: Any = None
+        """Set by :meth:`SupervisorCore.spawned` once the shell created the actor."""
+
+
+class SupervisorCore:
+    """One daemon's projects, the Journal, and what their failures lead to."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        new_id: Callable[[], str] = new_correlation_id,
+        restarts: RestartPolicy | None = None,
+        journal_restarts: RestartPolicy | None = None,
+    ) -> None:
+        self.clock = clock
+        self.new_id = new_id
+        self.home = ""
+        self.journal: Any = None
+        self.projects: dict[str, ProjectRecord] = {}
+        self.by_address = ChildNames()
+        self.stopping: set[str] = set()
+        self.failed: dict[str, str] = {}
+        self.restarts = restarts or RestartPolicy(3, 5000)
+        self.journal_restarts = journal_restarts or RestartPolicy(10, 60000)
+        self.journal_crash: tuple[str, int] | None = None
+        """When the Journal was seen dead and its restart count, until that is recorded."""
+        self.boot_reply: Any = None
+        self.exiting = False
+        self.pids: dict[str, int] = {"supervisor": os.getpid()}
+
+    # --- children ------------------------------------------------------------------------
+
+    def address(self, name: str) -> Any:
+        """The address of the child ``name`` (``journal`` or ``project:<id>``)."""
+        if name == JOURNAL:
+            return self.journal
+        return self.projects[name.split(":", 1)[1]].address
+
+    def spawned(self, name: str, address: Any) -> None:
+        """The shell created the child ``name`` at ``address``."""
+        if name == JOURNAL:
+            self.journal = address
+            return
+        project_id = name.split(":", 1)[1]
+        self.projects[project_id].address = address
+        self.by_address.add(address, project_id)
+
+    def actor_started(self, role: str, pid: int) -> None:
+        """A descendant announced its pid."""
+        self.pids[role] = pid
+
+    # --- boot ----------------------------------------------------------------------------
+
+    def boot(self, home: str, reply_to: Any) -> list[Effect]:
+        """Start the Journal; ``reply_to`` hears which projects were restored."""
+        self.home = home
+        self.boot_reply = reply_to
+        return [Spawn(name=JOURNAL)]
+
+    def journal_ready(self) -> list[Effect]:
+        """The Journal is set up: at boot, read which projects were running."""
+        return [ReadLifecycle()] if self.boot_reply is not None else []
+
+    def restore(self, events: Iterable[Envelope]) -> list[Effect]:
+        """Restore each project whose last lifecycle event is ``project.started``."""
+        last: dict[str, Envelope] = {}
+        for envelope in events:
+            last[envelope.project_id] = envelope
+        effects: list[Effect] = []
+        for project_id, envelope in sorted(last.items()):
+            if envelope.type != "project.started" or project_id in self.projects:
+                continue
+            root = str(envelope.data.get("root", ""))
+            options = dict(envelope.data.get("options", {}))
+            conflict = root_home_conflict(root, self.home)
+            if conflict is not None:
+                effects += self._refuse_restore(project_id, root, conflict)
+                continue
+            effects += self._create(project_id, root, options, restore=True, at=envelope.at)
+            effects.append(
+                Log(level="info", event="project_restored", fields={"project_id": project_id})
+            )
+        if self.boot_reply is not None:
+            restored = {"restored": sorted(self.projects)}
+            effects.append(Reply(to=self.boot_reply, ok=True, result=restored))
+            self.boot_reply = None
+        return effects
+
+    def _refuse_restore(self, project_id: str, root: str, conflict: str) -> list[Effect]:
+        """Leave a project whose root reaches ``ROOST_HOME`` down, visibly.
+
+        It is listed as failed (``diagnostics`` health ``{status: failed, reason}``), logged
+        as ``project_restore_refused`` and ended in the journal with ``project.stopped
+        {reason}``, so the next daemon start does not try again; the other projects and the
+        daemon come up as usual.
+        """
+        reason = f"invalid_root_path: {conflict}"
+        self.failed[project_id] = reason
+        fields = {"project_id": project_id, "root": root, "reason": reason}
+        return [
+            Log(level="error", event="project_restore_refused", fields=fields),
+            Append(events=[self._stopped_event(project_id, reason)]),
+        ]
+
+    def _stopped_event(self, project_id: str, reason: str | None = None) -> Any:
+        payload = ev.ProjectStopped(reason=reason) if reason else ev.ProjectStopped()
+        return new_event(
+            payload,
+            project_id=project_id,
+            at=format_at(self.clock()),
+            correlation_id=self.new_id(),
+        )
+
+    # --- requests ------------------------------------------------------------------------
+
+    def request(self, op: str, args: dict[str, Any], reply_to: Any, message: Any) -> list[Effect]:
+        """Serve or route a client request (``message`` is passed on as it came)."""
+        try:
+            return self._request(op, args, reply_to, message)
+        except Exception as e:
+            return [error_reply(reply_to, e)]
+
+    def _request(self, op: str, args: dict[str, Any], reply_to: Any, message: Any) -> list[Effect]:
+        if op == "start_project":
+            return self._start_project(args, reply_to)
+        if op == "stop_project":
+            return self._stop_project(str(args["project_id"]), reply_to)
+        if op == "list_projects":
+            return [Reply(to=reply_to, ok=True, result=self.list_projects())]
+        if route_of(op) in ("project", "conversation"):
+            project = self.projects.get(str(args["project_id"]))
+            if project is None:
+                raise ProjectNotFoundError(
+                    f"no running project {args['project_id']!r}; start it with "
+                    "`roost project start ROOT --id ID`",
+                    project_id=args["project_id"],
+                )
+            return [Send(to=Child(project_child(str(args["project_id"]))), message=message)]
+        raise BadRequestError(f"unknown operation {op!r}", reason="unknown_op", op=op)
+
+    def list_projects(self) -> dict[str, Any]:
+        """Running and failed projects, and the pids of the actors (``_actors``)."""
+        live: dict[str, Any] = {
+            pid: {"root": p.root, "started_at": p.started_at, "status": "running"}
+            for pid, p in sorted(self.projects.items())
+        }
+        live["_actors"] = dict(self.pids)
+        for pid, reason in self.failed.items():
+            live.setdefault(pid, {"status": "failed", "reason": reason})
+        return live
+
+    def _start_project(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
+        from runtime.policy.options import validate_options  # noqa: PLC0415
+
+        root = self.check_root(args.get("root"))
+        options = validate_options(args.get("options") or {})
+        project_id = args.get("project_id") or f"p-{secrets.token_hex(4)}"
+        check_id(
+            project_id,
+            name="project id",
+            shape=NAME_ID,
+            reason="invalid_project_id",
+            field="project_id",
+        )
+        if project_id in self.projects:
+            raise AlreadyStartedError(
+                f"project {project_id} is already running", project_id=project_id
+            )
+        if options.get("strict_asset_loading"):
+            from runtime.tools.asset_store import load_assets  # noqa: PLC0415
+
+            load_assets(root, strict=True)
+        self.failed.pop(project_id, None)
+        at = format_at(self.clock())
+        return self._create(project_id, root, options, restore=False, at=at, reply_to=reply_to)
+
+    def check_root(self, root_arg: Any) -> str:
+        """The resolved root of a new project, or :class:`InvalidRootPathError`."""
+        if not isinstance(root_arg, str) or not root_arg:
+            raise InvalidRootPathError("the project root must be a non-empty path", root=root_arg)
+        root = os.path.realpath(root_arg)
+        if not os.path.isabs(root_arg) or not os.path.isdir(root):
+            raise InvalidRootPathError(
+                f"project root {root_arg!r} must be an absolute path to an existing directory",
+                root=root_arg,
+            )
+        conflict = root_home_conflict(root, self.home)
+        if conflict is not None:
+            where = "contains" if conflict == "contains_roost_home" else "lies inside"
+            raise InvalidRootPathError(
+                f"project root {root_arg!r} {where} the daemon's state directory ROOST_HOME "
+                f"({self.home}), which tools must never reach; choose another root or run "
+                "the daemon with another --home",
+                root=root_arg,
+                reason=conflict,
+                roost_home=self.home,
+            )
+        return root
+
+    def _create(
+        self,
+        project_id: str,
+        root: str,
+        options: dict[str, Any],
+        *,
+        restore: bool,
+        at: str,
+        reply_to: Any = None,
+    ) -> list[Effect]:
+        self.projects[project_id] = ProjectRecord(root, options, at)
+        return [Spawn(name=project_child(project_id), restore=restore, reply_to=reply_to)]
+
+    def _stop_project(self, project_id: str, reply_to: Any) -> list[Effect]:
+        project = self.projects.pop(project_id, None)
+        if project is None:
+            raise ProjectNotFoundError(f"no running project {project_id!r}", project_id=project_id)
+        self.stopping.add(project_id)
+
+        def done(error: dict[str, Any] | None) -> list[Effect]:
+            if error is not None:
+                return [Reply(to=reply_to, ok=False, error=error)]
+            result = {"project_id": project_id, "stopped": True}
+            return [Reply(to=reply_to, ok=True, result=result)]
+
+        stopped = self._stopped_event(project_id)
+        return [Stop(to=project.address), Append(events=[stopped], then=done)]
+
+    # --- supervision ---------------------------------------------------------------------
+
+    def child_exited(self, address: Any) -> list[Effect]:
+        """A child's process is gone: restart it, or give up on it."""
+        if self.exiting:
+            return []
+        if self.journal is not None and address == self.journal:
+            decision = self.journal_restarts.on_crash(JOURNAL)
+            self.journal = None
+            # Recorded once the replacement runs (the journal is down now).
+            self.journal_crash = (format_at(self.clock()), decision.restart_count)
+            fields = {"restart_count": decision.restart_count}
+            return [
+                Log(level="error", event="journal_exited", fields=fields),
+                Wakeup(delay_s=decision.delay_s, payload=JOURNAL),
+            ]
+        project_id = self.by_address.pop(address)
+        if project_id is None:
+            return []
+        if project_id in self.stopping:
+            self.stopping.discard(project_id)
+            return []
+        project = self.projects.get(project_id)
+        if project is None or project.address != address:
+            return []
+        return self._crashed(project_id, "process exited")
+
+    def escalated(self, project_id: str, child: str) -> list[Effect]:
+        """A project gave up on one of its children: restart the project."""
+        project = self.projects.get(project_id)
+        if project is None:
+            return []
+        self.stopping.add(project_id)
+        return [Stop(to=project.address), *self._crashed(project_id, f"escalated: {child}")]
+
+    def _crashed(self, project_id: str, reason: str) -> list[Effect]:
+        project = self.projects.pop(project_id)
+        child = project_child(project_id)
+        decision = self.restarts.on_crash(child)
+        correlation = self.new_id()
+        events = crash_events(
+            project_id=project_id,
+            actor=child,
+            reason=reason,
+            restart_count=decision.restart_count,
+            at=format_at(self.clock()),
+            correlation_id=correlation,
+            escalation=None if decision.restart else reason,
+        )
+        if not decision.restart:
+            self.failed[project_id] = reason
+            fields = {"project_id": project_id, "reason": reason}
+            return [
+                Append(events=events),
+                Log(level="error", event="project_failed", fields=fields),
+            ]
+        payload = {
+            "project_id": project_id,
+            "project": project,
+            "restart_count": decision.restart_count,
+            "cause": events[0].event_id,
+            "correlation": correlation,
+        }
+        return [Append(events=events), Wakeup(delay_s=decision.delay_s, payload=payload)]
+
+    def wakeup(self, payload: Any) -> list[Effect]:
+        """A restart's backoff is over: restart the Journal or the project."""
+        if self.exiting:
+            return []
+        if payload == JOURNAL:
+            return [Spawn(name=JOURNAL), PeerChanged(peer=JOURNAL), *self._journal_restarted()]
+        if not isinstance(payload, dict) or payload["project_id"] in self.projects:
+            return []
+        project_id = payload["project_id"]
+        project: ProjectRecord = payload["project"]
+        effects = self._create(
+            project_id, project.root, project.options, restore=True, at=project.started_at
+        )
+        restarted = restarted_event(
+            project_id=project_id,
+            actor=project_child(project_id),
+            reason="restarted from its events",
+            restart_count=payload["restart_count"],
+            at=format_at(self.clock()),
+            correlation_id=payload["correlation"],
+            cause=payload["cause"],
+        )
+        return [*effects, Append(events=[restarted])]
+
+    def _journal_restarted(self) -> list[Effect]:
+        """``actor.crashed`` / ``actor.restarted`` of the Journal in every running project.
+
+        The Journal serves every project, so its crash belongs to each one's record (and,
+        like the tool runner's, to each conversation's incident report).
+        """
+        if self.journal_crash is None:
+            return []
+        crashed_at, restart_count = self.journal_crash
+        self.journal_crash = None
+        effects: list[Effect] = []
+        for project_id in sorted(self.projects):
+            correlation = self.new_id()
+            (crashed,) = crash_events(
+                project_id=project_id,
+                actor=JOURNAL,
+                reason="process exited",
+                restart_count=restart_count,
+                at=crashed_at,
+                correlation_id=correlation,
+            )
+            restarted = restarted_event(
+                project_id=project_id,
+                actor=JOURNAL,
+                reason="restarted",
+                restart_count=restart_count,
+                at=format_at(self.clock()),
+                correlation_id=correlation,
+                cause=crashed.event_id,
+            )
+            effects.append(Append(events=[crashed, restarted]))
+        return effects
+
+    def exit(self) -> None:
+        """The actor system is shutting down: restart nothing from now on."""
+        self.exiting = True
