@@ -5,7 +5,7 @@ records of other libraries (Thespian, eventsourcing, httpx) go through the same 
 and come out as the same JSON lines, with a ``component`` (the logger's name, ``thespian``
 for Thespian's records). Every line carries the ``project_id``, ``conversation_id`` and
 ``correlation_id`` bound with :func:`bind_context` (structlog contextvars) and passes
-through ``runtime.redaction.redaction_processor`` when that module is available, so secrets
+through ``runtime.guard.redaction.redaction_processor`` when that module is available, so secrets
 never reach a log. Event names are fixed snake_case strings, data goes into keys:
 ``log.info("daemon_started", pid=123)``.
 

@@ -2,7 +2,7 @@
 
 :class:`DaemonSession` attaches to the daemon running on ``--home`` or spawns one (and
 then stops it, and checks that no process of it is left). :class:`MemorySampler` sums the
-RSS of the daemon's whole process tree (``runtime.processes.daemon_processes``: the
+RSS of the daemon's whole process tree (``runtime.daemon.processes.daemon_processes``: the
 daemon, its actor processes, their children) every ~500 ms in a background thread.
 """
 

@@ -53,7 +53,7 @@ def dead_mailboxes_closed() -> None:
     child dead, a backlog the parent still had for it (the pipe full, 64 KiB) would wait
     for room for ever, and the parent's process could never exit. Thespian forgets the
     child's mailbox when it handles ``ChildActorExited`` (``set_address_to_dead``); this
-    also discards it (:meth:`runtime.mailbox.MailboxQueue.discard`) unless another address
+    also discards it (:meth:`actors.thespian.mailbox.MailboxQueue.discard`) unless another address
     still routes to it.
     """
     from thespian.system.transport.MultiprocessQueueTransport import (  # noqa: PLC0415

@@ -4,14 +4,14 @@ One thread accepts; one thread serves each connection, its requests in order. Th
 file is created owner-only (mode 0600 in a 0700 directory). Each accepted connection, in
 this order, before a byte of it is read:
 
-1. its peer is examined (:func:`runtime.peers.examine_peer`: uid, PID namespace, sandbox
+1. its peer is examined (:func:`runtime.guard.peers.examine_peer`: uid, PID namespace, sandbox
    ancestry, liveness); a refused peer gets ``bad_request {reason: peer_not_allowed,
    check, uid}`` and is closed, without taking a connection slot;
 2. beyond ``max_connections`` open connections it gets ``overloaded {reason:
    too_many_connections}`` and is closed;
 3. then its own thread reads frames: the length prefix is checked against
    ``max_frame_bytes`` before the body is read, the body is decoded strictly
-   (:func:`runtime.protocol.decode_request`: nesting, duplicate keys), the arguments are
+   (:func:`runtime.wire.protocol.decode_request`: nesting, duplicate keys), the arguments are
    validated. Requests beyond ``max_inflight`` get ``overloaded {reason:
    too_many_requests}``.
 

@@ -6,7 +6,7 @@
 of its process group. Files in ``ROOST_HOME``: ``roost.sock``, ``roost.pid``,
 ``logs/daemon.log`` (and the journal, which is the backend's).
 
-Start-up order: umask 077, make the home private (``runtime.statedir.secure_home``: a
+Start-up order: umask 077, make the home private (``runtime.guard.statedir.secure_home``: a
 symlinked or foreign home is refused with ``bad_config``; the home becomes 0700 and
 everything in it 0600/0700), lock the pid file (a second daemon on the same home fails
 with ``daemon already running (pid N)``), clean a stale socket left by a crash, write the

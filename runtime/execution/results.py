@@ -14,7 +14,8 @@ each measured as its own JSON encoding. The first artifact in document order lar
 ``tool_max_artifact_bytes`` fails the call with ``artifact_too_large {index, actual, max}``,
 where ``index`` is the artifact's JSONPath (``$.artifacts[2]``, ``$.content``).
 
-**Risk flags.** ``sensitive_artifact_detected`` when :func:`runtime.redaction.scan` finds a secret;
+**Risk flags.** ``sensitive_artifact_detected`` when :func:`runtime.guard.redaction.scan`
+finds a secret;
 ``invisible_unicode`` when any string (or key) holds a zero-width, bidi, invisible-operator
 or tag character (:data:`INVISIBLE`); ``bidi_control`` in addition when one of them is a
 bidirectional control (:data:`BIDI`), the "Trojan Source" characters.

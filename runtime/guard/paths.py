@@ -94,7 +94,7 @@ def protect_state_home(home: str | None) -> None:
     """Set (or clear, with None) the ``ROOST_HOME`` Workspaces refuse to touch.
 
     Set by the daemon before its actor processes are forked, so they inherit it
-    (:func:`runtime.roost_home.protect`; the command sandbox hides the same home).
+    (:func:`runtime.guard.roost_home.protect`; the command sandbox hides the same home).
     """
     roost_home.protect(home)
 
@@ -201,7 +201,8 @@ class Workspace:
     ``force_fallback=True`` (or ``ROOST_FORCE_NO_OPENAT2=1``) uses the component walk even
     where ``openat2`` works; ``use_proc=False`` also stops reading ``/proc/self/fd``, as on a
     system without ``/proc``. Both exist so tests cover every path.
-    ``ROOST_SANDBOX_DISABLE=openat2`` forces the walk too (``runtime.sandbox.disabled_layers``).
+    ``ROOST_SANDBOX_DISABLE=openat2`` forces the walk too
+    (``runtime.guard.sandbox.disabled_layers``).
     """
 
     def __init__(

@@ -767,7 +767,7 @@ class SpanMap:
     ``original[orig_start:orig_end]`` became ``redacted[cur_start:cur_end]`` (a marker, or
     markers and the text between them when a later rule replaced text around an earlier
     marker). Outside the spans both texts are the same characters, shifted. Used to cut a
-    redacted stream where its chunks were cut (:func:`runtime.redaction.redact_stream`).
+    redacted stream where its chunks were cut (:func:`runtime.guard.redaction.redact_stream`).
     """
 
     __slots__ = ("spans",)

@@ -146,7 +146,7 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
 def disabled_layers() -> frozenset[str]:
     """Layer names switched off by ``ROOST_SANDBOX_DISABLE`` (and ``ROOST_FORCE_NO_OPENAT2``).
 
-    The workspace (:class:`runtime.paths.Workspace`) reads the same set, so the layers a
+    The workspace (:class:`runtime.guard.paths.Workspace`) reads the same set, so the layers a
     project reports are the layers its tools use.
     """
     raw = os.environ.get(DISABLE_ENV, "")

@@ -10,7 +10,7 @@ distance in the tree.
 - The socket lives in ``ROOST_HOME`` (``journal.sock``, mode 0600, directory 0700).
   Checked in this order, before anything a connection sent is buffered:
 
-  1. at accept, its peer (:func:`runtime.peers.examine_peer`): the server's uid, the
+  1. at accept, its peer (:func:`runtime.guard.peers.examine_peer`): the server's uid, the
      server's PID namespace, no Roost sandbox among its ancestors, and an ancestry that
      reaches one of ``tree_roots`` (the actor tree's Supervisor and the daemon); a
      refused peer is closed at once (``peer_rejected`` is logged);

@@ -181,7 +181,7 @@ def _redact_streams(events: list[NewEvent], redact_stream: StreamRedactor) -> li
     A model round's ``assistant.delta`` events (same conversation and cause) are one text:
     a secret split over two deltas is only a secret in their concatenation. The same holds
     for the ``delta_chunks`` a ``user.message`` hands the deterministic model. Each delta
-    keeps its event; see :func:`runtime.redaction.redact_stream` for where the text goes.
+    keeps its event; see :func:`runtime.guard.redaction.redact_stream` for where the text goes.
     """
     rounds: dict[tuple[str, str | None, str | None], list[int]] = {}
     out = events

@@ -1,9 +1,9 @@
 """The policy: decide one tool call, and say which events record the decision.
 
-:func:`decide` is a plain function of a :class:`~runtime.agent_effects.CallSpec` and a
+:func:`decide` is a plain function of a :class:`~runtime.tools.base.CallSpec` and a
 :class:`PolicyContext`; it returns a :class:`Verdict` whose ``events`` the conversation
 appends in order. Nothing here runs a tool; the only I/O is resolving path arguments
-through :class:`runtime.paths.Workspace`. The order (SPEC section 6, ``docs/policy.md``):
+through :class:`runtime.guard.paths.Workspace`. The order (SPEC section 6, ``docs/policy.md``):
 
 1. **unknown tool** → ``invalid``: ``tool.failed {code: unknown_tool}``.
 2. **schema** → ``invalid``: ``tool.failed {code: invalid_tool_args, kind, ...}``.

@@ -9,7 +9,7 @@ detail, path, body}`` (the first 2000 characters), never a failure.
 :func:`asset_tools` turns a catalog into more tools:
 
 - ``command.run.<key>`` for each valid command asset: its input schema is the asset's;
-  it renders the argv (:func:`runtime.assets.render_argv`, one placeholder never becomes
+  it renders the argv (:func:`runtime.tools.asset_store.render_argv`, one placeholder never becomes
   two arguments) and runs it through the ``command.run`` tool, so the blocklist, the
   environment rules, the sandbox and the timeout all apply. The result is
   ``command.run``'s plus ``argv``.

@@ -3,7 +3,7 @@
 Order of checks: the argument shapes, the non-bypassable blocklist (``command_blocked``
 plus ``security.command_blocked``), the environment (``env_vars_not_allowed`` /
 ``invalid_env_payload`` plus ``security.env_denied``), the working directory (inside the
-root), then the run (``runtime.sandbox.run_command``) with the call's remaining time and
+root), then the run (``runtime.guard.sandbox.run_command``) with the call's remaining time and
 the project's egress policy. A non-zero exit is a normal result, not a failure; a
 timeout fails with ``timeout`` and a cancellation with ``conversation_cancelled``, and
 whenever processes had to be killed a ``tool.child_processes_terminated`` signal says how

@@ -1,6 +1,6 @@
 """The ``fs.*`` tools: read, write, edit, list and search files inside the workspace.
 
-Every open goes through :class:`runtime.paths.Workspace`, so each tool is confined to the
+Every open goes through :class:`runtime.guard.paths.Workspace`, so each tool is confined to the
 project root (plus ``outside_root_allowlist`` exceptions) and refuses sensitive and
 protected paths. Refusals are raised as ``ToolError`` after their security signal is put
 in ``ctx.signals``; an allowlist exception used is recorded the same way.

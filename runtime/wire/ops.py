@@ -4,7 +4,7 @@ Every request names an operation (``op``) and carries its arguments (``args``, a
 :func:`validate_args` checks them against the op's argument Struct (unknown keys, missing
 keys and wrong types are ``bad_request {reason: invalid_args}``; an unknown op is
 ``bad_request {reason: unknown_op}``) and returns them as a plain dict with every default
-filled in, which is what :meth:`runtime.backend_api.Backend.handle` receives.
+filled in, which is what :meth:`runtime.daemon.config.Backend.handle` receives.
 
 Each op is declared once, in :data:`OP_TABLE`: its argument Struct, its route (who serves
 it), its time limit and its waiting rule. The gateway answers the ``gateway`` ops itself

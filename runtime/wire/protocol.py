@@ -115,7 +115,7 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     id: int
     """Chosen by the client, increasing per connection; echoed in the reply."""
     op: str
-    """Operation name (``runtime.ops.OPS``)."""
+    """Operation name (``runtime.wire.ops.OPS``)."""
     args: dict[str, Any] = {}
     """The op's arguments."""
 
@@ -224,7 +224,7 @@ def decode_request(body: bytes) -> Request:
 
     Nesting deeper than :data:`MAX_DEPTH` and duplicate keys anywhere are refused
     (:func:`decode_json_strict`). The op and its arguments are checked separately
-    (``runtime.ops.validate_args``).
+    (``runtime.wire.ops.validate_args``).
     """
     try:
         raw = decode_json_strict(body)

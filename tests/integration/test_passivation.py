@@ -2,7 +2,7 @@
 passivated conversation comes back from the journal exactly as it was.
 
 The memory figures are the whole daemon's process tree (the daemon, Thespian's admin and
-logger, and every actor process: ``runtime.processes.daemon_processes``), summed with
+logger, and every actor process: ``runtime.daemon.processes.daemon_processes``), summed with
 psutil. The bounds and the figures measured on the reference machine are in
 ``docs/operations.md`` ("Recovery").
 """
