@@ -333,8 +333,6 @@ def _system_argv() -> list[str]:
         argv += ["--tmpfs", path]
     if os.path.islink("/var/run"):
         argv += ["--symlink", "../run", "/var/run"]
-    for secret in etc_secrets():
-        argv += _mask(secret)
     return argv
 
 
@@ -377,6 +375,8 @@ def view_argv(view: View) -> list[str]:
     for place in _interpreter_places([*visible, *view.writable]):
         argv += ["--ro-bind", place, place]
         visible.append(place)
+    for secret in etc_secrets():  # after the read paths: a listed /etc cannot uncover them
+        argv += _mask(secret)
     for path in view.writable:
         argv += ["--bind", path, path]
     if view.cwd != "/" and not _under_any(view.cwd, [*view.writable, *visible]):

@@ -267,7 +267,11 @@ def _absolute_path(key: str, index: int, item: str) -> str:
     path = item.strip()
     if not path.startswith("/") or "\x00" in path:
         raise _bad_entry(key, index, f"must be an absolute path, got {_got(item)}")
-    return os.path.normpath(path)
+    normalized = os.path.normpath(path)
+    if normalized == "/":
+        # "/" would cover the whole view: $HOME, /etc's secrets, what the sandbox hides
+        raise _bad_entry(key, index, "must name a directory or file below /, got '/'")
+    return normalized
 
 
 def _event_name(key: str, index: int, item: str) -> str:

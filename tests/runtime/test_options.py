@@ -202,6 +202,8 @@ REJECTED: list[tuple[str, Any, str]] = [
     ("tool_max_processes", 0, "expected_positive_integer"),
     ("command_read_paths", "/opt", "expected_list_of_strings"),
     ("command_read_paths", ["relative/dir"], "invalid_entry"),
+    ("command_read_paths", ["/"], "invalid_entry"),
+    ("command_read_paths", ["/usr/.."], "invalid_entry"),
     ("command_socket_allowlist", ["run/x.sock"], "invalid_entry"),
     ("tool_timeout_ms", 0, "expected_positive_integer"),
     ("tool_timeout_ms", -1, "expected_positive_integer"),

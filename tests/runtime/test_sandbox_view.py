@@ -197,3 +197,12 @@ def test_a_pids_cgroup_refuses_forks_past_its_limit_and_is_removed() -> None:
     finally:
         group.close()
     assert not os.path.exists(group.path)
+
+
+def test_a_read_path_over_etc_does_not_uncover_its_secrets(tmp_path: Path, bwrap: None) -> None:
+    secrets = [p for p in etc_secrets() if os.path.isfile(p)]
+    if not secrets:
+        pytest.skip("no /etc file here that other users cannot read")
+    view = View(writable=(str(tmp_path),), cwd=str(tmp_path), read_only=("/etc",))
+    code, out, _ = sh(view, f"cat {secrets[0]} | wc -c")
+    assert out.strip() == "0"
