@@ -32,7 +32,7 @@ import msgspec
 
 from events.catalog import PAYLOAD_TYPES
 from runtime.errors import InvalidRuntimeOptError
-from runtime.guard.schema import MAX_JSON_DEPTH, json_depth_exceeds
+from runtime.guard.schema import MAX_JSON_DEPTH, json_depth_exceeds, object_without_duplicates
 
 __all__ = [
     "DEFAULTS",
@@ -573,15 +573,6 @@ def parse_opt_pairs(pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def load_options_file(path: str) -> dict[str, Any]:
     """Read options from a ``.json`` or ``.toml`` file whose top level is an object.
 
@@ -610,7 +601,7 @@ def load_options_file(path: str) -> dict[str, Any]:
         if ext == ".json" and json_depth_exceeds(text, MAX_JSON_DEPTH):
             raise ValueError(f"nesting deeper than {MAX_JSON_DEPTH} levels")
         if ext == ".json":
-            loaded = json.loads(text, object_pairs_hook=_reject_duplicates)
+            loaded = json.loads(text, object_pairs_hook=object_without_duplicates)
         else:
             loaded = tomllib.loads(text)
     except (ValueError, RecursionError) as e:  # JSONDecodeError, TOMLDecodeError, Unicode
