@@ -79,6 +79,27 @@ def _parent_dir() -> tuple[str, str] | None:
     return None
 
 
+def _remove_stale(parent: str) -> list[str]:
+    """Remove the empty call cgroups of processes that are gone (a SIGKILLed ToolRunner).
+
+    A runner killed during a command cannot remove its call's cgroup; the next one made
+    under the same parent removes it, once nothing runs in it. Returns what was removed.
+    """
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        owner = name[len(_PREFIX) :].split("-", 1)[0] if name.startswith(_PREFIX) else ""
+        if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+            continue
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.join(parent, name))  # fails (EBUSY) while a task is left
+            removed.append(name)
+    return removed
+
+
 class PidsCgroup:
     """One run's cgroup: create it, put the command in with :func:`join_argv`, then close."""
 
@@ -94,6 +115,7 @@ class PidsCgroup:
         where = _parent_dir()
         if where is None:
             raise OSError("no writable pids cgroup hierarchy")
+        _remove_stale(where[0])
         path = os.path.join(where[0], f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")
         os.mkdir(path, 0o755)
         try:

@@ -206,3 +206,22 @@ def test_a_read_path_over_etc_does_not_uncover_its_secrets(tmp_path: Path, bwrap
     view = View(writable=(str(tmp_path),), cwd=str(tmp_path), read_only=("/etc",))
     _code, out, _ = sh(view, f"cat {secrets[0]} | wc -c")
     assert out.strip() == "0"
+
+
+def test_the_cgroup_of_a_killed_runner_is_removed_by_the_next_call() -> None:
+    available, detail, _ = cgroups.probe()
+    if not available:
+        pytest.skip(f"no pids cgroup here: {detail}")
+    child = subprocess.Popen(["/bin/true"])
+    child.wait()  # a pid that no process has any more
+    group = cgroups.PidsCgroup.create(4)
+    stale = os.path.join(os.path.dirname(group.path), f"roost-{child.pid}-0123456789ab")
+    group.close()
+    os.mkdir(stale)
+    try:
+        fresh = cgroups.PidsCgroup.create(4)
+        fresh.close()
+        assert not os.path.exists(stale)
+    finally:
+        if os.path.exists(stale):
+            os.rmdir(stale)
