@@ -85,7 +85,7 @@ def _remove_stale(parent: str) -> list[str]:
     A runner killed during a command cannot remove its call's cgroup; the next one made
     under the same parent removes it, once nothing runs in it. Returns what was removed.
     """
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(parent)
     except OSError:
