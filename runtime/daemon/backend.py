@@ -44,7 +44,7 @@ from runtime.errors import (
     RequestTimeoutError,
     error_from_wire,
 )
-from runtime.guard.paths import protect_state_home
+from runtime.guard import roost_home
 from runtime.journal import link as journal_link
 from runtime.journal.seal import load_key
 from runtime.journal.store import Journal
@@ -148,7 +148,7 @@ class ActorBackend:
             os.path.join(config.home, journal_link.LINK_SOCKET_NAME), secrets.token_hex(16)
         )
         # Inherited too: no tool's Workspace reads or writes this home, whatever its options.
-        protect_state_home(config.home)
+        roost_home.protect(config.home)
         self.system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(config.home))
         self._local = threading.local()
         self._contexts: list[Any] = []

@@ -78,30 +78,14 @@ __all__ = [
     "exception_signal",
     "extract_paths",
     "git_config_places",
-    "protect_state_home",
     "root_home_conflict",
     "signal_for",
-    "state_home",
 ]
 
 DEFAULT_SENSITIVE_PATH_DENYLIST = (".env", ".env.*", "*.pem", "*.key", "id_rsa", "id_ed25519")
 """``sensitive_path_denylist`` when the options do not set it (SPEC section 5)."""
 
 _IO_FLAGS = os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-
-def protect_state_home(home: str | None) -> None:
-    """Set (or clear, with None) the ``ROOST_HOME`` Workspaces refuse to touch.
-
-    Set by the daemon before its actor processes are forked, so they inherit it
-    (:func:`runtime.guard.roost_home.protect`; the command sandbox hides the same home).
-    """
-    roost_home.protect(home)
-
-
-def state_home() -> str:
-    """The protected ``ROOST_HOME`` of this process, absolute and resolved."""
-    return roost_home.home()
 
 
 def git_config_places() -> tuple[tuple[str, str], ...]:
@@ -224,7 +208,7 @@ class Workspace:
             options.get("outside_root_allowlist"), root
         )
         """The normalized ``outside_root_allowlist``."""
-        self.state_home = state_home()
+        self.state_home = roost_home.home()
         """``ROOST_HOME``, resolved: nothing under it is read or written, whatever the lists say."""
         home_id = _dir_id(self.state_home)
         self.hidden_dirs = frozenset() if home_id is None else frozenset({home_id})

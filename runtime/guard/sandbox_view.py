@@ -50,6 +50,7 @@ __all__ = [
     "MAX_SCAN_ENTRIES",
     "ROOST_STATE_ENV",
     "SYSTEM_PATHS",
+    "SYSTEM_VISIBLE",
     "View",
     "etc_secrets",
     "git_watch",
@@ -75,6 +76,9 @@ SYSTEM_PATHS: tuple[str, ...] = (
     "/libx32",
 )
 """The system's runtime, bound read-only (a symlink such as ``/bin -> usr/bin`` stays one)."""
+
+SYSTEM_VISIBLE: tuple[str, ...] = ("/usr", "/etc", "/sys", "/proc", "/dev")
+"""Where the view shows the host's own files (read-only; /proc and /dev made afresh)."""
 
 PRIVATE_DIRS: tuple[str, ...] = ("/tmp", "/var/tmp", "/run")
 """Empty, private directories in every view."""
@@ -348,8 +352,7 @@ def _etc_links() -> list[str]:
         if not os.path.islink(link):
             continue
         target = os.path.realpath(link)
-        visible = ("/usr", "/etc", "/proc", "/sys", "/dev")
-        if os.path.isfile(target) and not _under_any(target, visible):
+        if os.path.isfile(target) and not _under_any(target, SYSTEM_VISIBLE):
             argv += ["--ro-bind", target, target]
     return argv
 
@@ -366,7 +369,7 @@ def view_argv(view: View) -> list[str]:
     Raises ``OverflowError`` when the bound paths are too large to scan for sensitive files.
     """
     argv = _system_argv()
-    visible = ["/usr", "/etc", "/sys"]
+    visible = list(SYSTEM_VISIBLE)
     for path in view.read_only:
         if os.path.exists(path):
             argv += ["--ro-bind", path, path]

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
-from runtime.guard.sandbox_view import _interpreter_places, listening_sockets
+from runtime.guard.sandbox_view import SYSTEM_VISIBLE, _interpreter_places, listening_sockets
 from tests.integration.adversarial_helpers import Call, first, needs_bwrap, recorded, run_daemon
 from tests.integration.conftest import make_root
 
@@ -163,7 +163,7 @@ def targets(home: Path) -> dict[str, list[str]]:
 def runtime_places() -> list[str]:
     """The runtime's own interpreter and the directories on the way to it (bound read-only)."""
     places = []
-    for found in _interpreter_places(["/usr", "/etc", "/sys"]):
+    for found in _interpreter_places(SYSTEM_VISIBLE):
         place = found
         while place not in ("/", ""):
             places.append(place)

@@ -16,7 +16,7 @@ from events.catalog import (
 )
 from runtime.errors import ToolError
 from runtime.guard import openat2
-from runtime.guard.paths import protect_state_home
+from runtime.guard.roost_home import protect as protect_state_home
 from runtime.tools.base import ToolContext
 from runtime.tools.fs import (
     LIST_MAX_ENTRIES,

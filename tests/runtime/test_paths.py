@@ -33,11 +33,11 @@ from runtime.guard.paths import (
     Workspace,
     check_all_paths,
     exception_signal,
-    protect_state_home,
     root_home_conflict,
     signal_for,
-    state_home,
 )
+from runtime.guard.roost_home import home as state_home
+from runtime.guard.roost_home import protect as protect_state_home
 
 MODES = {
     "openat2": {"force_fallback": False},
