@@ -40,7 +40,8 @@ class CoreShell(RoostActor):
         for effect in effects:
             match effect:
                 case fx.Send(to=to, message=message):
-                    self.send(self.to(to), message)
+                    if not self.send(self.to(to), message):
+                        self.run(self.core.send_refused(effect))
                 case fx.Reply(to=to, ok=ok, result=result, error=error):
                     self.send(to, Reply(ok=ok, result=result, error=error))
                 case fx.Stop(to=to):

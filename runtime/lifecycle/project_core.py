@@ -365,6 +365,27 @@ class ProjectCore:
         )
         return [spawn]
 
+    def send_refused(self, send: Send) -> list[Effect]:
+        """The shell could not deliver ``send`` (the child's mailbox is full).
+
+        Its client already got ``overloaded``. A refused forward never reached the
+        conversation, so it is not counted against the conversation's idle offer (which
+        compares what was forwarded with what it handled): it would otherwise keep a
+        quiet conversation from passivating until the next forward. A refused
+        ``stop_conversation`` did not stop the conversation.
+        """
+        name = send.to.name if isinstance(send.to, Child) else ""
+        if not name.startswith("conversation:"):
+            return []
+        conversation_id = name.split(":", 1)[1]
+        if self.forwarded.get(conversation_id, 0) > 0:
+            self.forwarded[conversation_id] -= 1
+        if getattr(send.message, "op", None) == "stop_conversation":
+            self.known.add(conversation_id)
+            self.stopped.discard(conversation_id)
+            self.stopping.discard(conversation_id)
+        return []
+
     def idle(self, conversation_id: str, handled: int) -> list[Effect]:
         """A conversation offers to stop: stop it unless requests reached it since."""
         address = self.live.get(conversation_id)

@@ -306,6 +306,13 @@ class SupervisorCore:
 
     # --- supervision ---------------------------------------------------------------------
 
+    def send_refused(self, send: Send) -> list[Effect]:
+        """The shell could not deliver ``send``: nothing to undo (nothing counts forwards).
+
+        Its client already got ``overloaded`` from the shell.
+        """
+        return []
+
     def child_exited(self, address: Any) -> list[Effect]:
         """A child's process is gone: restart it, or give up on it."""
         if self.exiting:

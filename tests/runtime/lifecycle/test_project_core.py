@@ -299,3 +299,29 @@ def test_an_unexpected_failure_is_answered_as_internal_error() -> None:
         "message": "RuntimeError: registry unreadable",
         "details": {},
     }
+
+
+def test_a_refused_forward_does_not_keep_the_conversation_from_passivating() -> None:
+    core, _ = make_core()
+    ready(core, "c1")
+    ask(core, "cancel", conversation_id="c1")  # spawns c1, forwards one request
+    (send,) = of(ask(core, "resume", conversation_id="c1"), fx.Send)
+    assert core.send_refused(send) == []  # the mailbox was full: it never got there
+    assert core.idle("c1", handled=1) == [fx.Stop(to="addr-conversation:c1")]
+
+
+def test_a_refused_stop_leaves_the_conversation_existing() -> None:
+    core, _ = make_core()
+    ready(core, "c1")
+    ask(core, "cancel", conversation_id="c1")
+
+    class Stop:
+        op = "stop_conversation"
+
+    (send,) = of(
+        run(core, core.request("stop_conversation", {"conversation_id": "c1"}, "client", Stop())),
+        fx.Send,
+    )
+    core.send_refused(send)
+    assert "c1" in core.known
+    assert of(ask(core, "cancel", conversation_id="c1"), fx.Send)
