@@ -32,6 +32,7 @@ __all__ = [
     "STORM_LIMIT",
     "STORM_WINDOW_S",
     "RoostActor",
+    "batch_key",
     "error_reply",
     "profiling_wanted",
     "utc_now",
@@ -46,6 +47,17 @@ STORM_WINDOW_S = 10.0
 def utc_now() -> datetime:
     """The runtime clock (UTC)."""
     return datetime.now(UTC)
+
+
+def batch_key(key: str | None) -> str:
+    """The journal batch key of an append: the request's idempotency key, or a fresh one.
+
+    Not a request id: a batch the runtime appends on its own (a model round, a crash
+    record) gets a random key so that resending it to a restarted Journal (the journal
+    link's resend, :meth:`RoostActor.resend_appends`) never commits it twice. A client's
+    ``send_event`` brings the idempotency key the gateway checked or minted.
+    """
+    return key or str(uuid.uuid4())
 
 
 def error_reply(error: BaseException) -> Reply:
@@ -224,9 +236,7 @@ class RoostActor(Actor):  # type: ignore[misc]
         key: str | None = None,
     ) -> AppendRequest:
         """Send ``events`` to the journal; ``then(Appended | AppendFailed)`` on the answer."""
-        request = AppendRequest(
-            key=key or str(uuid.uuid4()), events=events, token=next(self._tokens)
-        )
+        request = AppendRequest(key=batch_key(key), events=events, token=next(self._tokens))
         self._appends[request.token] = (request, then)
         if self.journal is not None:
             self.send(self.journal, request)

@@ -203,7 +203,8 @@ class SetupConversation(Message, frozen=True, kw_only=True):
     recovering: bool = False
     """True when restarted after a crash (running calls fail as crashed)."""
     correlation_id: str | None = None
-    """Correlation of the ``conversation.started`` event (a fresh one when unset)."""
+    """Correlation of the ``conversation.started`` event of a new conversation: the
+    ``start_conversation`` request's, minted by the gateway (required when ``new``)."""
     reply_to: Any = None
     """The client waiting for the start."""
     waiters: list[tuple[str, Any]] = []

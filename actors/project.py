@@ -167,6 +167,7 @@ class ProjectActor(CoreShell):
                 recovering=spawn.recovering,
                 reply_to=spawn.reply_to,
                 waiters=spawn.waiters,
+                correlation_id=spawn.correlation_id,
             )
         core.spawned(spawn.name, address)
         self.send(address, message)

@@ -36,8 +36,9 @@ from actors.messages import (
     SetupRunner,
 )
 from events import catalog as ev
-from events.envelope import format_at, new_call_id, new_correlation_id, new_event
+from events.envelope import format_at, new_call_id, new_event
 from runtime.tools.base import CallSpec
+from runtime.wire.ops import minted_correlation
 
 __all__ = ["ToolRunnerActor"]
 
@@ -113,8 +114,7 @@ class ToolRunnerActor(RoostActor):
 
     def _direct(self, message: RunDirect, sender: Any) -> None:
         request = message.request
-        meta = request.get("meta") or {}
-        correlation = meta.get("correlation_id") or new_correlation_id()
+        correlation = minted_correlation("run_tool", {"request": request})
         call = CallSpec(
             call_id=new_call_id(),
             name=str(request.get("name", "")),

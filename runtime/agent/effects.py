@@ -1,4 +1,10 @@
-"""What the agent loop asks its actor shell to do: the effects of one step."""
+"""What the agent loop asks its actor shell to do: the effects of one step.
+
+:class:`Answer` is also the lifecycle cores' (``runtime.lifecycle.effects`` re-exports it):
+one effect, "answer this waiting client", for every core. What the shell then sends is
+the actor message ``actors.messages.Reply`` (``ok``, ``result``, ``error``), the one
+message that answers a request; the effect names who gets it.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +17,14 @@ from runtime.llm.base import ModelRequest
 from runtime.tools.base import CallSpec
 
 __all__ = [
+    "Answer",
     "Append",
     "AskPolicy",
     "CallModel",
     "CancelCalls",
     "Dispatch",
     "Effect",
-    "Reply",
+    "RunDirect",
 ]
 
 
@@ -29,16 +36,22 @@ class Append(msgspec.Struct, frozen=True, kw_only=True):
     ack_to: Any = None
     """A client waiting for the commit of the first event."""
     key: str | None = None
-    """Idempotency key (a client's retry of the same request); random when unset."""
+    """Idempotency key of a client's ``send_event`` (minted by the gateway when the client
+    gave none), so a retry is not appended twice; unset for the loop's own batches, which
+    the shell gives a batch key of their own (for its resend to a restarted journal)."""
 
 
-class Reply(msgspec.Struct, frozen=True, kw_only=True):
-    """Send ``payload`` to a waiting client."""
+class Answer(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer a waiting client (the shell sends it an ``actors.messages.Reply``)."""
 
     to: Any
     """The client's address."""
-    payload: Any
-    """The reply (JSON-able)."""
+    ok: bool = True
+    """True on success."""
+    result: Any = None
+    """The result when ok (JSON-able)."""
+    error: dict[str, Any] | None = None
+    """The wire error ``{code, message, details}`` when not ok."""
 
 
 class CallModel(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,5 +84,18 @@ class CancelCalls(msgspec.Struct, frozen=True, kw_only=True):
     """The calls."""
 
 
-Effect = Append | Reply | CallModel | AskPolicy | Dispatch | CancelCalls
+class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
+    """Have the ToolRunner run a client's ``run_tool`` whose events this conversation records.
+
+    The runner answers with the events and the result; the conversation appends them, then
+    answers ``reply_to`` (:meth:`runtime.agent.core.ConversationCore.direct_done`).
+    """
+
+    request: dict[str, Any]
+    """``{name, args, meta: {conversation_id, correlation_id}}``, as the gateway left it."""
+    reply_to: Any
+    """The client."""
+
+
+Effect = Append | Answer | CallModel | AskPolicy | Dispatch | CancelCalls | RunDirect
 """Any effect."""

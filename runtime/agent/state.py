@@ -1,15 +1,34 @@
-"""The mutable state the agent loop folds from a conversation's events.
+"""The state the agent loop folds from a conversation's events, and what every step shares.
 
-Pending calls, open turns and the status are not here: they are
-:class:`events.conversation_fold.ConversationFold`'s, shared with the projections.
+:class:`LoopState` holds a conversation's committed events, the fold read from them (the
+projections' own :class:`events.conversation_fold.ConversationFold`: status, open turns,
+pending calls), the turn in progress (:class:`TurnState`) and the bookkeeping of calls and
+drafts; it builds events (``_new``) and opens model rounds within the budgets
+(``_start_turn``). The steps are layered on it: ``calls`` (tool-call bookkeeping),
+``rounds`` (model rounds), ``inbound`` (client requests), ``core`` (what comes next).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-__all__ = ["TurnState"]
+from events import catalog as ev
+from events.catalog import TERMINAL_TOOL_TYPES
+from events.conversation_fold import TURN_END_TYPES, ConversationFold, PendingCall
+from events.envelope import Envelope, NewEvent, format_at, new_event
+from events.projections import LlmContextFold, get_projection
+from runtime.policy.options import RuntimeOptions
+from runtime.tools.base import CallSpec
+
+__all__ = ["Clock", "LoopState", "TurnState"]
+
+Clock = Callable[[], datetime]
+
+_REMEMBERED_CANCELS = 1024
+"""Cancelled running calls whose late signals are still awaited (the oldest are dropped)."""
 
 
 @dataclass
@@ -26,3 +45,215 @@ class TurnState:
     model_done: bool = False
     tool_call_count: int = 0
     usage: dict[str, int] = field(default_factory=dict)
+
+
+class LoopState:
+    """One conversation's state, folded from its committed events."""
+
+    def __init__(
+        self,
+        *,
+        project_id: str,
+        conversation_id: str,
+        options: Mapping[str, Any],
+        clock: Clock,
+        tools: list[dict[str, Any]] | None = None,
+        provider: str = "deterministic",
+        model: str | None = None,
+    ) -> None:
+        self.project_id = project_id
+        self.conversation_id = conversation_id
+        self.options = dict(options)
+        self.settings = RuntimeOptions.of(self.options)
+        """The options, typed (defaults filled in)."""
+        self.clock = clock
+        self.tools = tools or []
+        self.provider = provider
+        self.model = model
+        self.events: list[Envelope] = []
+        self._context = LlmContextFold()
+        self._context_stale = False
+        self._wrapped: dict[str, tuple[str, str]] = {}
+        self.fold = ConversationFold(orchestration=self._orchestration)
+        """Status, open turns and pending calls: the projections' own fold."""
+        self.turn: TurnState | None = None
+        self.tokens_used = 0
+        self.waiters: dict[str, list[Any]] = {}
+        self._asked: set[str] = set()
+        self._dispatched: set[str] = set()
+        self._cancelled_running: dict[str, tuple[str, str]] = {}
+        self._model_round: tuple[str, int] | None = None
+        self._draft: list[NewEvent] = []
+        self._draft_calls: dict[str, CallSpec] = {}
+        self._draft_verdicts: dict[str, list[ev.Event]] = {}
+
+    # --- the fold ---------------------------------------------------------------------
+
+    @property
+    def _orchestration(self) -> bool:
+        return self.settings.orchestration
+
+    @property
+    def pending(self) -> dict[str, PendingCall]:
+        """The pending calls by ``call_id`` (the fold's)."""
+        return self.fold.calls
+
+    @property
+    def inbox(self) -> list[Envelope]:
+        """The ``user.message`` of each open turn, oldest first (the fold's)."""
+        return list(self.fold.open_turns.values())
+
+    @property
+    def cancelled(self) -> bool:
+        """Between a ``conversation.cancel`` and a ``conversation.resume``."""
+        return self.fold.cancelled
+
+    @property
+    def stopped(self) -> bool:
+        """After ``conversation.stopped``."""
+        return self.fold.stopped
+
+    # --- folding ----------------------------------------------------------------------
+
+    def load(self, events: list[Envelope]) -> None:
+        """Fold already-committed events (rehydration); produces no effects."""
+        for envelope in events:
+            self._apply(envelope)
+
+    def _apply(self, e: Envelope) -> None:
+        self.events.append(e)
+        # A call cancelled while it ran: its runner still answers later (with signals).
+        cancelled = e.data.get("call_id") if e.type == "tool.cancelled" else None
+        closing = self.fold.calls.get(cancelled) if isinstance(cancelled, str) else None
+        if e.conversation_id == self.conversation_id:
+            if e.seq > self._context.last_seq:
+                self._context.apply(e)
+            else:  # out of order: rebuild the context from the events when next needed
+                self._context_stale = True
+            if e.seq > self.fold.last_seq:
+                self.fold.apply(e)
+            else:  # out of order: the fold is rebuilt now, the loop reads it at once
+                self.fold = ConversationFold.of(
+                    self.events, self.conversation_id, orchestration=self._orchestration
+                )
+        t, d = e.type, e.data
+        if t == "llm.started":
+            user = self._user_message(e.correlation_id)
+            if self.turn is None or self.turn.correlation_id != e.correlation_id:
+                self.turn = TurnState(
+                    correlation_id=e.correlation_id,
+                    user_event_id=user.event_id if user else None,
+                    started_at=user.at if user else e.at,
+                    directives=(user.data.get("llm") if user else None),
+                )
+            self.turn.round = int(d.get("round", self.turn.round + 1))
+            self.turn.round_event_id = e.event_id
+            self.turn.model_done = False
+        elif t == "assistant.message":
+            usage = d.get("usage") or {}
+            self.tokens_used += int(usage.get("total_tokens", 0))
+            if self.turn is not None:
+                self.turn.model_done = True
+                self.turn.last_event_id = e.event_id
+                for key, value in usage.items():
+                    self.turn.usage[key] = self.turn.usage.get(key, 0) + int(value)
+        elif t == "tool.requested":
+            if self.turn is not None:
+                self.turn.tool_call_count += 1
+        elif t in TERMINAL_TOOL_TYPES:
+            call_id = d.get("call_id")
+            if closing is not None and call_id in self._dispatched:
+                self._await_late_signals(closing, e.event_id)
+            self._dispatched.discard(call_id)
+            self._asked.discard(call_id)
+            if self.turn is not None and e.correlation_id == self.turn.correlation_id:
+                self.turn.last_event_id = e.event_id
+        elif (
+            t in TURN_END_TYPES
+            and self.turn is not None
+            and self.turn.correlation_id == e.correlation_id
+        ):
+            self.turn = None
+            self._model_round = None
+
+    def _await_late_signals(self, call: PendingCall, cancelled_event_id: str) -> None:
+        """Keep where the signals of a cancelled call still running go when it returns."""
+        self._cancelled_running[call.call_id] = (call.correlation_id, cancelled_event_id)
+        while len(self._cancelled_running) > _REMEMBERED_CANCELS:
+            del self._cancelled_running[next(iter(self._cancelled_running))]
+
+    def _user_message(self, correlation_id: str) -> Envelope | None:
+        for message in self.inbox:
+            if message.correlation_id == correlation_id:
+                return message
+        return None
+
+    # --- event construction -------------------------------------------------------------
+
+    def _new(self, payload: ev.Event, *, correlation_id: str, causation_id: str | None) -> NewEvent:
+        return new_event(
+            payload,
+            project_id=self.project_id,
+            conversation_id=self.conversation_id,
+            at=format_at(self.clock()),
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+        )
+
+    def _start_turn(
+        self, correlation: str, cause: str, started_at: str, *, round_: int
+    ) -> list[NewEvent]:
+        """Events that open model round ``round_``, or end the turn on a budget."""
+        budget = self._budget_exceeded(started_at, round_)
+        if budget is not None:
+            return [self._new(budget, correlation_id=correlation, causation_id=cause)]
+        return [
+            self._new(
+                ev.LlmStarted(provider=self.provider, model=self.model, round=round_),
+                correlation_id=correlation,
+                causation_id=cause,
+            )
+        ]
+
+    def _budget_exceeded(self, started_at: str, round_: int) -> ev.BudgetExceeded | None:
+        max_rounds = self.settings.max_rounds
+        if round_ > max_rounds:
+            return ev.BudgetExceeded(budget="max_rounds", limit=max_rounds, used=round_ - 1)
+        token_budget = self.settings.token_budget
+        if self.tokens_used >= token_budget:
+            return ev.BudgetExceeded(
+                budget="token_budget", limit=token_budget, used=self.tokens_used
+            )
+        limit_ms = self.settings.duration_budget_ms
+        started = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+        used_ms = int((self.clock() - started).total_seconds() * 1000)
+        if round_ > 1 and used_ms > limit_ms:
+            return ev.BudgetExceeded(budget="duration_budget_ms", limit=limit_ms, used=used_ms)
+        return None
+
+    def _spec(self, call: PendingCall) -> CallSpec:
+        return CallSpec(
+            call_id=call.call_id,
+            name=call.name,
+            args=call.args,
+            run_mode=call.run_mode,
+            conversation_id=self.conversation_id,
+            correlation_id=call.correlation_id,
+            causation_id=call.last_event_id,
+        )
+
+    def status(self) -> str:
+        """``idle``, ``running``, ``awaiting_approval`` or ``cancelled`` (the fold's)."""
+        return self.fold.status()
+
+    def projection(self, key: str) -> Any:
+        """The live projection ``key`` (``events.projections.PROJECTION_KEYS``).
+
+        ``diagnostics`` and ``pending_tool_calls`` come straight from the fold the loop runs
+        on; the others from the committed events. Raises ``KeyError`` for an unknown key.
+        """
+        if key == "diagnostics":
+            return self.fold.diagnostics()
+        if key == "pending_tool_calls":
+            return self.fold.pending_calls()
+        return get_projection(self.events, self.conversation_id, key)

@@ -24,7 +24,6 @@ import os
 import select
 import socket
 import threading
-import uuid
 from typing import Any
 
 from runtime.client.subscription import EventStream, exchange, open_socket
@@ -36,7 +35,7 @@ from runtime.errors import (
     error_from_wire,
 )
 from runtime.guard.roost_home import resolve_home, socket_path
-from runtime.wire.ops import normalize_event, op_timeout_s
+from runtime.wire.ops import new_idempotency_key, normalize_event, op_timeout_s
 from runtime.wire.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     HEADER_SIZE,
@@ -281,7 +280,8 @@ class Client:
             "event": normalize_event(event),
             "wait": wait,
             "wait_timeout_s": wait_timeout_s,
-            "idempotency_key": idempotency_key or str(uuid.uuid4()),
+            # The client's own key (the same on its retry); the gateway mints none then.
+            "idempotency_key": idempotency_key or new_idempotency_key(),
         }
         try:
             result: dict[str, Any] = self.call("send_event", args)

@@ -21,7 +21,10 @@ closed. Nothing a client sends (garbage, half frames, huge length prefixes) stop
 server: the worst it gets is an error frame and a closed connection.
 
 The ids a request would store (project, conversation and correlation ids, idempotency
-keys) are checked before anything else (:mod:`runtime.guard.ids`).
+keys) are checked before anything else (:mod:`runtime.guard.ids`); then the correlation id
+and idempotency key a client left out are minted (:func:`runtime.wire.ops.with_ids`). This
+is the only place the daemon mints them: the actors and cores below only read them, and
+refuse a request without them as an internal error.
 
 A ``subscribe`` request turns its connection into a stream: event frames until the
 backend's iterator ends (then an ``end`` frame and the connection closes), the client
@@ -50,7 +53,7 @@ from runtime.errors import BadRequestError, OverloadedError, RoostError
 from runtime.guard.ids import check_client_ids
 from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import bind_context, get_logger
-from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args, with_correlation
+from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args, with_ids
 from runtime.wire.protocol import (
     FrameTooLargeError,
     MalformedFrameError,
@@ -347,7 +350,7 @@ class Gateway:
         try:
             args = validate_args(request.op, request.args)
             check_client_ids(request.op, args)
-            args = with_correlation(request.op, args)
+            args = with_ids(request.op, args)
         except BadRequestError as e:
             self._count_request()
             return encode_error(request.id, e)

@@ -76,6 +76,8 @@ class Spawn(msgspec.Struct, frozen=True, kw_only=True):
     new: bool = False
     recovering: bool = False
     waiters: list[tuple[str, Any]] = []
+    correlation_id: str | None = None
+    """A new conversation's: the ``start_conversation`` request's (the gateway minted it)."""
 
 
 class Stop(msgspec.Struct, frozen=True, kw_only=True):

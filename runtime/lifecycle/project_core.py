@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgspec
+
 from events import catalog as ev
 from events.envelope import Envelope, format_at, new_correlation_id, new_event
 from runtime.errors import (
@@ -53,7 +55,7 @@ from runtime.lifecycle.supervision import (
     restarted_event,
 )
 from runtime.lifecycle.supervisor_core import utc_now
-from runtime.wire.ops import route_of, waits_for_turn
+from runtime.wire.ops import minted_correlation, route_of, waits_for_turn
 
 __all__ = [
     "POLICY",
@@ -251,7 +253,8 @@ class ProjectCore:
     def _request(self, op: str, args: dict[str, Any], reply_to: Any, message: Any) -> list[Effect]:
         try:
             if op == "start_conversation":
-                return self._start_conversation(args.get("conversation_id"), reply_to)
+                correlation = minted_correlation(op, args)
+                return self._start_conversation(args.get("conversation_id"), reply_to, correlation)
             if route_of(op) == "conversation":
                 self._note_waiter(op, args, reply_to)
                 conversation_id = str(args["conversation_id"])
@@ -283,7 +286,9 @@ class ProjectCore:
         except Exception as e:
             return [error_reply(reply_to, e)]
 
-    def _start_conversation(self, conversation_id: str | None, reply_to: Any) -> list[Effect]:
+    def _start_conversation(
+        self, conversation_id: str | None, reply_to: Any, correlation_id: str
+    ) -> list[Effect]:
         conversation_id = conversation_id or "c-" + secrets.token_hex(6)
         if conversation_id in self.known:
             raise ConversationAlreadyStartedError(
@@ -292,7 +297,8 @@ class ProjectCore:
             )
         self.known.add(conversation_id)
         self.stopped.discard(conversation_id)
-        return self._spawn(conversation_id, new=True, reply_to=reply_to)
+        spawn = self._spawn(conversation_id, new=True, reply_to=reply_to)
+        return [msgspec.structs.replace(s, correlation_id=correlation_id) for s in spawn]
 
     def _note_waiter(self, op: str, args: dict[str, Any], reply_to: Any) -> None:
         """Remember a client that waits for a turn, until its wait would have timed out.

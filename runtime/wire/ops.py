@@ -15,13 +15,14 @@ the Supervisor, the Project and the Conversation each read their route from the 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from events.envelope import new_correlation_id
-from runtime.errors import BadRequestError
+from runtime.errors import BadRequestError, RoostError
 
 __all__ = [
     "ACTOR_ROUTES",
@@ -39,12 +40,15 @@ __all__ = [
     "ToolMeta",
     "ToolRequest",
     "event_type_of",
+    "minted_correlation",
+    "minted_idempotency_key",
+    "new_idempotency_key",
     "normalize_event",
     "op_timeout_s",
     "route_of",
     "validate_args",
     "waits_for_turn",
-    "with_correlation",
+    "with_ids",
 ]
 
 DEFAULT_OP_TIMEOUT_S = 60.0
@@ -244,7 +248,11 @@ class Op(msgspec.Struct, frozen=True, kw_only=True):
     """False for an op only the daemon asks its actors (``live_status``)."""
     correlation: tuple[str, ...] | None = None
     """Where in the arguments the correlation id of the event it records lives; the
-    gateway mints one there when the client gave none (:func:`with_correlation`)."""
+    gateway mints one there when the client gave none (:func:`with_ids`). An op whose
+    Struct has no such field (``start_conversation``, ``stop_conversation``) always gets
+    one minted: the client cannot choose it."""
+    idempotency: tuple[str, ...] | None = None
+    """Where its idempotency key lives; minted by the gateway when the client gave none."""
 
 
 _CORRELATION = ("correlation_id",)
@@ -258,16 +266,19 @@ OP_TABLE: dict[str, Op] = {
     "list_projects": Op(args=NoArgs, route="supervisor"),
     "diagnostics": Op(args=ProjectArgs, route="daemon"),
     "list_tools": Op(args=ProjectArgs, route="project"),
-    "run_tool": Op(args=RunToolArgs, route="project"),
-    "start_conversation": Op(args=StartConversationArgs, route="project"),
+    "run_tool": Op(
+        args=RunToolArgs, route="project", correlation=("request", "meta", "correlation_id")
+    ),
+    "start_conversation": Op(args=StartConversationArgs, route="project", correlation=_CORRELATION),
     "live_status": Op(args=ProjectArgs, route="project", client=False),
-    "stop_conversation": Op(args=ConversationArgs, route="conversation"),
+    "stop_conversation": Op(args=ConversationArgs, route="conversation", correlation=_CORRELATION),
     "send_event": Op(
         args=SendEventArgs,
         route="conversation",
         extra_timeout=_wait_timeout,
         waits=_user_message_wait,
         correlation=("event", "correlation_id"),
+        idempotency=("idempotency_key",),
     ),
     "cancel": Op(
         args=CancelArgs,
@@ -389,17 +400,14 @@ def validate_args(op: str, args: Any) -> dict[str, Any]:
     return result
 
 
-def with_correlation(op: str, args: dict[str, Any]) -> dict[str, Any]:
-    """``args`` with a fresh correlation id where ``op`` records one and the client gave none.
+def new_idempotency_key() -> str:
+    """A fresh idempotency key (a UUID): the client's for its retries, or the gateway's."""
+    return str(uuid.uuid4())
 
-    The one place the daemon mints a request's correlation id (the gateway calls it once
-    the ids the client gave were checked); the caller's dict is left alone. Ops that record
-    no correlation come back unchanged.
-    """
-    spec = OP_TABLE.get(op)
-    if spec is None or spec.correlation is None:
-        return args
-    *parents, key = spec.correlation
+
+def _mint(args: dict[str, Any], path: tuple[str, ...], new: Callable[[], str]) -> dict[str, Any]:
+    """``args`` with ``new()`` at ``path`` when nothing is there (copies, never mutates)."""
+    *parents, key = path
     copy = dict(args)
     holder = copy
     for name in parents:
@@ -409,8 +417,53 @@ def with_correlation(op: str, args: dict[str, Any]) -> dict[str, Any]:
         holder[name] = dict(inner)
         holder = holder[name]
     if holder.get(key) in (None, ""):
-        holder[key] = new_correlation_id()
-    return copy
+        holder[key] = new()
+        return copy
+    return args
+
+
+def with_ids(op: str, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with a fresh correlation id and idempotency key where the client gave none.
+
+    Only where ``op`` has them. The one place the daemon mints a request's correlation id
+    and idempotency key (the gateway calls it once the ids the client gave were checked);
+    the caller's dict is left alone. Ops that record neither come back unchanged. Below
+    the gateway they are only read (:func:`minted_correlation`, :func:`minted_idempotency_key`).
+    """
+    spec = OP_TABLE.get(op)
+    if spec is None:
+        return args
+    if spec.correlation is not None:
+        args = _mint(args, spec.correlation, new_correlation_id)
+    if spec.idempotency is not None:
+        args = _mint(args, spec.idempotency, new_idempotency_key)
+    return args
+
+
+def _minted(op: str, args: dict[str, Any], path: tuple[str, ...] | None, what: str) -> str:
+    value: Any = args
+    for name in path or ():
+        value = value.get(name) if isinstance(value, dict) else None
+    if path is None or not isinstance(value, str) or not value:
+        raise RoostError(
+            f"{op} reached {what} without its {path[-1] if path else what}: the gateway mints "
+            "it, so this request did not come through the gateway",
+            reason=f"missing_{path[-1] if path else 'id'}",
+            op=op,
+        )
+    return value
+
+
+def minted_correlation(op: str, args: dict[str, Any]) -> str:
+    """The correlation id the gateway gave ``op``'s request (``internal_error`` when none)."""
+    spec = OP_TABLE.get(op)
+    return _minted(op, args, spec.correlation if spec else None, "the runtime")
+
+
+def minted_idempotency_key(op: str, args: dict[str, Any]) -> str:
+    """The idempotency key the gateway gave ``op``'s request (``internal_error`` when none)."""
+    spec = OP_TABLE.get(op)
+    return _minted(op, args, spec.idempotency if spec else None, "the runtime")
 
 
 def waits_for_turn(op: str, args: dict[str, Any]) -> bool:

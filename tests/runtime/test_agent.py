@@ -16,18 +16,19 @@ from events.envelope import Envelope, NewEvent
 from events.projections import pending_tool_calls, timeline
 from runtime.agent.core import ConversationCore
 from runtime.agent.effects import (
+    Answer,
     Append,
     AskPolicy,
     CallModel,
     CancelCalls,
     Dispatch,
     Effect,
-    Reply,
 )
 from runtime.errors import BadRequestError
 from runtime.llm.base import ModelError, ModelReply
 from runtime.llm.deterministic import DeterministicAdapter
 from runtime.policy.options import validate_options
+from runtime.wire.ops import with_ids
 
 CLIENT = "client-address"
 
@@ -97,8 +98,8 @@ class Harness:
                 if effect.ack_to is not None:
                     self.acks.append((effect.ack_to, committed[0]))
                 queue = self.core.committed(committed) + queue
-            elif isinstance(effect, Reply):
-                self.replies.append((effect.to, effect.payload))
+            elif isinstance(effect, Answer):
+                self.replies.append((effect.to, effect.result))
             elif isinstance(effect, CallModel):
                 try:
                     reply = self.model.complete(effect.request)
@@ -124,7 +125,9 @@ class Harness:
                 self.cancelled.extend(effect.call_ids)
 
     def send(self, event: dict[str, Any], *, wait: bool = False) -> None:
-        self.run(self.core.inbound(event, CLIENT, wait=wait))
+        """As the gateway forwards a ``send_event``: ids minted where the client gave none."""
+        args = with_ids("send_event", {"conversation_id": "c1", "event": event, "wait": wait})
+        self.run(self.core.request("send_event", args, CLIENT))
 
     def types(self) -> list[str]:
         return [e.type for e in self.journal]
@@ -367,19 +370,24 @@ def test_reject_fails_the_call_with_approval_rejected() -> None:
 def test_approving_a_call_that_is_not_waiting_is_a_bad_request() -> None:
     h = Harness()
     with pytest.raises(BadRequestError, match=r"^call call-x is not awaiting approval in c1$"):
-        h.core.inbound({"type": "tool.approved", "data": {"call_id": "call-x"}}, CLIENT)
+        h.core.inbound(
+            {"type": "tool.approved", "data": {"call_id": "call-x"}, "correlation_id": "corr-1"},
+            CLIENT,
+        )
 
 
 def test_an_event_type_that_is_not_inbound_is_refused() -> None:
     h = Harness()
     with pytest.raises(BadRequestError, match=r"^event type 'tool.completed' cannot be sent"):
-        h.core.inbound({"type": "tool.completed", "data": {}}, CLIENT)
+        h.core.inbound({"type": "tool.completed", "data": {}, "correlation_id": "corr-1"}, CLIENT)
 
 
 def test_invalid_inbound_data_is_refused() -> None:
     h = Harness()
     with pytest.raises(BadRequestError, match=r"^invalid data for user.message"):
-        h.core.inbound({"type": "user.message", "data": {"content": 5}}, CLIENT)
+        h.core.inbound(
+            {"type": "user.message", "data": {"content": 5}, "correlation_id": "corr-1"}, CLIENT
+        )
 
 
 def test_a_second_message_waits_for_the_first_turn() -> None:
@@ -426,8 +434,9 @@ def test_a_restarted_conversation_goes_on_from_its_events() -> None:
 
 def test_a_restart_during_a_model_round_calls_the_model_again() -> None:
     h = Harness()
-    h.core.inbound({"type": "user.message", "data": {"content": "hi"}}, CLIENT)
-    effects = h.core.inbound({"type": "user.message", "data": {"content": "hi"}}, CLIENT)
+    hi = {"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-1"}
+    h.core.inbound(hi, CLIENT)
+    effects = h.core.inbound(hi, CLIENT)
     first = effects[0]
     assert isinstance(first, Append)
     h.commit(first.events)  # committed, but the actor died before the model call

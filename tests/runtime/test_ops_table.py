@@ -6,18 +6,20 @@ import re
 
 import pytest
 
-from runtime.errors import BadRequestError
+from runtime.errors import BadRequestError, RoostError
 from runtime.wire.ops import (
     GATEWAY_OPS,
     OP_TABLE,
     OPS,
     STREAM_OPS,
     event_type_of,
+    minted_correlation,
+    minted_idempotency_key,
     op_timeout_s,
     route_of,
     validate_args,
     waits_for_turn,
-    with_correlation,
+    with_ids,
 )
 
 CORRELATION = re.compile(r"^corr-[0-9a-f]{20}$")
@@ -83,19 +85,48 @@ def test_only_a_waited_user_message_waits_for_its_turn() -> None:
 
 def test_the_gateway_mints_a_missing_correlation_id_where_the_op_records_one() -> None:
     args = {"conversation_id": "c1", "event": {"type": "user.message", "correlation_id": None}}
-    minted = with_correlation("send_event", args)
+    minted = with_ids("send_event", args)
     assert CORRELATION.fullmatch(minted["event"]["correlation_id"])
     assert args["event"]["correlation_id"] is None  # the caller's dict is left alone
-    assert CORRELATION.fullmatch(
-        with_correlation("cancel", {"correlation_id": ""})["correlation_id"]
-    )
+    assert CORRELATION.fullmatch(with_ids("cancel", {"correlation_id": ""})["correlation_id"])
 
 
-def test_a_correlation_id_the_client_gave_is_kept() -> None:
+def test_a_correlation_id_and_idempotency_key_the_client_gave_are_kept() -> None:
+    args = {
+        "event": {"type": "user.message", "correlation_id": "corr-mine"},
+        "idempotency_key": "key-mine",
+    }
+    assert with_ids("send_event", args) == args
+
+
+def test_the_gateway_mints_a_missing_idempotency_key_for_send_event() -> None:
     args = {"event": {"type": "user.message", "correlation_id": "corr-mine"}}
-    assert with_correlation("send_event", args) == args
+    minted = with_ids("send_event", args)
+    assert minted["event"] == args["event"]
+    assert minted_idempotency_key("send_event", minted) == minted["idempotency_key"]
+    assert minted["idempotency_key"] != with_ids("send_event", args)["idempotency_key"]
+    assert "idempotency_key" not in args
+
+
+def test_ops_whose_correlation_the_client_cannot_choose_always_get_one() -> None:
+    for op, args in [
+        ("start_conversation", {"project_id": "p1"}),
+        ("stop_conversation", {"project_id": "p1", "conversation_id": "c1"}),
+        ("run_tool", {"project_id": "p1", "request": {"name": "fs.read", "meta": {}}}),
+    ]:
+        assert CORRELATION.fullmatch(minted_correlation(op, with_ids(op, args)))
+
+
+def test_ids_the_gateway_did_not_mint_are_an_internal_error_below_it() -> None:
+    with pytest.raises(RoostError) as caught:
+        minted_correlation("cancel", {"project_id": "p1", "conversation_id": "c1"})
+    assert caught.value.code == "internal_error"
+    assert caught.value.details["reason"] == "missing_correlation_id"
+    with pytest.raises(RoostError) as caught:
+        minted_idempotency_key("send_event", {"event": {"correlation_id": "corr-1"}})
+    assert caught.value.details["reason"] == "missing_idempotency_key"
 
 
 def test_an_op_that_records_no_correlation_is_left_unchanged() -> None:
     args = {"project_id": "p1", "key": "timeline"}
-    assert with_correlation("get_projection", args) is args
+    assert with_ids("get_projection", args) is args

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import catalog as ev
-from events.envelope import Envelope, NewEvent, new_event
+from events.envelope import Envelope, NewEvent, new_correlation_id, new_event
 from runtime.agent.core import ConversationCore
 from runtime.agent.effects import Append, CallModel, Effect
 from runtime.guard.redaction import redact_text
@@ -66,7 +66,7 @@ def _turn(
     inbound = {
         "type": "user.message",
         "data": {"content": text, "llm": {"delta_chunks": directive}},
-        "correlation_id": correlation,
+        "correlation_id": correlation or new_correlation_id(),  # as the gateway mints one
     }
     queue: list[Effect] = core.inbound(inbound, reply_to=None)
     reply = ModelReply(text="".join(stream), deltas=stream)

@@ -106,15 +106,27 @@ def test_requests_before_the_start_is_read_wait_and_are_served_after_it() -> Non
 def test_start_conversation_spawns_a_new_conversation() -> None:
     core, _ = make_core()
     ready(core)
-    effects = ask(core, "start_conversation", conversation_id="c1")
-    assert effects == [fx.Spawn(name="conversation:c1", new=True, reply_to="client")]
+    effects = ask(core, "start_conversation", conversation_id="c1", correlation_id="corr-s")
+    spawn = fx.Spawn(name="conversation:c1", new=True, reply_to="client", correlation_id="corr-s")
+    assert effects == [spawn]
     assert core.address("conversation:c1") == "addr-conversation:c1"
+
+
+def test_a_start_conversation_without_the_gateways_correlation_is_an_internal_error() -> None:
+    core, _ = make_core()
+    ready(core)
+    error = error_of(ask(core, "start_conversation", conversation_id="c1"))
+    assert (error["code"], error["details"]["reason"]) == (
+        "internal_error",
+        "missing_correlation_id",
+    )
+    assert core.live == {}
 
 
 def test_starting_a_conversation_that_exists_is_conversation_already_started() -> None:
     core, _ = make_core()
     ready(core, "c1")
-    error = error_of(ask(core, "start_conversation", conversation_id="c1"))
+    error = error_of(ask(core, "start_conversation", conversation_id="c1", correlation_id="x"))
     assert error["code"] == "conversation_already_started"
 
 

@@ -1,0 +1,174 @@
+"""What the Conversation actor does for its core: carry out the agent loop's effects.
+
+:class:`AgentShell` runs a :class:`runtime.agent.ConversationCore`'s effects one at a time
+and feeds what they bring back (a commit, a model reply) to the core. An ``Append`` goes
+over the journal link (or, without one, to the Journal actor) and nothing after it runs
+before the journal's answer; inputs that arrive meanwhile are queued, so the core only ever
+sees committed state. A failed append stops the loop: the state is uncertain until the
+Project restarts the conversation from its events.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from datetime import timedelta
+from typing import Any
+
+from actors.base import RoostActor, batch_key
+from actors.messages import (
+    Appended,
+    AppendFailed,
+    CallCancel,
+    ConversationFailed,
+    DecideCall,
+    Reply,
+    RunCall,
+    RunDirect,
+)
+from events.envelope import Envelope
+from runtime.agent import effects as fx
+from runtime.agent.core import ConversationCore
+from runtime.journal.link import LinkClient, LinkFailed, link_settings
+from runtime.llm.base import ModelAdapter, ModelError
+
+__all__ = ["STOP", "AgentShell"]
+
+STOP = "stop"
+"""The wakeup payload that ends a conversation whose append failed."""
+_STOP_GRACE_S = 10.0
+"""How long a conversation whose append failed waits for its project to stop it."""
+
+
+class AgentShell(RoostActor):
+    """A :class:`RoostActor` that carries out a conversation core's effects."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.core: ConversationCore | None = None
+        self.adapter: ModelAdapter | None = None
+        self.policy: Any = None
+        self.runner: Any = None
+        self.parent: Any = None
+        self.inputs: deque[tuple[Any, Any]] = deque()
+        self.effects: deque[fx.Effect] = deque()
+        self.waiting_append = False
+        self.loading = False
+        self.stopping = False
+        """An append failed: state is uncertain, nothing more runs until the restart."""
+        self.stop_error: dict[str, Any] | None = None
+        """That append's error: requests that wait behind it get it as their answer."""
+        self.link: LinkClient | None = None
+
+    def input(self, message: Any, sender: Any) -> None:
+        """Hand one queued input to the core (subclasses)."""
+        raise NotImplementedError
+
+    def after_pump(self) -> None:
+        """Called whenever the loop stops to wait (subclasses)."""
+
+    def pump(self) -> None:
+        """Run effects and inputs until something must be waited for.
+
+        Nothing runs before the core exists: an input that overtakes the set-up message
+        (Thespian gives no order between a new actor's first messages from different
+        paths) waits.
+        """
+        while self.core is not None and not (self.waiting_append or self.loading):
+            if self.stopping:
+                break
+            if self.effects:
+                self.run(self.effects.popleft())
+            elif self.inputs:
+                self.input(*self.inputs.popleft())
+            else:
+                break
+        if self.stopping:  # what waits behind the failed append will not run here
+            inputs, self.inputs = self.inputs, deque()
+            for message, _sender in inputs:
+                reply_to = getattr(message, "reply_to", None)
+                if reply_to is not None and self.stop_error is not None:
+                    self.send(reply_to, Reply(ok=False, error=self.stop_error))
+        self.after_pump()
+
+    def run(self, effect: fx.Effect) -> None:
+        """Carry out one effect."""
+        core = self.core
+        assert core is not None
+        match effect:
+            case fx.Append(events=events, key=key):
+                link = self._link()
+                if link is None:
+                    self.waiting_append = True
+                    then = functools.partial(self._appended, effect)
+                    self.append(events, then=then, key=key)
+                    return
+                # The journal link: wait here for the commit; pump goes on with the effects.
+                result = link.append(events, batch_key(key))
+                if isinstance(result, LinkFailed):
+                    self._settle(effect, AppendFailed(token=0, error=result.error))
+                else:
+                    self._settle(effect, Appended(token=0, envelopes=result.envelopes))
+            case fx.Answer(to=to, ok=ok, result=result, error=error):
+                self.send(to, Reply(ok=ok, result=result, error=error))
+            case fx.CallModel(request=request, round=round_):
+                assert self.adapter is not None
+                try:
+                    reply = self.adapter.complete(request)
+                except ModelError as e:
+                    self.effects.extend(core.model_failed(round_, e.reason, e.message))
+                except Exception as e:
+                    message = f"{type(e).__name__}: {e}"
+                    self.effects.extend(core.model_failed(round_, "adapter_error", message))
+                else:
+                    self.effects.extend(core.model_replied(round_, reply))
+            case fx.AskPolicy(call=call):
+                self.send(self.policy, DecideCall(call=call))
+            case fx.Dispatch(call=call):
+                self.send(self.runner, RunCall(call=call))
+            case fx.CancelCalls(call_ids=call_ids):
+                self.send(self.runner, CallCancel(call_ids=call_ids))
+            case fx.RunDirect(request=request, reply_to=reply_to):
+                direct = RunDirect(
+                    request=request, reply_to=reply_to, conversation_id=core.conversation_id
+                )
+                self.send(self.runner, direct)
+
+    def _link(self) -> LinkClient | None:
+        """The journal link of this process, made on first use (None: not configured)."""
+        if self.link is None:
+            settings = link_settings()
+            if settings is not None:
+                self.link = LinkClient(*settings)
+        return self.link
+
+    def _appended(self, effect: fx.Append, answer: Any) -> None:
+        """An append's answer arrived as an actor message."""
+        self._settle(effect, answer)
+        self.pump()
+
+    def _settle(self, effect: fx.Append, answer: Appended | AppendFailed) -> None:
+        """Hand a commit to the core, or stop on a failed append."""
+        core = self.core
+        assert core is not None
+        self.waiting_append = False
+        if isinstance(answer, AppendFailed):
+            self.stopping = True
+            self.stop_error = answer.error
+            if effect.ack_to is not None:
+                self.send(effect.ack_to, Reply(ok=False, error=answer.error))
+            # State is uncertain: stop, and let the project restart us from the journal. The
+            # project sends the stop, behind what it already forwarded (answered meanwhile
+            # with this error); if it does not within the grace, stop anyway.
+            self.log.error("append_failed_exiting", error=answer.error)
+            self.send(self.parent, ConversationFailed(conversation_id=core.conversation_id))
+            self.wakeupAfter(timedelta(seconds=_STOP_GRACE_S), payload=STOP)
+            return
+        self.effects.extend(core.acknowledged(effect, answer.envelopes))
+        # Routed alerts go through the effect queue, so the core folds them too.
+        alerts = self.alerts_for(answer.envelopes)
+        if alerts:
+            self.effects.append(fx.Append(events=alerts))
+
+    def route_alerts(self, envelopes: list[Envelope]) -> None:
+        """Nothing here: :meth:`_settle` queues a commit's alerts (either append path)."""

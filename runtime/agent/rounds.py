@@ -1,0 +1,138 @@
+"""Model rounds: the request sent to the model, and what its reply or failure records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events import catalog as ev
+from events.envelope import NewEvent, new_call_id
+from events.projections import LlmContextFold
+from runtime.agent.calls import ToolCalls
+from runtime.agent.effects import (
+    Append,
+    AskPolicy,
+    Effect,
+)
+from runtime.agent.state import TurnState
+from runtime.llm.base import ModelReply, ModelRequest
+
+__all__ = ["ModelRounds"]
+
+
+def _as_data(message: dict[str, Any], wrapped: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """Hand a tool result to the model inside a per-call nonce-delimited data block.
+
+    ``wrapped`` keeps each call's block (call id → (content, block)), so a result keeps
+    its nonce in every later request: the prompt's prefix stays the same from round to
+    round (provider prompt caches) and the history is not wrapped again each time.
+    """
+    content = message.get("content")
+    if message.get("role") != "tool" or not isinstance(content, str):
+        return message
+    call_id = str(message.get("tool_call_id", ""))
+    hit = wrapped.get(call_id)
+    if hit is None or hit[0] != content:
+        from runtime.execution.results import wrap_for_model  # noqa: PLC0415 - runtime-only helper
+
+        hit = (content, wrap_for_model(call_id, content))
+        wrapped[call_id] = hit
+    return {**message, "content": hit[1]}
+
+
+class ModelRounds(ToolCalls):
+    """The steps of a model round."""
+
+    def model_replied(self, round_: int, reply: ModelReply) -> list[Effect]:
+        """The model answered round ``round_``: record its deltas, calls and message."""
+        turn = self.turn
+        if turn is None or turn.round != round_ or turn.model_done:
+            return []
+        corr = turn.correlation_id
+        cause = turn.round_event_id
+        batch: list[NewEvent] = []
+        for chunk in reply.deltas:
+            batch.append(
+                self._new(ev.AssistantDelta(content=chunk), correlation_id=corr, causation_id=cause)
+            )
+        for request in reply.tool_calls:
+            mode = request.run_mode if request.run_mode in ("sync", "async") else "sync"
+            batch.append(
+                self._new(
+                    ev.ToolRequested(
+                        call_id=new_call_id(), name=request.name, args=request.args, run_mode=mode
+                    ),
+                    correlation_id=corr,
+                    causation_id=cause,
+                )
+            )
+        message = self._new(
+            ev.AssistantMessage(content=reply.text, round=round_, usage=dict(reply.usage)),
+            correlation_id=corr,
+            causation_id=cause,
+        )
+        batch.append(message)
+        if not reply.tool_calls:
+            usage = dict(turn.usage)
+            for key, value in reply.usage.items():
+                usage[key] = usage.get(key, 0) + int(value)
+            batch.append(
+                self._new(
+                    ev.LlmCompleted(
+                        finish_reason=reply.finish_reason,
+                        tool_call_count=turn.tool_call_count,
+                        usage=usage,
+                    ),
+                    correlation_id=corr,
+                    causation_id=message.event_id,
+                )
+            )
+            return [Append(events=batch)]
+        # The calls are decided before anything of this round is committed: the round's
+        # reply, its calls and their decisions then go to the journal in one batch (one
+        # commit instead of two). Nothing is lost by a crash meanwhile: the round had not
+        # been recorded, so a restarted conversation simply asks the model again.
+        self._draft = batch
+        self._draft_calls = {
+            e.data["call_id"]: self._spec_of(e) for e in batch if e.type == "tool.requested"
+        }
+        self._draft_verdicts = {}
+        return [AskPolicy(call=spec) for spec in self._draft_calls.values()]
+
+    def model_failed(self, round_: int, reason: str, message: str = "") -> list[Effect]:
+        """The model call of round ``round_`` failed: the turn ends with ``llm.failed``.
+
+        ``reason`` is the stable code (``ModelError.reason``), ``message`` the provider's
+        own words (``HTTP 404 from ...: model 'x' does not exist``).
+        """
+        turn = self.turn
+        if turn is None or turn.round != round_ or turn.model_done:
+            return []
+        return [
+            Append(
+                events=[
+                    self._new(
+                        ev.LlmFailed(reason=reason, message=message),
+                        correlation_id=turn.correlation_id,
+                        causation_id=turn.round_event_id,
+                    )
+                ]
+            )
+        ]
+
+    def _model_request(self, turn: TurnState) -> ModelRequest:
+        if self._context_stale:
+            self._context = LlmContextFold.of(self.events, self.conversation_id)
+            self._context_stale = False
+        settings = self.settings
+        timeout_s = settings.llm_timeout_ms / 1000
+        return ModelRequest(
+            messages=[_as_data(m, self._wrapped) for m in self._context.messages()],
+            tools=self.tools,
+            round=turn.round,
+            directives=turn.directives if turn.round == 1 else None,
+            model=settings.llm_model,
+            system_prompt=settings.llm_system_prompt,
+            temperature=settings.llm_temperature,
+            max_tokens=settings.llm_max_tokens,
+            timeout_s=timeout_s,
+        )
