@@ -42,7 +42,7 @@ class CoreShell(RoostActor):
                 case fx.Send(to=to, message=message):
                     if not self.send(self.to(to), message):
                         self.run(self.core.send_refused(effect))
-                case fx.Reply(to=to, ok=ok, result=result, error=error):
+                case fx.Answer(to=to, ok=ok, result=result, error=error):
                     self.send(to, Reply(ok=ok, result=result, error=error))
                 case fx.Stop(to=to):
                     self.send(self.to(to), ActorExitRequest())

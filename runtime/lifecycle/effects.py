@@ -4,6 +4,11 @@ The cores (``supervisor_core``, ``project_core``) never send a message or create
 they return these effects and the shell carries them out in order. A child that an effect
 creates is known to later effects by name (:class:`Child`), because its address exists
 only once the shell has created it (the shell reports it with the core's ``spawned``).
+
+:class:`Answer` ("answer this waiting client") is the agent core's own effect
+(``runtime.agent.effects``, the lower of the two layers), re-exported here: every core
+answers clients with the same effect, and every shell turns it into the one actor message
+``actors.messages.Reply``.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ from typing import Any
 import msgspec
 
 from events.envelope import NewEvent
+from runtime.agent.effects import Answer
 from runtime.errors import RoostError
 
 __all__ = [
+    "Answer",
     "Append",
     "Child",
     "Effect",
@@ -25,7 +32,6 @@ __all__ = [
     "PeerChanged",
     "ReadLifecycle",
     "ReadProject",
-    "Reply",
     "RunDirect",
     "Send",
     "Spawn",
@@ -50,16 +56,6 @@ class Send(msgspec.Struct, frozen=True, kw_only=True):
     to: Any
     """An address, or a :class:`Child`."""
     message: Any
-
-
-class Reply(msgspec.Struct, frozen=True, kw_only=True):
-    """Answer a waiting client."""
-
-    to: Any
-    ok: bool
-    result: Any = None
-    error: dict[str, Any] | None = None
-    """The wire error ``{code, message, details}`` when not ok."""
 
 
 class Spawn(msgspec.Struct, frozen=True, kw_only=True):
@@ -146,7 +142,7 @@ class Log(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Effect = (
-    (Send | Reply | Spawn | Stop | Append | Wakeup | ReadLifecycle | ReadProject | RunDirect)
+    (Send | Answer | Spawn | Stop | Append | Wakeup | ReadLifecycle | ReadProject | RunDirect)
     | PeerChanged
     | Escalate
     | Log
@@ -154,9 +150,9 @@ Effect = (
 """Any effect."""
 
 
-def error_reply(to: Any, error: BaseException) -> Reply:
-    """A :class:`Reply` to ``to`` carrying ``error`` in its wire shape."""
+def error_reply(to: Any, error: BaseException) -> Answer:
+    """An :class:`Answer` to ``to`` carrying ``error`` in its wire shape."""
     if isinstance(error, RoostError):
-        return Reply(to=to, ok=False, error=error.to_wire())
+        return Answer(to=to, ok=False, error=error.to_wire())
     wire = {"code": "internal_error", "message": f"{type(error).__name__}: {error}", "details": {}}
-    return Reply(to=to, ok=False, error=wire)
+    return Answer(to=to, ok=False, error=wire)

@@ -33,6 +33,7 @@ from runtime.errors import (
     ConversationNotFoundError,
 )
 from runtime.lifecycle.effects import (
+    Answer,
     Append,
     Child,
     Effect,
@@ -40,7 +41,6 @@ from runtime.lifecycle.effects import (
     Log,
     PeerChanged,
     ReadProject,
-    Reply,
     RunDirect,
     Send,
     Spawn,
@@ -192,7 +192,7 @@ class ProjectCore:
                 self.ready = True
                 failed: list[Effect] = []
                 if self.reply_to is not None:
-                    failed.append(Reply(to=self.reply_to, ok=False, error=error))
+                    failed.append(Answer(to=self.reply_to, ok=False, error=error))
                 return failed + self._drain()
             # A project started again under an id it had before keeps its conversations:
             # read them, then answer (``restored``).
@@ -215,7 +215,7 @@ class ProjectCore:
         self.reading = False
         effects: list[Effect] = []
         if not self.restore and self.reply_to is not None:
-            effects.append(Reply(to=self.reply_to, ok=True, result=self.project_id))
+            effects.append(Answer(to=self.reply_to, ok=True, result=self.project_id))
         return effects + self._drain()
 
     def journal_changed(self) -> list[Effect]:
@@ -271,7 +271,7 @@ class ProjectCore:
                     return self._forward(str(meta["conversation_id"]), request)[0]
                 return [RunDirect(request=args["request"], reply_to=reply_to)]
             if op == "list_tools":
-                return [Reply(to=reply_to, ok=True, result=self.list_tools())]
+                return [Answer(to=reply_to, ok=True, result=self.list_tools())]
             if op == "live_status":
                 status = {
                     "conversations": sorted(self.known),
@@ -279,7 +279,7 @@ class ProjectCore:
                     "health": {"status": "ok"},
                     "pids": self.live_pids(),
                 }
-                return [Reply(to=reply_to, ok=True, result=status)]
+                return [Answer(to=reply_to, ok=True, result=status)]
             raise BadRequestError(
                 f"operation {op!r} does not apply to a project", reason="unknown_op"
             )

@@ -32,13 +32,13 @@ from runtime.errors import (
 from runtime.guard.ids import NAME_ID, check_id
 from runtime.guard.paths import root_home_conflict
 from runtime.lifecycle.effects import (
+    Answer,
     Append,
     Child,
     Effect,
     Log,
     PeerChanged,
     ReadLifecycle,
-    Reply,
     Send,
     Spawn,
     Stop,
@@ -161,7 +161,7 @@ class SupervisorCore:
             )
         if self.boot_reply is not None:
             restored = {"restored": sorted(self.projects)}
-            effects.append(Reply(to=self.boot_reply, ok=True, result=restored))
+            effects.append(Answer(to=self.boot_reply, ok=True, result=restored))
             self.boot_reply = None
         return effects
 
@@ -205,7 +205,7 @@ class SupervisorCore:
         if op == "stop_project":
             return self._stop_project(str(args["project_id"]), reply_to)
         if op == "list_projects":
-            return [Reply(to=reply_to, ok=True, result=self.list_projects())]
+            return [Answer(to=reply_to, ok=True, result=self.list_projects())]
         if route_of(op) in ("project", "conversation"):
             project = self.projects.get(str(args["project_id"]))
             if project is None:
@@ -297,9 +297,9 @@ class SupervisorCore:
 
         def done(error: dict[str, Any] | None) -> list[Effect]:
             if error is not None:
-                return [Reply(to=reply_to, ok=False, error=error)]
+                return [Answer(to=reply_to, ok=False, error=error)]
             result = {"project_id": project_id, "stopped": True}
-            return [Reply(to=reply_to, ok=True, result=result)]
+            return [Answer(to=reply_to, ok=True, result=result)]
 
         stopped = self._stopped_event(project_id)
         return [Stop(to=project.address), Append(events=[stopped], then=done)]

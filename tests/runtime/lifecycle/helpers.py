@@ -60,7 +60,7 @@ def appended(effects: list[fx.Effect]) -> list[tuple[str, dict[str, Any]]]:
 
 def error_of(effects: list[fx.Effect]) -> dict[str, Any]:
     """The wire error of the one error reply among ``effects``."""
-    (reply,) = of(effects, fx.Reply)
+    (reply,) = of(effects, fx.Answer)
     assert reply.ok is False
     assert reply.error is not None
     return reply.error

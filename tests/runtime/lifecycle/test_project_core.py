@@ -75,7 +75,7 @@ def test_a_recorded_start_reads_the_projects_conversations_before_answering() ->
     assert append.then is not None
     assert append.then(None) == [fx.ReadProject()]
     effects = core.restored([envelope("conversation.started", "p1", {}, "c1")])
-    assert effects == [fx.Reply(to="starter", ok=True, result="p1")]
+    assert effects == [fx.Answer(to="starter", ok=True, result="p1")]
     assert core.known == {"c1"}
 
 
@@ -84,7 +84,7 @@ def test_a_start_the_journal_refuses_answers_its_error() -> None:
     (append,) = of(core.start("/root", SUMMARY, []), fx.Append)
     assert append.then is not None
     error = {"code": "journal_error", "message": "disk full", "details": {}}
-    assert append.then(error) == [fx.Reply(to="starter", ok=False, error=error)]
+    assert append.then(error) == [fx.Answer(to="starter", ok=False, error=error)]
     assert core.ready is True
 
 
@@ -100,7 +100,7 @@ def test_requests_before_the_start_is_read_wait_and_are_served_after_it() -> Non
     run(core, core.start("/root", SUMMARY, None))
     assert ask(core, "list_tools") == []
     effects = core.restored([])
-    assert effects == [fx.Reply(to="client", ok=True, result=[{"name": "fs.read"}])]
+    assert effects == [fx.Answer(to="client", ok=True, result=[{"name": "fs.read"}])]
 
 
 def test_start_conversation_spawns_a_new_conversation() -> None:
@@ -203,7 +203,7 @@ def test_live_status_lists_conversations_and_the_pids_of_running_ones() -> None:
     core.actor_started("conversation:c1", 11)
     core.actor_started("conversation:c2", 12)
     (reply,) = ask(core, "live_status")
-    assert isinstance(reply, fx.Reply)
+    assert isinstance(reply, fx.Answer)
     assert reply.result == {
         "conversations": ["c1", "c2"],
         "active_conversations": ["c1"],

@@ -69,7 +69,7 @@ def test_restore_restarts_the_projects_whose_last_event_is_started(tmp_path: Pat
     )
     assert of(effects, fx.Spawn) == [fx.Spawn(name="project:pa", restore=True)]
     assert core.projects["pa"].options == {"max_restarts": 1}
-    assert of(effects, fx.Reply) == [fx.Reply(to="daemon", ok=True, result={"restored": ["pa"]})]
+    assert of(effects, fx.Answer) == [fx.Answer(to="daemon", ok=True, result={"restored": ["pa"]})]
 
 
 def test_restore_refuses_a_root_that_contains_roost_home_and_stops_it(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_stop_project_stops_it_and_answers_once_project_stopped_is_committed(
     assert appended(effects) == [("project.stopped", {"reason": "requested"})]
     assert append.then is not None
     result = {"project_id": "p1", "stopped": True}
-    assert append.then(None) == [fx.Reply(to="client", ok=True, result=result)]
+    assert append.then(None) == [fx.Answer(to="client", ok=True, result=result)]
     assert core.child_exited("addr-project:p1") == []
 
 
@@ -170,7 +170,7 @@ def test_stop_project_answers_the_journals_error_when_the_stop_is_not_committed(
     (append,) = of(core.request("stop_project", {"project_id": "p1"}, "client", None), fx.Append)
     assert append.then is not None
     error = {"code": "journal_error", "message": "disk full", "details": {}}
-    assert append.then(error) == [fx.Reply(to="client", ok=False, error=error)]
+    assert append.then(error) == [fx.Answer(to="client", ok=False, error=error)]
 
 
 def test_a_crashed_project_is_restarted_from_its_events_after_a_backoff(tmp_path: Path) -> None:
@@ -244,7 +244,7 @@ def test_list_projects_shows_running_projects_and_actor_pids(tmp_path: Path) -> 
     start(core, tmp_path / "r")
     core.actor_started("journal", 42)
     (reply,) = core.request("list_projects", {}, "client", None)
-    assert isinstance(reply, fx.Reply)
+    assert isinstance(reply, fx.Answer)
     root = os.path.realpath(tmp_path / "r")
     assert reply.result["p1"] == {"root": root, "started_at": NOW_AT, "status": "running"}
     assert reply.result["_actors"]["journal"] == 42
