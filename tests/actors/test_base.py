@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.base import profiling_wanted
+from actors.process import profiling_wanted
 
 
 def test_profiling_follows_the_profile_dir_and_the_listed_kinds() -> None:

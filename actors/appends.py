@@ -1,0 +1,87 @@
+"""Journal appends an actor sends and tracks.
+
+The answer runs a callback, a restarted Journal gets the unanswered ones again (same
+keys), a commit routes its alerts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from actors.mailboxes import MailboxSends, utc_now
+from actors.messages import Appended, AppendFailed, AppendRequest
+from events.envelope import Envelope, NewEvent
+
+__all__ = ["JournalAppends", "batch_key"]
+
+
+def batch_key(key: str | None) -> str:
+    """The journal batch key of an append: the request's idempotency key, or a fresh one.
+
+    Not a request id: a batch the runtime appends on its own (a model round, a crash
+    record) gets a random key so that resending it to a restarted Journal (the journal
+    link's resend, :meth:`RoostActor.resend_appends`) never commits it twice. A client's
+    ``send_event`` brings the idempotency key the gateway checked or minted.
+    """
+    return key or str(uuid.uuid4())
+
+
+class JournalAppends(MailboxSends):
+    """Fire-and-track appends to the Journal actor."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tokens = itertools.count(1)
+        self._appends: dict[int, tuple[AppendRequest, Callable[[Any], None] | None]] = {}
+        self.journal: Any = None
+        self.alert_options: Mapping[str, Any] | None = None
+        """Options whose ``alert_signal_events`` this actor routes after its appends."""
+
+    def take_answer(self, message: Any) -> bool:
+        """Handle the journal's answer to one of this actor's appends (False: not one)."""
+        if not isinstance(message, Appended | AppendFailed) or message.token not in self._appends:
+            return False
+        _request, then = self._appends.pop(message.token)
+        if isinstance(message, AppendFailed):
+            self.log.error("append_failed", error=message.error)
+        if then is not None:
+            then(message)
+        if isinstance(message, Appended):
+            self.route_alerts(message.envelopes)
+        return True
+
+    def append(
+        self,
+        events: list[NewEvent],
+        then: Callable[[Any], None] | None = None,
+        *,
+        key: str | None = None,
+    ) -> AppendRequest:
+        """Send ``events`` to the journal; ``then(Appended | AppendFailed)`` on the answer."""
+        request = AppendRequest(key=batch_key(key), events=events, token=next(self._tokens))
+        self._appends[request.token] = (request, then)
+        if self.journal is not None:
+            self.send(self.journal, request)
+        return request
+
+    def alerts_for(self, envelopes: list[Envelope]) -> list[NewEvent]:
+        """Dispatch the committed signals ``alert_options`` route; the ``alert.*`` to append."""
+        if not self.alert_options:
+            return []
+        from runtime.lifecycle.alerts import alert_events  # noqa: PLC0415 - only when alerts are on
+
+        return alert_events(envelopes, self.alert_options, utc_now)
+
+    def route_alerts(self, envelopes: list[Envelope]) -> None:
+        """After a commit: dispatch routed signals and append the outcomes (best-effort)."""
+        alerts = self.alerts_for(envelopes)
+        if alerts:
+            self.append(alerts)
+
+    def resend_appends(self) -> None:
+        """Send unanswered appends again (same keys: the journal drops duplicates)."""
+        for request, _ in self._appends.values():
+            self.send(self.journal, request)
