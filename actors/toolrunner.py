@@ -1,7 +1,8 @@
 """The ToolRunner actor: quotas, running tools, caps, scans, via the tool-call pipeline.
 
 It holds a :class:`runtime.execution.pipeline.ToolPipeline` built from the registry the
-Project built. A model's call arrives decided (``RunCall``): admit → execute → release. A
+Project built; what a direct call is and records is ``runtime.execution.direct``'s. A
+model's call arrives decided (``RunCall``): admit → execute → release. A
 client's ``run_tool`` (``RunDirect``) is the whole pipeline: ``run(call, cancelled,
 source="run_tool")``.
 
@@ -35,10 +36,9 @@ from actors.messages import (
     RunDirect,
     SetupRunner,
 )
-from events import catalog as ev
-from events.envelope import format_at, new_call_id, new_event
+from events.envelope import format_at
+from runtime.execution.direct import crashed, direct_call, project_record, recorded
 from runtime.tools.base import CallSpec
-from runtime.wire.ops import minted_correlation
 
 __all__ = ["ToolRunnerActor"]
 
@@ -107,33 +107,26 @@ class ToolRunnerActor(RoostActor):
             try:
                 events = self.core.execute(call, flag)
             except Exception as e:
-                events = _crashed(call, e)
+                events = crashed(call, e)
             self.done.put((call.call_id, (sender, CallDone(call_id=call.call_id, events=events))))
 
         self._spawn(work)
 
     def _direct(self, message: RunDirect, sender: Any) -> None:
-        request = message.request
-        correlation = minted_correlation("run_tool", {"request": request})
-        call = CallSpec(
-            call_id=new_call_id(),
-            name=str(request.get("name", "")),
-            args=request.get("args") or {},
-            conversation_id=message.conversation_id,
-            correlation_id=correlation,
-        )
+        call = direct_call(message.request, message.conversation_id)
+        correlation = call.correlation_id
         flag = self.cancels[call.call_id] = threading.Event()
 
         def work() -> None:
             try:
                 events, result = self.core.run(call, flag, source="run_tool")
             except Exception as e:
-                events = _crashed(call, e)
+                events = crashed(call, e)
                 result = self.core.result_of(events, call)
-            recorded = _with_request(call, events)
-            if message.conversation_id is not None:
+            record = recorded(call, events)
+            if message.conversation_id is not None:  # the conversation records it
                 done = DirectDone(
-                    events=recorded,
+                    events=record,
                     result=result,
                     correlation_id=correlation,
                     reply_to=message.reply_to,
@@ -141,7 +134,7 @@ class ToolRunnerActor(RoostActor):
                 self.done.put((call.call_id, (sender, done)))
             else:
                 self.done.put(
-                    (call.call_id, ("journal", (recorded, correlation, message.reply_to, result)))
+                    (call.call_id, ("journal", (record, correlation, message.reply_to, result)))
                 )
 
         self._spawn(work)
@@ -163,15 +156,8 @@ class ToolRunnerActor(RoostActor):
             self._release(call_id)
             if target == "journal":
                 events, correlation, reply_to, result = payload
-                batch = [
-                    new_event(
-                        p,
-                        project_id=self.project_id,
-                        at=format_at(utc_now()),
-                        correlation_id=correlation,
-                    )
-                    for p in events
-                ]
+                at = format_at(utc_now())
+                batch = project_record(self.project_id, correlation, events, at)
                 self.append(
                     batch,
                     then=functools.partial(self._answer_direct, reply_to, result),
@@ -192,21 +178,3 @@ class ToolRunnerActor(RoostActor):
         self.cancels.pop(call_id, None)
         if self.core is not None:
             self.core.release(call_id)
-
-
-def _with_request(call: CallSpec, events: list[ev.Event]) -> list[ev.Event]:
-    """A direct run's record: ``tool.requested``, the decision, ``tool.started``, the rest."""
-    out: list[ev.Event] = [ev.ToolRequested(call_id=call.call_id, name=call.name, args=call.args)]
-    started = False
-    for payload in events:
-        out.append(payload)
-        if isinstance(payload, ev.PolicyAllowed) and not started:
-            out.append(ev.ToolStarted(call_id=call.call_id, name=call.name))
-            started = True
-    return out
-
-
-def _crashed(call: CallSpec, error: Exception) -> list[ev.Event]:
-    """The terminal event of a call whose tool raised instead of returning."""
-    reason = {"code": "tool_crashed", "message": str(error)}
-    return [ev.ToolFailed(call_id=call.call_id, name=call.name, reason=reason)]

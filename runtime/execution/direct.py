@@ -1,0 +1,58 @@
+"""A client's ``run_tool`` as plain code: the call it makes, what it records, a crash.
+
+The ToolRunner actor (``actors/toolrunner.py``) runs the pipeline and does the I/O; what
+a direct call is and what its record holds is decided here, so it is unit-tested without
+an actor system (``tests/runtime/execution``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events import catalog as ev
+from events.envelope import NewEvent, new_call_id, new_event
+from runtime.tools.base import CallSpec
+from runtime.wire.ops import minted_correlation
+
+__all__ = ["crashed", "direct_call", "project_record", "recorded"]
+
+
+def direct_call(request: dict[str, Any], conversation_id: str | None) -> CallSpec:
+    """The call a ``run_tool`` request makes, under the correlation the gateway gave it.
+
+    A request without that correlation did not come through the gateway: ``internal_error``.
+    """
+    return CallSpec(
+        call_id=new_call_id(),
+        name=str(request.get("name", "")),
+        args=request.get("args") or {},
+        conversation_id=conversation_id,
+        correlation_id=minted_correlation("run_tool", {"request": request}),
+    )
+
+
+def recorded(call: CallSpec, events: list[ev.Event]) -> list[ev.Event]:
+    """A direct run's record: ``tool.requested``, the decision, ``tool.started``, the rest."""
+    out: list[ev.Event] = [ev.ToolRequested(call_id=call.call_id, name=call.name, args=call.args)]
+    started = False
+    for payload in events:
+        out.append(payload)
+        if isinstance(payload, ev.PolicyAllowed) and not started:
+            out.append(ev.ToolStarted(call_id=call.call_id, name=call.name))
+            started = True
+    return out
+
+
+def crashed(call: CallSpec, error: Exception) -> list[ev.Event]:
+    """The terminal event of a call whose tool raised instead of returning."""
+    reason = {"code": "tool_crashed", "message": str(error)}
+    return [ev.ToolFailed(call_id=call.call_id, name=call.name, reason=reason)]
+
+
+def project_record(
+    project_id: str, correlation_id: str, events: list[ev.Event], at: str
+) -> list[NewEvent]:
+    """The batch of a direct run that names no conversation: project-level events."""
+    return [
+        new_event(p, project_id=project_id, at=at, correlation_id=correlation_id) for p in events
+    ]
