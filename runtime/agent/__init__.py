@@ -1,7 +1,10 @@
 """The agent loop's core: a conversation as a plain step function.
 
-General layout: ``core`` (``ConversationCore``: events in, effects out), ``effects`` (what
-it asks its actor shell to do), ``state`` (the turn being run).
+General layout, one class built in layers from the bottom: ``state`` (``LoopState``: the
+fold, the turn being run, event construction, budgets), ``calls`` (tool-call bookkeeping),
+``rounds`` (model rounds), ``inbound`` (the requests a conversation serves), ``core``
+(``ConversationCore``: what comes next, waiters, recovery); ``effects`` (what it asks its
+actor shell to do).
 
 Imports ``runtime.llm`` and the layers below it; never an actor.
 """

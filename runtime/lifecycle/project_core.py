@@ -10,7 +10,7 @@ returns :mod:`effects <runtime.lifecycle.effects>`; ``actors/project.py`` carrie
 out. Clocks, ids and the process check are injected, so the core is unit-tested without an
 actor system (``tests/runtime/lifecycle``).
 
-Over 400 lines on purpose: routing, the held requests, the waiters and the restart
+Why this module is long: routing, the held requests, the waiters and the restart
 decisions share one state (which conversations exist and run), and split apart they would
 each need the whole of it.
 """

@@ -9,7 +9,7 @@ Journal or of a Project leads to. It returns :mod:`effects <runtime.lifecycle.ef
 ``actors/supervisor.py`` carries them out. Clocks and the id generator are injected, so
 the core is unit-tested without an actor system (``tests/runtime/lifecycle``).
 
-Over 400 lines on purpose: boot, ``start_project``'s checks and the restarts share one
+Why this module is long: boot, ``start_project``'s checks and the restarts share one
 state (the running and failed projects, the Journal) that splitting would spread out.
 """
 

@@ -1,6 +1,8 @@
 """Wire: what crosses a Roost socket, shared by the client, the daemon and the journal link.
 
-General layout: ``ops`` (every operation's arguments, checked once), ``framing`` (the
+General layout: ``ops`` (the op table: route, time limit, waiting rule and ids of every
+operation, its arguments checked once; the one place request ids are minted), ``op_args``
+(each op's argument Struct), ``framing`` (the
 4-byte length prefix every socket uses, read and written once), ``protocol`` (msgspec
 JSON frames: requests, replies, errors, events), ``transport``
 (Unix sockets: bind owner-only, connect, peer credentials).

@@ -6,8 +6,9 @@ keys and wrong types are ``bad_request {reason: invalid_args}``; an unknown op i
 ``bad_request {reason: unknown_op}``) and returns them as a plain dict with every default
 filled in, which is what :meth:`runtime.daemon.config.Backend.handle` receives.
 
-Each op is declared once, in :data:`OP_TABLE`: its argument Struct, its route (who serves
-it), its time limit and its waiting rule. The gateway answers the ``gateway`` ops itself
+Each op is declared once, in :data:`OP_TABLE`: its argument Struct (``op_args``), its
+route (who serves it), its time limit, its waiting rule and where its ids live (minted
+here, once, for the gateway: :func:`with_ids`). The gateway answers the ``gateway`` ops itself
 (``status`` merges the backend's own); ``subscribe`` is the one ``stream`` op; the backend
 serves the ``daemon`` ops from the journal and sends the others down the actor tree, where
 the Supervisor, the Project and the Conversation each read their route from the table.
@@ -17,12 +18,33 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 
 from events.envelope import new_correlation_id
 from runtime.errors import BadRequestError, RoostError
+from runtime.wire.op_args import (
+    PROJECTION_KEYS,
+    Args,
+    CallArgs,
+    CancelArgs,
+    ConversationArgs,
+    InboundEvent,
+    NoArgs,
+    ProjectArgs,
+    ProjectionArgs,
+    RejectArgs,
+    ReportArgs,
+    RunToolArgs,
+    SendEventArgs,
+    StartConversationArgs,
+    StartProjectArgs,
+    SubscribeArgs,
+    TimelineArgs,
+    ToolMeta,
+    ToolRequest,
+)
 
 __all__ = [
     "ACTOR_ROUTES",
@@ -53,160 +75,6 @@ __all__ = [
 
 DEFAULT_OP_TIMEOUT_S = 60.0
 """Seconds a request may take inside the daemon unless its op says otherwise."""
-
-PROJECTION_KEYS = ("timeline", "pending_tool_calls", "llm_context", "diagnostics")
-"""The projections ``get_projection`` serves."""
-
-NonNegative = Annotated[float, msgspec.Meta(ge=0)]
-Seq = Annotated[int, msgspec.Meta(ge=0)]
-
-
-class Args(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Base of every op's arguments; unknown keys are refused."""
-
-
-class NoArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """An op without arguments (``ping``, ``status``, ``shutdown``, ``list_projects``)."""
-
-
-class ProjectArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """An op on one project."""
-
-    project_id: str
-    """The project."""
-
-
-class ConversationArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """An op on one conversation."""
-
-    conversation_id: str
-    """The conversation."""
-
-
-class StartProjectArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``start_project``: start (or restore) a project on a directory."""
-
-    root: str
-    """Absolute path of the project's root directory."""
-    project_id: str | None = None
-    """The id to use; the daemon picks one when null."""
-    options: dict[str, Any] = {}
-    """Runtime options (SPEC section 5), validated by the project."""
-
-
-class ToolMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Where a ``run_tool`` call belongs."""
-
-    conversation_id: str | None = None
-    """The conversation whose timeline receives the call's events, if any."""
-    correlation_id: str | None = None
-    """The correlation to record; generated when null."""
-
-
-class ToolRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The tool call of ``run_tool``."""
-
-    name: str
-    """Tool name, e.g. ``fs.read``."""
-    args: dict[str, Any] = {}
-    """The tool's arguments."""
-    meta: ToolMeta = msgspec.field(default_factory=ToolMeta)
-    """Conversation and correlation of the call."""
-
-
-class RunToolArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``run_tool``: run one tool call outside the model loop."""
-
-    request: ToolRequest
-    """The call."""
-
-
-class StartConversationArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``start_conversation``."""
-
-    conversation_id: str | None = None
-    """The id to use; the daemon picks one when null."""
-
-
-class InboundEvent(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """An inbound event as ``send_event`` carries it."""
-
-    type: str
-    """Dotted event type, e.g. ``user.message``."""
-    data: dict[str, Any] = {}
-    """The type's payload."""
-    correlation_id: str | None = None
-    """The correlation; generated (``corr-`` + 20 hex) when null."""
-
-
-class SendEventArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``send_event``: append an inbound event, optionally waiting for its turn to end."""
-
-    event: InboundEvent
-    """The event."""
-    wait: bool = False
-    """Return when the turn the event started is over, not at commit."""
-    wait_timeout_s: NonNegative = 60.0
-    """With ``wait``: seconds before the request fails with ``timeout``."""
-    idempotency_key: str | None = None
-    """A retried request with the same key is not appended twice."""
-
-
-class CancelArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``cancel``: cancel the conversation's pending work."""
-
-    correlation_id: str | None = None
-    """The correlation of the cancel event; generated when null."""
-    reason: str | None = None
-    """Why, for the timeline."""
-
-
-class CallArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``approve``: approve a call awaiting approval."""
-
-    call_id: str
-    """The call."""
-
-
-class RejectArgs(CallArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``reject``: reject a call awaiting approval."""
-
-    reason: str | None = None
-    """Why, recorded in ``tool.rejected``."""
-
-
-class ProjectionArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``get_projection``."""
-
-    key: Literal["timeline", "pending_tool_calls", "llm_context", "diagnostics"]
-    """Which projection."""
-
-
-class TimelineArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``incident_timeline``."""
-
-    limit: Any = 100
-    """Entries to keep (the last ones); capped at 500, anything invalid means 100."""
-    correlation_id: str | None = None
-    """Only entries of this correlation."""
-
-
-class ReportArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``incident_report``."""
-
-    correlation_id: str | None = None
-    """Only this correlation's story."""
-    format: Literal["json", "md"] = "json"
-    """``json`` gives an object, ``md`` a Markdown string."""
-
-
-class SubscribeArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``subscribe``: stream committed events after a cursor."""
-
-    conversation_id: str | None = None
-    """Only this conversation's events (signals included); the whole project when null."""
-    after_seq: Seq = 0
-    """Stream events whose ``seq`` is greater than this."""
 
 
 Route = Literal["gateway", "stream", "daemon", "supervisor", "project", "conversation"]
