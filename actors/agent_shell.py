@@ -15,7 +15,7 @@ from collections import deque
 from datetime import timedelta
 from typing import Any
 
-from actors.base import RoostActor, batch_key
+from actors.base import RoostActor
 from actors.messages import (
     Appended,
     AppendFailed,
@@ -29,7 +29,6 @@ from actors.messages import (
 from events.envelope import Envelope
 from runtime.agent import effects as fx
 from runtime.agent.core import ConversationCore
-from runtime.journal.link import LinkClient, LinkFailed, link_settings
 from runtime.llm.base import ModelAdapter, ModelError
 
 __all__ = ["STOP", "AgentShell"]
@@ -58,7 +57,6 @@ class AgentShell(RoostActor):
         """An append failed: state is uncertain, nothing more runs until the restart."""
         self.stop_error: dict[str, Any] | None = None
         """That append's error: requests that wait behind it get it as their answer."""
-        self.link: LinkClient | None = None
 
     def input(self, message: Any, sender: Any) -> None:
         """Hand one queued input to the core (subclasses)."""
@@ -97,18 +95,13 @@ class AgentShell(RoostActor):
         assert core is not None
         match effect:
             case fx.Append(events=events, key=key):
-                link = self._link()
-                if link is None:
+                # Over the journal link: wait here for the commit; pump goes on after it.
+                answer = self.append_over_link(events, key)
+                if answer is not None:
+                    self._settle(effect, answer)
+                else:  # to the Journal actor: wait for its answer message
                     self.waiting_append = True
-                    then = functools.partial(self._appended, effect)
-                    self.append(events, then=then, key=key)
-                    return
-                # The journal link: wait here for the commit; pump goes on with the effects.
-                result = link.append(events, batch_key(key))
-                if isinstance(result, LinkFailed):
-                    self._settle(effect, AppendFailed(token=0, error=result.error))
-                else:
-                    self._settle(effect, Appended(token=0, envelopes=result.envelopes))
+                    self.append(events, then=functools.partial(self._appended, effect), key=key)
             case fx.Answer(to=to, ok=ok, result=result, error=error):
                 self.send(to, Reply(ok=ok, result=result, error=error))
             case fx.CallModel(request=request, round=round_):
@@ -133,14 +126,6 @@ class AgentShell(RoostActor):
                     request=request, reply_to=reply_to, conversation_id=core.conversation_id
                 )
                 self.send(self.runner, direct)
-
-    def _link(self) -> LinkClient | None:
-        """The journal link of this process, made on first use (None: not configured)."""
-        if self.link is None:
-            settings = link_settings()
-            if settings is not None:
-                self.link = LinkClient(*settings)
-        return self.link
 
     def _appended(self, effect: fx.Append, answer: Any) -> None:
         """An append's answer arrived as an actor message."""

@@ -14,6 +14,7 @@ from typing import Any
 from actors.mailboxes import MailboxSends, utc_now
 from actors.messages import Appended, AppendFailed, AppendRequest
 from events.envelope import Envelope, NewEvent
+from runtime.journal.link import LinkClient, LinkFailed, link_settings
 
 __all__ = ["JournalAppends", "batch_key"]
 
@@ -39,6 +40,25 @@ class JournalAppends(MailboxSends):
         self.journal: Any = None
         self.alert_options: Mapping[str, Any] | None = None
         """Options whose ``alert_signal_events`` this actor routes after its appends."""
+        self.link_client: LinkClient | None = None
+
+    def append_over_link(
+        self, events: list[NewEvent], key: str | None
+    ) -> Appended | AppendFailed | None:
+        """Commit ``events`` over the journal link and wait: the answer, or None (no link).
+
+        The link of this process is made on first use; it resends the same batch, with the
+        same key, to a restarted Journal (``runtime.journal.link``).
+        """
+        if self.link_client is None:
+            settings = link_settings()
+            if settings is None:
+                return None
+            self.link_client = LinkClient(*settings)
+        result = self.link_client.append(events, batch_key(key))
+        if isinstance(result, LinkFailed):
+            return AppendFailed(token=0, error=result.error)
+        return Appended(token=0, envelopes=result.envelopes)
 
     def take_answer(self, message: Any) -> bool:
         """Handle the journal's answer to one of this actor's appends (False: not one)."""

@@ -121,15 +121,11 @@ class ConversationActor(AgentShell):
 
     def _loaded(self, result: ReadResult) -> None:
         assert self.core is not None and self.setup is not None
-        self.core.load(result.events)
         self.loading = False
-        for correlation, reply_to in self.setup.waiters:  # clients of the actor that died
-            self.core.waiters.setdefault(correlation, []).append(reply_to)
-        # Always recover: an idle conversation has no started call (it is then advance()),
-        # and one with a started call was cut off by a crash of itself, its project or the
-        # daemon; no runner will answer for that call, and running it again would repeat it.
-        reason = "conversation restarted" if self.setup.recovering else "runtime restarted"
-        self.effects.extend(self.core.recover(reason))
+        setup = self.setup
+        self.effects.extend(
+            self.core.rehydrate(result.events, setup.waiters, recovering=setup.recovering)
+        )
         self.pump()
 
     def _peers(self, update: PeerUpdate) -> None:

@@ -175,6 +175,22 @@ class ConversationCore(Inbound):
         """
         return bool(self.waiters) or self.status() in ("running", "awaiting_approval")
 
+    def rehydrate(
+        self, events: list[Envelope], waiters: list[tuple[str, Any]], *, recovering: bool
+    ) -> list[Effect]:
+        """A conversation started again: fold its events, take the waiters, recover.
+
+        ``waiters`` (``(correlation_id, reply_to)``) are the clients of the actor that died,
+        answered when their turns end. Always recover: an idle conversation has no started
+        call (it is then :meth:`advance`), and one with a started call was cut off by a
+        crash of itself (``recovering``), its project or the daemon; no runner will answer
+        for that call, and running it again would repeat it.
+        """
+        self.load(events)
+        for correlation, reply_to in waiters:
+            self.waiters.setdefault(correlation, []).append(reply_to)
+        return self.recover("conversation restarted" if recovering else "runtime restarted")
+
     def recover(self, reason: str = "conversation restarted") -> list[Effect]:
         """Pick the turn up after a restart.
 

@@ -174,3 +174,18 @@ def test_busy_while_a_client_waits_for_its_turn() -> None:
     assert isinstance(append, Append)
     assert append.ack_to is None  # answered at the end of the turn instead
     assert core.busy() is True
+
+
+def test_a_rehydrated_conversation_answers_the_waiters_of_the_one_that_died() -> None:
+    first = make_core()
+    event = {"type": "user.message", "data": {"content": "hi"}}
+    args = gateway("send_event", event=event, wait=True)
+    (append, *_rest) = first.request("send_event", args, "old-client")
+    assert isinstance(append, Append)
+    committed = commit(append.events)
+    correlation = args["event"]["correlation_id"]
+    fresh = make_core()
+    effects = fresh.rehydrate(committed, [(correlation, "waiting-client")], recovering=True)
+    assert fresh.waiters == {correlation: ["waiting-client"]}
+    assert fresh.busy() is True
+    assert effects  # the turn goes on: the model is asked again
