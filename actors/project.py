@@ -135,40 +135,36 @@ class ProjectActor(CoreShell):
                 self.send(self.supervisor, Escalate(project_id=project_id, child=child))
 
     def _spawn(self, spawn: fx.Spawn) -> None:
+        """Create the child ``spawn`` names and send it its set-up."""
         assert self.core is not None and self.setup is not None
         core, setup = self.core, self.setup
-        project_id, root, options = setup.project_id, setup.root, setup.options
+        base: dict[str, Any] = {"project_id": setup.project_id, "root": setup.root}
+        base["options"] = setup.options
+        actor: Any
+        message: Any
         if spawn.name == POLICY:
-            address = self.createActor(PolicyActor)
-            message: Any = SetupPolicy(
-                project_id=project_id, root=root, options=options, registry=self.registry
-            )
+            actor, message = PolicyActor, SetupPolicy(**base, registry=self.registry)
         elif spawn.name == TOOLRUNNER:
-            address = self.createActor(ToolRunnerActor)
-            message = SetupRunner(
-                project_id=project_id,
-                root=root,
-                options=options,
-                registry=self.registry,
-                journal=self.journal,
-            )
+            runner = SetupRunner(**base, registry=self.registry, journal=self.journal)
+            actor, message = ToolRunnerActor, runner
         else:
-            address = self.createActor(ConversationActor)
-            message = SetupConversation(
-                project_id=project_id,
-                conversation_id=spawn.name.split(":", 1)[1],
-                root=root,
-                options=options,
-                journal=self.journal,
-                policy=core.policy,
-                runner=core.runner,
-                tools=self.tools,
-                new=spawn.new,
-                recovering=spawn.recovering,
-                reply_to=spawn.reply_to,
-                waiters=spawn.waiters,
-                correlation_id=spawn.correlation_id,
+            actor, message = (
+                ConversationActor,
+                SetupConversation(
+                    **base,
+                    conversation_id=spawn.name.split(":", 1)[1],
+                    journal=self.journal,
+                    policy=core.policy,
+                    runner=core.runner,
+                    tools=self.tools,
+                    new=spawn.new,
+                    recovering=spawn.recovering,
+                    reply_to=spawn.reply_to,
+                    waiters=spawn.waiters,
+                    correlation_id=spawn.correlation_id,
+                ),
             )
+        address = self.createActor(actor)
         core.spawned(spawn.name, address)
         self.send(address, message)
 

@@ -1,7 +1,8 @@
 """The journal: the single event store and the link conversations append through.
 
 General layout: ``store`` (the eventsourcing application: append, read, hash chain),
-``sqlite`` / ``postgres`` (recorders), ``mapper`` (msgspec envelopes in and out), ``link``
+``sqlite`` / ``postgres`` (recorders), ``mapper`` (msgspec envelopes in and out),
+``writer`` (the single writer: the store behind one lock, group commit, reads, seals), ``link``
 (the Unix-socket link: a hello with the daemon's token, then batched appends).
 
 Imports ``runtime.guard`` (redaction, peers) and ``runtime.wire``.
