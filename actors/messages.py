@@ -154,6 +154,8 @@ class SetupProject(Message, frozen=True, kw_only=True):
     """The Journal's address."""
     restore: bool = False
     """True when restoring from the journal (no ``project.started`` is appended)."""
+    correlation_id: str | None = None
+    """A new project's: the ``start_project`` request's, minted by the gateway."""
     reply_to: Any = None
     """The client waiting for the start."""
 

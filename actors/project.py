@@ -95,6 +95,7 @@ class ProjectActor(CoreShell):
             reply_to=setup.reply_to,
             list_tools=partial(_listed, registry, setup.options),
             pid=os.getpid(),
+            correlation_id=setup.correlation_id,
         )
         layers = None if setup.restore else probe_layers()
         self.run(self.core.start(setup.root, registry.asset_summary(), layers))

@@ -130,5 +130,6 @@ class SupervisorActor(CoreShell):
             journal=self.journal,
             restore=spawn.restore,
             reply_to=spawn.reply_to,
+            correlation_id=spawn.correlation_id,
         )
         self.send(address, setup)

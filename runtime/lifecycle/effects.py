@@ -73,7 +73,8 @@ class Spawn(msgspec.Struct, frozen=True, kw_only=True):
     recovering: bool = False
     waiters: list[tuple[str, Any]] = []
     correlation_id: str | None = None
-    """A new conversation's: the ``start_conversation`` request's (the gateway minted it)."""
+    """A new conversation's or project's: the ``start_conversation`` or ``start_project``
+    request's (the gateway minted it); its start is recorded under it."""
 
 
 class Stop(msgspec.Struct, frozen=True, kw_only=True):

@@ -31,6 +31,7 @@ from runtime.errors import (
     BadRequestError,
     ConversationAlreadyStartedError,
     ConversationNotFoundError,
+    RoostError,
 )
 from runtime.lifecycle.effects import (
     Answer,
@@ -98,6 +99,7 @@ class ProjectCore:
         monotonic: Callable[[], float] = time.monotonic,
         new_id: Callable[[], str] = new_correlation_id,
         pid: int = 0,
+        correlation_id: str | None = None,
     ) -> None:
         self.project_id = project_id
         self.options = options
@@ -108,6 +110,10 @@ class ProjectCore:
         self.clock = clock
         self.monotonic = monotonic
         self.new_id = new_id
+        """Correlations of the events the runtime records on its own (crashes, restarts)."""
+        self.correlation_id = correlation_id
+        """The ``start_project`` request's correlation (a new project records its start under
+        it; a restored one records none)."""
         self.restarts = RestartPolicy(
             int(options.get("max_restarts", 3)),
             int(options.get("restart_period_ms", 5000)),
@@ -172,7 +178,13 @@ class ProjectCore:
         effects: list[Effect] = [Spawn(name=POLICY), Spawn(name=TOOLRUNNER)]
         if self.restore:
             return [*effects, ReadProject()]
-        correlation = self.new_id()
+        correlation = self.correlation_id
+        if not correlation:
+            raise RoostError(
+                f"project {self.project_id} was started without the correlation id the "
+                "gateway mints for start_project",
+                reason="missing_correlation_id",
+            )
         started = self._event(
             ev.ProjectStarted(root=root, options=self.options, sandbox_layers=sandbox_layers),
             correlation,

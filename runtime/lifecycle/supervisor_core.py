@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from events import catalog as ev
 from events.envelope import Envelope, format_at, new_correlation_id, new_event
 from runtime.errors import (
@@ -51,7 +53,7 @@ from runtime.lifecycle.supervision import (
     crash_events,
     restarted_event,
 )
-from runtime.wire.ops import route_of
+from runtime.wire.ops import minted_correlation, route_of
 
 __all__ = ["JOURNAL", "ProjectRecord", "SupervisorCore", "project_child", "utc_now"]
 
@@ -181,13 +183,19 @@ class SupervisorCore:
             Append(events=[self._stopped_event(project_id, reason)]),
         ]
 
-    def _stopped_event(self, project_id: str, reason: str | None = None) -> Any:
+    def _stopped_event(
+        self, project_id: str, reason: str | None = None, correlation_id: str | None = None
+    ) -> Any:
+        """``project.stopped``, under the stop request's correlation.
+
+        A fresh correlation for the runtime's own stop (a refused restore).
+        """
         payload = ev.ProjectStopped(reason=reason) if reason else ev.ProjectStopped()
         return new_event(
             payload,
             project_id=project_id,
             at=format_at(self.clock()),
-            correlation_id=self.new_id(),
+            correlation_id=correlation_id or self.new_id(),
         )
 
     # --- requests ------------------------------------------------------------------------
@@ -203,7 +211,8 @@ class SupervisorCore:
         if op == "start_project":
             return self._start_project(args, reply_to)
         if op == "stop_project":
-            return self._stop_project(str(args["project_id"]), reply_to)
+            correlation = minted_correlation(op, args)
+            return self._stop_project(str(args["project_id"]), reply_to, correlation)
         if op == "list_projects":
             return [Answer(to=reply_to, ok=True, result=self.list_projects())]
         if route_of(op) in ("project", "conversation"):
@@ -231,6 +240,7 @@ class SupervisorCore:
     def _start_project(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
         from runtime.policy.options import validate_options  # noqa: PLC0415
 
+        correlation = minted_correlation("start_project", args)
         root = self.check_root(args.get("root"))
         options = validate_options(args.get("options") or {})
         project_id = args.get("project_id") or f"p-{secrets.token_hex(4)}"
@@ -251,7 +261,8 @@ class SupervisorCore:
             load_assets(root, strict=True)
         self.failed.pop(project_id, None)
         at = format_at(self.clock())
-        return self._create(project_id, root, options, restore=False, at=at, reply_to=reply_to)
+        spawn = self._create(project_id, root, options, restore=False, at=at, reply_to=reply_to)
+        return [msgspec.structs.replace(s, correlation_id=correlation) for s in spawn]
 
     def check_root(self, root_arg: Any) -> str:
         """The resolved root of a new project, or :class:`InvalidRootPathError`."""
@@ -289,7 +300,7 @@ class SupervisorCore:
         self.projects[project_id] = ProjectRecord(root, options, at)
         return [Spawn(name=project_child(project_id), restore=restore, reply_to=reply_to)]
 
-    def _stop_project(self, project_id: str, reply_to: Any) -> list[Effect]:
+    def _stop_project(self, project_id: str, reply_to: Any, correlation: str) -> list[Effect]:
         project = self.projects.pop(project_id, None)
         if project is None:
             raise ProjectNotFoundError(f"no running project {project_id!r}", project_id=project_id)
@@ -301,7 +312,7 @@ class SupervisorCore:
             result = {"project_id": project_id, "stopped": True}
             return [Answer(to=reply_to, ok=True, result=result)]
 
-        stopped = self._stopped_event(project_id)
+        stopped = self._stopped_event(project_id, correlation_id=correlation)
         return [Stop(to=project.address), Append(events=[stopped], then=done)]
 
     # --- supervision ---------------------------------------------------------------------

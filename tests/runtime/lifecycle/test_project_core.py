@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from runtime.errors import RoostError
 from runtime.lifecycle import effects as fx
 from runtime.lifecycle.project_core import ProjectCore
 from tests.runtime.lifecycle.helpers import NOW, Clock, appended, envelope, error_of, ids, of
@@ -26,6 +29,7 @@ def make_core(
         monotonic=clock,
         new_id=ids(),
         pid=7,
+        correlation_id="corr-start",
     )
     return core, clock
 
@@ -337,3 +341,17 @@ def test_a_refused_stop_leaves_the_conversation_existing() -> None:
     core.send_refused(send)
     assert "c1" in core.known
     assert of(ask(core, "cancel", conversation_id="c1"), fx.Send)
+
+
+def test_a_new_project_records_its_start_under_the_start_requests_correlation() -> None:
+    core, _ = make_core()
+    (append,) = of(core.start("/root", SUMMARY, []), fx.Append)
+    assert {e.correlation_id for e in append.events} == {"corr-start"}
+
+
+def test_a_new_project_without_the_gateways_correlation_is_refused() -> None:
+    core = ProjectCore(project_id="p1", options={}, restore=False, reply_to="starter")
+    with pytest.raises(RoostError, match="without the correlation id"):
+        core.start("/root", SUMMARY, [])
+    restored = ProjectCore(project_id="p1", options={}, restore=True)
+    assert of(restored.start("/root", SUMMARY, None), fx.ReadProject) == [fx.ReadProject()]

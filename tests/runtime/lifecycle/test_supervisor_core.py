@@ -11,6 +11,7 @@ import pytest
 from runtime.lifecycle import effects as fx
 from runtime.lifecycle.supervision import RestartPolicy
 from runtime.lifecycle.supervisor_core import JOURNAL, SupervisorCore
+from runtime.wire.ops import with_ids
 from tests.runtime.lifecycle.helpers import (
     NOW,
     NOW_AT,
@@ -39,10 +40,15 @@ def make_core(tmp_path: Path, *, max_restarts: int = 3) -> tuple[SupervisorCore,
     return core, clock
 
 
+def ask(core: SupervisorCore, op: str, args: dict[str, Any]) -> list[fx.Effect]:
+    """A request as the gateway forwards it: ids minted where the client gave none."""
+    return core.request(op, with_ids(op, args), "client", None)
+
+
 def start(core: SupervisorCore, root: Path, project_id: str = "p1", **args: Any) -> list[fx.Effect]:
     root.mkdir(exist_ok=True)
     request = {"root": str(root), "project_id": project_id, **args}
-    effects = core.request("start_project", request, "client", "the-request")
+    effects = ask(core, "start_project", request)
     for spawn in of(effects, fx.Spawn):
         core.spawned(spawn.name, f"addr-{spawn.name}")
     return effects
@@ -86,7 +92,7 @@ def test_restore_refuses_a_root_that_contains_roost_home_and_stops_it(tmp_path: 
 
 def test_start_project_refuses_a_relative_root(tmp_path: Path) -> None:
     core, _ = make_core(tmp_path)
-    effects = core.request("start_project", {"root": "rel/dir"}, "client", None)
+    effects = ask(core, "start_project", {"root": "rel/dir"})
     error = error_of(effects)
     assert error["code"] == "invalid_root_path"
     assert error["message"] == (
@@ -98,7 +104,7 @@ def test_start_project_refuses_a_root_inside_roost_home(tmp_path: Path) -> None:
     core, _ = make_core(tmp_path)
     inside = tmp_path / "home" / "sub"
     inside.mkdir()
-    error = error_of(core.request("start_project", {"root": str(inside)}, "client", None))
+    error = error_of(ask(core, "start_project", {"root": str(inside)}))
     assert (error["code"], error["details"]["reason"]) == ("invalid_root_path", "inside_roost_home")
 
 
@@ -106,14 +112,18 @@ def test_start_project_refuses_a_project_id_of_the_wrong_shape(tmp_path: Path) -
     core, _ = make_core(tmp_path)
     (tmp_path / "r").mkdir()
     args = {"root": str(tmp_path / "r"), "project_id": "no spaces/here"}
-    error = error_of(core.request("start_project", args, "client", None))
+    error = error_of(ask(core, "start_project", args))
     assert (error["code"], error["details"]["reason"]) == ("bad_request", "invalid_project_id")
 
 
 def test_start_project_spawns_the_project_with_its_resolved_root(tmp_path: Path) -> None:
     core, _ = make_core(tmp_path)
     effects = start(core, tmp_path / "r")
-    assert effects == [fx.Spawn(name="project:p1", reply_to="client")]
+    (spawn,) = effects
+    assert spawn == fx.Spawn(
+        name="project:p1", reply_to="client", correlation_id=spawn.correlation_id
+    )
+    assert spawn.correlation_id and spawn.correlation_id.startswith("corr-")
     assert core.projects["p1"].root == os.path.realpath(tmp_path / "r")
     assert core.projects["p1"].started_at == NOW_AT
 
@@ -152,7 +162,9 @@ def test_stop_project_stops_it_and_answers_once_project_stopped_is_committed(
 ) -> None:
     core, _ = make_core(tmp_path)
     start(core, tmp_path / "r")
-    effects = core.request("stop_project", {"project_id": "p1"}, "client", None)
+    effects = core.request(
+        "stop_project", with_ids("stop_project", {"project_id": "p1"}), "client", None
+    )
     assert effects[0] == fx.Stop(to="addr-project:p1")
     (append,) = of(effects, fx.Append)
     assert appended(effects) == [("project.stopped", {"reason": "requested"})]
@@ -167,7 +179,12 @@ def test_stop_project_answers_the_journals_error_when_the_stop_is_not_committed(
 ) -> None:
     core, _ = make_core(tmp_path)
     start(core, tmp_path / "r")
-    (append,) = of(core.request("stop_project", {"project_id": "p1"}, "client", None), fx.Append)
+    (append,) = of(
+        core.request(
+            "stop_project", with_ids("stop_project", {"project_id": "p1"}), "client", None
+        ),
+        fx.Append,
+    )
     assert append.then is not None
     error = {"code": "journal_error", "message": "disk full", "details": {}}
     assert append.then(error) == [fx.Answer(to="client", ok=False, error=error)]
@@ -253,8 +270,28 @@ def test_list_projects_shows_running_projects_and_actor_pids(tmp_path: Path) -> 
 @pytest.mark.parametrize("root", [None, ""])
 def test_start_project_refuses_a_missing_root(tmp_path: Path, root: Any) -> None:
     core, _ = make_core(tmp_path)
-    error = error_of(core.request("start_project", {"root": root}, "client", None))
+    error = error_of(ask(core, "start_project", {"root": root}))
     assert (error["code"], error["message"]) == (
         "invalid_root_path",
         "the project root must be a non-empty path",
     )
+
+
+def test_start_and_stop_are_recorded_under_the_requests_correlation(tmp_path: Path) -> None:
+    core, _ = make_core(tmp_path)
+    (spawn,) = start(core, tmp_path / "r", correlation_id="corr-begin")
+    assert spawn.correlation_id == "corr-begin"
+    effects = ask(core, "stop_project", {"project_id": "p1", "correlation_id": "corr-end"})
+    (append,) = of(effects, fx.Append)
+    assert [e.correlation_id for e in append.events] == ["corr-end"]
+
+
+def test_a_start_project_that_skipped_the_gateway_is_an_internal_error(tmp_path: Path) -> None:
+    core, _ = make_core(tmp_path)
+    (tmp_path / "r").mkdir()
+    error = error_of(core.request("start_project", {"root": str(tmp_path / "r")}, "c", None))
+    assert (error["code"], error["details"]["reason"]) == (
+        "internal_error",
+        "missing_correlation_id",
+    )
+    assert core.projects == {}
