@@ -37,13 +37,12 @@ from actors.messages import (
     SetupRunner,
 )
 from events.envelope import format_at
-from runtime.execution.direct import crashed, direct_call, project_record, recorded
+from runtime.execution.direct import crashed, direct_call, project_record, recorded, runs_inline
 from runtime.tools.base import CallSpec
 
 __all__ = ["ToolRunnerActor"]
 
 _POLL = timedelta(milliseconds=5)
-_INLINE_PREFIXES = ("fs.", "asset.")
 
 
 class ToolRunnerActor(RoostActor):
@@ -95,7 +94,7 @@ class ToolRunnerActor(RoostActor):
             self.send(sender, CallDone(call_id=call.call_id, events=refused))
             return
         flag = self.cancels[call.call_id] = threading.Event()
-        if call.name.startswith(_INLINE_PREFIXES) and call.run_mode == "sync":
+        if runs_inline(call):
             try:
                 events = self.core.execute(call, flag)
             finally:

@@ -1,7 +1,8 @@
-"""A client's ``run_tool`` as plain code: the call it makes, what it records, a crash.
+"""The ToolRunner's decisions as plain code: a client's ``run_tool``, a crash, inline runs.
 
-The ToolRunner actor (``actors/toolrunner.py``) runs the pipeline and does the I/O; what
-a direct call is and what its record holds is decided here, so it is unit-tested without
+The ToolRunner actor (``actors/toolrunner.py``) runs the pipeline and does the I/O (worker
+threads, messages); what a direct call is, what its record holds, what a tool that raised
+records and which calls run inline is decided here, so it is unit-tested without
 an actor system (``tests/runtime/execution``).
 """
 
@@ -14,7 +15,18 @@ from events.envelope import NewEvent, new_call_id, new_event
 from runtime.tools.base import CallSpec
 from runtime.wire.ops import minted_correlation
 
-__all__ = ["crashed", "direct_call", "project_record", "recorded"]
+__all__ = ["INLINE_PREFIXES", "crashed", "direct_call", "project_record", "recorded", "runs_inline"]
+
+INLINE_PREFIXES = ("fs.", "asset.")
+"""Tools that take milliseconds: run on the runner's own thread when ``sync``."""
+
+
+def runs_inline(call: CallSpec) -> bool:
+    """Whether the runner runs ``call`` itself (file and asset tools, ``sync``).
+
+    Commands, HTTP fetches, workflows and ``async`` calls run on worker threads.
+    """
+    return call.name.startswith(INLINE_PREFIXES) and call.run_mode == "sync"
 
 
 def direct_call(request: dict[str, Any], conversation_id: str | None) -> CallSpec:
