@@ -17,7 +17,7 @@ from actors.messages import Reply
 from actors.thespian import mailbox
 from events import catalog as ev
 from events.envelope import NewEvent, format_at, new_correlation_id, new_event
-from runtime.errors import OverloadedError, RoostError
+from runtime.errors import OverloadedError, wire_error
 
 __all__ = ["MailboxSends", "error_reply", "utc_now"]
 
@@ -29,16 +29,7 @@ def utc_now() -> datetime:
 
 def error_reply(error: BaseException) -> Reply:
     """A :class:`Reply` carrying ``error`` in its wire shape."""
-    if isinstance(error, RoostError):
-        return Reply(ok=False, error=error.to_wire())
-    return Reply(
-        ok=False,
-        error={
-            "code": "internal_error",
-            "message": f"{type(error).__name__}: {error}",
-            "details": {},
-        },
-    )
+    return Reply(ok=False, error=wire_error(error))
 
 
 class MailboxSends(Actor):  # type: ignore[misc]

@@ -52,6 +52,7 @@ __all__ = [
     "RoostError",
     "ToolError",
     "error_from_wire",
+    "wire_error",
 ]
 
 
@@ -260,3 +261,14 @@ def error_from_wire(wire: dict[str, Any]) -> RequestError:
     if cls is RequestError:
         err.code = code  # type: ignore[misc]
     return err
+
+
+def wire_error(error: BaseException) -> dict[str, Any]:
+    """``error`` in its wire shape ``{code, message, details}``.
+
+    A :class:`RoostError` keeps its code; anything else is an ``internal_error`` naming the
+    exception. The one builder of the error every reply to a request carries.
+    """
+    if isinstance(error, RoostError):
+        return error.to_wire()
+    return {"code": "internal_error", "message": f"{type(error).__name__}: {error}", "details": {}}

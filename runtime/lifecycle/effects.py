@@ -20,7 +20,7 @@ import msgspec
 
 from events.envelope import NewEvent
 from runtime.agent.effects import Answer
-from runtime.errors import RoostError
+from runtime.errors import wire_error
 
 __all__ = [
     "Answer",
@@ -153,7 +153,4 @@ Effect = (
 
 def error_reply(to: Any, error: BaseException) -> Answer:
     """An :class:`Answer` to ``to`` carrying ``error`` in its wire shape."""
-    if isinstance(error, RoostError):
-        return Answer(to=to, ok=False, error=error.to_wire())
-    wire = {"code": "internal_error", "message": f"{type(error).__name__}: {error}", "details": {}}
-    return Answer(to=to, ok=False, error=wire)
+    return Answer(to=to, ok=False, error=wire_error(error))

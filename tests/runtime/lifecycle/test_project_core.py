@@ -355,3 +355,13 @@ def test_a_new_project_without_the_gateways_correlation_is_refused() -> None:
         core.start("/root", SUMMARY, [])
     restored = ProjectCore(project_id="p1", options={}, restore=True)
     assert of(restored.start("/root", SUMMARY, None), fx.ReadProject) == [fx.ReadProject()]
+
+
+def test_an_error_reply_carries_the_errors_wire_shape() -> None:
+    assert fx.error_reply("c", RoostError("gone", reason="x")) == fx.Answer(
+        to="c",
+        ok=False,
+        error={"code": "internal_error", "message": "gone", "details": {"reason": "x"}},
+    )
+    plain = fx.error_reply("c", ValueError("boom"))
+    assert plain.error == {"code": "internal_error", "message": "ValueError: boom", "details": {}}

@@ -1,4 +1,4 @@
-"""The agent loop's step function, driven without any actor system."""
+"""The agent loop (state, calls, rounds, inbound, core), driven without any actor system."""
 
 from __future__ import annotations
 
