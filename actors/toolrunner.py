@@ -17,14 +17,12 @@ processes the cancel killed).
 from __future__ import annotations
 
 import functools
-import queue
 import threading
-from datetime import timedelta
 from typing import Any
 
 from thespian.actors import WakeupMessage
 
-from actors.base import RoostActor, utc_now
+from actors.base import utc_now
 from actors.messages import (
     AppendFailed,
     CallCancel,
@@ -36,16 +34,15 @@ from actors.messages import (
     RunDirect,
     SetupRunner,
 )
+from actors.workers import WorkerThreads
 from events.envelope import format_at
 from runtime.execution.direct import crashed, direct_call, project_record, recorded, runs_inline
 from runtime.tools.base import CallSpec
 
 __all__ = ["ToolRunnerActor"]
 
-_POLL = timedelta(milliseconds=5)
 
-
-class ToolRunnerActor(RoostActor):
+class ToolRunnerActor(WorkerThreads):
     """Runs allowed calls and answers with their terminal events."""
 
     kind = "toolrunner"
@@ -56,9 +53,6 @@ class ToolRunnerActor(RoostActor):
         self.core: Any = None
         self.project_id = ""
         self.cancels: dict[str, threading.Event] = {}
-        self.done: queue.Queue[tuple[Any, Any]] = queue.Queue()
-        self.in_threads = 0
-        self.polling = False
 
     def handle(self, message: Any, sender: Any) -> None:
         """Configure, run, cancel, or collect finished threads."""
@@ -82,7 +76,6 @@ class ToolRunnerActor(RoostActor):
                 if flag is not None:
                     flag.set()
         elif isinstance(message, WakeupMessage):
-            self.polling = False
             self._collect()
         elif isinstance(message, PeerUpdate) and message.journal is not None:
             self.journal = message.journal  # the journal was restarted
@@ -102,21 +95,21 @@ class ToolRunnerActor(RoostActor):
             self.send(sender, CallDone(call_id=call.call_id, events=events))
             return
 
-        def work() -> None:
+        def work() -> tuple[str, Any, Any]:
             try:
                 events = self.core.execute(call, flag)
             except Exception as e:
                 events = crashed(call, e)
-            self.done.put((call.call_id, (sender, CallDone(call_id=call.call_id, events=events))))
+            return call.call_id, sender, CallDone(call_id=call.call_id, events=events)
 
-        self._spawn(work)
+        self.start_work(work)
 
     def _direct(self, message: RunDirect, sender: Any) -> None:
         call = direct_call(message.request, message.conversation_id)
         correlation = call.correlation_id
         flag = self.cancels[call.call_id] = threading.Event()
 
-        def work() -> None:
+        def work() -> tuple[str, Any, Any]:
             try:
                 events, result = self.core.run(call, flag, source="run_tool")
             except Exception as e:
@@ -130,28 +123,13 @@ class ToolRunnerActor(RoostActor):
                     correlation_id=correlation,
                     reply_to=message.reply_to,
                 )
-                self.done.put((call.call_id, (sender, done)))
-            else:
-                self.done.put(
-                    (call.call_id, ("journal", (record, correlation, message.reply_to, result)))
-                )
+                return call.call_id, sender, done
+            return call.call_id, "journal", (record, correlation, message.reply_to, result)
 
-        self._spawn(work)
-
-    def _spawn(self, work: Any) -> None:
-        self.in_threads += 1
-        threading.Thread(target=work, daemon=True).start()
-        if not self.polling:
-            self.polling = True
-            self.wakeupAfter(_POLL)
+        self.start_work(work)
 
     def _collect(self) -> None:
-        while True:
-            try:
-                call_id, (target, payload) = self.done.get_nowait()
-            except queue.Empty:
-                break
-            self.in_threads -= 1
+        for call_id, target, payload in self.collect_work():
             self._release(call_id)
             if target == "journal":
                 events, correlation, reply_to, result = payload
@@ -163,9 +141,6 @@ class ToolRunnerActor(RoostActor):
                 )
             else:
                 self.send(target, payload)
-        if self.in_threads > 0 and not self.polling:
-            self.polling = True
-            self.wakeupAfter(_POLL)
 
     def _answer_direct(self, reply_to: Any, result: Any, answer: Any) -> None:
         if isinstance(answer, AppendFailed):

@@ -1,0 +1,56 @@
+"""Slow work on threads, for an actor: started, then collected by polling.
+
+Thespian delivers no messages from threads, so an actor whose work may take long (the
+ToolRunner: commands, HTTP fetches, workflows, ``async`` calls) runs it on a worker
+thread that leaves its answer in a queue; while any is in flight the actor wakes up every
+few milliseconds and collects what finished.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from actors.base import RoostActor
+
+__all__ = ["WorkerThreads"]
+
+_POLL = timedelta(milliseconds=5)
+
+
+class WorkerThreads(RoostActor):
+    """A :class:`RoostActor` that runs work on threads and collects their answers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.done: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self.in_threads = 0
+        self.polling = False
+
+    def start_work(self, work: Callable[[], tuple[str, Any, Any]]) -> None:
+        """Run ``work`` on a thread; what it returns (key, target, payload) is collected."""
+        self.in_threads += 1
+        threading.Thread(target=lambda: self.done.put(work()), daemon=True).start()
+        self._poll()
+
+    def collect_work(self) -> list[tuple[str, Any, Any]]:
+        """The answers of the work that finished since the last poll (on its wakeup)."""
+        self.polling = False
+        finished = []
+        while True:
+            try:
+                finished.append(self.done.get_nowait())
+            except queue.Empty:
+                break
+        self.in_threads -= len(finished)
+        if self.in_threads > 0:
+            self._poll()
+        return finished
+
+    def _poll(self) -> None:
+        if not self.polling:
+            self.polling = True
+            self.wakeupAfter(_POLL)
