@@ -4,6 +4,10 @@ Each ``cmd_*`` function takes the parsed arguments and returns the exit status; 
 are raised (``RoostError``) and turned into ``roost: <code>: <message>`` by
 ``runtime.cli.app``. With ``--json`` the result is printed as JSON on stdout, otherwise
 as tables and ``key: value`` blocks (``runtime.cli.format``).
+
+Why this module is long: one short ``cmd_*`` function per ``roost`` command, each a call and
+its output; they share the client set-up and the output helpers, and other commands are
+added as separate modules.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.cli.format import (
-    Progress,
     cell,
     dumps_json,
     event_line,
@@ -24,6 +27,7 @@ from runtime.cli.format import (
     seal_lines,
     table,
 )
+from runtime.cli.progress import Progress
 from runtime.client.connection import Client
 from runtime.daemon.config import resolve_home
 from runtime.daemon.main import daemon_pid, daemon_status, start_daemon, stop_daemon

@@ -3,7 +3,7 @@
 Order of checks: the argument shapes, the non-bypassable blocklist (``command_blocked``
 plus ``security.command_blocked``), the environment (``env_vars_not_allowed`` /
 ``invalid_env_payload`` plus ``security.env_denied``), the working directory (inside the
-root), then the run (``runtime.guard.sandbox.run_command``) with the call's remaining time and
+root), then the run (``runtime.guard.sandbox_run.run_command``) with the call's remaining time and
 the project's egress policy. A non-zero exit is a normal result, not a failure; a
 timeout fails with ``timeout`` and a cancellation with ``conversation_cancelled``, and
 whenever processes had to be killed a ``tool.child_processes_terminated`` signal says how
@@ -24,14 +24,8 @@ from events.catalog import SecuritySandboxViolation, ToolChildProcessesTerminate
 from runtime.errors import ToolError
 from runtime.guard.command_controls import blocked_signal, build_env, check_blocklist, env_signal
 from runtime.guard.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
-from runtime.guard.sandbox import (
-    CommandResult,
-    Limits,
-    View,
-    probe_layers,
-    require_confinement,
-    run_command,
-)
+from runtime.guard.sandbox import View, probe_layers, require_confinement
+from runtime.guard.sandbox_run import CommandResult, Limits, run_command
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 
 __all__ = ["SPECS", "TOOL", "TOOLS", "command_run"]
