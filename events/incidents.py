@@ -20,7 +20,25 @@ from typing import Any, Final
 
 import msgspec
 
-from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
+from events.catalog import (
+    SIGNAL_TYPES,
+    TERMINAL_TOOL_TYPES,
+    ActorCrashed,
+    ActorEscalated,
+    ActorMailboxOverflow,
+    ActorRestarted,
+    LlmFailed,
+    PolicyAllowed,
+    PolicyDenied,
+    ToolApprovalRequested,
+    ToolCancelled,
+    ToolCompleted,
+    ToolFailed,
+    ToolRequested,
+    ToolTimeout,
+    decode_data,
+    type_names,
+)
 from events.envelope import Envelope
 from events.projections import (
     DECISION_TYPES,
@@ -75,6 +93,17 @@ _ACTOR_EVENTS: Final = frozenset(
     {"actor.crashed", "actor.restarted", "actor.escalated", "actor.mailbox_overflow"}
 )
 _ROUND_ENDS: Final = frozenset({"assistant.message", "tool.requested", *TURN_END_TYPES})
+_ACTOR_READS: Final = type_names(ActorCrashed, ActorRestarted, ActorEscalated, ActorMailboxOverflow)
+_CALL_READS: Final = type_names(
+    ToolRequested,
+    ToolApprovalRequested,
+    PolicyAllowed,
+    PolicyDenied,
+    ToolCompleted,
+    ToolFailed,
+    ToolCancelled,
+)
+_TIMEOUT_READS: Final = type_names(ToolTimeout, LlmFailed)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND: Final = timedelta(milliseconds=1)
 
@@ -107,10 +136,17 @@ def concerns(event: Envelope, conversation_id: str) -> bool:
     """
     if event.conversation_id == conversation_id:
         return True
-    if event.conversation_id is not None or not event.type.startswith("actor."):
+    if event.conversation_id is not None or event.type not in _ACTOR_READS:
         return False
-    actor = event.data.get("actor")
-    return actor == f"conversation:{conversation_id}" or actor in SHARED_ACTORS
+    match decode_data(event.type, event.data):
+        case (
+            ActorCrashed(actor=actor)
+            | ActorRestarted(actor=actor)
+            | ActorEscalated(actor=actor)
+            | ActorMailboxOverflow(actor=actor)
+        ):
+            return actor == f"conversation:{conversation_id}" or actor in SHARED_ACTORS
+    return False
 
 
 def _select(
@@ -320,38 +356,48 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
         if call_id is None:
             continue
         call = calls.get(call_id)
-        if event.type == "tool.requested" and call is None:
-            calls[call_id] = {
-                "call_id": call_id,
-                "name": event.data.get("name"),
-                "requested_seq": event.seq,
-                "decision": None,
-                "outcome": "pending",
-                "code": None,
-                "latency_ms": None,
-            }
-            request_at[call_id] = _epoch_ms(event.at)
-            request_of_event[event.event_id] = call_id
-        elif call is None:
+        if event.type not in _CALL_READS:
             continue
-        elif event.type in DECISION_TYPES and call["decision"] is None:
-            call["decision"] = DECISION_TYPES[event.type]
-        elif event.type in TERMINAL_TOOL_TYPES and call["outcome"] == "pending":
-            call["outcome"] = event.type.removeprefix("tool.")
-            reason = event.data.get("reason")
-            if event.type == "tool.failed":
-                call["code"] = reason.get("code") if isinstance(reason, dict) else None
-            elif event.type == "tool.cancelled":
-                call["code"] = reason if reason is not None else "conversation_cancelled"
-            end, start = _epoch_ms(event.at), request_at[call_id]
-            call["latency_ms"] = end - start if end is not None and start is not None else None
+        payload = decode_data(event.type, event.data)
+        if call is None:
+            if isinstance(payload, ToolRequested):
+                calls[call_id] = {
+                    "call_id": call_id,
+                    "name": payload.name,
+                    "requested_seq": event.seq,
+                    "decision": None,
+                    "outcome": "pending",
+                    "code": None,
+                    "latency_ms": None,
+                }
+                request_at[call_id] = _epoch_ms(event.at)
+                request_of_event[event.event_id] = call_id
+            continue
+        match payload:
+            case ToolApprovalRequested() | PolicyAllowed() | PolicyDenied():
+                if call["decision"] is None:
+                    call["decision"] = DECISION_TYPES[event.type]
+            case ToolCompleted() | ToolFailed() | ToolCancelled() as terminal:
+                if call["outcome"] != "pending":
+                    continue
+                call["outcome"] = event.type.removeprefix("tool.")
+                match terminal:
+                    case ToolFailed(reason=reason):
+                        call["code"] = reason.get("code")
+                    case ToolCancelled(reason=reason):
+                        call["code"] = reason
+                end, start = _epoch_ms(event.at), request_at[call_id]
+                call["latency_ms"] = end - start if end is not None and start is not None else None
     return list(calls.values())
 
 
 def _is_timeout(event: Envelope) -> bool:
-    return event.type == "tool.timeout" or (
-        event.type == "llm.failed" and event.data.get("reason") == "timeout"
-    )
+    if event.type not in _TIMEOUT_READS:
+        return False
+    match decode_data(event.type, event.data):
+        case ToolTimeout() | LlmFailed(reason="timeout"):
+            return True
+    return False
 
 
 def incident_report(

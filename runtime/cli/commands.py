@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from events.catalog import BudgetExceeded, LlmFailed, decode_data
 from runtime.cli.format import (
     cell,
     dumps_json,
@@ -311,15 +312,12 @@ def turn_failure(ack: dict[str, Any]) -> str | None:
     outcome = ack.get("outcome")
     if outcome not in _FAILED_TURNS:
         return None
-    data = ack.get("outcome_data") or {}
-    if outcome == "budget.exceeded":
-        return (
-            f"budget.exceeded: {data.get('budget')} "
-            f"(limit {data.get('limit')}, used {data.get('used')})"
-        )
-    reason = data.get("reason") or "unknown"
-    message = data.get("message")
-    return f"llm.failed: {reason}: {message}" if message else f"llm.failed: {reason}"
+    match decode_data(str(outcome), ack.get("outcome_data") or {}):
+        case BudgetExceeded(budget=budget, limit=limit, used=used):
+            return f"budget.exceeded: {budget} (limit {limit}, used {used})"
+        case LlmFailed(reason=reason, message=message) if reason:
+            return f"llm.failed: {reason}: {message}" if message else f"llm.failed: {reason}"
+    return f"{outcome}: unknown"
 
 
 def _acked(ns: Namespace, ack: dict[str, Any]) -> int:
