@@ -46,8 +46,8 @@ from events.catalog import SIGNAL_TYPES
 from runtime.errors import ToolError
 from runtime.execution.results import ScanSummary, check_caps, completed_events, tool_kind
 from runtime.guard.redaction import redact
+from runtime.option_table import RuntimeOptions
 from runtime.policy.decisions import Verdict
-from runtime.policy.options import RuntimeOptions
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
 from runtime.tools.registry import ToolRegistry
 
