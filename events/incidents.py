@@ -20,25 +20,8 @@ from typing import Any, Final
 
 import msgspec
 
-from events.catalog import (
-    SIGNAL_TYPES,
-    TERMINAL_TOOL_TYPES,
-    ActorCrashed,
-    ActorEscalated,
-    ActorMailboxOverflow,
-    ActorRestarted,
-    LlmFailed,
-    PolicyAllowed,
-    PolicyDenied,
-    ToolApprovalRequested,
-    ToolCancelled,
-    ToolCompleted,
-    ToolFailed,
-    ToolRequested,
-    ToolTimeout,
-    decode_data,
-    type_names,
-)
+from events import catalog as ev
+from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES, decode_data, type_names
 from events.envelope import Envelope
 from events.projections import (
     DECISION_TYPES,
@@ -93,17 +76,19 @@ _ACTOR_EVENTS: Final = frozenset(
     {"actor.crashed", "actor.restarted", "actor.escalated", "actor.mailbox_overflow"}
 )
 _ROUND_ENDS: Final = frozenset({"assistant.message", "tool.requested", *TURN_END_TYPES})
-_ACTOR_READS: Final = type_names(ActorCrashed, ActorRestarted, ActorEscalated, ActorMailboxOverflow)
-_CALL_READS: Final = type_names(
-    ToolRequested,
-    ToolApprovalRequested,
-    PolicyAllowed,
-    PolicyDenied,
-    ToolCompleted,
-    ToolFailed,
-    ToolCancelled,
+_ACTOR_READS: Final = type_names(
+    ev.ActorCrashed, ev.ActorRestarted, ev.ActorEscalated, ev.ActorMailboxOverflow
 )
-_TIMEOUT_READS: Final = type_names(ToolTimeout, LlmFailed)
+_CALL_READS: Final = type_names(
+    ev.ToolRequested,
+    ev.ToolApprovalRequested,
+    ev.PolicyAllowed,
+    ev.PolicyDenied,
+    ev.ToolCompleted,
+    ev.ToolFailed,
+    ev.ToolCancelled,
+)
+_TIMEOUT_READS: Final = type_names(ev.ToolTimeout, ev.LlmFailed)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND: Final = timedelta(milliseconds=1)
 
@@ -140,10 +125,10 @@ def concerns(event: Envelope, conversation_id: str) -> bool:
         return False
     match decode_data(event.type, event.data):
         case (
-            ActorCrashed(actor=actor)
-            | ActorRestarted(actor=actor)
-            | ActorEscalated(actor=actor)
-            | ActorMailboxOverflow(actor=actor)
+            ev.ActorCrashed(actor=actor)
+            | ev.ActorRestarted(actor=actor)
+            | ev.ActorEscalated(actor=actor)
+            | ev.ActorMailboxOverflow(actor=actor)
         ):
             return actor == f"conversation:{conversation_id}" or actor in SHARED_ACTORS
     return False
@@ -360,7 +345,7 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
             continue
         payload = decode_data(event.type, event.data)
         if call is None:
-            if isinstance(payload, ToolRequested):
+            if isinstance(payload, ev.ToolRequested):
                 calls[call_id] = {
                     "call_id": call_id,
                     "name": payload.name,
@@ -374,17 +359,17 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
                 request_of_event[event.event_id] = call_id
             continue
         match payload:
-            case ToolApprovalRequested() | PolicyAllowed() | PolicyDenied():
+            case ev.ToolApprovalRequested() | ev.PolicyAllowed() | ev.PolicyDenied():
                 if call["decision"] is None:
                     call["decision"] = DECISION_TYPES[event.type]
-            case ToolCompleted() | ToolFailed() | ToolCancelled() as terminal:
+            case ev.ToolCompleted() | ev.ToolFailed() | ev.ToolCancelled() as terminal:
                 if call["outcome"] != "pending":
                     continue
                 call["outcome"] = event.type.removeprefix("tool.")
                 match terminal:
-                    case ToolFailed(reason=reason):
+                    case ev.ToolFailed(reason=reason):
                         call["code"] = reason.get("code")
-                    case ToolCancelled(reason=reason):
+                    case ev.ToolCancelled(reason=reason):
                         call["code"] = reason
                 end, start = _epoch_ms(event.at), request_at[call_id]
                 call["latency_ms"] = end - start if end is not None and start is not None else None
@@ -395,7 +380,7 @@ def _is_timeout(event: Envelope) -> bool:
     if event.type not in _TIMEOUT_READS:
         return False
     match decode_data(event.type, event.data):
-        case ToolTimeout() | LlmFailed(reason="timeout"):
+        case ev.ToolTimeout() | ev.LlmFailed(reason="timeout"):
             return True
     return False
 

@@ -9,6 +9,11 @@ Conversation-scoped functions take all events of one project and keep those whos
 ``conversation_id`` is the conversation's (signals with that ``conversation_id`` belong to
 it; project-level events and signals with no conversation do not). The rules each
 projection follows are written down in ``docs/projections.md``.
+
+Why this module is long: it holds one fold per projection of ``docs/projections.md``, each
+a ``match`` over the payload types it reads (the tables of which it names up front), and
+they share the ordering and selection helpers; the conversation's status and pending
+calls are apart (:mod:`events.conversation_fold`), as are the incident views.
 """
 
 from __future__ import annotations
@@ -18,30 +23,8 @@ from typing import Any, Final
 
 import msgspec
 
-from events.catalog import (
-    SIGNAL_TYPES,
-    AssistantMessage,
-    BudgetExceeded,
-    ConversationCancel,
-    ConversationStarted,
-    ConversationStopped,
-    Event,
-    LlmCompleted,
-    LlmFailed,
-    LlmStarted,
-    PolicyAllowed,
-    PolicyDenied,
-    ProjectStarted,
-    ProjectStopped,
-    ToolApprovalRequested,
-    ToolCancelled,
-    ToolCompleted,
-    ToolFailed,
-    ToolRequested,
-    UserMessage,
-    decode_data,
-    type_names,
-)
+from events import catalog as ev
+from events.catalog import SIGNAL_TYPES, decode_data, type_names
 from events.codecs import canonical_json
 from events.conversation_fold import TURN_END_TYPES, ConversationFold
 from events.envelope import Envelope
@@ -97,29 +80,29 @@ def conversation_events(events: Iterable[Envelope], conversation_id: str) -> lis
     return [event for event in in_seq_order(events) if event.conversation_id == conversation_id]
 
 
-_STARTS: Final = type_names(ProjectStarted)
+_STARTS: Final = type_names(ev.ProjectStarted)
 _CONTEXT_READS: Final = type_names(
-    UserMessage,
-    LlmStarted,
-    AssistantMessage,
-    ToolRequested,
-    ToolCompleted,
-    ToolFailed,
-    ToolCancelled,
-    LlmCompleted,
-    LlmFailed,
-    BudgetExceeded,
-    ConversationCancel,
+    ev.UserMessage,
+    ev.LlmStarted,
+    ev.AssistantMessage,
+    ev.ToolRequested,
+    ev.ToolCompleted,
+    ev.ToolFailed,
+    ev.ToolCancelled,
+    ev.LlmCompleted,
+    ev.LlmFailed,
+    ev.BudgetExceeded,
+    ev.ConversationCancel,
 )
 _PROJECT_READS: Final = type_names(
-    ProjectStarted,
-    ProjectStopped,
-    ConversationStarted,
-    ConversationStopped,
-    ToolRequested,
-    ToolApprovalRequested,
-    PolicyAllowed,
-    PolicyDenied,
+    ev.ProjectStarted,
+    ev.ProjectStopped,
+    ev.ConversationStarted,
+    ev.ConversationStopped,
+    ev.ToolRequested,
+    ev.ToolApprovalRequested,
+    ev.PolicyAllowed,
+    ev.PolicyDenied,
 )
 
 
@@ -133,7 +116,7 @@ def orchestration_enabled(events: Iterable[Envelope]) -> bool:
         if event.type not in _STARTS:
             continue
         match decode_data(event.type, event.data):
-            case ProjectStarted(options=options):
+            case ev.ProjectStarted(options=options):
                 enabled = options.get("orchestration") is not False
     return enabled
 
@@ -168,14 +151,14 @@ def pending_tool_calls(events: Iterable[Envelope], conversation_id: str) -> list
 # --- the model's context ----------------------------------------------------------------
 
 
-def _tool_message(terminal: ToolCompleted | ToolFailed | ToolCancelled) -> dict[str, Any]:
+def _tool_message(terminal: ev.ToolCompleted | ev.ToolFailed | ev.ToolCancelled) -> dict[str, Any]:
     content: Any
     match terminal:
-        case ToolCompleted(result=result):
+        case ev.ToolCompleted(result=result):
             status, content, code = "ok", result, None
-        case ToolFailed(reason=reason):
+        case ev.ToolFailed(reason=reason):
             status, content, code = "error", reason, reason.get("code")
-        case ToolCancelled(reason=reason):
+        case ev.ToolCancelled(reason=reason):
             status, content, code = "error", {"code": reason}, reason
     return {
         "role": "tool",
@@ -219,13 +202,13 @@ class LlmContextFold:
         correlation = event.correlation_id
         messages, open_rounds = self._messages, self._open_rounds
         match decode_data(event.type, event.data):
-            case UserMessage(content=content):
+            case ev.UserMessage(content=content):
                 messages.append({"role": "user", "content": _text(content)})
-            case LlmStarted():
+            case ev.LlmStarted():
                 message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": []}
                 open_rounds[correlation] = message
                 messages.append(message)
-            case AssistantMessage(content=content):
+            case ev.AssistantMessage(content=content):
                 text = _text(content)
                 current = open_rounds.get(correlation)
                 if current is None:
@@ -234,21 +217,21 @@ class LlmContextFold:
                     current["content"] = text
                 else:
                     current["content"] += "\n" + text
-            case ToolRequested(call_id=call_id, name=name, args=args):
+            case ev.ToolRequested(call_id=call_id, name=name, args=args):
                 current = open_rounds.get(correlation)
                 if current is not None and call_id not in self._model_calls:
                     self._model_calls.add(call_id)
                     current["tool_calls"].append(
                         {"id": call_id, "name": name, "args": msgspec.to_builtins(args)}
                     )
-            case ToolCompleted() | ToolFailed() | ToolCancelled() as terminal:
+            case ev.ToolCompleted() | ev.ToolFailed() | ev.ToolCancelled() as terminal:
                 call_id = terminal.call_id
                 if call_id in self._model_calls and call_id not in self._answered:
                     self._answered.add(call_id)
                     messages.append(_tool_message(terminal))
-            case LlmCompleted() | LlmFailed() | BudgetExceeded():
+            case ev.LlmCompleted() | ev.LlmFailed() | ev.BudgetExceeded():
                 open_rounds.pop(correlation, None)
-            case ConversationCancel():
+            case ev.ConversationCancel():
                 open_rounds.clear()
 
     def messages(self) -> list[dict[str, Any]]:
@@ -321,20 +304,20 @@ def diagnostics(events: Iterable[Envelope], conversation_id: str) -> dict[str, A
 
 def _decision(
     event: Envelope,
-    payload: ToolApprovalRequested | PolicyAllowed | PolicyDenied,
+    payload: ev.ToolApprovalRequested | ev.PolicyAllowed | ev.PolicyDenied,
     tool_names: dict[str, str],
 ) -> dict[str, Any]:
     match payload:
-        case ToolApprovalRequested(call_id=call_id):
+        case ev.ToolApprovalRequested(call_id=call_id):
             decision, tool, reason, source = (
                 "ask",
                 tool_names.get(call_id),
                 "approval_required",
                 "policy",
             )
-        case PolicyAllowed(tool=tool, reason=reason, source=source):
+        case ev.PolicyAllowed(tool=tool, reason=reason, source=source):
             decision = "allow"
-        case PolicyDenied(tool=tool, reason=reason, source=source):
+        case ev.PolicyDenied(tool=tool, reason=reason, source=source):
             decision = "deny"
     return {
         "at": event.at,
@@ -361,28 +344,28 @@ def project_view(events: Iterable[Envelope]) -> dict[str, Any]:
     ordered = in_seq_order(events)
     project_id: str | None = ordered[0].project_id if ordered else None
     started: Envelope | None = None
-    start = ProjectStarted(root="")
+    start = ev.ProjectStarted(root="")
     running = False
     conversations: set[str] = set()
     signal_counts: dict[str, int] = {}
     tool_names: dict[str, str] = {}
     decisions: list[dict[str, Any]] = []
     for event in ordered:
-        payload: Event | None = None
+        payload: ev.Event | None = None
         if event.type in _PROJECT_READS:
             payload = decode_data(event.type, event.data)
         match payload:
-            case ProjectStarted():
+            case ev.ProjectStarted():
                 started, start, running, project_id = event, payload, True, event.project_id
-            case ProjectStopped():
+            case ev.ProjectStopped():
                 running = False
-            case ConversationStarted() if event.conversation_id is not None:
+            case ev.ConversationStarted() if event.conversation_id is not None:
                 conversations.add(event.conversation_id)
-            case ConversationStopped() if event.conversation_id is not None:
+            case ev.ConversationStopped() if event.conversation_id is not None:
                 conversations.discard(event.conversation_id)
-            case ToolRequested(call_id=call_id, name=name):
+            case ev.ToolRequested(call_id=call_id, name=name):
                 tool_names.setdefault(call_id, name)
-            case ToolApprovalRequested() | PolicyAllowed() | PolicyDenied():
+            case ev.ToolApprovalRequested() | ev.PolicyAllowed() | ev.PolicyDenied():
                 decisions.append(_decision(event, payload, tool_names))
         if event.type in SIGNAL_TYPES:
             signal_counts[event.type] = signal_counts.get(event.type, 0) + 1
