@@ -866,7 +866,7 @@ def _restated_defaults(tree: ast.AST) -> list[str]:
 
 
 def test_no_module_restates_an_option_default() -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     offenders = [
         f"{path.relative_to(root)}: {name}"
         for package in ("runtime", "events", "soak")
