@@ -3,6 +3,10 @@
 Each Struct is the typed payload (the envelope's ``data``) of one event type; its tag is
 the dotted type name. Payloads only grow: a new field always has a default and a field's
 type never changes, so old journal bytes keep decoding (see ``docs/events.md``).
+
+Why this module is long: it is the catalog, one short frozen Struct per event type with a
+docstring per field (``docs/events.md`` is generated from it); one file keeps every type's
+definition in one place.
 """
 
 from __future__ import annotations
@@ -59,7 +63,9 @@ __all__ = [
     "ToolStarted",
     "ToolTimeout",
     "UserMessage",
+    "decode_data",
     "payload_to_data",
+    "type_names",
     "validate_data",
 ]
 
@@ -640,3 +646,34 @@ def validate_data(event_type: str, data: dict[str, Any]) -> Event:
     """
     cls = PAYLOAD_TYPES[event_type]
     return msgspec.convert(data, cls)
+
+
+def decode_data(event_type: str, data: Any) -> Event | None:
+    """The typed payload of an event's ``data``, for code that branches on what it says.
+
+    ``decode_data(event.type, event.data)`` for an envelope, the same with the ``type`` and
+    ``data`` of a wire event. Readers ``match`` on the result (``case ToolFailed(reason=r)``)
+    instead of comparing type strings and reading ``data`` keys. ``None`` when it is not one
+    this catalog can read: a type it does not know (a newer writer's), or ``data`` whose
+    field has the wrong type or that lacks a required field (never written by Roost, which
+    builds every event from its payload). Readers fold such an event as one they do not
+    know, so a projection or a report never fails on it; :func:`validate_data` is the strict
+    form that raises. Unknown extra fields are left out; the stored ``data`` is not changed.
+    msgspec keeps each payload type's decoding plan cached on the type.
+    """
+    cls = PAYLOAD_TYPES.get(event_type)
+    if cls is None:
+        return None
+    try:
+        return msgspec.convert(data, cls)
+    except msgspec.ValidationError:
+        return None
+
+
+def type_names(*payloads: type[Event]) -> frozenset[str]:
+    """The type names of ``payloads``: what a reader checks before it decodes an event.
+
+    A fold that ``match``es on a few payload types skips every other event without the
+    cost of :func:`decode_data` (``if event.type in READS: match decode_data(...)``).
+    """
+    return frozenset(cls.__struct_config__.tag for cls in payloads)  # type: ignore[misc]

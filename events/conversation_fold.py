@@ -36,7 +36,20 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from events.catalog import TERMINAL_TOOL_TYPES
+from events.catalog import (
+    PolicyAllowed,
+    PolicyDenied,
+    ToolApprovalRequested,
+    ToolApproved,
+    ToolCancelled,
+    ToolCompleted,
+    ToolFailed,
+    ToolRejected,
+    ToolRequested,
+    ToolStarted,
+    decode_data,
+    type_names,
+)
 from events.envelope import Envelope
 
 __all__ = [
@@ -63,14 +76,17 @@ CONVERSATION_STATUSES: Final[tuple[str, ...]] = (
 CallPhase = Literal["requested", "awaiting_approval", "allowed", "denied", "started"]
 """Where a pending call stands between its request and its terminal event."""
 
-_PHASES: Final[dict[str, CallPhase]] = {
-    "tool.approval_requested": "awaiting_approval",
-    "policy.allowed": "allowed",
-    "tool.approved": "allowed",
-    "policy.denied": "denied",
-    "tool.rejected": "denied",
-    "tool.started": "started",
+_PHASES: Final[dict[type, CallPhase]] = {
+    ToolApprovalRequested: "awaiting_approval",
+    PolicyAllowed: "allowed",
+    ToolApproved: "allowed",
+    PolicyDenied: "denied",
+    ToolRejected: "denied",
+    ToolStarted: "started",
 }
+
+_CALL_EVENTS: Final = type_names(ToolRequested, ToolCompleted, ToolFailed, ToolCancelled, *_PHASES)
+"""The events :meth:`ConversationFold._apply_call` reads (every other one is skipped)."""
 
 
 @dataclass
@@ -153,10 +169,9 @@ class ConversationFold:
         self.event_count += 1
         self.last_event_type = event.type
         self.last_seq = event.seq
-        kind, data = event.type, event.data
-        call_id = data.get("call_id")
-        if isinstance(call_id, str):
-            self._apply_call(event, call_id)
+        kind = event.type
+        if kind in _CALL_EVENTS:
+            self._apply_call(event)
         if kind == "user.message":
             if self.orchestration and not self.cancelled:
                 self.open_turns.setdefault(event.correlation_id, event)
@@ -171,27 +186,38 @@ class ConversationFold:
             self.stopped = True
             self.open_turns.clear()
 
-    def _apply_call(self, event: Envelope, call_id: str) -> None:
-        kind, data = event.type, event.data
-        if kind == "tool.requested":
-            if call_id not in self.calls and call_id not in self._closed:
-                self.calls[call_id] = PendingCall(
-                    call_id=call_id,
-                    name=data.get("name"),
-                    args=data.get("args", {}),
-                    run_mode=data.get("run_mode", "sync"),
-                    phase="requested",
-                    correlation_id=event.correlation_id,
-                    requested_seq=event.seq,
-                    last_event_id=event.event_id,
-                )
-        elif kind in TERMINAL_TOOL_TYPES:
-            self.calls.pop(call_id, None)
-            self._closed.add(call_id)
-        elif kind in _PHASES and call_id in self.calls:
-            call = self.calls[call_id]
-            call.phase = _PHASES[kind]
-            call.last_event_id = event.event_id
+    def _apply_call(self, event: Envelope) -> None:
+        match decode_data(event.type, event.data):
+            case ToolRequested(call_id=call_id, name=name, args=args, run_mode=run_mode):
+                if call_id not in self.calls and call_id not in self._closed:
+                    self.calls[call_id] = PendingCall(
+                        call_id=call_id,
+                        name=name,
+                        args=args,
+                        run_mode=run_mode,
+                        phase="requested",
+                        correlation_id=event.correlation_id,
+                        requested_seq=event.seq,
+                        last_event_id=event.event_id,
+                    )
+            case (
+                ToolCompleted(call_id=call_id)
+                | ToolFailed(call_id=call_id)
+                | ToolCancelled(call_id=call_id)
+            ):
+                self.calls.pop(call_id, None)
+                self._closed.add(call_id)
+            case (
+                ToolApprovalRequested(call_id=str() as call_id)
+                | PolicyAllowed(call_id=str() as call_id)
+                | ToolApproved(call_id=str() as call_id)
+                | PolicyDenied(call_id=str() as call_id)
+                | ToolRejected(call_id=str() as call_id)
+                | ToolStarted(call_id=str() as call_id)
+            ) as decision if call_id in self.calls:
+                call = self.calls[call_id]
+                call.phase = _PHASES[type(decision)]
+                call.last_event_id = event.event_id
 
     def status(self) -> str:
         """``idle``, ``running``, ``awaiting_approval`` or ``cancelled`` (see the module doc)."""

@@ -6,6 +6,10 @@ every mapping with sorted or fixed keys, so the same events give the same bytes 
 ``canonical_json`` whatever order they were given in. ``render_incident_markdown`` (from
 ``events.report``, re-exported here) renders the report as Markdown. The sections are
 described in ``docs/projections.md``.
+
+Why this module is long: the timeline and the report are two pure folds over the same
+selection of events and share its helpers (selection, entries, call ids); the Markdown
+rendering is apart (``events.report``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import Any, Final
 
 import msgspec
 
-from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
+from events import catalog as ev
+from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES, decode_data, type_names
 from events.envelope import Envelope
 from events.projections import (
     DECISION_TYPES,
@@ -71,6 +76,19 @@ _ACTOR_EVENTS: Final = frozenset(
     {"actor.crashed", "actor.restarted", "actor.escalated", "actor.mailbox_overflow"}
 )
 _ROUND_ENDS: Final = frozenset({"assistant.message", "tool.requested", *TURN_END_TYPES})
+_ACTOR_READS: Final = type_names(
+    ev.ActorCrashed, ev.ActorRestarted, ev.ActorEscalated, ev.ActorMailboxOverflow
+)
+_CALL_READS: Final = type_names(
+    ev.ToolRequested,
+    ev.ToolApprovalRequested,
+    ev.PolicyAllowed,
+    ev.PolicyDenied,
+    ev.ToolCompleted,
+    ev.ToolFailed,
+    ev.ToolCancelled,
+)
+_TIMEOUT_READS: Final = type_names(ev.ToolTimeout, ev.LlmFailed)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND: Final = timedelta(milliseconds=1)
 
@@ -103,10 +121,17 @@ def concerns(event: Envelope, conversation_id: str) -> bool:
     """
     if event.conversation_id == conversation_id:
         return True
-    if event.conversation_id is not None or not event.type.startswith("actor."):
+    if event.conversation_id is not None or event.type not in _ACTOR_READS:
         return False
-    actor = event.data.get("actor")
-    return actor == f"conversation:{conversation_id}" or actor in SHARED_ACTORS
+    match decode_data(event.type, event.data):
+        case (
+            ev.ActorCrashed(actor=actor)
+            | ev.ActorRestarted(actor=actor)
+            | ev.ActorEscalated(actor=actor)
+            | ev.ActorMailboxOverflow(actor=actor)
+        ):
+            return actor == f"conversation:{conversation_id}" or actor in SHARED_ACTORS
+    return False
 
 
 def _select(
@@ -316,38 +341,48 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
         if call_id is None:
             continue
         call = calls.get(call_id)
-        if event.type == "tool.requested" and call is None:
-            calls[call_id] = {
-                "call_id": call_id,
-                "name": event.data.get("name"),
-                "requested_seq": event.seq,
-                "decision": None,
-                "outcome": "pending",
-                "code": None,
-                "latency_ms": None,
-            }
-            request_at[call_id] = _epoch_ms(event.at)
-            request_of_event[event.event_id] = call_id
-        elif call is None:
+        if event.type not in _CALL_READS:
             continue
-        elif event.type in DECISION_TYPES and call["decision"] is None:
-            call["decision"] = DECISION_TYPES[event.type]
-        elif event.type in TERMINAL_TOOL_TYPES and call["outcome"] == "pending":
-            call["outcome"] = event.type.removeprefix("tool.")
-            reason = event.data.get("reason")
-            if event.type == "tool.failed":
-                call["code"] = reason.get("code") if isinstance(reason, dict) else None
-            elif event.type == "tool.cancelled":
-                call["code"] = reason if reason is not None else "conversation_cancelled"
-            end, start = _epoch_ms(event.at), request_at[call_id]
-            call["latency_ms"] = end - start if end is not None and start is not None else None
+        payload = decode_data(event.type, event.data)
+        if call is None:
+            if isinstance(payload, ev.ToolRequested):
+                calls[call_id] = {
+                    "call_id": call_id,
+                    "name": payload.name,
+                    "requested_seq": event.seq,
+                    "decision": None,
+                    "outcome": "pending",
+                    "code": None,
+                    "latency_ms": None,
+                }
+                request_at[call_id] = _epoch_ms(event.at)
+                request_of_event[event.event_id] = call_id
+            continue
+        match payload:
+            case ev.ToolApprovalRequested() | ev.PolicyAllowed() | ev.PolicyDenied():
+                if call["decision"] is None:
+                    call["decision"] = DECISION_TYPES[event.type]
+            case ev.ToolCompleted() | ev.ToolFailed() | ev.ToolCancelled() as terminal:
+                if call["outcome"] != "pending":
+                    continue
+                call["outcome"] = event.type.removeprefix("tool.")
+                match terminal:
+                    case ev.ToolFailed(reason=reason):
+                        call["code"] = reason.get("code")
+                    case ev.ToolCancelled(reason=reason):
+                        call["code"] = reason
+                end, start = _epoch_ms(event.at), request_at[call_id]
+                call["latency_ms"] = end - start if end is not None and start is not None else None
     return list(calls.values())
 
 
 def _is_timeout(event: Envelope) -> bool:
-    return event.type == "tool.timeout" or (
-        event.type == "llm.failed" and event.data.get("reason") == "timeout"
-    )
+    if event.type not in _TIMEOUT_READS:
+        return False
+    match decode_data(event.type, event.data):
+        case ev.ToolTimeout() | ev.LlmFailed(reason="timeout"):
+            return True
+    return False
 
 
 def incident_report(

@@ -9,6 +9,11 @@ Conversation-scoped functions take all events of one project and keep those whos
 ``conversation_id`` is the conversation's (signals with that ``conversation_id`` belong to
 it; project-level events and signals with no conversation do not). The rules each
 projection follows are written down in ``docs/projections.md``.
+
+Why this module is long: it holds one fold per projection of ``docs/projections.md``, each
+a ``match`` over the payload types it reads (the tables of which it names up front), and
+they share the ordering and selection helpers; the conversation's status and pending
+calls are apart (:mod:`events.conversation_fold`), as are the incident views.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from typing import Any, Final
 
 import msgspec
 
-from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
+from events import catalog as ev
+from events.catalog import SIGNAL_TYPES, decode_data, type_names
 from events.codecs import canonical_json
 from events.conversation_fold import TURN_END_TYPES, ConversationFold
 from events.envelope import Envelope
@@ -74,6 +80,32 @@ def conversation_events(events: Iterable[Envelope], conversation_id: str) -> lis
     return [event for event in in_seq_order(events) if event.conversation_id == conversation_id]
 
 
+_STARTS: Final = type_names(ev.ProjectStarted)
+_CONTEXT_READS: Final = type_names(
+    ev.UserMessage,
+    ev.LlmStarted,
+    ev.AssistantMessage,
+    ev.ToolRequested,
+    ev.ToolCompleted,
+    ev.ToolFailed,
+    ev.ToolCancelled,
+    ev.LlmCompleted,
+    ev.LlmFailed,
+    ev.BudgetExceeded,
+    ev.ConversationCancel,
+)
+_PROJECT_READS: Final = type_names(
+    ev.ProjectStarted,
+    ev.ProjectStopped,
+    ev.ConversationStarted,
+    ev.ConversationStopped,
+    ev.ToolRequested,
+    ev.ToolApprovalRequested,
+    ev.PolicyAllowed,
+    ev.PolicyDenied,
+)
+
+
 def orchestration_enabled(events: Iterable[Envelope]) -> bool:
     """Return whether the model loop runs: the last ``project.started``'s ``orchestration``.
 
@@ -81,15 +113,12 @@ def orchestration_enabled(events: Iterable[Envelope]) -> bool:
     """
     enabled = True
     for event in in_seq_order(events):
-        if event.type == "project.started":
-            options = event.data.get("options")
-            enabled = not (isinstance(options, dict) and options.get("orchestration") is False)
+        if event.type not in _STARTS:
+            continue
+        match decode_data(event.type, event.data):
+            case ev.ProjectStarted(options=options):
+                enabled = options.get("orchestration") is not False
     return enabled
-
-
-def _call_id(data: dict[str, Any]) -> str | None:
-    value = data.get("call_id")
-    return value if isinstance(value, str) else None
 
 
 def _text(value: Any) -> str:
@@ -122,21 +151,19 @@ def pending_tool_calls(events: Iterable[Envelope], conversation_id: str) -> list
 # --- the model's context ----------------------------------------------------------------
 
 
-def _tool_message(event: Envelope, call_id: str) -> dict[str, Any]:
-    data = event.data
-    if event.type == "tool.completed":
-        status, content, code = "ok", data.get("result", {}), None
-    elif event.type == "tool.failed":
-        reason = data.get("reason", {})
-        status, content = "error", reason
-        code = reason.get("code") if isinstance(reason, dict) else None
-    else:
-        code = data.get("reason", "conversation_cancelled")
-        status, content = "error", {"code": code}
+def _tool_message(terminal: ev.ToolCompleted | ev.ToolFailed | ev.ToolCancelled) -> dict[str, Any]:
+    content: Any
+    match terminal:
+        case ev.ToolCompleted(result=result):
+            status, content, code = "ok", result, None
+        case ev.ToolFailed(reason=reason):
+            status, content, code = "error", reason, reason.get("code")
+        case ev.ToolCancelled(reason=reason):
+            status, content, code = "error", {"code": reason}, reason
     return {
         "role": "tool",
-        "tool_call_id": call_id,
-        "name": data.get("name"),
+        "tool_call_id": terminal.call_id,
+        "name": terminal.name,
         "status": status,
         "content": canonical_json(content).decode(),
         "code": code,
@@ -170,48 +197,42 @@ class LlmContextFold:
     def apply(self, event: Envelope) -> None:
         """Fold one event (of the conversation, after every event applied before)."""
         self.last_seq = event.seq
-        kind, data, correlation = event.type, event.data, event.correlation_id
+        if event.type not in _CONTEXT_READS:
+            return
+        correlation = event.correlation_id
         messages, open_rounds = self._messages, self._open_rounds
-        if kind == "user.message":
-            messages.append({"role": "user", "content": _text(data.get("content", ""))})
-        elif kind == "llm.started":
-            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": []}
-            open_rounds[correlation] = message
-            messages.append(message)
-        elif kind == "assistant.message":
-            text = _text(data.get("content", ""))
-            current = open_rounds.get(correlation)
-            if current is None:
-                messages.append({"role": "assistant", "content": text, "tool_calls": []})
-            elif current["content"] is None:
-                current["content"] = text
-            else:
-                current["content"] += "\n" + text
-        elif kind == "tool.requested":
-            call_id = _call_id(data)
-            current = open_rounds.get(correlation)
-            if current is not None and call_id is not None and call_id not in self._model_calls:
-                self._model_calls.add(call_id)
-                current["tool_calls"].append(
-                    {
-                        "id": call_id,
-                        "name": data.get("name"),
-                        "args": msgspec.to_builtins(data.get("args", {})),
-                    }
-                )
-        elif kind in TERMINAL_TOOL_TYPES:
-            call_id = _call_id(data)
-            if (
-                call_id is not None
-                and call_id in self._model_calls
-                and call_id not in self._answered
-            ):
-                self._answered.add(call_id)
-                messages.append(_tool_message(event, call_id))
-        elif kind in TURN_END_TYPES:
-            open_rounds.pop(correlation, None)
-        elif kind == "conversation.cancel":
-            open_rounds.clear()
+        match decode_data(event.type, event.data):
+            case ev.UserMessage(content=content):
+                messages.append({"role": "user", "content": _text(content)})
+            case ev.LlmStarted():
+                message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": []}
+                open_rounds[correlation] = message
+                messages.append(message)
+            case ev.AssistantMessage(content=content):
+                text = _text(content)
+                current = open_rounds.get(correlation)
+                if current is None:
+                    messages.append({"role": "assistant", "content": text, "tool_calls": []})
+                elif current["content"] is None:
+                    current["content"] = text
+                else:
+                    current["content"] += "\n" + text
+            case ev.ToolRequested(call_id=call_id, name=name, args=args):
+                current = open_rounds.get(correlation)
+                if current is not None and call_id not in self._model_calls:
+                    self._model_calls.add(call_id)
+                    current["tool_calls"].append(
+                        {"id": call_id, "name": name, "args": msgspec.to_builtins(args)}
+                    )
+            case ev.ToolCompleted() | ev.ToolFailed() | ev.ToolCancelled() as terminal:
+                call_id = terminal.call_id
+                if call_id in self._model_calls and call_id not in self._answered:
+                    self._answered.add(call_id)
+                    messages.append(_tool_message(terminal))
+            case ev.LlmCompleted() | ev.LlmFailed() | ev.BudgetExceeded():
+                open_rounds.pop(correlation, None)
+            case ev.ConversationCancel():
+                open_rounds.clear()
 
     def messages(self) -> list[dict[str, Any]]:
         """The context so far (rounds with neither text nor calls left out), as copies."""
@@ -281,16 +302,23 @@ def diagnostics(events: Iterable[Envelope], conversation_id: str) -> dict[str, A
 # --- the project ------------------------------------------------------------------------
 
 
-def _decision(event: Envelope, tool_names: dict[str, Any]) -> dict[str, Any]:
-    data = event.data
-    decision = DECISION_TYPES[event.type]
-    if decision == "ask":
-        call_id = _call_id(data)
-        tool = data.get("tool", tool_names.get(call_id) if call_id is not None else None)
-        reason = data.get("reason") or "approval_required"
-    else:
-        tool = data.get("tool")
-        reason = data.get("reason", "allowed" if decision == "allow" else None)
+def _decision(
+    event: Envelope,
+    payload: ev.ToolApprovalRequested | ev.PolicyAllowed | ev.PolicyDenied,
+    tool_names: dict[str, str],
+) -> dict[str, Any]:
+    match payload:
+        case ev.ToolApprovalRequested(call_id=call_id):
+            decision, tool, reason, source = (
+                "ask",
+                tool_names.get(call_id),
+                "approval_required",
+                "policy",
+            )
+        case ev.PolicyAllowed(tool=tool, reason=reason, source=source):
+            decision = "allow"
+        case ev.PolicyDenied(tool=tool, reason=reason, source=source):
+            decision = "deny"
     return {
         "at": event.at,
         "project_id": event.project_id,
@@ -299,7 +327,7 @@ def _decision(event: Envelope, tool_names: dict[str, Any]) -> dict[str, Any]:
         "tool": tool,
         "decision": decision,
         "reason": reason,
-        "source": data.get("source", "policy"),
+        "source": source,
     }
 
 
@@ -316,35 +344,36 @@ def project_view(events: Iterable[Envelope]) -> dict[str, Any]:
     ordered = in_seq_order(events)
     project_id: str | None = ordered[0].project_id if ordered else None
     started: Envelope | None = None
+    start = ev.ProjectStarted(root="")
     running = False
     conversations: set[str] = set()
     signal_counts: dict[str, int] = {}
-    tool_names: dict[str, Any] = {}
+    tool_names: dict[str, str] = {}
     decisions: list[dict[str, Any]] = []
     for event in ordered:
-        kind = event.type
-        if kind == "project.started":
-            started, running, project_id = event, True, event.project_id
-        elif kind == "project.stopped":
-            running = False
-        elif kind == "conversation.started" and event.conversation_id is not None:
-            conversations.add(event.conversation_id)
-        elif kind == "conversation.stopped" and event.conversation_id is not None:
-            conversations.discard(event.conversation_id)
-        elif kind == "tool.requested":
-            call_id = _call_id(event.data)
-            if call_id is not None:
-                tool_names.setdefault(call_id, event.data.get("name"))
-        if kind in SIGNAL_TYPES:
-            signal_counts[kind] = signal_counts.get(kind, 0) + 1
-        if kind in DECISION_TYPES:
-            decisions.append(_decision(event, tool_names))
-    start_data = started.data if started is not None else {}
+        payload: ev.Event | None = None
+        if event.type in _PROJECT_READS:
+            payload = decode_data(event.type, event.data)
+        match payload:
+            case ev.ProjectStarted():
+                started, start, running, project_id = event, payload, True, event.project_id
+            case ev.ProjectStopped():
+                running = False
+            case ev.ConversationStarted() if event.conversation_id is not None:
+                conversations.add(event.conversation_id)
+            case ev.ConversationStopped() if event.conversation_id is not None:
+                conversations.discard(event.conversation_id)
+            case ev.ToolRequested(call_id=call_id, name=name):
+                tool_names.setdefault(call_id, name)
+            case ev.ToolApprovalRequested() | ev.PolicyAllowed() | ev.PolicyDenied():
+                decisions.append(_decision(event, payload, tool_names))
+        if event.type in SIGNAL_TYPES:
+            signal_counts[event.type] = signal_counts.get(event.type, 0) + 1
     return {
         "project_id": project_id,
-        "root": start_data.get("root"),
-        "options": msgspec.to_builtins(start_data.get("options", {})),
-        "sandbox_layers": msgspec.to_builtins(start_data.get("sandbox_layers", {})),
+        "root": start.root if started is not None else None,
+        "options": msgspec.to_builtins(start.options),
+        "sandbox_layers": msgspec.to_builtins(start.sandbox_layers),
         "status": "running" if running else "stopped",
         "conversations": sorted(conversations),
         "started_at": started.at if started is not None else None,

@@ -231,7 +231,8 @@ def _compare(report: SoakReport, path: str, threshold: float) -> SoakReport:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``roost soak`` with ``argv``; return the exit status."""
     from runtime.cli.commands import exit_status
-    from runtime.cli.format import Progress, UsageError
+    from runtime.cli.format import UsageError
+    from runtime.cli.progress import Progress
     from runtime.errors import RoostError
     from soak.harness import run_soak
 

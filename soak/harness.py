@@ -15,6 +15,11 @@
 6. stop the daemon it spawned and make sure no process of it is left;
 7. ``baseline``: replay the run's message and append pattern on bare Thespian and
    eventsourcing (``soak.baseline``) and report the ratio.
+
+Why this module is long: :func:`run_soak` is the run's script, the numbered steps above in
+order, kept linear so a reader follows one run top to bottom; the scenarios, monitoring,
+integrity checks and the report are apart (``scenarios``, ``monitor``, ``integrity``,
+``report``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ error (``roost: usage: <message>``); 3 no daemon answers (``daemon_unreachable``
 ``timeout``; 130 interrupted. ``--home`` and ``--json`` are accepted before and after the
 command. ``roost soak`` hands its arguments to ``soak.cli:main``. Shell completion comes
 from ``argcomplete`` (``roost completion bash``).
+
+Why this module is long: it is the parser, one short block of argparse declarations per
+command of ``docs/cli.md``; the commands' behaviour is apart (``runtime.cli.commands``) and
+new commands add only registration lines here.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Each ``cmd_*`` function takes the parsed arguments and returns the exit status; 
 are raised (``RoostError``) and turned into ``roost: <code>: <message>`` by
 ``runtime.cli.app``. With ``--json`` the result is printed as JSON on stdout, otherwise
 as tables and ``key: value`` blocks (``runtime.cli.format``).
+
+Why this module is long: one short ``cmd_*`` function per ``roost`` command, each a call and
+its output; they share the client set-up and the output helpers, and other commands are
+added as separate modules.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from events.catalog import BudgetExceeded, LlmFailed, decode_data
 from runtime.cli.format import (
-    Progress,
     cell,
     dumps_json,
     event_line,
@@ -24,6 +28,7 @@ from runtime.cli.format import (
     seal_lines,
     table,
 )
+from runtime.cli.progress import Progress
 from runtime.client.connection import Client
 from runtime.daemon.config import resolve_home
 from runtime.daemon.main import daemon_pid, daemon_status, start_daemon, stop_daemon
@@ -307,15 +312,12 @@ def turn_failure(ack: dict[str, Any]) -> str | None:
     outcome = ack.get("outcome")
     if outcome not in _FAILED_TURNS:
         return None
-    data = ack.get("outcome_data") or {}
-    if outcome == "budget.exceeded":
-        return (
-            f"budget.exceeded: {data.get('budget')} "
-            f"(limit {data.get('limit')}, used {data.get('used')})"
-        )
-    reason = data.get("reason") or "unknown"
-    message = data.get("message")
-    return f"llm.failed: {reason}: {message}" if message else f"llm.failed: {reason}"
+    match decode_data(str(outcome), ack.get("outcome_data") or {}):
+        case BudgetExceeded(budget=budget, limit=limit, used=used):
+            return f"budget.exceeded: {budget} (limit {limit}, used {used})"
+        case LlmFailed(reason=reason, message=message) if reason:
+            return f"llm.failed: {reason}: {message}" if message else f"llm.failed: {reason}"
+    return f"{outcome}: unknown"
 
 
 def _acked(ns: Namespace, ack: dict[str, Any]) -> int:

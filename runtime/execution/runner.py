@@ -24,6 +24,11 @@ each decided by the ``decide_step`` the pipeline gives (its ``decide`` with sour
 timeouts) are kept; their terminal events are not (the workflow call has one). The first
 step refused or failed fails the workflow with that step's reason plus ``step`` (index) and
 ``step_tool``.
+
+Why this module is long: :class:`ToolRunnerCore` is one cohesive state holder (quotas,
+running calls, their cancel events, stats); admit, execute and release read and change the
+same state under one lock, so they stay in one class. Caps, scans and redaction are apart
+(``runtime.execution.results``).
 """
 
 from __future__ import annotations
@@ -41,8 +46,8 @@ from events.catalog import SIGNAL_TYPES
 from runtime.errors import ToolError
 from runtime.execution.results import ScanSummary, check_caps, completed_events, tool_kind
 from runtime.guard.redaction import redact
+from runtime.option_table import RuntimeOptions
 from runtime.policy.decisions import Verdict
-from runtime.policy.options import RuntimeOptions
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
 from runtime.tools.registry import ToolRegistry
 

@@ -7,11 +7,12 @@ General layout:
 - Network: ``network`` (the egress judgement), ``network_targets`` / ``network_commands``
   (finding targets in arguments and command text).
 - Commands: ``command_controls`` (blocklist and environment), ``blocklist`` /
-  ``blocklist_rules`` / ``shellwords`` (reading shell text), ``sandbox`` (running inside the
-  kernel layers), ``sandbox_view`` (what a command sees), ``cgroups`` (its process limit),
-  ``proctree`` (its process tree).
+  ``blocklist_rules`` / ``shellwords`` (reading shell text), ``sandbox`` (which kernel layers
+  work here), ``sandbox_run`` (running a command inside them), ``sandbox_view`` (what a
+  command sees), ``cgroups`` (its process limit), ``proctree`` (its process tree).
 - Secrets: ``redaction`` / ``redaction_patterns``.
-- Shapes: ``schema`` (JSON Schema for arguments and options), ``untrusted_regex`` (RE2).
+- Shapes: ``schema`` (JSON Schema for arguments and options), ``safe_json`` (bounded nesting,
+  no repeated keys), ``untrusted_regex`` (RE2).
 - Roost's own state: ``roost_home`` (where it is, hidden from tools), ``statedir`` (its
   modes), ``peers`` (who may use a Roost socket).
 

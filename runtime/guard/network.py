@@ -20,6 +20,11 @@ project's options (``network_egress_policy``, ``network_allowlist``,
 that passes the policy cannot point at an internal address (DNS rebinding); ``http.fetch``
 then connects to exactly the address that was checked. Finding targets and parsing them
 lives in :mod:`runtime.guard.network_targets`.
+
+Why this module is long: it is the whole egress decision, in the order listed above (scheme,
+parse, special address, allowlist, resolution), plus the signal and error it gives; each
+step is short, and keeping them in one file keeps that order readable. Finding targets in
+arguments and command text is apart (``network_targets``, ``network_commands``).
 """
 
 from __future__ import annotations
@@ -40,9 +45,9 @@ from runtime.guard.network_targets import (
     parse_target,
     split_scheme,
 )
+from runtime.option_table import DEFAULTS
 
 __all__ = [
-    "DEFAULT_ALLOWED_SCHEMES",
     "NetworkDeniedError",
     "NetworkPolicy",
     "Resolver",
@@ -62,8 +67,7 @@ __all__ = [
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("http", "https")
-"""Schemes allowed when ``network_allowed_schemes`` is not set."""
+_DEFAULT_SCHEMES: tuple[str, ...] = tuple(DEFAULTS["network_allowed_schemes"])
 
 Resolver = Callable[[str, int], Sequence[str]]
 """``resolver(host, port) -> addresses``; :func:`system_resolver` uses ``getaddrinfo``."""
@@ -205,7 +209,7 @@ class NetworkPolicy(msgspec.Struct, frozen=True, kw_only=True):
     """Allowlisted addresses, canonical."""
     networks: tuple[str, ...] = ()
     """Allowlisted CIDR blocks."""
-    allowed_schemes: tuple[str, ...] = DEFAULT_ALLOWED_SCHEMES
+    allowed_schemes: tuple[str, ...] = _DEFAULT_SCHEMES
     """Lowercased allowed schemes, sorted."""
 
     @classmethod
@@ -235,7 +239,7 @@ class NetworkPolicy(msgspec.Struct, frozen=True, kw_only=True):
                 names.add(normalized)
         schemes = options.get("network_allowed_schemes")
         if schemes is None:
-            schemes = DEFAULT_ALLOWED_SCHEMES
+            schemes = _DEFAULT_SCHEMES
         return cls(
             egress=egress,
             # entries that did not normalize still count: a list of only malformed

@@ -26,7 +26,7 @@ from urllib.parse import unquote
 import msgspec
 
 from runtime.guard.network_commands import command_operands
-from runtime.guard.schema import json_document
+from runtime.guard.safe_json import json_document
 
 __all__ = [
     "DEFAULT_PORTS",

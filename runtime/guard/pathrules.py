@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 import msgspec
 
 from runtime.errors import InvalidRuntimeOptError, ToolError
-from runtime.guard.schema import json_document
+from runtime.guard.safe_json import json_document
 
 __all__ = [
     "NAME_MAX",

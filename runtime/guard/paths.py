@@ -23,6 +23,12 @@ Refusals (``ToolError`` codes and ``reason``):
 ``outside_root_allowlist`` entries let an outside path through with their reason code
 (never past the sensitive denylist); :func:`exception_signal` and :func:`signal_for` turn
 decisions and refusals into the security signals a tool appends to ``ctx.signals``.
+
+Why this module is long: :class:`Workspace` is the single door tools go through to the
+filesystem, and its check (``check_path``) and its enforcement points (``open_for_read`` /
+``open_for_write`` / ``open_dir``) must read the same rules from the same state; split over
+modules, a change to one could drift from the other. The pure name rules and the fd walk
+already live apart (``pathrules``, ``pathwalk``).
 """
 
 from __future__ import annotations
@@ -68,9 +74,9 @@ from runtime.guard.pathwalk import (
 from runtime.guard.sandbox import disabled_layers
 from runtime.guard.sandbox_view import hooks_dirs
 from runtime.guard.statedir import project_mode
+from runtime.option_table import DEFAULTS
 
 __all__ = [
-    "DEFAULT_SENSITIVE_PATH_DENYLIST",
     "OutsideRootEntry",
     "PathDecision",
     "Workspace",
@@ -81,9 +87,6 @@ __all__ = [
     "root_home_conflict",
     "signal_for",
 ]
-
-DEFAULT_SENSITIVE_PATH_DENYLIST = (".env", ".env.*", "*.pem", "*.key", "id_rsa", "id_ed25519")
-"""``sensitive_path_denylist`` when the options do not set it (SPEC section 5)."""
 
 _IO_FLAGS = os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
@@ -201,7 +204,7 @@ class Workspace:
         self.root = os.path.realpath(root)
         """The project root, absolute and resolved."""
         self._root_spellings = {tuple(_split(self.root)), tuple(_split(os.path.abspath(root)))}
-        deny = options.get("sensitive_path_denylist", DEFAULT_SENSITIVE_PATH_DENYLIST)
+        deny = options.get("sensitive_path_denylist", DEFAULTS["sensitive_path_denylist"])
         self.sensitive = SensitiveRules(deny or (), options.get("sensitive_path_allowlist") or ())
         """The sensitive-path rules."""
         self.outside_allowlist = parse_outside_allowlist(

@@ -102,29 +102,20 @@ def escape_error(path: str, reason: str) -> ToolError:
     )
 
 
-def _loop_error(path: str) -> ToolError:
-    return ToolError(
-        "not_a_regular_file",
-        f"path {path!r} goes through more than {MAX_SYMLINK_HOPS} symlinks (a symlink loop)",
-        path=path,
-        reason="symlink_loop",
-    )
-
-
-def _dangling_error(path: str) -> ToolError:
-    return ToolError(
-        "not_a_regular_file",
-        f"path {path!r} goes through a symlink whose target does not exist",
-        path=path,
-        reason="dangling_symlink",
-    )
+def _symlink_error(path: str, reason: str) -> ToolError:
+    """The ``not_a_regular_file`` error of a path whose symlinks do not lead to a file."""
+    why = {
+        "symlink_loop": f"goes through more than {MAX_SYMLINK_HOPS} symlinks (a symlink loop)",
+        "dangling_symlink": "goes through a symlink whose target does not exist",
+    }[reason]
+    return ToolError("not_a_regular_file", f"path {path!r} {why}", path=path, reason=reason)
 
 
 def os_error(err: OSError, path: str) -> ToolError:
     """Map an ``OSError`` met while resolving or opening ``path`` to a ``ToolError``."""
     code = err.errno
     if code == errno.ELOOP:
-        return _loop_error(path)
+        return _symlink_error(path, "symlink_loop")
     if code == errno.ENAMETOOLONG:
         return ToolError(
             "invalid_tool_args",
@@ -253,7 +244,7 @@ def walk(
                 fd = os.open(part, _PATH_FLAGS, dir_fd=cur)
             except FileNotFoundError:
                 if from_link:
-                    raise _dangling_error(display) from None
+                    raise _symlink_error(display, "dangling_symlink") from None
                 if make_parents and todo and retries < _MAX_RETRIES:
                     retries += 1
                     with contextlib.suppress(FileExistsError):
@@ -273,7 +264,7 @@ def walk(
                     os.close(fd)
                 hops += 1
                 if hops > MAX_SYMLINK_HOPS:
-                    raise _loop_error(display)
+                    raise _symlink_error(display, "symlink_loop")
                 if target.startswith("/"):
                     rest = _beneath(root, target)
                     if rest is None:

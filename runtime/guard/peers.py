@@ -41,7 +41,7 @@ import time
 from collections.abc import Collection
 
 from runtime.guard.proctree import MARKER_ENV
-from runtime.guard.sandbox import INIT_NAME
+from runtime.guard.sandbox_run import INIT_NAME
 from runtime.wire.transport import PeerCredentials, peer_credentials
 
 __all__ = [

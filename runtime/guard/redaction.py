@@ -121,6 +121,19 @@ def _text(text: str, sink: _Sink | None, blank: bool) -> str:
     return REDACTED
 
 
+def _walk_child(
+    item: Any, depth: int, sink: _Sink | None, blank: bool, *, key: Any = None, index: int = -1
+) -> Any:
+    """Redact one member of a container: a dict's under ``key``, a list's at ``index``."""
+    if sink is None:
+        return _walk(item, depth + 1, None, blank)
+    sink.path.append(f"[{index}]" if index >= 0 else _key_segment(key))
+    try:
+        return _walk(item, depth + 1, sink, blank)
+    finally:
+        sink.path.pop()
+
+
 def _walk(value: Any, depth: int, sink: _Sink | None, blank: bool) -> Any:
     """Redact ``value``; ``blank``: it sits under a sensitive key, so hide every string."""
     kind = type(value)
@@ -135,12 +148,8 @@ def _walk(value: Any, depth: int, sink: _Sink | None, blank: bool) -> Any:
             return _too_deep(sink)
         changed: dict[Any, Any] | None = None
         for key, item in value.items():
-            if sink is not None:
-                sink.path.append(_key_segment(key))
             hide = blank or (isinstance(key, str) and is_sensitive_key(key))
-            new = _walk(item, depth + 1, sink, hide)
-            if sink is not None:
-                sink.path.pop()
+            new = _walk_child(item, depth, sink, hide, key=key)
             if new is not item:
                 if changed is None:
                     changed = dict(value)
@@ -151,11 +160,7 @@ def _walk(value: Any, depth: int, sink: _Sink | None, blank: bool) -> Any:
             return _too_deep(sink)
         items: list[Any] | None = None if type(value) is list else list(value)
         for index, item in enumerate(value):
-            if sink is not None:
-                sink.path.append(f"[{index}]")
-            new = _walk(item, depth + 1, sink, blank)
-            if sink is not None:
-                sink.path.pop()
+            new = _walk_child(item, depth, sink, blank, index=index)
             if new is not item:
                 if items is None:
                     items = list(value)

@@ -27,6 +27,9 @@ the network namespace (when egress is denied).
 :func:`git_watch` and :func:`undo_git_changes` cover what mounts cannot: git control files
 that did not exist before the run (``.git/commondir``, ``.git/config.worktree``, ...) and
 that a command created are removed when it ends.
+
+Why this module is long: it builds one mount list, in the order listed above; each step is a
+short function and their order is the security property, so they stay in one file.
 """
 
 from __future__ import annotations

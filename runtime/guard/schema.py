@@ -31,8 +31,8 @@ call with ``invalid_schema_pattern``).
 
 Unlike JSON Schema, ``integer`` does not match ``1.0`` (tools receive Python values) and
 neither ``integer`` nor ``number`` matches a boolean. Values nest at most
-:data:`MAX_JSON_DEPTH` levels; :func:`parse_json_args` checks that before parsing, so a
-hostile input cannot exhaust the interpreter's recursion limit.
+:data:`runtime.guard.safe_json.MAX_JSON_DEPTH` levels; :func:`parse_json_args` checks that
+before parsing, so a hostile input cannot exhaust the interpreter's recursion limit.
 """
 
 from __future__ import annotations
@@ -40,27 +40,25 @@ from __future__ import annotations
 import json
 import math
 import operator
-import re
 from typing import Any
 
 from runtime.errors import ToolError
+from runtime.guard.safe_json import (
+    MAX_JSON_DEPTH,
+    DuplicateJsonKey,
+    json_depth_exceeds,
+    json_type_name,
+    object_without_duplicates,
+    value_depth_exceeds,
+)
 from runtime.guard.untrusted_regex import UnsafePatternError, UntrustedRegex, compile_untrusted
 
 __all__ = [
-    "MAX_JSON_DEPTH",
     "SUPPORTED_KEYWORDS",
-    "DuplicateJsonKey",
     "check_schema",
-    "json_depth_exceeds",
-    "json_document",
-    "json_type_name",
-    "object_without_duplicates",
     "parse_json_args",
     "validate_args",
 ]
-
-MAX_JSON_DEPTH = 32
-"""Deepest accepted nesting of objects and arrays; the top-level object is level 1."""
 
 TYPE_NAMES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
 """The JSON Schema type names Roost understands."""
@@ -87,61 +85,6 @@ SUPPORTED_KEYWORDS = frozenset(
 """Keywords :func:`validate_args` enforces."""
 
 _ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$schema", "$id"})
-# A string (an unterminated one runs to the end, so a failed match is never retried) or a
-# bracket: one pass, linear in the text.
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
-
-
-def json_type_name(value: Any) -> str:
-    """Return the JSON type name of a Python value (``integer``, ``object``, ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Tell whether JSON ``text`` nests objects/arrays deeper than ``limit``, without parsing.
-
-    Brackets inside strings do not count. Linear in the text, no recursion.
-    """
-    depth = 0
-    for match in _TOKENS.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif token in "]}" and depth > 0:
-            depth -= 1
-    return False
-
-
-def _value_depth_exceeds(value: Any, limit: int) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 def _invalid(key: str | None, message: str, **fields: Any) -> ToolError:
@@ -157,39 +100,6 @@ def _too_deep() -> ToolError:
         reason="nesting_too_deep",
         max_depth=MAX_JSON_DEPTH,
     )
-
-
-class DuplicateJsonKey(ValueError):
-    """A JSON object gives ``key`` twice (parsers disagree on which one wins)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(f"duplicate key {key!r} in a JSON object")
-        self.key = key
-
-
-def object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook`` for :mod:`json`: the object, or :class:`DuplicateJsonKey`."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise DuplicateJsonKey(key)
-        out[key] = value
-    return out
-
-
-def json_document(text: str) -> Any | None:
-    """The JSON object or array that ``text`` is as a whole (surrounding blanks aside).
-
-    None when it is not one: scanners use this to look inside a string argument that
-    carries a JSON document, and treat any other string as plain text.
-    """
-    stripped = text.strip()
-    if len(stripped) < 2 or stripped[0] not in "[{" or stripped[-1] not in "]}":
-        return None
-    try:
-        return json.loads(stripped)
-    except (ValueError, RecursionError):
-        return None
 
 
 def parse_json_args(text: str | bytes) -> dict[str, Any]:
@@ -416,7 +326,7 @@ def validate_args(schema: dict[str, Any], args: Any) -> None:
             expected="object",
             actual=json_type_name(args),
         )
-    if _value_depth_exceeds(args, MAX_JSON_DEPTH):
+    if value_depth_exceeds(args, MAX_JSON_DEPTH):
         raise _too_deep()
     _check(schema, args, "", True)
 

@@ -1,6 +1,7 @@
 """The journal: the single event store and the link conversations append through.
 
 General layout: ``store`` (the eventsourcing application: append, read, hash chain),
+``append_redaction`` (what an append hides before it links a batch),
 ``sqlite`` / ``postgres`` (recorders), ``mapper`` (msgspec envelopes in and out),
 ``writer`` (the single writer: the store behind one lock, group commit, reads, seals), ``link``
 (the Unix-socket link: a hello with the daemon's token, then batched appends).

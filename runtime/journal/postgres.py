@@ -29,14 +29,16 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
         super().__init__(datastore, events_table_name=events_table_name)
         self.batches_table_name = events_table_name + "_batches"
         self.sql_create_statements.append(
-            SQL(
+            self._sql(
                 "CREATE TABLE IF NOT EXISTS {schema}.{table} ("
-                "batch_key text PRIMARY KEY, ranges bytea NOT NULL)"
-            ).format(
-                schema=Identifier(self.datastore.schema),
-                table=Identifier(self.batches_table_name),
+                "batch_key text PRIMARY KEY, ranges bytea NOT NULL)",
+                self.batches_table_name,
             )
         )
+
+    def _sql(self, text: str, table: str) -> Composed:
+        """``text`` with its ``{schema}.{table}`` naming ``table`` in this recorder's schema."""
+        return SQL(text).format(schema=Identifier(self.datastore.schema), table=Identifier(table))
 
     def _insert_events(
         self,
@@ -47,9 +49,9 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
         batch_rows: Sequence[tuple[str, bytes]] = kwargs.get("batch_rows") or ()
         if batch_rows:
             curs.executemany(
-                SQL("INSERT INTO {schema}.{table} (batch_key, ranges) VALUES (%s, %s)").format(
-                    schema=Identifier(self.datastore.schema),
-                    table=Identifier(self.batches_table_name),
+                self._sql(
+                    "INSERT INTO {schema}.{table} (batch_key, ranges) VALUES (%s, %s)",
+                    self.batches_table_name,
                 ),
                 list(batch_rows),
             )
@@ -59,49 +61,39 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
             curs.execute(statement, params)
             return curs.fetchall()
 
-    def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
-        """Return ``(seq, version, state)`` of a stream's events after version ``gt``."""
+    def _stream(self, versions: str, params: Sequence[Any]) -> list[StreamRow]:
+        """``(seq, version, state)`` of a stream's events whose version matches ``versions``."""
         rows = self._select(
-            SQL(
+            self._sql(
                 "SELECT notification_id, originator_version, state FROM {schema}.{table} "
-                "WHERE originator_id=%s AND originator_version>%s ORDER BY originator_version"
-            ).format(
-                schema=Identifier(self.datastore.schema),
-                table=Identifier(self.events_table_name),
+                f"WHERE originator_id=%s AND {versions} ORDER BY originator_version",
+                self.events_table_name,
             ),
-            (originator_id, gt),
+            params,
         )
         return [
             (int(r["notification_id"]), int(r["originator_version"]), bytes(r["state"]))
             for r in rows
         ]
 
+    def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
+        """Return ``(seq, version, state)`` of a stream's events after version ``gt``."""
+        return self._stream("originator_version>%s", (originator_id, gt))
+
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:
         """Return ``(seq, version, state)`` for versions ``first..last`` of a stream."""
-        rows = self._select(
-            SQL(
-                "SELECT notification_id, originator_version, state FROM {schema}.{table} "
-                "WHERE originator_id=%s AND originator_version>=%s AND originator_version<=%s "
-                "ORDER BY originator_version"
-            ).format(
-                schema=Identifier(self.datastore.schema),
-                table=Identifier(self.events_table_name),
-            ),
-            (originator_id, first, last),
+        return self._stream(
+            "originator_version>=%s AND originator_version<=%s", (originator_id, first, last)
         )
-        return [
-            (int(r["notification_id"]), int(r["originator_version"]), bytes(r["state"]))
-            for r in rows
-        ]
 
     def select_batches(self, keys: Sequence[str]) -> dict[str, bytes]:
         """Return the stored ranges of those batch keys that were already committed."""
         if not keys:
             return {}
         rows = self._select(
-            SQL("SELECT batch_key, ranges FROM {schema}.{table} WHERE batch_key = ANY(%s)").format(
-                schema=Identifier(self.datastore.schema),
-                table=Identifier(self.batches_table_name),
+            self._sql(
+                "SELECT batch_key, ranges FROM {schema}.{table} WHERE batch_key = ANY(%s)",
+                self.batches_table_name,
             ),
             (list(keys),),
         )

@@ -21,6 +21,12 @@ Exactly one writer may append to a project at a time. Two writers racing on a pr
 collide on eventsourcing's ``(originator_id, originator_version)`` key, and the loser
 gets :class:`runtime.errors.ConcurrencyError`; that is how ownership is fenced when
 several daemons share a PostgreSQL journal.
+
+Why this module is long: :class:`Journal` is the single writer's whole append path (redact,
+stream versions, hash chain, idempotent batch commit, seals) and its reads, over one
+eventsourcing application; the steps of an append share its caches (heads, checkpoints,
+batch keys) and one transaction. The redaction step, the recorders and the mapper are
+apart (``append_redaction``, ``sqlite``, ``postgres``, ``mapper``).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -41,6 +47,7 @@ from events.chain import ChainReport, chain_hash, verify_chain
 from events.envelope import GENESIS_HASH, Envelope, NewEvent, new_correlation_id, new_event_id
 from events.seal import CHECKPOINT_TYPE, Anchor, SealReport, check_seals
 from runtime.errors import ConcurrencyError, JournalError, JournalIntegrityError
+from runtime.journal.append_redaction import AppendRedaction, Redactor
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
 from runtime.journal.seal import Sealer, SealState
 from runtime.journal.sqlite import StreamRow
@@ -48,9 +55,6 @@ from runtime.journal.sqlite import StreamRow
 __all__ = ["Audit", "Batch", "Journal", "JournalKind", "journal_env"]
 
 JournalKind = Literal["sqlite", "postgres"]
-Redactor = Callable[[Any], Any]
-LabelRedactor = Callable[[str | None], str | None]
-StreamRedactor = Callable[[Sequence[str]], list[str]]
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True):
@@ -150,68 +154,6 @@ def journal_env(
     return env
 
 
-def _default_redactors() -> tuple[Redactor, LabelRedactor, StreamRedactor]:
-    from runtime.guard.redaction import (  # noqa: PLC0415 - keeps events/ import-light
-        redact,
-        redact_label,
-        redact_stream,
-    )
-
-    return redact, redact_label, redact_stream
-
-
-def _same_label(label: str | None) -> str | None:
-    return label
-
-
-def _same_stream(chunks: Sequence[str]) -> list[str]:
-    return list(chunks)
-
-
-def _stream_key(event: NewEvent) -> tuple[str, str | None, str | None] | None:
-    """The model round an ``assistant.delta`` belongs to (None for other events)."""
-    if event.type != "assistant.delta" or not isinstance(event.data.get("content"), str):
-        return None
-    return (event.project_id, event.conversation_id, event.causation_id)
-
-
-def _redact_streams(events: list[NewEvent], redact_stream: StreamRedactor) -> list[NewEvent]:
-    """Redact each streamed text of ``events`` as a whole, not chunk by chunk.
-
-    A model round's ``assistant.delta`` events (same conversation and cause) are one text:
-    a secret split over two deltas is only a secret in their concatenation. The same holds
-    for the ``delta_chunks`` a ``user.message`` hands the deterministic model. Each delta
-    keeps its event; see :func:`runtime.guard.redaction.redact_stream` for where the text goes.
-    """
-    rounds: dict[tuple[str, str | None, str | None], list[int]] = {}
-    out = events
-    for index, event in enumerate(events):
-        key = _stream_key(event)
-        if key is not None:
-            rounds.setdefault(key, []).append(index)
-            continue
-        llm = event.data.get("llm") if event.type == "user.message" else None
-        if not isinstance(llm, dict):
-            continue
-        chunks = llm.get("delta_chunks")
-        if isinstance(chunks, list) and len(chunks) > 1 and all(isinstance(c, str) for c in chunks):
-            pieces = redact_stream(chunks)
-            if pieces != chunks:
-                out = list(events) if out is events else out
-                data = {**event.data, "llm": {**llm, "delta_chunks": pieces}}
-                out[index] = msgspec.structs.replace(event, data=data)
-    for indexes in rounds.values():
-        if len(indexes) < 2:
-            continue  # one delta alone is redacted with the rest of its data
-        chunks = [out[i].data["content"] for i in indexes]
-        pieces = redact_stream(chunks)
-        for i, chunk, piece in zip(indexes, chunks, pieces, strict=True):
-            if piece != chunk:
-                out = list(events) if out is events else out
-                out[i] = msgspec.structs.replace(out[i], data={**out[i].data, "content": piece})
-    return out
-
-
 class Journal:
     """Appends batches of events and reads them back by project, conversation or position."""
 
@@ -234,14 +176,7 @@ class Journal:
         self._mapper: MsgspecMapper = self._app.mapper  # type: ignore[assignment]
         self._recorder = self._app.recorder
         self._store: _Store = self._app.recorder  # type: ignore[assignment]
-        if redactor is None:
-            self._redact, self._redact_label, self._redact_stream = _default_redactors()
-        else:  # a test's own redactor replaces the whole step
-            self._redact, self._redact_label, self._redact_stream = (
-                redactor,
-                _same_label,
-                _same_stream,
-            )
+        self._redaction = AppendRedaction(redactor)
         self._heads: dict[str, _Head] = {}
         self._ranges_encoder = msgspec.msgpack.Encoder()
         self._ranges_decoder = msgspec.msgpack.Decoder(dict[str, tuple[int, int]])
@@ -321,7 +256,7 @@ class Journal:
         stopping: set[str] = set()
         for batch in batches:
             ranges: dict[str, list[int]] = {}
-            for event in _redact_streams(batch.events, self._redact_stream):
+            for event in self._redaction.streams(batch.events):
                 project = event.project_id
                 if event.type == CHECKPOINT_TYPE:
                     raise JournalError(
@@ -435,15 +370,7 @@ class Journal:
         return len(due)
 
     def _link(self, head: _Head, event: NewEvent, *, redact: bool = True) -> JournalRecord:
-        data = self._redact(event.data) if redact else event.data
-        if data is not event.data:
-            event = msgspec.structs.replace(event, data=data)
-        correlation = self._redact_label(event.correlation_id)
-        causation = self._redact_label(event.causation_id)
-        if correlation is not event.correlation_id or causation is not event.causation_id:
-            event = msgspec.structs.replace(
-                event, correlation_id=correlation or "", causation_id=causation
-            )
+        event = self._redaction.event(event, data=redact)
         stream_version = head.streams.get(event.conversation_id, 0) + 1
         digest = chain_hash(head.hash, event, stream_version)
         envelope = Envelope(

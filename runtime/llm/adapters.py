@@ -16,7 +16,7 @@ from runtime.llm.base import ModelAdapter
 from runtime.llm.deterministic import DeterministicAdapter
 from runtime.llm.openai import DEFAULT_BASE_URL, OpenAIAdapter
 from runtime.llm.resilience import CircuitBreaker, ResilientAdapter, RetryPolicy
-from runtime.policy.options import RuntimeOptions
+from runtime.option_table import RuntimeOptions
 
 __all__ = ["make_adapter"]
 

@@ -51,7 +51,7 @@ from runtime.guard.pathrules import extract_paths
 from runtime.guard.paths import Workspace, exception_signal
 from runtime.guard.paths import signal_for as path_signal
 from runtime.guard.schema import validate_args
-from runtime.policy.options import RuntimeOptions
+from runtime.option_table import RuntimeOptions
 from runtime.tools.base import CallSpec, ToolSpec
 from runtime.tools.registry import ToolRegistry, list_rule
 

@@ -7,13 +7,19 @@ key and value, fills in the defaults and returns the normalized set (keys sorted
 codes (``REASONS``); entries of list options also carry their ``index``. Nothing here
 touches the filesystem, the network or the environment, except :func:`load_options_file`.
 
-Code reads options through :class:`RuntimeOptions` (``RuntimeOptions.of(options)``, built
-once by whoever holds the options): typed fields, with the defaults of this module and
-nowhere else, instead of ``options.get("x") or DEFAULT`` at each call site.
+Code reads options through :class:`runtime.option_table.RuntimeOptions`
+(``RuntimeOptions.of(options)``, built once by whoever holds the options): typed fields,
+with the defaults of that table and nowhere else, instead of ``options.get("x") or DEFAULT``
+at each call site. ``DEFAULTS`` and ``RuntimeOptions`` are named here too for the modules
+that still import them from this one.
 
 The CLI gathers options with :func:`load_options_file` (``--options-file``) and
 :func:`parse_opt_pairs` (``--opt KEY=VALUE``) and combines them with :func:`merge_options`.
 The reference for users is ``docs/configuration.md``.
+
+Why this module is long: it is the table of SPEC section 5's options (each with its
+validator) and the validators themselves, one short function per kind of value; an
+option is added with one entry, so the table stays whole.
 """
 
 from __future__ import annotations
@@ -28,11 +34,10 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import msgspec
-
 from events.catalog import PAYLOAD_TYPES
 from runtime.errors import InvalidRuntimeOptError
-from runtime.guard.schema import MAX_JSON_DEPTH, json_depth_exceeds, object_without_duplicates
+from runtime.guard.safe_json import MAX_JSON_DEPTH, json_depth_exceeds, object_without_duplicates
+from runtime.option_table import DEFAULTS, RuntimeOptions, defaults
 
 __all__ = [
     "DEFAULTS",
@@ -397,135 +402,54 @@ def _outside_root(key: str, value: Any) -> list[dict[str, str]]:
 _POS_MS = _integer(1, MAX_MS)
 _POS = _integer(1, MAX_INT)
 
-_OPTIONS: dict[str, tuple[Any, Validator]] = {
-    "tool_timeout_ms": (30000, _POS_MS),
-    "tool_timeout_alert_threshold": (3, _POS),
-    "tool_max_output_bytes": (262144, _POS),
-    "tool_max_artifact_bytes": (131072, _POS),
-    "tool_max_concurrency": (8, _POS),
-    "tool_max_concurrency_per_conversation": (4, _integer(0, MAX_INT)),
-    "tool_max_processes": (512, _POS),
-    "llm_adapter": ("deterministic", _choice("deterministic", "openai")),
-    "llm_model": (None, _string_or_null),
-    "llm_base_url": (None, _base_url),
-    "llm_api_key_env": (None, _api_key_env),
-    "llm_system_prompt": (None, _string_or_null),
-    "llm_temperature": (None, _temperature),
-    "llm_max_tokens": (None, _integer(1, MAX_INT, nullable=True)),
-    "llm_timeout_ms": (120000, _POS_MS),
-    "max_rounds": (25, _POS),
-    "token_budget": (200000, _POS),
-    "duration_budget_ms": (600000, _POS_MS),
-    "allow_tools": (None, _string_list(_nonempty, sort=True, nullable=True)),
-    "deny_tools": ([], _string_list(_nonempty, sort=True)),
-    "approval_mode": ("never", _choice("never", "sensitive", "always")),
-    "network_egress_policy": ("deny", _choice("allow", "deny", reason="expected_allow_or_deny")),
-    "network_allowlist": ([], _string_list(_host, sort=True)),
-    "network_allowed_schemes": (
-        ["http", "https"],
-        _string_list(_matching(_SCHEME, "a URL scheme such as 'https'", lower=True), sort=True),
+_OPTIONS: dict[str, Validator] = {
+    "tool_timeout_ms": _POS_MS,
+    "tool_timeout_alert_threshold": _POS,
+    "tool_max_output_bytes": _POS,
+    "tool_max_artifact_bytes": _POS,
+    "tool_max_concurrency": _POS,
+    "tool_max_concurrency_per_conversation": _integer(0, MAX_INT),
+    "tool_max_processes": _POS,
+    "llm_adapter": _choice("deterministic", "openai"),
+    "llm_model": _string_or_null,
+    "llm_base_url": _base_url,
+    "llm_api_key_env": _api_key_env,
+    "llm_system_prompt": _string_or_null,
+    "llm_temperature": _temperature,
+    "llm_max_tokens": _integer(1, MAX_INT, nullable=True),
+    "llm_timeout_ms": _POS_MS,
+    "max_rounds": _POS,
+    "token_budget": _POS,
+    "duration_budget_ms": _POS_MS,
+    "allow_tools": _string_list(_nonempty, sort=True, nullable=True),
+    "deny_tools": _string_list(_nonempty, sort=True),
+    "approval_mode": _choice("never", "sensitive", "always"),
+    "network_egress_policy": _choice("allow", "deny", reason="expected_allow_or_deny"),
+    "network_allowlist": _string_list(_host, sort=True),
+    "network_allowed_schemes": _string_list(
+        _matching(_SCHEME, "a URL scheme such as 'https'", lower=True), sort=True
     ),
-    "sensitive_path_denylist": (
-        [".env", ".env.*", "*.pem", "*.key", "id_rsa", "id_ed25519"],
-        _string_list(_nonempty, sort=False),
+    "sensitive_path_denylist": _string_list(_nonempty, sort=False),
+    "sensitive_path_allowlist": _string_list(_nonempty, sort=False),
+    "outside_root_allowlist": _outside_root,
+    "tool_env_allowlist": _string_list(
+        _matching(_ENV_PATTERN, "an environment variable name or NAME_* prefix", lower=False),
+        sort=True,
     ),
-    "sensitive_path_allowlist": ([], _string_list(_nonempty, sort=False)),
-    "outside_root_allowlist": ([], _outside_root),
-    "tool_env_allowlist": (
-        [],
-        _string_list(
-            _matching(_ENV_PATTERN, "an environment variable name or NAME_* prefix", lower=False),
-            sort=True,
-        ),
+    "command_read_paths": _string_list(_absolute_path, sort=True),
+    "command_socket_allowlist": _string_list(_absolute_path, sort=True),
+    "protocol_allowlist": _string_list(
+        _matching(_PROTOCOL, "a protocol name such as 'mcp'", lower=True), sort=False
     ),
-    "command_read_paths": ([], _string_list(_absolute_path, sort=True)),
-    "command_socket_allowlist": ([], _string_list(_absolute_path, sort=True)),
-    "protocol_allowlist": (
-        ["mcp", "a2a"],
-        _string_list(_matching(_PROTOCOL, "a protocol name such as 'mcp'", lower=True), sort=False),
-    ),
-    "strict_asset_loading": (False, _boolean),
-    "orchestration": (True, _boolean),
-    "max_restarts": (3, _integer(0, MAX_INT)),
-    "restart_period_ms": (5000, _POS_MS),
-    "idle_passivation_ms": (300000, _POS_MS),
-    "alert_signal_events": (
-        ["security.repeated_timeout_failures", "security.sandbox_violation"],
-        _string_list(_event_name, sort=True),
-    ),
-    "alert_router": (None, _alert_router),
+    "strict_asset_loading": _boolean,
+    "orchestration": _boolean,
+    "max_restarts": _integer(0, MAX_INT),
+    "restart_period_ms": _POS_MS,
+    "idle_passivation_ms": _POS_MS,
+    "alert_signal_events": _string_list(_event_name, sort=True),
+    "alert_router": _alert_router,
 }
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
-
-
-DEFAULTS: dict[str, Any] = {name: _copy(default) for name, (default, _) in sorted(_OPTIONS.items())}
-"""Every SPEC section 5 option with its default, already in normalized form (keys sorted).
-
-A copy: changing it does not change what :func:`validate_options` fills in.
-"""
-
-
-class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """The normalized options, typed and read-only (one field per SPEC section 5 option).
-
-    Build it with :meth:`of`; the fields have no defaults of their own (the defaults are
-    :data:`DEFAULTS`, so they are written once). Lists are tuples.
-    """
-
-    tool_timeout_ms: int
-    tool_timeout_alert_threshold: int
-    tool_max_output_bytes: int
-    tool_max_artifact_bytes: int
-    tool_max_concurrency: int
-    tool_max_concurrency_per_conversation: int
-    tool_max_processes: int
-    llm_adapter: str
-    llm_model: str | None
-    llm_base_url: str | None
-    llm_api_key_env: str | None
-    llm_system_prompt: str | None
-    llm_temperature: float | None
-    llm_max_tokens: int | None
-    llm_timeout_ms: int
-    max_rounds: int
-    token_budget: int
-    duration_budget_ms: int
-    allow_tools: tuple[str, ...] | None
-    deny_tools: tuple[str, ...]
-    approval_mode: str
-    network_egress_policy: str
-    network_allowlist: tuple[str, ...]
-    network_allowed_schemes: tuple[str, ...]
-    sensitive_path_denylist: tuple[str, ...]
-    sensitive_path_allowlist: tuple[str, ...]
-    outside_root_allowlist: tuple[dict[str, str], ...]
-    tool_env_allowlist: tuple[str, ...]
-    command_read_paths: tuple[str, ...]
-    command_socket_allowlist: tuple[str, ...]
-    protocol_allowlist: tuple[str, ...]
-    strict_asset_loading: bool
-    orchestration: bool
-    max_restarts: int
-    restart_period_ms: int
-    idle_passivation_ms: int
-    alert_signal_events: tuple[str, ...]
-    alert_router: str | None
-
-    @classmethod
-    def of(cls, options: Mapping[str, Any]) -> RuntimeOptions:
-        """The typed view of normalized ``options``; an option they lack takes its default.
-
-        Does not validate values (that is :func:`validate_options`' job); raises
-        ``msgspec.ValidationError`` for a value of the wrong type.
-        """
-        return msgspec.convert({**DEFAULTS, **options}, cls)
+"""Every option's validator; its default is :class:`runtime.option_table.RuntimeOptions`'."""
 
 
 def validate_options(raw: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -545,9 +469,10 @@ def validate_options(raw: Mapping[str, Any] | None) -> dict[str, Any]:
             hint = difflib.get_close_matches(str(key), list(_OPTIONS), n=1)
             fix = f"; did you mean {hint[0]!r}?" if hint else "; see docs/configuration.md"
             raise _fail(str(key), "unknown_option", f"unknown option {key!r}{fix}")
-    options: dict[str, Any] = {}
-    for key, (default, check) in sorted(_OPTIONS.items()):
-        options[key] = check(key, raw[key]) if key in raw else _copy(default)
+    options = defaults()
+    for key, check in sorted(_OPTIONS.items()):
+        if key in raw:
+            options[key] = check(key, raw[key])
     return options
 
 

@@ -8,6 +8,7 @@ and the ToolRunner appends them with the call's correlation.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ from typing import Any
 import msgspec
 
 from events.catalog import Event
+from runtime.option_table import RuntimeOptions
 
 __all__ = ["CallSpec", "ToolContext", "ToolFn", "ToolSpec"]
 
@@ -64,6 +66,11 @@ class ToolContext:
     def remaining_s(self) -> float:
         """Seconds left before the call's timeout (never below zero)."""
         return max(0.0, self.timeout_s - (time.monotonic() - self.started_at))
+
+    @functools.cached_property
+    def settings(self) -> RuntimeOptions:
+        """``options`` typed, each option its default when absent (one table for both)."""
+        return RuntimeOptions.of(self.options)
 
 
 ToolFn = Callable[[ToolContext, dict[str, Any]], dict[str, Any]]

@@ -3,7 +3,7 @@
 Order of checks: the argument shapes, the non-bypassable blocklist (``command_blocked``
 plus ``security.command_blocked``), the environment (``env_vars_not_allowed`` /
 ``invalid_env_payload`` plus ``security.env_denied``), the working directory (inside the
-root), then the run (``runtime.guard.sandbox.run_command``) with the call's remaining time and
+root), then the run (``runtime.guard.sandbox_run.run_command``) with the call's remaining time and
 the project's egress policy. A non-zero exit is a normal result, not a failure; a
 timeout fails with ``timeout`` and a cancellation with ``conversation_cancelled``, and
 whenever processes had to be killed a ``tool.child_processes_terminated`` signal says how
@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -23,27 +22,15 @@ import msgspec
 from events.catalog import SecuritySandboxViolation, ToolChildProcessesTerminated
 from runtime.errors import ToolError
 from runtime.guard.command_controls import blocked_signal, build_env, check_blocklist, env_signal
-from runtime.guard.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
-from runtime.guard.sandbox import (
-    CommandResult,
-    Limits,
-    View,
-    probe_layers,
-    require_confinement,
-    run_command,
-)
+from runtime.guard.sandbox import View, probe_layers, require_confinement
+from runtime.guard.sandbox_run import CommandResult, Limits, run_command
+from runtime.option_table import RuntimeOptions
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 
 __all__ = ["SPECS", "TOOL", "TOOLS", "command_run"]
 
 TOOL = "command.run"
 """The tool's name."""
-
-DEFAULT_MAX_OUTPUT_BYTES = 262144
-"""``tool_max_output_bytes`` when the options do not say."""
-
-DEFAULT_MAX_ARTIFACT_BYTES = 131072
-"""``tool_max_artifact_bytes`` when the options do not say."""
 
 SPECS: list[ToolSpec] = [
     ToolSpec(
@@ -195,30 +182,30 @@ def command_run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     home = tempfile.mkdtemp(prefix="roost-home-")
     try:
         try:
-            env = build_env(args.get("env"), ctx.options.get("tool_env_allowlist") or [], home=home)
+            env = build_env(args.get("env"), ctx.settings.tool_env_allowlist, home=home)
         except ToolError as e:
             ctx.signals.append(env_signal(e, TOOL, ctx.call_id))
             raise
         cwd = _cwd(ctx.root, args.get("cwd"))
         timeout_s = _timeout_s(ctx, args.get("timeout_ms"))
-        max_bytes = int(ctx.options.get("tool_max_output_bytes") or DEFAULT_MAX_OUTPUT_BYTES)
+        max_bytes = ctx.settings.tool_max_output_bytes
         result = run_command(
             command,
             cwd=cwd,
             env=env,
             timeout_s=timeout_s,
-            allow_network=ctx.options.get("network_egress_policy", "deny") == "allow",
+            allow_network=ctx.settings.network_egress_policy == "allow",
             cancel=ctx.cancelled,
             max_output_bytes=max_bytes,
-            limits=Limits(max_processes=int(ctx.options.get("tool_max_processes") or 512)),
-            view=command_view(ctx.options, os.path.realpath(ctx.root), home, cwd),
+            limits=Limits(max_processes=ctx.settings.tool_max_processes),
+            view=command_view(ctx.settings, os.path.realpath(ctx.root), home, cwd),
         )
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return _outcome(ctx, result, timeout_s, max_bytes)
 
 
-def command_view(options: Mapping[str, Any], root: str, home: str, cwd: str) -> View:
+def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> View:
     """Build what a command of this project sees (``runtime.guard.sandbox_view``).
 
     The root and the scratch home writable, the project's extra read paths and sockets,
@@ -227,12 +214,10 @@ def command_view(options: Mapping[str, Any], root: str, home: str, cwd: str) -> 
     return View(
         writable=(root, home),
         cwd=cwd,
-        read_only=tuple(options.get("command_read_paths") or ()),
-        sockets=tuple(options.get("command_socket_allowlist") or ()),
-        sensitive_deny=tuple(
-            options.get("sensitive_path_denylist", DEFAULT_SENSITIVE_PATH_DENYLIST) or ()
-        ),
-        sensitive_allow=tuple(options.get("sensitive_path_allowlist") or ()),
+        read_only=settings.command_read_paths,
+        sockets=settings.command_socket_allowlist,
+        sensitive_deny=settings.sensitive_path_denylist,
+        sensitive_allow=settings.sensitive_path_allowlist,
     )
 
 
@@ -286,7 +271,7 @@ def _outcome(
     )
     # Each stream is one artifact of the result: keep it under the per-artifact cap too,
     # so a chatty command is truncated rather than failed with artifact_too_large.
-    artifact_max = int(ctx.options.get("tool_max_artifact_bytes") or DEFAULT_MAX_ARTIFACT_BYTES)
+    artifact_max = ctx.settings.tool_max_artifact_bytes
     for key in ("stdout", "stderr"):
         if _encoded_len(fitted[key]) > artifact_max:
             fitted[key] = _trim(fitted[key], artifact_max - 2)

@@ -42,7 +42,6 @@ MAX_REDIRECTS = 5
 METHODS: tuple[str, ...] = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
 """HTTP methods ``http.fetch`` sends."""
 
-_DEFAULT_MAX_OUTPUT = 262144
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _FORBIDDEN_HEADERS = frozenset(
@@ -261,8 +260,7 @@ def http_fetch(
         raise _invalid("body", f"body must be a string, got {type(raw_body).__name__}")
     body = raw_body.encode("utf-8") if raw_body is not None else None
     policy = NetworkPolicy.from_options(ctx.options)
-    max_output = ctx.options.get("tool_max_output_bytes", _DEFAULT_MAX_OUTPUT)
-    limit = (max_output if isinstance(max_output, int) else _DEFAULT_MAX_OUTPUT) + 1
+    limit = ctx.settings.tool_max_output_bytes + 1
     redirects: list[dict[str, Any]] = []
     current = url.strip()
     outgoing = _Outgoing(method=method, headers=headers, body=body)

@@ -27,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from runtime.option_table import RuntimeOptions
 from runtime.tools.asset_store import AssetCatalog, load_assets
 from runtime.tools.base import ToolFn, ToolSpec
 
@@ -97,7 +98,7 @@ class ToolRegistry:
                     tools[spec.name] = (spec, fn)
             if module_name == "runtime.tools.asset":
                 asset_module = module
-        strict = bool(options.get("strict_asset_loading", False))
+        strict = RuntimeOptions.of(options).strict_asset_loading
         catalog = load_assets(root, strict=strict)
         if asset_module is not None and hasattr(asset_module, "asset_tools"):
             known = {name: spec for name, (spec, _) in tools.items()}

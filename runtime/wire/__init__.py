@@ -5,7 +5,8 @@ operation, its arguments checked once; the one place request ids are minted), ``
 (each op's argument Struct), ``framing`` (the
 4-byte length prefix every socket uses, read and written once), ``protocol`` (msgspec
 JSON frames: requests, replies, errors, events), ``transport``
-(Unix sockets: bind owner-only, connect, peer credentials).
+(Unix sockets: bind owner-only, connect, peer credentials), ``msgpack_keys`` (repeated map
+keys in a msgpack frame, found without decoding it).
 
 Imports only ``runtime.errors`` and ``runtime.logging``.
 """

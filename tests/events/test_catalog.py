@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events import catalog
-from events.catalog import PAYLOAD_TYPES, Event, payload_to_data, validate_data
+from events.catalog import PAYLOAD_TYPES, Event, decode_data, payload_to_data, validate_data
 from events.codecs import (
     canonical_json,
     decode_envelope_json,
@@ -136,6 +136,47 @@ def test_validate_data_rejects_a_wrong_field_type() -> None:
 def test_validate_data_rejects_an_unknown_type() -> None:
     with pytest.raises(KeyError):
         validate_data("no.such", {})
+
+
+def test_decode_data_gives_the_typed_payload_of_a_stored_event() -> None:
+    payload = catalog.ToolFailed(call_id="call-1", name="fs.read", reason={"code": "denied"})
+    envelope = new_event(payload, project_id="p1", at="2026-01-01T00:00:00Z", correlation_id="c")
+    decoded = decode_data(envelope.type, envelope.data)
+    assert decoded == payload
+    match decoded:
+        case catalog.ToolFailed(reason={"code": code}):
+            assert code == "denied"
+        case _:
+            pytest.fail(f"not matched: {decoded!r}")
+
+
+def test_decode_data_fills_defaults_and_leaves_extra_fields_out() -> None:
+    decoded = decode_data("tool.requested", {"call_id": "c", "name": "n", "newer_field": 1})
+    assert decoded == catalog.ToolRequested(call_id="c", name="n", args={}, run_mode="sync")
+
+
+def test_decode_data_of_an_unknown_type_is_none() -> None:
+    assert decode_data("no.such", {"call_id": "c"}) is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"call_id": 1, "name": "x"},  # a field of the wrong type
+        {"name": "x"},  # a required field missing
+        ["call_id", "x"],  # not an object at all
+        None,
+    ],
+)
+def test_decode_data_of_malformed_data_is_none(data: Any) -> None:
+    assert decode_data("tool.started", data) is None
+
+
+def test_decode_data_leaves_the_stored_data_as_it_was() -> None:
+    data = {"call_id": "c", "name": "n", "args": {"path": "a"}, "newer_field": [1]}
+    before = msgspec.json.encode(data)
+    decode_data("tool.requested", data)
+    assert msgspec.json.encode(data) == before
 
 
 def test_correlation_ids_are_corr_and_twenty_hex_digits() -> None:

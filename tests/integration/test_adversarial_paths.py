@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
-from runtime.guard.paths import DEFAULT_SENSITIVE_PATH_DENYLIST
+from runtime.option_table import DEFAULTS
 from tests.integration.adversarial_helpers import (
     Call,
     Expect,
@@ -140,7 +140,7 @@ def fs_options(places: dict[str, str]) -> dict[str, Any]:
             {"path": places["shared"], "reason_code": "shared_toolchain"},
             {"pattern": places["globbed"] + "/*.txt", "reason_code": "fixtures"},
         ],
-        "sensitive_path_denylist": [*DEFAULT_SENSITIVE_PATH_DENYLIST, "résumé.txt"],
+        "sensitive_path_denylist": [*DEFAULTS["sensitive_path_denylist"], "résumé.txt"],
         "sensitive_path_allowlist": [".env.example"],
     }
 

@@ -20,14 +20,8 @@ import psutil
 import pytest
 
 from runtime.errors import ToolError
-from runtime.guard.sandbox import (
-    DISABLE_ENV,
-    CommandResult,
-    Limits,
-    disabled_layers,
-    probe_layers,
-    run_command,
-)
+from runtime.guard.sandbox import DISABLE_ENV, disabled_layers, probe_layers
+from runtime.guard.sandbox_run import CommandResult, Limits, run_command
 from tests.runtime.sandbox_helpers import (
     CountingServer,
     counting_server,

@@ -17,7 +17,7 @@ import pytest
 from runtime.journal.store import Journal
 from tests.runtime.journal_writer import PROJECTS, batch_events
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KILLS = 24
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.errors import InvalidRuntimeOptError
+from runtime.errors import InvalidRuntimeOptError, ToolError
+from runtime.option_table import DEFAULTS, RuntimeOptions
+from runtime.policy import options as options_module
 from runtime.policy.options import (
-    DEFAULTS,
     REASONS,
-    RuntimeOptions,
     load_options_file,
     merge_options,
     parse_opt_pairs,
@@ -794,3 +795,99 @@ def test_typed_options_are_read_only() -> None:
 
     with pytest.raises(AttributeError):
         typed.max_rounds = 3  # type: ignore[misc]
+
+
+# --- one table of defaults ------------------------------------------------------------------
+
+
+def test_the_policy_validates_exactly_the_options_of_the_table_and_writes_no_default() -> None:
+    table = options_module._OPTIONS
+    assert sorted(table) == sorted(RuntimeOptions.__struct_fields__)
+    # each entry is a validator alone: the default is the table's field default, nowhere else
+    assert all(callable(check) and not isinstance(check, tuple) for check in table.values())
+
+
+def test_every_option_of_the_table_has_its_default_there() -> None:
+    assert len(RuntimeOptions.__struct_defaults__) == len(RuntimeOptions.__struct_fields__)
+    assert msgspec.json.decode(msgspec.json.encode(RuntimeOptions())) == DEFAULTS
+
+
+def test_the_layers_below_the_policy_read_their_defaults_from_the_table(tmp_path: Path) -> None:
+    from runtime.guard.network import NetworkPolicy
+    from runtime.guard.paths import Workspace
+    from runtime.tools.base import ToolContext
+
+    assert ToolContext(root=str(tmp_path), options={}).settings == RuntimeOptions()
+    assert (
+        NetworkPolicy.from_options({}).allowed_schemes == RuntimeOptions().network_allowed_schemes
+    )
+    with Workspace(str(tmp_path), {}) as ws:
+        for name in RuntimeOptions().sensitive_path_denylist:
+            with pytest.raises(ToolError) as denied:
+                ws.check_path(name.replace("*", "x"))
+            assert denied.value.code == "sensitive_path_denied"
+        assert ws.check_path("notes.md").inside_root
+
+
+def _restated_defaults(tree: ast.AST) -> list[str]:
+    """``x.get("<option>", <literal>)`` and ``x.get("<option>") or <literal>`` in ``tree``."""
+
+    def option_get(node: ast.AST) -> str | None:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in DEFAULTS
+        ):
+            return str(node.args[0].value)
+        return None
+
+    def literal(node: ast.AST) -> bool:  # a value written here, or a constant of this module
+        return isinstance(node, ast.Constant | ast.List | ast.Tuple | ast.Dict) or (
+            isinstance(node, ast.Name) and node.id.lstrip("_").isupper()
+        )
+
+    found = []
+    for node in ast.walk(tree):
+        name = option_get(node)
+        if name is not None and len(node.args) > 1 and literal(node.args[1]):  # type: ignore[attr-defined]
+            found.append(name)
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+            first = option_get(node.values[0])
+            if first is not None and literal(node.values[-1]):
+                last = node.values[-1]
+                if not (
+                    isinstance(last, ast.List | ast.Tuple | ast.Dict) and not ast.literal_eval(last)
+                ):
+                    found.append(first)
+    return found
+
+
+def test_no_module_restates_an_option_default() -> None:
+    root = Path(__file__).resolve().parents[3]
+    offenders = [
+        f"{path.relative_to(root)}: {name}"
+        for package in ("runtime", "events", "soak")
+        for path in sorted((root / package).rglob("*.py"))
+        if path.name not in ("option_table.py",)
+        and "lifecycle" not in path.parts  # max_restarts / restart_period_ms: on its own branch
+        for name in _restated_defaults(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert offenders == []
+
+
+def test_a_restated_default_is_found() -> None:
+    tree = ast.parse(
+        'a = options.get("tool_timeout_ms", 30000)\n'
+        'b = options.get("tool_max_processes") or 512\n'
+        'c = options.get("deny_tools") or ()\n'  # an empty fallback restates nothing
+        'd = options.get("not_an_option", 1)\n'
+        'e = options.get("tool_max_output_bytes") or DEFAULT_MAX_OUTPUT\n'
+    )
+    assert sorted(_restated_defaults(tree)) == [
+        "tool_max_output_bytes",
+        "tool_max_processes",
+        "tool_timeout_ms",
+    ]

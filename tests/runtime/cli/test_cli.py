@@ -345,3 +345,33 @@ def test_tail_until_an_unknown_event_type_is_a_usage_error(capsys, home) -> None
         "roost: usage: argument --until: 'llm.complete' is not an event type (see "
         "docs/events.md), e.g. llm.completed (see `roost tail --help`)\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("ack", "expected"),
+    [
+        ({"outcome": "llm.completed", "outcome_data": {}}, None),
+        ({"status": "accepted"}, None),
+        (
+            {"outcome": "llm.failed", "outcome_data": {"reason": "timeout", "message": "slow"}},
+            "llm.failed: timeout: slow",
+        ),
+        ({"outcome": "llm.failed", "outcome_data": {"reason": "timeout"}}, "llm.failed: timeout"),
+        (
+            {
+                "outcome": "budget.exceeded",
+                "outcome_data": {"budget": "max_rounds", "limit": 1, "used": 1},
+            },
+            "budget.exceeded: max_rounds (limit 1, used 1)",
+        ),
+        # data a daemon of this version never sends: still a failure, named as such
+        ({"outcome": "llm.failed", "outcome_data": {"reason": 7}}, "llm.failed: unknown"),
+        ({"outcome": "budget.exceeded", "outcome_data": None}, "budget.exceeded: unknown"),
+    ],
+)
+def test_a_waited_turn_that_failed_is_described_from_its_typed_outcome(
+    ack: dict[str, Any], expected: str | None
+) -> None:
+    from runtime.cli.commands import turn_failure
+
+    assert turn_failure(ack) == expected

@@ -8,7 +8,6 @@ import io
 import pytest
 
 from runtime.cli.format import (
-    Progress,
     cell,
     dumps_json,
     event_line,
@@ -17,6 +16,7 @@ from runtime.cli.format import (
     seal_lines,
     table,
 )
+from runtime.cli.progress import Progress
 
 
 class FakeTTY(io.StringIO):

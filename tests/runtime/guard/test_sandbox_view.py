@@ -13,7 +13,8 @@ import pytest
 
 from runtime.guard import cgroups, roost_home, sandbox_view
 from runtime.guard.pathrules import SensitiveRules
-from runtime.guard.sandbox import DISABLE_ENV, View, probe_layers, run_command
+from runtime.guard.sandbox import DISABLE_ENV, View, probe_layers
+from runtime.guard.sandbox_run import run_command
 from runtime.guard.sandbox_view import (
     MAX_SCAN_ENTRIES,
     etc_secrets,

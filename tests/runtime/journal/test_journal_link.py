@@ -32,10 +32,10 @@ from runtime.journal.link import (
     LinkServer,
     _raise_descriptor_limit,
     configure,
-    duplicate_map_key,
     link_settings,
 )
 from runtime.journal.store import Batch, Journal
+from runtime.wire.msgpack_keys import duplicate_map_key
 from tests.runtime.daemon_helpers import wait_for
 from tests.runtime.peer_helpers import pid_namespace_prefixes, probe, sandbox_init_prefix
 
