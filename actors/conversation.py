@@ -32,7 +32,7 @@ from actors.messages import (
 from runtime.agent.core import ConversationCore
 from runtime.errors import RoostError
 from runtime.llm.adapters import make_adapter
-from runtime.policy.options import RuntimeOptions
+from runtime.option_table import RuntimeOptions
 
 __all__ = ["ConversationActor"]
 

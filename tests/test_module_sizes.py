@@ -10,18 +10,6 @@ PACKAGES = ("runtime", "events", "soak", "actors")
 LIMIT = 400
 REASON = "Why this module is long:"
 
-# Modules being reshaped on another branch (thin actors, plain cores, the op table): they
-# are held to the rule once that work lands.
-PENDING = {
-    "actors/conversation.py",
-    "actors/thespian/mailbox.py",
-    "runtime/agent/core.py",
-    "runtime/daemon/gateway.py",
-    "runtime/lifecycle/project_core.py",
-    "runtime/lifecycle/supervisor_core.py",
-    "runtime/wire/ops.py",
-}
-
 
 def long_modules_without_a_reason(root: pathlib.Path) -> list[str]:
     found = []
@@ -37,7 +25,7 @@ def long_modules_without_a_reason(root: pathlib.Path) -> list[str]:
 
 
 def test_every_long_module_says_why_in_its_docstring() -> None:
-    assert [name for name in long_modules_without_a_reason(ROOT) if name not in PENDING] == []
+    assert long_modules_without_a_reason(ROOT) == []
 
 
 def test_a_long_module_without_a_reason_is_found(tmp_path: pathlib.Path) -> None:

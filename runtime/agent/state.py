@@ -20,7 +20,7 @@ from events.catalog import TERMINAL_TOOL_TYPES
 from events.conversation_fold import TURN_END_TYPES, ConversationFold, PendingCall
 from events.envelope import Envelope, NewEvent, format_at, new_event
 from events.projections import LlmContextFold, get_projection
-from runtime.policy.options import RuntimeOptions
+from runtime.option_table import RuntimeOptions
 from runtime.tools.base import CallSpec
 
 __all__ = ["Clock", "LoopState", "TurnState"]

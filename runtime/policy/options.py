@@ -37,12 +37,10 @@ from typing import Any
 from events.catalog import PAYLOAD_TYPES
 from runtime.errors import InvalidRuntimeOptError
 from runtime.guard.safe_json import MAX_JSON_DEPTH, json_depth_exceeds, object_without_duplicates
-from runtime.option_table import DEFAULTS, RuntimeOptions, defaults
+from runtime.option_table import defaults
 
 __all__ = [
-    "DEFAULTS",
     "REASONS",
-    "RuntimeOptions",
     "load_options_file",
     "merge_options",
     "parse_opt_pairs",

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import catalog as ev
+from runtime.option_table import RuntimeOptions
 from runtime.policy.decisions import PolicyContext, Verdict, decide, needs_approval
-from runtime.policy.options import RuntimeOptions, validate_options
+from runtime.policy.options import validate_options
 from runtime.tools.base import CallSpec, ToolSpec
 from runtime.tools.registry import ToolRegistry
 
