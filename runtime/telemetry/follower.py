@@ -96,9 +96,9 @@ class TurnFollower:
                 self._observe(event)
                 with self._lock:
                     self._cursor = event.seq
-            if stopping:
-                return
             if not chunk:
+                if stopping:  # all that was committed before stop() is exported
+                    return
                 self._stop.wait(_POLL_S)
 
     def _observe(self, event: Envelope) -> None:
