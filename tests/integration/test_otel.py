@@ -3,10 +3,12 @@ loopback collector, the replay by ``roost export otel``, and no SDK when it is o
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -49,7 +51,7 @@ def run_turn(client: Client, root: str) -> None:
 class Collector:
     """An OTLP/HTTP receiver on loopback: decodes every trace and metrics request."""
 
-    def __init__(self) -> None:
+    def __init__(self, status: int = 200) -> None:
         self.traces: list[ExportTraceServiceRequest] = []
         self.metrics: list[ExportMetricsServiceRequest] = []
         self.changed = threading.Condition()
@@ -64,7 +66,8 @@ class Collector:
                     elif self.path == "/v1/metrics":
                         collector.metrics.append(ExportMetricsServiceRequest.FromString(body))
                     collector.changed.notify_all()
-                self.send_response(200 if self.path in ("/v1/traces", "/v1/metrics") else 404)
+                known = self.path in ("/v1/traces", "/v1/metrics")
+                self.send_response(status if known else 404)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -252,6 +255,31 @@ def test_the_daemon_exports_over_otlp_http_and_the_replay_gives_the_same_ids(
         assert f"trace {trace_id_of('corr-otel'):032x}  9 spans" in done.stdout
         assert replayed.spans() == [(*span[:4], "roost") for span in live]
         assert replayed.metric_names() == set()
+        one = roost(
+            home,
+            "--json",
+            "export",
+            "otel",
+            "p1",
+            "--turn",
+            "corr-otel",
+            OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{replayed.endpoint}/v1/traces",
+        )
+        assert one.returncode == 0, one.stderr
+        assert json.loads(one.stdout)["traces"] == [
+            {
+                "correlation_id": "corr-otel",
+                "trace_id": f"{trace_id_of('corr-otel'):032x}",
+                "spans": 9,
+                "exported": True,
+            }
+        ]
+        missing = roost(
+            home, "export", "otel", "p1", "--turn", "corr-nope",
+            OTEL_EXPORTER_OTLP_ENDPOINT=replayed.endpoint,
+        )  # fmt: skip
+        assert missing.returncode == 1
+        assert missing.stderr == "roost: turn_not_found: no turn with correlation id 'corr-nope'\n"
     finally:
         replayed.server.shutdown()
         replayed.server.server_close()
@@ -264,3 +292,36 @@ def test_export_otel_without_an_exporter_fails_with_its_code(tmp_path: Path) -> 
     done = roost(str(tmp_path / "home"), "export", "otel", "p1", OTEL_TRACES_EXPORTER="zipkin")
     assert done.returncode == 1
     assert done.stderr.startswith("roost: bad_config: OTEL_TRACES_EXPORTER must be")
+
+
+def test_a_collector_that_refuses_the_export_never_breaks_the_daemon(tmp_path: Path) -> None:
+    refusing = Collector(status=400)
+    refusing.thread.start()
+    home = str(tmp_path / "home")
+    env = daemon_env(OTEL_EXPORTER_OTLP_ENDPOINT=refusing.endpoint, OTEL_METRICS_EXPORTER="none")
+    pid = start_daemon(home, env=env, timeout_s=60)
+    daemon = Daemon(home=home, pid=pid)
+    seen = daemon.processes()
+    try:
+        with daemon.client(timeout_s=30) as c:
+            run_turn(c, make_root(tmp_path / "repo"))
+            refusing.wait(lambda: len(refusing.traces) == 1)
+            again = c.send_message("p1", "c1", "hello", "corr-again", wait=True)
+            assert again["outcome"] == "llm.completed"
+            refusing.wait(lambda: len(refusing.traces) == 2)
+            # the collector has answered; the daemon's thread counts the refusal just after
+            deadline = time.monotonic() + 30
+            telemetry = c.status()["telemetry"]
+            while telemetry["export_failures"] < 2 and time.monotonic() < deadline:
+                threading.Event().wait(0.05)
+                telemetry = c.status()["telemetry"]
+        assert (telemetry["exported_turns"], telemetry["export_failures"]) == (0, 2)
+        assert refusing.metric_names() == set()
+    finally:
+        seen += daemon.processes()
+        stop_daemon(home, timeout_s=30)
+        refusing.server.shutdown()
+        refusing.server.server_close()
+        assert alive(seen) == []
+    log = Path(home, "logs", "daemon.log").read_text()
+    assert log.count('"event":"otel_export_failed"') == 2
