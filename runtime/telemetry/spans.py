@@ -19,7 +19,9 @@ from the journal) gives the same trace. Times are the events' ``at``.
 
 A span's parent is found up the causation chain of its opening event
 (``events.incidents.cause_indexes``): the nearest event that opens a span of the parent's
-kind (a later round, caused by a tool result, still belongs to the turn). A span is an
+kind (a later round, caused by a tool result, still belongs to the turn); a call's spans
+that follow a user's decision (a new causal chain from ``tool.approved``) hang from the
+call's ``tool.requested``. A span is an
 error when an event of ``events.incidents.ERROR_KINDS`` (a failure, denial or timeout)
 belongs to it.
 """
@@ -187,16 +189,20 @@ class _Turn:
         self.cause = cause_indexes(events)
         self.end = next((e for e in events if e.type in TURN_END_TYPES), events[-1])
         self.calls: dict[str, list[Envelope]] = {}
-        request_of: dict[str, str] = {}
+        self.call_of: dict[int, str] = {}
+        self.request: dict[str, int] = {}
         for index, event in enumerate(events):
             call_id = _call_id(event)
             cause = self.cause[index]
             if call_id is None and cause is not None:
-                call_id = request_of.get(events[cause].event_id)
+                call_id = (
+                    self.call_of.get(cause) if events[cause].type == "tool.requested" else None
+                )
             if call_id is None:
                 continue
             if event.type == "tool.requested":
-                request_of[event.event_id] = call_id
+                self.request.setdefault(call_id, index)
+            self.call_of[index] = call_id
             self.calls.setdefault(call_id, []).append(event)
 
     def kind_of(self, index: int) -> SpanKind | None:
@@ -215,6 +221,9 @@ class _Turn:
             if self.kind_of(up) == wanted:
                 return up
             up, steps = self.cause[up], steps + 1
+        if wanted == "tool_call" and index in self.call_of:
+            # a user's decision starts a new causal chain (``tool.approved``): same call
+            return self.request.get(self.call_of[index], 0)
         return 0  # the user.message: a span whose parent cannot be found hangs from the turn
 
     def after(self, index: int, types: frozenset[str], call_id: str | None = None) -> Envelope:

@@ -128,6 +128,35 @@ def test_an_approval_wait_is_a_span_of_its_call() -> None:
     assert (rejected.error, rejected.status_message) == (True, "tool.rejected: not now")
 
 
+def test_the_spans_after_a_users_approval_stay_in_their_call() -> None:
+    j = approval_journal(None)
+    approved = j.add(ev.ToolApproved(call_id="call-3"), correlation_id="corr-2", after_ms=700)
+    allowed = j.add(
+        ev.PolicyAllowed(tool="command.run", reason="approved", source="user", call_id="call-3"),
+        correlation_id="corr-2",
+        cause=approved,
+    )
+    started = j.add(
+        ev.ToolStarted(call_id="call-3", name="command.run"), correlation_id="corr-2", cause=allowed
+    )
+    j.add(
+        ev.ToolCompleted(call_id="call-3", name="command.run"),
+        correlation_id="corr-2",
+        cause=started,
+    )
+    spans = turn_spans(j.events, "corr-2")
+    call = next(s for s in spans if s.kind == "tool_call")
+    in_call = sorted(
+        (s.kind, str(s.attributes["roost.policy.source"]) if s.kind == "policy" else "")
+        for s in spans
+        if s.parent_span_id == call.span_id
+    )
+    assert in_call == [("approval", ""), ("policy", "policy"), ("policy", "user"), ("tool_run", "")]
+    wait = next(s for s in spans if s.kind == "approval")
+    assert wait.end_ns - wait.start_ns == 700 * 10**6
+    assert call.attributes["roost.tool.outcome"] == "completed"
+
+
 def test_an_unfinished_turn_closes_at_its_last_event() -> None:
     spans = turn_spans(approval_journal(None).events, "corr-2")
     turn, wait = spans[0], next(s for s in spans if s.kind == "approval")
