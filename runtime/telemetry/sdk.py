@@ -88,7 +88,9 @@ class Exporter:
         self.resource = resource
         self.span_exporter = span_exporter
         self.meters = (
-            MeterProvider(resource=resource, metric_readers=list(metric_readers))
+            MeterProvider(
+                resource=resource, metric_readers=list(metric_readers), shutdown_on_exit=False
+            )
             if metric_readers
             else None
         )

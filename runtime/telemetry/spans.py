@@ -187,7 +187,7 @@ class _Turn:
     def __init__(self, events: list[Envelope]) -> None:
         self.events = events
         self.cause = cause_indexes(events)
-        self.end = next((e for e in events if e.type in TURN_END_TYPES), events[-1])
+        self.end = events[-1]
         self.calls: dict[str, list[Envelope]] = {}
         self.call_of: dict[int, str] = {}
         self.request: dict[str, int] = {}
@@ -245,15 +245,18 @@ def _first_error(events: Iterable[Envelope], types: frozenset[str] | None = None
 def turn_spans(events: Iterable[Envelope], correlation_id: str) -> list[SpanRecord]:
     """Return the spans of the turn ``correlation_id`` names, turn first, in ``seq`` order.
 
-    ``events`` are committed events (any order, other turns' too). No ``user.message``
-    with that correlation gives ``[]``. A turn with no end yet is closed at its last event
-    (``roost.turn.outcome`` is ``incomplete``).
+    ``events`` are committed events (any order, other turns' too). The turn's events run
+    from its ``user.message`` to its end, as the daemon saw them when it exported the turn
+    (what the correlation commits later, e.g. an async call's result, is left out). No
+    ``user.message`` with that correlation gives ``[]``. A turn with no end yet is closed
+    at its last event (``roost.turn.outcome`` is ``incomplete``).
     """
     selected = [e for e in in_seq_order(events) if e.correlation_id == correlation_id]
     start = next((i for i, e in enumerate(selected) if e.type == "user.message"), None)
     if start is None:
         return []
-    turn = _Turn(selected[start:])
+    end = next((i for i in range(start, len(selected)) if selected[i].type in TURN_END_TYPES), -1)
+    turn = _Turn(selected[start:] if end < 0 else selected[start : end + 1])
     trace_id = trace_id_of(correlation_id)
     opened: dict[int, int] = {}
     spans: list[SpanRecord] = []

@@ -186,6 +186,13 @@ def test_the_same_events_in_any_order_give_the_same_spans() -> None:
     assert turn_spans(shuffled, "corr-1") == turn_spans(events, "corr-1")
 
 
+def test_what_the_turn_commits_after_its_end_is_left_out() -> None:
+    j = incident_journal()
+    before = turn_spans(j.events, "corr-1")
+    j.add(ev.ToolCancelled(call_id="call-1", name="fs.read"))
+    assert turn_spans(j.events, "corr-1") == before
+
+
 def test_no_user_message_means_no_spans() -> None:
     assert turn_spans(incident_journal().events, "corr-sys") == []
     assert turn_spans(started_project().events, "corr-1") == []
