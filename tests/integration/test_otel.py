@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -110,6 +111,18 @@ class Collector:
             for scope_metrics in resource_metrics.scope_metrics
             for metric in scope_metrics.metrics
         }
+
+    def sum_attributes(self, name: str) -> list[dict[str, str]]:
+        """The attributes of every data point of the counter ``name`` received."""
+        return [
+            {a.key: a.value.string_value for a in point.attributes}
+            for request in self.metrics
+            for resource_metrics in request.resource_metrics
+            for scope_metrics in resource_metrics.scope_metrics
+            for metric in scope_metrics.metrics
+            if metric.name == name
+            for point in metric.sum.data_points
+        ]
 
     def wait(self, ready: Any, timeout_s: float = 30.0) -> None:
         with self.changed:
@@ -232,6 +245,14 @@ def test_the_daemon_exports_over_otlp_http_and_the_replay_gives_the_same_ids(
                     <= collector.metric_names()
                     and "roost.policy.denials" in collector.metric_names()
                 )
+            )
+            os.kill(c.diagnostics("p1")["actors"]["conversation:c1"], signal.SIGKILL)
+            collector.wait(lambda: "roost.actor.restarts" in collector.metric_names())
+            assert {"roost.actor": "conversation"} in collector.sum_attributes(
+                "roost.actor.restarts"
+            )
+            assert {"roost.tool.name": "fs.write", "roost.policy.reason": "denied"} in (
+                collector.sum_attributes("roost.policy.denials")
             )
             telemetry = c.status()["telemetry"]
         assert (telemetry["enabled"], telemetry["sdk_loaded"]) == (True, True)
