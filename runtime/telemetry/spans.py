@@ -265,13 +265,12 @@ def turn_spans(events: Iterable[Envelope], correlation_id: str) -> list[SpanReco
         if kind is None or (kind == "turn" and index != 0):
             continue
         parent = turn.parent(index, kind)
-        span = _span(
-            turn, index, kind, trace_id, opened.get(parent) if parent is not None else None
-        )
+        parent_span_id = opened.get(parent) if parent is not None else None
+        span = _span(turn, index, kind, trace_id, parent_span_id)
         opened[index] = span.span_id
         spans.append(span)
-        if event.type == "tool.approval_requested":
-            spans.append(_span(turn, index, "approval", trace_id, opened.get(parent or 0)))
+        if event.type == "tool.approval_requested":  # a decision, then a wait
+            spans.append(_span(turn, index, "approval", trace_id, parent_span_id))
     spans.append(_commit(turn, trace_id, spans[0].span_id))
     return spans
 
@@ -280,8 +279,8 @@ def _span(
     turn: _Turn, index: int, kind: SpanKind, trace_id: int, parent_span_id: int | None
 ) -> SpanRecord:
     event = turn.events[index]
-    call_id = _call_id(event)
-    call = turn.calls.get(call_id or "", [])
+    call_id = turn.call_of.get(index)
+    call = turn.calls.get(call_id, []) if call_id is not None else []
     start, end = event, turn.end
     attributes = _ids(event)
     message = ""
@@ -326,9 +325,7 @@ def _span(
     elif kind == "tool_run":
         end = turn.after(index, TERMINAL_TOOL_TYPES, call_id)
         attributes["roost.tool.name"] = str(event.data.get("name", ""))
-        message = _first_error(
-            [e for e in call if e.seq >= event.seq and e.seq <= end.seq], _RUN_ERRORS
-        )
+        message = _first_error([e for e in call if event.seq <= e.seq <= end.seq], _RUN_ERRORS)
     attributes["roost.end_event_id"] = end.event_id
     attributes["roost.end_event_type"] = end.type
     start_ns = _ns(start.at)
