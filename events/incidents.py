@@ -36,7 +36,9 @@ __all__ = [
     "DEFAULT_LIMIT",
     "ERROR_KINDS",
     "MAX_LIMIT",
+    "cause_indexes",
     "conversation_exists",
+    "epoch_ms",
     "incident_report",
     "incident_timeline",
     "normalize_limit",
@@ -192,7 +194,7 @@ def incident_timeline(
 # --- the report's parts -----------------------------------------------------------------
 
 
-def _epoch_ms(at: str) -> int | None:
+def epoch_ms(at: str) -> int | None:
     """Return ``at`` as milliseconds since the epoch, or None when it is not ISO 8601."""
     try:
         moment = datetime.fromisoformat(at)
@@ -221,13 +223,11 @@ def _entry(event: Envelope) -> dict[str, Any]:
     }
 
 
-def _causal_chain(ordered: list[Envelope]) -> list[dict[str, Any]]:
-    """Return the causation forest as a pre-order list of nodes with their depth.
+def cause_indexes(ordered: list[Envelope]) -> list[int | None]:
+    """Return, for each event of ``ordered``, the index of its cause in ``ordered``.
 
-    An event's parent is the event named by its ``causation_id``; events with no cause in
-    the selection are roots. ``assistant.delta`` events are left out (their children hang
-    from the delta's nearest shown ancestor). Cycles, which a sound journal cannot hold,
-    are broken at their lowest ``seq``.
+    The cause is the event named by its ``causation_id``; None when it has none in the
+    list (a root) or names itself.
     """
     index_of: dict[str, int] = {}
     for index, event in enumerate(ordered):
@@ -236,6 +236,18 @@ def _causal_chain(ordered: list[Envelope]) -> list[dict[str, Any]]:
     for index, event in enumerate(ordered):
         cause = index_of.get(event.causation_id) if event.causation_id is not None else None
         parent.append(None if cause == index else cause)
+    return parent
+
+
+def _causal_chain(ordered: list[Envelope]) -> list[dict[str, Any]]:
+    """Return the causation forest as a pre-order list of nodes with their depth.
+
+    An event's parent is the event named by its ``causation_id``; events with no cause in
+    the selection are roots. ``assistant.delta`` events are left out (their children hang
+    from the delta's nearest shown ancestor). Cycles, which a sound journal cannot hold,
+    are broken at their lowest ``seq``.
+    """
+    parent = cause_indexes(ordered)
     shown = [event.type != "assistant.delta" for event in ordered]
     children: dict[int | None, list[int]] = {}
     for index in range(len(ordered)):
@@ -296,7 +308,7 @@ def _latency(ordered: list[Envelope]) -> dict[str, dict[str, int | None]]:
     asked: dict[str, int] = {}
     closed: set[str] = set()
     for event in ordered:
-        at = _epoch_ms(event.at)
+        at = epoch_ms(event.at)
         if at is None:
             continue
         kind, correlation, call_id = event.type, event.correlation_id, _call_id(event.data)
@@ -355,7 +367,7 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
                     "code": None,
                     "latency_ms": None,
                 }
-                request_at[call_id] = _epoch_ms(event.at)
+                request_at[call_id] = epoch_ms(event.at)
                 request_of_event[event.event_id] = call_id
             continue
         match payload:
@@ -370,8 +382,8 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
                     case ev.ToolFailed(reason=reason):
                         call["code"] = reason.get("code")
                     case ev.ToolCancelled(reason=reason):
-                        call["code"] = reason
-                end, start = _epoch_ms(event.at), request_at[call_id]
+                        call["code"] = reason if reason is not None else "conversation_cancelled"
+                end, start = epoch_ms(event.at), request_at[call_id]
                 call["latency_ms"] = end - start if end is not None and start is not None else None
     return list(calls.values())
 

@@ -14,6 +14,7 @@ General layout, from the ground up (``make check`` enforces it with import-linte
 - ``llm``: model adapters. ``agent``: the conversation's step function.
 - ``lifecycle``: supervision and alert routing.
 - (``actors``, a top-level package: the Thespian shells over these cores.)
+- ``telemetry``: OpenTelemetry traces and metrics from committed events.
 - ``daemon``, ``client``, ``cli``: serving, calling and the command line.
 
 Lower layers never import higher ones; ``events`` (the pure domain) sits below them all.

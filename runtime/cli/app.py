@@ -26,6 +26,7 @@ from typing import Any
 from events.catalog import PAYLOAD_TYPES
 from runtime.cli import commands as cmd
 from runtime.cli import local as cli_local
+from runtime.cli import otel as cli_otel
 from runtime.cli.commands import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -405,6 +406,17 @@ def build_parser() -> argparse.ArgumentParser:
         "roost verify p1",
     )
     p.add_argument("project", metavar="PROJECT")
+    export = group("export", "export past turns to other systems")
+    p = leaf(
+        export,
+        "otel",
+        cli_otel.cmd_export_otel,
+        "replay past turns as OpenTelemetry traces through the OTEL_* exporter (no daemon)",
+        "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 roost export otel p1 c1",
+    )
+    p.add_argument("project", metavar="PROJECT")
+    p.add_argument("conversation", metavar="CONV", nargs="?", default=None)
+    p.add_argument("--turn", metavar="CORRELATION", default=None, help="only this turn")
     p = leaf(
         commands,
         "logs",

@@ -53,6 +53,7 @@ from runtime.guard import roost_home
 from runtime.journal import link as journal_link
 from runtime.journal.seal import load_key
 from runtime.journal.store import Journal
+from runtime.telemetry import start_telemetry, telemetry_status
 from runtime.wire.ops import ACTOR_ROUTES, route_of, waits_for_turn
 
 __all__ = ["ActorBackend", "create_backend"]
@@ -171,6 +172,12 @@ class ActorBackend:
                 raise DaemonUnreachableError(f"the actor system did not boot: {reply!r}")
             self.restored: list[str] = list((reply.result or {}).get("restored", []))
             self.journal = Journal.open(config.home)
+            # OpenTelemetry: None (and no SDK loaded) unless OTEL_* configure an exporter.
+            self.telemetry = start_telemetry(
+                os.environ,
+                lambda seq: self.journal.read_all(after_seq=seq, limit=500),
+                self.journal.max_seq(),
+            )
         except BaseException:
             self.system.shutdown()
             raise
@@ -245,6 +252,7 @@ class ActorBackend:
                 "actor_system": "multiprocQueueBase",
                 "actors": self._actors,
                 "admin_pid": self._admin_pid(),
+                "telemetry": telemetry_status(self.telemetry),
             }
         if op == "list_projects":
             return self._list_projects(deadline)
@@ -447,4 +455,8 @@ class ActorBackend:
         try:
             self.system.shutdown()
         finally:
-            self.journal.close()
+            try:
+                if self.telemetry is not None:  # exports what is committed, then flushes
+                    self.telemetry.stop()
+            finally:
+                self.journal.close()

@@ -1,0 +1,377 @@
+"""A turn's spans, built from its committed events: a pure function, no SDK, no clock.
+
+One trace per turn: its id is derived from the correlation id, each span's id from the
+event that opens it and the span's kind, so building the same turn twice (live, or later
+from the journal) gives the same trace. Times are the events' ``at``.
+
+- ``roost.turn`` (turn): ``user.message`` to the turn's end (``TURN_END_TYPES``); the root.
+- ``roost.llm.round`` (round): ``llm.started`` to the round's ``assistant.message`` (or the
+  turn's end); in the turn.
+- ``roost.tool.call`` (tool_call): ``tool.requested`` to its terminal ``tool.*``; in the
+  round that asked for it.
+- ``roost.policy.decision`` (policy): from the request to the decision
+  (``DECISION_TYPES``); in the call.
+- ``roost.approval.wait`` (approval): ``tool.approval_requested`` to ``tool.approved`` /
+  ``tool.rejected``; in the call.
+- ``roost.tool.run`` (tool_run): ``tool.started`` to its terminal ``tool.*``; in the call.
+- ``roost.journal.commit`` (commit): the turn's first committed event to its last (each one
+  a span event); in the turn.
+
+A span's parent is found up the causation chain of its opening event
+(``events.incidents.cause_indexes``): the nearest event that opens a span of the parent's
+kind (a later round, caused by a tool result, still belongs to the turn); a call's spans
+that follow a user's decision (a new causal chain from ``tool.approved``) hang from the
+call's ``tool.requested``. A span is an
+error when an event of ``events.incidents.ERROR_KINDS`` (a failure, denial or timeout)
+belongs to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Final, Literal
+
+import msgspec
+
+from events.catalog import TERMINAL_TOOL_TYPES
+from events.envelope import Envelope
+from events.incidents import ERROR_KINDS, cause_indexes, epoch_ms
+from events.projections import DECISION_TYPES, TURN_END_TYPES, in_seq_order
+
+__all__ = [
+    "SPAN_NAMES",
+    "AttributeValue",
+    "SpanKind",
+    "SpanMark",
+    "SpanRecord",
+    "span_id_of",
+    "trace_id_of",
+    "turn_correlations",
+    "turn_spans",
+]
+
+SpanKind = Literal["turn", "round", "tool_call", "policy", "approval", "tool_run", "commit"]
+"""What a span stands for."""
+
+AttributeValue = str | int | bool
+"""A span attribute's value."""
+
+SPAN_NAMES: Final[dict[SpanKind, str]] = {
+    "turn": "roost.turn",
+    "round": "roost.llm.round",
+    "tool_call": "roost.tool.call",
+    "policy": "roost.policy.decision",
+    "approval": "roost.approval.wait",
+    "tool_run": "roost.tool.run",
+    "commit": "roost.journal.commit",
+}
+"""The span name of each kind."""
+
+_PARENT_KIND: Final[dict[SpanKind, SpanKind]] = {
+    "round": "turn",
+    "tool_call": "round",
+    "policy": "tool_call",
+    "approval": "tool_call",
+    "tool_run": "tool_call",
+}
+_OPENS: Final[dict[str, SpanKind]] = {
+    "user.message": "turn",
+    "llm.started": "round",
+    "tool.requested": "tool_call",
+    "tool.started": "tool_run",
+}
+_ROUND_ENDS: Final = frozenset({"assistant.message", *TURN_END_TYPES})
+_APPROVAL_ENDS: Final = frozenset({"tool.approved", "tool.rejected"})
+_RUN_ERRORS: Final = frozenset({"tool.failed", "tool.timeout"})
+_NS_PER_MS: Final = 1_000_000
+
+
+class SpanMark(msgspec.Struct, frozen=True, kw_only=True):
+    """A committed event shown on a span (an OpenTelemetry span event)."""
+
+    name: str
+    """The event's type."""
+    time_ns: int
+    """Its ``at``, in nanoseconds since the epoch."""
+    attributes: dict[str, AttributeValue]
+    """``roost.seq`` and ``roost.event_id``."""
+
+
+class SpanRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One span of a turn, with explicit ids and times (no SDK object)."""
+
+    name: str
+    """``SPAN_NAMES[kind]``."""
+    kind: SpanKind
+    """What the span stands for."""
+    trace_id: int
+    """128-bit trace id (``trace_id_of`` the correlation id)."""
+    span_id: int
+    """64-bit span id (``span_id_of`` the opening event id and the kind)."""
+    parent_span_id: int | None
+    """The parent span's id; None for the turn."""
+    start_ns: int
+    """Start, nanoseconds since the epoch."""
+    end_ns: int
+    """End, nanoseconds since the epoch (never before ``start_ns``)."""
+    error: bool
+    """Whether a failure, denial or timeout belongs to the span."""
+    status_message: str
+    """The first error's type and reason code ('' when none)."""
+    attributes: dict[str, AttributeValue]
+    """The opening event's ids and the kind's own attributes."""
+    marks: tuple[SpanMark, ...] = ()
+    """Committed events shown on the span (the journal commit span's)."""
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.sha256("\x00".join(parts).encode()).digest()
+
+
+def trace_id_of(correlation_id: str) -> int:
+    """The 128-bit trace id of a turn: a hash of its correlation id (never 0)."""
+    return int.from_bytes(_digest("roost.trace", correlation_id)[:16], "big") or 1
+
+
+def span_id_of(event_id: str, kind: SpanKind) -> int:
+    """The 64-bit span id of the ``kind`` span opened by ``event_id`` (never 0)."""
+    return int.from_bytes(_digest("roost.span", kind, event_id)[:8], "big") or 1
+
+
+def turn_correlations(events: Iterable[Envelope], conversation_id: str | None = None) -> list[str]:
+    """Correlation ids of the turns (``user.message``) in ``events``, in ``seq`` order."""
+    out: dict[str, None] = {}
+    for event in in_seq_order(events):
+        if event.type == "user.message" and conversation_id in (None, event.conversation_id):
+            out.setdefault(event.correlation_id, None)
+    return list(out)
+
+
+def _ns(at: str) -> int:
+    ms = epoch_ms(at)
+    return 0 if ms is None else ms * _NS_PER_MS
+
+
+def _reason(event: Envelope) -> str:
+    """The event's reason code: ``data.reason`` (or its ``code``), else ''."""
+    reason = event.data.get("reason")
+    if isinstance(reason, dict):
+        reason = reason.get("code")
+    return reason if isinstance(reason, str) else ""
+
+
+def _ids(event: Envelope) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {
+        "roost.event_id": event.event_id,
+        "roost.event_type": event.type,
+        "roost.seq": event.seq,
+        "roost.correlation_id": event.correlation_id,
+        "roost.project_id": event.project_id,
+    }
+    if event.causation_id is not None:
+        attributes["roost.causation_id"] = event.causation_id
+    if event.conversation_id is not None:
+        attributes["roost.conversation_id"] = event.conversation_id
+    return attributes
+
+
+def _call_id(event: Envelope) -> str | None:
+    value = event.data.get("call_id")
+    return value if isinstance(value, str) else None
+
+
+class _Turn:
+    """The events of one turn and the lookups the spans need."""
+
+    def __init__(self, events: list[Envelope]) -> None:
+        self.events = events
+        self.cause = cause_indexes(events)
+        self.end = events[-1]
+        self.calls: dict[str, list[Envelope]] = {}
+        self.call_of: dict[int, str] = {}
+        self.request: dict[str, int] = {}
+        for index, event in enumerate(events):
+            call_id = _call_id(event)
+            cause = self.cause[index]
+            if call_id is None and cause is not None:
+                call_id = (
+                    self.call_of.get(cause) if events[cause].type == "tool.requested" else None
+                )
+            if call_id is None:
+                continue
+            if event.type == "tool.requested":
+                self.request.setdefault(call_id, index)
+            self.call_of[index] = call_id
+            self.calls.setdefault(call_id, []).append(event)
+
+    def kind_of(self, index: int) -> SpanKind | None:
+        event = self.events[index]
+        if event.type in DECISION_TYPES:
+            return "policy"
+        return _OPENS.get(event.type)
+
+    def parent(self, index: int, kind: SpanKind) -> int | None:
+        """The index of the event opening ``kind``'s parent span, up the causation chain."""
+        wanted = _PARENT_KIND.get(kind)
+        if wanted is None:
+            return None
+        up, steps = self.cause[index], 0
+        while up is not None and steps <= len(self.events):
+            if self.kind_of(up) == wanted:
+                return up
+            up, steps = self.cause[up], steps + 1
+        if wanted == "tool_call" and index in self.call_of:
+            # a user's decision starts a new causal chain (``tool.approved``): same call
+            return self.request.get(self.call_of[index], 0)
+        return 0  # the user.message: a span whose parent cannot be found hangs from the turn
+
+    def after(self, index: int, types: frozenset[str], call_id: str | None = None) -> Envelope:
+        """The first event of ``types`` after ``index`` (of the call), else the turn's end."""
+        for event in self.events[index + 1 :]:
+            if event.type in types and (call_id is None or _call_id(event) == call_id):
+                return event
+        return self.end
+
+
+def _first_error(events: Iterable[Envelope], types: frozenset[str] | None = None) -> str:
+    for event in events:
+        if event.type in ERROR_KINDS and (types is None or event.type in types):
+            reason = _reason(event)
+            return f"{event.type}: {reason}" if reason else event.type
+    return ""
+
+
+def turn_spans(events: Iterable[Envelope], correlation_id: str) -> list[SpanRecord]:
+    """Return the spans of the turn ``correlation_id`` names, turn first, in ``seq`` order.
+
+    ``events`` are committed events (any order, other turns' too). The turn's events run
+    from its ``user.message`` to its end, as the daemon saw them when it exported the turn
+    (what the correlation commits later, e.g. an async call's result, is left out). No
+    ``user.message`` with that correlation gives ``[]``. A turn with no end yet is closed
+    at its last event (``roost.turn.outcome`` is ``incomplete``).
+    """
+    selected = [e for e in in_seq_order(events) if e.correlation_id == correlation_id]
+    start = next((i for i, e in enumerate(selected) if e.type == "user.message"), None)
+    if start is None:
+        return []
+    end = next((i for i in range(start, len(selected)) if selected[i].type in TURN_END_TYPES), -1)
+    turn = _Turn(selected[start:] if end < 0 else selected[start : end + 1])
+    trace_id = trace_id_of(correlation_id)
+    opened: dict[int, int] = {}
+    spans: list[SpanRecord] = []
+    for index, event in enumerate(turn.events):
+        kind = turn.kind_of(index)
+        if kind is None or (kind == "turn" and index != 0):
+            continue
+        parent = turn.parent(index, kind)
+        parent_span_id = opened.get(parent) if parent is not None else None
+        span = _span(turn, index, kind, trace_id, parent_span_id)
+        opened[index] = span.span_id
+        spans.append(span)
+        if event.type == "tool.approval_requested":  # a decision, then a wait
+            spans.append(_span(turn, index, "approval", trace_id, parent_span_id))
+    spans.append(_commit(turn, trace_id, spans[0].span_id))
+    return spans
+
+
+def _span(
+    turn: _Turn, index: int, kind: SpanKind, trace_id: int, parent_span_id: int | None
+) -> SpanRecord:
+    event = turn.events[index]
+    call_id = turn.call_of.get(index)
+    call = turn.calls.get(call_id, []) if call_id is not None else []
+    start, end = event, turn.end
+    attributes = _ids(event)
+    message = ""
+    if kind == "turn":
+        outcome = turn.end.type if turn.end.type in TURN_END_TYPES else "incomplete"
+        attributes["roost.turn.outcome"] = outcome
+        message = _first_error([turn.end])
+    elif kind == "round":
+        end = turn.after(index, _ROUND_ENDS)
+        attributes["roost.llm.round"] = int(event.data.get("round", 0) or 0)
+        attributes["gen_ai.system"] = str(event.data.get("provider", ""))
+        if isinstance(event.data.get("model"), str):
+            attributes["gen_ai.request.model"] = event.data["model"]
+        message = _first_error([end])
+    elif kind == "tool_call":
+        end = turn.after(index, TERMINAL_TOOL_TYPES, call_id)
+        outcome = end.type.removeprefix("tool.") if end.type in TERMINAL_TOOL_TYPES else "pending"
+        attributes.update(
+            {
+                "roost.tool.name": str(event.data.get("name", "")),
+                "roost.tool.call_id": call_id or "",
+                "roost.tool.outcome": outcome,
+            }
+        )
+        if end.type == "tool.failed":
+            attributes["roost.tool.error_code"] = _reason(end)
+        message = _first_error(call)
+    elif kind == "policy":
+        request = turn.cause[index]
+        start = turn.events[request] if request is not None else event
+        attributes["roost.policy.decision"] = DECISION_TYPES[event.type]
+        attributes["roost.policy.reason"] = _reason(event) or "approval_required"
+        attributes["roost.policy.source"] = str(event.data.get("source", "policy"))
+        attributes["roost.tool.name"] = str(event.data.get("tool", ""))
+        end, message = event, _first_error([event])
+    elif kind == "approval":
+        end = turn.after(index, _APPROVAL_ENDS, call_id)
+        attributes["roost.approval.outcome"] = (
+            end.type.removeprefix("tool.") if end.type in _APPROVAL_ENDS else "pending"
+        )
+        message = _first_error([end], frozenset({"tool.rejected"}))
+    elif kind == "tool_run":
+        end = turn.after(index, TERMINAL_TOOL_TYPES, call_id)
+        attributes["roost.tool.name"] = str(event.data.get("name", ""))
+        message = _first_error([e for e in call if event.seq <= e.seq <= end.seq], _RUN_ERRORS)
+    attributes["roost.end_event_id"] = end.event_id
+    attributes["roost.end_event_type"] = end.type
+    start_ns = _ns(start.at)
+    return SpanRecord(
+        name=SPAN_NAMES[kind],
+        kind=kind,
+        trace_id=trace_id,
+        span_id=span_id_of(event.event_id, kind),
+        parent_span_id=parent_span_id,
+        start_ns=start_ns,
+        end_ns=max(start_ns, _ns(end.at)),
+        error=bool(message),
+        status_message=message,
+        attributes=attributes,
+    )
+
+
+def _commit(turn: _Turn, trace_id: int, turn_span_id: int) -> SpanRecord:
+    first, last = turn.events[0], turn.events[-1]
+    attributes = _ids(first)
+    attributes.update(
+        {
+            "roost.journal.first_seq": first.seq,
+            "roost.journal.last_seq": last.seq,
+            "roost.journal.event_count": len(turn.events),
+            "roost.journal.last_hash": last.hash,
+        }
+    )
+    start_ns = _ns(first.at)
+    return SpanRecord(
+        name=SPAN_NAMES["commit"],
+        kind="commit",
+        trace_id=trace_id,
+        span_id=span_id_of(first.event_id, "commit"),
+        parent_span_id=turn_span_id,
+        start_ns=start_ns,
+        end_ns=max(start_ns, _ns(last.at)),
+        error=False,
+        status_message="",
+        attributes=attributes,
+        marks=tuple(
+            SpanMark(
+                name=e.type,
+                time_ns=_ns(e.at),
+                attributes={"roost.seq": e.seq, "roost.event_id": e.event_id},
+            )
+            for e in turn.events
+        ),
+    )
