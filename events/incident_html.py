@@ -68,6 +68,15 @@ _PROBLEMS: Final = (
     ("actor_events", "Actor crashes, restarts and escalations"),
 )
 
+_CHIPS: Final = {
+    "denials": ("denial", "denials", "denial"),
+    "failures": ("failure", "failures", "failure"),
+    "timeouts": ("timeout", "timeouts", "timeout"),
+    "cancellations": ("cancellation", "cancellations", "cancel"),
+    "security_signals": ("security signal", "security signals", "denial"),
+    "actor_events": ("actor crash or restart", "actor crashes and restarts", "crash"),
+}
+
 _CSS: Final = """
 :root{--ink:#1d2330;--muted:#5d6779;--line:#e3e7ee;--bg:#f6f7fb;--card:#fff;
 --turn:#64748b;--model_round:#7c5cd6;--policy:#0f9d8f;--approval:#d69e16;--tool_call:#2f6fde;
@@ -91,6 +100,9 @@ padding:16px 18px;margin:16px 0}
 font-size:12px;vertical-align:2px;background:var(--turn)}
 .badge.error{background:var(--failure)}.badge.ok{background:#1f8a4c}
 .badge.cancelled{background:var(--cancel)}.badge.in_progress{background:var(--approval)}
+.chips{margin:12px 0 0;display:flex;flex-wrap:wrap;gap:8px}
+.chip{border:1px solid var(--c);color:var(--c);border-radius:999px;padding:1px 10px;
+font-size:12.5px;font-weight:600;background:#fff}
 .first{border-left:5px solid var(--failure);background:#fff5f5}
 .first p{margin:4px 0 0}
 .none{color:var(--muted);margin:0}
@@ -136,7 +148,7 @@ td.n{text-align:right}
 details summary{cursor:pointer;color:var(--muted);font-size:12px}
 pre{background:#f3f4f8;border-radius:6px;padding:8px 10px;margin:6px 0;white-space:pre-wrap;
 word-break:break-all;max-height:320px;overflow:auto}
-.grid2{display:grid;grid-template-columns:1fr 1fr;gap:16px}
+.grid2{display:grid;grid-template-columns:1fr 1fr;gap:16px;align-items:start}
 .grid2 section{margin:0}
 footer{color:var(--muted);font-size:12px;text-align:center}
 """
@@ -184,12 +196,20 @@ def _header(report: dict[str, Any], span_ms: int) -> str:
         ("Conversation", summary["conversation_status"]),
     ]
     status = summary["status"]
+    chips = "".join(
+        f'<a class="chip" href="#{key}" style="--c:var(--{color})">{len(report[key])} '
+        f"{one if len(report[key]) == 1 else many}</a>"
+        for key, (one, many, color) in _CHIPS.items()
+        if report[key]
+    )
     return (
         f"<header><h1>Incident report: {_t(report['project_id'])} / "
         f'{_t(report["conversation_id"])} <span class="badge {_t(status)}">{_t(status)}'
         f'</span></h1><p class="sub">Scope: {_t(scope)}.</p><ul class="facts">'
         + "".join(f"<li>{_t(name)}: <b>{_t(value)}</b></li>" for name, value in facts)
-        + "</ul></header>"
+        + "</ul>"
+        + (f'<p class="chips">{chips}</p>' if chips else "")
+        + "</header>"
     )
 
 

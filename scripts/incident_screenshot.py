@@ -34,7 +34,7 @@ def main() -> int:
     parser.add_argument("--output", default=str(REPO / "docs" / "incident-report.png"))
     parser.add_argument("--html", help="also keep the rendered page here")
     parser.add_argument("--width", type=int, default=1200)
-    parser.add_argument("--height", type=int, default=1500, help="crop the page to this")
+    parser.add_argument("--height", type=int, default=1290, help="crop the page to this")
     args = parser.parse_args()
     chromium = find_chromium()
     if chromium is None:
