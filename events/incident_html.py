@@ -5,7 +5,9 @@ no random ids, no network. The page carries its own CSS, draws with HTML and CSS
 script at all) and declares a Content-Security-Policy that forbids loading anything, so
 even a mistake here cannot make a browser fetch a byte. Every string in the report was
 written by users, models or tools: all of it goes through ``html.escape`` (text and
-attributes alike), and none of it is ever placed in a URL, a style or a script.
+attributes alike), and none of it is ever placed in a URL, a style or a script: styles and
+link targets are built from fixed names (stage kinds, marks) and the events' integer
+``seq`` and millisecond offsets only.
 
 The page: a summary with the first error linked from the top; a waterfall of every stage
 (turns, model rounds, policy decisions, approvals, tool calls: a bar from its start offset
@@ -218,9 +220,10 @@ def _first_error(report: dict[str, Any], offsets: dict[int, int | None]) -> str:
     if first is None:
         return '<section id="first-error"><h2>First error</h2><p class="none">None.</p></section>'
     seq, kind = first["seq"], first["kind"]
+    color = kind if kind in set(MARK_KINDS.values()) else "failure"  # a CSS name, never data
     return (
         f'<section id="first-error" class="first" data-seq="{seq}"><h2>First error: '
-        f'<span class="mark" style="--c:var(--{_t(kind)})">{_t(kind)}</span></h2>'
+        f'<span class="mark" style="--c:var(--{color})">{_t(kind)}</span></h2>'
         f'<p><a href="#event-{seq}">seq {seq} · <code>{_t(first["type"])}</code></a> at '
         f"+{_t(_ms(offsets.get(seq)))} ({_t(first['at'])}) — {_t(first['summary'])}</p>"
         f"{_data(first['data'])}</section>"
