@@ -194,3 +194,29 @@ def test_hostile_text_from_users_models_and_tools_renders_as_text(
     assert json.dumps(f"docs/release-notes{rendered.hostile}.md") in failures  # the tool's error
     assert b"<script" not in rendered.first and b"<img" not in rendered.first
     assert rendered.server.hits == []
+
+
+def test_the_browser_harness_sees_requests_console_messages_and_blocked_loads(
+    tmp_path: Path,
+) -> None:
+    """The checks above can fail: a page that fetches or logs is caught."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium, or set ROOST_CHROMIUM)")
+    server = HitServer()
+    leaky, strict = tmp_path / "leaky.html", tmp_path / "strict.html"
+    image = f'<img src="{server.url("/pixel")}">'
+    leaky.write_text(f"<!DOCTYPE html><title>x</title>{image}<script>console.log('hi')</script>")
+    csp = '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'">'
+    strict.write_text(f"<!DOCTYPE html><title>x</title>{csp}{image}")
+    try:
+        with Browser(CHROMIUM) as browser:
+            loose = browser.open(leaky)
+            locked = browser.open(strict)
+    finally:
+        server.close()
+    assert loose.requests == [loose.url, server.url("/pixel")]
+    assert [c["args"][0]["value"] for c in loose.console] == ["hi"]
+    # the strict page's image is announced, then blocked by its policy: logged, never sent
+    assert locked.requests == [locked.url, server.url("/pixel")]
+    assert any("Content Security Policy" in e["text"] for e in locked.log_entries)
+    assert server.hits == ["/pixel"]  # the leaky page's only
