@@ -12,6 +12,7 @@ General layout:
   checking both.
 - ``projections``: timeline, pending tool calls, model context, diagnostics, project view.
 - ``incidents`` / ``report``: incident timelines and reports (JSON and Markdown).
+- ``incident_html``: the incident report as one self-contained HTML page.
 
 This package imports only the standard library and msgspec.
 """
@@ -28,6 +29,7 @@ from events.envelope import (
     new_event,
     new_event_id,
 )
+from events.incident_html import render_incident_html
 from events.incidents import incident_report, incident_timeline
 from events.projections import get_projection, project_view
 from events.report import render_incident_markdown
@@ -54,6 +56,7 @@ __all__ = [
     "new_event",
     "new_event_id",
     "project_view",
+    "render_incident_html",
     "render_incident_markdown",
     "verify_chain",
 ]

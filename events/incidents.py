@@ -239,7 +239,7 @@ def cause_indexes(ordered: list[Envelope]) -> list[int | None]:
     return parent
 
 
-def _causal_chain(ordered: list[Envelope]) -> list[dict[str, Any]]:
+def _causal_chain(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
     """Return the causation forest as a pre-order list of nodes with their depth.
 
     An event's parent is the event named by its ``causation_id``; events with no cause in
@@ -278,6 +278,8 @@ def _causal_chain(ordered: list[Envelope]) -> list[dict[str, Any]]:
                     "event_id": event.event_id,
                     "depth": depth,
                     "parent_seq": parent_seq,
+                    "at": event.at,
+                    "offset_ms": _offset(event, origin),
                     "type": event.type,
                     "summary": describe_event(event.type, event.data),
                 }
@@ -297,15 +299,45 @@ def _stats(values: list[int]) -> dict[str, int | None]:
     }
 
 
-def _latency(ordered: list[Envelope]) -> dict[str, dict[str, int | None]]:
-    """Measure each stage from the ``at`` of its first event to that of its last."""
-    measured: dict[str, list[int]] = {stage: [] for stage in LATENCY_STAGES}
-    turns: dict[str, list[int]] = {}
-    rounds: dict[str, int] = {}
-    requested: dict[str, int] = {}
+class _Span:
+    """An open stage: its kind, label and first event (closed by ``_Stages.close``)."""
+
+    __slots__ = ("at", "event", "label", "stage")
+
+    def __init__(self, stage: str, label: str, event: Envelope, at: int) -> None:
+        self.stage, self.label, self.event, self.at = stage, label, event, at
+
+
+class _Stages:
+    """Collects stage spans: each from the ``at`` of its first event to that of its last."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[_Span, Envelope | None, int | None]] = []
+
+    def close(self, span: _Span | None, event: Envelope, at: int) -> None:
+        if span is not None:
+            self.spans.append((span, event, at))
+
+    def leave_open(self, spans: Iterable[_Span]) -> None:
+        self.spans.extend((span, None, None) for span in spans)
+
+
+def _label(event: Envelope) -> str:
+    if event.type in ("llm.started", "user.message"):
+        return describe_event(event.type, event.data)
+    name, call_id = event.data.get("name"), _call_id(event.data)
+    return " ".join(str(part) for part in (name, call_id) if isinstance(part, str))
+
+
+def _stage_spans(ordered: list[Envelope]) -> _Stages:
+    """Walk the events once and return every stage span, closed or still open."""
+    found = _Stages()
+    turns: dict[str, list[_Span]] = {}
+    rounds: dict[str, _Span] = {}
+    requested: dict[str, _Span] = {}
     request_of_event: dict[str, str] = {}
     decided: set[str] = set()
-    asked: dict[str, int] = {}
+    asked: dict[str, _Span] = {}
     closed: set[str] = set()
     for event in ordered:
         at = epoch_ms(event.at)
@@ -313,31 +345,86 @@ def _latency(ordered: list[Envelope]) -> dict[str, dict[str, int | None]]:
             continue
         kind, correlation, call_id = event.type, event.correlation_id, _call_id(event.data)
         if kind in _ROUND_ENDS or kind == "llm.started":
-            start = rounds.pop(correlation, None)
-            if start is not None:
-                measured["model_round"].append(at - start)
+            found.close(rounds.pop(correlation, None), event, at)
             if kind == "llm.started":
-                rounds[correlation] = at
+                rounds[correlation] = _Span("model_round", _label(event), event, at)
         if kind == "user.message":
-            turns.setdefault(correlation, []).append(at)
+            turns.setdefault(correlation, []).append(_Span("turn", _label(event), event, at))
         elif kind in TURN_END_TYPES:
-            measured["turn"].extend(at - start for start in turns.pop(correlation, []))
+            for span in turns.pop(correlation, []):
+                found.close(span, event, at)
         elif kind == "tool.requested" and call_id is not None and call_id not in requested:
-            requested[call_id] = at
+            requested[call_id] = _Span("tool_call", _label(event), event, at)
             request_of_event[event.event_id] = call_id
         if kind in DECISION_TYPES:
             if call_id is None and event.causation_id is not None:
                 call_id = request_of_event.get(event.causation_id)
             if call_id in requested and call_id not in decided:
                 decided.add(call_id)
-                measured["policy"].append(at - requested[call_id])
-            if kind == "tool.approval_requested" and call_id is not None:
-                asked.setdefault(call_id, at)
+                request = requested[call_id]
+                found.close(_Span("policy", request.label, request.event, request.at), event, at)
+            if kind == "tool.approval_requested" and call_id is not None and call_id not in asked:
+                label = requested[call_id].label if call_id in requested else call_id
+                asked[call_id] = _Span("approval", label, event, at)
         elif kind in ("tool.approved", "tool.rejected") and call_id in asked:
-            measured["approval"].append(at - asked.pop(call_id))
+            found.close(asked.pop(call_id), event, at)
         elif kind in TERMINAL_TOOL_TYPES and call_id in requested and call_id not in closed:
             closed.add(call_id)
-            measured["tool_call"].append(at - requested[call_id])
+            found.close(requested[call_id], event, at)
+    found.leave_open(span for spans in turns.values() for span in spans)
+    found.leave_open(rounds.values())
+    found.leave_open(
+        _Span("policy", span.label, span.event, span.at)
+        for call_id, span in requested.items()
+        if call_id not in decided
+    )
+    found.leave_open(asked.values())
+    found.leave_open(span for call_id, span in requested.items() if call_id not in closed)
+    return found
+
+
+def _origin(ordered: list[Envelope]) -> int:
+    """Return the earliest ``at`` in scope (ms since the epoch): offsets count from it."""
+    times = [at for at in (epoch_ms(event.at) for event in ordered) if at is not None]
+    return min(times, default=0)
+
+
+def _offset(event: Envelope, origin: int) -> int | None:
+    at = epoch_ms(event.at)
+    return None if at is None else at - origin
+
+
+def _stages(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
+    """Return every stage span in start order (``seq``, then ``LATENCY_STAGES`` order).
+
+    A stage still open at the end of the scope has no end and no latency.
+    """
+    rank = {stage: index for index, stage in enumerate(LATENCY_STAGES)}
+    spans = sorted(
+        _stage_spans(ordered).spans,
+        key=lambda item: (item[0].event.seq, rank[item[0].stage], item[1] is None),
+    )
+    return [
+        {
+            "stage": span.stage,
+            "label": span.label,
+            "correlation_id": span.event.correlation_id,
+            "start_seq": span.event.seq,
+            "end_seq": None if end is None else end.seq,
+            "end_type": None if end is None else end.type,
+            "offset_ms": span.at - origin,
+            "latency_ms": None if end_at is None else end_at - span.at,
+        }
+        for span, end, end_at in spans
+    ]
+
+
+def _latency(stages: list[dict[str, Any]]) -> dict[str, dict[str, int | None]]:
+    """Measure each stage kind over its closed spans: count, min, max and total ms."""
+    measured: dict[str, list[int]] = {stage: [] for stage in LATENCY_STAGES}
+    for stage in stages:
+        if stage["latency_ms"] is not None:
+            measured[stage["stage"]].append(stage["latency_ms"])
     return {stage: _stats(values) for stage, values in measured.items()}
 
 
@@ -429,6 +516,8 @@ def incident_report(
     for event in selected:
         counts[event.type] = counts.get(event.type, 0) + 1
     tool_calls = _tool_calls(selected)
+    origin = _origin(selected)
+    stages = _stages(selected, origin)
     cancellations = [_entry(event) for event in selected if event.type in _CANCELLATIONS]
     if not selected:
         status = "empty"
@@ -463,7 +552,7 @@ def incident_report(
             for event in selected
             if event.type == "user.message"
         ],
-        "causal_chain": _causal_chain(selected),
+        "causal_chain": _causal_chain(selected, origin),
         "tool_calls": tool_calls,
         "denials": [_entry(event) for event in selected if event.type in _DENIALS],
         "failures": [_entry(event) for event in selected if event.type in _FAILURES],
@@ -473,7 +562,8 @@ def incident_report(
             _entry(event) for event in selected if event.type.startswith("security.")
         ],
         "actor_events": [_entry(event) for event in selected if event.type in _ACTOR_EVENTS],
-        "latency": _latency(selected),
+        "stages": stages,
+        "latency": _latency(stages),
         "first_error": (
             None
             if first_error is None

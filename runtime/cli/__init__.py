@@ -2,7 +2,7 @@
 
 General layout: ``app`` (the parser and ``main``), ``commands`` (what each command does),
 ``format`` (tables, key-value blocks, event lines for people), ``progress`` (the progress
-bar of long commands).
+bar of long commands), ``output`` (writing a report to a file atomically).
 """
 
 from runtime.cli.app import main

@@ -374,11 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
         "incident",
         cmd.cmd_incident,
         "show the incident report",
-        "roost incident p1 c1 --format md",
+        "roost incident p1 c1 --format html -o incident.html",
     )
     _conv(p)
     p.add_argument("--correlation-id", metavar="ID")
-    p.add_argument("--format", choices=("md", "json"), help="default: md (json with --json)")
+    p.add_argument(
+        "--format", choices=("md", "json", "html"), help="default: md (json with --json)"
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (atomically), not stdout")
     p = leaf(
         commands,
         "tail",

@@ -28,6 +28,7 @@ from runtime.cli.format import (
     seal_lines,
     table,
 )
+from runtime.cli.output import write_output
 from runtime.cli.progress import Progress
 from runtime.client.connection import Client
 from runtime.daemon.config import resolve_home
@@ -513,17 +514,20 @@ def cmd_timeline(ns: Namespace) -> int:
 
 
 def cmd_incident(ns: Namespace) -> int:
-    """``roost incident PROJECT CONV [--correlation-id ID] [--format md|json]``.
+    """``roost incident PROJECT CONV [--correlation-id ID] [--format md|json|html] [-o FILE]``.
 
-    The default format is ``md`` for people and ``json`` with ``--json``.
+    The default format is ``md`` for people and ``json`` with ``--json``; ``-o`` writes
+    the report to FILE atomically instead of stdout.
     """
     fmt = ns.format or ("json" if ns.json else "md")
     with _client(ns) as c:
         report = c.incident_report(ns.project, ns.conversation, ns.correlation_id, format=fmt)
-    if ns.json or fmt == "json":
-        print(dumps_json(report), flush=True)
+    text = dumps_json(report) if ns.json or fmt == "json" else str(report)
+    text = text if text.endswith("\n") else f"{text}\n"
+    if ns.output is not None:
+        write_output(ns.output, text)
     else:
-        sys.stdout.write(str(report) if str(report).endswith("\n") else f"{report}\n")
+        sys.stdout.write(text)
         sys.stdout.flush()
     return 0
 

@@ -388,7 +388,7 @@ class Client:
         correlation_id: str | None = None,
         format: str = "json",
     ) -> Any:
-        """Return the incident report: a dict (``format="json"``) or Markdown text (``md``)."""
+        """Return the incident report: a dict (``format="json"``), Markdown (``md``) or HTML."""
         args = {
             "project_id": project_id,
             "conversation_id": conversation_id,

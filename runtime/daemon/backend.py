@@ -36,6 +36,7 @@ from actors.messages import Boot, Reply, Request
 from actors.supervisor import SupervisorActor
 from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
+from events.incident_html import render_incident_html
 from events.incidents import conversation_exists, incident_report, incident_timeline
 from events.projections import get_projection, project_view
 from events.report import render_incident_markdown
@@ -276,6 +277,8 @@ class ActorBackend:
             )
             if args.get("format") == "md":
                 return render_incident_markdown(report)
+            if args.get("format") == "html":
+                return render_incident_html(report)
             return report
         if op == "verify":
             return self._verify(str(args["project_id"]), deadline)

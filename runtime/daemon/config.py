@@ -26,7 +26,7 @@ op                        result
 ``approve``/``reject``    an ack dict
 ``get_projection``        the projection (timeline list, pending list, context, dict)
 ``incident_timeline``     ``{project_id, conversation_id, correlation_id, limit, ...}``
-``incident_report``       a dict (``format: json``) or a Markdown str (``format: md``)
+``incident_report``       a dict (``format: json``), a Markdown or HTML str (``md``, ``html``)
 ``verify``                ``{ok, checked_events, chain_ok, mismatches, anchor_ok, ...}``
 ========================  =============================================================
 

@@ -174,8 +174,8 @@ class ReportArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fie
 
     correlation_id: str | None = None
     """Only this correlation's story."""
-    format: Literal["json", "md"] = "json"
-    """``json`` gives an object, ``md`` a Markdown string."""
+    format: Literal["json", "md", "html"] = "json"
+    """``json`` gives an object, ``md`` a Markdown string, ``html`` a self-contained page."""
 
 
 class SubscribeArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):

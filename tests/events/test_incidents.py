@@ -238,6 +238,48 @@ def test_latency_is_measured_per_stage_from_the_events_timestamps(report: dict[s
     }
 
 
+def test_every_stage_is_a_span_with_its_offset_and_latency(report: dict[str, Any]) -> None:
+    stages = [
+        (s["stage"], s["label"], s["start_seq"], s["end_seq"], s["offset_ms"], s["latency_ms"])
+        for s in report["stages"]
+    ]
+    assert stages == [
+        ("turn", '"fix the build"', 3, 19, 10, 30084),
+        ("model_round", "round 1 (deterministic)", 4, 5, 12, 40),
+        ("policy", "fs.read call-1", 6, 8, 53, 4),
+        ("tool_call", "fs.read call-1", 6, 15, 53, 30017),
+        ("policy", "fs.write call-2", 7, 9, 54, 7),
+        ("tool_call", "fs.write call-2", 7, 11, 54, 9),
+        ("model_round", "round 2 (deterministic)", 17, 18, 30073, 20),
+    ]
+    assert [(s["end_type"], s["correlation_id"]) for s in report["stages"]][3] == (
+        "tool.failed",
+        "corr-1",
+    )
+
+
+def test_latency_sums_up_the_closed_stages(report: dict[str, Any]) -> None:
+    for stage, stats in report["latency"].items():
+        spans = [s["latency_ms"] for s in report["stages"] if s["stage"] == stage]
+        assert (stats["count"], stats["total_ms"]) == (len(spans), sum(spans))
+
+
+def test_stages_still_open_have_no_end_and_no_latency() -> None:
+    report = incident_report(approval_journal(None).events, "p1", "c1")
+    still_open = [(s["stage"], s["end_seq"], s["latency_ms"]) for s in report["stages"]]
+    assert [s for s in still_open if s[1] is None] == [
+        ("turn", None, None),
+        ("tool_call", None, None),
+        ("approval", None, None),  # asked after the call was requested
+    ]
+    assert report["latency"]["approval"]["count"] == 0
+
+
+def test_chain_nodes_carry_their_time_and_offset(report: dict[str, Any]) -> None:
+    node = next(n for n in report["causal_chain"] if n["seq"] == 13)
+    assert (node["at"], node["offset_ms"]) == ("2024-05-01T12:00:30.066Z", 30064)
+
+
 def test_counts_by_type_are_sorted_by_type(report: dict[str, Any]) -> None:
     counts = report["counts_by_type"]
     assert (list(counts) == sorted(counts), counts["tool.failed"], sum(counts.values())) == (

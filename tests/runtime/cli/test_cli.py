@@ -129,6 +129,27 @@ def test_projection_incident_and_tools_print_for_people(capsys, home, project) -
     assert tools[1].split()[:2] == ["fs.list", "ro"]
 
 
+def test_incident_output_replaces_the_file_and_leaves_no_temporary(
+    capsys, home, project, tmp_path
+) -> None:
+    p, c = project
+    target = tmp_path / "out" / "incident.md"
+    target.parent.mkdir()
+    target.write_text("an older report, longer than the new one\n")
+    assert roost(capsys, "incident", p, c, "--home", home, "-o", str(target)) == (0, "", "")
+    assert target.read_text() == "# Incident report: c1\n\n"
+    assert [path.name for path in target.parent.iterdir()] == ["incident.md"]
+
+
+def test_incident_output_to_a_missing_directory_exits_1(capsys, home, project, tmp_path) -> None:
+    p, c = project
+    target = tmp_path / "nowhere" / "incident.html"
+    code, out, err = roost(capsys, "incident", p, c, "--home", home, "--output", str(target))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"roost: output_not_written: cannot write {target}: ")
+    assert not target.parent.exists()
+
+
 def test_run_tool_exits_1_when_the_tool_fails(capsys, home, project) -> None:
     code, out, err = roost(capsys, "run-tool", project[0], "nope", "--home", home, "--json")
     assert (code, json.loads(out)["status"]) == (1, "error")
