@@ -3,7 +3,7 @@
 It holds a :class:`runtime.execution.pipeline.ToolPipeline` built from the registry the
 Project built. A model's call arrives decided (``RunCall``): admit → execute → release. A
 client's ``run_tool`` (``RunDirect``) is the whole pipeline: ``run(call, cancelled,
-source="run_tool")``.
+source="run_tool")``, or ``source="mcp"`` when ``roost mcp serve`` made the call.
 
 File and asset tools run inline (they take milliseconds). Commands, HTTP fetches,
 workflows and ``async`` calls run on worker threads; while any is in flight the actor
@@ -19,7 +19,7 @@ import functools
 import queue
 import threading
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thespian.actors import WakeupMessage
 
@@ -38,6 +38,9 @@ from actors.messages import (
 from events import catalog as ev
 from events.envelope import format_at, new_call_id, new_correlation_id, new_event
 from runtime.tools.base import CallSpec
+
+if TYPE_CHECKING:
+    from runtime.execution.pipeline import Source
 
 __all__ = ["ToolRunnerActor"]
 
@@ -122,15 +125,16 @@ class ToolRunnerActor(RoostActor):
             conversation_id=message.conversation_id,
             correlation_id=correlation,
         )
+        source: Source = "mcp" if meta.get("source") == "mcp" else "run_tool"
         flag = self.cancels[call.call_id] = threading.Event()
 
         def work() -> None:
             try:
-                events, result = self.core.run(call, flag, source="run_tool")
+                events, result = self.core.run(call, flag, source=source)
             except Exception as e:
                 events = _crashed(call, e)
                 result = self.core.result_of(events, call)
-            recorded = _with_request(call, events)
+            recorded = _with_request(call, events, source)
             if message.conversation_id is not None:
                 done = DirectDone(
                     events=recorded,
@@ -194,9 +198,12 @@ class ToolRunnerActor(RoostActor):
             self.core.release(call_id)
 
 
-def _with_request(call: CallSpec, events: list[ev.Event]) -> list[ev.Event]:
-    """A direct run's record: ``tool.requested``, the decision, ``tool.started``, the rest."""
-    out: list[ev.Event] = [ev.ToolRequested(call_id=call.call_id, name=call.name, args=call.args)]
+def _with_request(call: CallSpec, events: list[ev.Event], source: str) -> list[ev.Event]:
+    """A direct run's record: ``tool.requested`` (by ``source``), the decision, the rest."""
+    requested = ev.ToolRequested(
+        call_id=call.call_id, name=call.name, args=call.args, source=source
+    )
+    out: list[ev.Event] = [requested]
     started = False
     for payload in events:
         out.append(payload)

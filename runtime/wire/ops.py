@@ -97,6 +97,9 @@ class ToolMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """The conversation whose timeline receives the call's events, if any."""
     correlation_id: str | None = None
     """The correlation to record; generated when null."""
+    source: Literal["run_tool", "mcp"] = "run_tool"
+    """Who makes the call, recorded in ``tool.requested``: a client (``run_tool``) or an MCP
+    client through ``roost mcp serve`` (``mcp``); both are unattended (``ask`` is refused)."""
 
 
 class ToolRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -115,6 +118,14 @@ class RunToolArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=
 
     request: ToolRequest
     """The call."""
+
+
+class ListToolsArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``list_tools``."""
+
+    source: Literal["model", "run_tool", "mcp"] | None = None
+    """Null: the tools ``allow_tools``/``deny_tools`` let through. A source: only those of
+    them the policy does not refuse every call of from that source (``offered_tools``)."""
 
 
 class StartConversationArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -257,7 +268,7 @@ OP_TABLE: dict[str, Op] = {
     "stop_project": Op(args=ProjectArgs, route="supervisor"),
     "list_projects": Op(args=NoArgs, route="supervisor"),
     "diagnostics": Op(args=ProjectArgs, route="daemon"),
-    "list_tools": Op(args=ProjectArgs, route="project"),
+    "list_tools": Op(args=ListToolsArgs, route="project"),
     "run_tool": Op(args=RunToolArgs, route="project"),
     "start_conversation": Op(args=StartConversationArgs, route="project"),
     "live_status": Op(args=ProjectArgs, route="project", client=False),
