@@ -61,8 +61,8 @@ def cmd_mcp_serve(ns: argparse.Namespace) -> int:
             address = parse_http_address(ns.http)  # AddressNotLoopbackError: exit 1
         except ValueError as e:
             raise UsageError(f"argument --http: {e} (see `roost mcp serve --help`)") from e
-    with Client.connect(ns.home) as client:
-        mcp = RoostMCP(client, ns.project, ns.conversation)
+    mcp = RoostMCP(Client.connect(ns.home), ns.project, ns.conversation)
+    try:
         mcp.check()
         if address is None:
             anyio.run(serve_stdio, mcp)
@@ -72,4 +72,6 @@ def cmd_mcp_serve(ns: argparse.Namespace) -> int:
                 anyio.run(serve_http, mcp, sock)
             finally:
                 sock.close()
+    finally:
+        mcp.close()
     return EXIT_OK

@@ -73,16 +73,31 @@ def say(text: str) -> None:
 
 
 class RoostMCP:
-    """One project of the daemon behind ``client``, served as an MCP server."""
+    """One project of the daemon behind ``client``, served as an MCP server.
+
+    A :class:`Client` carries one request at a time, so concurrent MCP requests (parallel
+    tool calls, several HTTP sessions) each borrow a connection from a pool that starts
+    with ``client`` and grows with the requests in flight; :meth:`close` closes them all.
+    """
 
     def __init__(self, client: Client, project_id: str, conversation_id: str | None = None) -> None:
         self.client = client
-        """The daemon connection (one request at a time; handlers share it)."""
+        """The first daemon connection (the pool's model: same home, same limits)."""
         self.project_id = project_id
         """The project served."""
         self.conversation_id = conversation_id
         """Where calls are recorded; chosen on the first call when not given."""
         self._lock = anyio.Lock()
+        self._idle: list[Client] = [client]
+        self._opened: list[Client] = [client]
+        self._pool_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close every connection the pool opened."""
+        with self._pool_lock:
+            opened, self._opened, self._idle = self._opened, [], []
+        for client in opened:
+            client.close()
 
     # --- before serving ---------------------------------------------------------------
 
@@ -91,7 +106,7 @@ class RoostMCP:
 
         Raises ``ProjectNotFoundError`` or ``ConversationNotFoundError``.
         """
-        diagnostics = self.client.diagnostics(self.project_id)
+        diagnostics = self._borrowed(lambda c: c.diagnostics(self.project_id))
         conversation = self.conversation_id
         if conversation is not None and conversation not in (
             diagnostics.get("conversations") or []
@@ -124,8 +139,26 @@ class RoostMCP:
 
     # --- the daemon, from async code ----------------------------------------------------
 
-    async def _ask(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+    def _borrowed(self, request: Callable[[Client], _T]) -> _T:
+        """Run ``request`` on an idle connection (a new one when none is idle)."""
+        with self._pool_lock:
+            client = self._idle.pop() if self._idle else None
+        if client is None:
+            model = self.client
+            client = Client.connect(
+                model.home, timeout_s=model.timeout_s, max_frame_bytes=model.max_frame_bytes
+            )
+            with self._pool_lock:
+                self._opened.append(client)
+        try:
+            return request(client)
+        finally:
+            with self._pool_lock:
+                self._idle.append(client)
+
+    async def _ask(self, request: Callable[[Client], _T]) -> _T:
+        """``request(client)`` on a worker thread, with a borrowed connection."""
+        return await anyio.to_thread.run_sync(functools.partial(self._borrowed, request))
 
     async def conversation(self) -> str:
         """The conversation calls go to; started on the first call when none was given."""
@@ -133,7 +166,7 @@ class RoostMCP:
             if self.conversation_id is None:
                 wanted = "mcp-" + secrets.token_hex(6)
                 self.conversation_id = await self._ask(
-                    self.client.start_conversation, self.project_id, wanted
+                    lambda c: c.start_conversation(self.project_id, wanted)
                 )
                 say(f"calls of this session are recorded in conversation {self.conversation_id}")
             return self.conversation_id
@@ -145,7 +178,7 @@ class RoostMCP:
     ) -> types.ListToolsResult:
         """``tools/list``: the tools the policy does not refuse every MCP call of."""
         try:
-            listed = await self._ask(self.client.list_tools, self.project_id, SOURCE)
+            listed = await self._ask(lambda c: c.list_tools(self.project_id, SOURCE))
         except RoostError as e:
             raise _protocol_error(e) from e
         return types.ListToolsResult(tools=[mcp_tool(d) for d in listed])
@@ -161,7 +194,7 @@ class RoostMCP:
                 "args": dict(params.arguments or {}),
                 "meta": {"conversation_id": conversation, "source": SOURCE},
             }
-            result = await self._ask(self.client.run_tool, self.project_id, request)
+            result = await self._ask(lambda c: c.run_tool(self.project_id, request))
         except RoostError as e:  # the daemon could not take the call at all
             return failure_result(params.name, e)
         return call_result(result)
@@ -193,15 +226,14 @@ class RoostMCP:
                 text, mime = json.dumps(await self._conversations()), CONVERSATIONS_MIME
             elif kind == "timeline":
                 timeline = await self._ask(
-                    self.client.incident_timeline,
-                    self.project_id,
-                    conversation,
-                    limit=TIMELINE_LIMIT,
+                    lambda c: c.incident_timeline(
+                        self.project_id, str(conversation), limit=TIMELINE_LIMIT
+                    )
                 )
                 text, mime = json.dumps(timeline, ensure_ascii=False), TIMELINE_MIME
             else:
                 report = await self._ask(
-                    self.client.incident_report, self.project_id, conversation, format="md"
+                    lambda c: c.incident_report(self.project_id, str(conversation), format="md")
                 )
                 text, mime = str(report), INCIDENT_MIME
         except RoostError as e:
@@ -212,7 +244,7 @@ class RoostMCP:
 
     async def _conversations(self) -> list[str]:
         try:
-            diagnostics = await self._ask(self.client.diagnostics, self.project_id)
+            diagnostics = await self._ask(lambda c: c.diagnostics(self.project_id))
         except RoostError as e:
             raise _protocol_error(e) from e
         return [str(c) for c in diagnostics.get("conversations") or []]

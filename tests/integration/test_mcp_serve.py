@@ -24,6 +24,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from tests.integration.conftest import REPO_ROOT, Daemon
 
@@ -83,8 +84,10 @@ def test_stdio_lists_the_policys_tools_runs_and_refuses_calls_and_serves_timelin
                 incident = await client.read_resource(
                     f"roost://p1/conversations/{conversation}/incident"
                 )
-                with pytest.raises(Exception, match="unknown_resource"):
+                with pytest.raises(MCPError, match="unknown_resource"):
                     await client.read_resource("roost://p2/conversations/c1/timeline")
+                with pytest.raises(MCPError, match="conversation_not_found"):
+                    await client.read_resource("roost://p1/conversations/nope/incident")
         return locals()
 
     got = anyio.run(session)
@@ -184,12 +187,23 @@ def test_streamable_http_on_loopback_records_calls_in_the_given_conversation(
         line = wait_for_line(proc, r"serving project p1 on http://127\.0\.0\.1:\d+/mcp")
         url = line.split(" on ", 1)[1].strip()
 
-        async def session() -> tuple[list[str], types.CallToolResult]:
+        async def session() -> tuple[list[str], types.CallToolResult, list[str]]:
+            finished: list[str] = []
+
+            async def slow() -> None:
+                await client.call_tool("command.run", {"command": "sleep 4"})
+                finished.append("command.run")
+
             async with Client(url) as client:
                 names = [t.name for t in (await client.list_tools()).tools]
-                return names, await client.call_tool("fs.list", {"path": "."})
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(slow)
+                    await anyio.sleep(0.5)
+                    listed = await client.call_tool("fs.list", {"path": "."})
+                    finished.append("fs.list")
+            return names, listed, finished
 
-        names, listed = anyio.run(session)
+        names, listed, finished = anyio.run(session)
         # a page of another site cannot reach it through DNS rebinding
         initialize = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -209,9 +223,16 @@ def test_streamable_http_on_loopback_records_calls_in_the_given_conversation(
     assert listed.is_error is False
     assert "README.md" in text(listed)
     assert listed.structured_content["conversation_id"] == "c1"
+    # a slow call does not hold up the others: each borrows its own daemon connection
+    assert finished == ["fs.list", "command.run"]
     call_id = listed.structured_content["call_id"]
-    requested = [e for e in entries(daemon, "c1") if e["type"] == "tool.requested"]
-    assert [(e["data"]["call_id"], e["data"]["source"]) for e in requested] == [(call_id, "mcp")]
+    requested = [e["data"] for e in entries(daemon, "c1") if e["type"] == "tool.requested"]
+    # a direct run is journaled when it is over: fs.list first
+    assert [(d["name"], d["source"]) for d in requested] == [
+        ("fs.list", "mcp"),
+        ("command.run", "mcp"),
+    ]
+    assert requested[0]["call_id"] == call_id
 
 
 def run_roost(*args: str, home: str) -> subprocess.CompletedProcess[str]:
