@@ -2,8 +2,9 @@
 
 General layout: ``translate`` (the plain core: tool descriptors → MCP tools, ``run_tool``
 results → MCP tool results, the ``roost://`` resource URIs, the loopback rule for
-``--http``) and ``server`` (the MCP SDK's low-level ``Server`` whose handlers call the
-daemon through ``runtime.client``; stdio and streamable HTTP). Nothing here decides or runs a
+``--http``), ``loopback`` (over HTTP, only the server's own user may connect) and ``server``
+(the MCP SDK's low-level ``Server`` whose handlers call the daemon through
+``runtime.client``; stdio and streamable HTTP). Nothing here decides or runs a
 tool: every call is a ``run_tool`` request with ``source: mcp``, served by the daemon's one
 tool-call pipeline.
 """

@@ -39,6 +39,7 @@ from mcp.shared.exceptions import MCPError
 
 from runtime.client import Client
 from runtime.errors import ConversationNotFoundError, RoostError
+from runtime.mcp_server.loopback import SameUserOnly
 from runtime.mcp_server.translate import (
     CONVERSATIONS_MIME,
     INCIDENT_MIME,
@@ -289,8 +290,10 @@ def bind_loopback(host: str, port: int) -> socket.socket:
 async def serve_http(mcp: RoostMCP, sock: socket.socket) -> None:
     """Serve MCP's streamable HTTP transport at ``/mcp`` on the bound loopback ``sock``.
 
-    Host and Origin headers are checked against the loopback names (the SDK's DNS
-    rebinding protection). Returns on SIGINT/SIGTERM, once the open requests are done.
+    Only the user the server runs as may call it (:class:`SameUserOnly`: another user's
+    connection is answered ``403``), and Host and Origin headers are checked against the
+    loopback names (the SDK's DNS rebinding protection). Returns on SIGINT/SIGTERM, once
+    the open requests are done.
     """
     import uvicorn  # noqa: PLC0415 - only with --http
     from mcp.server.transport_security import TransportSecuritySettings  # noqa: PLC0415
@@ -303,7 +306,7 @@ async def serve_http(mcp: RoostMCP, sock: socket.socket) -> None:
         allowed_hosts=[f"{name}:*" for name in names] + [f"{shown}:{port}"],
         allowed_origins=[f"http://{name}:*" for name in names],
     )
-    app = mcp.server().streamable_http_app(host=host, transport_security=security)
+    app = SameUserOnly(mcp.server().streamable_http_app(host=host, transport_security=security))
     config = uvicorn.Config(app, log_config=None, access_log=False, log_level="warning")
 
     class Stoppable(uvicorn.Server):

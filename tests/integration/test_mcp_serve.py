@@ -11,6 +11,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -233,6 +234,61 @@ def test_streamable_http_on_loopback_records_calls_in_the_given_conversation(
         ("command.run", "mcp"),
     ]
     assert requested[0]["call_id"] == call_id
+
+
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+OTHER_UID = 65534  # nobody
+
+POST_AS_OTHER_USER = """
+import http.client, sys
+host, port = sys.argv[1], int(sys.argv[2])
+conn = http.client.HTTPConnection(host, port, timeout=10)
+conn.request("POST", "/mcp", body=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}',
+             headers={"Content-Type": "application/json", "Accept": "application/json"})
+response = conn.getresponse()
+print(response.status, response.read().decode())
+"""
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or SYSTEM_PYTHON is None,
+    reason="needs root (to connect as another user) and a system python3",
+)
+def test_another_user_on_the_machine_is_refused(daemon: Daemon, project_root: str) -> None:
+    started(daemon, project_root)
+    proc = subprocess.Popen(
+        [*ROOST, "mcp", "serve", "p1", "--http", "127.0.0.1:0"],
+        env={**os.environ, **serve_env(daemon.home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = wait_for_line(proc, r"serving project p1 on http://127\.0\.0\.1:\d+/mcp")
+        port = line.rsplit(":", 1)[1].split("/", 1)[0]
+        assert SYSTEM_PYTHON is not None
+        other = subprocess.run(
+            [SYSTEM_PYTHON, "-c", POST_AS_OTHER_USER, "127.0.0.1", port],
+            preexec_fn=lambda: os.setuid(OTHER_UID),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        own = httpx.post(
+            f"http://127.0.0.1:{port}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert other.stdout.startswith("403 peer_not_allowed: roost mcp serve answers only processes")
+    assert other.stdout.strip().endswith("(check: other_uid)")
+    assert own.status_code != 403  # the server's own user gets past the check
+    assert "peer_not_allowed" not in own.text
 
 
 def run_roost(*args: str, home: str) -> subprocess.CompletedProcess[str]:

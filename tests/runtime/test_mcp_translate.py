@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 
+import anyio
 import mcp_types as types
 import msgspec
 import pytest
 
 from runtime.errors import ProjectNotFoundError
+from runtime.mcp_server.loopback import (
+    SameUserOnly,
+    decode_address,
+    holder_refusal,
+    peer_socket,
+    peer_uid,
+    socket_holders,
+)
 from runtime.mcp_server.translate import (
     AddressNotLoopbackError,
     UnknownResourceError,
@@ -186,3 +199,124 @@ def test_the_structured_content_survives_the_wire(tmp_path) -> None:
     wire = call_result(result).model_dump_json(by_alias=True)
     back = types.CallToolResult.model_validate_json(wire)
     assert back.structured_content == msgspec.json.decode(msgspec.json.encode(result))
+
+
+# --- the loopback peer check --------------------------------------------------------------
+
+TCP = """\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1
+   1: 0100007F:D431 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1001        0 2 1
+   2: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 3 1
+   3: garbage
+"""
+LOOPBACK6 = "00000000000000000000000001000000"
+TCP6 = "\n".join(
+    [
+        "  sl  local_address remote_address st tx_queue rx_queue tr tm->when retrnsmt uid",
+        f"   0: {LOOPBACK6}:D432 {LOOPBACK6}:1F91 01 00000000:00000000 00:00000000 00000000"
+        "  1002        0 4 1",
+    ]
+)
+
+
+def test_a_table_address_is_decoded_in_host_word_order() -> None:
+    assert decode_address("0100007F:1F90", "little") == ("127.0.0.1", 8080)
+    assert decode_address("7F000001:1F90", "big") == ("127.0.0.1", 8080)
+    assert decode_address("00000000000000000000000001000000:0050", "little") == ("::1", 80)
+    assert decode_address("0000000000000000FFFF00000100007F:0016", "little") == (
+        "127.0.0.1",
+        22,
+    )
+
+
+def test_the_peer_uid_is_the_owner_of_the_clients_end(tmp_path) -> None:
+    tcp, tcp6 = tmp_path / "tcp", tmp_path / "tcp6"
+    tcp.write_text(TCP)
+    tcp6.write_text(TCP6)
+    tables = [str(tcp), str(tcp6), str(tmp_path / "absent")]
+
+    if sys.byteorder == "little":
+        assert peer_uid(("127.0.0.1", 0xD431), ("127.0.0.1", 8080), tables) == 1001
+        assert peer_uid(("::1", 0xD432), ("::1", 8081), tables) == 1002
+    assert peer_uid(("127.0.0.1", 1), ("127.0.0.1", 8080), tables) is None
+
+
+def test_a_request_is_refused_before_the_app_sees_it_unless_its_peer_passes(tmp_path) -> None:
+    tcp = tmp_path / "tcp"
+    tcp.write_text(TCP)
+    reached: list[str] = []
+    asked: list[tuple[int, int]] = []
+
+    async def app(scope, receive, send) -> None:
+        reached.append(scope["type"])
+
+    def holders(inode: int, uid: int) -> str | None:
+        asked.append((inode, uid))
+        return "sandboxed" if inode == 3 else None
+
+    def request(middleware: SameUserOnly, client: tuple[str, int]) -> list[dict]:
+        sent: list[dict] = []
+
+        async def send(message) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "client": client, "server": ("127.0.0.1", 8080)}
+        anyio.run(middleware, scope, None, send)
+        return sent
+
+    if sys.byteorder != "little":
+        pytest.skip("the table above is written in little-endian words")
+    middleware = SameUserOnly(app, uid=1001, tables=[str(tcp)], holders=holders)
+    assert request(middleware, ("127.0.0.1", 0xD431)) == []
+    assert request(middleware, ("127.0.0.1", 0xD431)) == []
+    assert reached == ["http", "http"]
+    assert asked == [(2, 1001)]  # one look at the holders per socket
+
+    other = SameUserOnly(app, uid=1000, tables=[str(tcp)], holders=holders)
+    refused = request(other, ("127.0.0.1", 0xD431))
+    assert refused[0]["status"] == 403
+    assert refused[1]["body"].startswith(b"peer_not_allowed: ")
+    assert refused[1]["body"].endswith(b"(check: other_uid)\n")
+    unknown = request(middleware, ("127.0.0.1", 9))  # not in the table
+    assert unknown[1]["body"].endswith(b"(check: unverifiable)\n")
+    assert reached == ["http", "http"]
+
+    anyio.run(middleware, {"type": "lifespan"}, None, None)
+    assert reached[-1] == "lifespan"
+
+
+def connected_child(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], socket.socket, int]:
+    """A child process connected to a loopback socket of ours: (child, our end, its inode)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    host, port = server.getsockname()
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys, time; s = socket.create_connection((sys.argv[1], "
+            "int(sys.argv[2]))); s.recv(1)",
+            host,
+            str(port),
+        ],
+        env={**os.environ, **env},
+    )
+    ours, client = server.accept()
+    server.close()
+    found = peer_socket(client, (host, port))
+    assert found is not None
+    return child, ours, found[1]
+
+
+@pytest.mark.parametrize(
+    ("env", "refusal"), [({}, None), ({"ROOST_COMMAND_ID": "cmd-0123456789abcdef"}, "sandboxed")]
+)
+def test_the_holders_of_a_peer_socket_pass_the_daemons_peer_checks(env, refusal) -> None:
+    child, ours, inode = connected_child(env)
+    try:
+        assert child.pid in socket_holders(inode)
+        assert holder_refusal(inode, os.getuid()) == refusal
+    finally:
+        ours.close()
+        child.wait(timeout=10)
+    assert holder_refusal(inode, os.getuid()) == "gone"
