@@ -291,6 +291,44 @@ def test_another_user_on_the_machine_is_refused(daemon: Daemon, project_root: st
     assert "peer_not_allowed" not in own.text
 
 
+POST_FROM_A_COMMAND = (
+    "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', int(sys.argv[1]));"
+    " c.request('POST', '/mcp', body=b'{}', headers={'Content-Type': 'application/json',"
+    " 'Accept': 'application/json'}); r = c.getresponse(); print(r.status, r.read().decode())"
+)
+
+
+def test_a_sandboxed_command_with_egress_allowed_cannot_call_the_http_server(
+    daemon: Daemon, project_root: str
+) -> None:
+    started(daemon, project_root, network_egress_policy="allow")
+    proc = subprocess.Popen(
+        [*ROOST, "mcp", "serve", "p1", "--http", "127.0.0.1:0"],
+        env={**os.environ, **serve_env(daemon.home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = wait_for_line(proc, r"serving project p1 on http://127\.0\.0\.1:\d+/mcp")
+        port = line.rsplit(":", 1)[1].split("/", 1)[0]
+        request = {
+            "name": "command.run",
+            "args": {"command": ["python3", "-c", POST_FROM_A_COMMAND, port]},
+        }
+        with daemon.client(timeout_s=30) as c:
+            result = c.run_tool("p1", request)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    if result["status"] == "error" and result["reason"]["code"] == "isolation_unavailable":
+        pytest.skip("commands cannot run here: " + result["reason"].get("message", ""))
+    assert result["status"] == "ok", result
+    stdout = result["result"]["stdout"]
+    assert stdout.startswith("403 peer_not_allowed: "), stdout
+    assert "(check: other_pid_namespace)" in stdout or "(check: sandboxed)" in stdout
+
+
 def run_roost(*args: str, home: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*ROOST, *args],
