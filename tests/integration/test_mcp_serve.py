@@ -26,6 +26,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.integration.conftest import REPO_ROOT, Daemon
 
@@ -153,6 +154,67 @@ def test_stdio_lists_the_policys_tools_runs_and_refuses_calls_and_serves_timelin
 
     # stdout stayed the protocol; what is for people went to stderr
     assert f"recorded in conversation {conversation}" in errlog.read_text()
+
+
+def test_stdio_writes_nothing_but_protocol_messages_and_ends_when_stdin_closes(
+    daemon: Daemon, project_root: str
+) -> None:
+    started(daemon, project_root)
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LATEST_HANDSHAKE_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "command.run", "arguments": {"command": "echo hi; echo err >&2"}},
+        },
+    ]
+    proc = subprocess.Popen(
+        [*ROOST, "mcp", "serve", "p1"],
+        env={**os.environ, **serve_env(daemon.home)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    by_id: dict[int, Any] = {}
+    try:
+        for message in messages:  # a client waits for each answer before it hangs up
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            if "id" in message:
+                ready, _, _ = select.select([proc.stdout], [], [], 60)
+                assert ready, "no answer within 60 s"
+                reply = json.loads(proc.stdout.readline())  # every line is a JSON-RPC message
+                assert reply["jsonrpc"] == "2.0"
+                by_id[reply["id"]] = reply
+        rest, err = proc.communicate(timeout=30)  # closes stdin: the client hangs up
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert rest == ""
+    assert sorted(by_id) == [1, 2, 3]
+    assert by_id[1]["result"]["serverInfo"]["name"] == "roost"
+    assert by_id[2]["result"]["tools"]
+    called = by_id[3]["result"]
+    assert called["structuredContent"]["tool"] == "command.run"
+    if called["structuredContent"]["status"] == "ok":  # commands can run here
+        assert called["structuredContent"]["result"]["stdout"] == "hi\n"
+    assert "roost: mcp: calls of this session are recorded in conversation mcp-" in err
 
 
 def wait_for_line(proc: subprocess.Popen[str], pattern: str, timeout_s: float = 60.0) -> str:
