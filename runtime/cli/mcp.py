@@ -49,11 +49,11 @@ def cmd_mcp_serve(ns: argparse.Namespace) -> int:
     from runtime.client import Client  # noqa: PLC0415
     from runtime.mcp_server import (  # noqa: PLC0415
         RoostMCP,
+        bind_loopback,
         parse_http_address,
         serve_http,
         serve_stdio,
     )
-    from runtime.mcp_server.server import bind_loopback  # noqa: PLC0415
 
     address: tuple[str, int] | None = None
     if ns.http is not None:

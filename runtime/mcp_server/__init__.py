@@ -9,7 +9,7 @@ tool: every call is a ``run_tool`` request with ``source: mcp``, served by the d
 tool-call pipeline.
 """
 
-from runtime.mcp_server.server import RoostMCP, serve_http, serve_stdio
+from runtime.mcp_server.server import RoostMCP, bind_loopback, serve_http, serve_stdio
 from runtime.mcp_server.translate import (
     AddressNotLoopbackError,
     call_result,
@@ -20,6 +20,7 @@ from runtime.mcp_server.translate import (
 __all__ = [
     "AddressNotLoopbackError",
     "RoostMCP",
+    "bind_loopback",
     "call_result",
     "mcp_tool",
     "parse_http_address",

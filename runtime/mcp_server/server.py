@@ -1,7 +1,8 @@
 """The MCP server of ``roost mcp serve``: the SDK's low-level ``Server`` over the daemon client.
 
-:class:`RoostMCP` holds one :class:`runtime.client.Client` and one project. Its handlers
-translate MCP requests into daemon ops (the blocking client runs on worker threads):
+:class:`RoostMCP` serves one project through :class:`runtime.client.Client` connections
+(a pool: one per request in flight). Its handlers translate MCP requests into daemon ops
+(the blocking client runs on worker threads):
 
 - ``tools/list`` → ``list_tools`` with ``source: mcp`` (the tools the policy does not refuse
   every MCP call of), each as an MCP tool (:func:`~runtime.mcp_server.translate.mcp_tool`);
@@ -53,7 +54,7 @@ from runtime.mcp_server.translate import (
     resources,
 )
 
-__all__ = ["SOURCE", "RoostMCP", "serve_http", "serve_stdio"]
+__all__ = ["SOURCE", "RoostMCP", "bind_loopback", "say", "serve_http", "serve_stdio"]
 
 SOURCE = "mcp"
 """The ``source`` of every call this server makes (recorded in ``tool.requested``)."""
