@@ -170,8 +170,13 @@ class ProjectActor(CoreShell):
         self.send(address, message)
 
 
-def _listed(registry: Any, options: dict[str, Any]) -> list[dict[str, Any]]:
-    """``list_tools``: what the project's one registry lets clients see."""
+def _listed(registry: Any, options: dict[str, Any], source: Any = None) -> list[dict[str, Any]]:
+    """``list_tools``: what the project's one registry lets clients (or ``source``) see."""
     import msgspec  # noqa: PLC0415
 
-    return [msgspec.to_builtins(spec) for spec in registry.visible(options)]
+    from runtime.execution.pipeline import offered_tools  # noqa: PLC0415
+
+    specs = (
+        registry.visible(options) if source is None else offered_tools(registry, options, source)
+    )
+    return [msgspec.to_builtins(spec) for spec in specs]

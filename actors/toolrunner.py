@@ -4,7 +4,7 @@ It holds a :class:`runtime.execution.pipeline.ToolPipeline` built from the regis
 Project built; what a direct call is and records is ``runtime.execution.direct``'s. A
 model's call arrives decided (``RunCall``): admit → execute → release. A
 client's ``run_tool`` (``RunDirect``) is the whole pipeline: ``run(call, cancelled,
-source="run_tool")``.
+source="run_tool")``, or ``source="mcp"`` when ``roost mcp serve`` made the call.
 
 File and asset tools run inline (they take milliseconds). Commands, HTTP fetches,
 workflows and ``async`` calls run on worker threads; while any is in flight the actor
@@ -36,7 +36,14 @@ from actors.messages import (
 )
 from actors.workers import WorkerThreads
 from events.envelope import format_at
-from runtime.execution.direct import crashed, direct_call, project_record, recorded, runs_inline
+from runtime.execution.direct import (
+    crashed,
+    direct_call,
+    direct_source,
+    project_record,
+    recorded,
+    runs_inline,
+)
 from runtime.tools.base import CallSpec
 
 __all__ = ["ToolRunnerActor"]
@@ -107,15 +114,16 @@ class ToolRunnerActor(WorkerThreads):
     def _direct(self, message: RunDirect, sender: Any) -> None:
         call = direct_call(message.request, message.conversation_id)
         correlation = call.correlation_id
+        source = direct_source(message.request)
         flag = self.cancels[call.call_id] = threading.Event()
 
         def work() -> tuple[str, Any, Any]:
             try:
-                events, result = self.core.run(call, flag, source="run_tool")
+                events, result = self.core.run(call, flag, source=source)
             except Exception as e:
                 events = crashed(call, e)
                 result = self.core.result_of(events, call)
-            record = recorded(call, events)
+            record = recorded(call, events, source)
             if message.conversation_id is not None:  # the conversation records it
                 done = DirectDone(
                     events=record,

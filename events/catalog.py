@@ -169,6 +169,8 @@ class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested"):
     """Arguments as the model gave them (redacted)."""
     run_mode: str = "sync"
     """``sync`` or ``async``."""
+    source: str = "model"
+    """Who made the call: ``model``, ``run_tool`` (a client's) or ``mcp`` (``roost mcp serve``)."""
 
 
 class ToolApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_requested"):

@@ -15,7 +15,8 @@ General layout, from the ground up (``make check`` enforces it with import-linte
 - ``lifecycle``: supervision and alert routing.
 - (``actors``, a top-level package: the Thespian shells over these cores.)
 - ``telemetry``: OpenTelemetry traces and metrics from committed events.
-- ``daemon``, ``client``, ``cli``: serving, calling and the command line.
+- ``daemon``, ``client``, ``cli``: serving, calling and the command line; ``mcp_server``
+  (``roost mcp serve``) is a client of the daemon too, under ``cli``.
 
 Lower layers never import higher ones; ``events`` (the pure domain) sits below them all.
 """

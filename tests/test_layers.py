@@ -48,7 +48,15 @@ def tree(tmp_path: Path) -> Path:
 def test_the_tree_keeps_every_import_contract(tree: Path) -> None:
     done = lint(tree)
     assert done.returncode == 0, done.stdout
-    assert "Contracts: 3 kept, 0 broken." in done.stdout
+    assert "Contracts: 4 kept, 0 broken." in done.stdout
+
+
+def test_the_mcp_server_may_not_reach_past_the_client(tree: Path) -> None:
+    server = tree / "runtime" / "mcp_server" / "server.py"
+    server.write_text(server.read_text() + "\nfrom runtime.execution import pipeline  # past\n")
+    done = lint(tree)
+    assert done.returncode == 1, done.stdout
+    assert "runtime.mcp_server is not allowed to import runtime.execution:" in done.stdout
 
 
 def test_an_upward_import_breaks_the_layers_contract(tree: Path) -> None:

@@ -38,6 +38,7 @@ from runtime.cli.commands import (
 )
 from runtime.cli.format import UsageError, number_type
 from runtime.cli.format import UsageParser as _Parser
+from runtime.cli.mcp import add_mcp_commands
 from runtime.daemon.config import roost_version
 from runtime.errors import RoostError, ToolError
 from runtime.guard.schema import parse_json_args
@@ -431,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-n", "--lines", type=_non_negative, default=20, metavar="N", help="last N lines"
     )
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    add_mcp_commands(group("mcp", "serve a project as an MCP server"), leaf)
     p = leaf(
         commands,
         "completion",

@@ -226,15 +226,23 @@ class Client:
         result: dict[str, Any] = self.call("diagnostics", {"project_id": project_id})
         return result
 
-    def list_tools(self, project_id: str) -> list[dict[str, Any]]:
-        """Return the tools the policy lets this project use."""
-        result: list[dict[str, Any]] = self.call("list_tools", {"project_id": project_id})
+    def list_tools(self, project_id: str, source: str | None = None) -> list[dict[str, Any]]:
+        """Return the tools the policy lets this project use.
+
+        With ``source`` (``model``, ``run_tool``, ``mcp``): only those the policy does not
+        refuse every call of from that caller (``roost mcp serve`` asks for ``mcp``).
+        """
+        args: dict[str, Any] = {"project_id": project_id}
+        if source is not None:
+            args["source"] = source
+        result: list[dict[str, Any]] = self.call("list_tools", args)
         return result
 
     def run_tool(self, project_id: str, request: dict[str, Any]) -> dict[str, Any]:
-        """Run ``{name, args, meta: {conversation_id?, correlation_id?}}``; return its result.
+        """Run ``{name, args, meta: {conversation_id?, correlation_id?, source?}}``.
 
-        A failed tool is a result with ``status: "error"``, not an exception.
+        Returns its result; ``meta.source`` is ``run_tool`` (the default) or ``mcp``. A
+        failed tool is a result with ``status: "error"``, not an exception.
         """
         result: dict[str, Any] = self.call(
             "run_tool", {"project_id": project_id, "request": request}

@@ -12,10 +12,19 @@ from typing import Any
 
 from events import catalog as ev
 from events.envelope import NewEvent, new_call_id, new_event
+from runtime.execution.pipeline import Source
 from runtime.tools.base import CallSpec
 from runtime.wire.ops import minted_correlation
 
-__all__ = ["INLINE_PREFIXES", "crashed", "direct_call", "project_record", "recorded", "runs_inline"]
+__all__ = [
+    "INLINE_PREFIXES",
+    "crashed",
+    "direct_call",
+    "direct_source",
+    "project_record",
+    "recorded",
+    "runs_inline",
+]
 
 INLINE_PREFIXES = ("fs.", "asset.")
 """Tools that take milliseconds: run on the runner's own thread when ``sync``."""
@@ -43,9 +52,18 @@ def direct_call(request: dict[str, Any], conversation_id: str | None) -> CallSpe
     )
 
 
-def recorded(call: CallSpec, events: list[ev.Event]) -> list[ev.Event]:
-    """A direct run's record: ``tool.requested``, the decision, ``tool.started``, the rest."""
-    out: list[ev.Event] = [ev.ToolRequested(call_id=call.call_id, name=call.name, args=call.args)]
+def direct_source(request: dict[str, Any]) -> Source:
+    """Who made a ``run_tool`` call: ``mcp`` when ``roost mcp serve`` did, else ``run_tool``."""
+    meta = request.get("meta") or {}
+    return "mcp" if meta.get("source") == "mcp" else "run_tool"
+
+
+def recorded(call: CallSpec, events: list[ev.Event], source: Source) -> list[ev.Event]:
+    """A direct run's record: ``tool.requested`` (by ``source``), the decision, the rest."""
+    requested = ev.ToolRequested(
+        call_id=call.call_id, name=call.name, args=call.args, source=source
+    )
+    out: list[ev.Event] = [requested]
     started = False
     for payload in events:
         out.append(payload)

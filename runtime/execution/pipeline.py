@@ -35,17 +35,36 @@ from typing import Any, Literal
 
 from events import catalog as ev
 from runtime.execution.runner import RunnerStats, ToolRunnerCore
-from runtime.policy.decisions import PolicyContext, Verdict, decide
-from runtime.tools.base import CallSpec
+from runtime.policy.decisions import PolicyContext, Verdict, decide, refused_every_call
+from runtime.tools.base import CallSpec, ToolSpec
 from runtime.tools.registry import ToolRegistry
 
-__all__ = ["UNATTENDED", "Source", "ToolPipeline"]
+__all__ = ["UNATTENDED", "Source", "ToolPipeline", "offered_tools"]
 
 Source = Literal["model", "run_tool", "workflow", "mcp"]
 """Who made a call: a model, a client's ``run_tool``, a workflow step, an MCP server."""
 
 UNATTENDED: frozenset[str] = frozenset({"run_tool", "mcp"})
 """Sources with nobody to approve a call: ``ask`` is refused; :meth:`ToolPipeline.run` runs them."""
+
+
+def offered_tools(
+    registry: ToolRegistry, options: Mapping[str, Any], source: Source
+) -> list[ToolSpec]:
+    """The tools worth offering to ``source``: those the policy does not refuse every call of.
+
+    ``list_tools`` with a ``source`` answers with these (``roost mcp serve`` lists them as
+    MCP tools): ``allow_tools`` / ``deny_tools`` apply as always, a protocol tool needs its
+    protocol in ``protocol_allowlist``, and an unattended source (:data:`UNATTENDED`) is
+    not offered the tools ``approval_mode`` always asks about, since it would be refused
+    each call (:func:`runtime.policy.decisions.refused_every_call`).
+    """
+    unattended = source in UNATTENDED
+    return [
+        spec
+        for spec in registry.specs()
+        if refused_every_call(spec, options, unattended=unattended) is None
+    ]
 
 
 class ToolPipeline:

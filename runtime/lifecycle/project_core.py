@@ -93,7 +93,7 @@ class ProjectCore:
         options: dict[str, Any],
         restore: bool,
         reply_to: Any = None,
-        list_tools: Callable[[], list[dict[str, Any]]] = list,
+        list_tools: Callable[[str | None], list[dict[str, Any]]] = lambda _source: [],
         is_dead: Callable[[int], bool] = process_exited,
         clock: Callable[[], Any] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
@@ -283,7 +283,7 @@ class ProjectCore:
                     return self._forward(str(meta["conversation_id"]), request)[0]
                 return [RunDirect(request=args["request"], reply_to=reply_to)]
             if op == "list_tools":
-                return [Answer(to=reply_to, ok=True, result=self.list_tools())]
+                return [Answer(to=reply_to, ok=True, result=self.list_tools(args.get("source")))]
             if op == "live_status":
                 status = {
                     "conversations": sorted(self.known),

@@ -63,6 +63,7 @@ __all__ = [
     "Verdict",
     "decide",
     "needs_approval",
+    "refused_every_call",
 ]
 
 Outcome = Literal["allow", "deny", "ask", "invalid"]
@@ -132,6 +133,28 @@ def needs_approval(spec: ToolSpec, settings: RuntimeOptions) -> bool:
     if mode == "always":
         return True
     return mode == "sensitive" and (spec.writes or spec.runs_commands or spec.network_capable)
+
+
+def refused_every_call(
+    spec: ToolSpec, options: Mapping[str, Any], *, unattended: bool
+) -> str | None:
+    """Why the policy refuses every call of ``spec``, whatever its arguments, or None.
+
+    ``deny_tools`` / ``allow_tools`` (the rule's name); a protocol tool (``mcp.*``,
+    ``a2a.*``) whose protocol is not in ``protocol_allowlist`` (``protocol_not_allowed``);
+    and, for an ``unattended`` caller (nobody to approve), a tool ``approval_mode`` always
+    asks about (``approval_required``). Every other rule depends on the arguments.
+    """
+    rule = list_rule(spec.name, options)
+    if rule is not None:
+        return rule
+    settings = RuntimeOptions.of(options)
+    prefix = spec.name.split(".", 1)[0].lower()
+    if prefix in PROTOCOLS and prefix not in settings.protocol_allowlist:
+        return "protocol_not_allowed"
+    if unattended and needs_approval(spec, settings):
+        return "approval_required"
+    return None
 
 
 def decide(call: CallSpec, ctx: PolicyContext) -> Verdict:

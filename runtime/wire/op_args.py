@@ -17,6 +17,7 @@ __all__ = [
     "CancelArgs",
     "ConversationArgs",
     "InboundEvent",
+    "ListToolsArgs",
     "NoArgs",
     "ProjectArgs",
     "ProjectionArgs",
@@ -79,6 +80,9 @@ class ToolMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """The conversation whose timeline receives the call's events, if any."""
     correlation_id: str | None = None
     """The correlation to record; generated when null."""
+    source: Literal["run_tool", "mcp"] = "run_tool"
+    """Who makes the call, recorded in ``tool.requested``: a client (``run_tool``) or an MCP
+    client through ``roost mcp serve`` (``mcp``); both are unattended (``ask`` is refused)."""
 
 
 class ToolRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -97,6 +101,14 @@ class RunToolArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=
 
     request: ToolRequest
     """The call."""
+
+
+class ListToolsArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``list_tools``."""
+
+    source: Literal["model", "run_tool", "mcp"] | None = None
+    """Null: the tools ``allow_tools``/``deny_tools`` let through. A source: only those of
+    them the policy does not refuse every call of from that source (``offered_tools``)."""
 
 
 class StartConversationArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):

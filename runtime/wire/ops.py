@@ -31,6 +31,7 @@ from runtime.wire.op_args import (
     CancelArgs,
     ConversationArgs,
     InboundEvent,
+    ListToolsArgs,
     NoArgs,
     ProjectArgs,
     ProjectionArgs,
@@ -57,6 +58,7 @@ __all__ = [
     "STREAM_OPS",
     "Args",
     "InboundEvent",
+    "ListToolsArgs",
     "Op",
     "Route",
     "ToolMeta",
@@ -133,7 +135,7 @@ OP_TABLE: dict[str, Op] = {
     "stop_project": Op(args=ProjectArgs, route="supervisor", correlation=_CORRELATION),
     "list_projects": Op(args=NoArgs, route="supervisor"),
     "diagnostics": Op(args=ProjectArgs, route="daemon"),
-    "list_tools": Op(args=ProjectArgs, route="project"),
+    "list_tools": Op(args=ListToolsArgs, route="project"),
     "run_tool": Op(
         args=RunToolArgs, route="project", correlation=("request", "meta", "correlation_id")
     ),

@@ -32,14 +32,14 @@ def test_the_record_starts_an_allowed_call_once_after_its_decision() -> None:
         ev.PolicyAllowed(tool="fs.read", call_id=call.call_id),
         ev.ToolCompleted(call_id=call.call_id, name="fs.read", result={}),
     ]
-    types = [e.__struct_config__.tag for e in recorded(call, events)]
+    types = [e.__struct_config__.tag for e in recorded(call, events, "run_tool")]
     assert types == ["tool.requested", "policy.allowed", "tool.started", "tool.completed"]
 
 
 def test_a_refused_call_is_recorded_without_a_start() -> None:
     call = direct_call({"name": "fs.read", "meta": {"correlation_id": "corr-1"}}, None)
     events: list[ev.Event] = [ev.PolicyDenied(tool="fs.read", reason="no", call_id=call.call_id)]
-    types = [e.__struct_config__.tag for e in recorded(call, events)]
+    types = [e.__struct_config__.tag for e in recorded(call, events, "run_tool")]
     assert types == ["tool.requested", "policy.denied"]
 
 

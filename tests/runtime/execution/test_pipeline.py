@@ -10,8 +10,8 @@ import msgspec
 import pytest
 
 from events import catalog as ev
-from runtime.execution.pipeline import ToolPipeline
-from runtime.policy.decisions import decide
+from runtime.execution.pipeline import ToolPipeline, offered_tools
+from runtime.policy.decisions import decide, refused_every_call
 from runtime.policy.options import validate_options
 from runtime.tools.base import CallSpec, ToolContext, ToolSpec
 from runtime.tools.registry import ToolRegistry
@@ -183,3 +183,67 @@ def test_a_run_releases_its_quota_when_the_tool_raises(root: Path) -> None:
 
     assert result["reason"]["code"] == "tool_error"
     assert pipeline.statistics().in_flight == 0
+
+
+# --- offered_tools: what list_tools gives a source ---------------------------------------
+
+
+def offered(root: Path, source: Any, **options: Any) -> list[str]:
+    normalized = validate_options(options)
+    registry = ToolRegistry.for_project(str(root), normalized)
+    return [spec.name for spec in offered_tools(registry, normalized, source)]
+
+
+def test_without_approval_every_source_is_offered_the_visible_tools(root: Path) -> None:
+    normalized = validate_options({})
+    registry = ToolRegistry.for_project(str(root), normalized)
+    visible = [spec.name for spec in registry.visible(normalized)]
+
+    assert "fs.write" in visible
+    assert offered(root, "mcp") == offered(root, "model") == visible
+
+
+def test_an_unattended_source_is_not_offered_the_tools_approval_mode_always_asks_about(
+    root: Path,
+) -> None:
+    model = offered(root, "model", approval_mode="sensitive")
+    mcp = offered(root, "mcp", approval_mode="sensitive")
+
+    assert {"fs.write", "command.run", "http.fetch"} <= set(model)
+    assert {"fs.read", "fs.list"} <= set(mcp)
+    assert set(model) - set(mcp) >= {"fs.write", "command.run", "http.fetch"}
+    assert offered(root, "run_tool", approval_mode="sensitive") == mcp
+    assert offered(root, "mcp", approval_mode="always") == []
+    assert offered(root, "workflow", approval_mode="always") == offered(root, "model")
+
+
+def test_a_tool_the_lists_deny_is_offered_to_nobody(root: Path) -> None:
+    for source in ("model", "run_tool", "mcp"):
+        names = offered(root, source, deny_tools=["fs.*"])
+        assert names and not [n for n in names if n.startswith("fs.")]
+    assert offered(root, "mcp", allow_tools=["fs.read"]) == ["fs.read"]
+
+
+def test_a_protocol_tool_is_offered_only_when_its_protocol_is_allowed() -> None:
+    spec = ToolSpec(name="mcp.ext.echo", description="echo", input_schema={"type": "object"})
+    registry = ToolRegistry({spec.name: (spec, lambda ctx, args: {})})
+
+    closed = validate_options({"protocol_allowlist": []})
+    opened = validate_options({"protocol_allowlist": ["mcp"]})
+
+    assert refused_every_call(spec, closed, unattended=False) == "protocol_not_allowed"
+    assert offered_tools(registry, closed, "model") == []
+    assert offered_tools(registry, opened, "model") == [spec]
+
+
+def test_what_is_not_offered_is_what_the_pipeline_refuses(root: Path) -> None:
+    pipeline = pipeline_for(root, approval_mode="sensitive")
+    assert "fs.write" not in offered(root, "mcp", approval_mode="sensitive")
+
+    _, result = pipeline.run(
+        call("fs.write", path="b.txt", content="x"), threading.Event(), source="mcp"
+    )
+
+    assert result["status"] == "error"
+    assert result["reason"]["reason"] == "approval_required"
+    assert not (root / "b.txt").exists()

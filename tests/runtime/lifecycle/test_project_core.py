@@ -23,7 +23,7 @@ def make_core(
         options=dict(options),
         restore=restore,
         reply_to="starter",
-        list_tools=lambda: [{"name": "fs.read"}],
+        list_tools=lambda source: [{"name": "fs.read", "source": source}],
         is_dead=lambda pid: pid in (dead or set()),
         clock=lambda: NOW,
         monotonic=clock,
@@ -104,7 +104,15 @@ def test_requests_before_the_start_is_read_wait_and_are_served_after_it() -> Non
     run(core, core.start("/root", SUMMARY, None))
     assert ask(core, "list_tools") == []
     effects = core.restored([])
-    assert effects == [fx.Answer(to="client", ok=True, result=[{"name": "fs.read"}])]
+    listed = [{"name": "fs.read", "source": None}]
+    assert effects == [fx.Answer(to="client", ok=True, result=listed)]
+
+
+def test_list_tools_passes_the_callers_source_on() -> None:
+    core, _ = make_core()
+    ready(core)
+    listed = [{"name": "fs.read", "source": "mcp"}]
+    assert ask(core, "list_tools", source="mcp") == [fx.Answer(to="client", ok=True, result=listed)]
 
 
 def test_start_conversation_spawns_a_new_conversation() -> None:
@@ -304,7 +312,7 @@ def test_nothing_is_restarted_once_the_project_stops() -> None:
 
 
 def test_an_unexpected_failure_is_answered_as_internal_error() -> None:
-    def broken() -> list[dict[str, Any]]:
+    def broken(source: str | None) -> list[dict[str, Any]]:
         raise RuntimeError("registry unreadable")
 
     core, _ = make_core()

@@ -264,8 +264,18 @@ def test_run_tool_arguments_get_an_empty_meta() -> None:
     assert args["request"] == {
         "name": "fs.list",
         "args": {},
-        "meta": {"conversation_id": None, "correlation_id": None},
+        "meta": {"conversation_id": None, "correlation_id": None, "source": "run_tool"},
     }
+
+
+def test_run_tool_takes_the_mcp_source_and_no_other() -> None:
+    request = {"name": "fs.list", "meta": {"source": "mcp"}}
+    args = validate_args("run_tool", {"project_id": "p", "request": request})
+    assert args["request"]["meta"]["source"] == "mcp"
+    for source in ("model", "workflow", "policy"):
+        request = {"name": "fs.list", "meta": {"source": source}}
+        with pytest.raises(BadRequestError, match="Invalid enum value"):
+            validate_args("run_tool", {"project_id": "p", "request": request})
 
 
 def test_a_negative_after_seq_is_refused() -> None:
