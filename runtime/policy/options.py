@@ -33,6 +33,7 @@ import msgspec
 from events.catalog import PAYLOAD_TYPES
 from runtime.errors import InvalidRuntimeOptError
 from runtime.guard.schema import MAX_JSON_DEPTH, json_depth_exceeds, object_without_duplicates
+from runtime.policy.mcp_servers import validate_mcp_servers
 
 __all__ = [
     "DEFAULTS",
@@ -454,6 +455,7 @@ _OPTIONS: dict[str, tuple[Any, Validator]] = {
         _string_list(_event_name, sort=True),
     ),
     "alert_router": (None, _alert_router),
+    "mcp_servers": ([], validate_mcp_servers),
 }
 
 
@@ -517,6 +519,7 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
     idle_passivation_ms: int
     alert_signal_events: tuple[str, ...]
     alert_router: str | None
+    mcp_servers: tuple[dict[str, Any], ...]
 
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> RuntimeOptions:
