@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 
@@ -84,6 +85,14 @@ def dial() -> str:
     _mark("dial")
     host, _, port = sys.argv[3].rpartition(":")
     return connect(host, int(port))
+
+
+@server.tool()
+def sleep(seconds: float) -> str:
+    """Sleep, then answer."""
+    _mark("sleep")
+    time.sleep(seconds)
+    return "SLEPT"
 
 
 @server.tool()

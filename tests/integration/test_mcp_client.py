@@ -29,9 +29,22 @@ FIXTURE = Path(__file__).with_name("mcp_fixture_server.py")
 C = "c1"
 
 
+WORKFLOW = """---
+description: Echo through the MCP server, then add
+steps: [
+  {"tool": "mcp.fx.echo", "args": {"text": "from a workflow"}},
+  {"tool": "mcp.fx.add", "args": {"a": 20, "b": 22}}
+]
+---
+Two MCP steps.
+"""
+
+
 def _root(tmp_path: Path, name: str) -> Path:
     root = Path(make_root(tmp_path / name))
     shutil.copy(FIXTURE, root / "server.py")
+    (root / ".roost" / "workflows").mkdir()
+    (root / ".roost" / "workflows" / "both.md").write_text(WORKFLOW)
     return root
 
 
@@ -100,6 +113,30 @@ def test_a_model_calls_an_mcp_tool_and_a_denied_one_never_reaches_the_server(
         bad = _run(c, project, "mcp.fx.echo", {"text": 5}, "direct-2")
         assert bad["reason"]["code"] == "invalid_tool_args"  # the server's schema, enforced
         assert _calls(root) == ["echo"]
+        # a workflow step reaches the server through the same decision: add stays denied
+        flow = _run(c, project, "workflow.run.both", {}, "flow-1")
+        assert flow["status"] == "error", flow
+        assert flow["reason"]["code"] == "denied" and flow["reason"]["step_tool"] == "mcp.fx.add"
+        assert _calls(root) == ["echo", "echo"]
+
+
+def test_a_workflow_runs_mcp_steps_and_a_slow_call_times_out(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    root = _root(tmp_path, "repo")
+    options = {"mcp_servers": [_stdio(root)], "tool_timeout_ms": 3000}
+    with daemon.client(timeout_s=60) as c:
+        project = c.start_project(str(root), "p1", options)
+        c.start_conversation(project, C)
+        flow = _run(c, project, "workflow.run.both", {}, "flow-2")
+        assert flow["status"] == "ok", flow
+        steps = flow["result"]["steps"]
+        assert [s["result"]["text"] for s in steps] == ["from a workflow", "42"]
+        slow = _run(c, project, "mcp.fx.sleep", {"seconds": 20}, "slow")
+        assert slow["status"] == "error" and slow["reason"]["code"] == "timeout", slow
+        after = _run(c, project, "mcp.fx.echo", {"text": "still here"}, "after")
+        assert after["status"] == "ok", after
+    assert _calls(root) == ["echo", "add", "sleep", "echo"]
 
 
 def test_a_stdio_server_is_confined_by_the_sandbox(daemon: Daemon, tmp_path: Path) -> None:
