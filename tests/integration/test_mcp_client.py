@@ -284,3 +284,25 @@ def test_a_bad_mcp_servers_entry_refuses_the_project(daemon: Daemon, tmp_path: P
         c.start_project(str(root), "p1", {"mcp_servers": [{"name": "fx", "command": "x y"}]})
     assert caught.value.code == "invalid_runtime_opt"
     assert caught.value.details["problem"] == "invalid_command"
+
+
+def test_a_cancelled_turn_abandons_the_mcp_call(daemon: Daemon, tmp_path: Path) -> None:
+    root = _root(tmp_path, "repo")
+    options = {"mcp_servers": [_stdio(root)], "tool_timeout_ms": 60000}
+    with daemon.client(timeout_s=60) as c:
+        project = c.start_project(str(root), "p1", options)
+        c.start_conversation(project, C)
+        calls = [{"name": "mcp.fx.sleep", "args": {"seconds": 40}}]
+        c.send_message(project, C, "sleep", correlation_id="long", llm={"tool_calls": calls})
+        deadline = time.monotonic() + 30
+        while "sleep" not in _calls(root):
+            assert time.monotonic() < deadline, "the server was never called"
+            time.sleep(0.1)
+        c.cancel(project, C, correlation_id="long")
+        c.resume(project, C)
+        started = time.monotonic()
+        # the cancelled call let go of the server: the next call does not wait 40 s for it
+        after = _run(c, project, "mcp.fx.echo", {"text": "next"}, "after-cancel")
+        assert after["status"] == "ok", after
+        assert time.monotonic() - started < 15
+        assert "tool.cancelled" in _types(c, project, "long")
