@@ -98,6 +98,34 @@ def check_url(url: str, options: Mapping[str, Any]) -> None:
     resolve_and_check(policy, decision.host, decision.port, target=url)
 
 
+_HOME_PREFIX = "roost-mcp-home-"
+
+
+def _scratch_home() -> str:
+    """A new scratch home named after this process; those of dead processes are removed.
+
+    A process that runs tools can end without leaving its sessions (an actor stopped, a
+    crash), so its servers' homes are swept by the next process that starts one.
+    """
+    tmp = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(tmp):
+            owner = name[len(_HOME_PREFIX) :].partition("-")[0]
+            if name.startswith(_HOME_PREFIX) and owner.isdigit() and not _running(int(owner)):
+                shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{_HOME_PREFIX}{os.getpid()}-")
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _short(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
     return text if len(text) <= 300 else text[:297] + "..."
@@ -124,7 +152,7 @@ class _Connection:
     async def _hold(self, ready: asyncio.Future[None]) -> None:
         from mcp.client.session import ClientSession  # noqa: PLC0415
 
-        home = tempfile.mkdtemp(prefix="roost-mcp-home-")
+        home = _scratch_home()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if "url" in self.entry:
@@ -198,7 +226,7 @@ class ServerSession:
         self.root = root
         self.options = dict(options)
         self.restarts = 0
-        self.started_once = False
+        self.attempted = False
         self._conn: _Connection | None = None
         self._lock = threading.Lock()
 
@@ -261,7 +289,8 @@ class ServerSession:
                 )
             )
             self._drop()
-        restart = self.started_once
+        restart = self.attempted
+        self.attempted = True
         if restart:
             if self.restarts >= MAX_RESTARTS:
                 raise ToolError(
@@ -298,7 +327,6 @@ class ServerSession:
                 kind="mcp_server_unavailable",
                 server=self.name,
             ) from e
-        self.started_once = True
         self._conn = conn
         if restart:
             signals.append(
