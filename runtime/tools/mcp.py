@@ -2,7 +2,7 @@
 
 :func:`mcp_tools` runs when the project's registry is built (project start): with
 ``mcp`` in ``protocol_allowlist``, it lists every ``mcp_servers`` entry's tools
-(:func:`runtime.tools.mcp_session.list_servers`) and makes each one a tool named
+(:func:`runtime.tools.mcp_listing.list_servers`) and makes each one a tool named
 :func:`tool_name` whose ``input_schema`` is the server's ``inputSchema``. A server that
 cannot start, or a tool whose name or schema Roost cannot carry, is left out and named in
 the errors (``{type: "mcp_server" | "mcp_tool", key, reason}``, shown in
@@ -23,7 +23,8 @@ from typing import Any
 from runtime.errors import ToolError
 from runtime.guard.schema import check_schema
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
-from runtime.tools.mcp_session import list_servers, session_for
+from runtime.tools.mcp_listing import list_servers
+from runtime.tools.mcp_session import session_for
 
 __all__ = ["PREFIX", "TOOL_PATTERN", "call_mcp_tool", "mcp_tools", "split_tool_name", "tool_name"]
 

@@ -16,8 +16,8 @@ no actors): one event-loop thread per process (:func:`_loop`), started at the fi
 call, holds every server's connection; a call is submitted to it with the call's
 remaining time and abandoned (its task cancelled) on timeout or cancellation. The
 project's tool listing, at project start, runs in a short-lived child process
-(``python -m runtime.tools.mcp_session``, :func:`list_servers`) so the Project actor,
-which forks its children, never starts a thread or a loop.
+(:mod:`runtime.tools.mcp_listing`) so the Project actor, which forks its children,
+never starts a thread or a loop.
 
 **Restarts.** Before each call the session is pinged; a server that does not answer (its
 process exited, the connection broke) is recorded as ``mcp.server_exited`` and started
@@ -34,8 +34,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -55,18 +53,16 @@ from runtime.guard.sandbox import bwrap_argv, probe_layers, require_confinement
 from runtime.tools.command import command_view
 
 __all__ = [
-    "LIST_TIMEOUT_S",
     "MAX_RESTARTS",
     "ServerSession",
-    "list_servers",
+    "check_url",
     "session_for",
+    "short_error",
     "stdio_argv",
 ]
 
 MAX_RESTARTS = 5
 """Restarts of one server per process before its calls fail with ``mcp_server_unavailable``."""
-LIST_TIMEOUT_S = 20.0
-"""Seconds the listing at project start may take for all servers together."""
 _PING_S = 5.0
 _POLL_S = 0.05
 _BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0)
@@ -126,12 +122,13 @@ def _running(pid: int) -> bool:
     return True
 
 
-def _short(error: BaseException) -> str:
+def short_error(error: BaseException) -> str:
+    """``Type: message`` of ``error``, at most 300 characters."""
     text = f"{type(error).__name__}: {error}"
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-class _Connection:
+class Connection:
     """One live connection, held open by a task on the loop until :meth:`close`."""
 
     def __init__(self, entry: Mapping[str, Any], root: str, options: Mapping[str, Any]):
@@ -227,7 +224,7 @@ class ServerSession:
         self.options = dict(options)
         self.restarts = 0
         self.attempted = False
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
         self._lock = threading.Lock()
 
     @property
@@ -257,7 +254,7 @@ class ServerSession:
                         timeout_ms=ms,
                     ) from None
 
-    def _alive(self, conn: _Connection, cancelled: threading.Event) -> bool:
+    def _alive(self, conn: Connection, cancelled: threading.Event) -> bool:
         if conn.session is None:
             return False
         try:
@@ -278,7 +275,7 @@ class ServerSession:
 
     def _ensure(
         self, signals: list[ev.Event], call_id: str, timeout_s: float, cancelled: threading.Event
-    ) -> _Connection:
+    ) -> Connection:
         conn = self._conn
         if conn is not None and self._alive(conn, cancelled):
             return conn
@@ -302,7 +299,7 @@ class ServerSession:
                 )
             time.sleep(min(_BACKOFF_S[min(self.restarts, len(_BACKOFF_S) - 1)], timeout_s / 4))
             self.restarts += 1
-        conn = _Connection(self.entry, self.root, self.options)
+        conn = Connection(self.entry, self.root, self.options)
         try:
             self._submit(conn.open(), timeout_s, cancelled)
         except ToolError as e:
@@ -318,12 +315,12 @@ class ServerSession:
         except Exception as e:
             signals.append(
                 ev.McpServerExited(
-                    server=self.name, reason="start_failed", detail=_short(e), call_id=call_id
+                    server=self.name, reason="start_failed", detail=short_error(e), call_id=call_id
                 )
             )
             raise ToolError(
                 "tool_error",
-                f"MCP server {self.name} could not be started: {_short(e)}",
+                f"MCP server {self.name} could not be started: {short_error(e)}",
                 kind="mcp_server_unavailable",
                 server=self.name,
             ) from e
@@ -366,7 +363,7 @@ class ServerSession:
                 if conn.session is not None and self._alive(conn, cancelled):
                     raise ToolError(
                         "tool_error",
-                        f"MCP server {self.name} refused the call to {tool}: {_short(e)}",
+                        f"MCP server {self.name} refused the call to {tool}: {short_error(e)}",
                         kind="mcp_error",
                         server=self.name,
                     ) from e
@@ -374,7 +371,7 @@ class ServerSession:
                     ev.McpServerExited(
                         server=self.name,
                         reason="connection_closed",
-                        detail=_short(e),
+                        detail=short_error(e),
                         call_id=call_id,
                     )
                 )
@@ -400,84 +397,3 @@ def session_for(entry: Mapping[str, Any], root: str, options: Mapping[str, Any])
         if found is None:
             found = _SESSIONS[key] = ServerSession(entry, root, options)
         return found
-
-
-# --- listing at project start (in a child process) ------------------------------------
-
-
-async def _list_one(
-    entry: Mapping[str, Any], root: str, options: Mapping[str, Any]
-) -> dict[str, Any]:
-    conn = _Connection(entry, root, options)
-    try:
-        await conn.open()
-        result = await conn.session.list_tools()
-        tools = [
-            {
-                "name": tool.name,
-                "description": tool.description or "",
-                "input_schema": dict(tool.input_schema or {}),
-            }
-            for tool in result.tools
-        ]
-        return {"tools": tools}
-    except ToolError as e:
-        return {"error": {"code": e.code, "message": e.message, **e.details}}
-    except Exception as e:
-        return {"error": {"code": "tool_error", "message": _short(e)}}
-    finally:
-        await conn.close()
-
-
-async def _list_all(request: Mapping[str, Any]) -> dict[str, Any]:
-    servers = list(request["servers"])
-    results = await asyncio.gather(
-        *(
-            asyncio.wait_for(_list_one(e, request["root"], request["options"]), LIST_TIMEOUT_S)
-            for e in servers
-        ),
-        return_exceptions=True,
-    )
-    out: dict[str, Any] = {}
-    for entry, result in zip(servers, results, strict=True):
-        if isinstance(result, BaseException):
-            message = (
-                f"no tool list within {LIST_TIMEOUT_S:g} s"
-                if isinstance(result, TimeoutError)
-                else _short(result)
-            )
-            out[str(entry["name"])] = {"error": {"code": "tool_error", "message": message}}
-        else:
-            out[str(entry["name"])] = result
-    return out
-
-
-def list_servers(
-    servers: list[Mapping[str, Any]], root: str, options: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``{name: {tools: [...]} | {error: {...}}}`` for every server, from a child process."""
-    request = {"servers": servers, "root": root, "options": dict(options)}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "runtime.tools.mcp_session"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            timeout=LIST_TIMEOUT_S + 10,
-            check=False,
-        )
-        answer: dict[str, Any] = json.loads(done.stdout)
-    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
-        error = {"code": "tool_error", "message": f"the MCP tool listing failed: {_short(e)}"}
-        return {str(s["name"]): {"error": error} for s in servers}
-    return answer
-
-
-def _main() -> None:
-    request = json.loads(sys.stdin.read())
-    answer = asyncio.run(_list_all(request))
-    sys.stdout.write(json.dumps(answer))
-
-
-if __name__ == "__main__":
-    _main()
