@@ -37,6 +37,9 @@ __all__ = [
     "LlmCompleted",
     "LlmFailed",
     "LlmStarted",
+    "McpServerExited",
+    "McpServerRestarted",
+    "McpServerStarted",
     "PolicyAllowed",
     "PolicyDenied",
     "ProjectAssetsLoaded",
@@ -570,6 +573,41 @@ class JournalCheckpoint(Event, frozen=True, kw_only=True, tag="journal.checkpoin
     """HMAC-SHA256 (hex) over the project id and every other field, with the journal key."""
 
 
+class McpServerStarted(Event, frozen=True, kw_only=True, tag="mcp.server_started"):
+    """An external MCP server (``mcp_servers``) was started and initialized for tool calls."""
+
+    server: str
+    """The server's name in ``mcp_servers``."""
+    transport: str = "stdio"
+    """``stdio`` (a sandboxed process) or ``http`` (streamable HTTP)."""
+    call_id: str | None = None
+    """The call that started it."""
+
+
+class McpServerExited(Event, frozen=True, kw_only=True, tag="mcp.server_exited"):
+    """An external MCP server stopped answering (its process exited or the connection broke)."""
+
+    server: str
+    """The server's name in ``mcp_servers``."""
+    reason: str = "connection_closed"
+    """Why it is considered gone: ``connection_closed``, ``start_failed``, ..."""
+    detail: str = ""
+    """The error seen, shortened."""
+    call_id: str | None = None
+    """The call that noticed it."""
+
+
+class McpServerRestarted(Event, frozen=True, kw_only=True, tag="mcp.server_restarted"):
+    """An external MCP server that had exited was started again."""
+
+    server: str
+    """The server's name in ``mcp_servers``."""
+    attempt: int = 1
+    """Restarts so far for this server in this ToolRunner (bounded)."""
+    call_id: str | None = None
+    """The call that restarted it."""
+
+
 PAYLOAD_TYPES: dict[str, type[Event]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
     for cls in (
@@ -616,6 +654,9 @@ PAYLOAD_TYPES: dict[str, type[Event]] = {
         AlertDispatched,
         AlertFailed,
         JournalCheckpoint,
+        McpServerStarted,
+        McpServerExited,
+        McpServerRestarted,
     )
 }
 """Every event type name mapped to its payload Struct."""

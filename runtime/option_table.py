@@ -73,6 +73,7 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
         "security.sandbox_violation",
     )
     alert_router: str | None = None
+    mcp_servers: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> RuntimeOptions:

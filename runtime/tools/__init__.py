@@ -5,6 +5,9 @@
 - ``command``: ``command.run``. ``http``: ``http.fetch``.
 - ``asset``: ``asset.list``, ``asset.search``, ``asset.get`` and the generated
   ``command.run.<name>`` / ``workflow.run.<name>`` tools.
+- ``mcp``: the ``mcp.<server>.<tool>`` tools of the ``mcp_servers`` option;
+  ``mcp_session``: the sandboxed or egress-checked connections to those servers;
+  ``mcp_listing``: their tool listing at project start.
 """
 
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec

@@ -3,7 +3,9 @@
 :meth:`ToolRegistry.for_project` gathers the built-in tool modules (``runtime.tools.fs``,
 ``runtime.tools.command``, ``runtime.tools.http``, ``runtime.tools.asset``; each exports
 ``SPECS`` and ``TOOLS``) and the tools generated from the project's assets
-(``command.run.<key>``, ``workflow.run.<key>``). A built-in module that fails to import is
+(``command.run.<key>``, ``workflow.run.<key>``) and from its ``mcp_servers``
+(``mcp.<server>.<tool>``, :mod:`runtime.tools.mcp`; servers that could not be listed are
+in :attr:`ToolRegistry.mcp_errors`). A built-in module that fails to import is
 left out and named in :attr:`ToolRegistry.import_errors`, so one broken module never takes
 the others down.
 
@@ -74,6 +76,8 @@ class ToolRegistry:
         """The project's asset catalog the generated tools were built from."""
         self.import_errors: dict[str, str] = dict(import_errors or {})
         """Built-in modules that could not be imported, with the error."""
+        self.mcp_errors: list[dict[str, Any]] = []
+        """``mcp_servers`` servers or tools left out, each ``{type, key, reason}``."""
 
     @classmethod
     def for_project(cls, root: str, options: Mapping[str, Any]) -> ToolRegistry:
@@ -106,7 +110,20 @@ class ToolRegistry:
             for spec in generated_specs:
                 if spec.name not in tools and spec.name in generated_fns:
                     tools[spec.name] = (spec, generated_fns[spec.name])
-        return cls(tools, catalog, errors)
+        mcp_errors: list[dict[str, Any]] = []
+        if options.get("mcp_servers"):
+            try:
+                from runtime.tools.mcp import mcp_tools  # noqa: PLC0415
+
+                mcp_specs, mcp_fns, mcp_errors = mcp_tools(root, options)
+            except Exception as e:  # like a broken built-in module: the others still load
+                errors["runtime.tools.mcp"] = f"{type(e).__name__}: {e}"
+            else:
+                for spec in mcp_specs:
+                    tools.setdefault(spec.name, (spec, mcp_fns[spec.name]))
+        registry = cls(tools, catalog, errors)
+        registry.mcp_errors = mcp_errors
+        return registry
 
     def get(self, name: str) -> tuple[ToolSpec, ToolFn] | None:
         """Return ``(spec, fn)`` for tool ``name``, or None when there is no such tool."""
@@ -140,5 +157,5 @@ class ToolRegistry:
         return {
             "generation": self.catalog.generation,
             "counts": self.catalog.counts(),
-            "errors": self.catalog.errors(),
+            "errors": [*self.catalog.errors(), *self.mcp_errors],
         }

@@ -62,6 +62,7 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "idle_passivation_ms": 300000,
     "alert_signal_events": ["security.repeated_timeout_failures", "security.sandbox_violation"],
     "alert_router": None,
+    "mcp_servers": [],  # SPEC section 12
 }
 """The SPEC section 5 table, transcribed by hand."""
 
@@ -174,6 +175,8 @@ ACCEPTED: list[tuple[str, Any, Any]] = [
     ("alert_router", "myalerts.hooks:route", "myalerts.hooks:route"),
     ("alert_router", " pkg:fn ", "pkg:fn"),
     ("alert_router", None, None),
+    ("mcp_servers", [], []),
+    ("mcp_servers", [{"name": "fx", "command": ["srv"]}], [{"name": "fx", "command": ["srv"]}]),
 ]
 
 
@@ -291,6 +294,7 @@ REJECTED: list[tuple[str, Any, str]] = [
     ("alert_router", "pkg:fn:extra", "invalid_entry"),
     ("alert_router", "pkg:", "invalid_entry"),
     ("alert_router", "", "invalid_entry"),
+    ("mcp_servers", [{"name": "fx", "command": "srv"}], "invalid_entry"),
 ]
 
 

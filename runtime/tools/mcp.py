@@ -1,0 +1,138 @@
+"""External MCP servers' tools as Roost tools: ``mcp.<server>.<tool>``.
+
+:func:`mcp_tools` runs when the project's registry is built (project start): with
+``mcp`` in ``protocol_allowlist``, it lists every ``mcp_servers`` entry's tools
+(:func:`runtime.tools.mcp_listing.list_servers`) and makes each one a tool named
+:func:`tool_name` whose ``input_schema`` is the server's ``inputSchema``. A server that
+cannot start, or a tool whose name or schema Roost cannot carry, is left out and named in
+the errors (``{type: "mcp_server" | "mcp_tool", key, reason}``, shown in
+``project.assets_loaded``); the project still starts. Without ``mcp`` in
+``protocol_allowlist`` no server is started and one error says so.
+
+A call runs :func:`call_mcp_tool` (a partial, so the registry stays picklable) in the
+process that runs tools, through :func:`runtime.tools.mcp_session.session_for`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from runtime.errors import ToolError
+from runtime.guard.schema import check_schema
+from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+from runtime.tools.mcp_listing import list_servers
+from runtime.tools.mcp_session import session_for
+
+__all__ = ["PREFIX", "TOOL_PATTERN", "call_mcp_tool", "mcp_tools", "split_tool_name", "tool_name"]
+
+PREFIX = "mcp."
+"""Every external MCP tool's name starts with it."""
+
+TOOL_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+"""An MCP tool name Roost carries (the MCP spec's character set, at most 128 characters)."""
+
+_MAX_DESCRIPTION = 1024
+
+
+def tool_name(server: str, tool: str) -> str:
+    """The Roost name of ``tool`` on ``server``: ``mcp.<server>.<tool>``."""
+    return f"{PREFIX}{server}.{tool}"
+
+
+def split_tool_name(name: str) -> tuple[str, str] | None:
+    """``(server, tool)`` of an ``mcp.<server>.<tool>`` name, or None (servers have no dots)."""
+    if not name.startswith(PREFIX):
+        return None
+    server, dot, tool = name[len(PREFIX) :].partition(".")
+    return (server, tool) if dot and server and tool else None
+
+
+def call_mcp_tool(
+    entry: Mapping[str, Any], tool: str, root: str, ctx: ToolContext, args: dict[str, Any]
+) -> dict[str, Any]:
+    """Call ``tool`` on server ``entry``; ``{content, structured_content}`` or ``ToolError``."""
+    session = session_for(entry, root, ctx.options)
+    result = session.call(
+        tool,
+        args,
+        signals=ctx.signals,
+        call_id=ctx.call_id,
+        timeout_s=ctx.remaining_s(),
+        cancelled=ctx.cancelled,
+    )
+    content = [block.model_dump(mode="json", exclude_none=True) for block in result.content]
+    text = "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+    if result.is_error:
+        raise ToolError(
+            "tool_error",
+            f"{tool_name(str(entry['name']), tool)} reported an error: {text[:500]}",
+            kind="mcp_tool_error",
+            server=str(entry["name"]),
+            content=content,
+        )
+    out: dict[str, Any] = {"content": content, "text": text}
+    if result.structured_content is not None:
+        out["structured_content"] = result.structured_content
+    return out
+
+
+def _spec(entry: Mapping[str, Any], tool: Mapping[str, Any], name: str) -> ToolSpec:
+    schema = dict(tool["input_schema"])
+    check_schema(schema)  # ToolError invalid_tool_args when Roost cannot enforce it
+    description = (
+        str(tool.get("description") or "") or f"The {tool['name']} tool of {entry['name']}."
+    )
+    return ToolSpec(
+        name=name,
+        description=description[:_MAX_DESCRIPTION],
+        input_schema=schema,
+        runs_commands="command" in entry,
+        network_capable="url" in entry,
+    )
+
+
+def mcp_tools(
+    root: str, options: Mapping[str, Any]
+) -> tuple[list[ToolSpec], dict[str, ToolFn], list[dict[str, Any]]]:
+    """The tools of the project's ``mcp_servers``: ``(specs, fns, errors)`` (see module doc)."""
+    servers: list[Mapping[str, Any]] = list(options.get("mcp_servers") or ())
+    if not servers:
+        return [], {}, []
+    if "mcp" not in (options.get("protocol_allowlist") or ()):
+        reason = "protocol_not_allowed: mcp is not in protocol_allowlist; no server was started"
+        return (
+            [],
+            {},
+            [{"type": "mcp_server", "key": str(s["name"]), "reason": reason} for s in servers],
+        )
+    listed = list_servers(servers, root, options)
+    specs: list[ToolSpec] = []
+    fns: dict[str, ToolFn] = {}
+    errors: list[dict[str, Any]] = []
+    for entry in servers:
+        server = str(entry["name"])
+        answer = listed.get(server) or {"error": {"message": "no answer"}}
+        if "error" in answer:
+            error = answer["error"]
+            reason = f"{error.get('code', 'tool_error')}: {error.get('message', '')}"
+            errors.append({"type": "mcp_server", "key": server, "reason": reason})
+            continue
+        for tool in answer.get("tools") or ():
+            raw = str(tool.get("name", ""))
+            if not TOOL_PATTERN.match(raw):
+                errors.append(
+                    {"type": "mcp_tool", "key": f"{server}/{raw[:64]}", "reason": "invalid_name"}
+                )
+                continue
+            name = tool_name(server, raw)
+            try:
+                spec = _spec(entry, tool, name)
+            except (ToolError, TypeError, ValueError) as e:
+                errors.append({"type": "mcp_tool", "key": name, "reason": f"schema: {e}"})
+                continue
+            specs.append(spec)
+            fns[name] = functools.partial(call_mcp_tool, dict(entry), raw, root)
+    return specs, fns, errors
