@@ -28,7 +28,13 @@ import re
 from typing import Any, Final
 
 from events.incidents import ERROR_KINDS
-from events.report import LATENCY_STAGES
+from events.report import (
+    LATENCY_HEADERS,
+    LATENCY_STAGES,
+    TOOL_CALL_HEADERS,
+    latency_rows,
+    tool_call_rows,
+)
 
 __all__ = ["CONTENT_SECURITY_POLICY", "MARK_KINDS", "render_incident_html"]
 
@@ -375,22 +381,8 @@ def _table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> str:
 
 
 def _tables(report: dict[str, Any]) -> str:
-    calls = [
-        [
-            c["requested_seq"],
-            c["call_id"],
-            c["name"],
-            c["decision"],
-            c["outcome"],
-            c["code"],
-            c["latency_ms"],
-        ]
-        for c in report["tool_calls"]
-    ]
-    latency = [
-        [stage, s["count"], s["min_ms"], s["max_ms"], s["total_ms"]]
-        for stage, s in report["latency"].items()
-    ]
+    calls = tool_call_rows(report["tool_calls"])
+    latency = latency_rows(report["latency"])
     counts = [[kind, n] for kind, n in sorted(report["counts_by_type"].items())]
     asked = "".join(
         f'<li><a href="#event-{a["seq"]}">seq {a["seq"]}</a> · {_t(a["at"])} · '
@@ -402,11 +394,9 @@ def _tables(report: dict[str, Any]) -> str:
         + (f'<ul class="entries">{asked}</ul>' if asked else '<p class="none">None.</p>')
         + "</section>"
         + '<section id="tool-calls"><h2>Tool calls</h2>'
-        + _table(
-            ["seq", "call", "tool", "decision", "outcome", "code", "latency ms"], calls, {0, 6}
-        )
+        + _table(list(TOOL_CALL_HEADERS), calls, {0, 6})
         + '</section><div class="grid2"><section id="latency"><h2>Latency</h2>'
-        + _table(["stage", "count", "min ms", "max ms", "total ms"], latency, {1, 2, 3, 4})
+        + _table(list(LATENCY_HEADERS), latency, {1, 2, 3, 4})
         + '</section><section id="counts"><h2>Counts by type</h2>'
         + _table(["type", "count"], counts, {1})
         + "</section></div>"

@@ -14,11 +14,15 @@ from typing import Any, Final
 from events.codecs import canonical_json
 
 __all__ = [
+    "LATENCY_HEADERS",
     "LATENCY_STAGES",
     "SUMMARY_MAX_CHARS",
+    "TOOL_CALL_HEADERS",
     "clip",
     "describe_event",
+    "latency_rows",
     "render_incident_markdown",
+    "tool_call_rows",
 ]
 
 LATENCY_STAGES: Final[tuple[str, ...]] = ("turn", "model_round", "policy", "approval", "tool_call")
@@ -196,6 +200,43 @@ def _stages(latency: dict[str, Any]) -> list[tuple[str, Any]]:
     return known + sorted(item for item in latency.items() if item[0] not in LATENCY_STAGES)
 
 
+TOOL_CALL_HEADERS: Final[tuple[str, ...]] = (
+    "seq",
+    "call",
+    "tool",
+    "decision",
+    "outcome",
+    "code",
+    "latency ms",
+)
+"""The columns of a report's tool-call table (Markdown and HTML alike)."""
+_TOOL_CALL_KEYS: Final = (
+    "requested_seq",
+    "call_id",
+    "name",
+    "decision",
+    "outcome",
+    "code",
+    "latency_ms",
+)
+
+LATENCY_HEADERS: Final[tuple[str, ...]] = ("stage", "count", "min ms", "max ms", "total ms")
+"""The columns of a report's latency table (Markdown and HTML alike)."""
+
+
+def tool_call_rows(calls: list[dict[str, Any]]) -> list[list[Any]]:
+    """The rows of the tool-call table, one per call, in :data:`TOOL_CALL_HEADERS` order."""
+    return [[call[key] for key in _TOOL_CALL_KEYS] for call in calls]
+
+
+def latency_rows(latency: dict[str, Any]) -> list[list[Any]]:
+    """The rows of the latency table: the known stages in order, then any others sorted."""
+    return [
+        [stage, s["count"], s["min_ms"], s["max_ms"], s["total_ms"]]
+        for stage, s in _stages(latency)
+    ]
+
+
 _PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("denials", "Denials"),
     ("failures", "Failures"),
@@ -251,35 +292,13 @@ def render_incident_markdown(report: dict[str, Any]) -> str:
     calls = report["tool_calls"]
     lines += _section(
         "Tool calls",
-        _table(
-            ["seq", "call", "tool", "decision", "outcome", "code", "latency ms"],
-            [
-                [
-                    c["requested_seq"],
-                    c["call_id"],
-                    c["name"],
-                    c["decision"],
-                    c["outcome"],
-                    c["code"],
-                    c["latency_ms"],
-                ]
-                for c in calls
-            ],
-        )
-        if calls
-        else [],
+        _table(list(TOOL_CALL_HEADERS), tool_call_rows(calls)) if calls else [],
     )
     for key, title in _PROBLEM_SECTIONS:
         lines += _section(title, [_line(entry) for entry in report[key]])
     lines += _section(
         "Latency",
-        _table(
-            ["stage", "count", "min ms", "max ms", "total ms"],
-            [
-                [stage, s["count"], s["min_ms"], s["max_ms"], s["total_ms"]]
-                for stage, s in _stages(report["latency"])
-            ],
-        ),
+        _table(list(LATENCY_HEADERS), latency_rows(report["latency"])),
     )
     counts = report["counts_by_type"]
     lines += _section(

@@ -24,6 +24,10 @@ process exited, the connection broke) is recorded as ``mcp.server_exited`` and s
 again (``mcp.server_restarted``) after a bounded backoff, at most :data:`MAX_RESTARTS`
 times per process. A call in flight when its server dies fails with ``tool_error {kind:
 mcp_server_exited}``.
+
+Why this module is long: confinement, the loop thread and restarts act on one session
+object (a restart re-runs the confinement; a call waits on the loop and triggers the
+restart), so they are kept together rather than split across modules that share its state.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ import pytest
 
 from runtime.errors import InvalidRuntimeOptError, ToolError
 from runtime.guard.sandbox import probe_layers
-from runtime.policy.mcp_servers import PROBLEMS
 from runtime.option_table import RuntimeOptions
+from runtime.policy.mcp_servers import PROBLEMS
 from runtime.policy.options import validate_options
 from runtime.tools.mcp import mcp_tools, split_tool_name, tool_name
 from runtime.tools.mcp_session import check_url, stdio_argv
