@@ -2,6 +2,10 @@
 
 import sys
 
-from runtime.daemon.main import main
+from runtime.daemon.unused_imports import keep_out
+
+keep_out()  # before structlog and httpx are imported: see runtime.daemon.unused_imports
+
+from runtime.daemon.main import main  # noqa: E402
 
 sys.exit(main())
