@@ -31,6 +31,7 @@ from events.incidents import ERROR_KINDS
 from events.report import (
     LATENCY_HEADERS,
     LATENCY_STAGES,
+    PROBLEM_SECTIONS,
     TOOL_CALL_HEADERS,
     latency_rows,
     tool_call_rows,
@@ -71,14 +72,6 @@ _END_MARKS: Final = {
     "conversation.cancel": "cancel",
 }
 _CONTROL: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_PROBLEMS: Final = (
-    ("denials", "Denials"),
-    ("failures", "Failures"),
-    ("timeouts", "Timeouts"),
-    ("cancellations", "Cancellations"),
-    ("security_signals", "Security signals"),
-    ("actor_events", "Actor crashes, restarts and escalations"),
-)
 
 _CHIPS: Final = {
     "denials": ("denial", "denials", "denial"),
@@ -348,7 +341,7 @@ def _data(data: Any) -> str:
 
 def _entries(report: dict[str, Any]) -> str:
     parts, empty = [], []
-    for key, title in _PROBLEMS:
+    for key, title in PROBLEM_SECTIONS:
         entries = report[key]
         if not entries:
             empty.append(title.lower())

@@ -16,6 +16,7 @@ from events.codecs import canonical_json
 __all__ = [
     "LATENCY_HEADERS",
     "LATENCY_STAGES",
+    "PROBLEM_SECTIONS",
     "SUMMARY_MAX_CHARS",
     "TOOL_CALL_HEADERS",
     "clip",
@@ -237,7 +238,7 @@ def latency_rows(latency: dict[str, Any]) -> list[list[Any]]:
     ]
 
 
-_PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
+PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("denials", "Denials"),
     ("failures", "Failures"),
     ("timeouts", "Timeouts"),
@@ -245,6 +246,7 @@ _PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("security_signals", "Security signals"),
     ("actor_events", "Actor crashes, restarts and escalations"),
 )
+"""The report's problem lists (key, title), in the order both renderings show them."""
 
 
 def render_incident_markdown(report: dict[str, Any]) -> str:
@@ -294,7 +296,7 @@ def render_incident_markdown(report: dict[str, Any]) -> str:
         "Tool calls",
         _table(list(TOOL_CALL_HEADERS), tool_call_rows(calls)) if calls else [],
     )
-    for key, title in _PROBLEM_SECTIONS:
+    for key, title in PROBLEM_SECTIONS:
         lines += _section(title, [_line(entry) for entry in report[key]])
     lines += _section(
         "Latency",
