@@ -62,6 +62,7 @@ __all__ = [
     "asset_tools",
     "catalog_for",
     "tool_name",
+    "unavailable_workflows",
 ]
 
 _TYPE = {"type": "string", "enum": list(ASSET_TYPES), "description": "The kind of asset."}
@@ -280,10 +281,37 @@ def _workflow_flags(steps: list[dict[str, Any]], known: Mapping[str, ToolSpec]) 
     specs = [known.get(step["tool"]) for step in steps]
     return {
         "read_only": all(s is not None and s.read_only for s in specs),
-        "writes": any(s is not None and s.writes for s in specs),
-        "network_capable": any(s is not None and s.network_capable for s in specs),
-        "runs_commands": any(s is not None and s.runs_commands for s in specs),
+        "writes": any(s is None or s.writes for s in specs),
+        "network_capable": any(s is None or s.network_capable for s in specs),
+        "runs_commands": any(s is None or s.runs_commands for s in specs),
     }
+
+
+def unavailable_workflows(
+    catalog: AssetCatalog, known: Mapping[str, ToolSpec]
+) -> dict[str, dict[str, Any]]:
+    """``{workflow.run.<key>: reason}`` for each valid workflow with a step no tool in ``known`` is.
+
+    ``known`` is the complete registry (built-ins, asset commands, MCP tools). The reason
+    is ``{code: denied, reason: unknown_step_tool, step, step_tool}`` for the first such
+    step: the policy refuses the workflow with it before any step runs, and the listing
+    shows it.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for asset in catalog.assets:
+        name = tool_name(asset)
+        if name is None or asset.type != "workflows":
+            continue
+        for index, step in enumerate(asset.steps or []):
+            if step["tool"] not in known:
+                out[name] = {
+                    "code": "denied",
+                    "reason": "unknown_step_tool",
+                    "step": index,
+                    "step_tool": step["tool"],
+                }
+                break
+    return out
 
 
 def asset_tools(
@@ -291,9 +319,12 @@ def asset_tools(
 ) -> tuple[list[ToolSpec], dict[str, ToolFn]]:
     """Build ``command.run.<key>`` and ``workflow.run.<key>`` for the catalog's valid assets.
 
-    ``known`` maps the other tools' names to their specs; a workflow's safety flags are
-    the union of its steps' (``read_only`` only when every step is known and read-only).
-    Generated command tools count as known for the workflows built with them.
+    ``known`` maps the other tools' names to their specs (the registry passes every other
+    tool, MCP tools included); a workflow's safety flags are the union of its steps'. A
+    step whose tool is not known counts as the most sensitive tool there is (writes, runs
+    commands, reaches the network, never read-only); :func:`unavailable_workflows` names
+    such workflows so the policy refuses them. Generated command tools count as known for
+    the workflows built with them.
     """
     specs: list[ToolSpec] = []
     fns: dict[str, ToolFn] = {}
