@@ -13,6 +13,8 @@ General layout:
 - Secrets: ``redaction`` / ``redaction_patterns``.
 - Shapes: ``schema`` (JSON Schema for arguments and options), ``safe_json`` (bounded nesting,
   no repeated keys), ``untrusted_regex`` (RE2).
+- Files a tool process can write, read from the daemon's side: ``safe_read`` (no link
+  followed, no FIFO or device, bounded).
 - Roost's own state: ``roost_home`` (where it is, hidden from tools), ``statedir`` (its
   modes), ``peers`` (who may use a Roost socket).
 

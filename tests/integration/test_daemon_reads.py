@@ -1,0 +1,139 @@
+"""The daemon never trusts a file a tool process can write, through a real daemon.
+
+Each test lets a command (the model chooses every call) leave something in the project
+root, then has the daemon read or ask about it: a sparse file of hundreds of MiB read by
+``fs.read`` (the ToolRunner's peak memory must not follow it), and a spoiled ``.git``
+with the root planted as a bare repository whose config includes a FIFO (the daemon's
+git must not be redirected or blocked, so the hooks directory stays read-only). And a
+root daemon on a checkout owned by another user still protects the hooks directory its
+git names (git's ``safe.directory`` made the daemon's old probe skip that config).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from runtime.client import Client
+from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon
+from tests.integration.conftest import Daemon, make_root
+from tests.integration.test_trust_boundary import git
+
+pytestmark = [
+    needs_bwrap,
+    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed here"),
+]
+
+C = "c"
+MiB = 1024 * 1024
+SPARSE_MIB = 400
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    with run_daemon(tmp_path / "home") as running:
+        yield running
+
+
+def _run(c: Client, project: str, command: str) -> dict[str, Any]:
+    call = Call(project, C, "command.run", {"command": command, "timeout_ms": 30000})
+    return call.run(c)
+
+
+def _peaks(daemon: Daemon) -> dict[int, int]:
+    """Peak resident memory (``VmHWM``, bytes) of every daemon process, by pid."""
+    out: dict[int, int] = {}
+    for proc in daemon.processes():
+        try:
+            with open(f"/proc/{proc.pid}/status", encoding="ascii") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        out[proc.pid] = int(line.split()[1]) * 1024
+        except (OSError, psutil.Error):
+            continue
+    return out
+
+
+def test_fs_read_of_a_huge_one_line_file_a_command_made_never_holds_it_in_memory(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    root = Path(make_root(tmp_path / "repo"))
+    with daemon.client(timeout_s=120) as c:
+        c.start_project(str(root), project_id="p")
+        c.start_conversation("p", conversation_id=C)
+        made = _run(c, "p", f"truncate -s {SPARSE_MIB}M big.bin && echo made")
+        assert made["status"] == "ok" and made["result"]["stdout"] == "made\n", made
+        assert (root / "big.bin").stat().st_size == SPARSE_MIB * MiB
+        assert Call("p", C, "fs.read", {"path": "notes.txt"}).run(c)["status"] == "ok"
+        before = _peaks(daemon)
+        read = Call("p", C, "fs.read", {"path": "big.bin"}).run(c)
+        after = _peaks(daemon)
+    assert read["status"] == "ok", read
+    assert read["result"]["truncated"] is True
+    assert read["result"]["content"] == ""
+    grown = {pid: after[pid] - before.get(pid, 0) for pid in after}
+    assert max(grown.values()) < 100 * MiB, {p: g // MiB for p, g in grown.items()}
+
+
+def _husky_repo(repo: Path) -> None:
+    repo.mkdir()
+    assert git(repo, "init", "-q").returncode == 0
+    assert git(repo, "config", "core.hooksPath", ".husky").returncode == 0
+    (repo / ".husky").mkdir()
+    (repo / ".husky" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+
+
+PLANT_HOOK = "printf '#!/bin/sh\\nid\\n' > .husky/pre-commit; echo rc=$?"
+
+
+def test_a_spoiled_git_dir_does_not_redirect_or_block_the_daemons_git(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    _husky_repo(repo)
+    spoil = (
+        "echo garbage > .git/HEAD && echo 'ref: refs/heads/main' > HEAD && "
+        "mkdir -p objects refs && mkfifo pipe && "
+        "printf '[include]\\n\\tpath = pipe\\n' > config && echo spoiled"
+    )
+    with daemon.client(timeout_s=120) as c:
+        c.start_project(str(repo), project_id="p")
+        c.start_conversation("p", conversation_id=C)
+        spoiled = _run(c, "p", spoil)
+        assert spoiled["status"] == "ok", spoiled
+        assert spoiled["result"]["stdout"] == "spoiled\n", spoiled
+        planted = _run(c, "p", PLANT_HOOK)
+        assert planted["status"] == "ok", planted
+        assert planted["result"]["stdout"] == "rc=2\n", planted
+        assert "Read-only file system" in planted["result"]["stderr"]
+    assert (repo / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root daemon on another user's checkout")
+def test_a_root_daemon_protects_the_hooks_path_of_a_checkout_another_user_owns(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    _husky_repo(repo)
+    os.chmod(repo / ".husky", 0o777)  # writable whatever the command's capabilities
+    os.chmod(repo / ".husky" / "pre-commit", 0o666)
+    for place in [repo, *repo.rglob("*")]:
+        os.lchown(place, 65534, 65534)
+    tmp_path.chmod(0o755)
+    with daemon.client(timeout_s=120) as c:
+        c.start_project(str(repo), project_id="p")
+        c.start_conversation("p", conversation_id=C)
+        planted = _run(c, "p", PLANT_HOOK)
+        assert planted["status"] == "ok", planted
+        assert planted["result"]["stdout"] == "rc=2\n", planted
+        assert "Read-only file system" in planted["result"]["stderr"]
+        write = Call("p", C, "fs.write", {"path": ".husky/pre-commit", "content": "id\n"}).run(c)
+        assert write["status"] == "error", write
+        assert write["reason"]["pattern"] == "core.hooksPath", write
+    assert (repo / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
