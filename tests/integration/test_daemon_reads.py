@@ -11,8 +11,12 @@ git names (git's ``safe.directory`` made the daemon's old probe skip that config
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +26,7 @@ import pytest
 
 from runtime.client import Client
 from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon
-from tests.integration.conftest import Daemon, make_root
+from tests.integration.conftest import REPO_ROOT, Daemon, make_root
 from tests.integration.test_trust_boundary import git
 
 pytestmark = [
@@ -92,6 +96,13 @@ def _husky_repo(repo: Path) -> None:
 PLANT_HOOK = "printf '#!/bin/sh\\nid\\n' > .husky/pre-commit; echo rc=$?"
 
 
+def _refused(planted: dict[str, Any]) -> None:
+    """The command could not write the hooks directory: it was bound read-only."""
+    assert planted["status"] == "ok", planted
+    assert planted["result"]["stdout"] == "rc=2\n", planted
+    assert "Read-only file system" in planted["result"]["stderr"]
+
+
 def test_a_spoiled_git_dir_does_not_redirect_or_block_the_daemons_git(
     daemon: Daemon, tmp_path: Path
 ) -> None:
@@ -108,10 +119,7 @@ def test_a_spoiled_git_dir_does_not_redirect_or_block_the_daemons_git(
         spoiled = _run(c, "p", spoil)
         assert spoiled["status"] == "ok", spoiled
         assert spoiled["result"]["stdout"] == "spoiled\n", spoiled
-        planted = _run(c, "p", PLANT_HOOK)
-        assert planted["status"] == "ok", planted
-        assert planted["result"]["stdout"] == "rc=2\n", planted
-        assert "Read-only file system" in planted["result"]["stderr"]
+        _refused(_run(c, "p", PLANT_HOOK))
     assert (repo / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
 
 
@@ -129,11 +137,54 @@ def test_a_root_daemon_protects_the_hooks_path_of_a_checkout_another_user_owns(
     with daemon.client(timeout_s=120) as c:
         c.start_project(str(repo), project_id="p")
         c.start_conversation("p", conversation_id=C)
-        planted = _run(c, "p", PLANT_HOOK)
-        assert planted["status"] == "ok", planted
-        assert planted["result"]["stdout"] == "rc=2\n", planted
-        assert "Read-only file system" in planted["result"]["stderr"]
+        _refused(_run(c, "p", PLANT_HOOK))
         write = Call("p", C, "fs.write", {"path": ".husky/pre-commit", "content": "id\n"}).run(c)
         assert write["status"] == "error", write
         assert write["reason"]["pattern"] == "core.hooksPath", write
     assert (repo / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+
+
+NOBODY = 65534
+SCRIPT = Path(__file__).with_name("nonroot_reads.py")
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None or not os.path.exists(SYSTEM_PYTHON),
+    reason="needs root to start a daemon as another user (setpriv) and a system python3",
+)
+def test_a_daemon_that_is_not_root_holds_the_same_reads_safe() -> None:
+    """``nonroot_reads.py`` runs as uid 65534: its daemon, its commands, its client.
+
+    The interpreter is the system's (the test's may live where that user cannot read) with
+    the test's packages on ``PYTHONPATH``.
+    """
+    base = Path(tempfile.mkdtemp(prefix="roost-nonroot-", dir="/var/tmp"))
+    try:
+        base.chmod(0o755)
+        os.chown(base, NOBODY, NOBODY)
+        site = [p for p in sys.path if p.endswith("site-packages")]
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(base),
+            "PYTHONPATH": os.pathsep.join([REPO_ROOT, *site]),
+            "ROOST_BACKEND": "runtime.daemon.backend:create_backend",
+        }
+        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        done = subprocess.run(
+            [*argv, SYSTEM_PYTHON, str(SCRIPT), str(base)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert out["spoil"]["result"]["stdout"] == "done\n", out["spoil"]
+    assert out["fs_read"]["result"]["truncated"] is True, out["fs_read"]
+    assert out["peak_growth"] < 100 * MiB, out["peak_growth"]
+    _refused(out["planted"])
+    assert out["hook"] == "#!/bin/sh\nexit 0\n"
