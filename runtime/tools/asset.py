@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import os
-import stat
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +42,7 @@ from runtime.errors import ToolError
 from runtime.guard.schema import validate_args
 from runtime.tools.asset_store import (
     ASSET_TYPES,
+    MAX_ASSETS_PER_TYPE,
     PREVIEW_CHARS,
     Asset,
     AssetCatalog,
@@ -122,27 +122,63 @@ _LOCK = threading.Lock()
 _CACHE: dict[str, tuple[tuple[Any, ...], AssetCatalog]] = {}
 
 
+def _entry(name: str, dir_fd: int) -> tuple[Any, ...]:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return (name, None)
+    return (name, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
+
+
+def _open_dir(name: str, dir_fd: int) -> int | None:
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return None
+
+
 def _fingerprint(root: str) -> tuple[Any, ...]:
-    """Identity and mtime of ``.roost``, its type directories and their files (no follow)."""
+    """Identity and mtime of ``.roost``, its type directories and their files.
+
+    Walked by descriptor with ``O_NOFOLLOW`` as :func:`load_assets` does: a ``.roost`` or a
+    type directory replaced by a symlink is fingerprinted as the link, never listed
+    through it; at most :data:`MAX_ASSETS_PER_TYPE` + 1 entries of a directory count.
+    """
     parts: list[Any] = []
-    roost = os.path.join(root, ".roost")
-    dirs = [roost] + [os.path.join(roost, t) for t in ASSET_TYPES]
-    for path in dirs:
-        try:
-            st = os.lstat(path)
-        except OSError:
-            parts.append((path, None))
-            continue
-        parts.append((path, st.st_ino, st.st_mode, st.st_mtime_ns))
-        if path == roost or not stat.S_ISDIR(st.st_mode):
-            continue
-        try:
-            with os.scandir(path) as entries:
-                for entry in entries:
-                    info = entry.stat(follow_symlinks=False)
-                    parts.append((entry.path, info.st_ino, info.st_size, info.st_mtime_ns))
-        except OSError:
-            parts.append((path, "unlistable"))
+    try:
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return (("root", None),)
+    try:
+        parts.append(_entry(".roost", root_fd))
+        roost_fd = _open_dir(".roost", root_fd)
+    finally:
+        os.close(root_fd)
+    if roost_fd is None:
+        return tuple(parts)
+    try:
+        for kind in ASSET_TYPES:
+            parts.append((kind, *_entry(kind, roost_fd)))
+            type_fd = _open_dir(kind, roost_fd)
+            if type_fd is None:
+                continue
+            try:
+                with os.scandir(type_fd) as entries:
+                    for count, entry in enumerate(entries):
+                        if count > MAX_ASSETS_PER_TYPE:
+                            parts.append((kind, "more"))
+                            break
+                        info = entry.stat(follow_symlinks=False)
+                        parts.append(
+                            (kind, entry.name, info.st_ino, info.st_size, info.st_mtime_ns)
+                        )
+            except OSError:
+                parts.append((kind, "unlistable"))
+            finally:
+                os.close(type_fd)
+    finally:
+        os.close(roost_fd)
     return tuple(sorted(parts, key=repr))
 
 
