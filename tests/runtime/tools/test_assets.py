@@ -417,9 +417,7 @@ def test_a_step_placeholder_without_an_input_fails_as_missing():
     assert (err.details["kind"], err.details["keys"]) == ("missing_required_args", ["path"])
 
 
-def test_past_the_per_type_cap_the_rest_of_a_directory_is_one_invalid_entry(
-    tmp_path, monkeypatch
-):
+def test_past_the_per_type_cap_the_rest_of_a_directory_is_one_invalid_entry(tmp_path, monkeypatch):
     import runtime.tools.asset_store as store
 
     monkeypatch.setattr(store, "MAX_ASSETS_PER_TYPE", 3)
