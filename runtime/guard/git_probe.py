@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import selectors
 import shutil
 import stat
 import subprocess
-import time
 
-from runtime.guard.safe_read import UnsafeFileError, read_regular
+from runtime.guard.safe_read import UnsafeFileError, read_pipe, read_regular
 
 __all__ = ["MAX_OUTPUT_BYTES", "TIMEOUT_S", "GitProbeError", "git_dir", "hooks_paths"]
 
@@ -116,27 +114,12 @@ def _bounded_run(argv: list[str], env: dict[str, str], root: str) -> tuple[int, 
         close_fds=True,
     )
     assert proc.stdout is not None
-    deadline = time.monotonic() + TIMEOUT_S
-    chunks: list[bytes] = []
-    size = 0
-    problem = ""
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                problem = f"git gave no answer within {TIMEOUT_S:g} s"
-                break
-            if not sel.select(left):
-                continue
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_OUTPUT_BYTES:
-                problem = f"git printed more than {MAX_OUTPUT_BYTES} bytes"
-                break
+    data, why = read_pipe(proc.stdout.fileno(), MAX_OUTPUT_BYTES, TIMEOUT_S)
+    problem = {
+        None: "",
+        "timeout": f"git gave no answer within {TIMEOUT_S:g} s",
+        "too_large": f"git printed more than {MAX_OUTPUT_BYTES} bytes",
+    }[why]
     if problem:
         proc.kill()
     proc.stdout.close()
@@ -147,7 +130,7 @@ def _bounded_run(argv: list[str], env: dict[str, str], root: str) -> tuple[int, 
         code = proc.wait()
     if problem:
         raise GitProbeError(root, problem)
-    return code, b"".join(chunks)
+    return code, data
 
 
 def _values(code: int, out: bytes, root: str) -> list[str]:

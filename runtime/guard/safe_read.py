@@ -10,18 +10,21 @@ component (relative to ``dir_fd`` when given, so a caller that walked the parent
 in between), a regular file only, and never more than ``max_bytes + 1`` bytes read.
 
 The same rule in a line reader (:func:`bounded_lines`) serves a file already opened and
-checked (``fs.read``): a line longer than the cap is cut, never held whole.
+checked (``fs.read``): a line longer than the cap is cut, never held whole. And for what a
+child process prints (:func:`read_pipe`): at most ``max_bytes``, until a deadline.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import selectors
 import stat
+import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
-__all__ = ["UnsafeFileError", "bounded_lines", "read_regular"]
+__all__ = ["UnsafeFileError", "bounded_lines", "read_pipe", "read_regular"]
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _CHUNK = 64 * 1024
@@ -95,3 +98,29 @@ def bounded_lines(f: BinaryIO, max_line: int) -> Iterator[tuple[bytes, bool]]:
             if not rest or rest.endswith(b"\n"):
                 break
         yield line, True
+
+
+def read_pipe(fd: int, max_bytes: int, timeout_s: float) -> tuple[bytes, str | None]:
+    """Read ``fd`` (a pipe from a child) to its end: ``(data, None)``, or ``(data, problem)``.
+
+    Stops at ``max_bytes + 1`` bytes (``"too_large"``) or after ``timeout_s``
+    (``"timeout"``); the caller then kills the child. Never blocks past the deadline.
+    """
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    size = 0
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b"".join(chunks), "timeout"
+            if not sel.select(left):
+                continue
+            chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - size))
+            if not chunk:
+                return b"".join(chunks), None
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                return b"".join(chunks), "too_large"
