@@ -89,8 +89,12 @@ def list_servers(
     """``{name: {tools: [...]} | {error: {...}}}`` for every server, from a child process."""
     request = {"servers": servers, "root": root, "options": dict(options)}
     try:
+        # -P and cwd "/": the daemon's working directory may be a project root (`roost
+        # daemon start --foreground` run there), and `python -m` would import a planted
+        # `runtime/` package from it, outside every sandbox.
         proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime.tools.mcp_listing"],
+            [sys.executable, "-P", "-m", "runtime.tools.mcp_listing"],
+            cwd="/",
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -25,8 +25,9 @@ import psutil
 import pytest
 
 from runtime.client import Client
-from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon
-from tests.integration.conftest import REPO_ROOT, Daemon, make_root
+from runtime.daemon.main import stop_daemon
+from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon, wait_until
+from tests.integration.conftest import REPO_ROOT, Daemon, daemon_env, make_root
 from tests.integration.test_trust_boundary import git
 
 pytestmark = [
@@ -188,3 +189,61 @@ def test_a_daemon_that_is_not_root_holds_the_same_reads_safe() -> None:
     assert out["peak_growth"] < 100 * MiB, out["peak_growth"]
     _refused(out["planted"])
     assert out["hook"] == "#!/bin/sh\nexit 0\n"
+
+
+PLANTED = """import pathlib
+pathlib.Path({outside!r}).write_text("imported by a daemon-side process")
+"""
+
+
+def test_a_package_a_command_plants_in_the_daemons_working_directory_is_never_imported(
+    tmp_path: Path,
+) -> None:
+    """``roost daemon start --foreground`` run in the project root: the root is its cwd.
+
+    A command plants ``runtime/tools/mcp_listing.py`` there; the Project actor then lists
+    another project's MCP servers in a child ``python -m runtime.tools.mcp_listing``, which
+    must import Roost's module, not the planted one (``-P``, cwd ``/``).
+    """
+    root = Path(make_root(tmp_path / "repo"))
+    other = Path(make_root(tmp_path / "other"))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    escaped = outside / "escaped"
+    home = tmp_path / "home"
+    argv = [sys.executable, "-m", "runtime.cli", "daemon", "start", "--foreground"]
+    proc = subprocess.Popen(
+        [*argv, "--home", str(home)],
+        cwd=root,
+        env={**os.environ, **daemon_env()},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        c = wait_until(lambda: _connect(home), timeout_s=60, what="the foreground daemon")
+        with c:
+            c.start_project(str(root), project_id="p")
+            c.start_conversation("p", conversation_id=C)
+            code = PLANTED.format(outside=str(escaped))
+            plant = (
+                "mkdir -p runtime/tools && touch runtime/__init__.py runtime/tools/__init__.py"
+                f" && cat > runtime/tools/mcp_listing.py <<'EOF'\n{code}EOF\necho planted"
+            )
+            planted = _run(c, "p", plant)
+            assert planted["result"]["stdout"] == "planted\n", planted
+            server = {"name": "fx", "command": [sys.executable, "-c", "pass"]}
+            c.start_project(str(other), project_id="q", options={"mcp_servers": [server]})
+    finally:
+        stop_daemon(str(home), timeout_s=30)
+        proc.wait(timeout=30)
+    assert not escaped.exists(), escaped.read_text()
+
+
+def _connect(home: Path) -> Client | None:
+    try:
+        c = Client.connect(str(home), timeout_s=120)
+        c.ping()
+    except Exception:
+        return None
+    return c
