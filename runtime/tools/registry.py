@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from runtime.errors import AssetLoadFailedError
 from runtime.option_table import RuntimeOptions
 from runtime.tools.asset_store import AssetCatalog, load_assets
 from runtime.tools.base import ToolFn, ToolSpec
@@ -87,7 +88,8 @@ class ToolRegistry:
     def for_project(cls, root: str, options: Mapping[str, Any]) -> ToolRegistry:
         """Build the registry for the project at ``root`` with its normalized ``options``.
 
-        With ``strict_asset_loading`` an invalid asset raises ``AssetLoadFailedError``.
+        With ``strict_asset_loading`` an invalid asset, or a workflow with a step that
+        names no tool, raises ``AssetLoadFailedError``.
         """
         tools: dict[str, tuple[ToolSpec, ToolFn]] = {}
         errors: dict[str, str] = {}
@@ -130,6 +132,18 @@ class ToolRegistry:
                     tools[spec.name] = (spec, generated_fns[spec.name])
             complete = {name: spec for name, (spec, _) in tools.items()}
             unavailable = asset_module.unavailable_workflows(catalog, complete)
+        if strict and unavailable:
+            name, why = sorted(unavailable.items())[0]
+            key = name.removeprefix("workflow.run.")
+            raise AssetLoadFailedError(
+                f"workflow .roost/workflows/{key}.md cannot run (unknown_step_tool): step "
+                f"{why['step']} calls {why['step_tool']!r}, which is no tool of this project; "
+                "fix it or start the project without strict_asset_loading",
+                type="workflows",
+                key=key,
+                reason="unknown_step_tool",
+                path=f".roost/workflows/{key}.md",
+            )
         registry = cls(tools, catalog, errors)
         registry.mcp_errors = mcp_errors
         registry.unavailable = unavailable

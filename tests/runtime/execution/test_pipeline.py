@@ -309,3 +309,14 @@ def test_what_is_not_offered_is_what_the_pipeline_refuses(root: Path) -> None:
     assert result["status"] == "error"
     assert result["reason"]["reason"] == "approval_required"
     assert not (root / "b.txt").exists()
+
+
+def test_strict_loading_refuses_a_workflow_naming_no_tool(root: Path) -> None:
+    from runtime.errors import AssetLoadFailedError
+
+    write_workflow(root, "gone", [{"tool": "mcp.gone.tool"}])
+
+    with pytest.raises(AssetLoadFailedError) as caught:
+        pipeline_for(root, strict_asset_loading=True)
+    assert caught.value.details["reason"] == "unknown_step_tool"
+    assert caught.value.details["key"] == "gone"

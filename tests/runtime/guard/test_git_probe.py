@@ -91,3 +91,17 @@ def test_a_checkout_another_user_owns_is_read_all_the_same(repo: Path) -> None:
         os.lchown(place, 65534, 65534)
 
     assert hooks_paths(str(repo)) == [".husky"]
+
+
+def test_a_write_decision_fails_closed_when_git_cannot_say_where_hooks_live(repo: Path) -> None:
+    from runtime.errors import ToolError
+    from runtime.guard.paths import Workspace
+
+    os.mkfifo(repo / "pipe")
+    with open(repo / ".git" / "config", "a", encoding="utf-8") as f:
+        f.write("[include]\n\tpath = ../pipe\n")
+
+    with Workspace(str(repo), {}) as ws, pytest.raises(ToolError) as caught:
+        ws.check_path("notes.txt", write=True)
+    assert caught.value.code == "isolation_unavailable"
+    assert caught.value.details["layer"] == "git_config"
