@@ -28,6 +28,7 @@ __all__ = ["UnsafeFileError", "bounded_lines", "read_pipe", "read_regular"]
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _CHUNK = 64 * 1024
+_SKIP = 1024 * 1024
 
 
 class UnsafeFileError(OSError):
@@ -94,7 +95,7 @@ def bounded_lines(f: BinaryIO, max_line: int) -> Iterator[tuple[bytes, bool]]:
             yield line, False
             continue
         while True:  # skip the rest of the long line, a chunk at a time
-            rest = f.readline(_CHUNK)
+            rest = f.readline(_SKIP)
             if not rest or rest.endswith(b"\n"):
                 break
         yield line, True
