@@ -240,6 +240,41 @@ def test_a_package_a_command_plants_in_the_daemons_working_directory_is_never_im
     assert not escaped.exists(), escaped.read_text()
 
 
+PLANT_HELPER = (
+    "mkdir -p .venv/bin && for name in bwrap setpriv prlimit unshare; do "
+    "printf '#!/bin/sh\\necho escaped > {outside}\\nexit 1\\n' > .venv/bin/$name; "
+    "chmod +x .venv/bin/$name; done && echo planted"
+)
+
+
+def test_a_helper_program_planted_in_a_project_dir_on_the_daemons_path_is_never_run(
+    tmp_path: Path,
+) -> None:
+    """The operator started the daemon with the project's venv active: ``ROOT/.venv/bin``
+    leads its ``PATH``. A command plants ``bwrap`` (and the other helpers) there; the next
+    daemon's sandbox must still be the system's ``bwrap``, not the planted one run outside
+    every sandbox."""
+    root = Path(make_root(tmp_path / "repo"))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    escaped = outside / "escaped"
+    path = f"{root}/.venv/bin:/usr/local/bin:/usr/bin:/bin"
+    for turn in ("plant", "run"):
+        with run_daemon(tmp_path / "home", PATH=path) as daemon, daemon.client(60) as c:
+            if turn == "plant":
+                c.start_project(str(root), project_id="p")
+                c.start_conversation("p", conversation_id=C)
+                planted = _run(c, "p", PLANT_HELPER.format(outside=escaped))
+                assert planted["result"]["stdout"] == "planted\n", planted
+            else:
+                after = _run(c, "p", "echo still confined")
+                assert not escaped.exists(), "the planted program ran outside the sandbox"
+                assert after["status"] == "ok", after
+                assert after["result"]["stdout"] == "still confined\n", after
+    assert (root / ".venv" / "bin" / "bwrap").exists()
+    assert not escaped.exists()
+
+
 def _connect(home: Path) -> Client | None:
     try:
         c = Client.connect(str(home), timeout_s=120)
