@@ -284,6 +284,8 @@ class ProjectCore:
                 return [RunDirect(request=args["request"], reply_to=reply_to)]
             if op == "list_tools":
                 return [Answer(to=reply_to, ok=True, result=self.list_tools(args.get("source")))]
+            if op == "check_protocol":
+                return self._check_protocol(args, reply_to)
             if op == "live_status":
                 status = {
                     "conversations": sorted(self.known),
@@ -297,6 +299,29 @@ class ProjectCore:
             )
         except Exception as e:
             return [error_reply(reply_to, e)]
+
+    def _check_protocol(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
+        """``check_protocol``: allowed when ``protocol_allowlist`` names the protocol.
+
+        When it does not, ``security.protocol_denied`` is journaled (SPEC section 7) before
+        the answer.
+        """
+        protocol = str(args["protocol"])
+        allowed = protocol in (self.options.get("protocol_allowlist") or [])
+        result = {"protocol": protocol, "allowed": allowed}
+        if allowed:
+            return [Answer(to=reply_to, ok=True, result=result)]
+        denied = self._event(
+            ev.SecurityProtocolDenied(protocol=protocol, operation=str(args["operation"])),
+            minted_correlation("check_protocol", args),
+        )
+
+        def answer(error: dict[str, Any] | None) -> list[Effect]:
+            if error is not None:
+                return [Answer(to=reply_to, ok=False, error=error)]
+            return [Answer(to=reply_to, ok=True, result=result)]
+
+        return [Append(events=[denied], then=answer)]
 
     def _start_conversation(
         self, conversation_id: str | None, reply_to: Any, correlation_id: str
