@@ -101,6 +101,8 @@ class RoostAgent(AgentExecutor):
         """The daemon's connections."""
         self.project_id = project_id
         """The project served."""
+        self.started: set[str] = set()
+        """The tasks this server started (the SDK keeps them; the journal has the others)."""
         self._running: dict[str, anyio.Event] = {}
 
     # --- the journal ------------------------------------------------------------------------
@@ -160,6 +162,7 @@ class RoostAgent(AgentExecutor):
             task.status.state = TaskState.TASK_STATE_REJECTED
             await event_queue.enqueue_event(task)
             return
+        self.started.add(task_id)
         done = self._running[task_id] = anyio.Event()
         try:
             try:

@@ -92,8 +92,15 @@ def _version() -> str:
 
 
 async def card_of(agent: RoostAgent, url: str, description: str | None) -> AgentCard:
-    """The project's card: its description, its commands and workflows as skills."""
+    """The project's card: its description, its commands and workflows as skills.
+
+    The description is ``description``, else the README's first paragraph
+    (``describe_project``), else a line naming the project.
+    """
     tools = await agent.daemon.ask(lambda c: c.list_tools(agent.project_id))
+    if description is None:
+        readme = await agent.daemon.ask(lambda c: c.describe_project(agent.project_id))
+        description = readme.get("description")
     text = description or f"The agent of the Roost project {agent.project_id}."
     return agent_card(
         project_id=agent.project_id, description=text, url=url, version=_version(), tools=tools
@@ -146,9 +153,11 @@ class RoostTaskStore(TaskStore):
         await self.memory.save(task, context)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        """The SDK's view of a task of this run, else the journal's."""
+        """The SDK's view of a task this server started, else the journal's."""
         found: Task | None = await self.memory.get(task_id, context)
-        return found if found is not None else await self.agent.journal_task(task_id)
+        if found is not None or task_id in self.agent.started:
+            return found
+        return await self.agent.journal_task(task_id)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> Any:
         """The tasks of this server's run."""

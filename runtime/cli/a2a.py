@@ -41,7 +41,8 @@ def add_a2a_commands(group: Any, leaf: Any) -> None:
     p.add_argument(
         "--description",
         metavar="TEXT",
-        help="the agent card's description (default: a line naming the project)",
+        help="the agent card's description (default: the first paragraph of the project's "
+        "README.md, read by the daemon)",
     )
 
 

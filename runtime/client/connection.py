@@ -238,6 +238,11 @@ class Client:
         result: list[dict[str, Any]] = self.call("list_tools", args)
         return result
 
+    def describe_project(self, project_id: str) -> dict[str, Any]:
+        """``{project_id, description, source}``: the first paragraph of the README, or nulls."""
+        result: dict[str, Any] = self.call("describe_project", {"project_id": project_id})
+        return result
+
     def check_protocol(
         self,
         project_id: str,
