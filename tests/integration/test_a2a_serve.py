@@ -11,6 +11,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -258,6 +259,33 @@ def test_get_task_reads_the_journal_after_the_server_is_started_again(
     assert text_of(got) == ["Tool fs.read completed."]
 
 
+def test_the_sdks_0_3_client_speaks_message_send_and_tasks_get_to_the_same_server(
+    daemon: Daemon, project_root: str
+) -> None:
+    started(daemon, project_root)
+    with serving(daemon) as (url, _):
+
+        async def session() -> tuple[list[str], Task, Task]:
+            async with httpx.AsyncClient() as http:
+                card = await A2ACardResolver(http, url).get_agent_card()
+                versions = [i.protocol_version for i in card.supported_interfaces]
+                del card.supported_interfaces[:]
+                card.supported_interfaces.add(url=url, protocol_binding="JSONRPC")
+                card.supported_interfaces[0].protocol_version = "0.3"
+                config = ClientConfig(streaming=False, httpx_client=http)
+                client = ClientFactory(config).create(card)  # the 0.3 JSON-RPC transport
+                [response] = [r async for r in client.send_message(message("read README.md"))]
+                got = await client.get_task(GetTaskRequest(id=response.task.id))
+            return versions, response.task, got
+
+        versions, task, got = anyio.run(session)
+    assert versions == ["1.0", "0.3"]
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert text_of(task) == ["Tool fs.read completed."]
+    assert got.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [e["type"] for e in journal(daemon, f"a2a-{task.context_id}", task.id)] == READ_TURN
+
+
 def test_streaming_sends_the_deltas_as_the_answer_artifact_and_the_status_updates(
     daemon: Daemon, project_root: str
 ) -> None:
@@ -453,6 +481,41 @@ def test_a_sandboxed_command_with_egress_allowed_cannot_call_the_a2a_server(
     assert stdout.startswith("403 peer_not_allowed: roost a2a serve answers only"), stdout
     assert "(check: other_pid_namespace)" in stdout or "(check: sandboxed)" in stdout
     assert own.status_code == 200  # the server's own user, outside the sandbox, gets in
+
+
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+OTHER_UID = 65534  # nobody
+
+GET_AS_OTHER_USER = """
+import http.client, sys
+conn = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=10)
+conn.request("GET", "/.well-known/agent-card.json")
+response = conn.getresponse()
+print(response.status, response.read().decode())
+"""
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or SYSTEM_PYTHON is None,
+    reason="needs root (to connect as another user) and a system python3",
+)
+def test_another_user_on_the_machine_is_refused(daemon: Daemon, project_root: str) -> None:
+    started(daemon, project_root)
+    with serving(daemon) as (url, _):
+        port = url.rsplit(":", 1)[1].strip("/")
+        assert SYSTEM_PYTHON is not None
+        other = subprocess.run(
+            [SYSTEM_PYTHON, "-c", GET_AS_OTHER_USER, "127.0.0.1", port],
+            preexec_fn=lambda: os.setuid(OTHER_UID),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+        )
+    assert other.stdout.startswith("403 peer_not_allowed: roost a2a serve answers only"), other
+    assert other.stdout.strip().endswith("(check: other_uid)")
 
 
 def test_web_pages_and_rebound_host_names_are_refused(daemon: Daemon, project_root: str) -> None:
