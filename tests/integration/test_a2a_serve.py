@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +46,7 @@ from a2a.types import (
 )
 
 from tests.integration.conftest import READ_TURN, REPO_ROOT, Daemon
+from tests.integration.serve_helpers import as_other_user, needs_another_user, wait_for_line
 
 ROOST = [sys.executable, "-m", "runtime.cli"]
 P = "p1"
@@ -61,23 +60,6 @@ def serve_env(home: str) -> dict[str, str]:
 def started(daemon: Daemon, root: str, **options: Any) -> None:
     with daemon.client() as c:
         c.start_project(root, project_id=P, options=options)
-
-
-def wait_for_line(
-    proc: subprocess.Popen[str], pattern: str, seen: list[str], timeout_s: float = 60.0
-) -> str:
-    assert proc.stderr is not None
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], 0.5)
-        if ready:
-            line = proc.stderr.readline()
-            if not line and proc.poll() is not None:
-                break
-            seen.append(line)
-            if re.search(pattern, line):
-                return line
-    raise AssertionError(f"no line matching {pattern!r}; stderr: {''.join(seen)}")
 
 
 @contextmanager
@@ -483,9 +465,6 @@ def test_a_sandboxed_command_with_egress_allowed_cannot_call_the_a2a_server(
     assert own.status_code == 200  # the server's own user, outside the sandbox, gets in
 
 
-SYSTEM_PYTHON = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
-OTHER_UID = 65534  # nobody
-
 GET_AS_OTHER_USER = """
 import http.client, sys
 conn = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=10)
@@ -495,25 +474,12 @@ print(response.status, response.read().decode())
 """
 
 
-@pytest.mark.skipif(
-    os.getuid() != 0 or SYSTEM_PYTHON is None,
-    reason="needs root (to connect as another user) and a system python3",
-)
+@needs_another_user
 def test_another_user_on_the_machine_is_refused(daemon: Daemon, project_root: str) -> None:
     started(daemon, project_root)
     with serving(daemon) as (url, _):
         port = url.rsplit(":", 1)[1].strip("/")
-        assert SYSTEM_PYTHON is not None
-        other = subprocess.run(
-            [SYSTEM_PYTHON, "-c", GET_AS_OTHER_USER, "127.0.0.1", port],
-            preexec_fn=lambda: os.setuid(OTHER_UID),
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-        )
+        other = as_other_user(GET_AS_OTHER_USER, "127.0.0.1", port)
     assert other.stdout.startswith("403 peer_not_allowed: roost a2a serve answers only"), other
     assert other.stdout.strip().endswith("(check: other_uid)")
 
