@@ -115,10 +115,6 @@ class RoostAgent(AgentExecutor):
             history=[context.message] if context.message is not None else [],
         )
         task.metadata.update(metadata)
-        if context.current_task is not None:  # a message to a task this server already ran
-            task.status.state = TaskState.TASK_STATE_REJECTED
-            await event_queue.enqueue_event(task)
-            return
         self.started.add(task_id)
         done = self._running[task_id] = anyio.Event()
         try:
@@ -189,7 +185,9 @@ class RoostAgent(AgentExecutor):
         streaming = False
         try:
             while True:
-                event = await anyio.to_thread.run_sync(_next_event, stream, limiter=own_thread)
+                event = await anyio.to_thread.run_sync(
+                    _next_event, stream, limiter=own_thread, abandon_on_cancel=True
+                )  # on cancel, ``finally`` closes the stream, which ends the thread
                 if event is None:
                     raise RoostError(f"the daemon ended the event stream of task {task_id}")
                 if event.get("correlation_id") != task_id:

@@ -43,6 +43,7 @@ from a2a.types import (
     StreamResponse,
     Task,
     TaskState,
+    UnsupportedOperationError,
 )
 
 from tests.integration.conftest import READ_TURN, REPO_ROOT, Daemon
@@ -377,6 +378,10 @@ def test_a_call_awaiting_approval_is_input_required_and_roost_approve_resumes_th
                         break
                 task_id = before[0].task.id
                 waiting = await client.get_task(GetTaskRequest(id=task_id))
+                follow_up = message("approve it", context_id=waiting.context_id)
+                follow_up.message.task_id = task_id
+                with pytest.raises(UnsupportedOperationError, match="takes no further input"):
+                    await send(url, follow_up)
                 note = before[-1].status_update.status.message.parts[0].text
                 command = re.search(r"`(roost approve [^`]+)`", note)
                 assert command is not None, note
