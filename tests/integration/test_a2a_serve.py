@@ -248,7 +248,7 @@ def test_the_sdks_0_3_client_speaks_message_send_and_tasks_get_to_the_same_serve
     started(daemon, project_root)
     with serving(daemon) as (url, _):
 
-        async def session() -> tuple[list[str], Task, Task]:
+        async def session() -> tuple[list[str], Task, Task, list[StreamResponse]]:
             async with httpx.AsyncClient() as http:
                 card = await A2ACardResolver(http, url).get_agent_card()
                 versions = [i.protocol_version for i in card.supported_interfaces]
@@ -259,10 +259,15 @@ def test_the_sdks_0_3_client_speaks_message_send_and_tasks_get_to_the_same_serve
                 client = ClientFactory(config).create(card)  # the 0.3 JSON-RPC transport
                 [response] = [r async for r in client.send_message(message("read README.md"))]
                 got = await client.get_task(GetTaskRequest(id=response.task.id))
-            return versions, response.task, got
+                config = ClientConfig(streaming=True, httpx_client=http)
+                streaming = ClientFactory(config).create(card)
+                streamed = [r async for r in streaming.send_message(message("read notes.txt"))]
+            return versions, response.task, got, streamed
 
-        versions, task, got = anyio.run(session)
+        versions, task, got, streamed = anyio.run(session)
     assert versions == ["1.0", "0.3"]
+    states = [r.status_update.status.state for r in streamed if r.HasField("status_update")]
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED  # message/stream
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert text_of(task) == ["Tool fs.read completed."]
     assert got.status.state == TaskState.TASK_STATE_COMPLETED
