@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import bisect
 import json
 import re
 from collections.abc import Iterable
@@ -57,7 +56,6 @@ SECRET_VALUE_MARKER = marker(SecretKind.SECRET_VALUE.value)
 
 _MARKER_BYTES = SECRET_VALUE_MARKER.encode()
 _WHITESPACE = b" \t\r\n\v\f"
-_WHITESPACE_RE = re.compile(rb"[ \t\r\n\v\f]")
 _MAX_MEM = 64 << 20
 _URL_SAFE = ("", "/", "/:@!$&'()*+,;=", "!'()*")
 """Characters left as they are by: strict quoting, Python's ``quote``, RFC 3986 paths,
@@ -221,14 +219,28 @@ class SecretMasker:
         return value, 0
 
 
+def _advance(data: bytes, at: int, count: int) -> int:
+    """The offset in ``data`` just past ``count`` non-whitespace bytes from ``at``."""
+    while count > 0 and at < len(data):
+        chunk = data[at : at + count]
+        at += len(chunk)
+        count -= len(chunk.translate(None, _WHITESPACE))
+    return at
+
+
 def _unsqueeze(data: bytes, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Map spans of ``data`` with whitespace removed back to spans of ``data``."""
-    # gaps[k]: where the k-th whitespace byte would sit in the squeezed text; a squeezed
-    # index i lies at i + (number of whitespace bytes before it) in ``data``.
-    gaps = [m.start() - k for k, m in enumerate(_WHITESPACE_RE.finditer(data))]
+    """Map spans of ``data`` with whitespace removed back to spans of ``data``.
+
+    One pass over ``data`` at C speed: slices are counted with ``bytes.translate``.
+    """
     out: list[tuple[int, int]] = []
+    at = squeezed_at = 0
     for start, end in spans:
-        first = start + bisect.bisect_right(gaps, start)
-        last = (end - 1) + bisect.bisect_right(gaps, end - 1)
-        out.append((first, last + 1))
+        at = _advance(data, at, start - squeezed_at)
+        while data[at] in _WHITESPACE:  # the match starts at a byte that is not
+            at += 1
+        first = at
+        at = _advance(data, at, end - start)
+        squeezed_at = end
+        out.append((first, at))
     return out

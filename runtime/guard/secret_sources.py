@@ -34,6 +34,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -46,6 +47,8 @@ __all__ = [
     "MAX_DIRECTORIES",
     "MAX_FILE_BYTES",
     "MAX_SENSITIVE_FILES",
+    "RESCAN_S",
+    "SKIPPED_DIRECTORIES",
     "SecretSources",
     "environment_values",
     "file_values",
@@ -60,6 +63,14 @@ MAX_DIRECTORIES = 20_000
 MAX_SENSITIVE_FILES = 256
 """Sensitive files read per root."""
 
+RESCAN_S = 1.0
+"""Seconds between two looks for new sensitive files; known files are checked every time."""
+
+SKIPPED_DIRECTORIES = frozenset(
+    {".git", "node_modules", ".venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
+)
+"""Directories never looked into: git's own, and trees of installed dependencies or caches."""
+
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.~]{16,}")
 _LINE = re.compile(r"""^(?:export\s+)?["']?([A-Za-z_][A-Za-z0-9_.\-]*)["']?\s*[=:]\s*(.*?)[,;]?$""")
 _PEM_BEGIN = re.compile(r"^-----BEGIN [A-Z0-9 ]+-----$")
@@ -70,6 +81,7 @@ class _Listing(NamedTuple):
     key: tuple[int, int, int]
     files: tuple[str, ...]
     subdirs: tuple[str, ...]
+    inside: bool
 
 
 class _Read(NamedTuple):
@@ -183,9 +195,16 @@ class SecretSources:
         allow: Sequence[str] = (),
         api_key_env: str | None = None,
         environ: Mapping[str, str] | None = None,
+        rescan_s: float = RESCAN_S,
     ) -> None:
         self.root = os.path.realpath(root)
+        self._rescan_s = rescan_s
+        self._walked_at: float | None = None
+        self._found: list[str] = []
         self._rules = SensitiveRules(deny, allow)
+        self._by_name = not any("/" in pattern for pattern in (*deny, *allow))
+        """No pattern names a path: a file's name alone decides (cached per name)."""
+        self._names: dict[str, bool] = {}
         self._env_values = frozenset(
             environment_values(os.environ if environ is None else environ, api_key_env)
         )
@@ -210,7 +229,11 @@ class SecretSources:
             return self._masker
 
     def _file_values(self) -> Iterator[frozenset[str]]:
-        files = self._discover()
+        now = time.monotonic()
+        if self._walked_at is None or now - self._walked_at >= self._rescan_s:
+            self._found = self._discover()
+            self._walked_at = now
+        files = self._found
         reads: dict[str, _Read] = {}
         for rel in files:
             read = self._read(rel)
@@ -225,13 +248,13 @@ class SecretSources:
             return []
         listings: dict[str, _Listing] = {}
         found: list[str] = []
-        stack = [""]
+        stack: list[tuple[str, bool]] = [("", False)]
         self.truncated = False
         while stack:
             if len(listings) >= MAX_DIRECTORIES:
                 self.truncated = True
                 break
-            rel = stack.pop()
+            rel, parent_inside = stack.pop()
             path = os.path.join(self.root, rel) if rel else self.root
             try:
                 st = os.lstat(path)
@@ -242,38 +265,53 @@ class SecretSources:
             key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             listing = self._listings.get(rel)
             if listing is None or listing.key != key:
-                listing = self._list(path, rel, key)
+                inside = parent_inside or (
+                    bool(rel) and self._matches(tuple(rel.split("/")[:-1]), os.path.basename(rel))
+                )
+                listing = self._list(path, rel, key, inside)
             listings[rel] = listing
             found.extend(listing.files)
-            stack.extend(listing.subdirs)
+            stack.extend((sub, listing.inside) for sub in listing.subdirs)
         self._listings = listings
         if len(found) > MAX_SENSITIVE_FILES:
             self.truncated = True
         return sorted(found)[:MAX_SENSITIVE_FILES]
 
-    def _list(self, path: str, rel: str, key: tuple[int, int, int]) -> _Listing:
+    def _list(self, path: str, rel: str, key: tuple[int, int, int], inside: bool) -> _Listing:
+        """List one directory; ``inside``: a sensitive directory holds it (or is it)."""
         files: list[str] = []
         subdirs: list[str] = []
         parts = tuple(rel.split("/")) if rel else ()
         try:
             entries = list(os.scandir(path))
         except OSError:
-            return _Listing(key, (), ())
+            return _Listing(key, (), (), inside)
         for entry in entries:
             try:
                 if entry.is_symlink():
                     continue
                 child = f"{rel}/{entry.name}" if rel else entry.name
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name != ".git":
+                    if entry.name not in SKIPPED_DIRECTORIES:
                         subdirs.append(child)
-                elif entry.is_file(follow_symlinks=False) and self._rules.match(
-                    (*parts, entry.name)
+                elif entry.is_file(follow_symlinks=False) and (
+                    inside or self._matches(parts, entry.name)
                 ):
                     files.append(child)
             except OSError:
                 continue
-        return _Listing(key, tuple(files), tuple(subdirs))
+        return _Listing(key, tuple(files), tuple(subdirs), inside)
+
+    def _matches(self, parts: tuple[str, ...], name: str) -> bool:
+        """Whether the entry ``name`` of the directory ``parts`` is sensitive (its dir is not)."""
+        if not self._by_name:
+            return self._rules.match((*parts, name)) is not None
+        hit = self._names.get(name)
+        if hit is None:
+            if len(self._names) > 65536:
+                self._names.clear()
+            hit = self._names[name] = self._rules.match((name,)) is not None
+        return hit
 
     def _read(self, rel: str) -> _Read | None:
         path = os.path.join(self.root, rel)

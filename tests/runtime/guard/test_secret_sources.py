@@ -21,7 +21,7 @@ M = SECRET_VALUE_MARKER
 
 
 def sources(root: Path, **env: str) -> SecretSources:
-    return SecretSources(str(root), deny=DENY, environ=env)
+    return SecretSources(str(root), deny=DENY, environ=env, rescan_s=0)
 
 
 def test_dotenv_lines_give_their_values_without_quotes_or_comments() -> None:
@@ -106,7 +106,7 @@ def test_an_allowlisted_sensitive_file_is_not_read(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("A=Top1Secret1\n")
     (tmp_path / ".env.example").write_text("A=Placeholder1\n")
 
-    found = SecretSources(str(tmp_path), deny=DENY, allow=[".env.example"], environ={})
+    found = SecretSources(str(tmp_path), deny=DENY, allow=[".env.example"], environ={}, rescan_s=0)
 
     assert found.masker().values == {"Top1Secret1"}
 
@@ -163,3 +163,36 @@ def test_the_masker_masks_what_the_files_hold(tmp_path: Path) -> None:
     masked, count = sources(tmp_path).masker().mask_text("got: t7uVw8zYx9cA")
 
     assert (masked, count) == (f"got: {M}", 1)
+
+
+def test_every_file_of_a_sensitive_directory_is_read(tmp_path: Path) -> None:
+    (tmp_path / "secrets" / "prod").mkdir(parents=True)
+    (tmp_path / "secrets" / "prod" / "db.txt").write_text("Db1Password1\n")
+    (tmp_path / "config" / "app").mkdir(parents=True)
+    (tmp_path / "config" / "app" / "creds.yml").write_text("token: Yml1Token1\n")
+    (tmp_path / "config" / "other.yml").write_text("token: NotRead123\n")
+
+    found = SecretSources(str(tmp_path), deny=["secrets", "app/creds.yml"], environ={}, rescan_s=0)
+
+    assert found.masker().values == {"Db1Password1", "Yml1Token1"}
+
+
+def test_new_files_are_looked_for_once_a_rescan_period_and_known_ones_every_time(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".env").write_text("A=First1Value\n")
+    found = SecretSources(str(tmp_path), deny=DENY, environ={}, rescan_s=3600)
+    assert found.masker().values == {"First1Value"}
+
+    (tmp_path / ".env").write_text("A=Second2Value\n")
+    (tmp_path / "id_rsa").write_text("Third3Value\n")
+
+    assert found.masker().values == {"Second2Value"}  # the new file waits for the rescan
+
+
+def test_dependency_trees_are_not_looked_into(tmp_path: Path) -> None:
+    (tmp_path / "node_modules" / "pkg").mkdir(parents=True)
+    (tmp_path / "node_modules" / "pkg" / ".env").write_text("A=Vendored1Value\n")
+    (tmp_path / ".env").write_text("A=Project1Value\n")
+
+    assert sources(tmp_path).masker().values == {"Project1Value"}
