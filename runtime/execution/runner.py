@@ -53,7 +53,7 @@ from runtime.execution.results import (
 )
 from runtime.guard.redaction import SecretKind, redact
 from runtime.guard.secret_masking import SecretMasker
-from runtime.guard.secret_sources import SecretSources
+from runtime.guard.secret_sources import SecretSources, project_sources
 from runtime.option_table import RuntimeOptions
 from runtime.policy.decisions import Verdict
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
@@ -124,12 +124,7 @@ class ToolRunnerCore:
     def secret_masker(self) -> SecretMasker:
         """The masker of the secret values known now (``runtime.guard.secret_sources``)."""
         if self._secrets is None:
-            self._secrets = SecretSources(
-                self.root,
-                deny=self.settings.sensitive_path_denylist,
-                allow=self.settings.sensitive_path_allowlist,
-                api_key_env=self.settings.llm_api_key_env,
-            )
+            self._secrets = project_sources(self.root, self.options)
         return self._secrets.masker()
 
     def remember(self, call: CallSpec) -> None:

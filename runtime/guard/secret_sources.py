@@ -42,6 +42,7 @@ from runtime.guard import openat2
 from runtime.guard.pathrules import SensitiveRules
 from runtime.guard.redaction_patterns import is_sensitive_key, redact_string
 from runtime.guard.secret_masking import MIN_SECRET_LENGTH, SecretMasker
+from runtime.option_table import RuntimeOptions
 
 __all__ = [
     "MAX_DIRECTORIES",
@@ -52,6 +53,7 @@ __all__ = [
     "SecretSources",
     "environment_values",
     "file_values",
+    "project_sources",
 ]
 
 MAX_FILE_BYTES = 256 * 1024
@@ -364,3 +366,14 @@ def _bounded_read(root: str, rel: str) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def project_sources(root: str, options: Mapping[str, Any]) -> SecretSources:
+    """The :class:`SecretSources` of a project with these (normalized) ``options``."""
+    settings = RuntimeOptions.of(options)
+    return SecretSources(
+        root,
+        deny=settings.sensitive_path_denylist,
+        allow=settings.sensitive_path_allowlist,
+        api_key_env=settings.llm_api_key_env,
+    )
