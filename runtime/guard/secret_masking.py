@@ -26,7 +26,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -61,6 +61,9 @@ _URL_SAFE = ("", "/", "/:@!$&'()*+,;=", "!'()*")
 """Characters left as they are by: strict quoting, Python's ``quote``, RFC 3986 paths,
 JavaScript's ``encodeURIComponent``."""
 _LOWER_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+_CHUNK_BYTES = 24 * 1024
+"""Pattern bytes per RE2 program: larger alternations outgrow the DFA's memory, and RE2
+then falls back to a search a hundred times slower."""
 _MAX_SEARCHES = 4096
 """Searches for overlapping matches per text before the rest is searched without overlap."""
 
@@ -120,21 +123,27 @@ class SecretMasker:
             forms |= encoded_forms(value)
         self.forms_count = len(forms)
         """How many literals the search holds."""
-        self._regex: Any = None
-        if forms:
-            ordered = sorted(forms, key=lambda f: (-len(f), f))
-            options = re2.Options()
-            options.longest_match = True
-            options.max_mem = _MAX_MEM
-            pattern = b"|".join(re2.escape(f) for f in ordered)
-            self._regex = re2.compile(pattern, options)
+        self._regexes: list[Any] = []
+        options = re2.Options()
+        options.longest_match = True
+        options.max_mem = _MAX_MEM
+        chunk: list[bytes] = []
+        size = 0
+        for form in sorted(forms, key=lambda f: (-len(f), f)):
+            chunk.append(re2.escape(form))
+            size += len(chunk[-1]) + 1
+            if size >= _CHUNK_BYTES:
+                self._regexes.append(re2.compile(b"|".join(chunk), options))
+                chunk, size = [], 0
+        if chunk:
+            self._regexes.append(re2.compile(b"|".join(chunk), options))
 
     def __bool__(self) -> bool:
-        return self._regex is not None
+        return bool(self._regexes)
 
     def mask_text(self, text: str) -> tuple[str, int]:
         """Return ``text`` with every occurrence masked, and how many were masked."""
-        if self._regex is None or len(text) < MIN_SECRET_LENGTH:
+        if not self._regexes or len(text) < MIN_SECRET_LENGTH:
             return text, 0
         data = text.encode("utf-8", "surrogatepass")
         squeezed = data.translate(None, _WHITESPACE)
@@ -154,22 +163,17 @@ class SecretMasker:
 
     def _spans(self, data: bytes) -> list[tuple[int, int]]:
         """Merged ``[start, end)`` spans of every match, overlapping ones included."""
-        regex = self._regex
+        found: list[tuple[int, int]] = []
+        for regex in self._regexes:
+            found.extend(_matches(regex, data))
+        if len(self._regexes) > 1:
+            found.sort()
         merged: list[tuple[int, int]] = []
-        pos = 0
-        searches = 0
-        while True:
-            found = regex.search(data, pos)
-            if found is None:
-                break
-            start, end = found.span()
+        for start, end in found:
             if merged and start <= merged[-1][1]:
                 merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
             else:
                 merged.append((start, end))
-            searches += 1
-            # the next match may start inside this one and reach past it
-            pos = start + 1 if searches < _MAX_SEARCHES else max(end, start + 1)
         return merged
 
     def mask(self, value: Any) -> tuple[Any, int]:
@@ -178,7 +182,7 @@ class SecretMasker:
         Containers are copied only where something inside changed; untouched input comes
         back as the very same object.
         """
-        if self._regex is None:
+        if not self._regexes:
             return value, 0
         return self._walk(value, 0)
 
@@ -217,6 +221,21 @@ class SecretMasker:
                     items[index] = new
             return (value, 0) if items is None else (items, total)
         return value, 0
+
+
+def _matches(regex: Any, data: bytes) -> Iterator[tuple[int, int]]:
+    """Every match of ``regex`` in ``data``, including those that start inside another."""
+    pos = 0
+    searches = 0
+    while True:
+        found = regex.search(data, pos)
+        if found is None:
+            return
+        start, end = found.span()
+        yield start, end
+        searches += 1
+        # the next match may start inside this one and reach past it
+        pos = start + 1 if searches < _MAX_SEARCHES else max(end, start + 1)
 
 
 def _advance(data: bytes, at: int, count: int) -> int:
