@@ -15,10 +15,13 @@ project, and hands out a :class:`~runtime.guard.secret_masking.SecretMasker` for
   own environment is withheld from tools; those whose name is sensitive
   (:func:`runtime.guard.redaction.is_sensitive_key`) or whose value looks like a token (16
   characters or more of a token's alphabet mixing three of lower case, upper case, digits
-  and symbols, or a known token shape), and the one ``llm_api_key_env`` names, are masked.
+  and symbols, or a known token shape), and the one ``llm_api_key_env`` names, are masked;
+  so are the same kinds of values in the ``env`` an ``mcp_servers`` entry hands its
+  server (:func:`project_sources`).
 
-The files are found again on every call at the cost of one ``stat`` per directory: a
-directory whose ``(mtime, ctime, inode)`` did not change keeps its last listing. A file is
+The root is looked through for new or removed sensitive files at most every
+:data:`RESCAN_S` seconds, at the cost of one ``stat`` per directory: a directory whose
+``(mtime, ctime, inode)`` did not change keeps its last listing. A file is
 read again only when its ``(device, inode, size, mtime, ctime)`` changed, through an open
 that refuses symlinks (``openat2`` beneath the root where the kernel has it,
 ``O_NOFOLLOW`` otherwise), FIFOs and devices (``O_NONBLOCK``, then a regular-file check)
@@ -369,11 +372,21 @@ def _bounded_read(root: str, rel: str) -> bytes | None:
 
 
 def project_sources(root: str, options: Mapping[str, Any]) -> SecretSources:
-    """The :class:`SecretSources` of a project with these (normalized) ``options``."""
+    """The :class:`SecretSources` of a project with these (normalized) ``options``.
+
+    Besides the daemon's environment, the ``env`` an ``mcp_servers`` entry gives its
+    server counts: a server that echoes its own key is masked like a command.
+    """
     settings = RuntimeOptions.of(options)
+    environ = dict(os.environ)
+    for entry in settings.mcp_servers:
+        for key, value in (entry.get("env") or {}).items():
+            if isinstance(key, str) and isinstance(value, str):
+                environ.setdefault(f"mcp:{key}", value)
     return SecretSources(
         root,
         deny=settings.sensitive_path_denylist,
         allow=settings.sensitive_path_allowlist,
         api_key_env=settings.llm_api_key_env,
+        environ=environ,
     )

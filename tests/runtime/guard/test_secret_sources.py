@@ -13,8 +13,10 @@ from runtime.guard.secret_sources import (
     SecretSources,
     environment_values,
     file_values,
+    project_sources,
 )
 from runtime.option_table import RuntimeOptions
+from runtime.policy.options import validate_options
 
 DENY = RuntimeOptions().sensitive_path_denylist
 M = SECRET_VALUE_MARKER
@@ -196,3 +198,21 @@ def test_dependency_trees_are_not_looked_into(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("A=Project1Value\n")
 
     assert sources(tmp_path).masker().values == {"Project1Value"}
+
+
+def test_a_projects_sources_know_the_env_its_mcp_servers_are_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = validate_options(
+        {
+            "mcp_servers": [
+                {"name": "fx", "command": ["srv"], "env": {"API_TOKEN": "Mcp1Token1Value"}}
+            ],
+            "llm_api_key_env": "ROOST_TEST_MODEL_KEY",
+        }
+    )
+    monkeypatch.setenv("ROOST_TEST_MODEL_KEY", "modelkeyletters")
+
+    values = project_sources(str(tmp_path), options).masker().values
+
+    assert {"Mcp1Token1Value", "modelkeyletters"} <= values
