@@ -2,8 +2,9 @@
 
 ``fs.read .env`` and ``cat .env`` are refused, but git's object store holds the file: a
 command can print it (``git show HEAD:.env``) reversed, in base64, in hex or URL-quoted.
-Through a real daemon each of these (by ``command.run``, an asset command, a workflow step
-and an MCP stdio server's tool) must come back with the values masked, and none of the
+Through a real daemon each of these (by ``command.run``, an asset command, a workflow step,
+an MCP stdio server's tool, and ``http.fetch`` of a service that echoes them) must come
+back with the values masked, and none of the
 values may reach the SQLite journal's bytes, ``roost timeline`` or ``roost incident``.
 A value the daemon's environment holds and withholds from commands is masked the same way
 when a command finds it elsewhere; a short or ordinary value is left alone.
@@ -22,7 +23,9 @@ import shutil
 import string
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -91,8 +94,36 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("secretvalues")
 
 
+class _Hex(BaseHTTPRequestHandler):
+    """Answers every GET with the ``.env`` in hex, as a leaky web service would."""
+
+    def do_GET(self) -> None:
+        body = binascii.hexlify(DOTENV.encode()) + b"\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
 @pytest.fixture(scope="module")
-def daemon(base: Path) -> Iterator[Daemon]:
+def web() -> Iterator[str]:
+    """A loopback HTTP server that serves the secrets; its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hex)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/config"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def daemon(base: Path, web: str) -> Iterator[Daemon]:
     root = Path(make_root(base / "repo"))
     (root / ".env").write_text(DOTENV)
     for args in (["init", "-q"], ["add", ".env", "README.md"], ["commit", "-qm", "config"]):
@@ -109,7 +140,8 @@ def daemon(base: Path) -> Iterator[Daemon]:
         run_daemon(base / "home", ROOST_TEST_DEPLOY_KEY=WITHHELD) as running,
         running.client(timeout_s=60) as c,
     ):
-        c.start_project(str(root), project_id="p", options={"mcp_servers": [mcp]})
+        options = {"mcp_servers": [mcp], "network_allowlist": ["127.0.0.1"]}
+        c.start_project(str(root), project_id="p", options=options)
         c.start_conversation("p", conversation_id=C)
         yield running
 
@@ -184,6 +216,11 @@ def test_an_asset_command_a_workflow_step_and_an_mcp_tool_are_masked(
     assert_masked(mcp, ACCESS, PASSWORD)
     notes = run(client, "mcp.fx.read_file", {"path": str(base / "repo" / "deploy-notes.txt")})
     assert_masked(notes, WITHHELD)
+
+
+def test_an_http_fetch_body_is_masked(client: Client, web: str) -> None:
+    fetched = run(client, "http.fetch", {"url": web})
+    assert_masked(fetched, ACCESS, PASSWORD)
 
 
 def roost(daemon: Daemon, *args: str) -> str:
