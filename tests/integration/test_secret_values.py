@@ -218,6 +218,21 @@ def test_an_asset_command_a_workflow_step_and_an_mcp_tool_are_masked(
     assert_masked(notes, WITHHELD)
 
 
+def test_a_value_added_to_the_env_file_while_the_daemon_runs_is_masked_at_once(
+    client: Client, base: Path
+) -> None:
+    added = "Nw" + _fresh(20)
+    root = base / "repo"
+    (root / ".env").write_text(DOTENV + f"LATER_ADDED={added}\n")
+    (root / "found.txt").write_text(f"found: {added[::-1]}\n")
+    try:
+        result = run(client, "command.run", {"command": "cat found.txt", "timeout_ms": 30000})
+    finally:
+        (root / ".env").write_text(DOTENV)
+        (root / "found.txt").unlink()
+    assert result["result"]["stdout"] == f"found: {SECRET_VALUE_MARKER}\n", result
+
+
 def test_an_http_fetch_body_is_masked(client: Client, web: str) -> None:
     fetched = run(client, "http.fetch", {"url": web})
     assert_masked(fetched, ACCESS, PASSWORD)
