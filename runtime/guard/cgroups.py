@@ -37,6 +37,7 @@ import msgspec
 __all__ = [
     "CONTROLLERS",
     "CgroupLimits",
+    "Controller",
     "ToolCgroup",
     "join_argv",
     "probe",
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 Controller = Literal["pids", "memory", "cpu"]
+"""A cgroup controller a call's limits use."""
 
 CONTROLLERS: tuple[Controller, ...] = ("pids", "memory", "cpu")
 """The controllers a call's cgroup is made in, where each can be had."""

@@ -43,10 +43,8 @@ from typing import Any
 import msgspec
 
 from runtime.errors import ToolError
-from runtime.guard import cgroups, openat2, seccomp
+from runtime.guard import kernel_guards, openat2, seccomp
 from runtime.guard.sandbox_view import (
-    MASKED_PATHS,
-    PROC_READ_ONLY,
     PROTECTED_IN_WRITABLE,
     View,
     protected_mounts,
@@ -249,127 +247,12 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
     }
     setpriv = "setpriv" in exe and "setpriv" not in disabled
     layers["pdeathsig"] = {"available": setpriv, "via": "setpriv" if setpriv else None}
-    _probe_cgroups(layers, disabled)
-    _probe_kernel_guards(layers, disabled, bwrap_ok)
+    guard_view = View(writable=(), cwd="/", tmpfs_bytes=kernel_guards.PROBE_TMPFS_BYTES)
+    prefix = bwrap_argv(False, guard_view) if bwrap_ok else None
+    layers.update(kernel_guards.probe(disabled, f"disabled by {DISABLE_ENV}", prefix))
     layers["process_group_kill"] = {"available": True, "detail": "new session per command"}
     layers["process_tree_kill"] = {"available": True, "detail": "psutil descendant walk"}
     return layers
-
-
-_WITHOUT = {
-    "pids_limit": "a command may start processes until the host's own limits",
-    "memory_limit": "a command's memory is bounded per process (RLIMIT_AS) and its /tmp by "
-    "tool_tmpfs_bytes, not per call",
-    "cpu_limit": "a command may use every core until its timeout (RLIMIT_CPU per process)",
-    "seccomp": "commands run without the syscall filter: keyrings, ptrace, mount, bpf, "
-    "io_uring and set-id or device files are refused only by dropped capabilities",
-    "no_new_privs": "a set-uid program inside the view could raise a command's privileges",
-    "proc_masks": "a command started by a root daemon could write /proc/sys",
-    "tmpfs_size": "/tmp, /var/tmp and /run of a command may each grow to half the host's memory",
-}
-"""What a command may do where a layer is missing (appended to the layer's ``detail``)."""
-
-
-def _unavailable(name: str, why: str) -> dict[str, Any]:
-    return {"available": False, "via": None, "detail": f"{why}; {_WITHOUT[name]}"}
-
-
-def _probe_cgroups(layers: dict[str, Any], disabled: frozenset[str]) -> None:
-    names = {"pids": "pids_limit", "memory": "memory_limit", "cpu": "cpu_limit"}
-    found = None if "cgroups" in disabled else cgroups.probe_controllers()
-    for controller, name in names.items():
-        if found is None:
-            layers[name] = _unavailable(name, f"disabled by {DISABLE_ENV}")
-            continue
-        ok, detail, via = found[controller]  # type: ignore[index]
-        layers[name] = {"available": ok, "via": via, "detail": detail}
-        if not ok:
-            layers[name] = _unavailable(name, detail)
-
-
-# Prints what the kernel says of the process bubblewrap started, and whether the control
-# files are writable and the tmpfs sized.
-_GUARD_SCRIPT = (
-    "grep -E '^(NoNewPrivs|Seccomp|CapEff):' /proc/self/status; "
-    "[ -w /proc/sys/kernel/core_pattern ] && echo sys_writable; "
-    "[ -r /proc/kcore ] && [ -s /proc/kcore ] && echo kcore_readable; "
-    "stat -f -c 'tmp_blocks: %b %S' /tmp"
-)
-_PROBE_TMPFS = 4 * 1024**2
-
-
-def _probe_kernel_guards(layers: dict[str, Any], disabled: frozenset[str], bwrap_ok: bool) -> None:
-    """Probe seccomp, no_new_privs, proc_masks and tmpfs_size by running bubblewrap once."""
-    names = ("seccomp", "no_new_privs", "proc_masks", "tmpfs_size")
-    if not bwrap_ok:
-        for name in names:
-            layers[name] = _unavailable(name, "they come with bubblewrap, which cannot run here")
-        return
-    filter_ok, filter_detail = seccomp.available()
-    use_filter = filter_ok and "seccomp" not in disabled
-    prefix = bwrap_argv(False, View(writable=(), cwd="/", tmpfs_bytes=_PROBE_TMPFS))
-    fd = seccomp.program_fd() if use_filter else None
-    argv = [prefix[0], *(["--seccomp", str(fd)] if fd is not None else []), *prefix[1:]]
-    try:
-        done = subprocess.run(
-            [*argv, "/bin/sh", "-c", _GUARD_SCRIPT],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            env={"PATH": _BASE_PATH, "LANG": "C.UTF-8"},
-            cwd="/",
-            pass_fds=() if fd is None else (fd,),
-            check=False,
-        )
-        said = {
-            k.strip(): v.strip() for k, _, v in (x.partition(":") for x in done.stdout.splitlines())
-        }
-    except (OSError, subprocess.SubprocessError) as e:
-        said = {"error": str(e)}
-    finally:
-        if fd is not None:
-            os.close(fd)
-    if "seccomp" in disabled:
-        layers["seccomp"] = _unavailable("seccomp", f"disabled by {DISABLE_ENV}")
-    elif not filter_ok:
-        layers["seccomp"] = _unavailable("seccomp", filter_detail)
-    elif said.get("Seccomp") == "2":
-        layers["seccomp"] = {"available": True, "via": "bwrap", "detail": filter_detail}
-    else:
-        why = f"bubblewrap did not apply the filter ({said.get('error') or said})"
-        layers["seccomp"] = _unavailable("seccomp", why)
-    if said.get("NoNewPrivs") == "1" and said.get("CapEff", "").strip("0") == "":
-        layers["no_new_privs"] = {"available": True, "via": "bwrap", "detail": "no capabilities"}
-    else:
-        layers["no_new_privs"] = _unavailable("no_new_privs", f"the kernel says {said}")
-    if "sys_writable" in said or "kcore_readable" in said:
-        layers["proc_masks"] = _unavailable("proc_masks", "the masks did not hold")
-    else:
-        shown = [p for p in (*PROC_READ_ONLY, *MASKED_PATHS) if os.path.lexists(p)]
-        detail = f"read-only or masked: {', '.join(shown)}"
-        layers["proc_masks"] = {"available": True, "via": "bwrap", "detail": detail}
-    blocks, _, size = said.get("tmp_blocks", "").partition(" ")
-    sized = blocks.isdigit() and size.isdigit() and int(blocks) * int(size) <= _PROBE_TMPFS
-    if sized:
-        layers["tmpfs_size"] = {"available": True, "via": "bwrap", "detail": "bwrap --size"}
-    else:
-        why = f"bubblewrap cannot size a tmpfs (0.8.0+ can): {_bwrap_version()}"
-        layers["tmpfs_size"] = _unavailable("tmpfs_size", why)
-
-
-def _bwrap_version() -> str:
-    try:
-        done = subprocess.run(
-            [executables()["bwrap"], "--version"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as e:
-        return str(e)
-    return done.stdout.strip()
 
 
 def require_isolation(layers: Mapping[str, Any], allow_network: bool) -> str | None:
