@@ -373,6 +373,8 @@ def _system_argv(tmpfs_bytes: int | None) -> list[str]:
     for path in PRIVATE_DIRS:
         argv += ["--size", str(tmpfs_bytes)] if tmpfs_bytes else []
         argv += ["--tmpfs", path]
+    if tmpfs_bytes:  # /dev is a tmpfs too: read-only, with a sized /dev/shm
+        argv += ["--size", str(tmpfs_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     if os.path.islink("/var/run"):
         argv += ["--symlink", "../run", "/var/run"]
     return argv

@@ -230,15 +230,25 @@ def test_no_set_id_file_fifo_or_device_can_be_made(client: Client, route: str) -
 
 
 @pytest.mark.parametrize("route", ROUTES)
-def test_tmp_fills_up_at_the_tmpfs_size(client: Client, route: str) -> None:
+@pytest.mark.parametrize("place", ["/tmp", "/var/tmp", "/dev/shm"])
+def test_a_scratch_tmpfs_fills_up_at_its_size(client: Client, route: str, place: str) -> None:
     script = (
-        "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>err; echo rc=$?; "
-        "grep -c 'No space left on device' err; stat -c %s /tmp/fill; rm -f err"
+        f"dd if=/dev/zero of={place}/fill bs=1M count=64 2>err; echo rc=$?; "
+        f"grep -c 'No space left on device' err; stat -c %s {place}/fill; rm -f err; "
+        "touch /dev/planted; echo dev=$?"
     )
     result = run(client, route, script)
-    rc, enospc, size = result["stdout"].split()
-    assert (rc, enospc) == ("rc=1", "1"), result
+    rc, enospc, size, dev = result["stdout"].split()
+    assert (rc, enospc, dev) == ("rc=1", "1", "dev=1"), result
     assert 0 < int(size) <= TMPFS_BYTES
+
+
+def test_a_command_cannot_leave_its_cgroups(client: Client) -> None:
+    script = (
+        "for f in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do "
+        '[ -e "$f" ] && { echo $$ > "$f"; } 2>/dev/null && echo "left via $f"; done; echo done'
+    )
+    assert run(client, "command", script)["stdout"] == "done\n"
 
 
 def _memory_limited() -> None:
