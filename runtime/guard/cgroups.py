@@ -36,6 +36,7 @@ import msgspec
 
 __all__ = [
     "CONTROLLERS",
+    "LAYER_NAMES",
     "CgroupLimits",
     "Controller",
     "ToolCgroup",
@@ -49,6 +50,13 @@ Controller = Literal["pids", "memory", "cpu"]
 
 CONTROLLERS: tuple[Controller, ...] = ("pids", "memory", "cpu")
 """The controllers a call's cgroup is made in, where each can be had."""
+
+LAYER_NAMES: dict[Controller, str] = {
+    "pids": "pids_limit",
+    "memory": "memory_limit",
+    "cpu": "cpu_limit",
+}
+"""The ``probe_layers`` entry that reports each controller's limit."""
 
 CPU_PERIOD_US = 100_000
 """The CFS period the CPU quota is a share of (100 ms, the kernel's default)."""

@@ -66,13 +66,8 @@ def probe(
     cannot run.
     """
     layers: dict[str, Any] = {}
-    names: dict[cgroups.Controller, str] = {
-        "pids": "pids_limit",
-        "memory": "memory_limit",
-        "cpu": "cpu_limit",
-    }
     found = None if "cgroups" in disabled else cgroups.probe_controllers()
-    for controller, name in names.items():
+    for controller, name in cgroups.LAYER_NAMES.items():
         if found is None:
             layers[name] = _unavailable(name, disabled_why)
             continue

@@ -162,8 +162,7 @@ def cgroup_limits(limits: Limits, layers: Mapping[str, Any]) -> cgroups.CgroupLi
 
 def cgroup_layers(group: cgroups.ToolCgroup) -> list[str]:
     """The layer names a run's cgroup applies (``pids_limit``, ``memory_limit``, ...)."""
-    names = {"pids": "pids_limit", "memory": "memory_limit", "cpu": "cpu_limit"}
-    return [names[c] for c in cgroups.CONTROLLERS if c in group.dirs]
+    return [cgroups.LAYER_NAMES[c] for c in cgroups.CONTROLLERS if c in group.dirs]
 
 
 def kernel_guard_layers(layers: Mapping[str, Any], view: View) -> list[str]:
