@@ -256,6 +256,8 @@ def run_command(
         else:
             prefix += cgroups.join_argv(group)
             used += cgroup_layers(group)
+            if group.skipped:
+                log.warning("cgroup_limits_skipped", skipped=group.skipped)
     if layers["rlimits"]["via"] == "prlimit":
         prefix += prlimit_argv(values)
     else:

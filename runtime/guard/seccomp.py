@@ -171,7 +171,7 @@ CONDITIONAL: dict[str, tuple[_Rule, ...]] = {
         ((0, _CMP_LT, _AF_VSOCK, 0),),
         *(((0, _CMP_EQ, family, 0),) for family in range(_AF_VSOCK + 1, _AF_MAX)),
     ),
-    # the execution domains Docker allows: Linux, UNAME26, ADDR_NO_RANDOMIZE, a query
+    # the execution domains Docker allows: PER_LINUX, PER_LINUX32, UNAME26, both, a query
     "personality": tuple(
         ((0, _CMP_EQ, value, 0),) for value in (0x0, 0x8, 0x20000, 0x20008, _LOW32)
     ),
