@@ -2,7 +2,8 @@
 
 The filter is an allowlist: the syscalls of :data:`ALLOWED` run, a few more run when their
 arguments are harmless (:data:`CONDITIONAL`), :data:`ENOSYS` answer "not implemented" (so
-libc falls back to a call whose arguments the filter can see), and everything else fails
+libc falls back to a call whose arguments the filter can see), so do syscalls newer than
+these lists (:data:`NEWER`), and everything else fails
 with ``EPERM`` -- among them every syscall of :data:`DENIED`, which reach the kernel's
 privileged surface (keyrings, ``ptrace``, mounts, namespaces, BPF, perf, module loading,
 ``io_uring``, clocks, ...). Calls of a foreign ABI (i386 ``int 0x80`` or x32 from an x86_64
@@ -32,6 +33,7 @@ __all__ = [
     "CONDITIONAL",
     "DENIED",
     "ENOSYS",
+    "NEWER",
     "available",
     "program",
     "program_fd",
@@ -137,6 +139,11 @@ ENOSYS: tuple[str, ...] = ("clone3", "openat2")
 """Syscalls answered ``ENOSYS``: their flags or mode sit behind a pointer the filter cannot
 read, so libc falls back to ``clone`` and ``openat``, whose arguments it checks."""
 
+NEWER = range(424, 512)
+"""Syscall numbers shared by every architecture since Linux 5.1. Those the lists above do not
+name (newer than this module, or than libseccomp) answer ``ENOSYS``, as runc does, so a
+newer libc falls back to an older call instead of failing with ``EPERM``; none is allowed."""
+
 _Rule = tuple[tuple[int, int, int, int], ...]  # ((arg index, op, datum a, datum b), ...)
 
 CONDITIONAL: dict[str, tuple[_Rule, ...]] = {
@@ -177,6 +184,9 @@ CONDITIONAL: dict[str, tuple[_Rule, ...]] = {
     ),
 }
 """Syscalls allowed when one of their rules holds (each rule: all its comparisons)."""
+
+
+_NAMED = (*ALLOWED, *DENIED, *ENOSYS, *CONDITIONAL)
 
 
 class _ArgCmp(ctypes.Structure):
@@ -247,6 +257,10 @@ def _compile(lib: ctypes.CDLL) -> bytes:
                 continue  # not a syscall of this architecture (or newer than libseccomp)
             for rule in rules:
                 _add(lib, ctx, action, number, rule)
+        named = {lib.seccomp_syscall_resolve_name(n.encode()) for n in _NAMED}
+        for number in NEWER:
+            if number not in named:
+                _add(lib, ctx, _act_errno(errno.ENOSYS), number)
         fd = os.memfd_create("roost-seccomp-compile")
         try:
             code = lib.seccomp_export_bpf(ctx, fd)

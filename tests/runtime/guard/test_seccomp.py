@@ -95,6 +95,19 @@ def test_allowed_syscalls_run_and_clone3_openat2_say_enosys() -> None:
 
 
 @needs_known_arch
+def test_syscalls_newer_than_the_lists_say_enosys_and_none_is_allowed() -> None:
+    named = {_number(n) for n in (*seccomp.ALLOWED, *seccomp.CONDITIONAL)}
+    for number in seccomp.NEWER:
+        got = run_filter(number)
+        if number in named:
+            continue
+        assert got in (_ret_errno(errno.ENOSYS), _ret_errno(errno.EPERM)), (number, hex(got))
+    assert run_filter(462) == _ret_errno(errno.ENOSYS)  # mseal (Linux 6.10)
+    assert run_filter(_number("mount_setattr")) == _ret_errno(errno.EPERM)
+    assert run_filter(600) == _ret_errno(errno.EPERM)  # past every known number
+
+
+@needs_known_arch
 @pytest.mark.parametrize(
     ("name", "args", "allowed"),
     [
