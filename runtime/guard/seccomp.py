@@ -204,11 +204,16 @@ class _Version(ctypes.Structure):
 
 @functools.lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
-        lib = ctypes.CDLL(name, use_errno=True)
+        lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
     except OSError:
-        return None
+        found = ctypes.util.find_library("seccomp")  # slower: asks ldconfig
+        if found is None:
+            return None
+        try:
+            lib = ctypes.CDLL(found, use_errno=True)
+        except OSError:
+            return None
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
