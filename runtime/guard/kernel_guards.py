@@ -116,6 +116,9 @@ def _guards(
     finally:
         if fd is not None:
             os.close(fd)
+    if fd is not None and "Seccomp" not in said:  # bubblewrap refused the filter itself
+        filter_ok, filter_detail = False, f"bubblewrap did not load the filter ({said})"
+        said = _ask_the_kernel(prefix, None)
     if "seccomp" in disabled:
         layers["seccomp"] = _unavailable("seccomp", disabled_why)
     elif not filter_ok:
