@@ -317,9 +317,10 @@ class ToolCgroup:
                     time.sleep(0.01)
 
 
-def join_argv(cgroup: ToolCgroup) -> list[str]:
-    """The prefix that moves the command into ``cgroup`` (each controller's) before it execs."""
-    return ["/bin/sh", "-c", _JOIN_SCRIPT, _JOIN_NAME, *cgroup.procs_files, "--"]
+def join_argv(*groups: ToolCgroup) -> list[str]:
+    """The prefix that moves the process into every one of ``groups`` before it execs."""
+    files = [f for group in groups for f in group.procs_files]
+    return ["/bin/sh", "-c", _JOIN_SCRIPT, _JOIN_NAME, *files, "--"]
 
 
 @functools.lru_cache(maxsize=1)
