@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -50,6 +51,7 @@ from runtime.guard.pathrules import SensitiveRules
 
 __all__ = [
     "GIT_CONTROL",
+    "KERNEL_FILESYSTEMS",
     "MASKED_PATHS",
     "MAX_SCAN_ENTRIES",
     "PROC_READ_ONLY",
@@ -62,6 +64,7 @@ __all__ = [
     "hidden_state",
     "hooks_dirs",
     "kernel_masks_argv",
+    "kernel_mounts",
     "listening_sockets",
     "protected_mounts",
     "sensitive_files",
@@ -115,6 +118,13 @@ MASKED_PATHS: tuple[str, ...] = (
 )
 """Kernel files shown empty (runc's and containerd's masked paths): the kernel's memory, the
 keyrings of every user, timers and scheduler state, firmware tables, power counters."""
+
+KERNEL_FILESYSTEMS: frozenset[str] = frozenset(
+    {"debugfs", "tracefs", "securityfs", "pstore", "bpf", "configfs", "fusectl", "efivarfs"}
+)
+"""Filesystems mounted under the host's ``/sys`` that the view shows empty: ``/sys`` is the
+host's, bound read-only, so without this its debug, tracing, security-module, crash-log, BPF
+and EFI mounts would come with it (a container runtime mounts a fresh ``sysfs`` instead)."""
 
 GIT_CONTROL: tuple[str, ...] = (
     "config",
@@ -392,7 +402,28 @@ def kernel_masks_argv() -> list[str]:
     for path in MASKED_PATHS:
         if os.path.lexists(path):
             argv += _mask(path)
+    for path in kernel_mounts():
+        argv += ["--tmpfs", path, "--remount-ro", path]
     return argv
+
+
+def kernel_mounts() -> list[str]:
+    """Mount points under ``/sys`` of the :data:`KERNEL_FILESYSTEMS` (from ``mountinfo``)."""
+    found: list[str] = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, fstype = left.split(), right.split(" ", 1)[0]
+        if len(fields) < 5 or fstype not in KERNEL_FILESYSTEMS:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        if point.startswith("/sys/") and os.path.isdir(point) and point not in found:
+            found.append(point)
+    return found
 
 
 def _etc_links() -> list[str]:

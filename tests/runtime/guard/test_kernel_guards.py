@@ -8,10 +8,13 @@ bubblewrap started by an unprivileged uid (the non-root daemon's case).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,3 +137,41 @@ def test_a_bubblewrap_started_by_an_unprivileged_uid_holds_the_same_refusals(
     ], done.stderr
     assert (shared_dir / "a").stat().st_mode & 0o6000 == 0
     assert not (shared_dir / "p").exists()
+
+
+SPECIAL_MOUNTS = textwrap.dedent(
+    """
+    import json, subprocess
+    from runtime.guard.sandbox import View, bwrap_argv
+    from runtime.guard.sandbox_view import kernel_mounts
+    script = "for d in /sys/kernel/debug /sys/kernel/tracing; do ls -A $d | wc -l; done"
+    outside = subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
+    argv = bwrap_argv(False, View(writable=(), cwd="/"))
+    inside = subprocess.run([*argv, "sh", "-c", script], capture_output=True, text=True)
+    print(json.dumps([outside.split(), inside.stdout.split(), kernel_mounts(), inside.stderr]))
+    """
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting debugfs and tracefs needs root")
+def test_debugfs_and_tracefs_under_sys_read_as_empty_directories() -> None:
+    """In a private mount namespace (the host's mounts stay as they are)."""
+    if not probe_layers()["bwrap"]["available"] or shutil.which("unshare") is None:
+        pytest.skip("bwrap or unshare is not usable here")
+    mount = (
+        "mount -t debugfs none /sys/kernel/debug 2>/dev/null || true; "
+        "mount -t tracefs none /sys/kernel/tracing 2>/dev/null || true; "
+        f'exec {sys.executable} -c "$0"'
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, SPECIAL_MOUNTS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    outside, inside, mounts, _err = json.loads(done.stdout)
+    if mounts != ["/sys/kernel/debug", "/sys/kernel/tracing"] or "0" in outside:
+        pytest.skip(f"debugfs/tracefs cannot be mounted here: {mounts} {outside}")
+    assert inside == ["0", "0"], done.stdout
