@@ -74,7 +74,7 @@ def main() -> None:
             spoil = (
                 "truncate -s 400M big.bin && echo garbage > .git/HEAD && "
                 "echo 'ref: refs/heads/main' > HEAD && mkdir -p objects refs && "
-                "mkfifo pipe && printf '[include]\\n\\tpath = pipe\\n' > config && echo done"
+                "printf '[include]\\n\\tpath = /dev/zero\\n' > config && echo done"
             )
             out["spoil"] = _tool(c, "command.run", {"command": spoil, "timeout_ms": 30000})
             _tool(c, "fs.read", {"path": "notes.txt"})

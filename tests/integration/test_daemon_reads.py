@@ -3,8 +3,8 @@
 Each test lets a command (the model chooses every call) leave something in the project
 root, then has the daemon read or ask about it: a sparse file of hundreds of MiB read by
 ``fs.read`` (the ToolRunner's peak memory must not follow it), and a spoiled ``.git``
-with the root planted as a bare repository whose config includes a FIFO (the daemon's
-git must not be redirected or blocked, so the hooks directory stays read-only). And a
+with the root planted as a bare repository whose config includes ``/dev/zero`` (the
+daemon's git must not be redirected to it, so the hooks directory stays read-only). And a
 root daemon on a checkout owned by another user still protects the hooks directory its
 git names (git's ``safe.directory`` made the daemon's old probe skip that config).
 """
@@ -111,15 +111,15 @@ def test_a_spoiled_git_dir_does_not_redirect_or_block_the_daemons_git(
     _husky_repo(repo)
     spoil = (
         "echo garbage > .git/HEAD && echo 'ref: refs/heads/main' > HEAD && "
-        "mkdir -p objects refs && mkfifo pipe && "
-        "printf '[include]\\n\\tpath = pipe\\n' > config && echo spoiled"
+        "mkdir -p objects refs && "
+        "printf '[include]\\n\\tpath = /dev/zero\\n' > config && echo spoiled"
     )
     with daemon.client(timeout_s=120) as c:
         c.start_project(str(repo), project_id="p")
         c.start_conversation("p", conversation_id=C)
         spoiled = _run(c, "p", spoil)
         assert spoiled["status"] == "ok", spoiled
-        assert spoiled["result"]["stdout"] == "spoiled\n", spoiled
+        assert spoiled["result"]["stdout"] == "spoiled\n", spoiled["result"]
         _refused(_run(c, "p", PLANT_HOOK))
     assert (repo / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
 
