@@ -9,9 +9,18 @@ call keep working. The command joins the cgroup through :func:`join_argv` (a she
 writes its own pid to ``cgroup.procs`` and then execs the rest), so nothing runs between
 ``fork`` and ``exec`` in the runtime.
 
+A long-lived tool process (an MCP stdio server) also gets a :class:`FreezerCgroup` (the v1
+``freezer`` hierarchy's ``freezer.state``, or v2's ``cgroup.freeze``) so the launcher can
+stop its whole tree between calls and let it run only while a call is in flight.
+
 :func:`probe` tries it once per process; where no writable ``pids`` hierarchy exists (an
 unprivileged user without a delegated cgroup), the layer is reported unavailable and
-commands run without it (``docs/security-commands.md``).
+commands run without it (``docs/security-commands.md``); :func:`probe_freezer` does the
+same for the freezer.
+
+A runner killed while its tools ran cannot remove their cgroups: the next cgroup made
+under the same parent kills what is left in those of dead owners (thawing a frozen one, so
+its tasks can die) and removes them (:func:`sweep_stale`).
 """
 
 from __future__ import annotations
@@ -24,11 +33,19 @@ import subprocess
 import time
 import uuid
 
-__all__ = ["PidsCgroup", "join_argv", "probe"]
+__all__ = [
+    "FreezerCgroup",
+    "PidsCgroup",
+    "join_argv",
+    "probe",
+    "probe_freezer",
+    "sweep_stale",
+]
 
 _PREFIX = "roost-"
 _JOIN_NAME = "roost-cgroup-join"
-_JOIN_SCRIPT = 'echo $$ > "$1" || exit 125; shift; exec "$@"'
+_JOIN_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+_READ_MAX = 1 << 20
 
 
 def _mounts() -> list[tuple[str, str, set[str]]]:
@@ -61,29 +78,80 @@ def _own_cgroups() -> dict[str, str]:
     return own
 
 
-def _parent_dir() -> tuple[str, str] | None:
-    """The directory to create call cgroups in, and the hierarchy (``v1``/``v2``)."""
+def _parent_dir(controller: str = "pids") -> tuple[str, str] | None:
+    """The directory to create call cgroups in for ``controller``, and its hierarchy.
+
+    ``controller`` is ``pids`` or ``freezer``; v2's freezer (``cgroup.freeze``) is in every
+    non-root cgroup, so it needs no enabled controller.
+    """
     own = _own_cgroups()
     for mount, fstype, options in _mounts():
-        if fstype == "cgroup" and "pids" in options and "pids" in own:
-            return os.path.join(mount, own["pids"].lstrip("/")), "v1"
+        if fstype == "cgroup" and controller in options and controller in own:
+            return os.path.join(mount, own[controller].lstrip("/")), "v1"
     for mount, fstype, _ in _mounts():
         if fstype == "cgroup2" and "" in own:
             base = os.path.join(mount, own[""].lstrip("/"))
+            if controller == "freezer":
+                if os.access(base, os.W_OK):
+                    return base, "v2"
+                continue
             try:
                 with open(os.path.join(base, "cgroup.subtree_control"), encoding="ascii") as f:
-                    if "pids" in f.read().split():
+                    if controller in f.read().split():
                         return base, "v2"
             except OSError:
                 continue
     return None
 
 
-def _remove_stale(parent: str) -> list[str]:
-    """Remove the empty call cgroups of processes that are gone (a SIGKILLed ToolRunner).
+def _read(path: str) -> str:
+    """A cgroup file's text (bounded; cgroupfs files are the kernel's, never a tool's)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        return os.read(fd, _READ_MAX).decode("ascii", "replace")
+    finally:
+        os.close(fd)
 
-    A runner killed during a command cannot remove its call's cgroup; the next one made
-    under the same parent removes it, once nothing runs in it. Returns what was removed.
+
+def _tasks(path: str) -> list[int]:
+    try:
+        return [int(x) for x in _read(os.path.join(path, "cgroup.procs")).split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _kill_and_remove(path: str, timeout_s: float) -> bool:
+    """SIGKILL every task of the cgroup at ``path`` (thawing it first) and remove it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for pid in _tasks(path):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        _thaw(path)  # a frozen task dies of its SIGKILL only once thawed (cgroup v1)
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+
+
+def _thaw(path: str) -> None:
+    for name, value in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+        target = os.path.join(path, name)
+        if os.path.exists(target):
+            with contextlib.suppress(OSError), open(target, "w", encoding="ascii") as f:
+                f.write(value)
+
+
+def _remove_stale(parent: str) -> list[str]:
+    """Kill what is left in the call cgroups of processes that are gone, and remove them.
+
+    A runner killed during a command, or while its MCP server was frozen, cannot remove its
+    cgroups; the next one made under the same parent does. Returns what was removed.
     """
     removed: list[str] = []
     try:
@@ -94,10 +162,29 @@ def _remove_stale(parent: str) -> list[str]:
         owner = name[len(_PREFIX) :].split("-", 1)[0] if name.startswith(_PREFIX) else ""
         if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
             continue
-        with contextlib.suppress(OSError):
-            os.rmdir(os.path.join(parent, name))  # fails (EBUSY) while a task is left
+        if _kill_and_remove(os.path.join(parent, name), 1.0):
             removed.append(name)
     return removed
+
+
+def sweep_stale() -> list[str]:
+    """Clean the call cgroups of dead owners in every hierarchy Roost uses; what was removed."""
+    removed: list[str] = []
+    for controller in ("pids", "freezer"):
+        where = _parent_dir(controller)
+        if where is not None:
+            removed += _remove_stale(where[0])
+    return removed
+
+
+def _make(controller: str) -> tuple[str, str]:
+    where = _parent_dir(controller)
+    if where is None:
+        raise OSError(f"no writable {controller} cgroup hierarchy")
+    _remove_stale(where[0])
+    path = os.path.join(where[0], f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    os.mkdir(path, 0o755)
+    return path, where[1]
 
 
 class PidsCgroup:
@@ -112,12 +199,7 @@ class PidsCgroup:
     @classmethod
     def create(cls, max_pids: int) -> PidsCgroup:
         """Make a fresh cgroup limited to ``max_pids`` tasks; ``OSError`` when impossible."""
-        where = _parent_dir()
-        if where is None:
-            raise OSError("no writable pids cgroup hierarchy")
-        _remove_stale(where[0])
-        path = os.path.join(where[0], f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")
-        os.mkdir(path, 0o755)
+        path, _ = _make("pids")
         try:
             with open(os.path.join(path, "pids.max"), "w", encoding="ascii") as f:
                 f.write(str(max_pids))
@@ -133,47 +215,88 @@ class PidsCgroup:
         return os.path.join(self.path, "cgroup.procs")
 
     def pids(self) -> list[int]:
-        """Tasks in the cgroup now."""
-        try:
-            with open(self.procs_file, encoding="ascii") as f:
-                return [int(x) for x in f.read().split()]
-        except OSError:
-            return []
+        """Processes in the cgroup now."""
+        return _tasks(self.path)
 
     def peak_refused(self) -> int:
         """How many forks the limit refused (``pids.events`` ``max``), 0 when unknown."""
         try:
-            with open(os.path.join(self.path, "pids.events"), encoding="ascii") as f:
-                for line in f:
-                    key, _, value = line.partition(" ")
-                    if key == "max":
-                        return int(value)
+            for line in _read(os.path.join(self.path, "pids.events")).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max":
+                    return int(value)
         except (OSError, ValueError):
             pass
         return 0
 
     def close(self, timeout_s: float = 2.0) -> None:
         """Kill whatever is left in the cgroup and remove it (best effort, bounded)."""
+        _kill_and_remove(self.path, timeout_s)
+
+
+class FreezerCgroup:
+    """A long-lived tool's freezer cgroup: its whole tree runs only while it is thawed."""
+
+    def __init__(self, path: str, hierarchy: str) -> None:
+        self.path = path
+        """The cgroup's directory."""
+        self.hierarchy = hierarchy
+        """``v1`` (``freezer.state``) or ``v2`` (``cgroup.freeze``)."""
+
+    @classmethod
+    def create(cls) -> FreezerCgroup:
+        """Make a fresh, thawed freezer cgroup; ``OSError`` when impossible."""
+        path, hierarchy = _make("freezer")
+        return cls(path, hierarchy)
+
+    @property
+    def procs_file(self) -> str:
+        """The file a process writes its pid to in order to join."""
+        return os.path.join(self.path, "cgroup.procs")
+
+    def pids(self) -> list[int]:
+        """Processes in the cgroup now."""
+        return _tasks(self.path)
+
+    def freeze(self, timeout_s: float = 5.0) -> bool:
+        """Stop every task of the cgroup; True once the kernel reports it frozen."""
+        if self.hierarchy == "v1":
+            target, value = "freezer.state", "FROZEN"
+        else:
+            target, value = "cgroup.freeze", "1"
+        try:
+            with open(os.path.join(self.path, target), "w", encoding="ascii") as f:
+                f.write(value)
+        except OSError:
+            return False
         deadline = time.monotonic() + timeout_s
-        while True:
-            left = self.pids()
-            for pid in left:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.01)
+        while not self.frozen():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def frozen(self) -> bool:
+        """Whether the kernel reports every task of the cgroup stopped."""
+        try:
+            if self.hierarchy == "v1":
+                return _read(os.path.join(self.path, "freezer.state")).strip() == "FROZEN"
+            return "frozen 1" in _read(os.path.join(self.path, "cgroup.events")).splitlines()
+        except OSError:
+            return False
+
+    def thaw(self) -> None:
+        """Let the cgroup's tasks run again."""
+        _thaw(self.path)
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Kill whatever is left in the cgroup (thawing it) and remove it (bounded)."""
+        _kill_and_remove(self.path, timeout_s)
 
 
-def join_argv(cgroup: PidsCgroup) -> list[str]:
-    """The prefix that moves the command into ``cgroup`` before it execs."""
-    return ["/bin/sh", "-c", _JOIN_SCRIPT, _JOIN_NAME, cgroup.procs_file]
+def join_argv(*groups: PidsCgroup | FreezerCgroup) -> list[str]:
+    """The prefix that moves the process into every one of ``groups`` before it execs."""
+    return ["/bin/sh", "-c", _JOIN_SCRIPT, _JOIN_NAME, *(g.procs_file for g in groups), "--"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -201,3 +324,33 @@ def probe() -> tuple[bool, str, str | None]:
     if joined.returncode != 0:
         return False, "cannot join a pids cgroup", None
     return True, "ok", f"cgroup_{where[1]}"
+
+
+@functools.lru_cache(maxsize=1)
+def probe_freezer() -> tuple[bool, str, str | None]:
+    """Return ``(available, detail, via)``: can this process make, join and freeze a cgroup."""
+    if _parent_dir("freezer") is None:
+        return False, "no writable freezer cgroup (v1 freezer or a v2 cgroup of our own)", None
+    try:
+        group = FreezerCgroup.create()
+    except OSError as e:
+        return False, f"cannot create a freezer cgroup: {e.strerror or e}", None
+    try:
+        proc = subprocess.Popen(
+            [*join_argv(group), "/bin/sleep", "10"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 5
+        while not group.pids() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        ok = bool(group.pids()) and group.freeze(5.0)
+        group.close()
+        proc.wait(10)
+    except (OSError, subprocess.SubprocessError) as e:
+        group.close()
+        return False, f"cannot freeze a cgroup: {e}", None
+    if not ok:
+        return False, "cannot freeze a cgroup", None
+    return True, "ok", f"cgroup_{group.hierarchy}"

@@ -7,7 +7,10 @@ Layers, strongest first (``docs/security-commands.md`` says what each enforces):
   and a per-call scratch directory writable, nothing of ``$HOME``, ``ROOST_HOME`` or the
   host's Unix sockets); everything dies with the namespace's init. The command tool runs
   nothing without it (:func:`require_confinement`).
-- **pids cgroup** (:mod:`runtime.guard.cgroups`): at most ``Limits.max_processes`` tasks per run.
+- **pids cgroup** (:mod:`runtime.guard.cgroups`): at most ``Limits.max_processes`` tasks per
+  run.
+- **freezer cgroup**: a long-lived tool process (an MCP stdio server) runs only while a
+  call is in flight; its whole tree is frozen between calls.
 - **unshare** (util-linux): new network and PID namespaces (through a user namespace when
   not root), a fresh ``/proc``; no filesystem confinement.
 - **always**: ``stdin`` closed, a new session, rlimits (CPU, address space, file size,
@@ -17,12 +20,13 @@ Layers, strongest first (``docs/security-commands.md`` says what each enforces):
 
 :func:`probe_layers` finds out, by trying, which layers work on this machine (cached per
 process); ``ROOST_SANDBOX_DISABLE=bwrap,unshare`` (any of ``bwrap``, ``unshare``,
-``prlimit``, ``setpriv``, ``openat2``, ``cgroups``) switches layers off so fallbacks can be
-exercised. Without a network namespace, a command that must not reach the network is
-refused with ``isolation_unavailable``: the sandbox fails closed.
+``prlimit``, ``setpriv``, ``openat2``, ``cgroups``, ``freezer``) switches layers off so
+fallbacks can be exercised. Without a network namespace, a command that must not reach the
+network is refused with ``isolation_unavailable``: the sandbox fails closed.
 
-Running one command inside these layers (limits, the init shell, killing what is left) is
-:mod:`runtime.guard.sandbox_run`.
+Every tool process starts through the one launcher, :mod:`runtime.guard.launcher`; running
+one command to completion is :mod:`runtime.guard.sandbox_run`, a long-lived server
+:mod:`runtime.guard.server_process`.
 """
 
 from __future__ import annotations
@@ -213,6 +217,15 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
     else:
         ok, detail, cg_via = cgroups.probe()
         layers["pids_limit"] = {"available": ok, "via": cg_via, "detail": detail}
+    if "cgroups" in disabled or "freezer" in disabled:
+        layers["freezer"] = {
+            "available": False,
+            "via": None,
+            "detail": f"disabled by {DISABLE_ENV}",
+        }
+    else:
+        ok, detail, cg_via = cgroups.probe_freezer()
+        layers["freezer"] = {"available": ok, "via": cg_via, "detail": detail}
     layers["process_group_kill"] = {"available": True, "detail": "new session per command"}
     layers["process_tree_kill"] = {"available": True, "detail": "psutil descendant walk"}
     return layers

@@ -115,6 +115,9 @@ def mcp_tools(
     for entry in servers:
         server = str(entry["name"])
         answer = listed.get(server) or {"error": {"message": "no answer"}}
+        for path in answer.get("removed") or ():
+            reason = f"sandbox_violation: the server created {path}; it was removed"
+            errors.append({"type": "mcp_server", "key": server, "reason": reason})
         if "error" in answer:
             error = answer["error"]
             reason = f"{error.get('code', 'tool_error')}: {error.get('message', '')}"

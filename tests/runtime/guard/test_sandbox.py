@@ -100,6 +100,7 @@ def test_the_probe_reports_every_layer_with_its_availability() -> None:
         "rlimits",
         "pdeathsig",
         "pids_limit",
+        "freezer",
         "process_group_kill",
         "process_tree_kill",
     }
