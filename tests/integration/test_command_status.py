@@ -5,8 +5,9 @@ read back with ``open(path).read()``. A command replaced it by a FIFO (a runner 
 stuck for the daemon's life), by a symlink to a large host file (the runner's memory grew
 by its size) or to a file holding a number (the leftover count forged). The attack script
 looks for that file in its view and, if it is there, links it to one of three host files
-outside its view; then it leaves two processes behind. Whatever it finds, the call must come back, the runner's peak memory
-must not grow, and the leftover count must be the two processes it really left.
+outside its view; then it leaves two processes behind. Whatever it finds, the call must
+come back, the runner's peak memory must not grow, and the leftover count must be the two
+processes it really left.
 """
 
 from __future__ import annotations
