@@ -244,6 +244,33 @@ class Launch:
         finally:
             self._close_child_fds()
 
+    def init_finished(self, root_pid: int) -> Callable[[], bool]:
+        """Whether the init shell has finished waiting for the command (it then runs sleep).
+
+        A line on the pipe ends the run only then: a command that writes one itself (through
+        ``/proc``) does not end its run early. The init shell is found by the kernel's
+        numbers (PID 2 under bubblewrap, a child of the namespace's PID 1; PID 1 under
+        unshare), and judged by its executable, which no other process can change.
+        """
+        found: list[int] = []
+
+        def finished() -> bool:
+            try:
+                if not found:
+                    outer = psutil.Process(root_pid)
+                    firsts = [c for c in outer.children() if _ns_pid(c.pid) == 1]
+                    if self.via == "bwrap":
+                        firsts = [c for f in firsts for c in f.children() if _ns_pid(c.pid) == 2]
+                    if not firsts:
+                        return True  # nothing left to wait for
+                    found.append(firsts[0].pid)
+                # read afresh each time (psutil keeps the first answer): it changes at exec
+                return os.path.basename(os.readlink(f"/proc/{found[0]}/exe")) == "sleep"
+            except (psutil.Error, OSError):
+                return True  # gone: the run is over anyway
+
+        return finished
+
     def is_wrapper(self, root_pid: int) -> Callable[[psutil.Process], bool]:
         """Tell the sandbox's own processes (bwrap, its init, the init shell) from the tool's.
 

@@ -252,13 +252,14 @@ def supervise(
     max_output_bytes: int,
     exclude: Callable[[psutil.Process], bool] | None = None,
     done_fd: int | None = None,
+    init_finished: Callable[[], bool] | None = None,
     members: Callable[[], list[int]] | None = None,
 ) -> Supervised:
     """Read ``proc``'s output, enforce the deadline and ``cancel``, clean up every process.
 
     ``done_fd`` (namespace runs) is the read end of the init shell's pipe: a line on it
-    means the command exited (a line a command forges only ends its own run early); what it
-    left behind is then stopped, counted and killed here
+    means the command exited, once ``init_finished`` confirms it (a line a command forges
+    is not enough); what it left behind is then stopped, counted and killed here
     (``exclude`` tells the sandbox's own processes, killed but not counted). ``members``
     lists the command's cgroup members, tracked too. Waits for ``proc``; never leaves a
     process.
@@ -276,8 +277,11 @@ def supervise(
         os.set_blocking(done_fd, False)
         sel.register(done_fd, selectors.EVENT_READ, status)
 
-    def done() -> bool:
+    def reported() -> bool:
         return b"\n" in status.data
+
+    def done() -> bool:
+        return reported() and (init_finished is None or init_finished())
 
     def track() -> None:
         tracker.snapshot()
@@ -299,7 +303,7 @@ def supervise(
             if now >= next_snapshot:
                 track()
                 next_snapshot = now + _SNAPSHOT_S
-            _pump(sel, min(_POLL_S, deadline - now))
+            _pump(sel, min(0.001 if reported() else _POLL_S, deadline - now))
         if members is not None:
             tracker.add(members())
         if reason or done_fd is not None:

@@ -142,6 +142,7 @@ def _run(
         max_output_bytes=max_output_bytes,
         exclude=launch.is_wrapper(proc.pid) if via else None,
         done_fd=launch.done_fd,
+        init_finished=launch.init_finished(proc.pid),
         members=launch.cgroup_pids,
     )
     reported = _exit_status(run.status) if run.reason is None else None
