@@ -246,7 +246,7 @@ class ToolRunnerCore:
 
         threading.Thread(target=work, name=f"tool:{call.call_id}", daemon=True).start()
         grace = SELF_ENFORCED_GRACE_S if spec.runs_commands or spec.network_capable else 0.0
-        deadline = ctx.started_at + timeout_s + grace
+        deadline = ctx.started_at + timeout_s + grace + spec.cold_start_s
         give_up_at = deadline
         while not done.wait(max(0.0, min(_POLL_S, give_up_at - time.monotonic()))):
             now = time.monotonic()

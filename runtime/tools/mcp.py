@@ -24,7 +24,7 @@ from runtime.errors import ToolError
 from runtime.guard.schema import check_schema
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.mcp_listing import list_servers
-from runtime.tools.mcp_session import session_for
+from runtime.tools.mcp_session import COLD_START_S, session_for
 
 __all__ = ["PREFIX", "TOOL_PATTERN", "call_mcp_tool", "mcp_tools", "split_tool_name", "tool_name"]
 
@@ -91,6 +91,7 @@ def _spec(entry: Mapping[str, Any], tool: Mapping[str, Any], name: str) -> ToolS
         input_schema=schema,
         runs_commands="command" in entry,
         network_capable="url" in entry,
+        cold_start_s=COLD_START_S if "command" in entry else 0.0,
     )
 
 

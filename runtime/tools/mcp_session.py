@@ -52,10 +52,12 @@ from runtime.guard import cgroups
 from runtime.tools.command import removal_signals
 from runtime.tools.mcp_connection import Connection, short_error
 
-__all__ = ["MAX_RESTARTS", "ServerSession", "close_sessions", "session_for"]
+__all__ = ["COLD_START_S", "MAX_RESTARTS", "ServerSession", "close_sessions", "session_for"]
 
 MAX_RESTARTS = 5
 """Restarts of one server per process before its calls fail with ``mcp_server_unavailable``."""
+COLD_START_S = 30.0
+"""Seconds a stdio server may take to start, not charged to the call's timeout."""
 _PING_S = 5.0
 _POLL_S = 0.05
 _BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0)
@@ -91,6 +93,7 @@ class ServerSession:
         self._lock = threading.Lock()
         self._real_root = os.path.realpath(root)
         self._tool = f"mcp.{self.name}"
+        self._start_s = 0.0
 
     @property
     def transport(self) -> str:
@@ -184,8 +187,9 @@ class ServerSession:
             time.sleep(min(_BACKOFF_S[min(self.restarts, len(_BACKOFF_S) - 1)], timeout_s / 4))
             self.restarts += 1
         conn = Connection(self.entry, self.root, self.options)
+        opening = time.monotonic()
         try:
-            self._submit(conn.open(), timeout_s, cancelled)
+            self._submit(conn.open(), timeout_s + COLD_START_S, cancelled)
         except ToolError as e:
             if e.code in ("timeout", "conversation_cancelled"):
                 with contextlib.suppress(Exception):
@@ -210,6 +214,7 @@ class ServerSession:
                 server=self.name,
             ) from e
         self._conn = conn
+        self._start_s += time.monotonic() - opening
         if restart:
             signals.append(
                 ev.McpServerRestarted(server=self.name, attempt=self.restarts, call_id=call_id)
@@ -234,6 +239,7 @@ class ServerSession:
         with self._lock:  # one call at a time per server: restarts stay simple and ordered
             self._tool = f"mcp.{self.name}.{tool}"
             started = time.monotonic()
+            self._start_s = 0.0
             self._refresh_view(signals, call_id)
             if self._conn is not None and self._conn.server is not None:
                 self._conn.server.begin_call()
@@ -270,7 +276,8 @@ class ServerSession:
         started: float,
     ) -> Any:
         conn = self._ensure(signals, call_id, timeout_s, cancelled)
-        remaining = max(0.1, timeout_s - (time.monotonic() - started))
+        # a cold start is not charged to the call (the runner allows COLD_START_S for it)
+        remaining = max(0.1, timeout_s - (time.monotonic() - started - self._start_s))
         session = conn.session
         try:
             return self._submit(
