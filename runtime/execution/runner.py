@@ -383,6 +383,7 @@ class ToolRunnerCore:
                 return signals, _from_reason(refused, **where), None
             events = self._execute(step_call, cancelled, remaining)
             signals.extend(_signals(events))
+            deadline += _cold_starts_s(events)  # a server's start is not the workflow's time
             terminal = events[-1]
             if isinstance(terminal, ev.ToolFailed):
                 return signals, _from_reason(terminal.reason, **where), None
@@ -448,3 +449,9 @@ class ToolRunnerCore:
             "duration_ms": duration_ms,
             "reason": redact(reason),
         }
+
+
+def _cold_starts_s(events: list[ev.Event]) -> float:
+    """Seconds a step spent starting MCP servers (``mcp.server_started``/``_restarted``)."""
+    starts = (e for e in events if isinstance(e, ev.McpServerStarted | ev.McpServerRestarted))
+    return sum(e.start_ms for e in starts) / 1000

@@ -214,14 +214,20 @@ class ServerSession:
                 server=self.name,
             ) from e
         self._conn = conn
-        self._start_s += time.monotonic() - opening
+        spent = time.monotonic() - opening
+        self._start_s += spent
+        start_ms = round(spent * 1000)
         if restart:
             signals.append(
-                ev.McpServerRestarted(server=self.name, attempt=self.restarts, call_id=call_id)
+                ev.McpServerRestarted(
+                    server=self.name, attempt=self.restarts, call_id=call_id, start_ms=start_ms
+                )
             )
         else:
             signals.append(
-                ev.McpServerStarted(server=self.name, transport=self.transport, call_id=call_id)
+                ev.McpServerStarted(
+                    server=self.name, transport=self.transport, call_id=call_id, start_ms=start_ms
+                )
             )
         return conn
 
