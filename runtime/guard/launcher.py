@@ -166,6 +166,15 @@ def _ns_pid(pid: int) -> int | None:
     return None
 
 
+def _children(pid: int) -> list[int]:
+    """The children of ``pid``'s main thread (the kernel's list; bwrap is single-threaded)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
 def watch(view: View) -> dict[str, bool]:
     """What the post-run check compares with: the protected entries that exist now."""
     return git_watch(view.writable, view.hooks)
@@ -260,18 +269,16 @@ class Launch:
         found: list[int] = []
 
         def finished() -> bool:
-            try:
-                if not found:
-                    outer = psutil.Process(root_pid)
-                    firsts = [c for c in outer.children() if _ns_pid(c.pid) == 1]
-                    if self.via == "bwrap":
-                        firsts = [c for f in firsts for c in f.children() if _ns_pid(c.pid) == 2]
-                    if not firsts:
-                        return True  # nothing left to wait for
-                    found.append(firsts[0].pid)
-                # read afresh each time (psutil keeps the first answer): it changes at exec
+            if not found:
+                firsts = [c for c in _children(root_pid) if _ns_pid(c) == 1]
+                if self.via == "bwrap":
+                    firsts = [c for f in firsts for c in _children(f) if _ns_pid(c) == 2]
+                if not firsts:
+                    return True  # nothing left to wait for
+                found.append(firsts[0])
+            try:  # read afresh each time: it changes when the init shell execs sleep
                 return os.path.basename(os.readlink(f"/proc/{found[0]}/exe")) == "sleep"
-            except (psutil.Error, OSError):
+            except OSError:
                 return True  # gone: the run is over anyway
 
         return finished
@@ -291,6 +298,11 @@ class Launch:
             return self.via is not None and _ns_pid(proc.pid) in own
 
         return test
+
+    @property
+    def cgroup_complete(self) -> bool:
+        """Whether the ``pids`` cgroup holds every process of the tool (it joined before exec)."""
+        return self.pids is not None
 
     def cgroup_pids(self) -> list[int]:
         """Every process in the tool's cgroups now."""

@@ -243,6 +243,28 @@ class Supervised:
     """The last bytes the init shell wrote on its pipe (its report of the exit status)."""
 
 
+def _end_in_cgroup(
+    proc: subprocess.Popen[bytes],
+    tracker: ProcessTracker,
+    members: list[int],
+    exclude: Callable[[psutil.Process], bool] | None,
+) -> int:
+    """End a run whose cgroup holds all its processes; return how many it left behind."""
+    procs: list[psutil.Process] = []
+    for pid in members:
+        with contextlib.suppress(psutil.Error):
+            procs.append(psutil.Process(pid))
+    if exclude is None or not all(_safe_exclude(exclude, p) for p in procs):
+        tracker.add(members)
+        killed = tracker.kill_all(exclude=exclude)
+        proc.wait()
+        return killed
+    for wrapper in procs:  # only the sandbox's own processes are left
+        _signal(wrapper, signal.SIGKILL)
+    proc.wait()
+    return 0
+
+
 def supervise(
     proc: subprocess.Popen[bytes],
     *,
@@ -261,8 +283,9 @@ def supervise(
     means the command exited, once ``init_finished`` confirms it (a line a command forges
     is not enough); what it left behind is then stopped, counted and killed here
     (``exclude`` tells the sandbox's own processes, killed but not counted). ``members``
-    lists the command's cgroup members, tracked too. Waits for ``proc``; never leaves a
-    process.
+    lists the command's cgroup members (every process of it, when given): a run that left
+    nothing but the sandbox's own processes then ends without a process walk. Waits for
+    ``proc``; never leaves a process.
     """
     started = time.monotonic()
     deadline = started + timeout_s
@@ -304,9 +327,11 @@ def supervise(
                 track()
                 next_snapshot = now + _SNAPSHOT_S
             _pump(sel, min(0.001 if reported() else _POLL_S, deadline - now))
-        if members is not None:
-            tracker.add(members())
-        if reason or done_fd is not None:
+        if reason is None and done() and members is not None:
+            killed = _end_in_cgroup(proc, tracker, members(), exclude)
+        elif reason or done_fd is not None:
+            if members is not None:
+                tracker.add(members())
             killed = tracker.kill_all(exclude=exclude)
             proc.wait()
         else:

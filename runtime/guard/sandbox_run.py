@@ -143,7 +143,7 @@ def _run(
         exclude=launch.is_wrapper(proc.pid) if via else None,
         done_fd=launch.done_fd,
         init_finished=launch.init_finished(proc.pid),
-        members=launch.cgroup_pids,
+        members=launch.cgroup_pids if launch.cgroup_complete else None,
     )
     reported = _exit_status(run.status) if run.reason is None else None
     code = proc.returncode if reported is None else reported
