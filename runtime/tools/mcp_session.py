@@ -49,10 +49,13 @@ from typing import Any
 from events import catalog as ev
 from runtime.errors import ToolError
 from runtime.guard import cgroups
+from runtime.logging import get_logger
 from runtime.tools.command import removal_signals
 from runtime.tools.mcp_connection import Connection, short_error
 
 __all__ = ["COLD_START_S", "MAX_RESTARTS", "ServerSession", "close_sessions", "session_for"]
+
+log = get_logger("runtime.tools.mcp")
 
 MAX_RESTARTS = 5
 """Restarts of one server per process before its calls fail with ``mcp_server_unavailable``."""
@@ -265,7 +268,10 @@ class ServerSession:
     def _end_call(self, signals: list[ev.Event], call_id: str) -> None:
         """Freeze the server again and run the post-run check (what the call left)."""
         conn = self._conn
-        if conn is None or conn.server is None or not conn.server.alive():
+        if conn is None or conn.server is None:
+            return
+        if not conn.server.alive():  # it died after answering: stop it, check what it left
+            self._drop(signals, call_id)
             return
         removed = conn.server.end_call()
         signals += removal_signals(self._tool, self._real_root, removed, call_id)
@@ -318,10 +324,19 @@ class ServerSession:
                 server=self.name,
             ) from e
 
-    def close(self) -> None:
-        """Stop the server (its whole tree) and run the post-run check a last time."""
-        with self._lock:
+    def close(self) -> list[str]:
+        """Stop the server (its whole tree) and run the post-run check; what it removed.
+
+        Waits a few seconds for a call in flight, then stops the server under it.
+        """
+        locked = self._lock.acquire(timeout=5.0)
+        try:
+            conn = self._conn
             self._drop()
+            return [] if conn is None else list(conn.removed)
+        finally:
+            if locked:
+                self._lock.release()
 
 
 _SESSIONS: dict[tuple[str, str], ServerSession] = {}
@@ -346,5 +361,10 @@ def close_sessions() -> None:
         sessions = list(_SESSIONS.values())
         _SESSIONS.clear()
     for session in sessions:
-        with contextlib.suppress(Exception):
-            session.close()
+        try:
+            removed = session.close()
+        except Exception as e:
+            log.warning("mcp_server_stop_failed", server=session.name, error=short_error(e))
+            continue
+        if removed:  # planted at its exit: removed by the same check as after a call
+            log.warning("mcp_server_exit_removed", server=session.name, removed=removed)

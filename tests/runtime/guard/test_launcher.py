@@ -142,3 +142,24 @@ def test_a_launch_closes_its_cgroups(tmp_path: Path) -> None:
     launch.close()
     assert not any(os.path.isdir(g) for g in groups)
     assert cgroups.sweep_stale() == []
+
+
+def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DISABLE_ENV, "freezer")
+    assert probe_layers()["freezer"]["available"] is False
+    server = ServerProcess.start(
+        ["sh", "-c", ECHO_SERVER],
+        view=_view(tmp_path),
+        env=ENV,
+        allow_network=False,
+        max_processes=16,
+    )
+    try:
+        assert not server.frozen_between_calls
+        assert server.end_call() == []
+        assert _line(server, "between") == "got:between\n"  # it still runs
+    finally:
+        server.stop()
+    assert not server.alive()
