@@ -220,7 +220,7 @@ class Launch:
     before: dict[str, bool] = field(default_factory=dict)
     """The post-run check's baseline (:func:`watch`), taken before the process starts."""
     hidden: frozenset[tuple[str, int, int, int]] = frozenset()
-    """What the view hides and protects, as it was when the view was built."""
+    """What the view hides and protects, as it was when the view was built (``serve``)."""
     done_fd: int | None = None
     """The daemon's end of the init shell's pipe (``run`` in a namespace)."""
     init_stdin: int | None = None
@@ -394,7 +394,8 @@ def _prepare(
     if via == "bwrap":
         view = launch.view = msgspec.structs.replace(view, hooks=tuple(hooks_dirs(view.writable)))
         launch.before = watch(view)
-        launch.hidden = view_state(view)  # before the view is built: a later change shows
+        if launch.shape == "serve":  # before the view is built: a later change shows
+            launch.hidden = view_state(view)
         try:
             bwrap = bwrap_argv(allow_network, view)
             # The view's arguments go through a file descriptor, so the tool cannot read
