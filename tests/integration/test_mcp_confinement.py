@@ -22,7 +22,8 @@ import pytest
 from runtime.client import Client
 from tests.integration.adversarial_helpers import LAYERS, needs_bwrap, run_daemon, wait_until
 from tests.integration.conftest import Daemon, alive
-from tests.integration.test_mcp_client import C, _root, _run, _stdio, _types
+from tests.integration.test_escalation import kill_runner
+from tests.integration.test_mcp_client import C, _root, _run, _server_process, _stdio, _types
 from tests.integration.test_trust_boundary import runtime_places
 
 pytestmark = [
@@ -230,3 +231,25 @@ def test_a_roost_directory_made_after_the_server_started_is_read_only_to_it(
         assert answer.startswith("DENIED:"), answer
         assert "view_changed" in str(c.incident_timeline(project, C, correlation_id="plant"))
     assert list((root / ".roost" / "commands").iterdir()) == []
+
+
+def test_a_server_left_frozen_by_a_killed_runner_dies_at_the_next_call(
+    served: Daemon, tmp_path: Path
+) -> None:
+    if not LAYERS["freezer"]["available"]:
+        pytest.skip(f"no freezer here: {LAYERS['freezer']['detail']}")
+    root = _repo(tmp_path, "repo")
+    with served.client(timeout_s=60) as c:
+        project = c.start_project(str(root), "p1", {"mcp_servers": [_stdio(root)]})
+        c.start_conversation(project, C)
+        assert _text(_run(c, project, "mcp.fx.echo", {"text": "one"}, "one")) == "one"
+        server = _server_process(root)  # frozen now, between calls
+        first = kill_runner(c, project)  # its parent-death signal waits for a thaw
+        assert server.is_running()
+        wait_until(
+            lambda: c.diagnostics(project)["actors"].get("toolrunner") not in (None, first),
+            30,
+            "a new ToolRunner",
+        )
+        assert _text(_run(c, project, "mcp.fx.echo", {"text": "two"}, "two")) == "two"
+        wait_until(lambda: not alive([server]), 15, "the frozen server of the dead runner to die")
