@@ -81,6 +81,7 @@ class ProjectActor(CoreShell):
 
     def _setup(self, setup: SetupProject) -> None:
         from runtime.guard.sandbox import probe_layers  # noqa: PLC0415
+        from runtime.lifecycle.readme import describe  # noqa: PLC0415
         from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
         self.setup = setup
@@ -94,6 +95,7 @@ class ProjectActor(CoreShell):
             restore=setup.restore,
             reply_to=setup.reply_to,
             list_tools=partial(_listed, registry, setup.options),
+            describe=partial(describe, setup.root, setup.options),
             pid=os.getpid(),
             correlation_id=setup.correlation_id,
         )
@@ -176,7 +178,7 @@ def _listed(registry: Any, options: dict[str, Any], source: Any = None) -> list[
 
     from runtime.execution.pipeline import offered_tools  # noqa: PLC0415
 
-    specs = (
-        registry.visible(options) if source is None else offered_tools(registry, options, source)
-    )
-    return [msgspec.to_builtins(spec) for spec in specs]
+    if source is None:
+        listed: list[dict[str, Any]] = registry.list_tools(options)
+        return listed
+    return [msgspec.to_builtins(spec) for spec in offered_tools(registry, options, source)]

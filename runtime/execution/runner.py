@@ -19,7 +19,7 @@ per (project, tool) for the life of the runner: ``tool.timeout`` carries the cou
 
 **Workflows.** ``workflow.run.<key>`` returns a plan; the runner runs its steps in order,
 each decided by the ``decide_step`` the pipeline gives (its ``decide`` with source
-``workflow``) and run through the same path (no second quota), as call
+``workflow`` and the workflow's spec) and run through the same path (no second quota), as call
 ``<call_id>.step-<index>``. Step signals (decisions, security signals,
 timeouts) are kept; their terminal events are not (the workflow call has one). The first
 step refused or failed fails the workflow with that step's reason plus ``step`` (index) and
@@ -44,8 +44,16 @@ import msgspec
 from events import catalog as ev
 from events.catalog import SIGNAL_TYPES
 from runtime.errors import ToolError
-from runtime.execution.results import ScanSummary, check_caps, completed_events, tool_kind
-from runtime.guard.redaction import redact
+from runtime.execution.results import (
+    ScanSummary,
+    check_caps,
+    completed_events,
+    mask_events,
+    tool_kind,
+)
+from runtime.guard.redaction import SecretKind, redact
+from runtime.guard.secret_masking import SecretMasker
+from runtime.guard.secret_sources import SecretSources, project_sources
 from runtime.option_table import RuntimeOptions
 from runtime.policy.decisions import Verdict
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
@@ -96,7 +104,7 @@ class ToolRunnerCore:
         options: Mapping[str, Any],
         registry: ToolRegistry,
         *,
-        decide_step: Callable[[CallSpec], Verdict],
+        decide_step: Callable[[CallSpec, ToolSpec], Verdict],
     ) -> None:
         self.project_id = project_id
         self.root = root
@@ -105,12 +113,19 @@ class ToolRunnerCore:
         """The options, typed."""
         self.registry = registry
         self._decide = decide_step
-        """Decides a workflow step (``allow``, ``deny`` or ``invalid``; never ``ask``)."""
+        """Decides a workflow step, given the workflow's spec (never ``ask``)."""
         self._lock = threading.Lock()
         self._in_flight: dict[str, str | None] = {}
         self._per_conversation: dict[str, int] = {}
         self._timeouts: dict[str, int] = {}
         self._calls: OrderedDict[str, CallSpec] = OrderedDict()
+        self._secrets: SecretSources | None = None
+
+    def secret_masker(self) -> SecretMasker:
+        """The masker of the secret values known now (``runtime.guard.secret_sources``)."""
+        if self._secrets is None:
+            self._secrets = project_sources(self.root, self.options)
+        return self._secrets.masker()
 
     def remember(self, call: CallSpec) -> None:
         """Keep ``call`` so :meth:`result_of` can name its conversation and correlation."""
@@ -314,8 +329,14 @@ class ToolRunnerCore:
         signals: list[ev.Event],
         steps: ScanSummary | None,
     ) -> list[ev.Event]:
-        """Caps → sensitivity scan → redaction, then the terminal event."""
-        events = list(signals)
+        """Caps → known secret values masked → sensitivity scan → redaction, then the terminal.
+
+        Every event of the call passes here before it is returned for the journal: the
+        result or the failure's reason, and the signals the tool recorded, are masked
+        (:func:`runtime.execution.results.mask_events`).
+        """
+        masker = self.secret_masker()
+        events, masked = mask_events(masker, list(signals))
         if isinstance(outcome, dict):
             try:
                 check_caps(
@@ -329,14 +350,29 @@ class ToolRunnerCore:
         if isinstance(outcome, ToolError):
             if outcome.code == "timeout" and not isinstance(outcome, _StepFailure):
                 events.extend(self._count_timeout(call))
+            reason, count = masker.mask(outcome.reason())
+            masked += count
+            if masked:
+                events.append(
+                    ev.SecuritySensitiveArtifactDetected(
+                        finding_count=masked,
+                        finding_kinds=[SecretKind.SECRET_VALUE.value],
+                        tool=call.name,
+                        call_id=call.call_id,
+                    )
+                )
             failed = ev.ToolFailed(
                 call_id=call.call_id,
                 name=call.name,
                 duration_ms=duration_ms,
-                reason=redact(outcome.reason()),
+                reason=redact(reason),
             )
             return [*events, failed]
-        return [*events, *completed_events(call, spec, outcome, duration_ms, steps)]
+        result, count = masker.mask(outcome)
+        return [
+            *events,
+            *completed_events(call, spec, result, duration_ms, steps, secret_values=masked + count),
+        ]
 
     # --- workflows --------------------------------------------------------------------
 
@@ -378,7 +414,7 @@ class ToolRunnerCore:
                 correlation_id=call.correlation_id,
                 causation_id=call.causation_id,
             )
-            refused = self._decide_step(step_call, signals)
+            refused = self._decide_step(step_call, spec, signals)
             if refused is not None:
                 return signals, _from_reason(refused, **where), None
             events = self._execute(step_call, cancelled, remaining)
@@ -399,9 +435,11 @@ class ToolRunnerCore:
         )
         return signals, {"workflow": plan.get("workflow"), "steps": results}, summary
 
-    def _decide_step(self, step: CallSpec, signals: list[ev.Event]) -> dict[str, Any] | None:
+    def _decide_step(
+        self, step: CallSpec, workflow: ToolSpec, signals: list[ev.Event]
+    ) -> dict[str, Any] | None:
         """Decide a step; record its signals; return the refusal reason, or None to run it."""
-        verdict = self._decide(step)
+        verdict = self._decide(step, workflow)
         signals.extend(_signals(verdict.events))
         if verdict.outcome == "allow":
             return None

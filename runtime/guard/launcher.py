@@ -49,6 +49,7 @@ from runtime.guard.sandbox import (
     View,
     bwrap_argv,
     executables,
+    kernel_filter_fd,
     probe_layers,
     require_isolation,
     unshare_argv,
@@ -65,6 +66,9 @@ __all__ = [
     "Launch",
     "Limits",
     "Shape",
+    "cgroup_layers",
+    "cgroup_limits",
+    "kernel_guard_layers",
     "post_run_check",
     "prepare",
     "prlimit_argv",
@@ -101,6 +105,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Open file descriptors per process (``RLIMIT_NOFILE``)."""
     max_processes: int = 512
     """Tasks (processes and threads) of the whole tool at once (``pids`` cgroup)."""
+    memory_bytes: int | None = None
+    """Memory of the whole tool, tmpfs pages included (``memory`` cgroup); ``None``: none."""
+    cpu_cores: float | None = None
+    """CPU of the whole tool, in cores (``cpu`` cgroup quota); ``None``: none."""
 
 
 def rlimit_values(limits: Limits, timeout_s: float) -> dict[int, tuple[int, int]]:
@@ -135,6 +143,28 @@ def prlimit_argv(values: Mapping[int, tuple[int, int]]) -> list[str]:
         *(f"{names[r]}={soft}:{hard}" for r, (soft, hard) in values.items()),
         "--",
     ]
+
+
+def cgroup_limits(limits: Limits, layers: Mapping[str, Any]) -> cgroups.CgroupLimits:
+    """The cgroup limits of a run: ``limits``, less those whose layer is unavailable here."""
+    return cgroups.CgroupLimits(
+        max_pids=limits.max_processes,
+        memory_bytes=limits.memory_bytes if layers["memory_limit"]["available"] else None,
+        cpu_cores=limits.cpu_cores if layers["cpu_limit"]["available"] else None,
+    )
+
+
+def cgroup_layers(group: cgroups.ToolCgroup) -> list[str]:
+    """The layer names a run's cgroup applies (``pids_limit``, ``memory_limit``, ...)."""
+    return [cgroups.LAYER_NAMES[c] for c in cgroups.CONTROLLERS if c in group.dirs]
+
+
+def kernel_guard_layers(layers: Mapping[str, Any], view: View) -> list[str]:
+    """The kernel guards a bubblewrap run under ``view`` gets (see ``probe_layers``)."""
+    names = ["seccomp", "no_new_privs", "proc_masks"]
+    if view.tmpfs_bytes:
+        names.append("tmpfs_size")
+    return [name for name in names if layers[name]["available"]]
 
 
 def _args_fd(args: Sequence[str]) -> int:
@@ -213,8 +243,8 @@ class Launch:
     """Descriptors the process inherits."""
     preexec: Callable[[], None] | None = None
     """Sets the rlimits in the child where ``prlimit`` is missing."""
-    pids: cgroups.PidsCgroup | None = None
-    """Its ``pids`` cgroup."""
+    pids: cgroups.ToolCgroup | None = None
+    """Its cgroups with limits (``pids``, and ``memory``/``cpu`` where they can be had)."""
     freezer: cgroups.FreezerCgroup | None = None
     """Its freezer cgroup (``serve`` only)."""
     before: dict[str, bool] = field(default_factory=dict)
@@ -363,15 +393,17 @@ def _prepare(
     limits: Limits,
     timeout_s: float,
 ) -> None:
-    groups: list[cgroups.PidsCgroup | cgroups.FreezerCgroup] = []
+    groups: list[cgroups.ToolCgroup | cgroups.FreezerCgroup] = []
     if layers["pids_limit"]["available"]:
         try:
-            launch.pids = cgroups.PidsCgroup.create(limits.max_processes)
+            launch.pids = cgroups.ToolCgroup.create(cgroup_limits(limits, layers))
         except OSError as e:
             log.warning("pids_cgroup_failed", error=str(e))
         else:
             groups.append(launch.pids)
-            launch.layers.append("pids_limit")
+            launch.layers += cgroup_layers(launch.pids)
+            if launch.pids.skipped:
+                log.warning("cgroup_limits_skipped", skipped=launch.pids.skipped)
     if launch.shape == "serve" and layers.get("freezer", {}).get("available"):
         try:
             launch.freezer = cgroups.FreezerCgroup.create()
@@ -398,9 +430,14 @@ def _prepare(
             launch.hidden = view_state(view)
         try:
             bwrap = bwrap_argv(allow_network, view)
+            filter_fd = kernel_filter_fd()
+            guards: list[str] = []
+            if filter_fd is not None:
+                launch._child_fds.append(filter_fd)
+                guards = ["--seccomp", str(filter_fd)]
             # The view's arguments go through a file descriptor, so the tool cannot read
             # which paths are hidden from /proc/1/cmdline (bwrap).
-            args_fd = _args_fd(bwrap[1:-1])
+            args_fd = _args_fd([*guards, *bwrap[1:-1]])
         except OverflowError as e:
             raise ToolError(
                 "isolation_unavailable",
@@ -410,7 +447,7 @@ def _prepare(
             ) from e
         launch._child_fds.append(args_fd)
         launch.prefix += [bwrap[0], "--args", str(args_fd), "--"]
-        launch.layers += ["bwrap", "mount_isolation"]
+        launch.layers += ["bwrap", "mount_isolation", *kernel_guard_layers(layers, view)]
     elif via == "unshare":
         unshare = layers["unshare"]
         launch.prefix += unshare_argv(

@@ -52,6 +52,8 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
     """Isolation layers used for this run, e.g. ``["bwrap", "netns", "pidns", ...]``."""
     git_control_removed: list[str] = []
     """Git control files the command created (``.git/commondir``, ...), removed after it."""
+    killed_by: str | None = None
+    """``"memory_limit"`` when the kernel killed a process of it for the memory limit."""
 
 
 def _exit_status(reported: bytes) -> int | None:
@@ -91,7 +93,7 @@ def run_command(
         view=view, allow_network=allow_network, limits=limits or Limits(), timeout_s=timeout_s
     )
     try:
-        return _run(
+        result = _run(
             launch,
             argv=argv,
             cwd=cwd,
@@ -100,6 +102,9 @@ def run_command(
             cancel=cancel,
             max_output_bytes=max_output_bytes,
         )
+        if launch.pids is not None and launch.pids.oom_kills():
+            result = msgspec.structs.replace(result, killed_by="memory_limit")
+        return result
     finally:
         launch.close()
 

@@ -36,21 +36,26 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import stat
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from runtime.errors import ToolError
 from runtime.guard import roost_home
+from runtime.guard.git_probe import GitProbeError, hooks_paths
 from runtime.guard.pathrules import SensitiveRules
 
 __all__ = [
     "GIT_CONTROL",
+    "KERNEL_FILESYSTEMS",
+    "MASKED_PATHS",
     "MAX_SCAN_ENTRIES",
+    "PROC_READ_ONLY",
     "ROOST_STATE_ENV",
     "SYSTEM_PATHS",
     "SYSTEM_VISIBLE",
@@ -59,6 +64,8 @@ __all__ = [
     "git_watch",
     "hidden_state",
     "hooks_dirs",
+    "kernel_masks_argv",
+    "kernel_mounts",
     "listening_sockets",
     "protected_mounts",
     "sensitive_files",
@@ -86,6 +93,40 @@ SYSTEM_VISIBLE: tuple[str, ...] = ("/usr", "/etc", "/sys", "/proc", "/dev")
 
 PRIVATE_DIRS: tuple[str, ...] = ("/tmp", "/var/tmp", "/run")
 """Empty, private directories in every view."""
+
+PROC_READ_ONLY: tuple[str, ...] = (
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+)
+"""Kernel control files bound read-only in the view (runc's and containerd's read-only paths):
+``/proc/sys`` is where a root command would set ``kernel.core_pattern`` and have the kernel
+run its program as host root."""
+
+MASKED_PATHS: tuple[str, ...] = (
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/key-users",
+    "/proc/timer_list",
+    "/proc/latency_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/proc/acpi",
+    "/proc/asound",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+)
+"""Kernel files shown empty (runc's and containerd's masked paths): the kernel's memory, the
+keyrings of every user, timers and scheduler state, firmware tables, power counters."""
+
+KERNEL_FILESYSTEMS: frozenset[str] = frozenset(
+    {"debugfs", "tracefs", "securityfs", "pstore", "bpf", "configfs", "fusectl", "efivarfs"}
+)
+"""Filesystems mounted under the host's ``/sys`` that the view shows empty: ``/sys`` is the
+host's, bound read-only, so without this its debug, tracing, security-module, crash-log, BPF
+and EFI mounts would come with it (a container runtime mounts a fresh ``sysfs`` instead)."""
 
 GIT_CONTROL: tuple[str, ...] = (
     "config",
@@ -125,6 +166,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     """``sensitive_path_allowlist`` patterns (exceptions)."""
     hooks: tuple[str, ...] = ()
     """``core.hooksPath`` directories inside the writable paths (:func:`hooks_dirs`)."""
+    tmpfs_bytes: int | None = None
+    """Size of each of the private ``/tmp``, ``/var/tmp`` and ``/run``; ``None``: the
+    kernel's default (half the host's memory each)."""
 
 
 def hidden_state() -> list[str]:
@@ -238,29 +282,24 @@ def _git_dirs(writable: Sequence[str]) -> list[str]:
 def hooks_dirs(writable: Sequence[str]) -> list[str]:
     """Directories inside ``writable`` that git's ``core.hooksPath`` names (e.g. ``.husky``).
 
-    Read with the real ``git config`` (system, global and the repository's own config, as
-    the user's git reads them); a hooks directory in the work tree would otherwise let a
-    command plant a hook that the user's next commit runs.
+    Asked of git as the user's git reads it (system, global and the repository's own
+    config), hermetically (:func:`runtime.guard.git_probe.hooks_paths`); a hooks directory
+    in the work tree would otherwise let a command plant a hook that the user's next
+    commit runs. When git cannot answer, raises ``ToolError("isolation_unavailable",
+    layer="git_config")``: a hooks directory that is not known cannot be protected.
     """
-    git = shutil.which("git")
     found: list[str] = []
-    if git is None:
-        return found
     for path in writable:
-        if not os.path.lexists(os.path.join(path, ".git")):
-            continue
         try:
-            done = subprocess.run(
-                [git, "-C", path, "config", "--get-all", "core.hooksPath"],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=5,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            continue
-        for line in done.stdout.splitlines():
+            values = hooks_paths(path)
+        except GitProbeError as e:
+            raise ToolError(
+                "isolation_unavailable",
+                f"{e}; the hooks directory it names cannot be protected, so nothing that "
+                "could write there runs",
+                layer="git_config",
+            ) from e
+        for line in values:
             place = os.path.realpath(os.path.join(path, os.path.expanduser(line.strip())))
             if line.strip() and _inside(place, path) and place != path:
                 found.append(place)
@@ -362,7 +401,7 @@ def _interpreter_places(visible: Sequence[str]) -> list[str]:
     return found
 
 
-def _system_argv() -> list[str]:
+def _system_argv(tmpfs_bytes: int | None) -> list[str]:
     argv: list[str] = []
     for path in SYSTEM_PATHS:
         if os.path.islink(path):
@@ -371,11 +410,51 @@ def _system_argv() -> list[str]:
             argv += ["--ro-bind", path, path]
     argv += ["--ro-bind", "/etc", "/etc", "--ro-bind-try", "/sys", "/sys"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += kernel_masks_argv()
     for path in PRIVATE_DIRS:
+        argv += ["--size", str(tmpfs_bytes)] if tmpfs_bytes else []
         argv += ["--tmpfs", path]
+    if tmpfs_bytes:  # /dev is a tmpfs too: read-only, with a sized /dev/shm
+        argv += ["--size", str(tmpfs_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     if os.path.islink("/var/run"):
         argv += ["--symlink", "../run", "/var/run"]
     return argv
+
+
+def kernel_masks_argv() -> list[str]:
+    """The arguments making :data:`PROC_READ_ONLY` read-only and :data:`MASKED_PATHS` empty.
+
+    They follow ``--proc /proc`` and ``/sys``; only the paths this kernel has are named.
+    """
+    argv: list[str] = []
+    for path in PROC_READ_ONLY:
+        if os.path.lexists(path):
+            argv += ["--ro-bind", path, path]
+    for path in MASKED_PATHS:
+        if os.path.lexists(path):
+            argv += _mask(path)
+    for path in kernel_mounts():
+        argv += ["--tmpfs", path, "--remount-ro", path]
+    return argv
+
+
+def kernel_mounts() -> list[str]:
+    """Mount points under ``/sys`` of the :data:`KERNEL_FILESYSTEMS` (from ``mountinfo``)."""
+    found: list[str] = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, fstype = left.split(), right.split(" ", 1)[0]
+        if len(fields) < 5 or fstype not in KERNEL_FILESYSTEMS:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        if point.startswith("/sys/") and os.path.isdir(point) and point not in found:
+            found.append(point)
+    return found
 
 
 def _etc_links() -> list[str]:
@@ -406,7 +485,7 @@ def view_argv(view: View) -> list[str]:
 
     Raises ``OverflowError`` when the bound paths are too large to scan for sensitive files.
     """
-    argv = _system_argv()
+    argv = _system_argv(view.tmpfs_bytes)
     visible = list(SYSTEM_VISIBLE)
     for path in view.read_only:
         if os.path.exists(path):

@@ -62,10 +62,9 @@ class ServerProcess:
         view: View,
         env: Mapping[str, str],
         allow_network: bool,
-        max_processes: int,
+        limits: Limits,
     ) -> ServerProcess:
         """Start ``argv`` through the launcher; ``ToolError`` / ``OSError`` when it cannot."""
-        limits = Limits(cpu_seconds=SERVER_CPU_SECONDS, max_processes=max_processes)
         launch = prepare(
             view=view, allow_network=allow_network, limits=limits, timeout_s=0.0, shape="serve"
         )

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from runtime.guard.command_controls import build_env
+from runtime.guard.launcher import Limits
 from runtime.guard.network import (
     NetworkPolicy,
     denial_error,
@@ -35,7 +36,7 @@ from runtime.guard.network import (
     resolve_and_check,
 )
 from runtime.guard.sandbox import View, probe_layers, require_confinement
-from runtime.guard.server_process import ServerProcess
+from runtime.guard.server_process import SERVER_CPU_SECONDS, ServerProcess
 from runtime.option_table import RuntimeOptions
 from runtime.tools.command import command_view
 from runtime.tools.mcp_pipe import pipe_streams
@@ -56,6 +57,10 @@ class StdioSpec(msgspec.Struct, frozen=True, kw_only=True):
     """Whether it shares the host's network (``network_egress_policy: allow``)."""
     max_processes: int
     """``tool_max_processes``: tasks of its whole tree at once."""
+    memory_bytes: int | None = None
+    """``tool_max_memory_bytes``: memory of its whole tree."""
+    cpu_cores: float | None = None
+    """``tool_cpu_cores``: CPU of its whole tree."""
 
 
 def stdio_spec(
@@ -72,6 +77,8 @@ def stdio_spec(
         env=dict(env),
         allow_network=settings.network_egress_policy == "allow",
         max_processes=settings.tool_max_processes,
+        memory_bytes=settings.tool_max_memory_bytes,
+        cpu_cores=settings.tool_cpu_cores,
     )
 
 
@@ -169,7 +176,12 @@ class Connection:
                         view=spec.view,
                         env=spec.env,
                         allow_network=spec.allow_network,
-                        max_processes=spec.max_processes,
+                        limits=Limits(
+                            cpu_seconds=SERVER_CPU_SECONDS,
+                            max_processes=spec.max_processes,
+                            memory_bytes=spec.memory_bytes,
+                            cpu_cores=spec.cpu_cores,
+                        ),
                     )
                     stack.callback(self._stop_server)
                     streams = await stack.enter_async_context(

@@ -17,6 +17,7 @@ from runtime.guard.sandbox_run import run_command
 from runtime.guard.server_process import ServerProcess
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+LIMITS = Limits(cpu_seconds=60, max_processes=16)
 
 ECHO_SERVER = 'while read -r line; do echo "got:$line"; done'
 
@@ -74,7 +75,7 @@ def test_a_server_is_frozen_between_calls_and_stopped_with_its_tree(tmp_path: Pa
         view=_view(tmp_path),
         env=ENV,
         allow_network=False,
-        max_processes=16,
+        limits=LIMITS,
     )
     try:
         assert _line(server, "one") == "got:one\n"
@@ -98,7 +99,7 @@ def test_a_server_view_goes_stale_when_a_sensitive_file_appears(tmp_path: Path) 
         view=_view(tmp_path),
         env=ENV,
         allow_network=False,
-        max_processes=16,
+        limits=LIMITS,
     )
     try:
         server.end_call()
@@ -119,7 +120,7 @@ def test_what_a_server_creates_in_git_during_a_call_is_removed_after_it(tmp_path
         view=_view(tmp_path),
         env=ENV,
         allow_network=False,
-        max_processes=16,
+        limits=LIMITS,
     )
     try:
         server.end_call()
@@ -154,7 +155,7 @@ def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
         view=_view(tmp_path),
         env=ENV,
         allow_network=False,
-        max_processes=16,
+        limits=LIMITS,
     )
     try:
         assert not server.frozen_between_calls
