@@ -27,7 +27,7 @@ from runtime.guard.sandbox_run import CommandResult, Limits, run_command
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 
-__all__ = ["SPECS", "TOOL", "TOOLS", "command_run"]
+__all__ = ["SPECS", "TOOL", "TOOLS", "command_run", "command_view", "removal_signals"]
 
 TOOL = "command.run"
 """The tool's name."""
@@ -226,22 +226,29 @@ def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> Vi
     )
 
 
+def removal_signals(
+    tool: str, root: str, removed: list[str], call_id: str | None
+) -> list[SecuritySandboxViolation]:
+    """One ``security.sandbox_violation`` per entry the post-run check removed."""
+    return [
+        SecuritySandboxViolation(
+            tool=tool,
+            path=os.path.relpath(path, root),
+            reason=(
+                "assets_created"
+                if os.path.basename(path) == ".roost"
+                else "git_control_file_created"
+            ),
+            call_id=call_id,
+        )
+        for path in removed
+    ]
+
+
 def _outcome(
     ctx: ToolContext, result: CommandResult, timeout_s: float, max_bytes: int
 ) -> dict[str, Any]:
-    for path in result.git_control_removed:
-        ctx.signals.append(
-            SecuritySandboxViolation(
-                tool=TOOL,
-                path=os.path.relpath(path, ctx.root),
-                reason=(
-                    "assets_created"
-                    if os.path.basename(path) == ".roost"
-                    else "git_control_file_created"
-                ),
-                call_id=ctx.call_id,
-            )
-        )
+    ctx.signals += removal_signals(TOOL, ctx.root, result.git_control_removed, ctx.call_id)
     reason = "timeout" if result.timed_out else "cancel" if result.cancelled else "completed"
     if result.killed_processes:
         ctx.signals.append(
