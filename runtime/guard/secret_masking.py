@@ -12,8 +12,8 @@ CI systems mask their secret variables. Each value is searched for as itself and
   characters wholly decided by the value's own bytes, not the ones that mix in a neighbour;
 - base32 of the value and of its reverse, at its five alignments (``base32``);
 - the value's bytes written one by one as a byte dump or a source literal writes them:
-  octal (``od -b``, ``\163``), decimal (``od -tu1``, a Python ``list``), ``\x73``,
-  ``\u0073`` (JSON or JavaScript escaping every character) and ``0x73,`` (``xxd -i``).
+  octal (``od -b``), decimal (``od -tu1``, a Python ``list``), ``\x73``, ``\u0073``
+  (JSON or JavaScript escaping every character) and ``0x73,`` (``xxd -i``), lower case.
 
 Everything is searched in the text with ASCII whitespace removed, so line-wrapped base64 or
 hex and byte dumps with spaces between bytes match too; a match is mapped back to the text
@@ -95,20 +95,21 @@ def _base32_fragments(data: bytes) -> list[bytes]:
 
 
 def _byte_escapes(data: bytes) -> set[bytes]:
-    r"""``data`` written byte by byte: octal, decimal, ``\x``, ``\u`` and ``0x`` forms."""
-    octal = [f"{b:03o}" for b in data]
+    r"""``data`` written byte by byte: octal, decimal, ``\x``, ``\u`` and ``0x`` forms.
+
+    Lower case only, as the usual tools write them: each form is three to six times the
+    value's length, and the search's cost grows with the literals' total size.
+    """
     decimal = [str(b) for b in data]
     forms = {
-        "".join(octal),
-        "".join("\\" + o for o in octal),
+        "".join(f"{b:03o}" for b in data),
         "".join(decimal),
         ",".join(decimal),
         "".join(f"\\x{b:02x}" for b in data),
-        "".join(f"\\x{b:02X}" for b in data),
         ",".join(f"0x{b:02x}" for b in data),
     }
     if data.isascii():
-        forms |= {"".join(f"\\u{b:04x}" for b in data), "".join(f"\\u{b:04X}" for b in data)}
+        forms.add("".join(f"\\u{b:04x}" for b in data))
     return {form.encode() for form in forms}
 
 
