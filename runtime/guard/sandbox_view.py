@@ -17,7 +17,10 @@ boundary"). It starts from an empty root and adds, in this order:
 5. hidden last, so nothing above can uncover them: sensitive files inside the bound paths
    (``sensitive_path_denylist`` names, shown as empty ``/dev/null``), every listening host
    Unix socket found inside them (unless ``command_socket_allowlist`` names it), and
-   Roost's own state (``ROOST_HOME``: sockets, journal, logs, spill files).
+   Roost's own state (``ROOST_HOME``: sockets, journal, logs, spill files);
+6. the view's root itself made read-only: it is bubblewrap's tmpfs, of the kernel's
+   default size, so only the sized private directories take what a command writes
+   outside the bound paths.
 
 Not there at all: ``$HOME`` and every other user's files, ``/var``, ``/opt``, ``/srv``,
 ``/mnt``, ``/media``, ``/run`` and ``/var/run`` (so no host Unix socket: PostgreSQL's,
@@ -520,4 +523,6 @@ def view_argv(view: View) -> list[str]:
     for state in hidden_state():
         if _under_any(state, [*bound, *visible]) and os.path.isdir(state):
             argv += ["--tmpfs", state, "--remount-ro", state]
-    return argv
+    # Last: the view's own root is a tmpfs of the kernel's default size (half the host's
+    # memory) that a root command could otherwise fill past every sized tmpfs.
+    return [*argv, "--remount-ro", "/"]

@@ -1,4 +1,4 @@
-"""Masking known secret values, and their common encodings, in text a tool returned.
+r"""Masking known secret values, and their common encodings, in text a tool returned.
 
 Shape rules (:mod:`runtime.guard.redaction_patterns`) find what looks like a secret; this
 module finds what *is* one: the exact values Roost knows (a sensitive file's values, the
@@ -9,7 +9,11 @@ CI systems mask their secret variables. Each value is searched for as itself and
 - hex, lower and upper case, of the value and of its reverse (``xxd -p``, ``od -An -tx1``),
 - base64, standard and URL-safe, of the value and of its reverse, at the three alignments
   the value can have inside a longer base64 stream (``git show HEAD:.env | base64``): the
-  characters wholly decided by the value's own bytes, not the ones that mix in a neighbour.
+  characters wholly decided by the value's own bytes, not the ones that mix in a neighbour;
+- base32 of the value and of its reverse, at its five alignments (``base32``);
+- the value's bytes written one by one as a byte dump or a source literal writes them:
+  octal (``od -b``), decimal (``od -tu1``, a Python ``list``), ``\x73``, ``\u0073``
+  (JSON or JavaScript escaping every character) and ``0x73,`` (``xxd -i``), lower case.
 
 Everything is searched in the text with ASCII whitespace removed, so line-wrapped base64 or
 hex and byte dumps with spaces between bytes match too; a match is mapped back to the text
@@ -80,6 +84,35 @@ def _base64_fragments(data: bytes) -> list[bytes]:
     return out
 
 
+def _base32_fragments(data: bytes) -> list[bytes]:
+    """The base32 characters ``data`` alone decides, at each of the 5 alignments."""
+    out: list[bytes] = []
+    for shift in range(5):
+        padded = b"\0" * shift + data
+        whole = padded[: len(padded) // 5 * 5]
+        out.append(base64.b32encode(whole)[-(-shift * 8 // 5) :])
+    return out
+
+
+def _byte_escapes(data: bytes) -> set[bytes]:
+    r"""``data`` written byte by byte: octal, decimal, ``\x``, ``\u`` and ``0x`` forms.
+
+    Lower case only, as the usual tools write them: each form is three to six times the
+    value's length, and the search's cost grows with the literals' total size.
+    """
+    decimal = [str(b) for b in data]
+    forms = {
+        "".join(f"{b:03o}" for b in data),
+        "".join(decimal),
+        ",".join(decimal),
+        "".join(f"\\x{b:02x}" for b in data),
+        ",".join(f"0x{b:02x}" for b in data),
+    }
+    if data.isascii():
+        forms.add("".join(f"\\u{b:04x}" for b in data))
+    return {form.encode() for form in forms}
+
+
 def encoded_forms(value: str) -> set[bytes]:
     """Every form of ``value`` the masker searches for, as UTF-8 bytes without whitespace."""
     raw = value.encode("utf-8", "surrogatepass")
@@ -95,6 +128,8 @@ def encoded_forms(value: str) -> set[bytes]:
         hexed = binascii.hexlify(data)
         forms.update((hexed, hexed.upper()))
         forms.update(_base64_fragments(data))
+        forms.update(_base32_fragments(data))
+    forms |= _byte_escapes(raw)
     squeezed = {form.translate(None, _WHITESPACE) for form in forms}
     return {form for form in squeezed if len(form) >= MIN_SECRET_LENGTH}
 

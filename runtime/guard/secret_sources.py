@@ -10,6 +10,8 @@ project, and hands out a :class:`~runtime.guard.secret_masking.SecretMasker` for
   lines (quotes and inline comments dropped), a JSON document's strings, a PEM block's
   body lines, and lines that are a bare token. A value of letters only or digits only
   counts only under a sensitive key (``NODE_ENV=production`` is no secret).
+- **Git's credentials.** Tokens the repository's own ``.git/config`` keeps in a remote's
+  URL or an ``extraheader`` (:mod:`runtime.guard.git_credentials`), read the same way.
 - **Withheld environment.** A command's environment is built from nothing
   (:func:`runtime.guard.command_controls.build_env`), so every variable of the daemon's
   own environment is withheld from tools; those whose name is sensitive
@@ -38,10 +40,11 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from runtime.guard import openat2
+from runtime.guard.git_credentials import GIT_CONFIG_FILES, git_config_values
 from runtime.guard.pathrules import SensitiveRules
 from runtime.guard.redaction_patterns import is_sensitive_key, redact_string
 from runtime.guard.secret_masking import MIN_SECRET_LENGTH, SecretMasker
@@ -238,10 +241,9 @@ class SecretSources:
         if self._walked_at is None or now - self._walked_at >= self._rescan_s:
             self._found = self._discover()
             self._walked_at = now
-        files = self._found
         reads: dict[str, _Read] = {}
-        for rel in files:
-            read = self._read(rel)
+        for rel in (*self._found, *GIT_CONFIG_FILES):
+            read = self._read(rel, git_config_values if rel in GIT_CONFIG_FILES else file_values)
             if read is not None:
                 reads[rel] = read
                 yield read.values
@@ -318,7 +320,7 @@ class SecretSources:
             hit = self._names[name] = self._rules.match((name,)) is not None
         return hit
 
-    def _read(self, rel: str) -> _Read | None:
+    def _read(self, rel: str, parse: Callable[[str], set[str]]) -> _Read | None:
         path = os.path.join(self.root, rel)
         try:
             st = os.lstat(path)
@@ -333,7 +335,7 @@ class SecretSources:
         data = _bounded_read(self.root, rel)
         if data is None:
             return None
-        return _Read(key, frozenset(file_values(data.decode("utf-8", "replace"))))
+        return _Read(key, frozenset(parse(data.decode("utf-8", "replace"))))
 
 
 def _bounded_read(root: str, rel: str) -> bytes | None:

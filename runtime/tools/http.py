@@ -33,6 +33,7 @@ from runtime.guard.network import (
 )
 from runtime.guard.network_targets import DEFAULT_PORTS, ParsedTarget, parse_target, split_scheme
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+from runtime.tools.http_decode import BoundedDecoder, DecodeError
 
 __all__ = ["MAX_REDIRECTS", "METHODS", "SPECS", "TOOLS", "http_fetch"]
 
@@ -212,15 +213,25 @@ def _send(
 
 
 def _read(ctx: ToolContext, response: httpx.Response, limit: int) -> bytes:
-    """Read at most ``limit`` bytes of the body, watching the deadline and cancellation."""
+    """Read at most ``limit`` decoded bytes of the body, watching the deadline and cancellation.
+
+    The raw bytes are decoded here, never by ``httpx`` (:mod:`runtime.tools.http_decode`):
+    a compressed answer is inflated at most ``limit`` bytes at a time.
+    """
+    decoder = BoundedDecoder(response.headers.get("content-encoding", ""), limit)
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size >= limit:
-            break
-        _remaining(ctx)
+    for raw in response.iter_raw():
+        data = decoder.feed(raw)
+        while True:
+            chunks.append(data)
+            size += len(data)
+            if size >= limit:
+                return b"".join(chunks)[:limit]
+            _remaining(ctx)
+            if not decoder.pending():
+                break
+            data = decoder.feed(b"")
     return b"".join(chunks)[:limit]
 
 
@@ -353,7 +364,7 @@ def _read_mapped(ctx: ToolContext, response: httpx.Response, limit: int) -> byte
         return _read(ctx, response, limit)
     except httpx.TimeoutException as e:
         raise ToolError("timeout", "http.fetch timed out reading the body") from e
-    except httpx.HTTPError as e:
+    except (httpx.HTTPError, DecodeError) as e:
         raise ToolError("tool_error", f"http.fetch failed: {e}", kind="http_error") from e
 
 

@@ -85,6 +85,8 @@ def main() -> None:
             out["peak_growth"] = max(after[p] - before.get(p, 0) for p in after)
             plant = "printf '#!/bin/sh\\nid\\n' > .husky/pre-commit; echo rc=$?"
             out["planted"] = _tool(c, "command.run", {"command": plant, "timeout_ms": 30000})
+            root = "echo x > /planted; echo root=$?"  # the view's root (test_redteam_view.py)
+            out["view_root"] = _tool(c, "command.run", {"command": root, "timeout_ms": 30000})
     finally:
         stop_daemon(home, timeout_s=30)
     out["hook"] = (repo / ".husky" / "pre-commit").read_text()

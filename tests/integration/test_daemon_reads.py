@@ -189,6 +189,7 @@ def test_a_daemon_that_is_not_root_holds_the_same_reads_safe() -> None:
     assert out["peak_growth"] < 100 * MiB, out["peak_growth"]
     _refused(out["planted"])
     assert out["hook"] == "#!/bin/sh\nexit 0\n"
+    assert out["view_root"]["result"]["stdout"] == "root=2\n", out["view_root"]
 
 
 PLANTED = """import pathlib

@@ -177,6 +177,13 @@ COMMANDS = {
     "od": "git show HEAD:.env | od -An -tx1",
     "url": "git show HEAD:.env | python3 -c "
     "'import sys, urllib.parse; print(urllib.parse.quote(sys.stdin.read()))'",
+    # found by the red team of issue 17: each printed the values past the masker
+    "base32": "git show HEAD:.env | base32",
+    "octal": "git show HEAD:.env | od -An -b",
+    "decimal": "git show HEAD:.env | python3 -c 'import sys; print(list(sys.stdin.buffer.read()))'",
+    "escapes": "git show HEAD:.env | python3 -c "
+    '\'import sys; print("".join("\\\\x%02x" % b for b in sys.stdin.buffer.read()))\'',
+    "c_array": "git show HEAD:.env | xxd -i",
 }
 
 

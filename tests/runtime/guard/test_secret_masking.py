@@ -202,3 +202,22 @@ def test_many_values_are_split_over_several_programs_and_all_found() -> None:
     assert masker.forms_count > 5000
     text = " | ".join([values[0], values[299][::-1], values[-1]])
     assert masker.mask_text(text) == (f"{M} | {M} | {M}", 3)
+
+
+@pytest.mark.parametrize("before", range(5))
+def test_base32_at_every_alignment_and_byte_dumps_are_masked(before: int) -> None:
+    """``base32``, ``od -b``, ``od -tu1``, a ``list``, ``\\x``/``\\u`` escapes, ``xxd -i``."""
+    masker = SecretMasker([SECRET])
+    data = b"K" * before + b"=" + SECRET.encode() + b"\n"
+    dumps = [
+        base64.b32encode(data).decode(),
+        " ".join(f"{b:03o}" for b in data),
+        "  ".join(str(b) for b in data),
+        str(list(data)),
+        "".join(f"\\x{b:02x}" for b in data),
+        "".join(f"\\u{b:04x}" for b in data),
+        ", ".join(f"0x{b:02x}" for b in data),
+    ]
+    for dump in dumps:
+        masked, count = masker.mask_text(dump)
+        assert count >= 1 and M in masked, dump
