@@ -484,6 +484,25 @@ def _is_timeout(event: Envelope) -> bool:
     return False
 
 
+def _changes(ordered: list[Envelope]) -> list[dict[str, Any]]:
+    """Each ``tool.changes`` in scope: what one run changed and what was quarantined."""
+    found: list[dict[str, Any]] = []
+    for event in ordered:
+        if event.type != "tool.changes":
+            continue
+        payload = decode_data(event.type, event.data)
+        if not isinstance(payload, ev.ToolChanges):
+            continue
+        found.append(
+            {
+                "seq": event.seq,
+                "at": event.at,
+                **msgspec.to_builtins(payload),
+            }
+        )
+    return found
+
+
 def incident_report(
     events: Iterable[Envelope],
     project_id: str,
@@ -496,7 +515,8 @@ def incident_report(
     conversation's status, counts, the seq span), ``asked`` (each ``user.message``),
     ``causal_chain`` (the causation tree as a pre-order list with depths), ``tool_calls``,
     ``denials``, ``failures``, ``timeouts``, ``cancellations``, ``security_signals``,
-    ``actor_events``, ``latency`` (count/min/max/total ms per stage), ``first_error`` and
+    ``actor_events``, ``changes`` (each ``tool.changes``: what a run changed in the root and
+    what was quarantined), ``latency`` (count/min/max/total ms per stage), ``first_error`` and
     ``counts_by_type``.
     """
     everything = in_seq_order(events)
@@ -562,6 +582,7 @@ def incident_report(
             _entry(event) for event in selected if event.type.startswith("security.")
         ],
         "actor_events": [_entry(event) for event in selected if event.type in _ACTOR_EVENTS],
+        "changes": _changes(selected),
         "stages": stages,
         "latency": _latency(stages),
         "first_error": (

@@ -26,8 +26,12 @@ import msgspec
 import psutil
 
 from runtime.errors import ToolError
-from runtime.guard import cgroups
+from runtime.guard import cgroups, leftovers
+from runtime.guard.leftovers import ChangeReport
+from runtime.guard.pathrules import SensitiveRules
 from runtime.guard.proctree import MARKER_ENV, ProcessTracker, supervise
+from runtime.guard.rootscan import RootScan, scan_paths
+from runtime.guard.run_ledger import RunLabel
 from runtime.guard.sandbox import (
     View,
     bwrap_argv,
@@ -36,7 +40,7 @@ from runtime.guard.sandbox import (
     require_isolation,
     unshare_argv,
 )
-from runtime.guard.sandbox_view import git_watch, hooks_dirs, undo_git_changes
+from runtime.guard.sandbox_view import PROTECTED_IN_WRITABLE, hooks_dirs
 from runtime.guard.statedir import project_umask
 from runtime.logging import get_logger
 
@@ -97,8 +101,8 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
     """Wall time from start to the last process gone."""
     layers: list[str] = []
     """Isolation layers used for this run, e.g. ``["bwrap", "netns", "pidns", ...]``."""
-    git_control_removed: list[str] = []
-    """Git control files the command created (``.git/commondir``, ...), removed after it."""
+    changes: ChangeReport | None = None
+    """What the run changed in the root and what the review quarantined (``leftovers``)."""
 
 
 def rlimit_values(limits: Limits, timeout_s: float) -> dict[int, tuple[int, int]]:
@@ -177,6 +181,23 @@ def _read_leftovers(path: str) -> int:
         return 0
 
 
+def _rules(view: View) -> SensitiveRules:
+    return SensitiveRules(view.sensitive_deny, view.sensitive_allow)
+
+
+def _scan(view: View) -> RootScan:
+    """The writable paths' one walk (for the view and the review), or ``isolation_unavailable``."""
+    try:
+        return scan_paths(view.writable, _rules(view))
+    except OverflowError as e:
+        raise ToolError(
+            "isolation_unavailable",
+            f"the command's view cannot be built: {e}; sensitive files could "
+            "not all be hidden, so the command is not run",
+            layer="mount_isolation",
+        ) from e
+
+
 def run_command(
     command: str | Sequence[str],
     *,
@@ -189,13 +210,17 @@ def run_command(
     limits: Limits | None = None,
     writable_paths: Sequence[str] = (),
     view: View | None = None,
+    label: RunLabel | None = None,
+    root: str | None = None,
 ) -> CommandResult:
     """Run ``command`` (a ``/bin/sh -c`` string or an argv) inside the best layers here.
 
     Under bubblewrap the command sees ``view`` (default: ``writable_paths`` writable, the
-    system read-only, nothing else; :mod:`runtime.guard.sandbox_view`), and git control files it
-    created are removed when it ends. With a ``pids`` cgroup the command and all its
-    descendants may have at most ``limits.max_processes`` tasks. On timeout or ``cancel``
+    system read-only, every ``.git`` read-only, nothing else;
+    :mod:`runtime.guard.sandbox_view`). ``root`` (default: the first writable path) is
+    reviewed after the run (:mod:`runtime.guard.leftovers`; ``label`` names the run's
+    durable record). With a ``pids`` cgroup the command and all its descendants may have
+    at most ``limits.max_processes`` tasks. On timeout or ``cancel``
     every process of the command is killed; processes left behind by a command that
     exited are killed too. Raises ``ToolError("isolation_unavailable")`` when the network
     must be denied and no namespace can be made, or when the view cannot be built.
@@ -226,29 +251,27 @@ def run_command(
         prefix += [executables()["setpriv"], "--pdeathsig", "KILL", "--"]
         used.append("pdeathsig")
     status_dir = tempfile.mkdtemp(prefix="roost-status-") if via else None
-    git_before: dict[str, bool] = {}
     args_fd: int | None = None
+    watch: leftovers.RootWatch | None = None
     try:
+        hooks = tuple(hooks_dirs(view.writable))
+        scan = _scan(view)
+        review_root = root or (view.writable[0] if view.writable else None)
+        if review_root is not None:
+            protected = [*hooks, *(os.path.join(review_root, p) for p in PROTECTED_IN_WRITABLE)]
+            watch = leftovers.begin(
+                review_root, scan, protected=protected, rules=_rules(view), label=label
+            )
         if via and status_dir:
             if via == "bwrap":
-                hooks = tuple(hooks_dirs(view.writable))
-                git_before = git_watch(view.writable, hooks)
                 staged = msgspec.structs.replace(
-                    view, writable=(*view.writable, status_dir), hooks=hooks
+                    view, writable=(*view.writable, status_dir), hooks=hooks, scan=scan
                 )
-                try:
-                    bwrap = bwrap_argv(allow_network, staged)
-                    # The view's arguments go through a file descriptor, so the command
-                    # cannot read which paths are hidden from /proc/1/cmdline (bwrap).
-                    args_fd = _args_fd(bwrap[1:-1])
-                    prefix += [bwrap[0], "--args", str(args_fd), "--"]
-                except OverflowError as e:
-                    raise ToolError(
-                        "isolation_unavailable",
-                        f"the command's view cannot be built: {e}; sensitive files could "
-                        "not all be hidden, so the command is not run",
-                        layer="mount_isolation",
-                    ) from e
+                bwrap = bwrap_argv(allow_network, staged)
+                # The view's arguments go through a file descriptor, so the command
+                # cannot read which paths are hidden from /proc/1/cmdline (bwrap).
+                args_fd = _args_fd(bwrap[1:-1])
+                prefix += [bwrap[0], "--args", str(args_fd), "--"]
                 used += ["bwrap", "mount_isolation"]
             else:
                 unshare = layers["unshare"]
@@ -259,7 +282,7 @@ def run_command(
             used += ["pidns"] if allow_network else ["netns", "pidns"]
             prefix += ["/bin/sh", "-c", INIT_SCRIPT, INIT_NAME, os.path.join(status_dir, "left")]
         used += ["process_group_kill", "process_tree_kill"]
-        return _run(
+        result = _run(
             argv=argv,
             prefix=prefix,
             preexec=preexec,
@@ -271,10 +294,14 @@ def run_command(
             timeout_s=timeout_s,
             cancel=cancel,
             max_output_bytes=max_output_bytes,
-            git_before=git_before,
             pass_fds=() if args_fd is None else (args_fd,),
         )
+        if watch is None:
+            return result
+        return msgspec.structs.replace(result, changes=watch.review())
     finally:
+        if watch is not None:
+            watch.review()  # a run that failed to start is reviewed too (once)
         if args_fd is not None:
             os.close(args_fd)
         if status_dir:
@@ -296,7 +323,6 @@ def _run(
     timeout_s: float,
     cancel: threading.Event | None,
     max_output_bytes: int,
-    git_before: dict[str, bool],
     pass_fds: tuple[int, ...],
 ) -> CommandResult:
     marker = uuid.uuid4().hex
@@ -344,5 +370,4 @@ def _run(
         killed_processes=run.killed,
         duration_ms=int((time.monotonic() - started) * 1000),
         layers=used,
-        git_control_removed=undo_git_changes(git_before),
     )
