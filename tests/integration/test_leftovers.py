@@ -25,7 +25,13 @@ from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
 from runtime.daemon.processes import daemon_processes
 from runtime.journal.store import Journal
-from tests.integration.adversarial_helpers import Call, needs_bwrap, recorded, run_daemon, wait_until
+from tests.integration.adversarial_helpers import (
+    Call,
+    needs_bwrap,
+    recorded,
+    run_daemon,
+    wait_until,
+)
 from tests.integration.conftest import alive, daemon_env, make_root
 from tests.integration.test_adversarial_paths import git_on_a_terminal
 from tests.integration.test_daemon_crash import kill_everything
@@ -221,7 +227,7 @@ def test_git_reads_work_in_a_command_and_git_writes_fail(client: Client) -> None
 def test_fifos_and_socket_files_left_in_the_root_are_removed(client: Client) -> None:
     repo = root_of(client)
     script = (
-        "mkfifo pipe && python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+        'mkfifo pipe && python3 -c "import socket; s = socket.socket(socket.AF_UNIX); '
         "s.bind('s.sock')\" && echo made"
     )
     call, result = run(client, script)
@@ -345,7 +351,7 @@ def _start_cut_run(home: str, root: Path) -> None:
         c.start_conversation("p", conversation_id=C)
         tool = {"name": "command.run", "args": {"command": CUT}, "run_mode": "async"}
         c.send_message("p", C, "go", correlation_id="corr-cut", llm={"tool_calls": [tool]})
-    wait_until(lambda: (root / "cut" / "ready").exists(), timeout_s=60, what="the run to plant")
+    wait_until((root / "cut" / "ready").exists, timeout_s=60, what="the run to plant")
     assert (root / "cut" / "nested" / ".git").is_dir()
 
 
