@@ -133,10 +133,13 @@ def open_run(
 
 
 def close_run(record: RunRecord) -> None:
-    """Remove a reviewed run's record."""
+    """Remove a reviewed run's record.
+
+    Not fsync'd: a removal lost to a power cut only brings the record back, and its run
+    is then reviewed once more, by a walk.
+    """
     with contextlib.suppress(FileNotFoundError):
         os.unlink(_path(record.label.run_id))
-    _fsync_dir(runs_dir())
 
 
 def _alive(record: RunRecord) -> bool:
