@@ -184,6 +184,8 @@ class RootWatch:
         self.detail = ""
         self.record: RunRecord | None = None
         self.report: ChangeReport | None = None
+        self.pending: list[tuple[str, str, int]] = []
+        self.pending_overflow = False
         if label is not None:
             self.record = open_run(
                 label, root=root, started_at=self.started_at, gits=self.gits, missing=self.missing
@@ -199,19 +201,25 @@ class RootWatch:
                 self.notify.close()
                 self.notify = None
 
-    def review(self) -> ChangeReport:
+    def review(self, *, keep: bool = False) -> ChangeReport:
         """Find what changed since :func:`begin`, quarantine what may not stay, close.
 
-        A second call returns the first call's report.
+        A second call returns the first call's report. With ``keep`` (a long-lived process,
+        such as an MCP stdio server, after each of its calls) the watch goes on instead:
+        the directories that appeared are watched from now on, the next review reports what
+        changed after this one, and the run's record stays until a review without ``keep``.
         """
         if self.report is not None:
             return self.report
         started = time.perf_counter()
+        epoch = time.time()
         try:
             events: list[tuple[str, str, int]] = []
             overflow = False
             if self.notify is not None:
                 events, overflow = self.notify.drain()
+                events, overflow = self.pending + events, overflow or self.pending_overflow
+                self.pending, self.pending_overflow = [], False
                 if overflow:
                     self.detail = "the inotify queue overflowed: the whole root was walked"
             review = _Review(
@@ -230,11 +238,48 @@ class RootWatch:
                 method = "inotify"
             report = review.report(method, self.detail, time.perf_counter() - started)
         finally:
-            self.close()
+            if not keep:
+                self.close()
+        if keep:
+            self.started_at = epoch
+            self._rewatch(review.new_dirs)
+            self._skip_own(review.gone)
+            return report
         if self.record is not None:
             close_run(self.record)
         self.report = report
         return report
+
+    def _skip_own(self, gone: set[str]) -> None:
+        """Keep for the next review the events since this one, less the quarantine's own.
+
+        Each entry taken out made one deletion or move event in its directory; only that
+        one is dropped, so what the process did at the same path since is still seen.
+        """
+        if self.notify is None:
+            return
+        events, overflow = self.notify.drain()
+        self.pending_overflow = overflow
+        own = set(gone)
+        for directory, name, mask in events:
+            rel = os.path.relpath(os.path.join(directory, name), self.root)
+            if rel in own and mask & (inotify.IN_DELETE | inotify.IN_MOVED_FROM):
+                own.discard(rel)
+                continue
+            self.pending.append((directory, name, mask))
+
+    def _rewatch(self, new_dirs: list[str]) -> None:
+        """Watch the directories a run made (a moved one gets its new path back)."""
+        if self.notify is None:
+            return
+        try:
+            for rel in new_dirs:
+                path = os.path.join(self.root, rel)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    self.notify.watch(path)
+        except OSError as e:
+            self.detail = f"inotify unavailable ({e.strerror or e}): the whole root was walked"
+            self.close()
 
     def close(self) -> None:
         """Drop the watches (the run record stays until :meth:`review` finishes).
@@ -384,6 +429,7 @@ class _Review:
         self.gone: set[str] = set()  # relative paths quarantined (their insides with them)
         self.real_dirs: dict[str, bool] = {"": True}
         self.bare_dirs: dict[str, bool] = {}
+        self.new_dirs: list[str] = []  # directories the run made or moved in (relative)
         self.hash_budget = HASH_TOTAL_BYTES
 
     # candidates ------------------------------------------------------------------------
@@ -431,6 +477,7 @@ class _Review:
             current = stack.pop()
             if current in self.gone:
                 continue
+            self.new_dirs.append(current)
             for rel, st in self._children(current):
                 self._judge(rel, st, created=True)
                 if stat.S_ISDIR(st.st_mode) and rel not in self.gone:

@@ -252,3 +252,21 @@ def test_the_review_works_for_an_unprivileged_daemon() -> None:
     assert done.stdout == ("65534 inotify [('h', 'setid_file'), ('p', 'special_file')]\n"), (
         done.stderr
     )
+
+
+def test_a_kept_watch_reports_each_call_apart_and_watches_the_directories_it_made(
+    root: Path, home: Path
+) -> None:
+    """A long-lived process (an MCP stdio server) is reviewed after each of its calls."""
+    w = watch(root, label=RunLabel(project_id="p", call_id="server"))
+    (root / "made" / "inner").mkdir(parents=True)
+    first = w.review(keep=True)
+    assert [c.path for c in first.created] == ["made", "made/inner"]
+    os.mkfifo(root / "made" / "inner" / "pipe")  # in a directory the first call made
+    (root / "made" / "inner" / "f.txt").write_text("f\n")
+    second = w.review(keep=True)
+    assert [c.path for c in second.created] == ["made/inner/f.txt"]
+    assert reasons(second) == {"made/inner/pipe": "special_file"}
+    assert len(run_ledger.live_runs()) == 1  # the record stays while the process lives
+    assert w.review().empty
+    assert run_ledger.live_runs() == []
