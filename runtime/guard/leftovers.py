@@ -188,7 +188,12 @@ class RootWatch:
         self.pending_overflow = False
         if label is not None:
             self.record = open_run(
-                label, root=root, started_at=self.started_at, gits=self.gits, missing=self.missing
+                label,
+                root=root,
+                started_at=self.started_at,
+                gits=self.gits,
+                missing=self.missing,
+                sensitive=(tuple(rules.deny), tuple(rules.allow)),
             )
         try:
             self.notify = inotify.Inotify()
@@ -364,6 +369,7 @@ def recover_runs(project_id: str | None = None) -> list[tuple[RunRecord, ChangeR
             gits=record.gits,
             missing=record.missing,
             detail=DEAD_RUN_DETAIL,
+            rules=SensitiveRules(*record.sensitive) if len(record.sensitive) == 2 else None,
         )
         record.report = msgspec.to_builtins(report)
         save_run(record)

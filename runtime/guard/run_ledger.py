@@ -71,6 +71,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     """``.git`` entries (relative) that existed before the run."""
     missing: list[str] = []
     """Protected places (relative: ``.roost``, hooks directories) missing before the run."""
+    sensitive: list[list[str]] = []
+    """The project's ``[sensitive_path_denylist, sensitive_path_allowlist]``: not hashed."""
     report: dict[str, Any] | None = None
     """The review's report once a stop or start reviewed the dead run (event still due)."""
 
@@ -116,6 +118,7 @@ def open_run(
     started_at: float,
     gits: frozenset[str] | list[str],
     missing: tuple[str, ...] | list[str],
+    sensitive: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> RunRecord:
     """Write the durable record of a run about to start (see the module docstring)."""
     me = psutil.Process()
@@ -127,6 +130,7 @@ def open_run(
         pid_started=me.create_time(),
         gits=sorted(gits),
         missing=list(missing),
+        sensitive=[list(sensitive[0]), list(sensitive[1])],
     )
     save_run(record)
     return record
