@@ -391,6 +391,8 @@ class ToolChanges(Event, frozen=True, kw_only=True, tag="tool.changes"):
     """``{path, reason, kind, moved_to}`` of what the review took out of the root."""
     recovered: bool = False
     """The run was cut by a stop or a crash and reviewed when the daemon or project started."""
+    conversation_id: str | None = None
+    """The call's conversation, for a recovered run (recorded as a project-level event)."""
 
 
 class SecurityLeftoverQuarantined(
@@ -411,6 +413,8 @@ class SecurityLeftoverQuarantined(
     """Tool name."""
     call_id: str | None = None
     """The call whose run left it."""
+    conversation_id: str | None = None
+    """The call's conversation, for a recovered run (recorded as a project-level event)."""
 
 
 class SecuritySandboxViolation(Event, frozen=True, kw_only=True, tag="security.sandbox_violation"):

@@ -81,6 +81,7 @@ _ROUND_ENDS: Final = frozenset({"assistant.message", "tool.requested", *TURN_END
 _ACTOR_READS: Final = type_names(
     ev.ActorCrashed, ev.ActorRestarted, ev.ActorEscalated, ev.ActorMailboxOverflow
 )
+_RECOVERED_READS: Final = type_names(ev.ToolChanges, ev.SecurityLeftoverQuarantined)
 _CALL_READS: Final = type_names(
     ev.ToolRequested,
     ev.ToolApprovalRequested,
@@ -117,12 +118,16 @@ SHARED_ACTORS = frozenset({"toolrunner", "policy", "journal"})
 def concerns(event: Envelope, conversation_id: str) -> bool:
     """Tell whether ``event`` belongs to the conversation's incident views.
 
-    Its own events and signals; and the project-level ``actor.*`` signals about the
+    Its own events and signals; the project-level ``actor.*`` signals about the
     conversation's actor or the actors it depends on (``toolrunner``, ``policy``,
-    ``journal``), which the Project and the Supervisor record without a conversation id.
+    ``journal``), which the Project and the Supervisor record without a conversation id;
+    and the project-level review of one of its calls that a stop or crash cut
+    (``tool.changes`` and ``security.leftover_quarantined`` naming the conversation).
     """
     if event.conversation_id == conversation_id:
         return True
+    if event.conversation_id is None and event.type in _RECOVERED_READS:
+        return event.data.get("conversation_id") == conversation_id
     if event.conversation_id is not None or event.type not in _ACTOR_READS:
         return False
     match decode_data(event.type, event.data):

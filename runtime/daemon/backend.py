@@ -134,7 +134,7 @@ def _thespian_logging(home: str) -> dict[str, Any]:
     }
 
 
-def _review_dead_runs(when: str, wait_s: float = 0.0) -> None:
+def _review_dead_runs(when: str, wait_s: float = 0.0, project_id: str | None = None) -> None:
     """Review the roots of runs a stop or crash cut (``runtime.guard.leftovers``), now.
 
     At a stop, the actor processes that ran them are waited for (up to ``wait_s``) first.
@@ -144,10 +144,10 @@ def _review_dead_runs(when: str, wait_s: float = 0.0) -> None:
     from runtime.guard.run_ledger import live_runs  # noqa: PLC0415
 
     deadline = time.monotonic() + wait_s
-    while live_runs() and time.monotonic() < deadline:
+    while live_runs(project_id) and time.monotonic() < deadline:
         time.sleep(0.05)
     try:
-        reviewed = recover_runs()
+        reviewed = recover_runs(project_id)
     except Exception:
         log.exception("dead_run_review_failed", when=when)
         return
@@ -284,7 +284,10 @@ class ActorBackend:
         if op == "list_projects":
             return self._list_projects(deadline)
         if route_of(op) in ACTOR_ROUTES:
-            return self.ask(op, args, deadline)
+            result = self.ask(op, args, deadline)
+            if op == "stop_project":  # the runs the stop ended are reviewed before it returns
+                _review_dead_runs("project_stop", wait_s=5.0, project_id=str(args["project_id"]))
+            return result
         if op == "diagnostics":
             return self._diagnostics(str(args["project_id"]), deadline)
         if op == "incident_timeline":

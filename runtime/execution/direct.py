@@ -95,20 +95,21 @@ def project_record(
 def recovered_record(
     project_id: str, label: RunLabel, report: ChangeReport, at: str
 ) -> list[NewEvent]:
-    """The events of a dead run's review (``recovered: true``), in the call's conversation.
+    """The events of a dead run's review (``recovered: true``), at project level.
 
+    They name the call's conversation in their payload (the incident report of that
+    conversation shows them) but are not in its stream: its actor did not make them.
     Empty when the run changed nothing. A fresh correlation: the runtime records it on its
     own, at the start after the stop or crash that cut the run.
     """
-    payloads = change_events(report, tool=label.tool, call_id=label.call_id, recovered=True)
+    payloads = change_events(
+        report,
+        tool=label.tool,
+        call_id=label.call_id,
+        recovered=True,
+        conversation_id=label.conversation_id,
+    )
     correlation = new_correlation_id()
     return [
-        new_event(
-            p,
-            project_id=project_id,
-            at=at,
-            correlation_id=correlation,
-            conversation_id=label.conversation_id,
-        )
-        for p in payloads
+        new_event(p, project_id=project_id, at=at, correlation_id=correlation) for p in payloads
     ]

@@ -15,9 +15,18 @@ __all__ = ["change_events"]
 
 
 def change_events(
-    report: ChangeReport | None, *, tool: str, call_id: str, recovered: bool = False
+    report: ChangeReport | None,
+    *,
+    tool: str,
+    call_id: str,
+    recovered: bool = False,
+    conversation_id: str | None = None,
 ) -> list[Event]:
-    """``tool.changes`` (when anything changed) and a quarantine signal per entry taken out."""
+    """``tool.changes`` (when anything changed) and a quarantine signal per entry taken out.
+
+    ``conversation_id`` is named in the payloads of a recovered run's events, which are
+    recorded at project level (the conversation's actor did not make them).
+    """
     if report is None or (report.empty and not report.quarantined):
         return []
     out: list[Event] = [
@@ -28,6 +37,7 @@ def change_events(
             moved_to=q.moved_to,
             tool=tool,
             call_id=call_id,
+            conversation_id=conversation_id,
         )
         for q in report.quarantined
     ]
@@ -45,6 +55,7 @@ def change_events(
             deleted_count=report.deleted_count,
             quarantined=msgspec.to_builtins(report.quarantined),
             recovered=recovered,
+            conversation_id=conversation_id,
         )
     )
     return out

@@ -80,8 +80,9 @@ HASH_MAX_BYTES = 4 * 1024 * 1024
 HASH_TOTAL_BYTES = 32 * 1024 * 1024
 """Most bytes hashed for one report; past it, files get their size only."""
 
-CTIME_SLACK_S = 1.0
-"""A walk counts an entry changed when its ctime is at most this before the run began."""
+CTIME_SLACK_S = 0.05
+"""A walk counts an entry changed when its ctime is at most this before the run began
+(file times come from the kernel's coarse clock, which may lag the run's start a tick)."""
 
 _DIR_EVENTS = inotify.IN_CREATE | inotify.IN_MOVED_TO
 

@@ -163,9 +163,9 @@ def dead_runs(project_id: str | None = None) -> list[RunRecord]:
     return [r for r in _records(project_id) if not _alive(r)]
 
 
-def live_runs() -> list[RunRecord]:
-    """Records of runs whose process is still there."""
-    return [r for r in _records(None) if _alive(r)]
+def live_runs(project_id: str | None = None) -> list[RunRecord]:
+    """Records of runs whose process is still there (of ``project_id`` only, when given)."""
+    return [r for r in _records(project_id) if _alive(r)]
 
 
 def _records(project_id: str | None) -> list[RunRecord]:

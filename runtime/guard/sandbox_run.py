@@ -5,7 +5,9 @@
 command in a ``pids`` cgroup (:mod:`runtime.guard.cgroups`) under its rlimits and the
 parent-death signal, runs it as the child of an init shell that counts what it leaves behind,
 and kills every process of it at its timeout, on cancel, or when it exits leaving some
-(:mod:`runtime.guard.proctree`). It returns a :class:`CommandResult`.
+(:mod:`runtime.guard.proctree`). The project root is watched from before the process starts
+and reviewed once it is gone (:mod:`runtime.guard.leftovers`). It returns a
+:class:`CommandResult`.
 """
 
 from __future__ import annotations

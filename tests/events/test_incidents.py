@@ -653,3 +653,18 @@ def test_the_markdown_answers_what_did_the_agent_change() -> None:
         f"| 3 | {call} | modified | link → /etc/passwd | symlink | — | — |",
         f"| 3 | {call} | deleted | gone.txt | gone | — | — |",
     ]
+
+
+def test_a_recovered_runs_project_level_review_belongs_to_the_conversation_it_names() -> None:
+    j = started_project()
+    j.add(
+        ev.ToolChanges(call_id="call-3", created_count=0, recovered=True, conversation_id="c1"),
+        conversation_id=None,
+        correlation_id="corr-recovered",
+    )
+    j.add(
+        ev.ToolChanges(call_id="call-4", recovered=True, conversation_id="c2"),
+        conversation_id=None,
+    )
+    report = incident_report(j.events, "p1", "c1")
+    assert [c["call_id"] for c in report["changes"]] == ["call-3"]

@@ -420,3 +420,17 @@ def test_roost_daemon_stop_reviews_the_runs_it_ends(home: str, tmp_path: Path) -
     assert ("cut/nested/.git", "git_dir_created") in {
         (q["path"], q["reason"]) for q in found[0]["quarantined"]
     }
+
+
+def test_a_project_stop_reviews_the_runs_it_ends(home: str, tmp_path: Path) -> None:
+    root = Path(make_root(tmp_path / "root"))
+    start_daemon(home, env=daemon_env(), timeout_s=60)
+    _start_cut_run(home, root)
+    with Client.connect(home, timeout_s=60) as c:
+        c.stop_project("p")
+        _assert_safe(root)  # before the stop returned
+        c.start_project(str(root), project_id="p", options=command_options())
+    found = wait_until(lambda: _recovered(home), timeout_s=60, what="the recovered event")
+    assert ("cut/pipe", "special_file") in {
+        (q["path"], q["reason"]) for q in found[0]["quarantined"]
+    }
