@@ -388,7 +388,8 @@ class ToolChanges(Event, frozen=True, kw_only=True, tag="tool.changes"):
     deleted_count: int = 0
     """All deleted entries."""
     quarantined: list[dict[str, Any]] = []
-    """``{path, reason, kind, moved_to}`` of what the review took out of the root."""
+    """``{path, reason, kind, moved_to?, error?}`` of what the review took out of the root
+    (``error``: it could not be, and is still there)."""
     recovered: bool = False
     """The run was cut by a stop or a crash and reviewed when the daemon or project started."""
     conversation_id: str | None = None
@@ -409,6 +410,8 @@ class SecurityLeftoverQuarantined(
     """What it was: ``file``, ``dir``, ``symlink``, ``fifo``, ``socket`` or ``device``."""
     moved_to: str | None = None
     """Where it is now in ``ROOST_HOME/quarantine`` (``None``: a special file, removed)."""
+    error: str | None = None
+    """Why it could not be taken out (it is still in the root), when it could not."""
     tool: str | None = None
     """Tool name."""
     call_id: str | None = None

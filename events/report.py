@@ -263,7 +263,9 @@ def change_rows(changes: list[dict[str, Any]]) -> list[list[Any]]:
         call = run["call_id"] + (" (recovered)" if run.get("recovered") else "")
         seq = run["seq"]
         for q in run["quarantined"]:
-            where = q.get("moved_to") or "removed"
+            where = q.get("moved_to") or (
+                f"not moved: {q['error']}" if q.get("error") else "removed"
+            )
             path = f"{q['path']} → {where}"
             rows.append([seq, call, f"quarantined: {q['reason']}", path, q["kind"], None, None])
         for what in ("created", "modified", "deleted"):

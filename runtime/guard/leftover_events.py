@@ -35,6 +35,7 @@ def change_events(
             reason=q.reason,
             kind=q.kind,
             moved_to=q.moved_to,
+            error=q.error,
             tool=tool,
             call_id=call_id,
             conversation_id=conversation_id,

@@ -104,7 +104,7 @@ class Change(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A symbolic link whose target resolves outside the root."""
 
 
-class Quarantined(msgspec.Struct, frozen=True, kw_only=True):
+class Quarantined(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One entry taken out of the root."""
 
     path: str
@@ -115,7 +115,9 @@ class Quarantined(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     """What it was (``file``, ``dir``, ``fifo``, ...)."""
     moved_to: str | None = None
-    """Where it is now (``None``: a special file, removed)."""
+    """Where it is now (``None``: a special file, removed; or the move failed)."""
+    error: str | None = None
+    """Why it could not be taken out (it is still in the root), when it could not."""
 
 
 class ChangeReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -632,16 +634,20 @@ class _Review:
         source = self._abs(rel)
         self.gone.add(rel)
         moved_to: str | None = None
+        error: str | None = None
         try:
             if kind in ("fifo", "socket", "device"):
                 os.unlink(source)
             else:
-                moved_to = os.path.join(quarantine_dir(self.project_id, self.run_id), rel)
-                _move(source, moved_to)
+                moved_to = _move(
+                    source, os.path.join(quarantine_dir(self.project_id, self.run_id), rel)
+                )
         except OSError as e:
             log.error("quarantine_failed", path=source, reason=reason, error=str(e))
-            moved_to = None
-        self.quarantined.append(Quarantined(path=rel, reason=reason, kind=kind, moved_to=moved_to))
+            moved_to, error = None, f"{type(e).__name__}: {e.strerror or e}"
+        self.quarantined.append(
+            Quarantined(path=rel, reason=reason, kind=kind, moved_to=moved_to, error=error)
+        )
 
     def report(self, method: str, detail: str, seconds: float) -> ChangeReport:
         return ChangeReport(
@@ -659,8 +665,8 @@ class _Review:
         )
 
 
-def _move(source: str, dest: str) -> None:
-    """Move ``source`` to ``dest`` (another filesystem too), then defuse what arrived."""
+def _move(source: str, dest: str) -> str:
+    """Move ``source`` to ``dest`` (another filesystem too), defuse what arrived; where it is."""
     os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
     if os.path.lexists(dest):
         dest = f"{dest}.{uuid.uuid4().hex[:8]}"
@@ -676,6 +682,7 @@ def _move(source: str, dest: str) -> None:
             shutil.copy2(source, dest, follow_symlinks=False)
             os.unlink(source)
     _defuse(dest)
+    return dest
 
 
 def _defuse(path: str) -> None:

@@ -170,7 +170,9 @@ def test_a_bare_repository_planted_at_the_root_never_runs_its_pager(
         "objects": "bare_repository",
         "refs": "bare_repository",
     }
-    moved = {q["path"]: q["moved_to"] for q in of_type(entries, "tool.changes")[0]["quarantined"]}
+    moved = {
+        q["path"]: q.get("moved_to") for q in of_type(entries, "tool.changes")[0]["quarantined"]
+    }
     assert Path(moved["config"]).read_text() == f"[core]\n\tpager = {program}\n"
 
 
@@ -400,7 +402,7 @@ def test_a_run_cut_by_kill_9_of_the_daemon_is_reviewed_at_the_next_start(
         ("cut/nested/.git", "git_dir_created"),
         ("cut/pipe", "special_file"),
     }
-    moved = {q["path"]: q["moved_to"] for q in found[0]["quarantined"]}
+    moved = {q["path"]: q.get("moved_to") for q in found[0]["quarantined"]}
     assert Path(moved["cut/nested/.git"], "HEAD").is_file() and moved["cut/pipe"] is None
     wait_until(lambda: not os.listdir(os.path.join(home, "runs")), what="the record to go")
     with Client.connect(home, timeout_s=30) as c:

@@ -270,3 +270,42 @@ def test_a_kept_watch_reports_each_call_apart_and_watches_the_directories_it_mad
     assert len(run_ledger.live_runs()) == 1  # the record stays while the process lives
     assert w.review().empty
     assert run_ledger.live_runs() == []
+
+
+def test_an_overflowed_queue_makes_the_review_walk_the_root(
+    root: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = watch(root)
+    (root / "sub" / ".git").mkdir(parents=True)
+    monkeypatch.setattr(inotify.Inotify, "drain", lambda self: ([], True))
+    report = w.review()
+    assert (report.method, report.detail) == (
+        "walk",
+        "the inotify queue overflowed: the whole root was walked",
+    )
+    assert reasons(report) == {"sub/.git": "git_dir_created"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs CAP_MKNOD")
+def test_a_device_node_is_removed(root: Path, home: Path) -> None:
+    w = watch(root)
+    os.mknod(root / "src" / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    report = w.review()
+    assert [(q.path, q.reason, q.kind, q.moved_to) for q in report.quarantined] == [
+        ("src/null", "special_file", "device", None)
+    ]
+    assert not os.path.lexists(root / "src" / "null")
+
+
+def test_an_entry_that_cannot_be_moved_out_is_reported_as_still_there(
+    root: Path, home: Path
+) -> None:
+    w = watch(root, label=RunLabel(project_id="p", call_id="c", run_id="blocked"))
+    (home / "quarantine" / "p").mkdir(parents=True)
+    (home / "quarantine" / "p" / "blocked").write_text("not a directory\n")
+    (root / "sub" / ".git").mkdir(parents=True)
+    report = w.review()
+    [entry] = report.quarantined
+    assert (entry.path, entry.moved_to) == ("sub/.git", None)
+    assert entry.error is not None and entry.error.startswith("NotADirectoryError")
+    assert (root / "sub" / ".git").is_dir()
