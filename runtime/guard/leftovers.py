@@ -182,7 +182,13 @@ class RootWatch:
         self.run_id = label.run_id if label is not None else uuid.uuid4().hex[:16]
         self.project_id = label.project_id if label is not None else "local"
         self.gits = frozenset(os.path.relpath(g, root) for g in scan.git if _inside(g, root))
-        self.missing = tuple(os.path.relpath(p, root) for p in protected if not os.path.lexists(p))
+        # Not a real directory now: not bound read-only, so what appears there is judged
+        # (a symlinked .roost loads no assets, but a directory made in its place would).
+        self.missing = tuple(
+            os.path.relpath(p, root)
+            for p in protected
+            if not (os.path.isdir(p) and not os.path.islink(p))
+        )
         self.notify: inotify.Inotify | None = None
         self.detail = ""
         self.record: RunRecord | None = None
@@ -473,7 +479,7 @@ class _Review:
                 name = os.path.basename(rel)
                 if name == ".git" and rel in self.gits:
                     continue  # read-only to commands: not theirs
-                changed = st.st_ctime >= since or name == ".git" or self._missing_top(rel)
+                changed = st.st_ctime >= since or name == ".git"
                 if changed:
                     self._judge(rel, st, created=True)
                 if stat.S_ISDIR(st.st_mode) and rel not in self.gone:
@@ -493,9 +499,6 @@ class _Review:
                     stack.append(rel)
 
     # rules -----------------------------------------------------------------------------
-
-    def _missing_top(self, rel: str) -> bool:
-        return rel in self.missing
 
     def _judge(self, rel: str, st: os.stat_result, *, created: bool) -> None:
         if any(rel == g or rel.startswith(g + "/") for g in self.gone):

@@ -309,3 +309,17 @@ def test_an_entry_that_cannot_be_moved_out_is_reported_as_still_there(
     assert (entry.path, entry.moved_to) == ("sub/.git", None)
     assert entry.error is not None and entry.error.startswith("NotADirectoryError")
     assert (root / "sub" / ".git").is_dir()
+
+
+def test_a_directory_made_where_a_symlinked_roost_was_is_quarantined(
+    root: Path, home: Path
+) -> None:
+    (root / "config").mkdir()
+    (root / ".roost").symlink_to("config")
+    w = watch(root)
+    (root / ".roost").unlink()
+    (root / ".roost" / "commands").mkdir(parents=True)
+    (root / ".roost" / "commands" / "x.md").write_text('---\nargv: ["id"]\n---\n')
+    report = w.review()
+    assert reasons(report) == {".roost": "assets_created"}
+    assert not os.path.lexists(root / ".roost")
