@@ -32,6 +32,9 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
     tool_max_concurrency: int = 8
     tool_max_concurrency_per_conversation: int = 4
     tool_max_processes: int = 512
+    tool_max_memory_bytes: int | None = 2 * 1024**3
+    tool_cpu_cores: float | None = 2.0
+    tool_tmpfs_bytes: int = 64 * 1024**2
     llm_adapter: str = "deterministic"
     llm_model: str | None = None
     llm_base_url: str | None = None

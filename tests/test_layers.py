@@ -48,7 +48,7 @@ def tree(tmp_path: Path) -> Path:
 def test_the_tree_keeps_every_import_contract(tree: Path) -> None:
     done = lint(tree)
     assert done.returncode == 0, done.stdout
-    assert "Contracts: 4 kept, 0 broken." in done.stdout
+    assert "Contracts: 5 kept, 0 broken." in done.stdout
 
 
 def test_the_mcp_server_may_not_reach_past_the_client(tree: Path) -> None:
@@ -57,6 +57,14 @@ def test_the_mcp_server_may_not_reach_past_the_client(tree: Path) -> None:
     done = lint(tree)
     assert done.returncode == 1, done.stdout
     assert "runtime.mcp_server is not allowed to import runtime.execution:" in done.stdout
+
+
+def test_the_a2a_server_may_not_reach_past_the_client(tree: Path) -> None:
+    agent = tree / "runtime" / "a2a_server" / "agent.py"
+    agent.write_text(agent.read_text() + "\nfrom runtime.agent import core  # past\n")
+    done = lint(tree)
+    assert done.returncode == 1, done.stdout
+    assert "runtime.a2a_server is not allowed to import runtime.agent:" in done.stdout
 
 
 def test_an_upward_import_breaks_the_layers_contract(tree: Path) -> None:

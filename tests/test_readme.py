@@ -60,7 +60,9 @@ def test_the_demo_runs_a_turn_with_the_cli_keeps_its_state_and_its_next_steps_wo
         assert re.search(r"^outcome: +llm\.completed$", out, re.M)
         assert "    This file is read by the demo's first tool call." in out  # what the model read
         assert "## Causal chain" in out
-        assert "ok: 14 events checked, hash chain ok" in out
+        # 14 events of the turn, plus the seal's checkpoint when the demo outlasts the seal
+        # interval (5 s of unsealed events) on a slow machine
+        assert re.search(r"^ok: 1[45] events checked, hash chain ok$", out, re.M), out
         assert "processes left: 0" in out
         next_steps = re.findall(r"^  (\S*roost .*)$", out, re.M)
         assert [shlex.split(step)[1:3] for step in next_steps] == [

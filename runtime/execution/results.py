@@ -32,7 +32,8 @@ import msgspec
 
 from events import catalog as ev
 from runtime.errors import ToolError
-from runtime.guard.redaction import Finding, finding_kinds, redact, scan
+from runtime.guard.redaction import Finding, SecretKind, finding_kinds, redact, scan
+from runtime.guard.secret_masking import SecretMasker
 from runtime.tools.base import CallSpec, ToolSpec
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "completed_events",
     "encoded_size",
     "invisible_flags",
+    "mask_events",
     "scan_result",
     "tool_kind",
     "wrap_for_model",
@@ -170,9 +172,14 @@ class ScanSummary(msgspec.Struct, frozen=True, kw_only=True):
     """Distinct kinds of secrets, sorted."""
 
 
-def scan_result(result: Any) -> ScanSummary:
-    """Scan ``result`` for secrets and invisible characters (before redaction)."""
+def scan_result(result: Any, secret_values: int = 0) -> ScanSummary:
+    """Scan ``result`` for secrets and invisible characters (before redaction).
+
+    ``secret_values`` is how many known secret values were masked in it already
+    (:func:`mask_events`); they count as findings of kind ``secret_value``.
+    """
     findings: list[Finding] = scan(result)
+    findings.extend(Finding(SecretKind.SECRET_VALUE.value, "$") for _ in range(secret_values))
     flags = set(invisible_flags(result))
     if findings:
         flags.add("sensitive_artifact_detected")
@@ -181,6 +188,19 @@ def scan_result(result: Any) -> ScanSummary:
         findings_count=len(findings),
         finding_kinds=finding_kinds(findings),
     )
+
+
+def mask_events(masker: SecretMasker, events: list[ev.Event]) -> tuple[list[ev.Event], int]:
+    """``events`` with every known secret value masked in their data, and how many were."""
+    if not masker:
+        return events, 0
+    out: list[ev.Event] = []
+    total = 0
+    for event in events:
+        masked, count = masker.mask(msgspec.to_builtins(event))
+        total += count
+        out.append(msgspec.convert(masked, type(event)) if count else event)
+    return out, total
 
 
 _CALL_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._:\-]")
@@ -226,14 +246,18 @@ def completed_events(
     result: dict[str, Any],
     duration_ms: int,
     steps: ScanSummary | None = None,
+    *,
+    secret_values: int = 0,
 ) -> list[ev.Event]:
     """Scan and redact a capped ``result``; return the signal (if any) and ``tool.completed``.
 
     ``steps`` is what a workflow's steps found (their own signals are already recorded);
     it is merged into the workflow's flags and counts without a second signal.
+    ``secret_values``: known secret values already masked in ``result`` (or in the call's
+    other events), counted as findings of kind ``secret_value``.
     """
     events: list[ev.Event] = []
-    summary = scan_result(result)
+    summary = scan_result(result, secret_values)
     if summary.findings_count:
         events.append(
             ev.SecuritySensitiveArtifactDetected(

@@ -44,8 +44,16 @@ import msgspec
 from events import catalog as ev
 from events.catalog import SIGNAL_TYPES
 from runtime.errors import ToolError
-from runtime.execution.results import ScanSummary, check_caps, completed_events, tool_kind
-from runtime.guard.redaction import redact
+from runtime.execution.results import (
+    ScanSummary,
+    check_caps,
+    completed_events,
+    mask_events,
+    tool_kind,
+)
+from runtime.guard.redaction import SecretKind, redact
+from runtime.guard.secret_masking import SecretMasker
+from runtime.guard.secret_sources import SecretSources, project_sources
 from runtime.option_table import RuntimeOptions
 from runtime.policy.decisions import Verdict
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
@@ -111,6 +119,13 @@ class ToolRunnerCore:
         self._per_conversation: dict[str, int] = {}
         self._timeouts: dict[str, int] = {}
         self._calls: OrderedDict[str, CallSpec] = OrderedDict()
+        self._secrets: SecretSources | None = None
+
+    def secret_masker(self) -> SecretMasker:
+        """The masker of the secret values known now (``runtime.guard.secret_sources``)."""
+        if self._secrets is None:
+            self._secrets = project_sources(self.root, self.options)
+        return self._secrets.masker()
 
     def remember(self, call: CallSpec) -> None:
         """Keep ``call`` so :meth:`result_of` can name its conversation and correlation."""
@@ -315,8 +330,14 @@ class ToolRunnerCore:
         signals: list[ev.Event],
         steps: ScanSummary | None,
     ) -> list[ev.Event]:
-        """Caps → sensitivity scan → redaction, then the terminal event."""
-        events = list(signals)
+        """Caps → known secret values masked → sensitivity scan → redaction, then the terminal.
+
+        Every event of the call passes here before it is returned for the journal: the
+        result or the failure's reason, and the signals the tool recorded, are masked
+        (:func:`runtime.execution.results.mask_events`).
+        """
+        masker = self.secret_masker()
+        events, masked = mask_events(masker, list(signals))
         if isinstance(outcome, dict):
             try:
                 check_caps(
@@ -330,14 +351,29 @@ class ToolRunnerCore:
         if isinstance(outcome, ToolError):
             if outcome.code == "timeout" and not isinstance(outcome, _StepFailure):
                 events.extend(self._count_timeout(call))
+            reason, count = masker.mask(outcome.reason())
+            masked += count
+            if masked:
+                events.append(
+                    ev.SecuritySensitiveArtifactDetected(
+                        finding_count=masked,
+                        finding_kinds=[SecretKind.SECRET_VALUE.value],
+                        tool=call.name,
+                        call_id=call.call_id,
+                    )
+                )
             failed = ev.ToolFailed(
                 call_id=call.call_id,
                 name=call.name,
                 duration_ms=duration_ms,
-                reason=redact(outcome.reason()),
+                reason=redact(reason),
             )
             return [*events, failed]
-        return [*events, *completed_events(call, spec, outcome, duration_ms, steps)]
+        result, count = masker.mask(outcome)
+        return [
+            *events,
+            *completed_events(call, spec, result, duration_ms, steps, secret_values=masked + count),
+        ]
 
     # --- workflows --------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ General layout:
   ``blocklist_rules`` / ``shellwords`` (reading shell text), ``sandbox`` (which kernel layers
   work here), ``sandbox_run`` (running a command inside them), ``sandbox_view`` (what a
   command sees), ``cgroups`` (its process limit), ``proctree`` (its process tree).
-- Secrets: ``redaction`` / ``redaction_patterns``.
+- Secrets: ``redaction`` / ``redaction_patterns`` (shapes), ``secret_masking`` /
+  ``secret_sources`` (the exact values Roost knows).
 - Shapes: ``schema`` (JSON Schema for arguments and options), ``safe_json`` (bounded nesting,
   no repeated keys), ``untrusted_regex`` (RE2).
 - Roost's own state: ``roost_home`` (where it is, hidden from tools), ``statedir`` (its

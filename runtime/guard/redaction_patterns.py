@@ -57,6 +57,7 @@ class SecretKind(enum.StrEnum):
     URL_CREDENTIALS = "url_credentials"
     COMMAND_CREDENTIALS = "command_credentials"
     SENSITIVE_KEY = "sensitive_key"
+    SECRET_VALUE = "secret_value"
     DEPTH_LIMIT = "depth_limit"
 
 

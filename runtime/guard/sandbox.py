@@ -7,7 +7,12 @@ Layers, strongest first (``docs/security-commands.md`` says what each enforces):
   and a per-call scratch directory writable, nothing of ``$HOME``, ``ROOST_HOME`` or the
   host's Unix sockets); everything dies with the namespace's init. The command tool runs
   nothing without it (:func:`require_confinement`).
-- **pids cgroup** (:mod:`runtime.guard.cgroups`): at most ``Limits.max_processes`` tasks per run.
+- **the kernel's guards**, inside bubblewrap: no capabilities, ``no_new_privs``, the seccomp
+  filter of :mod:`runtime.guard.seccomp` (``bwrap --seccomp FD``, from
+  :func:`kernel_filter_fd`), the kernel's control files read-only or masked, and sized
+  tmpfs for ``/tmp``, ``/var/tmp`` and ``/run``.
+- **cgroups** (:mod:`runtime.guard.cgroups`): at most ``Limits.max_processes`` tasks, and
+  ``Limits.memory_bytes`` of memory and ``Limits.cpu_cores`` of CPU, per run.
 - **unshare** (util-linux): new network and PID namespaces (through a user namespace when
   not root), a fresh ``/proc``; no filesystem confinement.
 - **always**: ``stdin`` closed, a new session, rlimits (CPU, address space, file size,
@@ -17,9 +22,9 @@ Layers, strongest first (``docs/security-commands.md`` says what each enforces):
 
 :func:`probe_layers` finds out, by trying, which layers work on this machine (cached per
 process); ``ROOST_SANDBOX_DISABLE=bwrap,unshare`` (any of ``bwrap``, ``unshare``,
-``prlimit``, ``setpriv``, ``openat2``, ``cgroups``) switches layers off so fallbacks can be
-exercised. Without a network namespace, a command that must not reach the network is
-refused with ``isolation_unavailable``: the sandbox fails closed.
+``prlimit``, ``setpriv``, ``openat2``, ``cgroups``, ``seccomp``) switches layers off so
+fallbacks can be exercised. Without a network namespace, a command that must not reach the
+network is refused with ``isolation_unavailable``: the sandbox fails closed.
 
 Running one command inside these layers (limits, the init shell, killing what is left) is
 :mod:`runtime.guard.sandbox_run`.
@@ -35,9 +40,16 @@ import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
+
 from runtime.errors import ToolError
-from runtime.guard import cgroups, openat2
-from runtime.guard.sandbox_view import PROTECTED_IN_WRITABLE, View, protected_mounts, view_argv
+from runtime.guard import kernel_guards, openat2, seccomp
+from runtime.guard.sandbox_view import (
+    PROTECTED_IN_WRITABLE,
+    View,
+    protected_mounts,
+    view_argv,
+)
 
 __all__ = [
     "DISABLE_ENV",
@@ -47,6 +59,7 @@ __all__ = [
     "bwrap_argv",
     "disabled_layers",
     "executables",
+    "kernel_filter_fd",
     "probe_layers",
     "protected_mounts",
     "require_confinement",
@@ -84,7 +97,10 @@ def probe_layers() -> dict[str, Any]:
     ``{"bwrap": {"available", "detail"}, "unshare": {..., "user_namespace"},
     "netns": {"available", "via"}, "pidns": {...}, "mount_isolation": {...},
     "openat2": {...}, "rlimits": {"available", "via"}, "pdeathsig": {...},
-    "process_group_kill": {...}, "process_tree_kill": {...}}``.
+    "process_group_kill": {...}, "process_tree_kill": {...}, "pids_limit": {...},
+    "memory_limit": {...}, "cpu_limit": {...}, "seccomp": {...}, "no_new_privs": {...},
+    "proc_masks": {...}, "tmpfs_size": {...}}``. An unavailable layer's ``detail`` says why
+    and what a command may then do that it otherwise could not.
     """
     return copy.deepcopy(_probe(disabled_layers()))
 
@@ -119,6 +135,30 @@ def executables() -> dict[str, str]:
     return found
 
 
+@functools.lru_cache(maxsize=4)
+def _bwrap_options(bwrap: str) -> frozenset[str]:
+    """The options ``bwrap --help`` lists (``--size`` came with 0.8.0)."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--help"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(w for w in done.stdout.split() if w.startswith("--"))
+
+
+def kernel_filter_fd() -> int | None:
+    """A memory file holding the seccomp program for ``bwrap --seccomp FD``, or ``None``.
+
+    ``None`` where the ``seccomp`` layer is unavailable (:func:`probe_layers`). The caller
+    passes the descriptor to bubblewrap and closes it once bubblewrap has started; the
+    program applies for the life of the process, so a long-lived server takes it the same way.
+    """
+    if not probe_layers()["seccomp"]["available"]:
+        return None
+    return seccomp.program_fd()
+
+
 def bwrap_argv(allow_network: bool, view: View) -> list[str]:
     """Build the bubblewrap prefix: namespaces and the filesystem view of ``view``.
 
@@ -127,7 +167,10 @@ def bwrap_argv(allow_network: bool, view: View) -> list[str]:
     read-only runtime, the writable paths with their protected places read-only again, and
     nothing of ``$HOME``, ``ROOST_HOME``, ``/run`` or other users' files.
     """
-    argv = [executables()["bwrap"], "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    bwrap = executables()["bwrap"]
+    if view.tmpfs_bytes and "--size" not in _bwrap_options(bwrap):
+        view = msgspec.structs.replace(view, tmpfs_bytes=None)  # an older bwrap: unsized
+    argv = [bwrap, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if not allow_network:
         argv.append("--unshare-net")
@@ -204,15 +247,9 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
     }
     setpriv = "setpriv" in exe and "setpriv" not in disabled
     layers["pdeathsig"] = {"available": setpriv, "via": "setpriv" if setpriv else None}
-    if "cgroups" in disabled:
-        layers["pids_limit"] = {
-            "available": False,
-            "via": None,
-            "detail": f"disabled by {DISABLE_ENV}",
-        }
-    else:
-        ok, detail, cg_via = cgroups.probe()
-        layers["pids_limit"] = {"available": ok, "via": cg_via, "detail": detail}
+    guard_view = View(writable=(), cwd="/", tmpfs_bytes=kernel_guards.PROBE_TMPFS_BYTES)
+    prefix = bwrap_argv(False, guard_view) if bwrap_ok else None
+    layers.update(kernel_guards.probe(disabled, f"disabled by {DISABLE_ENV}", prefix))
     layers["process_group_kill"] = {"available": True, "detail": "new session per command"}
     layers["process_tree_kill"] = {"available": True, "detail": "psutil descendant walk"}
     return layers

@@ -8,6 +8,10 @@ and kills every process of it at its timeout, on cancel, or when it exits leavin
 (:mod:`runtime.guard.proctree`). The project root is watched from before the process starts
 and reviewed once it is gone (:mod:`runtime.guard.leftovers`). It returns a
 :class:`CommandResult`.
+
+Why this module is long: a run's set-up steps (cgroups, rlimits, the view and its filter,
+the watch on the root) and their undoing share one ``try``/``finally``, so that whatever
+fails, every step taken is undone and the root is still reviewed.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import msgspec
 import psutil
@@ -38,6 +43,7 @@ from runtime.guard.sandbox import (
     View,
     bwrap_argv,
     executables,
+    kernel_filter_fd,
     probe_layers,
     require_isolation,
     unshare_argv,
@@ -48,7 +54,15 @@ from runtime.logging import get_logger
 
 log = get_logger("runtime.guard.sandbox")
 
-__all__ = ["INIT_NAME", "CommandResult", "Limits", "run_command"]
+__all__ = [
+    "INIT_NAME",
+    "CommandResult",
+    "Limits",
+    "cgroup_layers",
+    "cgroup_limits",
+    "kernel_guard_layers",
+    "run_command",
+]
 
 INIT_NAME = "roost-sandbox-init"
 """``$0`` of the shell that runs a command inside a namespace and counts its leftovers."""
@@ -78,6 +92,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Open file descriptors per process (``RLIMIT_NOFILE``)."""
     max_processes: int = 512
     """Tasks (processes and threads) of the whole command at once (``pids`` cgroup)."""
+    memory_bytes: int | None = None
+    """Memory of the whole command, tmpfs pages included (``memory`` cgroup); ``None``: none."""
+    cpu_cores: float | None = None
+    """CPU of the whole command, in cores (``cpu`` cgroup quota); ``None``: none."""
 
 
 class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,6 +123,8 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
     """Isolation layers used for this run, e.g. ``["bwrap", "netns", "pidns", ...]``."""
     changes: ChangeReport | None = None
     """What the run changed in the root and what the review quarantined (``leftovers``)."""
+    killed_by: str | None = None
+    """``"memory_limit"`` when the kernel killed a process of it for the memory limit."""
 
 
 def rlimit_values(limits: Limits, timeout_s: float) -> dict[int, tuple[int, int]]:
@@ -139,6 +159,28 @@ def prlimit_argv(values: Mapping[int, tuple[int, int]]) -> list[str]:
         *(f"{names[r]}={soft}:{hard}" for r, (soft, hard) in values.items()),
         "--",
     ]
+
+
+def cgroup_limits(limits: Limits, layers: Mapping[str, Any]) -> cgroups.CgroupLimits:
+    """The cgroup limits of a run: ``limits``, less those whose layer is unavailable here."""
+    return cgroups.CgroupLimits(
+        max_pids=limits.max_processes,
+        memory_bytes=limits.memory_bytes if layers["memory_limit"]["available"] else None,
+        cpu_cores=limits.cpu_cores if layers["cpu_limit"]["available"] else None,
+    )
+
+
+def cgroup_layers(group: cgroups.ToolCgroup) -> list[str]:
+    """The layer names a run's cgroup applies (``pids_limit``, ``memory_limit``, ...)."""
+    return [cgroups.LAYER_NAMES[c] for c in cgroups.CONTROLLERS if c in group.dirs]
+
+
+def kernel_guard_layers(layers: Mapping[str, Any], view: View) -> list[str]:
+    """The kernel guards a bubblewrap run under ``view`` gets (see ``probe_layers``)."""
+    names = ["seccomp", "no_new_privs", "proc_masks"]
+    if view.tmpfs_bytes:
+        names.append("tmpfs_size")
+    return [name for name in names if layers[name]["available"]]
 
 
 def _args_fd(args: Sequence[str]) -> int:
@@ -236,15 +278,17 @@ def run_command(
     prefix: list[str] = []
     used = ["rlimits"]
     preexec = None
-    group: cgroups.PidsCgroup | None = None
+    group: cgroups.ToolCgroup | None = None
     if layers["pids_limit"]["available"]:
         try:
-            group = cgroups.PidsCgroup.create(limits.max_processes)
+            group = cgroups.ToolCgroup.create(cgroup_limits(limits, layers))
         except OSError as e:
             log.warning("pids_cgroup_failed", error=str(e))
         else:
             prefix += cgroups.join_argv(group)
-            used.append("pids_limit")
+            used += cgroup_layers(group)
+            if group.skipped:
+                log.warning("cgroup_limits_skipped", skipped=group.skipped)
     if layers["rlimits"]["via"] == "prlimit":
         prefix += prlimit_argv(values)
     else:
@@ -255,6 +299,7 @@ def run_command(
     status_dir = tempfile.mkdtemp(prefix="roost-status-") if via else None
     args_fd: int | None = None
     watch: leftovers.RootWatch | None = None
+    filter_fd: int | None = None
     try:
         hooks = tuple(hooks_dirs(view.writable))
         scan = _scan(view)
@@ -270,11 +315,13 @@ def run_command(
                     view, writable=(*view.writable, status_dir), hooks=hooks, scan=scan
                 )
                 bwrap = bwrap_argv(allow_network, staged)
+                filter_fd = kernel_filter_fd()
+                guards = [] if filter_fd is None else ["--seccomp", str(filter_fd)]
                 # The view's arguments go through a file descriptor, so the command
                 # cannot read which paths are hidden from /proc/1/cmdline (bwrap).
-                args_fd = _args_fd(bwrap[1:-1])
+                args_fd = _args_fd([*guards, *bwrap[1:-1]])
                 prefix += [bwrap[0], "--args", str(args_fd), "--"]
-                used += ["bwrap", "mount_isolation"]
+                used += ["bwrap", "mount_isolation", *kernel_guard_layers(layers, staged)]
             else:
                 unshare = layers["unshare"]
                 prefix += unshare_argv(
@@ -296,16 +343,19 @@ def run_command(
             timeout_s=timeout_s,
             cancel=cancel,
             max_output_bytes=max_output_bytes,
-            pass_fds=() if args_fd is None else (args_fd,),
+            pass_fds=tuple(fd for fd in (args_fd, filter_fd) if fd is not None),
         )
+        if group is not None and group.oom_kills():
+            result = msgspec.structs.replace(result, killed_by="memory_limit")
         if watch is None:
             return result
         return msgspec.structs.replace(result, changes=watch.review())
     finally:
         if watch is not None:
             watch.review()  # a run that failed to start is reviewed too (once)
-        if args_fd is not None:
-            os.close(args_fd)
+        for fd in (args_fd, filter_fd):
+            if fd is not None:
+                os.close(fd)
         if status_dir:
             shutil.rmtree(status_dir, ignore_errors=True)
         if group is not None:

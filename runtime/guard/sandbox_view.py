@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -50,7 +51,10 @@ from runtime.guard.pathrules import SensitiveRules
 from runtime.guard.rootscan import MAX_SCAN_ENTRIES, RootScan, scan_paths
 
 __all__ = [
+    "KERNEL_FILESYSTEMS",
+    "MASKED_PATHS",
     "MAX_SCAN_ENTRIES",
+    "PROC_READ_ONLY",
     "ROOST_STATE_ENV",
     "SYSTEM_PATHS",
     "SYSTEM_VISIBLE",
@@ -59,6 +63,8 @@ __all__ = [
     "git_places",
     "hidden_state",
     "hooks_dirs",
+    "kernel_masks_argv",
+    "kernel_mounts",
     "listening_sockets",
     "protected_mounts",
     "sensitive_files",
@@ -84,6 +90,40 @@ SYSTEM_VISIBLE: tuple[str, ...] = ("/usr", "/etc", "/sys", "/proc", "/dev")
 
 PRIVATE_DIRS: tuple[str, ...] = ("/tmp", "/var/tmp", "/run")
 """Empty, private directories in every view."""
+
+PROC_READ_ONLY: tuple[str, ...] = (
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+)
+"""Kernel control files bound read-only in the view (runc's and containerd's read-only paths):
+``/proc/sys`` is where a root command would set ``kernel.core_pattern`` and have the kernel
+run its program as host root."""
+
+MASKED_PATHS: tuple[str, ...] = (
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/key-users",
+    "/proc/timer_list",
+    "/proc/latency_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/proc/acpi",
+    "/proc/asound",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+)
+"""Kernel files shown empty (runc's and containerd's masked paths): the kernel's memory, the
+keyrings of every user, timers and scheduler state, firmware tables, power counters."""
+
+KERNEL_FILESYSTEMS: frozenset[str] = frozenset(
+    {"debugfs", "tracefs", "securityfs", "pstore", "bpf", "configfs", "fusectl", "efivarfs"}
+)
+"""Filesystems mounted under the host's ``/sys`` that the view shows empty: ``/sys`` is the
+host's, bound read-only, so without this its debug, tracing, security-module, crash-log, BPF
+and EFI mounts would come with it (a container runtime mounts a fresh ``sysfs`` instead)."""
 
 PROTECTED_IN_WRITABLE: tuple[str, ...] = (".roost",)
 """Places at the top of a writable path that are bound read-only again (besides ``.git``)."""
@@ -113,6 +153,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     """``core.hooksPath`` directories inside the writable paths (:func:`hooks_dirs`)."""
     scan: RootScan | None = None
     """The writable paths' walk when the caller made it already (else :func:`view_argv` does)."""
+    tmpfs_bytes: int | None = None
+    """Size of each of the private ``/tmp``, ``/var/tmp`` and ``/run``; ``None``: the
+    kernel's default (half the host's memory each)."""
 
 
 def hidden_state() -> list[str]:
@@ -307,7 +350,7 @@ def _interpreter_places(visible: Sequence[str]) -> list[str]:
     return found
 
 
-def _system_argv() -> list[str]:
+def _system_argv(tmpfs_bytes: int | None) -> list[str]:
     argv: list[str] = []
     for path in SYSTEM_PATHS:
         if os.path.islink(path):
@@ -316,11 +359,51 @@ def _system_argv() -> list[str]:
             argv += ["--ro-bind", path, path]
     argv += ["--ro-bind", "/etc", "/etc", "--ro-bind-try", "/sys", "/sys"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += kernel_masks_argv()
     for path in PRIVATE_DIRS:
+        argv += ["--size", str(tmpfs_bytes)] if tmpfs_bytes else []
         argv += ["--tmpfs", path]
+    if tmpfs_bytes:  # /dev is a tmpfs too: read-only, with a sized /dev/shm
+        argv += ["--size", str(tmpfs_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     if os.path.islink("/var/run"):
         argv += ["--symlink", "../run", "/var/run"]
     return argv
+
+
+def kernel_masks_argv() -> list[str]:
+    """The arguments making :data:`PROC_READ_ONLY` read-only and :data:`MASKED_PATHS` empty.
+
+    They follow ``--proc /proc`` and ``/sys``; only the paths this kernel has are named.
+    """
+    argv: list[str] = []
+    for path in PROC_READ_ONLY:
+        if os.path.lexists(path):
+            argv += ["--ro-bind", path, path]
+    for path in MASKED_PATHS:
+        if os.path.lexists(path):
+            argv += _mask(path)
+    for path in kernel_mounts():
+        argv += ["--tmpfs", path, "--remount-ro", path]
+    return argv
+
+
+def kernel_mounts() -> list[str]:
+    """Mount points under ``/sys`` of the :data:`KERNEL_FILESYSTEMS` (from ``mountinfo``)."""
+    found: list[str] = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, fstype = left.split(), right.split(" ", 1)[0]
+        if len(fields) < 5 or fstype not in KERNEL_FILESYSTEMS:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        if point.startswith("/sys/") and os.path.isdir(point) and point not in found:
+            found.append(point)
+    return found
 
 
 def _etc_links() -> list[str]:
@@ -351,7 +434,7 @@ def view_argv(view: View) -> list[str]:
 
     Raises ``OverflowError`` when the bound paths are too large to scan for sensitive files.
     """
-    argv = _system_argv()
+    argv = _system_argv(view.tmpfs_bytes)
     visible = list(SYSTEM_VISIBLE)
     for path in view.read_only:
         if os.path.exists(path):

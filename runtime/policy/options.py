@@ -201,6 +201,50 @@ def _temperature(key: str, value: Any) -> float | None:
     return number
 
 
+def _byte_size(minimum: int, *, nullable: bool = False) -> Validator:
+    """A size in bytes of at least ``minimum`` (``null`` too when ``nullable``: no limit)."""
+    check_type = _integer(1, MAX_INT, nullable=nullable)
+
+    def check(key: str, value: Any) -> Any:
+        value = check_type(key, value)
+        if value is not None and value < minimum:
+            raise _fail(
+                key,
+                "invalid_entry",
+                f"{key} must be at least {minimum} bytes ({minimum // 1024**2} MiB), "
+                f"got {_got(value)}",
+                min=minimum,
+            )
+        return value
+
+    return check
+
+
+MAX_CPU_CORES = 1024.0
+"""The largest ``tool_cpu_cores``."""
+
+
+def _cores(key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(
+            key, "expected_number_or_null", f"{key} must be a number or null, got {_got(value)}"
+        )
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not 0.01 <= number <= MAX_CPU_CORES:
+        raise _fail(
+            key,
+            "invalid_entry",
+            f"{key} must be a number of cores from 0.01 to {MAX_CPU_CORES:g}, or null, "
+            f"got {_got(value)}",
+        )
+    return number
+
+
 def _alert_router(key: str, value: Any) -> str | None:
     router = _string_or_null(key, value)
     if router is None:
@@ -409,6 +453,9 @@ _OPTIONS: dict[str, Validator] = {
     "tool_max_concurrency": _POS,
     "tool_max_concurrency_per_conversation": _integer(0, MAX_INT),
     "tool_max_processes": _POS,
+    "tool_max_memory_bytes": _byte_size(16 * 1024**2, nullable=True),
+    "tool_cpu_cores": _cores,
+    "tool_tmpfs_bytes": _byte_size(1024**2),
     "llm_adapter": _choice("deterministic", "openai"),
     "llm_model": _string_or_null,
     "llm_base_url": _base_url,

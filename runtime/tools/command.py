@@ -202,7 +202,11 @@ def command_run(ctx: ToolContext, args: dict[str, Any], tool: str = TOOL) -> dic
             allow_network=ctx.settings.network_egress_policy == "allow",
             cancel=ctx.cancelled,
             max_output_bytes=max_bytes,
-            limits=Limits(max_processes=ctx.settings.tool_max_processes),
+            limits=Limits(
+                max_processes=ctx.settings.tool_max_processes,
+                memory_bytes=ctx.settings.tool_max_memory_bytes,
+                cpu_cores=ctx.settings.tool_cpu_cores,
+            ),
             view=command_view(ctx.settings, os.path.realpath(ctx.root), home, cwd),
             label=RunLabel(
                 project_id=ctx.project_id or "local",
@@ -221,7 +225,7 @@ def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> Vi
     """Build what a command of this project sees (``runtime.guard.sandbox_view``).
 
     The root and the scratch home writable, the project's extra read paths and sockets,
-    its sensitive names hidden.
+    its sensitive names hidden, its ``/tmp`` sized.
     """
     return View(
         writable=(root, home),
@@ -230,6 +234,7 @@ def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> Vi
         sockets=settings.command_socket_allowlist,
         sensitive_deny=settings.sensitive_path_denylist,
         sensitive_allow=settings.sensitive_path_allowlist,
+        tmpfs_bytes=settings.tool_tmpfs_bytes,
     )
 
 
@@ -266,6 +271,7 @@ def _outcome(
             "stdout_truncated": result.stdout_truncated,
             "stderr_truncated": result.stderr_truncated,
             "duration_ms": result.duration_ms,
+            **({"killed_by": result.killed_by} if result.killed_by else {}),
         },
         max_bytes,
     )

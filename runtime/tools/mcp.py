@@ -22,6 +22,7 @@ from typing import Any
 
 from runtime.errors import ToolError
 from runtime.guard.schema import check_schema
+from runtime.guard.secret_sources import project_sources
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.mcp_listing import list_servers
 from runtime.tools.mcp_session import session_for
@@ -108,7 +109,8 @@ def mcp_tools(
             {},
             [{"type": "mcp_server", "key": str(s["name"]), "reason": reason} for s in servers],
         )
-    listed = list_servers(servers, root, options)
+    # what a server says about itself is its output too: no known secret value in it
+    listed, _ = project_sources(root, options).masker().mask(list_servers(servers, root, options))
     specs: list[ToolSpec] = []
     fns: dict[str, ToolFn] = {}
     errors: list[dict[str, Any]] = []

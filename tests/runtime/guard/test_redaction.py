@@ -213,6 +213,7 @@ def test_every_kind_is_a_stable_snake_case_string() -> None:
         "jwt",
         "openai_key",
         "private_key",
+        "secret_value",
         "sensitive_key",
         "slack_token",
         "slack_webhook",

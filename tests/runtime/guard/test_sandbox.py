@@ -100,6 +100,12 @@ def test_the_probe_reports_every_layer_with_its_availability() -> None:
         "rlimits",
         "pdeathsig",
         "pids_limit",
+        "memory_limit",
+        "cpu_limit",
+        "seccomp",
+        "no_new_privs",
+        "proc_masks",
+        "tmpfs_size",
         "process_group_kill",
         "process_tree_kill",
     }

@@ -161,7 +161,7 @@ def test_a_pids_cgroup_refuses_forks_past_its_limit_and_is_removed() -> None:
     available, detail, _ = cgroups.probe()
     if not available:
         pytest.skip(f"no pids cgroup here: {detail}")
-    group = cgroups.PidsCgroup.create(6)
+    group = cgroups.ToolCgroup.create(cgroups.CgroupLimits(max_pids=6))
     code = (
         "import os,time\nn=0\nfor i in range(50):\n"
         "    try: pid=os.fork()\n    except OSError: break\n"
@@ -198,12 +198,12 @@ def test_the_cgroup_of_a_killed_runner_is_removed_by_the_next_call() -> None:
         pytest.skip(f"no pids cgroup here: {detail}")
     child = subprocess.Popen(["/bin/true"])
     child.wait()  # a pid that no process has any more
-    group = cgroups.PidsCgroup.create(4)
+    group = cgroups.ToolCgroup.create(cgroups.CgroupLimits(max_pids=4))
     stale = os.path.join(os.path.dirname(group.path), f"roost-{child.pid}-0123456789ab")
     group.close()
     os.mkdir(stale)
     try:
-        fresh = cgroups.PidsCgroup.create(4)
+        fresh = cgroups.ToolCgroup.create(cgroups.CgroupLimits(max_pids=4))
         fresh.close()
         assert not os.path.exists(stale)
     finally:

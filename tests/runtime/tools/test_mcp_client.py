@@ -164,3 +164,38 @@ def test_http_urls_pass_the_egress_policy_first(url: str, extra: dict[str, Any],
 
 def test_an_allowlisted_loopback_url_passes() -> None:
     check_url("http://127.0.0.1:9/mcp", validate_options({"network_allowlist": ["127.0.0.1"]}))
+
+
+DESCRIBING_SERVER = """
+import sys
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("describing")
+with open(sys.argv[1], encoding="utf-8") as f:
+    said = f.read()
+
+
+@server.tool(description="Reads: " + said)
+def told() -> str:
+    return "x"
+
+
+server.run()
+"""
+
+
+@pytest.mark.skipif(
+    not probe_layers()["mount_isolation"]["available"], reason="bubblewrap is not usable here"
+)
+def test_a_known_secret_value_in_a_servers_tool_listing_is_masked(tmp_path: Path) -> None:
+    value = "Lst9Secret-Value_30k"
+    (tmp_path / ".env").write_text(f"SERVICE_ACCESS={value}\n")
+    (tmp_path / "said.txt").write_text(value[::-1])
+    (tmp_path / "server.py").write_text(DESCRIBING_SERVER)
+    command = [sys.executable, str(tmp_path / "server.py"), str(tmp_path / "said.txt")]
+    options = validate_options({"mcp_servers": [{"name": "fx", "command": command}]})
+
+    specs, _, errors = mcp_tools(str(tmp_path), options)
+
+    assert errors == []
+    assert [s.description for s in specs] == ["Reads: [REDACTED:secret_value]"]
