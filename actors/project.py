@@ -178,7 +178,7 @@ def _listed(registry: Any, options: dict[str, Any], source: Any = None) -> list[
 
     from runtime.execution.pipeline import offered_tools  # noqa: PLC0415
 
-    specs = (
-        registry.visible(options) if source is None else offered_tools(registry, options, source)
-    )
-    return [msgspec.to_builtins(spec) for spec in specs]
+    if source is None:
+        listed: list[dict[str, Any]] = registry.list_tools(options)
+        return listed
+    return [msgspec.to_builtins(spec) for spec in offered_tools(registry, options, source)]

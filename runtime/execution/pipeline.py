@@ -20,22 +20,30 @@ The caller's :data:`Source` says what happens to a call that needs approval:
   denied, reason: approval_required}``). :meth:`ToolPipeline.run` is the whole pipeline in
   one call: a new entry point (an MCP server's call) is ``run(call, cancelled,
   source="mcp")``.
-- ``workflow``: a step of an approved workflow (the runner decides each step through
-  :meth:`ToolPipeline.decide`). A step may not run another workflow (``tool.failed {code:
-  denied, reason: nested_workflow}``); ``ask`` becomes ``policy.allowed {reason:
-  workflow_approved}``, since the workflow call itself was approved.
+- ``workflow``: a step of a workflow call that was allowed (the runner decides each step
+  through :meth:`ToolPipeline.decide` with the workflow's spec). A step may not run
+  another workflow (``tool.failed {code: denied, reason: nested_workflow}``). A step's
+  ``ask`` becomes ``policy.allowed {reason: workflow_approved}`` only when the workflow
+  itself needed approval (its flags are the union of its steps', so it was asked about
+  and approved); otherwise the step is refused with ``approval_required`` as an
+  unattended call is: a workflow never lets a step skip an approval its direct call needs.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from events import catalog as ev
 from runtime.execution.runner import RunnerStats, ToolRunnerCore
-from runtime.policy.decisions import PolicyContext, Verdict, decide, refused_every_call
+from runtime.policy.decisions import (
+    PolicyContext,
+    Verdict,
+    decide,
+    needs_approval,
+    refused_every_call,
+)
 from runtime.tools.base import CallSpec, ToolSpec
 from runtime.tools.registry import ToolRegistry
 
@@ -57,13 +65,15 @@ def offered_tools(
     MCP tools): ``allow_tools`` / ``deny_tools`` apply as always, a protocol tool needs its
     protocol in ``protocol_allowlist``, and an unattended source (:data:`UNATTENDED`) is
     not offered the tools ``approval_mode`` always asks about, since it would be refused
-    each call (:func:`runtime.policy.decisions.refused_every_call`).
+    each call (:func:`runtime.policy.decisions.refused_every_call`). An unavailable tool
+    (:attr:`ToolRegistry.unavailable`) is never offered.
     """
     unattended = source in UNATTENDED
     return [
         spec
         for spec in registry.specs()
-        if refused_every_call(spec, options, unattended=unattended) is None
+        if spec.name not in registry.unavailable
+        and refused_every_call(spec, options, unattended=unattended) is None
     ]
 
 
@@ -86,14 +96,22 @@ class ToolPipeline:
             root,
             options,
             registry,
-            decide_step=functools.partial(self.decide, source="workflow"),
+            decide_step=self._decide_step,
         )
         """Quotas, execution, caps, scans; it decides workflow steps through :meth:`decide`."""
 
     # --- decide -----------------------------------------------------------------------
 
-    def decide(self, call: CallSpec, *, source: Source) -> Verdict:
-        """Decide ``call`` made by ``source`` (see the module doc); ``ask`` only for ``model``."""
+    def _decide_step(self, call: CallSpec, workflow: ToolSpec) -> Verdict:
+        return self.decide(call, source="workflow", workflow=workflow)
+
+    def decide(
+        self, call: CallSpec, *, source: Source, workflow: ToolSpec | None = None
+    ) -> Verdict:
+        """Decide ``call`` made by ``source`` (see the module doc); ``ask`` only for ``model``.
+
+        ``workflow`` is the spec of the workflow a ``workflow`` step belongs to.
+        """
         if source == "workflow" and call.name.startswith("workflow.run."):
             reason = {
                 "code": "denied",
@@ -105,7 +123,8 @@ class ToolPipeline:
         verdict = decide(call, self.policy)
         if verdict.outcome != "ask" or source == "model":
             return verdict
-        if source == "workflow":
+        approved = workflow is not None and needs_approval(workflow, self.policy.settings)
+        if source == "workflow" and approved:
             allowed = ev.PolicyAllowed(
                 tool=call.name, reason="workflow_approved", source="policy", call_id=call.call_id
             )

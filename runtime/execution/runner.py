@@ -19,7 +19,7 @@ per (project, tool) for the life of the runner: ``tool.timeout`` carries the cou
 
 **Workflows.** ``workflow.run.<key>`` returns a plan; the runner runs its steps in order,
 each decided by the ``decide_step`` the pipeline gives (its ``decide`` with source
-``workflow``) and run through the same path (no second quota), as call
+``workflow`` and the workflow's spec) and run through the same path (no second quota), as call
 ``<call_id>.step-<index>``. Step signals (decisions, security signals,
 timeouts) are kept; their terminal events are not (the workflow call has one). The first
 step refused or failed fails the workflow with that step's reason plus ``step`` (index) and
@@ -104,7 +104,7 @@ class ToolRunnerCore:
         options: Mapping[str, Any],
         registry: ToolRegistry,
         *,
-        decide_step: Callable[[CallSpec], Verdict],
+        decide_step: Callable[[CallSpec, ToolSpec], Verdict],
     ) -> None:
         self.project_id = project_id
         self.root = root
@@ -113,7 +113,7 @@ class ToolRunnerCore:
         """The options, typed."""
         self.registry = registry
         self._decide = decide_step
-        """Decides a workflow step (``allow``, ``deny`` or ``invalid``; never ``ask``)."""
+        """Decides a workflow step, given the workflow's spec (never ``ask``)."""
         self._lock = threading.Lock()
         self._in_flight: dict[str, str | None] = {}
         self._per_conversation: dict[str, int] = {}
@@ -415,7 +415,7 @@ class ToolRunnerCore:
                 correlation_id=call.correlation_id,
                 causation_id=call.causation_id,
             )
-            refused = self._decide_step(step_call, signals)
+            refused = self._decide_step(step_call, spec, signals)
             if refused is not None:
                 return signals, _from_reason(refused, **where), None
             events = self._execute(step_call, cancelled, remaining)
@@ -435,9 +435,11 @@ class ToolRunnerCore:
         )
         return signals, {"workflow": plan.get("workflow"), "steps": results}, summary
 
-    def _decide_step(self, step: CallSpec, signals: list[ev.Event]) -> dict[str, Any] | None:
+    def _decide_step(
+        self, step: CallSpec, workflow: ToolSpec, signals: list[ev.Event]
+    ) -> dict[str, Any] | None:
         """Decide a step; record its signals; return the refusal reason, or None to run it."""
-        verdict = self._decide(step)
+        verdict = self._decide(step, workflow)
         signals.extend(_signals(verdict.events))
         if verdict.outcome == "allow":
             return None

@@ -14,6 +14,8 @@ General layout:
   ``secret_sources`` (the exact values Roost knows).
 - Shapes: ``schema`` (JSON Schema for arguments and options), ``safe_json`` (bounded nesting,
   no repeated keys), ``untrusted_regex`` (RE2).
+- Files a tool process can write, read from the daemon's side: ``safe_read`` (no link
+  followed, no FIFO or device, bounded), ``git_probe`` (the daemon's one hermetic git).
 - Roost's own state: ``roost_home`` (where it is, hidden from tools), ``statedir`` (its
   modes), ``peers`` (who may use a Roost socket).
 

@@ -124,12 +124,23 @@ def _run_probe(argv: list[str]) -> tuple[bool, str]:
     return False, (message[-1] if message else f"exit status {done.returncode}")[:200]
 
 
+def _absolute_path() -> str:
+    entries = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(e for e in entries if os.path.isabs(e))
+
+
 @functools.lru_cache(maxsize=8)
 def executables() -> dict[str, str]:
-    """Absolute paths of the helper programs found on ``PATH`` (bwrap, unshare, ...)."""
+    """Absolute paths of the helper programs (bwrap, unshare, ...), system directories first.
+
+    Then the absolute entries of ``PATH``; never a relative one.
+    """
     found: dict[str, str] = {}
     for name in ("bwrap", "unshare", "prlimit", "setpriv"):
-        path = shutil.which(name) or shutil.which(name, path=_BASE_PATH)
+        # The system's directories first, then only absolute PATH entries: a PATH entry
+        # inside a project root (an activated project venv, "node_modules/.bin", ".")
+        # would let a command plant the program the daemon runs outside every sandbox.
+        path = shutil.which(name, path=_BASE_PATH) or shutil.which(name, path=_absolute_path())
         if path:
             found[name] = path
     return found

@@ -39,14 +39,15 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from runtime.errors import ToolError
 from runtime.guard import roost_home
+from runtime.guard.git_probe import GitProbeError, hooks_paths
 from runtime.guard.pathrules import SensitiveRules
 from runtime.guard.rootscan import MAX_SCAN_ENTRIES, RootScan, scan_paths
 
@@ -290,29 +291,24 @@ def _gitfile_target_common(gitdir: str) -> str | None:
 def hooks_dirs(writable: Sequence[str]) -> list[str]:
     """Directories inside ``writable`` that git's ``core.hooksPath`` names (e.g. ``.husky``).
 
-    Read with the real ``git config`` (system, global and the repository's own config, as
-    the user's git reads them); a hooks directory in the work tree would otherwise let a
-    command plant a hook that the user's next commit runs.
+    Asked of git as the user's git reads it (system, global and the repository's own
+    config), hermetically (:func:`runtime.guard.git_probe.hooks_paths`); a hooks directory
+    in the work tree would otherwise let a command plant a hook that the user's next
+    commit runs. When git cannot answer, raises ``ToolError("isolation_unavailable",
+    layer="git_config")``: a hooks directory that is not known cannot be protected.
     """
-    git = shutil.which("git")
     found: list[str] = []
-    if git is None:
-        return found
     for path in writable:
-        if not os.path.lexists(os.path.join(path, ".git")):
-            continue
         try:
-            done = subprocess.run(
-                [git, "-C", path, "config", "--get-all", "core.hooksPath"],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=5,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            continue
-        for line in done.stdout.splitlines():
+            values = hooks_paths(path)
+        except GitProbeError as e:
+            raise ToolError(
+                "isolation_unavailable",
+                f"{e}; the hooks directory it names cannot be protected, so nothing that "
+                "could write there runs",
+                layer="git_config",
+            ) from e
+        for line in values:
             place = os.path.realpath(os.path.join(path, os.path.expanduser(line.strip())))
             if line.strip() and _inside(place, path) and place != path:
                 found.append(place)

@@ -7,6 +7,9 @@ through :class:`runtime.guard.paths.Workspace`. The order (SPEC section 6, ``doc
 
 1. **unknown tool** → ``invalid``: ``tool.failed {code: unknown_tool}``.
 2. **schema** → ``invalid``: ``tool.failed {code: invalid_tool_args, kind, ...}``.
+   An unavailable tool (:attr:`~runtime.tools.registry.ToolRegistry.unavailable`: a
+   workflow with a step naming no tool) → ``deny``: ``policy.denied {reason:
+   unknown_step_tool}``, ``tool.failed {code: denied, reason, step, step_tool}``.
 3. **env controls** (tools that run commands and pass ``env``) → ``invalid``:
    ``security.env_denied``, ``tool.failed {code: env_vars_not_allowed | invalid_env_payload}``.
 4. **policy rules**, the first refusal wins → ``deny``: the security signal, then
@@ -172,6 +175,9 @@ def decide(call: CallSpec, ctx: PolicyContext) -> Verdict:
         validate_args(spec.input_schema, call.args)
     except ToolError as e:
         return Verdict(outcome="invalid", events=[_failed(call, e.reason())])
+    unavailable = ctx.registry.unavailable.get(call.name)
+    if unavailable is not None:
+        return _unavailable(call, unavailable)
     if spec.runs_commands and "env" in call.args:
         try:
             build_env(call.args["env"], list(ctx.settings.tool_env_allowlist))
@@ -200,6 +206,20 @@ def decide(call: CallSpec, ctx: PolicyContext) -> Verdict:
         call_id=call.call_id,
     )
     return Verdict(outcome="allow", events=[*exceptions, allowed])
+
+
+def _unavailable(call: CallSpec, reason: Mapping[str, Any]) -> Verdict:
+    step_tool = reason.get("step_tool")
+    failure = {
+        **reason,
+        "message": f"{call.name} cannot run: step {reason.get('step')} calls {step_tool!r}, "
+        "which is no tool of this project (a missing MCP server or tool, an invalid "
+        "command asset, a typo); list_tools shows the tools",
+    }
+    denied = ev.PolicyDenied(
+        tool=call.name, reason=str(reason["reason"]), source="policy", call_id=call.call_id
+    )
+    return Verdict(outcome="deny", events=[denied, _failed(call, failure)])
 
 
 def _deny(call: CallSpec, refusal: _Refusal, codes: list[str]) -> Verdict:

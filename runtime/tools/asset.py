@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import os
-import stat
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +42,7 @@ from runtime.errors import ToolError
 from runtime.guard.schema import validate_args
 from runtime.tools.asset_store import (
     ASSET_TYPES,
+    MAX_ASSETS_PER_TYPE,
     PREVIEW_CHARS,
     Asset,
     AssetCatalog,
@@ -62,6 +62,7 @@ __all__ = [
     "asset_tools",
     "catalog_for",
     "tool_name",
+    "unavailable_workflows",
 ]
 
 _TYPE = {"type": "string", "enum": list(ASSET_TYPES), "description": "The kind of asset."}
@@ -121,27 +122,63 @@ _LOCK = threading.Lock()
 _CACHE: dict[str, tuple[tuple[Any, ...], AssetCatalog]] = {}
 
 
+def _entry(name: str, dir_fd: int) -> tuple[Any, ...]:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return (name, None)
+    return (name, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
+
+
+def _open_dir(name: str, dir_fd: int) -> int | None:
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return None
+
+
 def _fingerprint(root: str) -> tuple[Any, ...]:
-    """Identity and mtime of ``.roost``, its type directories and their files (no follow)."""
+    """Identity and mtime of ``.roost``, its type directories and their files.
+
+    Walked by descriptor with ``O_NOFOLLOW`` as :func:`load_assets` does: a ``.roost`` or a
+    type directory replaced by a symlink is fingerprinted as the link, never listed
+    through it; at most :data:`MAX_ASSETS_PER_TYPE` + 1 entries of a directory count.
+    """
     parts: list[Any] = []
-    roost = os.path.join(root, ".roost")
-    dirs = [roost] + [os.path.join(roost, t) for t in ASSET_TYPES]
-    for path in dirs:
-        try:
-            st = os.lstat(path)
-        except OSError:
-            parts.append((path, None))
-            continue
-        parts.append((path, st.st_ino, st.st_mode, st.st_mtime_ns))
-        if path == roost or not stat.S_ISDIR(st.st_mode):
-            continue
-        try:
-            with os.scandir(path) as entries:
-                for entry in entries:
-                    info = entry.stat(follow_symlinks=False)
-                    parts.append((entry.path, info.st_ino, info.st_size, info.st_mtime_ns))
-        except OSError:
-            parts.append((path, "unlistable"))
+    try:
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return (("root", None),)
+    try:
+        parts.append(_entry(".roost", root_fd))
+        roost_fd = _open_dir(".roost", root_fd)
+    finally:
+        os.close(root_fd)
+    if roost_fd is None:
+        return tuple(parts)
+    try:
+        for kind in ASSET_TYPES:
+            parts.append((kind, *_entry(kind, roost_fd)))
+            type_fd = _open_dir(kind, roost_fd)
+            if type_fd is None:
+                continue
+            try:
+                with os.scandir(type_fd) as entries:
+                    for count, entry in enumerate(entries):
+                        if count > MAX_ASSETS_PER_TYPE:
+                            parts.append((kind, "more"))
+                            break
+                        info = entry.stat(follow_symlinks=False)
+                        parts.append(
+                            (kind, entry.name, info.st_ino, info.st_size, info.st_mtime_ns)
+                        )
+            except OSError:
+                parts.append((kind, "unlistable"))
+            finally:
+                os.close(type_fd)
+    finally:
+        os.close(roost_fd)
     return tuple(sorted(parts, key=repr))
 
 
@@ -280,10 +317,37 @@ def _workflow_flags(steps: list[dict[str, Any]], known: Mapping[str, ToolSpec]) 
     specs = [known.get(step["tool"]) for step in steps]
     return {
         "read_only": all(s is not None and s.read_only for s in specs),
-        "writes": any(s is not None and s.writes for s in specs),
-        "network_capable": any(s is not None and s.network_capable for s in specs),
-        "runs_commands": any(s is not None and s.runs_commands for s in specs),
+        "writes": any(s is None or s.writes for s in specs),
+        "network_capable": any(s is None or s.network_capable for s in specs),
+        "runs_commands": any(s is None or s.runs_commands for s in specs),
     }
+
+
+def unavailable_workflows(
+    catalog: AssetCatalog, known: Mapping[str, ToolSpec]
+) -> dict[str, dict[str, Any]]:
+    """``{workflow.run.<key>: reason}`` for each valid workflow with a step no tool in ``known`` is.
+
+    ``known`` is the complete registry (built-ins, asset commands, MCP tools). The reason
+    is ``{code: denied, reason: unknown_step_tool, step, step_tool}`` for the first such
+    step: the policy refuses the workflow with it before any step runs, and the listing
+    shows it.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for asset in catalog.assets:
+        name = tool_name(asset)
+        if name is None or asset.type != "workflows":
+            continue
+        for index, step in enumerate(asset.steps or []):
+            if step["tool"] not in known:
+                out[name] = {
+                    "code": "denied",
+                    "reason": "unknown_step_tool",
+                    "step": index,
+                    "step_tool": step["tool"],
+                }
+                break
+    return out
 
 
 def asset_tools(
@@ -291,9 +355,12 @@ def asset_tools(
 ) -> tuple[list[ToolSpec], dict[str, ToolFn]]:
     """Build ``command.run.<key>`` and ``workflow.run.<key>`` for the catalog's valid assets.
 
-    ``known`` maps the other tools' names to their specs; a workflow's safety flags are
-    the union of its steps' (``read_only`` only when every step is known and read-only).
-    Generated command tools count as known for the workflows built with them.
+    ``known`` maps the other tools' names to their specs (the registry passes every other
+    tool, MCP tools included); a workflow's safety flags are the union of its steps'. A
+    step whose tool is not known counts as the most sensitive tool there is (writes, runs
+    commands, reaches the network, never read-only); :func:`unavailable_workflows` names
+    such workflows so the policy refuses them. Generated command tools count as known for
+    the workflows built with them.
     """
     specs: list[ToolSpec] = []
     fns: dict[str, ToolFn] = {}

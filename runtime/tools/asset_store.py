@@ -15,7 +15,12 @@ Reason codes of invalid assets: ``invalid_key``, ``symlink``, ``not_a_regular_fi
 ``unreadable``, ``too_large``, ``invalid_encoding``, ``unterminated_frontmatter``,
 ``invalid_frontmatter``, ``invalid_description``, ``invalid_input_schema``,
 ``missing_argv``, ``invalid_argv``, ``missing_steps``, ``invalid_steps``,
-``invalid_placeholder``, ``unknown_placeholder``.
+``invalid_placeholder``, ``unknown_placeholder``, ``too_many_assets``.
+
+A catalog is bounded as a whole too (a tool process may have filled ``.roost``): at most
+:data:`MAX_ASSETS_PER_TYPE` files of a type are loaded (the rest become one invalid
+entry, key ``+N``, reason ``too_many_assets``) and at most :data:`MAX_CATALOG_BYTES` are
+read (files past it are ``too_large``).
 
 Templating (:func:`render_argv`, :func:`render_step_args`) substitutes ``{{name}}``
 placeholders inside one string at a time: an input never splits into several argv
@@ -49,7 +54,9 @@ from runtime.tools.frontmatter import (
 __all__ = [
     "ASSET_TYPES",
     "KEY_PATTERN",
+    "MAX_ASSETS_PER_TYPE",
     "MAX_ASSET_BYTES",
+    "MAX_CATALOG_BYTES",
     "MAX_WORKFLOW_STEPS",
     "PREVIEW_CHARS",
     "Asset",
@@ -74,6 +81,12 @@ KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 MAX_ASSET_BYTES = 256 * 1024
 """Largest asset file that is parsed; a larger one is invalid with ``too_large``."""
+
+MAX_ASSETS_PER_TYPE = 500
+"""Most files of one type that are loaded; the rest are one invalid ``too_many_assets`` entry."""
+
+MAX_CATALOG_BYTES = 16 * 1024 * 1024
+"""Most bytes of asset files read for one catalog; files past it are invalid ``too_large``."""
 
 MAX_WORKFLOW_STEPS = 50
 """Most steps a workflow may have."""
@@ -318,10 +331,17 @@ def _read(name: str, dir_fd: int) -> tuple[bytes | None, str | None, str]:
     return data, None, ""
 
 
-def _load_file(type: AssetType, name: str, dir_fd: int) -> Asset:
+def _load_file(type: AssetType, name: str, dir_fd: int, budget: list[int]) -> Asset:
     stem = name[: -len(".md")]
     key, path = _printable(stem), f".roost/{type}/{_printable(name)}"
-    data, reason, detail = _read(name, dir_fd)
+    data: bytes | None
+    reason: str | None
+    if budget[0] <= 0:
+        data, reason = None, "too_large"
+        detail = f"the catalog's files already hold {MAX_CATALOG_BYTES} bytes"
+    else:
+        data, reason, detail = _read(name, dir_fd)
+        budget[0] -= len(data or b"")
     preview = (data or b"").decode("utf-8", "replace").removeprefix("\ufeff")[:PREVIEW_CHARS]
     if reason is None and not KEY_PATTERN.match(stem):
         reason = "invalid_key"
@@ -339,6 +359,17 @@ def _load_file(type: AssetType, name: str, dir_fd: int) -> Asset:
     )
 
 
+def _too_many(type: AssetType, extra: int) -> Asset:
+    return Asset(
+        type=type,
+        key=f"+{extra}",
+        valid=False,
+        reason="too_many_assets",
+        detail=f"{extra} more {type} files than the {MAX_ASSETS_PER_TYPE} loaded were left out",
+        path=f".roost/{type}/",
+    )
+
+
 def load_assets(root: str, *, strict: bool = False, generation: int = 1) -> AssetCatalog:
     """Load every asset under ``root/.roost``; a missing ``.roost`` gives an empty catalog.
 
@@ -347,6 +378,7 @@ def load_assets(root: str, *, strict: bool = False, generation: int = 1) -> Asse
     root itself cannot be opened as a directory (callers check it first).
     """
     assets: list[Asset] = []
+    budget = [MAX_CATALOG_BYTES]
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         roost_fd = _open_dir(".roost", root_fd)
@@ -364,7 +396,11 @@ def load_assets(root: str, *, strict: bool = False, generation: int = 1) -> Asse
                         for e in os.scandir(type_fd)
                         if e.name.endswith(".md") and not e.name.startswith(".")
                     )
-                    assets.extend(_load_file(type, name, type_fd) for name in names)
+                    extra = names[MAX_ASSETS_PER_TYPE:]
+                    names = names[:MAX_ASSETS_PER_TYPE]
+                    assets.extend(_load_file(type, name, type_fd, budget) for name in names)
+                    if extra:
+                        assets.append(_too_many(type, len(extra)))
                 finally:
                     os.close(type_fd)
         finally:

@@ -19,6 +19,7 @@ from typing import Any
 
 from runtime.errors import ToolError
 from runtime.guard.paths import PathDecision, Workspace, exception_signal, signal_for
+from runtime.guard.safe_read import bounded_lines
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.fswalk import (
     SEARCH_MAX_PATTERN,
@@ -216,11 +217,13 @@ def fs_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     size = total = 0
     truncated = False
     with os.fdopen(fd, "rb") as f:
-        for raw in f:
+        # Lines are read at most READ_MAX_CONTENT_BYTES at a time: a file a command made of
+        # one huge line (a sparse `truncate -s 1G`) is never held whole in memory.
+        for raw, cut in bounded_lines(f, READ_MAX_CONTENT_BYTES + 1):
             total += 1
             if total <= offset:
                 continue
-            if len(chosen) >= limit or size + len(raw) > READ_MAX_CONTENT_BYTES:
+            if cut or len(chosen) >= limit or size + len(raw) > READ_MAX_CONTENT_BYTES:
                 truncated = True
                 continue
             line = raw.decode("utf-8", "replace")

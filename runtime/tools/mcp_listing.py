@@ -17,12 +17,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
+from runtime.guard.safe_read import read_pipe
 from runtime.tools.mcp_session import Connection, short_error
 
-__all__ = ["LIST_TIMEOUT_S", "list_servers"]
+__all__ = ["LIST_TIMEOUT_S", "MAX_LISTING_BYTES", "MAX_SCHEMA_BYTES", "MAX_TOOLS", "list_servers"]
 
 LIST_TIMEOUT_S = 20.0
 """Seconds the listing at project start may take for all servers together."""
+
+MAX_TOOLS = 256
+"""Most tools kept from one server; the rest are left out."""
+
+MAX_SCHEMA_BYTES = 64 * 1024
+"""Largest input schema (as JSON) of a tool that is kept; a tool with a larger one is left out."""
+
+MAX_LISTING_BYTES = 16 * 1024 * 1024
+"""Most bytes of the listing child's answer read; past it every server is an error."""
+
+_MAX_DESCRIPTION = 1024
 
 
 async def _list_one(
@@ -32,14 +44,13 @@ async def _list_one(
     try:
         await conn.open()
         result = await conn.session.list_tools()
-        tools = [
-            {
-                "name": tool.name,
-                "description": tool.description or "",
-                "input_schema": dict(tool.input_schema or {}),
-            }
-            for tool in result.tools
-        ]
+        tools = []
+        for tool in result.tools[:MAX_TOOLS]:  # a server is a tool process: bound what it says
+            schema = dict(tool.input_schema or {})
+            if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
+                continue
+            description = (tool.description or "")[:_MAX_DESCRIPTION]
+            tools.append({"name": tool.name, "description": description, "input_schema": schema})
         return {"tools": tools}
     except ToolError as e:
         return {"error": {"code": e.code, "message": e.message, **e.details}}
@@ -78,16 +89,32 @@ def list_servers(
     """``{name: {tools: [...]} | {error: {...}}}`` for every server, from a child process."""
     request = {"servers": servers, "root": root, "options": dict(options)}
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "runtime.tools.mcp_listing"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            timeout=LIST_TIMEOUT_S + 10,
-            check=False,
+        # -P and cwd "/": the daemon's working directory may be a project root (`roost
+        # daemon start --foreground` run there), and `python -m` would import a planted
+        # `runtime/` package from it, outside every sandbox.
+        proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "runtime.tools.mcp_listing"],
+            cwd="/",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
-        answer: dict[str, Any] = json.loads(done.stdout)
-    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(request).encode())
+            proc.stdin.close()
+            data, problem = read_pipe(proc.stdout.fileno(), MAX_LISTING_BYTES, LIST_TIMEOUT_S + 10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            proc.stdout.close()
+        if problem is not None:
+            raise ValueError(
+                f"no complete answer ({'over 16 MiB' if problem == 'too_large' else 'timeout'})"
+            )
+        answer: dict[str, Any] = json.loads(data)
+    except (OSError, ValueError) as e:
         error = {"code": "tool_error", "message": f"the MCP tool listing failed: {short_error(e)}"}
         return {str(s["name"]): {"error": error} for s in servers}
     return answer

@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from runtime.errors import AssetLoadFailedError
 from runtime.option_table import RuntimeOptions
 from runtime.tools.asset_store import AssetCatalog, load_assets
 from runtime.tools.base import ToolFn, ToolSpec
@@ -78,12 +79,17 @@ class ToolRegistry:
         """Built-in modules that could not be imported, with the error."""
         self.mcp_errors: list[dict[str, Any]] = []
         """``mcp_servers`` servers or tools left out, each ``{type, key, reason}``."""
+        self.unavailable: dict[str, dict[str, Any]] = {}
+        """Tools every call of which is refused whatever the options, with the reason:
+        workflows with a step naming no tool (``{code, reason: unknown_step_tool, step,
+        step_tool}``). ``list_tools`` shows it as ``unavailable``; the model is not offered them."""
 
     @classmethod
     def for_project(cls, root: str, options: Mapping[str, Any]) -> ToolRegistry:
         """Build the registry for the project at ``root`` with its normalized ``options``.
 
-        With ``strict_asset_loading`` an invalid asset raises ``AssetLoadFailedError``.
+        With ``strict_asset_loading`` an invalid asset, or a workflow with a step that
+        names no tool, raises ``AssetLoadFailedError``.
         """
         tools: dict[str, tuple[ToolSpec, ToolFn]] = {}
         errors: dict[str, str] = {}
@@ -104,12 +110,6 @@ class ToolRegistry:
                 asset_module = module
         strict = RuntimeOptions.of(options).strict_asset_loading
         catalog = load_assets(root, strict=strict)
-        if asset_module is not None and hasattr(asset_module, "asset_tools"):
-            known = {name: spec for name, (spec, _) in tools.items()}
-            generated_specs, generated_fns = asset_module.asset_tools(catalog, known)
-            for spec in generated_specs:
-                if spec.name not in tools and spec.name in generated_fns:
-                    tools[spec.name] = (spec, generated_fns[spec.name])
         mcp_errors: list[dict[str, Any]] = []
         if options.get("mcp_servers"):
             try:
@@ -121,8 +121,32 @@ class ToolRegistry:
             else:
                 for spec in mcp_specs:
                     tools.setdefault(spec.name, (spec, mcp_fns[spec.name]))
+        unavailable: dict[str, dict[str, Any]] = {}
+        if asset_module is not None and hasattr(asset_module, "asset_tools"):
+            # Last, once every other tool (MCP tools included) is known: a workflow's
+            # flags are its steps' and a step naming no tool makes it unavailable.
+            known = {name: spec for name, (spec, _) in tools.items()}
+            generated_specs, generated_fns = asset_module.asset_tools(catalog, known)
+            for spec in generated_specs:
+                if spec.name not in tools and spec.name in generated_fns:
+                    tools[spec.name] = (spec, generated_fns[spec.name])
+            complete = {name: spec for name, (spec, _) in tools.items()}
+            unavailable = asset_module.unavailable_workflows(catalog, complete)
+        if strict and unavailable:
+            name, why = sorted(unavailable.items())[0]
+            key = name.removeprefix("workflow.run.")
+            raise AssetLoadFailedError(
+                f"workflow .roost/workflows/{key}.md cannot run (unknown_step_tool): step "
+                f"{why['step']} calls {why['step_tool']!r}, which is no tool of this project; "
+                "fix it or start the project without strict_asset_loading",
+                type="workflows",
+                key=key,
+                reason="unknown_step_tool",
+                path=f".roost/workflows/{key}.md",
+            )
         registry = cls(tools, catalog, errors)
         registry.mcp_errors = mcp_errors
+        registry.unavailable = unavailable
         return registry
 
     def get(self, name: str) -> tuple[ToolSpec, ToolFn] | None:
@@ -138,7 +162,11 @@ class ToolRegistry:
         return [spec for spec in self.specs() if list_rule(spec.name, options) is None]
 
     def model_tools(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The visible tools as the model is offered them: ``{name, description, input_schema}``."""
+        """The visible, available tools as the model is offered them.
+
+        Each is ``{name, description, input_schema}``; :attr:`unavailable` tools are left
+        out, since every call of them is refused.
+        """
         return [
             {
                 "name": spec.name,
@@ -146,16 +174,35 @@ class ToolRegistry:
                 "input_schema": spec.input_schema,
             }
             for spec in self.visible(options)
+            if spec.name not in self.unavailable
         ]
 
     def list_tools(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The visible tools as ``list_tools`` returns them, safety metadata included."""
-        return [msgspec.to_builtins(spec) for spec in self.visible(options)]
+        """The visible tools as ``list_tools`` returns them, safety metadata included.
+
+        An :attr:`unavailable` tool carries its refusal as ``unavailable``.
+        """
+        out: list[dict[str, Any]] = []
+        for spec in self.visible(options):
+            listed: dict[str, Any] = msgspec.to_builtins(spec)
+            if spec.name in self.unavailable:
+                listed["unavailable"] = dict(self.unavailable[spec.name])
+            out.append(listed)
+        return out
+
+    def _workflow_errors(self) -> list[dict[str, Any]]:
+        out = []
+        for name, reason in sorted(self.unavailable.items()):
+            if name.startswith("workflow.run."):
+                key = name.removeprefix("workflow.run.")
+                fields = {k: v for k, v in reason.items() if k != "code"}
+                out.append({"type": "workflows", "key": key, **fields})
+        return out
 
     def asset_summary(self) -> dict[str, Any]:
         """``{generation, counts, errors}`` of the catalog, for ``project.assets_loaded``."""
         return {
             "generation": self.catalog.generation,
             "counts": self.catalog.counts(),
-            "errors": [*self.catalog.errors(), *self.mcp_errors],
+            "errors": [*self.catalog.errors(), *self._workflow_errors(), *self.mcp_errors],
         }

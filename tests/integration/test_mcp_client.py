@@ -184,9 +184,13 @@ def test_without_mcp_in_protocol_allowlist_no_server_starts(daemon: Daemon, tmp_
         result = _run(c, project, "mcp.fx.echo", {"text": "x"}, "no-mcp")
         assert result["status"] == "error"
         assert result["reason"]["code"] == "unknown_tool", result
-        [error] = _asset_errors(daemon, project)
-        assert error["type"] == "mcp_server" and error["key"] == "fx"
+        errors = _asset_errors(daemon, project)
+        [error] = [e for e in errors if e["type"] == "mcp_server"]
+        assert error["key"] == "fx"
         assert error["reason"].startswith("protocol_not_allowed"), error
+        # the workflow of MCP steps names tools that do not exist: it is unavailable
+        [flow] = [e for e in errors if e["type"] == "workflows"]
+        assert (flow["key"], flow["reason"]) == ("both", "unknown_step_tool"), flow
     assert _calls(root) == []
 
 
@@ -273,7 +277,7 @@ def test_an_http_server_passes_the_egress_policy_first(
         # the same server without the loopback address allowlisted: refused before connecting
         refused = c.start_project(str(other), "p2", {"mcp_servers": [{"name": "web", "url": url}]})
         assert _mcp_tools(c, refused) == []
-        [error] = _asset_errors(daemon, refused)
+        [error] = [e for e in _asset_errors(daemon, refused) if e["type"] == "mcp_server"]
         assert error["reason"].startswith("network_endpoint_denied"), error
     assert _calls(markers) == ["echo"]
 

@@ -80,9 +80,12 @@ def test_an_mcp_call_that_needs_approval_is_refused_like_run_tool(root: Path) ->
     assert mcp == pipeline.decide(call("fs.read", path="a.txt"), source="run_tool")
 
 
+FLOW = ToolSpec(name="workflow.run.flow", description="A workflow.", input_schema={})
+
+
 def test_a_workflow_step_that_needs_approval_is_allowed_as_workflow_approved(root: Path) -> None:
     verdict = pipeline_for(root, approval_mode="always").decide(
-        call("fs.read", path="a.txt"), source="workflow"
+        call("fs.read", path="a.txt"), source="workflow", workflow=FLOW
     )
 
     assert verdict.outcome == "allow"
@@ -92,6 +95,65 @@ def test_a_workflow_step_that_needs_approval_is_allowed_as_workflow_approved(roo
             tool="fs.read", reason="workflow_approved", source="policy", call_id="call-1"
         ),
     ]
+
+
+def test_a_step_that_needs_approval_is_refused_when_its_workflow_needed_none(
+    root: Path,
+) -> None:
+    harmless = ToolSpec(
+        name="workflow.run.flow", description="A workflow.", input_schema={}, read_only=True
+    )
+    verdict = pipeline_for(root, approval_mode="sensitive").decide(
+        call("fs.write", path="b.txt", content="x"), source="workflow", workflow=harmless
+    )
+
+    assert verdict.outcome == "deny"
+    assert verdict.events[-2] == ev.PolicyDenied(
+        tool="fs.write", reason="approval_required", source="policy", call_id="call-1"
+    )
+    assert not (root / "b.txt").exists()
+
+
+def test_a_workflow_is_as_sensitive_as_its_most_sensitive_step(root: Path) -> None:
+    steps = [
+        {"tool": "fs.read", "args": {"path": "a.txt"}},
+        {"tool": "command.run", "args": {"command": "true"}},
+    ]
+    write_workflow(root, "mixed", steps)
+    registry = pipeline_for(root).policy.registry
+    entry = registry.get("workflow.run.mixed")
+
+    assert entry is not None
+    flags = (entry[0].read_only, entry[0].writes, entry[0].runs_commands)
+    assert flags == (False, False, True)
+    assert registry.unavailable == {}
+
+
+def test_a_workflow_naming_no_tool_is_unavailable_and_refused_before_any_step(
+    root: Path,
+) -> None:
+    steps = [{"tool": "fs.read", "args": {"path": "a.txt"}}, {"tool": "mcp.gone.tool"}]
+    write_workflow(root, "gone", steps)
+    pipeline = pipeline_for(root)
+
+    verdict = pipeline.decide(call("workflow.run.gone"), source="model")
+
+    assert verdict.outcome == "deny"
+    [denied, failed] = verdict.events
+    assert denied == ev.PolicyDenied(
+        tool="workflow.run.gone", reason="unknown_step_tool", source="policy", call_id="call-1"
+    )
+    assert isinstance(failed, ev.ToolFailed)
+    assert {k: v for k, v in failed.reason.items() if k != "message"} == {
+        "code": "denied",
+        "reason": "unknown_step_tool",
+        "step": 1,
+        "step_tool": "mcp.gone.tool",
+    }
+    spec = pipeline.policy.registry.get("workflow.run.gone")
+    assert spec is not None and (spec[0].writes, spec[0].runs_commands) == (True, True)
+    offered = offered_tools(pipeline.policy.registry, pipeline.policy.options, "model")
+    assert "workflow.run.gone" not in [s.name for s in offered]
 
 
 def test_a_workflow_step_may_not_run_a_workflow(root: Path) -> None:
@@ -247,3 +309,14 @@ def test_what_is_not_offered_is_what_the_pipeline_refuses(root: Path) -> None:
     assert result["status"] == "error"
     assert result["reason"]["reason"] == "approval_required"
     assert not (root / "b.txt").exists()
+
+
+def test_strict_loading_refuses_a_workflow_naming_no_tool(root: Path) -> None:
+    from runtime.errors import AssetLoadFailedError
+
+    write_workflow(root, "gone", [{"tool": "mcp.gone.tool"}])
+
+    with pytest.raises(AssetLoadFailedError) as caught:
+        pipeline_for(root, strict_asset_loading=True)
+    assert caught.value.details["reason"] == "unknown_step_tool"
+    assert caught.value.details["key"] == "gone"

@@ -415,3 +415,33 @@ def test_step_args_keep_the_type_of_a_whole_placeholder_and_render_nested_string
 def test_a_step_placeholder_without_an_input_fails_as_missing():
     err = tool_error(render_step_args, {"path": "{{path}}", "x": "a{{y}}"}, {})
     assert (err.details["kind"], err.details["keys"]) == ("missing_required_args", ["path"])
+
+
+def test_past_the_per_type_cap_the_rest_of_a_directory_is_one_invalid_entry(tmp_path, monkeypatch):
+    import runtime.tools.asset_store as store
+
+    monkeypatch.setattr(store, "MAX_ASSETS_PER_TYPE", 3)
+    skills = tmp_path / ".roost" / "skills"
+    skills.mkdir(parents=True)
+    for index in range(5):
+        (skills / f"s{index}.md").write_text(f"# Skill {index}\n")
+
+    catalog = load_assets(str(tmp_path))
+
+    assert [a.key for a in catalog.assets if a.valid] == ["s0", "s1", "s2"]
+    assert catalog.errors() == [{"type": "skills", "key": "+2", "reason": "too_many_assets"}]
+
+
+def test_past_the_catalog_byte_budget_files_are_not_read(tmp_path, monkeypatch):
+    import runtime.tools.asset_store as store
+
+    monkeypatch.setattr(store, "MAX_CATALOG_BYTES", 100)
+    skills = tmp_path / ".roost" / "skills"
+    skills.mkdir(parents=True)
+    (skills / "a.md").write_text("# A\n" + "x" * 120)
+    (skills / "b.md").write_text("# B\n")
+
+    catalog = load_assets(str(tmp_path))
+
+    assert catalog.get("skills", "a").valid
+    assert catalog.get("skills", "b").reason == "too_large"
