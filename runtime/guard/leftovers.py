@@ -53,6 +53,7 @@ from runtime.guard.run_ledger import (
     open_run,
     save_run,
 )
+from runtime.guard.safe_read import read_regular
 from runtime.logging import get_logger
 
 log = get_logger("runtime.guard.leftovers")
@@ -608,21 +609,12 @@ class _Review:
         return Change(path=rel, kind=kind, size=st.st_size, sha256=digest)
 
     def _sha256(self, rel: str) -> str | None:
+        """SHA-256 of a regular file (no symlink, no FIFO; None past :data:`HASH_MAX_BYTES`)."""
         try:
-            fd = os.open(self._abs(rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            data = read_regular(self._abs(rel), HASH_MAX_BYTES)
         except OSError:
             return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            digest = hashlib.sha256()
-            while chunk := os.read(fd, 1 << 20):
-                digest.update(chunk)
-            return digest.hexdigest()
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
+        return hashlib.sha256(data).hexdigest()
 
     def _note(self, what: str, change: Change) -> None:
         self.counts[what] += 1

@@ -37,7 +37,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import stat
 import sys
 import time
@@ -50,6 +49,7 @@ from runtime.guard import roost_home
 from runtime.guard.git_probe import GitProbeError, hooks_paths
 from runtime.guard.pathrules import SensitiveRules
 from runtime.guard.rootscan import MAX_SCAN_ENTRIES, RootScan, scan_paths
+from runtime.guard.safe_read import read_regular
 
 __all__ = [
     "KERNEL_FILESYSTEMS",
@@ -234,21 +234,19 @@ def sensitive_files(paths: Sequence[str], rules: SensitiveRules) -> list[str]:
     return list(scan_paths(paths, rules).sensitive)
 
 
+def _first_line(path: str) -> str:
+    """The first line of a small regular file a tool could have written ("" if unreadable)."""
+    try:
+        head = read_regular(path, GITFILE_MAX_BYTES, truncate=True)
+    except OSError:
+        return ""
+    lines = head.decode("utf-8", "replace").splitlines()
+    return lines[0].strip() if lines else ""
+
+
 def _gitfile_target(gitfile: str) -> str | None:
     """The git directory a gitfile (``gitdir: PATH``) names, resolved; None when unreadable."""
-    try:
-        fd = os.open(gitfile, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        head = os.read(fd, GITFILE_MAX_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    line = head.splitlines()[0] if head else ""
+    line = _first_line(gitfile)
     if not line.startswith("gitdir:"):
         return None
     return os.path.realpath(os.path.join(os.path.dirname(gitfile), line[7:].strip()))
@@ -280,11 +278,7 @@ def git_places(writable: Sequence[str], gits: Sequence[str]) -> list[str]:
 
 def _gitfile_target_common(gitdir: str) -> str | None:
     """The ``commondir`` a linked worktree's git directory names, resolved."""
-    try:
-        with open(os.path.join(gitdir, "commondir"), encoding="utf-8", errors="replace") as f:
-            line = f.read(GITFILE_MAX_BYTES).strip()
-    except OSError:
-        return None
+    line = _first_line(os.path.join(gitdir, "commondir"))
     return os.path.realpath(os.path.join(gitdir, line)) if line else None
 
 
