@@ -107,6 +107,12 @@ class ToolRunnerActor(WorkerThreads):
 
             self.append(batch, then=done)
 
+    def on_exit(self) -> None:
+        """Stopping: stop every MCP server this runner started (frozen ones included)."""
+        from runtime.tools.mcp_session import close_sessions  # noqa: PLC0415
+
+        close_sessions()
+
     def _run(self, call: CallSpec, sender: Any) -> None:
         refused = self.core.admit(call)
         if refused is not None:

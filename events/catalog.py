@@ -645,6 +645,8 @@ class McpServerStarted(Event, frozen=True, kw_only=True, tag="mcp.server_started
     """``stdio`` (a sandboxed process) or ``http`` (streamable HTTP)."""
     call_id: str | None = None
     """The call that started it."""
+    start_ms: int = 0
+    """How long the start took; not charged to the call's (or its workflow's) timeout."""
 
 
 class McpServerExited(Event, frozen=True, kw_only=True, tag="mcp.server_exited"):
@@ -653,7 +655,8 @@ class McpServerExited(Event, frozen=True, kw_only=True, tag="mcp.server_exited")
     server: str
     """The server's name in ``mcp_servers``."""
     reason: str = "connection_closed"
-    """Why it is considered gone: ``connection_closed``, ``start_failed``, ..."""
+    """Why it is gone: ``connection_closed``, ``start_failed``, ``view_changed`` (stopped to
+    be started again with a fresh view: a sensitive or protected file changed)."""
     detail: str = ""
     """The error seen, shortened."""
     call_id: str | None = None
@@ -669,6 +672,8 @@ class McpServerRestarted(Event, frozen=True, kw_only=True, tag="mcp.server_resta
     """Restarts so far for this server in this ToolRunner (bounded)."""
     call_id: str | None = None
     """The call that restarted it."""
+    start_ms: int = 0
+    """How long the start took; not charged to the call's (or its workflow's) timeout."""
 
 
 PAYLOAD_TYPES: dict[str, type[Event]] = {

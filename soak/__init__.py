@@ -6,7 +6,8 @@ seed files), ``scenarios`` (steady, burst, chaos,
 baseline), ``chaos`` (kills actor processes), ``baseline`` (bare Thespian and bare
 eventsourcing), ``monitor`` (memory sampling), ``readback`` and ``integrity`` (what the
 journal says afterwards), ``report`` (percentiles, comparisons), ``journal_bench``
-(``python -m soak.journal_bench``).
+(``python -m soak.journal_bench``), ``command_bench`` (one ``command.run``, or with
+``--mcp`` one MCP stdio call, through a real daemon).
 """
 
 from collections.abc import Sequence

@@ -1,10 +1,14 @@
-"""The cost of one ``command.run`` through a real daemon: ``python -m soak.command_bench``.
+"""The cost of one tool process call through a real daemon: ``python -m soak.command_bench``.
 
 Starts a daemon on a temporary home, a project whose root holds ``--files`` small files,
-and runs ``--runs`` calls of ``command.run true`` one after another through the client,
-then prints the median and 90th percentile latency in milliseconds as JSON. What it
-measures is the sandbox's fixed cost per command (the view, the pids cgroup, bubblewrap,
-the process tree walk), not a command's own work. Figures are in ``docs/performance.md``.
+and runs ``--runs`` calls one after another through the client, then prints the median
+and 90th percentile latency in milliseconds as JSON. By default the call is
+``command.run true``: what it measures is the sandbox's fixed cost per command (the view,
+the pids cgroup, bubblewrap, the process tree walk), not a command's own work. With
+``--mcp`` it is ``echo`` on an MCP stdio server of the project (the SDK's own
+``MCPServer``, written into the root), called once first to start it: the per-call cost
+around a warm server (the view check, thawing and freezing it, the post-run check).
+Figures are in ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -14,16 +18,32 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
+from typing import Any
 
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
 
 __all__ = ["main", "measure"]
 
+MCP_SERVER = """
+from mcp.server.mcpserver import MCPServer
 
-def measure(runs: int, files: int) -> dict[str, float]:
+server = MCPServer("bench")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    return text
+
+
+server.run()
+"""
+
+
+def measure(runs: int, files: int, *, mcp: bool = False) -> dict[str, float]:
     """Run the benchmark; return ``{median_ms, p90_ms, runs}``."""
     base = tempfile.mkdtemp(prefix="roost-command-bench-")
     home, root = os.path.join(base, "home"), os.path.join(base, "root")
@@ -31,19 +51,26 @@ def measure(runs: int, files: int) -> dict[str, float]:
     for i in range(files):
         with open(os.path.join(root, f"f{i}.txt"), "w", encoding="utf-8") as f:
             f.write("x\n")
+    options: dict[str, Any] = {}
+    call: dict[str, Any] = {"name": "command.run", "args": {"command": "true"}}
+    if mcp:
+        with open(os.path.join(root, "server.py"), "w", encoding="utf-8") as f:
+            f.write(MCP_SERVER)
+        server = {"name": "bench", "command": [sys.executable, os.path.join(root, "server.py")]}
+        options = {"mcp_servers": [server]}
+        call = {"name": "mcp.bench.echo", "args": {"text": "x"}}
     start_daemon(home, timeout_s=60)
     try:
         with Client.connect(home=home, timeout_s=60) as client:
-            client.start_project(root, project_id="bench")
+            client.start_project(root, project_id="bench", options=options)
             latencies = []
-            for _ in range(runs):
+            for i in range(runs + int(mcp)):
                 started = time.monotonic()
-                result = client.run_tool(
-                    "bench", {"name": "command.run", "args": {"command": "true"}}
-                )
-                latencies.append((time.monotonic() - started) * 1000)
+                result = client.run_tool("bench", call)
+                if i or not mcp:  # an MCP server's first call starts it
+                    latencies.append((time.monotonic() - started) * 1000)
                 if result["status"] != "ok":
-                    raise RuntimeError(f"command.run failed: {result['reason']}")
+                    raise RuntimeError(f"{call['name']} failed: {result['reason']}")
     finally:
         stop_daemon(home, timeout_s=30)
         shutil.rmtree(base, ignore_errors=True)
@@ -56,12 +83,15 @@ def measure(runs: int, files: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m soak.command_bench [--runs N] [--files N]``."""
+    """Entry point: ``python -m soak.command_bench [--runs N] [--files N] [--mcp]``."""
     parser = argparse.ArgumentParser(prog="python -m soak.command_bench")
     parser.add_argument("--runs", type=int, default=40, help="calls to time (default 40)")
     parser.add_argument("--files", type=int, default=200, help="files in the root (default 200)")
+    parser.add_argument(
+        "--mcp", action="store_true", help="time an MCP stdio server's echo instead"
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.runs, args.files)))
+    print(json.dumps(measure(args.runs, args.files, mcp=args.mcp)))
     return 0
 
 

@@ -262,7 +262,7 @@ class ToolRunnerCore:
 
         threading.Thread(target=work, name=f"tool:{call.call_id}", daemon=True).start()
         grace = SELF_ENFORCED_GRACE_S if spec.runs_commands or spec.network_capable else 0.0
-        deadline = ctx.started_at + timeout_s + grace
+        deadline = ctx.started_at + timeout_s + grace + spec.cold_start_s
         give_up_at = deadline
         while not done.wait(max(0.0, min(_POLL_S, give_up_at - time.monotonic()))):
             now = time.monotonic()
@@ -420,6 +420,7 @@ class ToolRunnerCore:
                 return signals, _from_reason(refused, **where), None
             events = self._execute(step_call, cancelled, remaining)
             signals.extend(_signals(events))
+            deadline += _cold_starts_s(events)  # a server's start is not the workflow's time
             terminal = events[-1]
             if isinstance(terminal, ev.ToolFailed):
                 return signals, _from_reason(terminal.reason, **where), None
@@ -487,3 +488,9 @@ class ToolRunnerCore:
             "duration_ms": duration_ms,
             "reason": redact(reason),
         }
+
+
+def _cold_starts_s(events: list[ev.Event]) -> float:
+    """Seconds a step spent starting MCP servers (``mcp.server_started``/``_restarted``)."""
+    starts = (e for e in events if isinstance(e, ev.McpServerStarted | ev.McpServerRestarted))
+    return sum(e.start_ms for e in starts) / 1000

@@ -8,8 +8,10 @@ General layout:
   (finding targets in arguments and command text).
 - Commands: ``command_controls`` (blocklist and environment), ``blocklist`` /
   ``blocklist_rules`` / ``shellwords`` (reading shell text), ``sandbox`` (which kernel layers
-  work here), ``sandbox_run`` (running a command inside them), ``sandbox_view`` (what a
-  command sees), ``cgroups`` (its process limit), ``proctree`` (its process tree).
+  work here), ``launcher`` (the one place every tool process starts: view, cgroups, limits,
+  kernel guards, post-run check), ``sandbox_run`` (a command run to completion),
+  ``server_process`` (a long-lived MCP server), ``sandbox_view`` (what a tool process
+  sees), ``cgroups`` (its limits and freezer), ``proctree`` (its process tree).
 - Secrets: ``redaction`` / ``redaction_patterns`` (shapes), ``secret_masking`` /
   ``secret_sources`` (the exact values Roost knows).
 - Shapes: ``schema`` (JSON Schema for arguments and options), ``safe_json`` (bounded nesting,

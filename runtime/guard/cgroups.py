@@ -18,6 +18,17 @@ execs the rest), so nothing runs between ``fork`` and ``exec`` in the runtime.
 :func:`probe_controllers` tries each controller once per process; where one cannot be had
 (an unprivileged user without a delegated cgroup), that limit is reported unavailable and
 commands run without it (``docs/security-commands.md``).
+
+A long-lived tool process (an MCP stdio server) also gets a :class:`FreezerCgroup` (the v1
+``freezer`` hierarchy's ``freezer.state``, or v2's ``cgroup.freeze``), so the launcher can
+stop its whole tree between calls; :func:`probe_freezer` says whether one can be had. A
+runner killed while its tools ran cannot remove their cgroups: the next cgroup made under
+the same parent kills what is left in those of dead owners (thawing a frozen one first, so
+its tasks can die of it) and removes them (:func:`sweep_stale`).
+
+Why this module is long: each controller's files differ between v1 and v2, and the
+freezer's lifecycle (freeze, thaw, the sweep of a dead runner's frozen tree) shares the
+parent lookup, the join and the removal with the limits.
 """
 
 from __future__ import annotations
@@ -39,10 +50,13 @@ __all__ = [
     "LAYER_NAMES",
     "CgroupLimits",
     "Controller",
+    "FreezerCgroup",
     "ToolCgroup",
     "join_argv",
     "probe",
     "probe_controllers",
+    "probe_freezer",
+    "sweep_stale",
 ]
 
 Controller = Literal["pids", "memory", "cpu"]
@@ -125,11 +139,67 @@ def _parent_dir(controller: Controller = "pids") -> tuple[str, str] | None:
     return None
 
 
-def _remove_stale(parent: str) -> list[str]:
-    """Remove the empty call cgroups of processes that are gone (a SIGKILLed ToolRunner).
+def _freezer_parent() -> tuple[str, str] | None:
+    """The directory to create freezer cgroups in, and ``v1``/``v2`` (v2 needs no controller)."""
+    own = _own_cgroups()
+    for mount, fstype, options in _mounts():
+        if fstype == "cgroup" and "freezer" in options and "freezer" in own:
+            return os.path.join(mount, own["freezer"].lstrip("/")), "v1"
+    for mount, fstype, _ in _mounts():
+        if fstype == "cgroup2" and "" in own:
+            base = os.path.join(mount, own[""].lstrip("/"))
+            if os.access(base, os.W_OK):
+                return base, "v2"
+    return None
 
-    A runner killed during a command cannot remove its call's cgroup; the next one made
-    under the same parent removes it, once nothing runs in it. Returns what was removed.
+
+def _read(path: str) -> str:
+    """A cgroup file's text (bounded; cgroupfs files are the kernel's, never a tool's)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        return os.read(fd, 1 << 20).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+
+
+def _tasks(path: str) -> list[int]:
+    try:
+        return [int(x) for x in _read(os.path.join(path, "cgroup.procs")).split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _thaw(path: str) -> None:
+    for name, value in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+        if os.path.exists(os.path.join(path, name)):
+            with contextlib.suppress(OSError):
+                _write(path, name, value)
+
+
+def _kill_and_remove(path: str, timeout_s: float) -> bool:
+    """SIGKILL every task of the cgroup at ``path`` (thawing it first) and remove it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for pid in _tasks(path):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        _thaw(path)  # a frozen task dies of its SIGKILL only once thawed (cgroup v1)
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+
+
+def _remove_stale(parent: str) -> list[str]:
+    """Kill what is left in the call cgroups of processes that are gone, and remove them.
+
+    A runner killed during a command, or while its MCP server was frozen, cannot remove its
+    cgroups; the next one made under the same parent does. Returns what was removed.
     """
     removed: list[str] = []
     try:
@@ -140,10 +210,15 @@ def _remove_stale(parent: str) -> list[str]:
         owner = name[len(_PREFIX) :].split("-", 1)[0] if name.startswith(_PREFIX) else ""
         if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
             continue
-        with contextlib.suppress(OSError):
-            os.rmdir(os.path.join(parent, name))  # fails (EBUSY) while a task is left
+        if _kill_and_remove(os.path.join(parent, name), 1.0):
             removed.append(name)
     return removed
+
+
+def sweep_stale() -> list[str]:
+    """Clean the call cgroups of dead owners in every hierarchy Roost uses; what was removed."""
+    parents = {where for where in (*map(_parent_dir, CONTROLLERS), _freezer_parent()) if where}
+    return [name for parent, _ in sorted(parents) for name in _remove_stale(parent)]
 
 
 def _write(directory: str, name: str, value: str) -> None:
@@ -317,7 +392,69 @@ class ToolCgroup:
                     time.sleep(0.01)
 
 
-def join_argv(*groups: ToolCgroup) -> list[str]:
+class FreezerCgroup:
+    """A long-lived tool's freezer cgroup: its whole tree runs only while it is thawed."""
+
+    def __init__(self, path: str, version: str) -> None:
+        self.path = path
+        """The cgroup's directory."""
+        self.version = version
+        """``v1`` (``freezer.state``) or ``v2`` (``cgroup.freeze``)."""
+
+    @classmethod
+    def create(cls) -> FreezerCgroup:
+        """Make a fresh, thawed freezer cgroup; ``OSError`` when impossible."""
+        where = _freezer_parent()
+        if where is None:
+            raise OSError("no writable freezer cgroup")
+        _remove_stale(where[0])
+        name = f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        return cls(_make(where[0], name, []), where[1])
+
+    @property
+    def procs_files(self) -> list[str]:
+        """The file a process writes its pid to in order to join."""
+        return [os.path.join(self.path, "cgroup.procs")]
+
+    def pids(self) -> list[int]:
+        """Processes in the cgroup now."""
+        return _tasks(self.path)
+
+    def freeze(self, timeout_s: float = 5.0) -> bool:
+        """Stop every task of the cgroup; True once the kernel reports it frozen."""
+        target, value = (
+            ("freezer.state", "FROZEN") if self.version == "v1" else ("cgroup.freeze", "1")
+        )
+        try:
+            _write(self.path, target, value)
+        except OSError:
+            return False
+        deadline = time.monotonic() + timeout_s
+        while not self.frozen():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def frozen(self) -> bool:
+        """Whether the kernel reports every task of the cgroup stopped."""
+        try:
+            if self.version == "v1":
+                return _read(os.path.join(self.path, "freezer.state")).strip() == "FROZEN"
+            return "frozen 1" in _read(os.path.join(self.path, "cgroup.events")).splitlines()
+        except OSError:
+            return False
+
+    def thaw(self) -> None:
+        """Let the cgroup's tasks run again."""
+        _thaw(self.path)
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Kill whatever is left in the cgroup (thawing it) and remove it (bounded)."""
+        _kill_and_remove(self.path, timeout_s)
+
+
+def join_argv(*groups: ToolCgroup | FreezerCgroup) -> list[str]:
     """The prefix that moves the process into every one of ``groups`` before it execs."""
     files = [f for group in groups for f in group.procs_files]
     return ["/bin/sh", "-c", _JOIN_SCRIPT, _JOIN_NAME, *files, "--"]
@@ -371,3 +508,33 @@ def probe_controllers() -> dict[Controller, tuple[bool, str, str | None]]:
 def probe() -> tuple[bool, str, str | None]:
     """Return ``(available, detail, via)``: can this process make and join a limited cgroup."""
     return probe_controllers()["pids"]
+
+
+@functools.lru_cache(maxsize=1)
+def probe_freezer() -> tuple[bool, str, str | None]:
+    """Return ``(available, detail, via)``: can this process make, join and freeze a cgroup."""
+    if _freezer_parent() is None:
+        return False, "no writable freezer cgroup (v1 freezer or a v2 cgroup of our own)", None
+    try:
+        group = FreezerCgroup.create()
+    except OSError as e:
+        return False, f"cannot create a freezer cgroup: {e.strerror or e}", None
+    try:
+        proc = subprocess.Popen(
+            [*join_argv(group), "/bin/sleep", "10"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 5
+        while not group.pids() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        ok = bool(group.pids()) and group.freeze(5.0)
+        group.close()
+        proc.wait(10)
+    except (OSError, subprocess.SubprocessError) as e:
+        group.close()
+        return False, f"cannot freeze a cgroup: {e}", None
+    if not ok:
+        return False, "cannot freeze a cgroup", None
+    return True, "ok", f"cgroup_{group.version}"

@@ -265,6 +265,13 @@ class RootWatch:
         self.report = report
         return report
 
+    def rebase(self) -> None:
+        """Forget what changed since the last review (a frozen server's root: not its doing)."""
+        if self.notify is not None:
+            self.notify.drain()
+        self.pending, self.pending_overflow = [], False
+        self.started_at = time.time()
+
     def _skip_own(self, gone: set[str]) -> None:
         """Keep for the next review the events since this one, less the quarantine's own.
 

@@ -11,7 +11,9 @@ until no new child appears, so nothing can fork its way out) and then kills them
 
 :func:`supervise` drives one run: it reads stdout and stderr concurrently (capped, the
 excess read and dropped so the command never blocks on a full pipe), takes snapshots,
-enforces the deadline and cancellation, and cleans up.
+enforces the deadline and cancellation, and cleans up. In a namespace, the run ends when
+the init shell reports on its pipe (``done_fd``) that the command exited; what it left is
+still there, to be stopped, counted and killed by the daemon itself.
 """
 
 from __future__ import annotations
@@ -63,6 +65,15 @@ class ProcessTracker:
             self.seen[pid] = self.root
         except psutil.Error:
             self.root = None
+
+    def add(self, pids: Iterable[int]) -> None:
+        """Track ``pids`` too (the members of the command's cgroups)."""
+        for pid in pids:
+            if pid not in self.seen and pid != os.getpid():
+                try:
+                    self.seen[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    continue
 
     def _alive(self) -> list[psutil.Process]:
         return [p for p in self.seen.values() if _running(p)]
@@ -178,13 +189,17 @@ def _signal(proc: psutil.Process, sig: int) -> None:
 class Capture:
     """One output stream, kept up to ``cap`` bytes; the rest is read and dropped."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, *, tail: bool = False) -> None:
         self.cap = cap
+        self.tail = tail
         self.data = bytearray()
         self.truncated = False
 
     def feed(self, chunk: bytes) -> None:
-        """Keep what fits of ``chunk``; mark the stream truncated when something is dropped."""
+        """Keep what fits of ``chunk`` (its last bytes with ``tail``); mark what is dropped."""
+        if self.tail:
+            self.data = (self.data + chunk)[-self.cap :]
+            return
         room = self.cap - len(self.data)
         if room > 0:
             self.data += chunk[:room]
@@ -224,6 +239,30 @@ class Supervised:
     """``"timeout"``, ``"cancel"``, or ``None`` when the command exited by itself."""
     killed: int
     """Processes killed (on timeout/cancel: the command's; on exit: what it left behind)."""
+    status: bytes = b""
+    """The last bytes the init shell wrote on its pipe (its report of the exit status)."""
+
+
+def _end_in_cgroup(
+    proc: subprocess.Popen[bytes],
+    tracker: ProcessTracker,
+    members: list[int],
+    exclude: Callable[[psutil.Process], bool] | None,
+) -> int:
+    """End a run whose cgroup holds all its processes; return how many it left behind."""
+    procs: list[psutil.Process] = []
+    for pid in members:
+        with contextlib.suppress(psutil.Error):
+            procs.append(psutil.Process(pid))
+    if exclude is None or not all(_safe_exclude(exclude, p) for p in procs):
+        tracker.add(members)
+        killed = tracker.kill_all(exclude=exclude)
+        proc.wait()
+        return killed
+    for wrapper in procs:  # only the sandbox's own processes are left
+        _signal(wrapper, signal.SIGKILL)
+    proc.wait()
+    return 0
 
 
 def supervise(
@@ -234,27 +273,49 @@ def supervise(
     cancel: threading.Event | None,
     max_output_bytes: int,
     exclude: Callable[[psutil.Process], bool] | None = None,
-    leftovers: Callable[[], int] | None = None,
+    done_fd: int | None = None,
+    init_finished: Callable[[], bool] | None = None,
+    members: Callable[[], list[int]] | None = None,
 ) -> Supervised:
     """Read ``proc``'s output, enforce the deadline and ``cancel``, clean up every process.
 
-    ``leftovers`` (namespace runs) reports how many processes the command left behind
-    when it exited (the kernel kills them with the namespace); without it, leftovers are
-    found and killed through ``tracker``. Waits for ``proc``; never leaves a process.
+    ``done_fd`` (namespace runs) is the read end of the init shell's pipe: a line on it
+    means the command exited, once ``init_finished`` confirms it (a line a command forges
+    is not enough); what it left behind is then stopped, counted and killed here
+    (``exclude`` tells the sandbox's own processes, killed but not counted). ``members``
+    lists the command's cgroup members (every process of it, when given): a run that left
+    nothing but the sandbox's own processes then ends without a process walk. Waits for
+    ``proc``; never leaves a process.
     """
     started = time.monotonic()
     deadline = started + timeout_s
     out, err = Capture(max_output_bytes), Capture(max_output_bytes)
+    status = Capture(64, tail=True)
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
     for stream, capture in ((proc.stdout, out), (proc.stderr, err)):
         os.set_blocking(stream.fileno(), False)
         sel.register(stream.fileno(), selectors.EVENT_READ, capture)
+    if done_fd is not None:
+        os.set_blocking(done_fd, False)
+        sel.register(done_fd, selectors.EVENT_READ, status)
+
+    def reported() -> bool:
+        return b"\n" in status.data
+
+    def done() -> bool:
+        return reported() and (init_finished is None or init_finished())
+
+    def track() -> None:
+        tracker.snapshot()
+        if members is not None:
+            tracker.add(members())
+
     reason: str | None = None
     killed = 0
     try:
         next_snapshot = started
-        while proc.poll() is None:
+        while proc.poll() is None and not done():
             now = time.monotonic()
             if cancel is not None and cancel.is_set():
                 reason = "cancel"
@@ -263,15 +324,16 @@ def supervise(
                 reason = "timeout"
                 break
             if now >= next_snapshot:
-                tracker.snapshot()
+                track()
                 next_snapshot = now + _SNAPSHOT_S
-            _pump(sel, min(_POLL_S, deadline - now))
-        if reason:
+            _pump(sel, min(0.001 if reported() else _POLL_S, deadline - now))
+        if reason is None and done() and members is not None:
+            killed = _end_in_cgroup(proc, tracker, members(), exclude)
+        elif reason or done_fd is not None:
+            if members is not None:
+                tracker.add(members())
             killed = tracker.kill_all(exclude=exclude)
             proc.wait()
-        elif leftovers is not None:
-            killed = leftovers()
-            tracker.kill_all(exclude=exclude)  # normally none: they died with the namespace
         else:
             killed = tracker.kill_all()
         drain_until = time.monotonic() + _DRAIN_S
@@ -284,4 +346,6 @@ def supervise(
         sel.close()
         proc.stdout.close()
         proc.stderr.close()
-    return Supervised(stdout=out, stderr=err, reason=reason, killed=killed)
+    return Supervised(
+        stdout=out, stderr=err, reason=reason, killed=killed, status=bytes(status.data)
+    )

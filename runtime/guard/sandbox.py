@@ -13,6 +13,8 @@ Layers, strongest first (``docs/security-commands.md`` says what each enforces):
   tmpfs for ``/tmp``, ``/var/tmp`` and ``/run``.
 - **cgroups** (:mod:`runtime.guard.cgroups`): at most ``Limits.max_processes`` tasks, and
   ``Limits.memory_bytes`` of memory and ``Limits.cpu_cores`` of CPU, per run.
+- **freezer cgroup**: a long-lived tool process (an MCP stdio server) runs only while a
+  call is in flight; its whole tree is frozen between calls.
 - **unshare** (util-linux): new network and PID namespaces (through a user namespace when
   not root), a fresh ``/proc``; no filesystem confinement.
 - **always**: ``stdin`` closed, a new session, rlimits (CPU, address space, file size,
@@ -22,12 +24,13 @@ Layers, strongest first (``docs/security-commands.md`` says what each enforces):
 
 :func:`probe_layers` finds out, by trying, which layers work on this machine (cached per
 process); ``ROOST_SANDBOX_DISABLE=bwrap,unshare`` (any of ``bwrap``, ``unshare``,
-``prlimit``, ``setpriv``, ``openat2``, ``cgroups``, ``seccomp``) switches layers off so
-fallbacks can be exercised. Without a network namespace, a command that must not reach the
+``prlimit``, ``setpriv``, ``openat2``, ``cgroups``, ``seccomp``, ``freezer``) switches layers
+off so fallbacks can be exercised. Without a network namespace, a command that must not reach the
 network is refused with ``isolation_unavailable``: the sandbox fails closed.
 
-Running one command inside these layers (limits, the init shell, killing what is left) is
-:mod:`runtime.guard.sandbox_run`.
+Every tool process starts through the one launcher, :mod:`runtime.guard.launcher`; running
+one command to completion is :mod:`runtime.guard.sandbox_run`, a long-lived server
+:mod:`runtime.guard.server_process`.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from typing import Any
 import msgspec
 
 from runtime.errors import ToolError
-from runtime.guard import kernel_guards, openat2, seccomp
+from runtime.guard import cgroups, kernel_guards, openat2, seccomp
 from runtime.guard.sandbox_view import (
     PROTECTED_IN_WRITABLE,
     View,
@@ -261,6 +264,15 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
     guard_view = View(writable=(), cwd="/", tmpfs_bytes=kernel_guards.PROBE_TMPFS_BYTES)
     prefix = bwrap_argv(False, guard_view) if bwrap_ok else None
     layers.update(kernel_guards.probe(disabled, f"disabled by {DISABLE_ENV}", prefix))
+    if "cgroups" in disabled or "freezer" in disabled:
+        layers["freezer"] = {
+            "available": False,
+            "via": None,
+            "detail": f"disabled by {DISABLE_ENV}",
+        }
+    else:
+        ok, detail, cg_via = cgroups.probe_freezer()
+        layers["freezer"] = {"available": ok, "via": cg_via, "detail": detail}
     layers["process_group_kill"] = {"available": True, "detail": "new session per command"}
     layers["process_tree_kill"] = {"available": True, "detail": "psutil descendant walk"}
     return layers

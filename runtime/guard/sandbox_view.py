@@ -70,6 +70,7 @@ __all__ = [
     "protected_mounts",
     "sensitive_files",
     "view_argv",
+    "view_state",
 ]
 
 ROOST_STATE_ENV = "ROOST_SANDBOX_HIDE"
@@ -327,6 +328,40 @@ def protected_mounts(
             if os.path.lexists(place) and not os.path.islink(place):
                 found.append(place)
     return sorted(set(found))
+
+
+def _identity(path: str) -> tuple[str, int, int, int] | None:
+    """``(path, device, inode, ctime)`` of an entry (ctime 0 for a directory), not followed."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    changed = 0 if stat.S_ISDIR(st.st_mode) else st.st_ctime_ns
+    return (path, st.st_dev, st.st_ino, changed)
+
+
+def view_state(view: View) -> frozenset[tuple[str, int, int, int]]:
+    """What a view built now would hide or protect inside its bound paths, by identity.
+
+    The ``.git`` entries at any depth, the protected places (with the ``core.hooksPath`` directories
+    git names now), the sensitive files and the listening sockets inside the bound paths,
+    each as :func:`_identity`. A view's mounts are made once, when its process starts; a
+    long-lived process compares this with the state at its start to know whether its view
+    still hides what a command's view would hide now (a file created, replaced or renamed
+    over since is not covered by a mount made before). Raises ``OverflowError`` as
+    :func:`sensitive_files` does.
+    """
+    hooks = hooks_dirs(view.writable)
+    bound = [*view.writable, *view.read_only]
+    rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
+    scan = scan_paths(view.writable, rules)
+    places = [
+        *protected_mounts(view.writable, hooks, scan.git),
+        *scan.sensitive,
+        *(s for s in listening_sockets() if _under_any(s, bound)),
+    ]
+    found = (_identity(p) for p in places)
+    return frozenset(i for i in found if i is not None)
 
 
 def _interpreter_places(visible: Sequence[str]) -> list[str]:

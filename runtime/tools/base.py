@@ -40,6 +40,9 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """May reach the network."""
     runs_commands: bool = False
     """Runs processes."""
+    cold_start_s: float = 0.0
+    """Seconds it may spend starting a long-lived process (an MCP stdio server) before its
+    call's own timeout starts; it then enforces that timeout itself."""
 
 
 @dataclass

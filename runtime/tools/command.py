@@ -29,7 +29,7 @@ from runtime.guard.sandbox_run import CommandResult, Limits, run_command
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 
-__all__ = ["SPECS", "TOOL", "TOOLS", "command_run"]
+__all__ = ["SPECS", "TOOL", "TOOLS", "command_run", "command_view"]
 
 TOOL = "command.run"
 """The tool's name."""

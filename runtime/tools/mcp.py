@@ -25,7 +25,7 @@ from runtime.guard.schema import check_schema
 from runtime.guard.secret_sources import project_sources
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.mcp_listing import list_servers
-from runtime.tools.mcp_session import session_for
+from runtime.tools.mcp_session import COLD_START_S, session_for
 
 __all__ = ["PREFIX", "TOOL_PATTERN", "call_mcp_tool", "mcp_tools", "split_tool_name", "tool_name"]
 
@@ -92,6 +92,7 @@ def _spec(entry: Mapping[str, Any], tool: Mapping[str, Any], name: str) -> ToolS
         input_schema=schema,
         runs_commands="command" in entry,
         network_capable="url" in entry,
+        cold_start_s=COLD_START_S if "command" in entry else 0.0,
     )
 
 
@@ -117,6 +118,9 @@ def mcp_tools(
     for entry in servers:
         server = str(entry["name"])
         answer = listed.get(server) or {"error": {"message": "no answer"}}
+        for path in answer.get("removed") or ():
+            reason = f"sandbox_violation: the server created {path}; it was removed"
+            errors.append({"type": "mcp_server", "key": server, "reason": reason})
         if "error" in answer:
             error = answer["error"]
             reason = f"{error.get('code', 'tool_error')}: {error.get('message', '')}"

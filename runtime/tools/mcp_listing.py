@@ -3,7 +3,8 @@
 :func:`list_servers` runs ``python -m runtime.tools.mcp_listing`` with the servers, the
 root and the options as JSON on stdin; the child starts each server (confined as for
 calls, :class:`runtime.tools.mcp_session.Connection`), lists its tools, stops it, and
-prints ``{name: {tools: [...]} | {error: {...}}}``. The process that builds the registry
+prints ``{name: {tools: [...]} | {error: {...}}}`` (with ``removed``: what the check took
+away). The process that builds the registry
 (the Project actor, which forks its children) so never starts a thread or an event loop.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -18,7 +20,7 @@ from typing import Any
 
 from runtime.errors import ToolError
 from runtime.guard.safe_read import read_pipe
-from runtime.tools.mcp_session import Connection, short_error
+from runtime.tools.mcp_connection import Connection, short_error
 
 __all__ = ["LIST_TIMEOUT_S", "MAX_LISTING_BYTES", "MAX_SCHEMA_BYTES", "MAX_TOOLS", "list_servers"]
 
@@ -41,6 +43,17 @@ async def _list_one(
     entry: Mapping[str, Any], root: str, options: Mapping[str, Any]
 ) -> dict[str, Any]:
     conn = Connection(entry, root, options)
+    answer: dict[str, Any] = {}
+    try:
+        answer = await _tools_of(conn)
+    finally:
+        await conn.close()
+    if conn.removed:  # the post-run check at the server's exit removed what it planted
+        answer["removed"] = [os.path.relpath(p, os.path.realpath(root)) for p in conn.removed]
+    return answer
+
+
+async def _tools_of(conn: Connection) -> dict[str, Any]:
     try:
         await conn.open()
         result = await conn.session.list_tools()
@@ -56,8 +69,6 @@ async def _list_one(
         return {"error": {"code": e.code, "message": e.message, **e.details}}
     except Exception as e:
         return {"error": {"code": "tool_error", "message": short_error(e)}}
-    finally:
-        await conn.close()
 
 
 async def _list_all(request: Mapping[str, Any]) -> dict[str, Any]:

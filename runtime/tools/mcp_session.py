@@ -1,14 +1,7 @@
-"""Connections to external MCP servers (``mcp_servers``), on the official ``mcp`` SDK.
+"""Sessions with external MCP servers (``mcp_servers``) in the process that runs tools.
 
-**Confinement.** A stdio server is started through :func:`stdio_argv`: bubblewrap with the
-project's command view (:func:`runtime.tools.command.command_view`: the system read-only,
-the project root and a scratch home writable, nothing of ``$HOME`` or ``ROOST_HOME``),
-its own network namespace unless ``network_egress_policy`` is ``allow``, and a cleared
-environment holding only :func:`runtime.guard.command_controls.build_env`'s base plus the
-entry's ``env`` keys ``tool_env_allowlist`` lets through. Without bubblewrap the server
-is not started (``isolation_unavailable``). An HTTP server's URL is judged by the egress
-policy (:func:`runtime.guard.network.judge_target`, then its addresses by
-:func:`~runtime.guard.network.resolve_and_check`) before any connection.
+A server's connection and confinement are :mod:`runtime.tools.mcp_connection`'s; this
+module keeps one :class:`ServerSession` per configured server and drives its calls.
 
 **Threads and forks.** The SDK is async (anyio); tools run synchronously. A
 :class:`ServerSession` lives in the process that runs tools (the ToolRunner, which forks
@@ -19,15 +12,26 @@ project's tool listing, at project start, runs in a short-lived child process
 (:mod:`runtime.tools.mcp_listing`) so the Project actor, which forks its children,
 never starts a thread or a loop.
 
+**A call, like a command.** Between calls a stdio server's whole tree is frozen (its
+freezer cgroup). Before a call, what the server's view hides and protects is compared
+with what a command's view would hide now; when it changed (a ``.env`` created since it
+started, a ``.roost`` that appeared), the server is stopped and started again with a
+fresh view (``mcp.server_exited {reason: view_changed}``, then ``mcp.server_started``).
+Then it is thawed, called, frozen again, and the launcher's post-run check runs: what the
+call left in ``.git`` or ``.roost`` is removed and recorded as
+``security.sandbox_violation``, as for a command.
+
 **Restarts.** Before each call the session is pinged; a server that does not answer (its
 process exited, the connection broke) is recorded as ``mcp.server_exited`` and started
 again (``mcp.server_restarted``) after a bounded backoff, at most :data:`MAX_RESTARTS`
 times per process. A call in flight when its server dies fails with ``tool_error {kind:
-mcp_server_exited}``.
+mcp_server_exited}``. :func:`close_sessions` stops every server of the process (the
+ToolRunner calls it when it exits).
 
-Why this module is long: confinement, the loop thread and restarts act on one session
-object (a restart re-runs the confinement; a call waits on the loop and triggers the
-restart), so they are kept together rather than split across modules that share its state.
+Why this module is long: the loop thread, the call's freeze/check cycle and restarts act
+on one session object (a restart re-runs the confinement; a call waits on the loop and
+triggers the restart), so they are kept together rather than split across modules that
+share its state.
 """
 
 from __future__ import annotations
@@ -37,8 +41,6 @@ import concurrent.futures
 import contextlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -46,162 +48,22 @@ from typing import Any
 
 from events import catalog as ev
 from runtime.errors import ToolError
-from runtime.guard.command_controls import build_env
-from runtime.guard.network import (
-    NetworkPolicy,
-    denial_error,
-    judge_target,
-    resolve_and_check,
-)
-from runtime.guard.sandbox import bwrap_argv, probe_layers, require_confinement
-from runtime.option_table import RuntimeOptions
-from runtime.tools.command import command_view
+from runtime.guard import cgroups
+from runtime.guard.leftover_events import change_events
+from runtime.logging import get_logger
+from runtime.tools.mcp_connection import Connection, short_error
 
-__all__ = [
-    "MAX_RESTARTS",
-    "ServerSession",
-    "check_url",
-    "session_for",
-    "short_error",
-    "stdio_argv",
-]
+__all__ = ["COLD_START_S", "MAX_RESTARTS", "ServerSession", "close_sessions", "session_for"]
+
+log = get_logger("runtime.tools.mcp")
 
 MAX_RESTARTS = 5
 """Restarts of one server per process before its calls fail with ``mcp_server_unavailable``."""
+COLD_START_S = 30.0
+"""Seconds a stdio server may take to start, not charged to the call's timeout."""
 _PING_S = 5.0
 _POLL_S = 0.05
 _BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0)
-
-
-def stdio_argv(
-    entry: Mapping[str, Any], root: str, options: Mapping[str, Any], home: str
-) -> list[str]:
-    """The confined argv of a stdio server: bubblewrap, a cleared env, then its command."""
-    require_confinement(probe_layers())
-    settings = RuntimeOptions.of(options)
-    env = build_env(entry.get("env"), list(settings.tool_env_allowlist), home=home)
-    real_root = os.path.realpath(root)
-    allow_network = settings.network_egress_policy == "allow"
-    prefix = bwrap_argv(allow_network, command_view(settings, real_root, home, real_root))
-    assert prefix[-1] == "--"
-    env_argv = ["--clearenv"]
-    for key, value in sorted(env.items()):
-        env_argv += ["--setenv", key, value]
-    return [*prefix[:-1], *env_argv, "--", *entry["command"]]
-
-
-def check_url(url: str, options: Mapping[str, Any]) -> None:
-    """Refuse an HTTP server's URL the egress policy does not let through (``ToolError``)."""
-    policy = NetworkPolicy.from_options(options)
-    decision = judge_target(policy, url)
-    if not decision.allowed:
-        raise denial_error(decision)
-    assert decision.host is not None and decision.port is not None
-    resolve_and_check(policy, decision.host, decision.port, target=url)
-
-
-_HOME_PREFIX = "roost-mcp-home-"
-
-
-def _scratch_home() -> str:
-    """A new scratch home named after this process; those of dead processes are removed.
-
-    A process that runs tools can end without leaving its sessions (an actor stopped, a
-    crash), so its servers' homes are swept by the next process that starts one.
-    """
-    tmp = tempfile.gettempdir()
-    with contextlib.suppress(OSError):
-        for name in os.listdir(tmp):
-            owner = name[len(_HOME_PREFIX) :].partition("-")[0]
-            if name.startswith(_HOME_PREFIX) and owner.isdigit() and not _running(int(owner)):
-                shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
-    return tempfile.mkdtemp(prefix=f"{_HOME_PREFIX}{os.getpid()}-")
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-def short_error(error: BaseException) -> str:
-    """``Type: message`` of ``error``, at most 300 characters."""
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-class Connection:
-    """One live connection, held open by a task on the loop until :meth:`close`."""
-
-    def __init__(self, entry: Mapping[str, Any], root: str, options: Mapping[str, Any]):
-        self.entry = dict(entry)
-        self.root = root
-        self.options = dict(options)
-        self.session: Any = None
-        self.closing: asyncio.Event | None = None
-        self.task: asyncio.Task[None] | None = None
-
-    async def open(self) -> None:
-        """Start the server and initialize the session; raise what went wrong."""
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.closing = asyncio.Event()
-        self.task = asyncio.create_task(self._hold(ready))
-        await ready
-
-    async def _hold(self, ready: asyncio.Future[None]) -> None:
-        from mcp.client.session import ClientSession  # noqa: PLC0415
-
-        home = _scratch_home()
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                if "url" in self.entry:
-                    from mcp.client.streamable_http import (  # noqa: PLC0415
-                        streamable_http_client,
-                    )
-
-                    check_url(self.entry["url"], self.options)
-                    streams = await stack.enter_async_context(
-                        streamable_http_client(self.entry["url"])
-                    )
-                else:
-                    from mcp.client.stdio import (  # noqa: PLC0415
-                        StdioServerParameters,
-                        stdio_client,
-                    )
-
-                    argv = stdio_argv(self.entry, self.root, self.options, home)
-                    params = StdioServerParameters(
-                        command=argv[0], args=argv[1:], cwd=os.path.realpath(self.root)
-                    )
-                    errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115
-                    streams = await stack.enter_async_context(stdio_client(params, errlog))
-                read, write = streams[0], streams[1]
-                session = await stack.enter_async_context(ClientSession(read, write))
-                await session.initialize()
-                self.session = session
-                ready.set_result(None)
-                assert self.closing is not None
-                await self.closing.wait()
-        except BaseException as e:
-            if not ready.done():
-                ready.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
-            if not isinstance(e, Exception):
-                raise
-        finally:
-            self.session = None
-            shutil.rmtree(home, ignore_errors=True)
-
-    async def close(self) -> None:
-        """Leave the session and stop the server."""
-        if self.closing is not None:
-            self.closing.set()
-        if self.task is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(self.task, 5.0)
 
 
 _LOOP: asyncio.AbstractEventLoop | None = None
@@ -232,6 +94,9 @@ class ServerSession:
         self.attempted = False
         self._conn: Connection | None = None
         self._lock = threading.Lock()
+        self._real_root = os.path.realpath(root)
+        self._tool = f"mcp.{self.name}"
+        self._start_s = 0.0
 
     @property
     def transport(self) -> str:
@@ -261,7 +126,7 @@ class ServerSession:
                     ) from None
 
     def _alive(self, conn: Connection, cancelled: threading.Event) -> bool:
-        if conn.session is None:
+        if conn.session is None or (conn.server is not None and not conn.server.alive()):
             return False
         try:
             self._submit(conn.session.send_ping(), _PING_S, cancelled)
@@ -273,11 +138,37 @@ class ServerSession:
             return False
         return True
 
-    def _drop(self) -> None:
+    def _review_signals(self, reports: list[Any], call_id: str | None) -> list[ev.Event]:
+        """``tool.changes`` and quarantine signals of the server's post-run checks."""
+        out: list[ev.Event] = []
+        for report in reports:
+            out += change_events(report, tool=self._tool, call_id=call_id or "mcp-server")
+        return out
+
+    def _drop(self, signals: list[ev.Event] | None = None, call_id: str | None = None) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(6.0)
+                asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(10.0)
+            if signals is not None:
+                signals += self._review_signals(conn.changes, call_id)
+
+    def _refresh_view(self, signals: list[ev.Event], call_id: str) -> None:
+        """Stop a frozen server whose view no longer hides what a command's would hide now."""
+        conn = self._conn
+        server = conn.server if conn is not None else None
+        if server is None or not server.alive() or not server.view_is_stale():
+            return
+        signals.append(
+            ev.McpServerExited(
+                server=self.name,
+                reason="view_changed",
+                detail="sensitive or protected files changed since the server started",
+                call_id=call_id,
+            )
+        )
+        self._drop(signals, call_id)
+        self.attempted = False  # a fresh start, not a restart after a failure
 
     def _ensure(
         self, signals: list[ev.Event], call_id: str, timeout_s: float, cancelled: threading.Event
@@ -291,7 +182,7 @@ class ServerSession:
                     server=self.name, reason="connection_closed", detail="", call_id=call_id
                 )
             )
-            self._drop()
+            self._drop(signals, call_id)
         restart = self.attempted
         self.attempted = True
         if restart:
@@ -306,12 +197,14 @@ class ServerSession:
             time.sleep(min(_BACKOFF_S[min(self.restarts, len(_BACKOFF_S) - 1)], timeout_s / 4))
             self.restarts += 1
         conn = Connection(self.entry, self.root, self.options)
+        opening = time.monotonic()
         try:
-            self._submit(conn.open(), timeout_s, cancelled)
+            self._submit(conn.open(), timeout_s + COLD_START_S, cancelled)
         except ToolError as e:
             if e.code in ("timeout", "conversation_cancelled"):
                 with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(6.0)
+                    asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(10.0)
+                signals += self._review_signals(conn.changes, call_id)
             signals.append(
                 ev.McpServerExited(
                     server=self.name, reason="start_failed", detail=e.message, call_id=call_id
@@ -331,13 +224,20 @@ class ServerSession:
                 server=self.name,
             ) from e
         self._conn = conn
+        spent = time.monotonic() - opening
+        self._start_s += spent
+        start_ms = round(spent * 1000)
         if restart:
             signals.append(
-                ev.McpServerRestarted(server=self.name, attempt=self.restarts, call_id=call_id)
+                ev.McpServerRestarted(
+                    server=self.name, attempt=self.restarts, call_id=call_id, start_ms=start_ms
+                )
             )
         else:
             signals.append(
-                ev.McpServerStarted(server=self.name, transport=self.transport, call_id=call_id)
+                ev.McpServerStarted(
+                    server=self.name, transport=self.transport, call_id=call_id, start_ms=start_ms
+                )
             )
         return conn
 
@@ -353,42 +253,97 @@ class ServerSession:
     ) -> Any:
         """Call ``tool`` on the server; return the SDK's ``CallToolResult``."""
         with self._lock:  # one call at a time per server: restarts stay simple and ordered
+            self._tool = f"mcp.{self.name}.{tool}"
             started = time.monotonic()
-            conn = self._ensure(signals, call_id, timeout_s, cancelled)
-            remaining = max(0.1, timeout_s - (time.monotonic() - started))
-            session = conn.session
+            self._start_s = 0.0
+            self._refresh_view(signals, call_id)
+            if self._conn is not None and self._conn.server is not None:
+                self._conn.server.begin_call()
             try:
-                return self._submit(
-                    session.call_tool(tool, args, read_timeout_seconds=remaining),
-                    remaining,
-                    cancelled,
+                return self._call(
+                    tool,
+                    args=args,
+                    signals=signals,
+                    call_id=call_id,
+                    timeout_s=timeout_s,
+                    cancelled=cancelled,
+                    started=started,
                 )
-            except ToolError:
-                raise
-            except Exception as e:
-                if conn.session is not None and self._alive(conn, cancelled):
-                    raise ToolError(
-                        "tool_error",
-                        f"MCP server {self.name} refused the call to {tool}: {short_error(e)}",
-                        kind="mcp_error",
-                        server=self.name,
-                    ) from e
-                signals.append(
-                    ev.McpServerExited(
-                        server=self.name,
-                        reason="connection_closed",
-                        detail=short_error(e),
-                        call_id=call_id,
-                    )
-                )
-                self._drop()
+            finally:
+                self._end_call(signals, call_id)
+
+    def _end_call(self, signals: list[ev.Event], call_id: str) -> None:
+        """Freeze the server again and run the post-run check (what the call left)."""
+        conn = self._conn
+        if conn is None or conn.server is None:
+            return
+        if not conn.server.alive():  # it died after answering: stop it, check what it left
+            self._drop(signals, call_id)
+            return
+        report = conn.server.end_call()
+        signals += self._review_signals([] if report is None else [report], call_id)
+
+    def _call(
+        self,
+        tool: str,
+        *,
+        args: dict[str, Any],
+        signals: list[ev.Event],
+        call_id: str,
+        timeout_s: float,
+        cancelled: threading.Event,
+        started: float,
+    ) -> Any:
+        conn = self._ensure(signals, call_id, timeout_s, cancelled)
+        # a cold start is not charged to the call (the runner allows COLD_START_S for it)
+        remaining = max(0.1, timeout_s - (time.monotonic() - started - self._start_s))
+        session = conn.session
+        try:
+            return self._submit(
+                session.call_tool(tool, args, read_timeout_seconds=remaining),
+                remaining,
+                cancelled,
+            )
+        except ToolError:
+            raise
+        except Exception as e:
+            if conn.session is not None and self._alive(conn, cancelled):
                 raise ToolError(
                     "tool_error",
-                    f"MCP server {self.name} exited during the call to {tool}; it is "
-                    "restarted at the next call",
-                    kind="mcp_server_exited",
+                    f"MCP server {self.name} refused the call to {tool}: {short_error(e)}",
+                    kind="mcp_error",
                     server=self.name,
                 ) from e
+            signals.append(
+                ev.McpServerExited(
+                    server=self.name,
+                    reason="connection_closed",
+                    detail=short_error(e),
+                    call_id=call_id,
+                )
+            )
+            self._drop(signals, call_id)
+            raise ToolError(
+                "tool_error",
+                f"MCP server {self.name} exited during the call to {tool}; it is "
+                "restarted at the next call",
+                kind="mcp_server_exited",
+                server=self.name,
+            ) from e
+
+    def close(self) -> list[str]:
+        """Stop the server (its whole tree) and run the post-run check; what it removed.
+
+        Waits a few seconds for a call in flight, then stops the server under it.
+        """
+        locked = self._lock.acquire(timeout=5.0)
+        try:
+            conn = self._conn
+            self._drop()
+            return [] if conn is None else list(conn.removed)
+        finally:
+            if locked:
+                self._lock.release()
 
 
 _SESSIONS: dict[tuple[str, str], ServerSession] = {}
@@ -399,7 +354,24 @@ def session_for(entry: Mapping[str, Any], root: str, options: Mapping[str, Any])
     """The session of this process for server ``entry`` of the project at ``root``."""
     key = (os.path.realpath(root), json.dumps(dict(entry), sort_keys=True))
     with _SESSIONS_LOCK:
+        if not _SESSIONS:
+            cgroups.sweep_stale()  # servers a killed runner left frozen die now
         found = _SESSIONS.get(key)
         if found is None:
             found = _SESSIONS[key] = ServerSession(entry, root, options)
         return found
+
+
+def close_sessions() -> None:
+    """Stop every server of this process (the ToolRunner, when it exits)."""
+    with _SESSIONS_LOCK:
+        sessions = list(_SESSIONS.values())
+        _SESSIONS.clear()
+    for session in sessions:
+        try:
+            removed = session.close()
+        except Exception as e:
+            log.warning("mcp_server_stop_failed", server=session.name, error=short_error(e))
+            continue
+        if removed:  # planted at its exit: removed by the same check as after a call
+            log.warning("mcp_server_exit_removed", server=session.name, removed=removed)

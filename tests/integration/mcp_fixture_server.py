@@ -10,8 +10,10 @@ stop them.
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
+import subprocess
 import sys
 import time
 
@@ -93,6 +95,61 @@ def sleep(seconds: float) -> str:
     _mark("sleep")
     time.sleep(seconds)
     return "SLEPT"
+
+
+@server.tool()
+def run(argv: list[str]) -> str:
+    """Run a program in the server's own sandbox: ``EXIT_CODE:stdout+stderr``."""
+    _mark("run")
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except OSError as e:
+        return f"127:{type(e).__name__}"
+    return f"{done.returncode}:{done.stdout}{done.stderr}"
+
+
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
+@server.tool()
+def spawn(count: int) -> int:
+    """Start ``count`` sleeping child processes; return how many the kernel let start."""
+    _mark("spawn")
+    started = 0
+    for _ in range(count):
+        try:
+            child = subprocess.Popen(
+                ["sleep", "600"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            continue
+        _CHILDREN.append(child)
+        started += 1
+    return started
+
+
+@server.tool()
+def write(path: str, text: str) -> str:
+    """Write ``text`` to ``path`` (parents created), or say why not."""
+    _mark("write")
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        return f"DENIED:{type(e).__name__}"
+    return "WROTE"
+
+
+@server.tool()
+def write_at_exit(path: str, text: str) -> str:
+    """Write ``text`` to ``path`` when the server exits (after its last call)."""
+    _mark("write_at_exit")
+    atexit.register(write, path, text)
+    return "REGISTERED"
 
 
 @server.tool()

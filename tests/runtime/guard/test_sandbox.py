@@ -106,6 +106,7 @@ def test_the_probe_reports_every_layer_with_its_availability() -> None:
         "no_new_privs",
         "proc_masks",
         "tmpfs_size",
+        "freezer",
         "process_group_kill",
         "process_tree_kill",
     }

@@ -14,7 +14,7 @@ from runtime.option_table import RuntimeOptions
 from runtime.policy.mcp_servers import PROBLEMS
 from runtime.policy.options import validate_options
 from runtime.tools.mcp import mcp_tools, split_tool_name, tool_name
-from runtime.tools.mcp_session import check_url, stdio_argv
+from runtime.tools.mcp_connection import check_url, stdio_spec
 
 
 def _problem(servers: Any) -> tuple[str, int | None]:
@@ -120,14 +120,12 @@ def test_a_stdio_server_runs_inside_bubblewrap_with_a_cleared_env(
         }
     )
     entry = options["mcp_servers"][0]
-    argv = stdio_argv(entry, str(tmp_path), options, str(tmp_path / "home"))
-    assert argv[0].endswith("bwrap")
-    assert argv[-3:] == ["--", "srv", "--x"]
-    assert ("--unshare-net" in argv) == (egress == "deny")
-    assert "--clearenv" in argv
-    pairs = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
-    assert pairs["FX_A"] == "1" and pairs["HOME"] == str(tmp_path / "home")
-    assert "ROOST_HOME" not in pairs
+    spec = stdio_spec(entry, str(tmp_path), options, str(tmp_path / "home"))
+    assert spec.argv == ["srv", "--x"]
+    assert spec.allow_network == (egress == "allow")
+    assert spec.view.writable == (str(tmp_path), str(tmp_path / "home"))
+    assert spec.env["FX_A"] == "1" and spec.env["HOME"] == str(tmp_path / "home")
+    assert "ROOST_HOME" not in spec.env
 
 
 def test_env_keys_outside_the_allowlist_refuse_the_start(tmp_path: Path) -> None:
@@ -135,7 +133,7 @@ def test_env_keys_outside_the_allowlist_refuse_the_start(tmp_path: Path) -> None
         {"mcp_servers": [{"name": "fx", "command": ["srv"], "env": {"SECRET": "x"}}]}
     )
     with pytest.raises(ToolError) as caught:
-        stdio_argv(options["mcp_servers"][0], str(tmp_path), options, str(tmp_path))
+        stdio_spec(options["mcp_servers"][0], str(tmp_path), options, str(tmp_path))
     assert caught.value.code in ("env_vars_not_allowed", "isolation_unavailable")
 
 

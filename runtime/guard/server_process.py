@@ -1,0 +1,167 @@
+"""A long-lived tool process (an MCP stdio server), started by the one launcher.
+
+:meth:`ServerProcess.start` prepares the process with :func:`runtime.guard.launcher.prepare`
+(``shape="serve"``): the same view, rlimits, parent-death signal and ``pids`` cgroup as a
+command, plus a freezer cgroup of its own for its whole life. It is spawned with pipes for
+stdin and stdout (the protocol's) and its stderr discarded.
+
+Between calls its whole tree is frozen, so it runs only while a call is in flight, like a
+command: :meth:`begin_call` takes the post-run check's baseline and thaws it, and
+:meth:`end_call` freezes it again and runs the post-run check. :meth:`view_is_stale` tells
+whether the view it was given still hides and protects what a command's view would now
+(:func:`runtime.guard.sandbox_view.view_state`); the caller then restarts it with a fresh
+one. :meth:`stop` kills the tree (its cgroups) and runs the post-run check a last time.
+
+Where no freezer can be had, :attr:`frozen_between_calls` is false: the process runs
+between calls too (``docs/security.md``, "Known limits").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+
+import psutil
+
+from runtime.guard.launcher import Launch, Limits, post_run_check, prepare
+from runtime.guard.leftovers import ChangeReport
+from runtime.guard.proctree import MARKER_ENV, ProcessTracker
+from runtime.guard.sandbox import View
+from runtime.guard.sandbox_view import view_state
+
+__all__ = ["SERVER_CPU_SECONDS", "ServerProcess"]
+
+SERVER_CPU_SECONDS = 3600
+"""CPU seconds each process of a server may use over its life (``RLIMIT_CPU``).
+
+A command's CPU limit is its timeout; a server lives across calls, frozen between them, so
+its CPU time is bounded per call by the call's timeout and over its life by this."""
+
+_GRACE_S = 2.0
+
+
+class ServerProcess:
+    """One running server: its process, pipes, cgroups and post-run baseline."""
+
+    def __init__(self, launch: Launch, proc: subprocess.Popen[bytes]) -> None:
+        self.launch = launch
+        """What the launcher prepared (view, cgroups, baseline)."""
+        self.proc = proc
+        """The process started (bubblewrap, which runs the server)."""
+        self._in_call = True  # it runs from its start until the first end_call
+        self._stopped = False
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        view: View,
+        env: Mapping[str, str],
+        allow_network: bool,
+        limits: Limits,
+    ) -> ServerProcess:
+        """Start ``argv`` through the launcher; ``ToolError`` / ``OSError`` when it cannot."""
+        launch = prepare(
+            view=view, allow_network=allow_network, limits=limits, timeout_s=0.0, shape="serve"
+        )
+        try:
+            proc = launch.spawn(
+                argv,
+                cwd=view.cwd,
+                env={**env, MARKER_ENV: uuid.uuid4().hex},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        except BaseException:
+            launch.close()
+            raise
+        return cls(launch, proc)
+
+    @property
+    def frozen_between_calls(self) -> bool:
+        """Whether the server's tree is frozen while no call is in flight."""
+        return self.launch.freezer is not None
+
+    @property
+    def stdin_fd(self) -> int:
+        """The write end of the server's stdin."""
+        assert self.proc.stdin is not None
+        return self.proc.stdin.fileno()
+
+    @property
+    def stdout_fd(self) -> int:
+        """The read end of the server's stdout."""
+        assert self.proc.stdout is not None
+        return self.proc.stdout.fileno()
+
+    def alive(self) -> bool:
+        """Whether the server's process is still running."""
+        return not self._stopped and self.proc.poll() is None
+
+    def view_is_stale(self) -> bool:
+        """Whether what its view hides or protects changed since it was built.
+
+        A sensitive file created, replaced or renamed over, a protected place that appeared
+        (``.roost``, a git hooks directory) or was replaced: a command started now would not
+        see it; this server would. ``OverflowError`` counts as stale (a fresh view refuses).
+        """
+        try:
+            return view_state(self.launch.view) != self.launch.hidden
+        except OverflowError:
+            return True
+
+    def begin_call(self) -> None:
+        """Start the post-run check's new baseline (the server is frozen), then thaw it."""
+        if self.frozen_between_calls and not self._in_call and self.launch.before is not None:
+            self.launch.before.rebase()
+        self._in_call = True
+        if self.launch.freezer is not None:
+            self.launch.freezer.thaw()
+
+    def end_call(self) -> ChangeReport | None:
+        """Freeze the server again and run the post-run check (the watch goes on).
+
+        A server that cannot be frozen (a task stuck in the kernel) is stopped instead.
+        """
+        if self.launch.freezer is not None and not self.launch.freezer.freeze():
+            return self.stop()
+        self._in_call = False
+        return post_run_check(self.launch.before, keep=True)
+
+    def stop(self) -> ChangeReport | None:
+        """Close stdin, let it exit (thawed) for a moment, kill its tree, check; the report."""
+        if self._stopped:
+            return None
+        self._stopped = True
+        before = self.launch.before
+        if self.frozen_between_calls and not self._in_call and before is not None:
+            before.rebase()
+        if self.launch.freezer is not None:
+            self.launch.freezer.thaw()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        deadline = time.monotonic() + _GRACE_S
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self._kill_tree()
+        self.launch.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        return post_run_check(before)
+
+    def _kill_tree(self) -> None:
+        tracker = ProcessTracker(self.proc.pid)
+        tracker.add(self.launch.cgroup_pids())
+        with contextlib.suppress(psutil.Error, OSError):
+            tracker.kill_all(exclude=self.launch.is_wrapper(self.proc.pid))
+
+    def pids(self) -> list[int]:
+        """The processes of the server's tree now (its cgroups' members)."""
+        return self.launch.cgroup_pids()

@@ -1,0 +1,173 @@
+"""The one launcher (``guard.launcher``) and its long-lived shape (``guard.server_process``)."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from runtime.guard import cgroups
+from runtime.guard.launcher import Limits, prepare
+from runtime.guard.sandbox import DISABLE_ENV, View, probe_layers
+from runtime.guard.sandbox_run import run_command
+from runtime.guard.server_process import ServerProcess
+
+ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+LIMITS = Limits(cpu_seconds=60, max_processes=16)
+
+ECHO_SERVER = 'while read -r line; do echo "got:$line"; done'
+
+
+@pytest.fixture(autouse=True)
+def bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    if not probe_layers()["mount_isolation"]["available"]:
+        pytest.skip(f"bwrap cannot run here: {probe_layers()['bwrap']['detail']}")
+
+
+def _view(root: Path) -> View:
+    return View(writable=(str(root),), cwd=str(root), sensitive_deny=(".env",))
+
+
+def _line(server: ServerProcess, text: str) -> str:
+    os.write(server.stdin_fd, text.encode() + b"\n")
+    ready, _, _ = select.select([server.stdout_fd], [], [], 30)
+    assert ready, "the server did not answer"
+    return os.read(server.stdout_fd, 4096).decode()
+
+
+def test_a_command_gets_no_descriptor_of_the_launcher(tmp_path: Path) -> None:
+    result = run_command(
+        "ls /proc/self/fd",
+        cwd=str(tmp_path),
+        env=ENV,
+        timeout_s=20,
+        allow_network=False,
+        view=_view(tmp_path),
+    )
+    # stdin, stdout, stderr, and the directory ls reads: no memfd, no pipe to the daemon
+    assert sorted(result.stdout.split()) == ["0", "1", "2", "3"]
+
+
+def test_a_command_cannot_write_on_the_init_shells_pipe(tmp_path: Path) -> None:
+    # A line forged there would end the run early with status 0; the status is the command's.
+    script = "for fd in /proc/[12]/fd/*; do echo 0 > $fd; done 2>/dev/null; sleep 1; exit 5"
+    result = run_command(
+        script,
+        cwd=str(tmp_path),
+        env=ENV,
+        timeout_s=30,
+        allow_network=False,
+        view=_view(tmp_path),
+    )
+    assert (result.timed_out, result.exit_code, result.killed_processes) == (False, 5, 0)
+
+
+def test_a_server_is_frozen_between_calls_and_stopped_with_its_tree(tmp_path: Path) -> None:
+    if not probe_layers()["freezer"]["available"]:
+        pytest.skip(f"no freezer here: {probe_layers()['freezer']['detail']}")
+    server = ServerProcess.start(
+        ["sh", "-c", f"sleep 600 & {ECHO_SERVER}"],
+        view=_view(tmp_path),
+        env=ENV,
+        allow_network=False,
+        limits=LIMITS,
+    )
+    try:
+        assert _line(server, "one") == "got:one\n"
+        first = server.end_call()
+        assert first is not None and first.empty and first.quarantined == []
+        assert server.launch.freezer is not None and server.launch.freezer.frozen()
+        tree = server.pids()
+        assert len(tree) >= 3  # bwrap, its init, the shell, the sleep
+        server.begin_call()
+        assert _line(server, "two") == "got:two\n"
+        server.end_call()
+    finally:
+        server.stop()
+    assert not [
+        pid for pid in tree if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+    ]
+
+
+def test_a_server_view_goes_stale_when_a_sensitive_file_appears(tmp_path: Path) -> None:
+    server = ServerProcess.start(
+        ["sh", "-c", ECHO_SERVER],
+        view=_view(tmp_path),
+        env=ENV,
+        allow_network=False,
+        limits=LIMITS,
+    )
+    try:
+        server.end_call()
+        assert not server.view_is_stale()
+        (tmp_path / "notes.txt").write_text("not sensitive\n")
+        assert not server.view_is_stale()
+        (tmp_path / ".env").write_text("SECRET=1\n")
+        assert server.view_is_stale()
+    finally:
+        server.stop()
+
+
+def test_a_server_cannot_write_git_and_a_repository_it_makes_is_quarantined_after_the_call(
+    tmp_path: Path,
+) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    plant = "read -r line; echo x > .git/commondir; git init -q sub; echo done"
+    server = ServerProcess.start(
+        ["sh", "-c", plant],
+        view=_view(tmp_path),
+        env=ENV,
+        allow_network=False,
+        limits=LIMITS,
+    )
+    try:
+        server.end_call()
+        server.begin_call()
+        assert _line(server, "go") == "done\n"
+        report = server.end_call()
+        assert report is not None
+        assert [(q.path, q.reason) for q in report.quarantined] == [("sub/.git", "git_dir_created")]
+    finally:
+        server.stop()
+    assert not (tmp_path / ".git" / "commondir").exists()
+    assert not (tmp_path / "sub" / ".git").exists()
+
+
+def test_a_launch_closes_its_cgroups(tmp_path: Path) -> None:
+    if not probe_layers()["pids_limit"]["available"]:
+        pytest.skip("no pids cgroup here")
+    launch = prepare(
+        view=_view(tmp_path), allow_network=False, limits=Limits(), timeout_s=5, shape="serve"
+    )
+    groups = [g.path for g in (launch.pids, launch.freezer) if g is not None]
+    assert groups and all(os.path.isdir(g) for g in groups)
+    launch.close()
+    assert not any(os.path.isdir(g) for g in groups)
+    assert cgroups.sweep_stale() == []
+
+
+def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DISABLE_ENV, "freezer")
+    assert probe_layers()["freezer"]["available"] is False
+    server = ServerProcess.start(
+        ["sh", "-c", ECHO_SERVER],
+        view=_view(tmp_path),
+        env=ENV,
+        allow_network=False,
+        limits=LIMITS,
+    )
+    try:
+        assert not server.frozen_between_calls
+        report = server.end_call()
+        assert report is not None and report.quarantined == []
+        assert _line(server, "between") == "got:between\n"  # it still runs
+    finally:
+        server.stop()
+    assert not server.alive()
