@@ -260,15 +260,42 @@ class ServerSession:
             if self._conn is not None and self._conn.server is not None:
                 self._conn.server.begin_call()
             try:
-                return self._call(
-                    tool,
-                    args=args,
-                    signals=signals,
-                    call_id=call_id,
-                    timeout_s=timeout_s,
-                    cancelled=cancelled,
-                    started=started,
-                )
+                conn = self._ensure(signals, call_id, timeout_s, cancelled)
+                # a cold start is not charged to the call (the runner allows COLD_START_S for it)
+                remaining = max(0.1, timeout_s - (time.monotonic() - started - self._start_s))
+                session = conn.session
+                try:
+                    return self._submit(
+                        session.call_tool(tool, args, read_timeout_seconds=remaining),
+                        remaining,
+                        cancelled,
+                    )
+                except ToolError:
+                    raise
+                except Exception as e:
+                    if conn.session is not None and self._alive(conn, cancelled):
+                        raise ToolError(
+                            "tool_error",
+                            f"MCP server {self.name} refused the call to {tool}: {short_error(e)}",
+                            kind="mcp_error",
+                            server=self.name,
+                        ) from e
+                    signals.append(
+                        ev.McpServerExited(
+                            server=self.name,
+                            reason="connection_closed",
+                            detail=short_error(e),
+                            call_id=call_id,
+                        )
+                    )
+                    self._drop(signals, call_id)
+                    raise ToolError(
+                        "tool_error",
+                        f"MCP server {self.name} exited during the call to {tool}; it is "
+                        "restarted at the next call",
+                        kind="mcp_server_exited",
+                        server=self.name,
+                    ) from e
             finally:
                 self._end_call(signals, call_id)
 
@@ -282,54 +309,6 @@ class ServerSession:
             return
         report = conn.server.end_call()
         signals += self._review_signals([] if report is None else [report], call_id)
-
-    def _call(
-        self,
-        tool: str,
-        *,
-        args: dict[str, Any],
-        signals: list[ev.Event],
-        call_id: str,
-        timeout_s: float,
-        cancelled: threading.Event,
-        started: float,
-    ) -> Any:
-        conn = self._ensure(signals, call_id, timeout_s, cancelled)
-        # a cold start is not charged to the call (the runner allows COLD_START_S for it)
-        remaining = max(0.1, timeout_s - (time.monotonic() - started - self._start_s))
-        session = conn.session
-        try:
-            return self._submit(
-                session.call_tool(tool, args, read_timeout_seconds=remaining),
-                remaining,
-                cancelled,
-            )
-        except ToolError:
-            raise
-        except Exception as e:
-            if conn.session is not None and self._alive(conn, cancelled):
-                raise ToolError(
-                    "tool_error",
-                    f"MCP server {self.name} refused the call to {tool}: {short_error(e)}",
-                    kind="mcp_error",
-                    server=self.name,
-                ) from e
-            signals.append(
-                ev.McpServerExited(
-                    server=self.name,
-                    reason="connection_closed",
-                    detail=short_error(e),
-                    call_id=call_id,
-                )
-            )
-            self._drop(signals, call_id)
-            raise ToolError(
-                "tool_error",
-                f"MCP server {self.name} exited during the call to {tool}; it is "
-                "restarted at the next call",
-                kind="mcp_server_exited",
-                server=self.name,
-            ) from e
 
     def close(self) -> list[str]:
         """Stop the server (its whole tree) and run the post-run check; what it removed.

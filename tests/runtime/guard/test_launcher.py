@@ -33,6 +33,10 @@ def _view(root: Path) -> View:
     return View(writable=(str(root),), cwd=str(root), sensitive_deny=(".env",))
 
 
+def _start(root: Path, argv: list[str]) -> ServerProcess:
+    return ServerProcess.start(argv, view=_view(root), env=ENV, allow_network=False, limits=LIMITS)
+
+
 def _line(server: ServerProcess, text: str) -> str:
     os.write(server.stdin_fd, text.encode() + b"\n")
     ready, _, _ = select.select([server.stdout_fd], [], [], 30)
@@ -70,13 +74,7 @@ def test_a_command_cannot_write_on_the_init_shells_pipe(tmp_path: Path) -> None:
 def test_a_server_is_frozen_between_calls_and_stopped_with_its_tree(tmp_path: Path) -> None:
     if not probe_layers()["freezer"]["available"]:
         pytest.skip(f"no freezer here: {probe_layers()['freezer']['detail']}")
-    server = ServerProcess.start(
-        ["sh", "-c", f"sleep 600 & {ECHO_SERVER}"],
-        view=_view(tmp_path),
-        env=ENV,
-        allow_network=False,
-        limits=LIMITS,
-    )
+    server = _start(tmp_path, ["sh", "-c", f"sleep 600 & {ECHO_SERVER}"])
     try:
         assert _line(server, "one") == "got:one\n"
         first = server.end_call()
@@ -95,13 +93,7 @@ def test_a_server_is_frozen_between_calls_and_stopped_with_its_tree(tmp_path: Pa
 
 
 def test_a_server_view_goes_stale_when_a_sensitive_file_appears(tmp_path: Path) -> None:
-    server = ServerProcess.start(
-        ["sh", "-c", ECHO_SERVER],
-        view=_view(tmp_path),
-        env=ENV,
-        allow_network=False,
-        limits=LIMITS,
-    )
+    server = _start(tmp_path, ["sh", "-c", ECHO_SERVER])
     try:
         server.end_call()
         assert not server.view_is_stale()
@@ -118,13 +110,7 @@ def test_a_server_cannot_write_git_and_a_repository_it_makes_is_quarantined_afte
 ) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     plant = "read -r line; echo x > .git/commondir; git init -q sub; echo done"
-    server = ServerProcess.start(
-        ["sh", "-c", plant],
-        view=_view(tmp_path),
-        env=ENV,
-        allow_network=False,
-        limits=LIMITS,
-    )
+    server = _start(tmp_path, ["sh", "-c", plant])
     try:
         server.end_call()
         server.begin_call()
@@ -156,13 +142,7 @@ def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
 ) -> None:
     monkeypatch.setenv(DISABLE_ENV, "freezer")
     assert probe_layers()["freezer"]["available"] is False
-    server = ServerProcess.start(
-        ["sh", "-c", ECHO_SERVER],
-        view=_view(tmp_path),
-        env=ENV,
-        allow_network=False,
-        limits=LIMITS,
-    )
+    server = _start(tmp_path, ["sh", "-c", ECHO_SERVER])
     try:
         assert not server.frozen_between_calls
         report = server.end_call()
