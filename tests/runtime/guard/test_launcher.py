@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from runtime.guard import cgroups
+from runtime.guard import cgroups, roost_home
 from runtime.guard.launcher import Limits, prepare
 from runtime.guard.sandbox import DISABLE_ENV, View, probe_layers
 from runtime.guard.sandbox_run import run_command
@@ -105,8 +106,17 @@ def test_a_server_view_goes_stale_when_a_sensitive_file_appears(tmp_path: Path) 
         server.stop()
 
 
+@pytest.fixture
+def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A ``ROOST_HOME`` of the test's own, outside the root: where the review quarantines."""
+    place = tmp_path_factory.mktemp("state")
+    roost_home.protect(str(place))
+    yield place
+    roost_home.protect(None)
+
+
 def test_a_server_cannot_write_git_and_a_repository_it_makes_is_quarantined_after_the_call(
-    tmp_path: Path,
+    tmp_path: Path, state: Path
 ) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     plant = "read -r line; echo x > .git/commondir; git init -q sub; echo done"
@@ -118,6 +128,8 @@ def test_a_server_cannot_write_git_and_a_repository_it_makes_is_quarantined_afte
         report = server.end_call()
         assert report is not None
         assert [(q.path, q.reason) for q in report.quarantined] == [("sub/.git", "git_dir_created")]
+        assert report.quarantined[0].moved_to is not None
+        assert report.quarantined[0].moved_to.startswith(str(state))
     finally:
         server.stop()
     assert not (tmp_path / ".git" / "commondir").exists()
