@@ -42,6 +42,7 @@ from runtime.execution.direct import (
     direct_source,
     project_record,
     recorded,
+    recovered_record,
     runs_inline,
 )
 from runtime.tools.base import CallSpec
@@ -73,6 +74,7 @@ class ToolRunnerActor(WorkerThreads):
             self.core = ToolPipeline(
                 message.project_id, message.root, message.options, message.registry
             )
+            self._recover_dead_runs()
         elif isinstance(message, RunCall):
             self._run(message.call, sender)
         elif isinstance(message, RunDirect):
@@ -87,6 +89,23 @@ class ToolRunnerActor(WorkerThreads):
         elif isinstance(message, PeerUpdate) and message.journal is not None:
             self.journal = message.journal  # the journal was restarted
             self.resend_appends()
+
+    def _recover_dead_runs(self) -> None:
+        """Review the roots of this project's runs that a stop or crash cut; record them."""
+        from runtime.guard.leftovers import recover_runs  # noqa: PLC0415
+        from runtime.guard.run_ledger import close_run  # noqa: PLC0415
+
+        for record, report in recover_runs(self.project_id):
+            batch = recovered_record(self.project_id, record.label, report, format_at(utc_now()))
+            if not batch:
+                close_run(record)
+                continue
+
+            def done(answer: Any, record: Any = record) -> None:
+                if not isinstance(answer, AppendFailed):
+                    close_run(record)
+
+            self.append(batch, then=done)
 
     def on_exit(self) -> None:
         """Stopping: stop every MCP server this runner started (frozen ones included)."""

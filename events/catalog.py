@@ -48,6 +48,7 @@ __all__ = [
     "ProjectStopped",
     "SecurityCommandBlocked",
     "SecurityEnvDenied",
+    "SecurityLeftoverQuarantined",
     "SecurityNetworkDenied",
     "SecurityProtocolDenied",
     "SecurityRepeatedTimeoutFailures",
@@ -58,6 +59,7 @@ __all__ = [
     "ToolApprovalRequested",
     "ToolApproved",
     "ToolCancelled",
+    "ToolChanges",
     "ToolChildProcessesTerminated",
     "ToolCompleted",
     "ToolFailed",
@@ -357,6 +359,67 @@ class ToolChildProcessesTerminated(
     """How many processes were killed."""
 
 
+class ToolChanges(Event, frozen=True, kw_only=True, tag="tool.changes"):
+    """What a tool process changed in the project root, as the review after its run found it.
+
+    Entries are ``{path, kind, size?, sha256?, target?, outside_root?}`` (``path`` relative
+    to the root; ``sha256`` of regular files up to 4 MiB, not of sensitive ones); each list
+    keeps its first 200 entries, the counts are exact.
+    """
+
+    call_id: str
+    """The call whose run this was."""
+    tool: str = "command.run"
+    """The tool that ran the process."""
+    method: str = "inotify"
+    """``inotify`` (the paths with events) or ``walk`` (the whole root, judged by ctime)."""
+    detail: str = ""
+    """Why a walk was needed, when one was."""
+    created: list[dict[str, Any]] = []
+    """Entries that did not exist before the run (a walk lists every change here)."""
+    modified: list[dict[str, Any]] = []
+    """Entries that existed and were changed."""
+    deleted: list[dict[str, Any]] = []
+    """Entries that existed and are gone."""
+    created_count: int = 0
+    """All created entries."""
+    modified_count: int = 0
+    """All modified entries."""
+    deleted_count: int = 0
+    """All deleted entries."""
+    quarantined: list[dict[str, Any]] = []
+    """``{path, reason, kind, moved_to?, error?}`` of what the review took out of the root
+    (``error``: it could not be, and is still there)."""
+    recovered: bool = False
+    """The run was cut by a stop or a crash and reviewed when the daemon or project started."""
+    conversation_id: str | None = None
+    """The call's conversation, for a recovered run (recorded as a project-level event)."""
+
+
+class SecurityLeftoverQuarantined(
+    Event, frozen=True, kw_only=True, tag="security.leftover_quarantined"
+):
+    """A tool process left something in the root that may not stay; it was taken out."""
+
+    path: str
+    """Relative to the project root."""
+    reason: str
+    """``git_dir_created``, ``bare_repository``, ``assets_created``, ``hooks_created``,
+    ``setid_file`` or ``special_file``."""
+    kind: str = "file"
+    """What it was: ``file``, ``dir``, ``symlink``, ``fifo``, ``socket`` or ``device``."""
+    moved_to: str | None = None
+    """Where it is now in ``ROOST_HOME/quarantine`` (``None``: a special file, removed)."""
+    error: str | None = None
+    """Why it could not be taken out (it is still in the root), when it could not."""
+    tool: str | None = None
+    """Tool name."""
+    call_id: str | None = None
+    """The call whose run left it."""
+    conversation_id: str | None = None
+    """The call's conversation, for a recovered run (recorded as a project-level event)."""
+
+
 class SecuritySandboxViolation(Event, frozen=True, kw_only=True, tag="security.sandbox_violation"):
     """A tool tried to reach outside the workspace."""
 
@@ -643,7 +706,9 @@ PAYLOAD_TYPES: dict[str, type[Event]] = {
         PolicyDenied,
         ToolTimeout,
         ToolChildProcessesTerminated,
+        ToolChanges,
         SecuritySandboxViolation,
+        SecurityLeftoverQuarantined,
         SecuritySandboxExceptionUsed,
         SecuritySensitivePathDenied,
         SecurityNetworkDenied,
@@ -670,7 +735,7 @@ SIGNAL_TYPES: frozenset[str] = frozenset(
     name
     for name in PAYLOAD_TYPES
     if name.startswith(("policy.", "security.", "actor.", "alert."))
-    or name in ("tool.timeout", "tool.child_processes_terminated")
+    or name in ("tool.timeout", "tool.child_processes_terminated", "tool.changes")
 )
 """Event types that are signals (``source: signal`` in incident timelines)."""
 

@@ -29,10 +29,12 @@ from typing import Any, Final
 
 from events.incidents import ERROR_KINDS
 from events.report import (
+    CHANGE_HEADERS,
     LATENCY_HEADERS,
     LATENCY_STAGES,
     PROBLEM_SECTIONS,
     TOOL_CALL_HEADERS,
+    change_rows,
     latency_rows,
     tool_call_rows,
 )
@@ -375,6 +377,7 @@ def _table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> str:
 
 def _tables(report: dict[str, Any]) -> str:
     calls = tool_call_rows(report["tool_calls"])
+    changes = change_rows(report.get("changes", []))
     latency = latency_rows(report["latency"])
     counts = [[kind, n] for kind, n in sorted(report["counts_by_type"].items())]
     asked = "".join(
@@ -388,6 +391,12 @@ def _tables(report: dict[str, Any]) -> str:
         + "</section>"
         + '<section id="tool-calls"><h2>Tool calls</h2>'
         + _table(list(TOOL_CALL_HEADERS), calls, {0, 6})
+        + '</section><section id="changes"><h2>What did the agent change?</h2>'
+        + (
+            _table(list(CHANGE_HEADERS), changes, {0, 5})
+            if changes
+            else '<p class="none">None.</p>'
+        )
         + '</section><div class="grid2"><section id="latency"><h2>Latency</h2>'
         + _table(list(LATENCY_HEADERS), latency, {1, 2, 3, 4})
         + '</section><section id="counts"><h2>Counts by type</h2>'

@@ -81,6 +81,7 @@ _ROUND_ENDS: Final = frozenset({"assistant.message", "tool.requested", *TURN_END
 _ACTOR_READS: Final = type_names(
     ev.ActorCrashed, ev.ActorRestarted, ev.ActorEscalated, ev.ActorMailboxOverflow
 )
+_RECOVERED_READS: Final = type_names(ev.ToolChanges, ev.SecurityLeftoverQuarantined)
 _CALL_READS: Final = type_names(
     ev.ToolRequested,
     ev.ToolApprovalRequested,
@@ -117,12 +118,16 @@ SHARED_ACTORS = frozenset({"toolrunner", "policy", "journal"})
 def concerns(event: Envelope, conversation_id: str) -> bool:
     """Tell whether ``event`` belongs to the conversation's incident views.
 
-    Its own events and signals; and the project-level ``actor.*`` signals about the
+    Its own events and signals; the project-level ``actor.*`` signals about the
     conversation's actor or the actors it depends on (``toolrunner``, ``policy``,
-    ``journal``), which the Project and the Supervisor record without a conversation id.
+    ``journal``), which the Project and the Supervisor record without a conversation id;
+    and the project-level review of one of its calls that a stop or crash cut
+    (``tool.changes`` and ``security.leftover_quarantined`` naming the conversation).
     """
     if event.conversation_id == conversation_id:
         return True
+    if event.conversation_id is None and event.type in _RECOVERED_READS:
+        return event.data.get("conversation_id") == conversation_id
     if event.conversation_id is not None or event.type not in _ACTOR_READS:
         return False
     match decode_data(event.type, event.data):
@@ -484,6 +489,25 @@ def _is_timeout(event: Envelope) -> bool:
     return False
 
 
+def _changes(ordered: list[Envelope]) -> list[dict[str, Any]]:
+    """Each ``tool.changes`` in scope: what one run changed and what was quarantined."""
+    found: list[dict[str, Any]] = []
+    for event in ordered:
+        if event.type != "tool.changes":
+            continue
+        payload = decode_data(event.type, event.data)
+        if not isinstance(payload, ev.ToolChanges):
+            continue
+        found.append(
+            {
+                "seq": event.seq,
+                "at": event.at,
+                **msgspec.to_builtins(payload),
+            }
+        )
+    return found
+
+
 def incident_report(
     events: Iterable[Envelope],
     project_id: str,
@@ -496,7 +520,8 @@ def incident_report(
     conversation's status, counts, the seq span), ``asked`` (each ``user.message``),
     ``causal_chain`` (the causation tree as a pre-order list with depths), ``tool_calls``,
     ``denials``, ``failures``, ``timeouts``, ``cancellations``, ``security_signals``,
-    ``actor_events``, ``latency`` (count/min/max/total ms per stage), ``first_error`` and
+    ``actor_events``, ``changes`` (each ``tool.changes``: what a run changed in the root and
+    what was quarantined), ``latency`` (count/min/max/total ms per stage), ``first_error`` and
     ``counts_by_type``.
     """
     everything = in_seq_order(events)
@@ -562,6 +587,7 @@ def incident_report(
             _entry(event) for event in selected if event.type.startswith("security.")
         ],
         "actor_events": [_entry(event) for event in selected if event.type in _ACTOR_EVENTS],
+        "changes": _changes(selected),
         "stages": stages,
         "latency": _latency(stages),
         "first_error": (

@@ -14,11 +14,13 @@ from typing import Any, Final
 from events.codecs import canonical_json
 
 __all__ = [
+    "CHANGE_HEADERS",
     "LATENCY_HEADERS",
     "LATENCY_STAGES",
     "PROBLEM_SECTIONS",
     "SUMMARY_MAX_CHARS",
     "TOOL_CALL_HEADERS",
+    "change_rows",
     "clip",
     "describe_event",
     "latency_rows",
@@ -238,6 +240,44 @@ def latency_rows(latency: dict[str, Any]) -> list[list[Any]]:
     ]
 
 
+CHANGE_HEADERS: Final[tuple[str, ...]] = (
+    "seq",
+    "call",
+    "change",
+    "path",
+    "kind",
+    "bytes",
+    "sha256",
+)
+"""The columns of a report's "What did the agent change?" table (Markdown and HTML alike)."""
+
+
+def change_rows(changes: list[dict[str, Any]]) -> list[list[Any]]:
+    """The rows of the changes table, in :data:`CHANGE_HEADERS` order.
+
+    Per run: what was quarantined, then what was created, modified and deleted; a list
+    that was capped gets a row saying how many more there were.
+    """
+    rows: list[list[Any]] = []
+    for run in changes:
+        call = run["call_id"] + (" (recovered)" if run.get("recovered") else "")
+        seq = run["seq"]
+        for q in run["quarantined"]:
+            where = q.get("moved_to") or (
+                f"not moved: {q['error']}" if q.get("error") else "removed"
+            )
+            path = f"{q['path']} → {where}"
+            rows.append([seq, call, f"quarantined: {q['reason']}", path, q["kind"], None, None])
+        for what in ("created", "modified", "deleted"):
+            for c in run[what]:
+                path = c["path"] + (f" → {c['target']}" if "target" in c else "")
+                rows.append([seq, call, what, path, c.get("kind"), c.get("size"), c.get("sha256")])
+            more = run[f"{what}_count"] - len(run[what])
+            if more > 0:
+                rows.append([seq, call, what, f"… {more} more", None, None, None])
+    return rows
+
+
 PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("denials", "Denials"),
     ("failures", "Failures"),
@@ -298,6 +338,10 @@ def render_incident_markdown(report: dict[str, Any]) -> str:
     )
     for key, title in PROBLEM_SECTIONS:
         lines += _section(title, [_line(entry) for entry in report[key]])
+    rows = change_rows(report.get("changes", []))
+    lines += _section(
+        "What did the agent change?", _table(list(CHANGE_HEADERS), rows) if rows else []
+    )
     lines += _section(
         "Latency",
         _table(list(LATENCY_HEADERS), latency_rows(report["latency"])),

@@ -54,12 +54,16 @@ from runtime.guard import roost_home
 from runtime.journal import link as journal_link
 from runtime.journal.seal import load_key
 from runtime.journal.store import Journal
+from runtime.logging import get_logger
 from runtime.telemetry import start_telemetry, telemetry_status
 from runtime.wire.ops import ACTOR_ROUTES, route_of, waits_for_turn
 
 __all__ = ["ActorBackend", "create_backend"]
 
 _POLL_S = 0.05
+
+
+log = get_logger("runtime.daemon.backend")
 
 
 def _diff(live: Any, replayed: Any, limit: int = 40) -> list[str]:
@@ -130,6 +134,27 @@ def _thespian_logging(home: str) -> dict[str, Any]:
     }
 
 
+def _review_dead_runs(when: str, wait_s: float = 0.0, project_id: str | None = None) -> None:
+    """Review the roots of runs a stop or crash cut (``runtime.guard.leftovers``), now.
+
+    At a stop, the actor processes that ran them are waited for (up to ``wait_s``) first.
+    Their events are recorded when their project's ToolRunner starts again.
+    """
+    from runtime.guard.leftovers import recover_runs  # noqa: PLC0415
+    from runtime.guard.run_ledger import live_runs  # noqa: PLC0415
+
+    deadline = time.monotonic() + wait_s
+    while live_runs(project_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        reviewed = recover_runs(project_id)
+    except Exception:
+        log.exception("dead_run_review_failed", when=when)
+        return
+    if reviewed:
+        log.warning("dead_runs_reviewed", when=when, count=len(reviewed))
+
+
 def _remove_spill_dir(path: str) -> None:
     """Remove the directory where older versions spilled large actor messages.
 
@@ -156,6 +181,7 @@ class ActorBackend:
         )
         # Inherited too: no tool's Workspace reads or writes this home, whatever its options.
         roost_home.protect(config.home)
+        _review_dead_runs("daemon_start")
         self.system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(config.home))
         self._local = threading.local()
         self._contexts: list[Any] = []
@@ -258,7 +284,10 @@ class ActorBackend:
         if op == "list_projects":
             return self._list_projects(deadline)
         if route_of(op) in ACTOR_ROUTES:
-            return self.ask(op, args, deadline)
+            result = self.ask(op, args, deadline)
+            if op == "stop_project":  # the runs the stop ended are reviewed before it returns
+                _review_dead_runs("project_stop", wait_s=5.0, project_id=str(args["project_id"]))
+            return result
         if op == "diagnostics":
             return self._diagnostics(str(args["project_id"]), deadline)
         if op == "incident_timeline":
@@ -457,6 +486,7 @@ class ActorBackend:
         self.closed = True
         try:
             self.system.shutdown()
+            _review_dead_runs("daemon_stop", wait_s=5.0)
         finally:
             try:
                 if self.telemetry is not None:  # exports what is committed, then flushes

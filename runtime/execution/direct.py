@@ -11,8 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from events import catalog as ev
-from events.envelope import NewEvent, new_call_id, new_event
+from events.envelope import NewEvent, new_call_id, new_correlation_id, new_event
 from runtime.execution.pipeline import Source
+from runtime.guard.leftover_events import change_events
+from runtime.guard.leftovers import ChangeReport
+from runtime.guard.run_ledger import RunLabel
 from runtime.tools.base import CallSpec
 from runtime.wire.ops import minted_correlation
 
@@ -23,6 +26,7 @@ __all__ = [
     "direct_source",
     "project_record",
     "recorded",
+    "recovered_record",
     "runs_inline",
 ]
 
@@ -85,4 +89,27 @@ def project_record(
     """The batch of a direct run that names no conversation: project-level events."""
     return [
         new_event(p, project_id=project_id, at=at, correlation_id=correlation_id) for p in events
+    ]
+
+
+def recovered_record(
+    project_id: str, label: RunLabel, report: ChangeReport, at: str
+) -> list[NewEvent]:
+    """The events of a dead run's review (``recovered: true``), at project level.
+
+    They name the call's conversation in their payload (the incident report of that
+    conversation shows them) but are not in its stream: its actor did not make them.
+    Empty when the run changed nothing. A fresh correlation: the runtime records it on its
+    own, at the start after the stop or crash that cut the run.
+    """
+    payloads = change_events(
+        report,
+        tool=label.tool,
+        call_id=label.call_id,
+        recovered=True,
+        conversation_id=label.conversation_id,
+    )
+    correlation = new_correlation_id()
+    return [
+        new_event(p, project_id=project_id, at=at, correlation_id=correlation) for p in payloads
     ]

@@ -244,6 +244,7 @@ class ToolRunnerCore:
             root=self.root,
             options=self.options,
             call_id=call.call_id,
+            project_id=self.project_id,
             conversation_id=call.conversation_id,
             timeout_s=timeout_s,
             cancelled=cancelled,

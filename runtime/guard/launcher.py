@@ -44,7 +44,11 @@ import msgspec
 import psutil
 
 from runtime.errors import ToolError
-from runtime.guard import cgroups
+from runtime.guard import cgroups, leftovers
+from runtime.guard.leftovers import ChangeReport
+from runtime.guard.pathrules import SensitiveRules
+from runtime.guard.rootscan import scan_paths
+from runtime.guard.run_ledger import RunLabel
 from runtime.guard.sandbox import (
     View,
     bwrap_argv,
@@ -54,7 +58,7 @@ from runtime.guard.sandbox import (
     require_isolation,
     unshare_argv,
 )
-from runtime.guard.sandbox_view import git_watch, hooks_dirs, undo_git_changes, view_state
+from runtime.guard.sandbox_view import PROTECTED_IN_WRITABLE, hooks_dirs, view_state
 from runtime.guard.statedir import project_umask
 from runtime.logging import get_logger
 
@@ -205,18 +209,31 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def watch(view: View) -> dict[str, bool]:
-    """What the post-run check compares with: the protected entries that exist now."""
-    return git_watch(view.writable, view.hooks)
+def watch(
+    view: View, root: str | None, label: RunLabel | None = None
+) -> leftovers.RootWatch | None:
+    """What the post-run check compares with: a watch on ``root`` from before the process starts.
 
-
-def post_run_check(before: dict[str, bool]) -> list[str]:
-    """The check after every tool process's run or call and at a server's exit.
-
-    Today: the git control entries and ``.roost`` a run created are removed
-    (:func:`runtime.guard.sandbox_view.undo_git_changes`); returns their paths.
+    The watch (:func:`runtime.guard.leftovers.begin`) writes the run's durable record;
+    ``view.scan`` is the walk the view is built from (made here when missing).
     """
-    return undo_git_changes(before)
+    if root is None:
+        return None
+    rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
+    scan = view.scan if view.scan is not None else scan_paths(view.writable, rules)
+    protected = [*view.hooks, *(os.path.join(root, p) for p in PROTECTED_IN_WRITABLE)]
+    return leftovers.begin(root, scan, protected=protected, rules=rules, label=label)
+
+
+def post_run_check(
+    before: leftovers.RootWatch | None, *, keep: bool = False
+) -> ChangeReport | None:
+    """Review what the tool process changed in the root and quarantine what may not stay.
+
+    ``keep`` for a long-lived process after one of its calls (the watch goes on);
+    :meth:`runtime.guard.leftovers.RootWatch.review`.
+    """
+    return None if before is None else before.review(keep=keep)
 
 
 def _command_umask() -> int:
@@ -247,8 +264,8 @@ class Launch:
     """Its cgroups with limits (``pids``, and ``memory``/``cpu`` where they can be had)."""
     freezer: cgroups.FreezerCgroup | None = None
     """Its freezer cgroup (``serve`` only)."""
-    before: dict[str, bool] = field(default_factory=dict)
-    """The post-run check's baseline (:func:`watch`), taken before the process starts."""
+    before: leftovers.RootWatch | None = None
+    """The post-run check's watch (:func:`watch`), started before the process starts."""
     hidden: frozenset[tuple[str, int, int, int]] = frozenset()
     """What the view hides and protects, as it was when the view was built (``serve``)."""
     done_fd: int | None = None
@@ -349,7 +366,10 @@ class Launch:
         self._child_fds.clear()
 
     def close(self) -> None:
-        """Kill what is left in the cgroups, remove them, close every descriptor."""
+        """Kill what is left in the cgroups, remove them, close every descriptor.
+
+        A run whose post-run check has not run (it never started) is reviewed here.
+        """
         self._close_child_fds()
         if self.done_fd is not None:
             with contextlib.suppress(OSError):
@@ -359,6 +379,8 @@ class Launch:
             if group is not None:
                 group.close()
         self.freezer = self.pids = None
+        if self.before is not None:
+            self.before.review()  # once: a second call returns the first report
 
 
 def prepare(
@@ -368,18 +390,23 @@ def prepare(
     limits: Limits,
     timeout_s: float,
     shape: Shape = "run",
+    root: str | None = None,
+    label: RunLabel | None = None,
 ) -> Launch:
     """Build everything one tool process gets from the sandbox (see the module docstring).
 
     Raises ``ToolError("isolation_unavailable")`` when the network must be denied and no
     namespace can be made, or when the view cannot be built. The caller starts the process
-    with :meth:`Launch.spawn` and always calls :meth:`Launch.close`.
+    with :meth:`Launch.spawn` and always calls :meth:`Launch.close`. ``root`` (default: the
+    first writable path) is watched for the post-run check; ``label`` names the run's
+    durable record.
     """
     layers = probe_layers()
     via = require_isolation(layers, allow_network)
     launch = Launch(shape=shape, view=view, via=via, layers=["rlimits"])
     try:
-        _prepare(launch, layers, allow_network, limits, timeout_s)
+        review_root = root or (view.writable[0] if view.writable else None)
+        _prepare(launch, layers, allow_network, limits, timeout_s, root=review_root, label=label)
     except BaseException:
         launch.close()
         raise
@@ -392,6 +419,9 @@ def _prepare(
     allow_network: bool,
     limits: Limits,
     timeout_s: float,
+    *,
+    root: str | None,
+    label: RunLabel | None,
 ) -> None:
     groups: list[cgroups.ToolCgroup | cgroups.FreezerCgroup] = []
     if layers["pids_limit"]["available"]:
@@ -424,11 +454,15 @@ def _prepare(
         launch.layers.append("pdeathsig")
     via, view = launch.via, launch.view
     if via == "bwrap":
-        view = launch.view = msgspec.structs.replace(view, hooks=tuple(hooks_dirs(view.writable)))
-        launch.before = watch(view)
-        if launch.shape == "serve":  # before the view is built: a later change shows
-            launch.hidden = view_state(view)
+        rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
         try:
+            scan = scan_paths(view.writable, rules)  # one walk: the view's and the review's
+            view = launch.view = msgspec.structs.replace(
+                view, hooks=tuple(hooks_dirs(view.writable)), scan=scan
+            )
+            launch.before = watch(view, root, label)
+            if launch.shape == "serve":  # before the view is built: a later change shows
+                launch.hidden = view_state(view)
             bwrap = bwrap_argv(allow_network, view)
             filter_fd = kernel_filter_fd()
             guards: list[str] = []

@@ -21,7 +21,9 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from runtime.guard.launcher import INIT_NAME, Launch, Limits, post_run_check, prepare
+from runtime.guard.leftovers import ChangeReport
 from runtime.guard.proctree import MARKER_ENV, ProcessTracker, supervise
+from runtime.guard.run_ledger import RunLabel
 from runtime.guard.sandbox import View
 
 __all__ = ["INIT_NAME", "CommandResult", "Limits", "run_command"]
@@ -50,8 +52,8 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
     """Wall time from start to the last process gone."""
     layers: list[str] = []
     """Isolation layers used for this run, e.g. ``["bwrap", "netns", "pidns", ...]``."""
-    git_control_removed: list[str] = []
-    """Git control files the command created (``.git/commondir``, ...), removed after it."""
+    changes: ChangeReport | None = None
+    """What the run changed in the root and what the review quarantined (``leftovers``)."""
     killed_by: str | None = None
     """``"memory_limit"`` when the kernel killed a process of it for the memory limit."""
 
@@ -76,12 +78,16 @@ def run_command(
     limits: Limits | None = None,
     writable_paths: Sequence[str] = (),
     view: View | None = None,
+    label: RunLabel | None = None,
+    root: str | None = None,
 ) -> CommandResult:
     """Run ``command`` (a ``/bin/sh -c`` string or an argv) inside the best layers here.
 
     Under bubblewrap the command sees ``view`` (default: ``writable_paths`` writable, the
-    system read-only, nothing else; :mod:`runtime.guard.sandbox_view`), and git control files it
-    created are removed when it ends. With a ``pids`` cgroup the command and all its
+    system read-only, every ``.git`` read-only, nothing else;
+    :mod:`runtime.guard.sandbox_view`). ``root`` (default: the first writable path) is
+    reviewed after the run (:mod:`runtime.guard.leftovers`; ``label`` names the run's
+    durable record). With a ``pids`` cgroup the command and all its
     descendants may have at most ``limits.max_processes`` tasks. On timeout or ``cancel``
     every process of the command is killed; processes left behind by a command that
     exited are killed too. Raises ``ToolError("isolation_unavailable")`` when the network
@@ -90,7 +96,12 @@ def run_command(
     view = view or View(writable=tuple(writable_paths), cwd=cwd)
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
     launch = prepare(
-        view=view, allow_network=allow_network, limits=limits or Limits(), timeout_s=timeout_s
+        view=view,
+        allow_network=allow_network,
+        limits=limits or Limits(),
+        timeout_s=timeout_s,
+        root=root,
+        label=label,
     )
     try:
         result = _run(
@@ -163,5 +174,5 @@ def _run(
         killed_processes=run.killed,
         duration_ms=int((time.monotonic() - started) * 1000),
         layers=launch.layers,
-        git_control_removed=post_run_check(launch.before),
+        changes=post_run_check(launch.before),
     )

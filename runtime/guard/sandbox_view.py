@@ -10,10 +10,10 @@ boundary"). It starts from an empty root and adds, in this order:
 2. read-only paths the project names (``command_read_paths``) and the runtime's own
    interpreter when it lives outside ``/usr`` (a virtual environment, pyenv);
 3. the writable paths (the project root, the call's scratch home);
-4. inside them, the protected places bound read-only again (``.roost``, and the parts of
-   ``.git`` that decide what git executes: config, hooks, info, commondir, worktrees,
-   modules, and a work-tree directory that ``core.hooksPath`` names), with ``.git``
-   itself bound on itself so it cannot be renamed away;
+4. inside them, the protected places bound read-only again: every ``.git`` at any depth
+   (a directory, or a gitfile and the git directory it names when that is inside a bound
+   path), ``.roost``, and a work-tree directory that ``core.hooksPath`` names. A command
+   reads git (``status``, ``log``, ``diff``) but cannot write it, as in Codex CLI;
 5. hidden last, so nothing above can uncover them: sensitive files inside the bound paths
    (``sensitive_path_denylist`` names, shown as empty ``/dev/null``), every listening host
    Unix socket found inside them (unless ``command_socket_allowlist`` names it), and
@@ -27,9 +27,9 @@ Not there at all: ``$HOME`` and every other user's files, ``/var``, ``/opt``, ``
 Docker's, D-Bus's), and ``ROOST_HOME`` wherever it is. Abstract Unix sockets stay behind
 the network namespace (when egress is denied).
 
-:func:`git_watch` and :func:`undo_git_changes` cover what mounts cannot: git control files
-that did not exist before the run (``.git/commondir``, ``.git/config.worktree``, ...) and
-that a command created are removed when it ends.
+What mounts cannot prevent (a new ``.git`` or bare-repository shape, set-id files, special
+files, a new ``.roost``) is found after the run by :mod:`runtime.guard.leftovers`; the one
+walk both need is :mod:`runtime.guard.rootscan`'s.
 
 Why this module is long: it builds one mount list, in the order listed above; each step is a
 short function and their order is the security property, so they stay in one file.
@@ -40,7 +40,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import stat
 import sys
 import time
@@ -52,9 +51,10 @@ from runtime.errors import ToolError
 from runtime.guard import roost_home
 from runtime.guard.git_probe import GitProbeError, hooks_paths
 from runtime.guard.pathrules import SensitiveRules
+from runtime.guard.rootscan import MAX_SCAN_ENTRIES, RootScan, scan_paths
+from runtime.guard.safe_read import read_regular
 
 __all__ = [
-    "GIT_CONTROL",
     "KERNEL_FILESYSTEMS",
     "MASKED_PATHS",
     "MAX_SCAN_ENTRIES",
@@ -64,7 +64,7 @@ __all__ = [
     "SYSTEM_VISIBLE",
     "View",
     "etc_secrets",
-    "git_watch",
+    "git_places",
     "hidden_state",
     "hooks_dirs",
     "kernel_masks_argv",
@@ -72,7 +72,6 @@ __all__ = [
     "listening_sockets",
     "protected_mounts",
     "sensitive_files",
-    "undo_git_changes",
     "view_argv",
     "view_state",
 ]
@@ -131,23 +130,11 @@ KERNEL_FILESYSTEMS: frozenset[str] = frozenset(
 host's, bound read-only, so without this its debug, tracing, security-module, crash-log, BPF
 and EFI mounts would come with it (a container runtime mounts a fresh ``sysfs`` instead)."""
 
-GIT_CONTROL: tuple[str, ...] = (
-    "config",
-    "config.worktree",
-    "commondir",
-    "gitdir",
-    "hooks",
-    "info",
-    "worktrees",
-    "modules",
-)
-"""Entries of a ``.git`` directory that decide what git runs or where it reads config from."""
-
 PROTECTED_IN_WRITABLE: tuple[str, ...] = (".roost",)
-"""Places inside a writable path that are bound read-only again (besides ``.git``'s)."""
+"""Places at the top of a writable path that are bound read-only again (besides ``.git``)."""
 
-MAX_SCAN_ENTRIES = 500_000
-"""Entries of the bound paths scanned for sensitive files before a run is refused."""
+GITFILE_MAX_BYTES = 4096
+"""Most of a gitfile (``gitdir: PATH``) read to find the git directory it names."""
 
 _ETC_CACHE_S = 60.0
 
@@ -169,6 +156,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     """``sensitive_path_allowlist`` patterns (exceptions)."""
     hooks: tuple[str, ...] = ()
     """``core.hooksPath`` directories inside the writable paths (:func:`hooks_dirs`)."""
+    scan: RootScan | None = None
+    """The writable paths' walk when the caller made it already (else :func:`view_argv` does)."""
     tmpfs_bytes: int | None = None
     """Size of each of the private ``/tmp``, ``/var/tmp`` and ``/run``; ``None``: the
     kernel's default (half the host's memory each)."""
@@ -246,40 +235,55 @@ def sensitive_files(paths: Sequence[str], rules: SensitiveRules) -> list[str]:
     A matching directory is returned whole and not descended into. Raises ``OverflowError``
     past :data:`MAX_SCAN_ENTRIES` entries, so a run is refused rather than half-hidden.
     """
-    if not rules.deny:
-        return []
+    return list(scan_paths(paths, rules).sensitive)
+
+
+def _first_line(path: str) -> str:
+    """The first line of a small regular file a tool could have written ("" if unreadable)."""
+    try:
+        head = read_regular(path, GITFILE_MAX_BYTES, truncate=True)
+    except OSError:
+        return ""
+    lines = head.decode("utf-8", "replace").splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def _gitfile_target(gitfile: str) -> str | None:
+    """The git directory a gitfile (``gitdir: PATH``) names, resolved; None when unreadable."""
+    line = _first_line(gitfile)
+    if not line.startswith("gitdir:"):
+        return None
+    return os.path.realpath(os.path.join(os.path.dirname(gitfile), line[7:].strip()))
+
+
+def git_places(writable: Sequence[str], gits: Sequence[str]) -> list[str]:
+    """What to bind read-only for the ``.git`` entries ``gits`` found in ``writable``.
+
+    Each ``.git`` itself (directory or gitfile, never a symlink), and for a gitfile the git
+    directory it names and that directory's ``commondir`` when they are inside ``writable``
+    (a linked worktree or a submodule whose git directory lives in the root).
+    """
     found: list[str] = []
-    seen = 0
-    for base in paths:
-        stack: list[tuple[str, tuple[str, ...]]] = [(base, ())]
-        while stack:
-            directory, parts = stack.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except OSError:
-                continue
-            seen += len(entries)
-            if seen > MAX_SCAN_ENTRIES:
-                raise OverflowError(f"more than {MAX_SCAN_ENTRIES} entries under {paths}")
-            for entry in entries:
-                rel = (*parts, entry.name)
-                if entry.is_symlink():
-                    continue  # reading it reads its target, which is judged by its own name
-                if rules.match(rel) is not None:
-                    found.append(entry.path)
-                elif entry.is_dir(follow_symlinks=False) and rel != (".git", "objects"):
-                    stack.append((entry.path, rel))
-    return sorted(found)
+    for git in gits:
+        if os.path.islink(git) or not os.path.lexists(git):
+            continue
+        found.append(git)
+        if os.path.isdir(git):
+            continue
+        target = _gitfile_target(git)
+        if target is None or not _under_any(target, writable) or not os.path.isdir(target):
+            continue
+        found.append(target)
+        common = _gitfile_target_common(target)
+        if common is not None and _under_any(common, writable) and os.path.isdir(common):
+            found.append(common)
+    return sorted(set(found))
 
 
-def _git_dirs(writable: Sequence[str]) -> list[str]:
-    """Real ``.git`` directories at the top of the writable paths."""
-    found = []
-    for path in writable:
-        git = os.path.join(path, ".git")
-        if os.path.isdir(git) and not os.path.islink(git):
-            found.append(git)
-    return found
+def _gitfile_target_common(gitdir: str) -> str | None:
+    """The ``commondir`` a linked worktree's git directory names, resolved."""
+    line = _first_line(os.path.join(gitdir, "commondir"))
+    return os.path.realpath(os.path.join(gitdir, line)) if line else None
 
 
 def hooks_dirs(writable: Sequence[str]) -> list[str]:
@@ -309,54 +313,24 @@ def hooks_dirs(writable: Sequence[str]) -> list[str]:
     return sorted(set(found))
 
 
-def protected_mounts(writable: Sequence[str], hooks: Sequence[str] = ()) -> list[str]:
+def protected_mounts(
+    writable: Sequence[str], hooks: Sequence[str] = (), gits: Sequence[str] | None = None
+) -> list[str]:
     """The existing, real (not symlinked) protected places inside ``writable`` paths.
 
-    ``hooks`` are the ``core.hooksPath`` directories (:func:`hooks_dirs`).
+    ``hooks`` are the ``core.hooksPath`` directories (:func:`hooks_dirs`); ``gits`` the
+    ``.git`` entries the walk found (default: those at the top of ``writable``).
     """
     found: list[str] = [h for h in hooks if os.path.isdir(h) and not os.path.islink(h)]
-    for git in _git_dirs(writable):
-        for name in GIT_CONTROL:
-            place = os.path.join(git, name)
-            if os.path.lexists(place) and not os.path.islink(place):
-                found.append(place)
+    if gits is None:
+        gits = [os.path.join(path, ".git") for path in writable]
+    found += git_places(writable, gits)
     for path in writable:
         for rel in PROTECTED_IN_WRITABLE:
             place = os.path.join(path, rel)
             if os.path.lexists(place) and not os.path.islink(place):
                 found.append(place)
-        gitfile = os.path.join(path, ".git")
-        if os.path.isfile(gitfile) and not os.path.islink(gitfile):
-            found.append(gitfile)  # a worktree's pointer to its git directory
-    return found
-
-
-def git_watch(writable: Sequence[str], hooks: Sequence[str] = ()) -> dict[str, bool]:
-    """Map each git control entry of the writable paths to whether it exists now.
-
-    The entries are those of :data:`GIT_CONTROL` in each ``.git``, the ``core.hooksPath``
-    directories ``hooks``, and ``.roost`` (assets a command could otherwise plant as tools).
-    """
-    places = [os.path.join(git, name) for git in _git_dirs(writable) for name in GIT_CONTROL]
-    assets = [os.path.join(path, rel) for path in writable for rel in PROTECTED_IN_WRITABLE]
-    return {place: os.path.lexists(place) for place in [*places, *hooks, *assets]}
-
-
-def undo_git_changes(before: dict[str, bool]) -> list[str]:
-    """Remove the control entries a run created (absent in ``before``); return their paths."""
-    removed = []
-    for path, existed in before.items():
-        if existed or not os.path.lexists(path):
-            continue
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                continue
-        removed.append(path)
-    return removed
+    return sorted(set(found))
 
 
 def _identity(path: str) -> tuple[str, int, int, int] | None:
@@ -372,7 +346,7 @@ def _identity(path: str) -> tuple[str, int, int, int] | None:
 def view_state(view: View) -> frozenset[tuple[str, int, int, int]]:
     """What a view built now would hide or protect inside its bound paths, by identity.
 
-    The ``.git`` directories, the protected places (with the ``core.hooksPath`` directories
+    The ``.git`` entries at any depth, the protected places (with the ``core.hooksPath`` directories
     git names now), the sensitive files and the listening sockets inside the bound paths,
     each as :func:`_identity`. A view's mounts are made once, when its process starts; a
     long-lived process compares this with the state at its start to know whether its view
@@ -383,10 +357,10 @@ def view_state(view: View) -> frozenset[tuple[str, int, int, int]]:
     hooks = hooks_dirs(view.writable)
     bound = [*view.writable, *view.read_only]
     rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
+    scan = scan_paths(view.writable, rules)
     places = [
-        *_git_dirs(view.writable),
-        *protected_mounts(view.writable, hooks),
-        *sensitive_files(view.writable, rules),
+        *protected_mounts(view.writable, hooks, scan.git),
+        *scan.sensitive,
         *(s for s in listening_sockets() if _under_any(s, bound)),
     ]
     found = (_identity(p) for p in places)
@@ -505,13 +479,12 @@ def view_argv(view: View) -> list[str]:
     if view.cwd != "/" and not _under_any(view.cwd, [*view.writable, *visible]):
         argv += ["--ro-bind", view.cwd, view.cwd]
         visible.append(view.cwd)
-    for git in _git_dirs(view.writable):
-        argv += ["--bind", git, git]  # a mount point cannot be renamed or removed
-    for place in protected_mounts(view.writable, view.hooks):
-        argv += ["--ro-bind", place, place]
-    bound = [*view.writable, *view.read_only]
     rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
-    for path in sensitive_files(view.writable, rules):
+    scan = view.scan if view.scan is not None else scan_paths(view.writable, rules)
+    for place in protected_mounts(view.writable, view.hooks, scan.git):
+        argv += ["--ro-bind", place, place]  # a mount point cannot be renamed or removed
+    bound = [*view.writable, *view.read_only]
+    for path in scan.sensitive:
         argv += _mask(path)
     allowed = {os.path.realpath(s) for s in view.sockets}
     for sock in listening_sockets():

@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 
 import psutil
 
-from runtime.guard.launcher import Launch, Limits, post_run_check, prepare, watch
+from runtime.guard.launcher import Launch, Limits, post_run_check, prepare
+from runtime.guard.leftovers import ChangeReport
 from runtime.guard.proctree import MARKER_ENV, ProcessTracker
 from runtime.guard.sandbox import View
 from runtime.guard.sandbox_view import view_state
@@ -50,7 +51,6 @@ class ServerProcess:
         """What the launcher prepared (view, cgroups, baseline)."""
         self.proc = proc
         """The process started (bubblewrap, which runs the server)."""
-        self._call_before: dict[str, bool] = dict(launch.before)
         self._in_call = True  # it runs from its start until the first end_call
         self._stopped = False
 
@@ -116,30 +116,31 @@ class ServerProcess:
             return True
 
     def begin_call(self) -> None:
-        """Take the post-run check's baseline (the server is frozen), then thaw it."""
-        if self.frozen_between_calls and not self._in_call:
-            self._call_before = watch(self.launch.view)
+        """Start the post-run check's new baseline (the server is frozen), then thaw it."""
+        if self.frozen_between_calls and not self._in_call and self.launch.before is not None:
+            self.launch.before.rebase()
         self._in_call = True
         if self.launch.freezer is not None:
             self.launch.freezer.thaw()
 
-    def end_call(self) -> list[str]:
-        """Freeze the server again and run the post-run check; what it removed.
+    def end_call(self) -> ChangeReport | None:
+        """Freeze the server again and run the post-run check (the watch goes on).
 
         A server that cannot be frozen (a task stuck in the kernel) is stopped instead.
         """
         if self.launch.freezer is not None and not self.launch.freezer.freeze():
             return self.stop()
         self._in_call = False
-        return post_run_check(self._call_before)
+        return post_run_check(self.launch.before, keep=True)
 
-    def stop(self) -> list[str]:
-        """Close stdin, let it exit (thawed) for a moment, kill its tree, check; what it removed."""
+    def stop(self) -> ChangeReport | None:
+        """Close stdin, let it exit (thawed) for a moment, kill its tree, check; the report."""
         if self._stopped:
-            return []
+            return None
         self._stopped = True
-        fresh = self.frozen_between_calls and not self._in_call
-        before = watch(self.launch.view) if fresh else self._call_before
+        before = self.launch.before
+        if self.frozen_between_calls and not self._in_call and before is not None:
+            before.rebase()
         if self.launch.freezer is not None:
             self.launch.freezer.thaw()
         for stream in (self.proc.stdin, self.proc.stdout):

@@ -48,7 +48,7 @@ PROJECT_UMASK_ENV = "ROOST_PROJECT_UMASK"
 """The umask (octal) that files created in projects get; set by :func:`private_umask`."""
 
 ROOST_ENTRIES = frozenset(
-    {"roost.sock", "roost.pid", "logs", "mailbox", "journal.sock"}
+    {"roost.sock", "roost.pid", "logs", "mailbox", "journal.sock", "runs", "quarantine"}
     | {"journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm", "journal.sqlite-journal"}
 )
 """What Roost keeps in ``ROOST_HOME`` (``logs`` and ``mailbox`` are directories)."""

@@ -285,10 +285,10 @@ TOOLS: dict[str, ToolFn] = {
 
 
 def _run_command_asset(asset: Asset, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from runtime.tools.command import TOOLS as COMMAND_TOOLS  # noqa: PLC0415
+    from runtime.tools.command import command_run  # noqa: PLC0415
 
     argv = render_argv(asset, args)
-    result = COMMAND_TOOLS["command.run"](ctx, {"command": argv})
+    result = command_run(ctx, {"command": argv}, tool=tool_name(asset) or "command.run")
     return {**result, "argv": argv}
 
 

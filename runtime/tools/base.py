@@ -55,6 +55,8 @@ class ToolContext:
     """The project's normalized runtime options (SPEC section 5 keys)."""
     call_id: str = "call-local"
     """The call being run."""
+    project_id: str = ""
+    """The project the call belongs to (names a run's durable record)."""
     conversation_id: str | None = None
     """The conversation the call belongs to, if any."""
     timeout_s: float = 30.0

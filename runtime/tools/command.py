@@ -19,15 +19,17 @@ from typing import Any
 
 import msgspec
 
-from events.catalog import SecuritySandboxViolation, ToolChildProcessesTerminated
+from events.catalog import ToolChildProcessesTerminated
 from runtime.errors import ToolError
 from runtime.guard.command_controls import blocked_signal, build_env, check_blocklist, env_signal
+from runtime.guard.leftover_events import change_events
+from runtime.guard.run_ledger import RunLabel
 from runtime.guard.sandbox import View, probe_layers, require_confinement
 from runtime.guard.sandbox_run import CommandResult, Limits, run_command
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 
-__all__ = ["SPECS", "TOOL", "TOOLS", "command_run", "command_view", "removal_signals"]
+__all__ = ["SPECS", "TOOL", "TOOLS", "command_run", "command_view"]
 
 TOOL = "command.run"
 """The tool's name."""
@@ -167,8 +169,11 @@ def _fit(result: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     return result
 
 
-def command_run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Run ``args["command"]``; return ``{exit_code, stdout, stderr, ..., duration_ms}``."""
+def command_run(ctx: ToolContext, args: dict[str, Any], tool: str = TOOL) -> dict[str, Any]:
+    """Run ``args["command"]``; return ``{exit_code, stdout, stderr, ..., duration_ms}``.
+
+    ``tool`` names the tool in the run's record and events (an asset command's own name).
+    """
     command = _command(args)
     pattern = check_blocklist(command)
     if pattern:
@@ -203,10 +208,17 @@ def command_run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                 cpu_cores=ctx.settings.tool_cpu_cores,
             ),
             view=command_view(ctx.settings, os.path.realpath(ctx.root), home, cwd),
+            label=RunLabel(
+                project_id=ctx.project_id or "local",
+                call_id=ctx.call_id,
+                tool=tool,
+                conversation_id=ctx.conversation_id,
+            ),
+            root=os.path.realpath(ctx.root),
         )
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    return _outcome(ctx, result, timeout_s, max_bytes)
+    return _outcome(ctx, result, timeout_s, max_bytes, tool)
 
 
 def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> View:
@@ -226,29 +238,10 @@ def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> Vi
     )
 
 
-def removal_signals(
-    tool: str, root: str, removed: list[str], call_id: str | None
-) -> list[SecuritySandboxViolation]:
-    """One ``security.sandbox_violation`` per entry the post-run check removed."""
-    return [
-        SecuritySandboxViolation(
-            tool=tool,
-            path=os.path.relpath(path, root),
-            reason=(
-                "assets_created"
-                if os.path.basename(path) == ".roost"
-                else "git_control_file_created"
-            ),
-            call_id=call_id,
-        )
-        for path in removed
-    ]
-
-
 def _outcome(
-    ctx: ToolContext, result: CommandResult, timeout_s: float, max_bytes: int
+    ctx: ToolContext, result: CommandResult, timeout_s: float, max_bytes: int, tool: str
 ) -> dict[str, Any]:
-    ctx.signals += removal_signals(TOOL, ctx.root, result.git_control_removed, ctx.call_id)
+    ctx.signals.extend(change_events(result.changes, tool=tool, call_id=ctx.call_id))
     reason = "timeout" if result.timed_out else "cancel" if result.cancelled else "completed"
     if result.killed_processes:
         ctx.signals.append(

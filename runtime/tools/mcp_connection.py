@@ -29,6 +29,7 @@ import msgspec
 
 from runtime.guard.command_controls import build_env
 from runtime.guard.launcher import Limits
+from runtime.guard.leftovers import ChangeReport
 from runtime.guard.network import (
     NetworkPolicy,
     denial_error,
@@ -136,10 +137,15 @@ class Connection:
         self.session: Any = None
         self.server: ServerProcess | None = None
         """The stdio server's process (None for HTTP)."""
-        self.removed: list[str] = []
-        """What the post-run check removed when the server stopped."""
+        self.changes: list[ChangeReport] = []
+        """The post-run check's reports when the server stopped."""
         self.closing: asyncio.Event | None = None
         self.task: asyncio.Task[None] | None = None
+
+    @property
+    def removed(self) -> list[str]:
+        """What the post-run checks at the server's stop took out of the root (absolute)."""
+        return [os.path.join(r.root, q.path) for r in self.changes for q in r.quarantined]
 
     async def open(self) -> None:
         """Start the server and initialize the session; raise what went wrong."""
@@ -150,7 +156,9 @@ class Connection:
 
     def _stop_server(self) -> None:
         if self.server is not None:
-            self.removed += self.server.stop()
+            report = self.server.stop()
+            if report is not None:
+                self.changes.append(report)
 
     async def _hold(self, ready: asyncio.Future[None]) -> None:
         from mcp.client.session import ClientSession  # noqa: PLC0415

@@ -49,8 +49,8 @@ from typing import Any
 from events import catalog as ev
 from runtime.errors import ToolError
 from runtime.guard import cgroups
+from runtime.guard.leftover_events import change_events
 from runtime.logging import get_logger
-from runtime.tools.command import removal_signals
 from runtime.tools.mcp_connection import Connection, short_error
 
 __all__ = ["COLD_START_S", "MAX_RESTARTS", "ServerSession", "close_sessions", "session_for"]
@@ -138,13 +138,20 @@ class ServerSession:
             return False
         return True
 
+    def _review_signals(self, reports: list[Any], call_id: str | None) -> list[ev.Event]:
+        """``tool.changes`` and quarantine signals of the server's post-run checks."""
+        out: list[ev.Event] = []
+        for report in reports:
+            out += change_events(report, tool=self._tool, call_id=call_id or "mcp-server")
+        return out
+
     def _drop(self, signals: list[ev.Event] | None = None, call_id: str | None = None) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(10.0)
             if signals is not None:
-                signals += removal_signals(self._tool, self._real_root, conn.removed, call_id)
+                signals += self._review_signals(conn.changes, call_id)
 
     def _refresh_view(self, signals: list[ev.Event], call_id: str) -> None:
         """Stop a frozen server whose view no longer hides what a command's would hide now."""
@@ -197,7 +204,7 @@ class ServerSession:
             if e.code in ("timeout", "conversation_cancelled"):
                 with contextlib.suppress(Exception):
                     asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(10.0)
-                signals += removal_signals(self._tool, self._real_root, conn.removed, call_id)
+                signals += self._review_signals(conn.changes, call_id)
             signals.append(
                 ev.McpServerExited(
                     server=self.name, reason="start_failed", detail=e.message, call_id=call_id
@@ -300,8 +307,8 @@ class ServerSession:
         if not conn.server.alive():  # it died after answering: stop it, check what it left
             self._drop(signals, call_id)
             return
-        removed = conn.server.end_call()
-        signals += removal_signals(self._tool, self._real_root, removed, call_id)
+        report = conn.server.end_call()
+        signals += self._review_signals([] if report is None else [report], call_id)
 
     def close(self) -> list[str]:
         """Stop the server (its whole tree) and run the post-run check; what it removed.

@@ -11,6 +11,7 @@ import pytest
 from events import catalog as ev
 from events.incident_html import CONTENT_SECURITY_POLICY, render_incident_html
 from events.incidents import incident_report
+from tests.events.test_incidents import changes_journal
 from tests.events.test_projections import (
     Journal,
     cancel_journal,
@@ -206,3 +207,10 @@ def test_an_empty_report_is_a_page_too() -> None:
     text = render_incident_html(report)
     assert text.startswith("<!DOCTYPE html>\n") and text.endswith("</html>\n")
     assert "No stages." in text and '<section id="first-error"><h2>First error</h2>' in text
+
+
+def test_the_page_has_a_changes_section_with_escaped_paths() -> None:
+    page = render_incident_html(incident_report(changes_journal().events, "p1", "c1"))
+    section = page.split('<section id="changes">', 1)[1].split("</section>", 1)[0]
+    assert "&lt;b&gt;x&lt;/b&gt;.txt" in section and "<b>x" not in section
+    assert "ab" * 32 in section and "quarantined: git_dir_created" in section

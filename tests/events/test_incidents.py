@@ -465,6 +465,10 @@ None.
 
 None.
 
+## What did the agent change?
+
+None.
+
 ## Latency
 
 | stage | count | min ms | max ms | total ms |
@@ -600,3 +604,67 @@ def test_crashes_of_the_conversation_and_its_shared_actors_are_in_its_incident_v
     ]
     report = incident_report(j.events, "p1", "c1")
     assert [e["type"] for e in report["actor_events"]] == ["actor.crashed", "actor.restarted"]
+
+
+# --- what the agent changed -------------------------------------------------------------
+
+
+def changes_journal() -> Journal:
+    """A conversation with one recovered ``tool.changes`` (capped lists, a quarantine)."""
+    j = started_project()
+    j.add(
+        ev.ToolChanges(
+            call_id="call-9",
+            created=[{"path": "<b>x</b>.txt", "kind": "file", "size": 6, "sha256": "ab" * 32}],
+            modified=[{"path": "link", "kind": "symlink", "target": "/etc/passwd"}],
+            deleted=[{"path": "gone.txt", "kind": "gone"}],
+            created_count=3,
+            modified_count=1,
+            deleted_count=1,
+            quarantined=[
+                {"path": "sub/.git", "reason": "git_dir_created", "kind": "dir", "moved_to": "/q"},
+                {"path": "pipe", "reason": "special_file", "kind": "fifo", "moved_to": None},
+            ],
+            recovered=True,
+        )
+    )
+    return j
+
+
+def test_the_report_lists_what_each_run_changed_and_quarantined() -> None:
+    report = incident_report(changes_journal().events, "p1", "c1")
+    assert [(c["seq"], c["call_id"], c["recovered"]) for c in report["changes"]] == [
+        (3, "call-9", True)
+    ]
+    assert report["changes"][0]["created_count"] == 3
+
+
+def test_the_markdown_answers_what_did_the_agent_change() -> None:
+    markdown = render_incident_markdown(incident_report(changes_journal().events, "p1", "c1"))
+    section = markdown.split("## What did the agent change?\n\n", 1)[1].split("\n\n## ", 1)[0]
+    call = "call-9 (recovered)"
+    assert section.splitlines() == [
+        "| seq | call | change | path | kind | bytes | sha256 |",
+        "|---|---|---|---|---|---|---|",
+        f"| 3 | {call} | quarantined: git_dir_created | sub/.git → /q | dir | — | — |",
+        f"| 3 | {call} | quarantined: special_file | pipe → removed | fifo | — | — |",
+        f"| 3 | {call} | created | <b>x</b>.txt | file | 6 | {'ab' * 32} |",
+        f"| 3 | {call} | created | … 2 more | — | — | — |",
+        f"| 3 | {call} | modified | link → /etc/passwd | symlink | — | — |",
+        f"| 3 | {call} | deleted | gone.txt | gone | — | — |",
+    ]
+
+
+def test_a_recovered_runs_project_level_review_belongs_to_the_conversation_it_names() -> None:
+    j = started_project()
+    j.add(
+        ev.ToolChanges(call_id="call-3", created_count=0, recovered=True, conversation_id="c1"),
+        conversation_id=None,
+        correlation_id="corr-recovered",
+    )
+    j.add(
+        ev.ToolChanges(call_id="call-4", recovered=True, conversation_id="c2"),
+        conversation_id=None,
+    )
+    report = incident_report(j.events, "p1", "c1")
+    assert [c["call_id"] for c in report["changes"]] == ["call-3"]

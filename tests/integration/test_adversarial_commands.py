@@ -252,7 +252,12 @@ def test_a_cancelled_command_records_the_processes_the_cancel_killed(
     assert (signal["causation_id"], signal["seq"] > closed["seq"]) == (closed["event_id"], True)
     assert leftovers("30.417") == []
     types = [e["type"] for e in entries_of(world.client, "cmd", conversation, turn)]
-    assert types[-2:] == ["llm.failed", "tool.child_processes_terminated"], types
+    assert [t for t in types if t != "tool.changes"][-2:] == [
+        "llm.failed",
+        "tool.child_processes_terminated",
+    ], types
+    changes = first(entries_of(world.client, "cmd", conversation, turn), "tool.changes")
+    assert [c["path"] for c in changes["created"]] == ["cancel.flag"]
     assert not {"tool.failed", "tool.completed"} & set(types), types
     world.untouched()
 

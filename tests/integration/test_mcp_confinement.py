@@ -170,12 +170,12 @@ def test_an_mcp_server_tree_stops_at_tool_max_processes(served: Daemon, tmp_path
         assert _command(c, project, ["echo", "still-serving"], "cmd") == "still-serving\n"
 
 
-def _violations(c: Client, project: str, corr: str) -> list[tuple[str, str]]:
+def _quarantined(c: Client, project: str, corr: str) -> list[tuple[str, str]]:
     timeline = c.incident_timeline(project, C, limit=500, correlation_id=corr)
     return sorted(
         (e["data"]["path"], e["data"]["reason"])
         for e in timeline["entries"]
-        if e["type"] == "security.sandbox_violation"
+        if e["type"] == "security.leftover_quarantined"
     )
 
 
@@ -198,18 +198,18 @@ def test_what_an_mcp_server_plants_in_git_and_roost_does_not_survive(
             rel: _text(_run(c, project, "mcp.fx.write", {"path": rel, "text": text}, f"w{i}"))
             for i, (rel, text) in enumerate(writes.items())
         }
-        assert answers[".git/config"].startswith("DENIED:")
-        assert answers[".git/commondir"] == "WROTE" and answers[".roost/commands/x.md"] == "WROTE"
-        assert _violations(c, project, "w1") == [(".git/commondir", "git_control_file_created")]
-        assert _violations(c, project, "w2") == [(".roost", "assets_created")]
+        assert answers[".git/config"].startswith("DENIED:")  # every .git is read-only
+        assert answers[".git/commondir"].startswith("DENIED:")
+        assert answers[".roost/commands/x.md"] == "WROTE"
+        assert _quarantined(c, project, "w2") == [(".roost", "assets_created")]
         assert not (root / ".git" / "commondir").exists() and not (root / ".roost").exists()
-        # planted at the server's exit: removed by the same check when the project stops
-        exit_write = {"path": ".git/config.worktree", "text": "[core]\n\thooksPath = x\n"}
+        # planted at the server's exit: quarantined by the same review when the project stops
+        exit_write = {"path": "sub/.git/config", "text": "[core]\n\tfsmonitor = /tmp/evil\n"}
         assert _text(_run(c, project, "mcp.fx.write_at_exit", exit_write, "at-exit"))
         runner = psutil.Process(c.diagnostics(project)["actors"]["toolrunner"])
         c.stop_project(project)
         wait_until(lambda: not alive([runner]), 30, "the project's ToolRunner to exit")
-        assert not (root / ".git" / "config.worktree").exists()
+        assert not (root / "sub" / ".git").exists()
         assert (root / ".git" / "config").read_text() == config
         # nothing planted became a tool at the next start
         again = c.start_project(str(root), "p2", {})

@@ -5,9 +5,10 @@ as a real home under ``~/.local/state`` would be: visible to a command unless th
 hides it. An attacker's script, run by ``command.run`` in projects that deny and that allow
 egress, tries every socket and file of Roost, the host's Unix sockets, ``$HOME``, ``/etc``
 secrets and a sensitive file of the root, and prints what it reached. It must reach none.
-Then git: a command plants ``.git/commondir`` to redirect the repository's config to a
-directory with a hostile ``core.fsmonitor``; a real ``git status`` afterwards must not run
-it. And a bounded fork bomb stops at ``tool_max_processes`` while the daemon keeps serving.
+Then git: a command tries to plant ``.git/commondir`` to redirect the repository's config
+to a directory with a hostile ``core.fsmonitor`` (``.git`` is read-only to it); a real
+``git status`` afterwards must not run it. And a bounded fork bomb stops at
+``tool_max_processes`` while the daemon keeps serving.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ def test_a_sensitive_file_of_the_root_reads_as_nothing_for_a_command(client: Cli
 
 
 @needs_git
-def test_a_planted_commondir_is_removed_and_git_status_runs_no_fsmonitor(
+def test_a_command_cannot_plant_a_commondir_and_git_status_runs_no_fsmonitor(
     client: Client, tmp_path: Path
 ) -> None:
     repo = Path(client.diagnostics("repo")["root"])
@@ -212,9 +213,9 @@ def test_a_planted_commondir_is_removed_and_git_status_runs_no_fsmonitor(
         "echo ../evil > .git/commondir; mkdir -p .git/worktrees/x; "
         "echo '[core] fsmonitor = x' >> .git/config; echo rc=$?"
     )
-    call, result = run(client, "repo", script)
+    _call, result = run(client, "repo", script)
     assert result["status"] == "ok", result
-    assert "Read-only file system" in result["result"]["stderr"]
+    assert result["result"]["stderr"].count("Read-only file system") == 3, result
     assert not (repo / ".git" / "commondir").exists()
     assert not (repo / ".git" / "worktrees").exists()
     assert "fsmonitor" not in (repo / ".git" / "config").read_text()
@@ -222,29 +223,24 @@ def test_a_planted_commondir_is_removed_and_git_status_runs_no_fsmonitor(
     assert status.returncode == 0, status.stderr
     assert not marker.exists()
     assert evil.is_dir()
-    entries = recorded(client, call)
-    removed = sorted(
-        e["data"]["path"]
-        for e in entries
-        if e["type"] == "security.sandbox_violation"
-        and e["data"]["reason"] == "git_control_file_created"
-    )
-    assert removed == [".git/commondir", ".git/worktrees"]
+    shutil.rmtree(evil)
 
 
 @needs_git
-def test_git_add_commit_and_checkout_keep_working_in_a_command(client: Client) -> None:
+def test_git_reads_work_in_a_command_and_its_writes_are_refused(client: Client) -> None:
+    """``.git`` is read-only to commands, as in Codex CLI: the user commits, not the agent."""
     repo = Path(client.diagnostics("repo")["root"])
     ident = "-c user.name=agent -c user.email=agent@example.com"
     script = (
-        f"echo two >> a.txt && git {ident} commit -qam two && git checkout -q -b topic && "
-        f"echo three >> a.txt && git {ident} commit -qam three && git checkout -q - && "
-        "git log --format=%s"
+        f"echo two >> a.txt && git diff --stat && git log --format=%s && "
+        f"git {ident} commit -qam two; echo rc=$?"
     )
     _call, result = run(client, "repo", script)
     assert (result["status"], result["result"]["exit_code"]) == ("ok", 0), result
-    assert result["result"]["stdout"].split() == ["two", "one"]
-    assert git(repo, "log", "--format=%s", "topic").stdout.split() == ["three", "two", "one"]
+    assert result["result"]["stdout"].splitlines()[-2:] == ["one", "rc=128"]
+    assert "index.lock': Read-only file system" in result["result"]["stderr"]
+    assert git(repo, "log", "--format=%s").stdout.split() == ["one"]
+    git(repo, "checkout", "a.txt")
 
 
 @needs_git
@@ -322,12 +318,12 @@ def test_a_missing_hooks_path_created_by_a_command_is_removed(client: Client) ->
         call, result = run(client, "repo", "mkdir githooks && echo x > githooks/post-checkout")
         assert (result["status"], result["result"]["exit_code"]) == ("ok", 0), result
         assert not (repo / "githooks").exists()
-        violations = [
-            e["data"]["path"]
+        quarantined = [
+            (e["data"]["path"], e["data"]["reason"])
             for e in recorded(client, call)
-            if e["type"] == "security.sandbox_violation"
+            if e["type"] == "security.leftover_quarantined"
         ]
-        assert violations == ["githooks"]
+        assert quarantined == [("githooks", "hooks_created")]
     finally:
         git(repo, "config", "--unset", "core.hooksPath")
 
@@ -359,9 +355,9 @@ def test_assets_a_command_plants_are_removed_and_never_become_tools(client: Clie
     call, result = run(client, "allow", plant)
     assert (result["status"], result["result"]["exit_code"]) == ("ok", 0), result
     assert not (root / ".roost").exists()
-    violations = [
+    quarantined = [
         (e["data"]["path"], e["data"]["reason"])
         for e in recorded(client, call)
-        if e["type"] == "security.sandbox_violation"
+        if e["type"] == "security.leftover_quarantined"
     ]
-    assert violations == [(".roost", "assets_created")]
+    assert quarantined == [(".roost", "assets_created")]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from runtime.guard import cgroups
+from runtime.guard import cgroups, roost_home
 from runtime.guard.launcher import Limits, prepare
 from runtime.guard.sandbox import DISABLE_ENV, View, probe_layers
 from runtime.guard.sandbox_run import run_command
@@ -77,7 +78,8 @@ def test_a_server_is_frozen_between_calls_and_stopped_with_its_tree(tmp_path: Pa
     server = _start(tmp_path, ["sh", "-c", f"sleep 600 & {ECHO_SERVER}"])
     try:
         assert _line(server, "one") == "got:one\n"
-        assert server.end_call() == []
+        first = server.end_call()
+        assert first is not None and first.empty and first.quarantined == []
         assert server.launch.freezer is not None and server.launch.freezer.frozen()
         tree = server.pids()
         assert len(tree) >= 3  # bwrap, its init, the shell, the sleep
@@ -104,18 +106,34 @@ def test_a_server_view_goes_stale_when_a_sensitive_file_appears(tmp_path: Path) 
         server.stop()
 
 
-def test_what_a_server_creates_in_git_during_a_call_is_removed_after_it(tmp_path: Path) -> None:
+@pytest.fixture
+def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A ``ROOST_HOME`` of the test's own, outside the root: where the review quarantines."""
+    place = tmp_path_factory.mktemp("state")
+    roost_home.protect(str(place))
+    yield place
+    roost_home.protect(None)
+
+
+def test_a_server_cannot_write_git_and_a_repository_it_makes_is_quarantined_after_the_call(
+    tmp_path: Path, state: Path
+) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    plant = "read -r line; echo x > .git/commondir; echo done"
+    plant = "read -r line; echo x > .git/commondir; git init -q sub; echo done"
     server = _start(tmp_path, ["sh", "-c", plant])
     try:
         server.end_call()
         server.begin_call()
         assert _line(server, "go") == "done\n"
-        assert server.end_call() == [str(tmp_path / ".git" / "commondir")]
+        report = server.end_call()
+        assert report is not None
+        assert [(q.path, q.reason) for q in report.quarantined] == [("sub/.git", "git_dir_created")]
+        assert report.quarantined[0].moved_to is not None
+        assert report.quarantined[0].moved_to.startswith(str(state))
     finally:
         server.stop()
     assert not (tmp_path / ".git" / "commondir").exists()
+    assert not (tmp_path / "sub" / ".git").exists()
 
 
 def test_a_launch_closes_its_cgroups(tmp_path: Path) -> None:
@@ -139,7 +157,8 @@ def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
     server = _start(tmp_path, ["sh", "-c", ECHO_SERVER])
     try:
         assert not server.frozen_between_calls
-        assert server.end_call() == []
+        report = server.end_call()
+        assert report is not None and report.quarantined == []
         assert _line(server, "between") == "got:between\n"  # it still runs
     finally:
         server.stop()

@@ -19,24 +19,27 @@ from runtime.guard.sandbox import (
 )
 
 
-def test_existing_protected_places_inside_writable_paths_are_found(tmp_path: Path) -> None:
+def test_every_git_and_the_assets_inside_writable_paths_are_protected(tmp_path: Path) -> None:
     root = tmp_path / "repo"
-    for name in ("hooks", "info", "worktrees"):
-        (root / ".git" / name).mkdir(parents=True)
-    (root / ".git" / "config").write_text("[core]\n")
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "worktrees" / "wt").mkdir(parents=True)
+    (root / ".git" / "worktrees" / "wt" / "commondir").write_text("../..\n")
     (root / ".roost").mkdir()
+    (root / "wt").mkdir()
+    (root / "wt" / ".git").write_text("gitdir: ../.git/worktrees/wt\n")
+    (root / "vendor" / "lib" / ".git").mkdir(parents=True)
     home = tmp_path / "home"
-    (home / "sub").mkdir(parents=True)
-    (home / "sub" / ".git").write_text("gitdir: /elsewhere\n")
+    home.mkdir()
     (home / ".git").write_text("gitdir: /elsewhere\n")
+    gits = [root / ".git", root / "wt" / ".git", root / "vendor" / "lib" / ".git", home / ".git"]
 
-    assert protected_mounts([str(root), str(home)]) == [
-        str(root / ".git" / "config"),
-        str(root / ".git" / "hooks"),
-        str(root / ".git" / "info"),
-        str(root / ".git" / "worktrees"),
-        str(root / ".roost"),
+    assert protected_mounts([str(root), str(home)], gits=[str(g) for g in gits]) == [
         str(home / ".git"),
+        str(root / ".git"),
+        str(root / ".git" / "worktrees" / "wt"),
+        str(root / ".roost"),
+        str(root / "vendor" / "lib" / ".git"),
+        str(root / "wt" / ".git"),
     ]
 
 
@@ -50,18 +53,20 @@ def test_missing_and_symlinked_places_are_left_alone(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif("bwrap" not in executables(), reason="bubblewrap is not installed")
-def test_bwrap_binds_protected_places_read_only_after_the_writable_root(tmp_path: Path) -> None:
+def test_bwrap_binds_every_git_and_the_assets_read_only_after_the_writable_root(
+    tmp_path: Path,
+) -> None:
     (tmp_path / ".roost").mkdir()
     (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    (tmp_path / "sub" / ".git").mkdir(parents=True)
     argv = bwrap_argv(False, View(writable=(str(tmp_path),), cwd=str(tmp_path)))
 
     writable = argv.index("--bind")
     assert argv[writable : writable + 3] == ["--bind", str(tmp_path), str(tmp_path)]
-    git = argv.index(str(tmp_path / ".git"))
-    assert argv[git - 1 : git + 2] == ["--bind", str(tmp_path / ".git"), str(tmp_path / ".git")]
-    for place in (".roost", ".git/hooks"):
+    assert "--bind" not in argv[writable + 1 :]
+    for place in (".roost", ".git", "sub/.git"):
         readonly = argv.index(str(tmp_path / place)) - 1
-        assert argv[readonly] == "--ro-bind" and readonly > git > writable
+        assert argv[readonly] == "--ro-bind" and readonly > writable
 
 
 def test_force_no_openat2_switches_the_openat2_layer_off(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,17 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard import cgroups, roost_home, sandbox_view
+from runtime.guard import cgroups, roost_home, rootscan, sandbox_view
 from runtime.guard.pathrules import SensitiveRules
 from runtime.guard.sandbox import DISABLE_ENV, View, probe_layers
 from runtime.guard.sandbox_run import run_command
 from runtime.guard.sandbox_view import (
     MAX_SCAN_ENTRIES,
     etc_secrets,
-    git_watch,
     hidden_state,
     sensitive_files,
-    undo_git_changes,
 )
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -70,7 +68,7 @@ def test_a_root_too_large_to_scan_is_refused_rather_than_half_hidden(
 ) -> None:
     for i in range(5):
         (tmp_path / f"f{i}").write_text("x")
-    monkeypatch.setattr(sandbox_view, "MAX_SCAN_ENTRIES", 3)
+    monkeypatch.setattr(rootscan, "MAX_SCAN_ENTRIES", 3)
     with pytest.raises(OverflowError, match=r"^more than 3 entries under "):
         sensitive_files([str(tmp_path)], SensitiveRules([".env"]))
     assert MAX_SCAN_ENTRIES == 500_000
@@ -84,21 +82,6 @@ def test_etc_secrets_are_the_entries_other_users_cannot_read() -> None:
     if os.path.exists("/etc/shadow") and not os.stat("/etc/shadow").st_mode & stat.S_IROTH:
         assert "/etc/shadow" in found
     assert "/etc/passwd" not in found
-
-
-def test_git_control_files_a_run_created_are_removed_and_existing_ones_kept(
-    tmp_path: Path,
-) -> None:
-    git = tmp_path / ".git"
-    (git / "hooks").mkdir(parents=True)
-    (git / "config").write_text("[core]\n")
-    before = git_watch([str(tmp_path)])
-    assert before[str(git / "config")] is True and before[str(git / "commondir")] is False
-    (git / "commondir").write_text("../elsewhere\n")
-    (git / "modules" / "sub").mkdir(parents=True)
-
-    assert undo_git_changes(before) == [str(git / "commondir"), str(git / "modules")]
-    assert sorted(os.listdir(git)) == ["config", "hooks"]
 
 
 def test_hidden_state_is_the_protected_home_the_profiles_and_the_environment(

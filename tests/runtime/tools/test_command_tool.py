@@ -15,7 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.catalog import SecurityCommandBlocked, SecurityEnvDenied, ToolChildProcessesTerminated
+from events.catalog import (
+    SecurityCommandBlocked,
+    SecurityEnvDenied,
+    ToolChanges,
+    ToolChildProcessesTerminated,
+)
 from runtime.errors import ToolError
 from runtime.guard.sandbox import DISABLE_ENV, probe_layers
 from runtime.tools.base import ToolContext
@@ -232,7 +237,10 @@ def test_cancelling_fails_the_call_as_cancelled(root: Path, mode: str) -> None:
     ctx.cancelled.set()
     worker.join(10)
     assert errors[0].code == "conversation_cancelled"
-    assert ctx.signals == [ToolChildProcessesTerminated(call_id="call-1", reason="cancel", count=2)]
+    killed = [s for s in ctx.signals if isinstance(s, ToolChildProcessesTerminated)]
+    assert killed == [ToolChildProcessesTerminated(call_id="call-1", reason="cancel", count=2)]
+    changes = [s for s in ctx.signals if isinstance(s, ToolChanges)]
+    assert [[c["path"] for c in s.created] for s in changes] == [["started"]]
     assert no_survivors(marker)
 
 
