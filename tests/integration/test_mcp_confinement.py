@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from runtime.client import Client
+from runtime.option_table import RuntimeOptions
 from tests.integration.adversarial_helpers import LAYERS, needs_bwrap, run_daemon, wait_until
 from tests.integration.conftest import Daemon, alive
 from tests.integration.test_escalation import kill_runner
@@ -40,6 +41,16 @@ echo "roost_home=$(ls -A "$2" 2>&1 | head -1)"
 echo "env=[$(cat .env 2>&1)]"
 if touch .git/config 2>/dev/null; then echo git_config=writable; else echo git_config=read-only; fi
 if touch .roost/x 2>/dev/null; then echo roost=writable; else echo roost=read-only; fi
+if (cat /proc/sys/vm/swappiness > /proc/sys/vm/swappiness) 2>/dev/null; then
+  echo proc_sys=writable; else echo proc_sys=read-only; fi
+echo "proc_keys=[$(head -c 80 /proc/keys 2>&1)]"
+if touch /planted 2>/dev/null; then echo view_root=writable; else echo view_root=read-only; fi
+echo "tmp_bytes=$(stat -f -c '%b %S' /tmp)"
+touch setid.bin
+if chmod u+s setid.bin 2>/dev/null; then echo setuid=allowed; else echo setuid=refused; fi
+rm -f setid.bin
+if mkfifo probe.fifo 2>/dev/null; then echo fifo=allowed; else echo fifo=refused; fi
+rm -f probe.fifo
 """
 """What a tool process sees and holds, printed the same way from a command and a server."""
 
@@ -127,6 +138,16 @@ def test_an_mcp_server_sees_and_holds_exactly_what_a_command_does(
         ["env=[cat: .env: Permission denied]"],
     )
     assert "git_config=read-only" in lines and "roost=read-only" in lines
+    # the kernel's side (findings 1, 6, 10 and 11 of the second round), held for a server too
+    assert "proc_sys=read-only" in lines
+    [keys] = [line for line in lines if line.startswith("proc_keys=")]
+    assert keys == "proc_keys=[]" or keys.endswith("Permission denied]"), keys
+    assert "view_root=read-only" in lines
+    if LAYERS.get("tmpfs_size", {}).get("available"):
+        [tmp] = [line.split("=", 1)[1].split() for line in lines if line.startswith("tmp_bytes=")]
+        assert int(tmp[0]) * int(tmp[1]) <= RuntimeOptions().tool_tmpfs_bytes, tmp
+    if LAYERS.get("seccomp", {}).get("available"):
+        assert "setuid=refused" in lines and "fifo=refused" in lines
     assert f"roost_home=ls: cannot access '{home}': No such file or directory" in lines
     [user_home] = [line.split("=", 1)[1].split() for line in lines if line.startswith("user_home=")]
     shown = {str(Path.home() / name) for name in user_home}
