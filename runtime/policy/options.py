@@ -185,7 +185,8 @@ def _api_key_env(key: str, value: Any) -> str | None:
     return name
 
 
-def _temperature(key: str, value: Any) -> float | None:
+def _number_or_null(key: str, value: Any) -> float | None:
+    """``value`` as a float (an overflowing integer as infinity), ``None`` for null."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -193,9 +194,15 @@ def _temperature(key: str, value: Any) -> float | None:
             key, "expected_number_or_null", f"{key} must be a number or null, got {_got(value)}"
         )
     try:
-        number = float(value)
+        return float(value)
     except OverflowError:
-        number = math.inf
+        return math.inf
+
+
+def _temperature(key: str, value: Any) -> float | None:
+    number = _number_or_null(key, value)
+    if number is None:
+        return None
     if not math.isfinite(number) or number < 0:
         raise _fail(key, "invalid_entry", f"{key} must be a finite number >= 0, got {_got(value)}")
     return number
@@ -225,16 +232,9 @@ MAX_CPU_CORES = 1024.0
 
 
 def _cores(key: str, value: Any) -> float | None:
-    if value is None:
+    number = _number_or_null(key, value)
+    if number is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _fail(
-            key, "expected_number_or_null", f"{key} must be a number or null, got {_got(value)}"
-        )
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
     if not 0.01 <= number <= MAX_CPU_CORES:
         raise _fail(
             key,

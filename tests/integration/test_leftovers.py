@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from tests.integration.conftest import alive, daemon_env, make_root
 from tests.integration.test_adversarial_paths import git_on_a_terminal
 from tests.integration.test_daemon_crash import kill_everything
 from tests.integration.test_fault_injection import command_options
+from tests.integration.test_trust_boundary import git
 
 pytestmark = [
     needs_bwrap,
@@ -66,22 +66,6 @@ description: Two steps, the second leaves a socket file
 steps: {json.dumps(_STEPS)}
 ---
 """
-
-
-def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The real git in ``repo``, as the user would run it (no global or system config)."""
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(repo.parent),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    return subprocess.run(
-        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=False
-    )
 
 
 def monitor(base: Path, name: str) -> tuple[Path, Path]:
