@@ -9,15 +9,12 @@ prints ``{name: {tools: [...]} | {error: {...}}}``. The process that builds the 
 
 from __future__ import annotations
 
-import asyncio
-import json
-import subprocess
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.tools.mcp_session import Connection, short_error
+from runtime.tools.mcp_session import Connection
+from runtime.tools.sdk_loop import child_answers, child_main, gather_by_name, short_error
 
 __all__ = ["LIST_TIMEOUT_S", "list_servers"]
 
@@ -50,26 +47,10 @@ async def _list_one(
 
 
 async def _list_all(request: Mapping[str, Any]) -> dict[str, Any]:
-    servers = list(request["servers"])
-    results = await asyncio.gather(
-        *(
-            asyncio.wait_for(_list_one(e, request["root"], request["options"]), LIST_TIMEOUT_S)
-            for e in servers
-        ),
-        return_exceptions=True,
+    root, options = request["root"], request["options"]
+    return await gather_by_name(
+        list(request["servers"]), lambda e: _list_one(e, root, options), LIST_TIMEOUT_S, "tool list"
     )
-    out: dict[str, Any] = {}
-    for entry, result in zip(servers, results, strict=True):
-        if isinstance(result, BaseException):
-            message = (
-                f"no tool list within {LIST_TIMEOUT_S:g} s"
-                if isinstance(result, TimeoutError)
-                else short_error(result)
-            )
-            out[str(entry["name"])] = {"error": {"code": "tool_error", "message": message}}
-        else:
-            out[str(entry["name"])] = result
-    return out
 
 
 def list_servers(
@@ -77,27 +58,9 @@ def list_servers(
 ) -> dict[str, Any]:
     """``{name: {tools: [...]} | {error: {...}}}`` for every server, from a child process."""
     request = {"servers": servers, "root": root, "options": dict(options)}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "runtime.tools.mcp_listing"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            timeout=LIST_TIMEOUT_S + 10,
-            check=False,
-        )
-        answer: dict[str, Any] = json.loads(done.stdout)
-    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
-        error = {"code": "tool_error", "message": f"the MCP tool listing failed: {short_error(e)}"}
-        return {str(s["name"]): {"error": error} for s in servers}
-    return answer
-
-
-def _main() -> None:
-    request = json.loads(sys.stdin.read())
-    answer = asyncio.run(_list_all(request))
-    sys.stdout.write(json.dumps(answer))
+    names = [str(s["name"]) for s in servers]
+    return child_answers(__name__, request, names, LIST_TIMEOUT_S + 10, "MCP tool listing")
 
 
 if __name__ == "__main__":
-    _main()
+    child_main(_list_all)

@@ -12,7 +12,7 @@ policy (:func:`runtime.guard.network.judge_target`, then its addresses by
 
 **Threads and forks.** The SDK is async (anyio); tools run synchronously. A
 :class:`ServerSession` lives in the process that runs tools (the ToolRunner, which forks
-no actors): one event-loop thread per process (:func:`_loop`), started at the first MCP
+no actors): the event-loop thread of :mod:`runtime.tools.sdk_loop`, started at the first
 call, holds every server's connection; a call is submitted to it with the call's
 remaining time and abandoned (its task cancelled) on timeout or cancellation. The
 project's tool listing, at project start, runs in a short-lived child process
@@ -33,7 +33,6 @@ restart), so they are kept together rather than split across modules that share 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import os
@@ -56,20 +55,19 @@ from runtime.guard.network import (
 from runtime.guard.sandbox import bwrap_argv, probe_layers, require_confinement
 from runtime.option_table import RuntimeOptions
 from runtime.tools.command import command_view
+from runtime.tools.sdk_loop import event_loop, short_error, submit
 
 __all__ = [
     "MAX_RESTARTS",
     "ServerSession",
     "check_url",
     "session_for",
-    "short_error",
     "stdio_argv",
 ]
 
 MAX_RESTARTS = 5
 """Restarts of one server per process before its calls fail with ``mcp_server_unavailable``."""
 _PING_S = 5.0
-_POLL_S = 0.05
 _BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 
 
@@ -126,12 +124,6 @@ def _running(pid: int) -> bool:
     except OSError:
         return True
     return True
-
-
-def short_error(error: BaseException) -> str:
-    """``Type: message`` of ``error``, at most 300 characters."""
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 class Connection:
@@ -204,22 +196,6 @@ class Connection:
                 await asyncio.wait_for(self.task, 5.0)
 
 
-_LOOP: asyncio.AbstractEventLoop | None = None
-_LOOP_PID = 0
-_LOOP_LOCK = threading.Lock()
-
-
-def _loop() -> asyncio.AbstractEventLoop:
-    """The MCP event loop of this process, on a daemon thread started at first use."""
-    global _LOOP, _LOOP_PID
-    with _LOOP_LOCK:
-        if _LOOP is None or os.getpid() != _LOOP_PID:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="roost-mcp", daemon=True).start()
-            _LOOP, _LOOP_PID = loop, os.getpid()
-        return _LOOP
-
-
 class ServerSession:
     """One configured server in this process: started at first use, restarted when gone."""
 
@@ -239,26 +215,7 @@ class ServerSession:
         return "http" if "url" in self.entry else "stdio"
 
     def _submit(self, coro: Any, timeout_s: float, cancelled: threading.Event) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, _loop())
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                return future.result(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
-            except concurrent.futures.TimeoutError:
-                if cancelled.is_set():
-                    future.cancel()
-                    raise ToolError(
-                        "conversation_cancelled",
-                        f"the call to MCP server {self.name} was cancelled",
-                    ) from None
-                if time.monotonic() >= deadline:
-                    future.cancel()
-                    ms = round(timeout_s * 1000)
-                    raise ToolError(
-                        "timeout",
-                        f"MCP server {self.name} did not answer within {ms} ms",
-                        timeout_ms=ms,
-                    ) from None
+        return submit(coro, timeout_s, cancelled, f"MCP server {self.name}")
 
     def _alive(self, conn: Connection, cancelled: threading.Event) -> bool:
         if conn.session is None:
@@ -277,7 +234,7 @@ class ServerSession:
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(6.0)
+                asyncio.run_coroutine_threadsafe(conn.close(), event_loop()).result(6.0)
 
     def _ensure(
         self, signals: list[ev.Event], call_id: str, timeout_s: float, cancelled: threading.Event
@@ -311,7 +268,7 @@ class ServerSession:
         except ToolError as e:
             if e.code in ("timeout", "conversation_cancelled"):
                 with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(6.0)
+                    asyncio.run_coroutine_threadsafe(conn.close(), event_loop()).result(6.0)
             signals.append(
                 ev.McpServerExited(
                     server=self.name, reason="start_failed", detail=e.message, call_id=call_id

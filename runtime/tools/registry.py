@@ -3,9 +3,10 @@
 :meth:`ToolRegistry.for_project` gathers the built-in tool modules (``runtime.tools.fs``,
 ``runtime.tools.command``, ``runtime.tools.http``, ``runtime.tools.asset``; each exports
 ``SPECS`` and ``TOOLS``) and the tools generated from the project's assets
-(``command.run.<key>``, ``workflow.run.<key>``) and from its ``mcp_servers``
-(``mcp.<server>.<tool>``, :mod:`runtime.tools.mcp`; servers that could not be listed are
-in :attr:`ToolRegistry.mcp_errors`). A built-in module that fails to import is
+(``command.run.<key>``, ``workflow.run.<key>``), from its ``mcp_servers``
+(``mcp.<server>.<tool>``, :mod:`runtime.tools.mcp`) and from its ``a2a_agents``
+(``a2a.<agent>.send``, :mod:`runtime.tools.a2a`); servers and agents that could not be
+listed are in :attr:`ToolRegistry.remote_errors`. A built-in module that fails to import is
 left out and named in :attr:`ToolRegistry.import_errors`, so one broken module never takes
 the others down.
 
@@ -33,7 +34,7 @@ from runtime.option_table import RuntimeOptions
 from runtime.tools.asset_store import AssetCatalog, load_assets
 from runtime.tools.base import ToolFn, ToolSpec
 
-__all__ = ["BUILTIN_MODULES", "ToolRegistry", "list_rule"]
+__all__ = ["BUILTIN_MODULES", "REMOTE_TOOL_BUILDERS", "ToolRegistry", "list_rule"]
 
 BUILTIN_MODULES: tuple[str, ...] = (
     "runtime.tools.fs",
@@ -42,6 +43,13 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "runtime.tools.asset",
 )
 """Modules whose ``SPECS`` and ``TOOLS`` make up the built-in tools."""
+
+REMOTE_TOOL_BUILDERS: tuple[tuple[str, str, str], ...] = (
+    ("mcp_servers", "runtime.tools.mcp", "mcp_tools"),
+    ("a2a_agents", "runtime.tools.a2a", "a2a_tools"),
+)
+"""``(option, module, function)``: the tools of remote servers and agents, built when the
+option is set by ``function(root, options) -> (specs, fns, errors)``; imported only then."""
 
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:
@@ -76,8 +84,8 @@ class ToolRegistry:
         """The project's asset catalog the generated tools were built from."""
         self.import_errors: dict[str, str] = dict(import_errors or {})
         """Built-in modules that could not be imported, with the error."""
-        self.mcp_errors: list[dict[str, Any]] = []
-        """``mcp_servers`` servers or tools left out, each ``{type, key, reason}``."""
+        self.remote_errors: list[dict[str, Any]] = []
+        """``mcp_servers`` / ``a2a_agents`` entries or tools left out: ``{type, key, reason}``."""
 
     @classmethod
     def for_project(cls, root: str, options: Mapping[str, Any]) -> ToolRegistry:
@@ -110,19 +118,21 @@ class ToolRegistry:
             for spec in generated_specs:
                 if spec.name not in tools and spec.name in generated_fns:
                     tools[spec.name] = (spec, generated_fns[spec.name])
-        mcp_errors: list[dict[str, Any]] = []
-        if options.get("mcp_servers"):
+        remote_errors: list[dict[str, Any]] = []
+        for option, module_name, builder in REMOTE_TOOL_BUILDERS:
+            if not options.get(option):
+                continue
             try:
-                from runtime.tools.mcp import mcp_tools  # noqa: PLC0415
-
-                mcp_specs, mcp_fns, mcp_errors = mcp_tools(root, options)
+                build = getattr(importlib.import_module(module_name), builder)
+                remote_specs, remote_fns, left_out = build(root, options)
             except Exception as e:  # like a broken built-in module: the others still load
-                errors["runtime.tools.mcp"] = f"{type(e).__name__}: {e}"
-            else:
-                for spec in mcp_specs:
-                    tools.setdefault(spec.name, (spec, mcp_fns[spec.name]))
+                errors[module_name] = f"{type(e).__name__}: {e}"
+                continue
+            remote_errors.extend(left_out)
+            for spec in remote_specs:
+                tools.setdefault(spec.name, (spec, remote_fns[spec.name]))
         registry = cls(tools, catalog, errors)
-        registry.mcp_errors = mcp_errors
+        registry.remote_errors = remote_errors
         return registry
 
     def get(self, name: str) -> tuple[ToolSpec, ToolFn] | None:
@@ -157,5 +167,5 @@ class ToolRegistry:
         return {
             "generation": self.catalog.generation,
             "counts": self.catalog.counts(),
-            "errors": [*self.catalog.errors(), *self.mcp_errors],
+            "errors": [*self.catalog.errors(), *self.remote_errors],
         }

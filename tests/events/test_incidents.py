@@ -177,6 +177,7 @@ def test_the_report_lists_every_tool_call_with_decision_outcome_and_latency(
             "outcome": "failed",
             "code": "timeout",
             "latency_ms": 30017,
+            "remote_task_id": None,
         },
         {
             "call_id": "call-2",
@@ -186,6 +187,7 @@ def test_the_report_lists_every_tool_call_with_decision_outcome_and_latency(
             "outcome": "failed",
             "code": "sensitive_path_denied",
             "latency_ms": 9,
+            "remote_task_id": None,
         },
     ]
 
