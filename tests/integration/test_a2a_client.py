@@ -186,6 +186,34 @@ def test_a_denied_delegation_never_reaches_the_agent(
     assert agent.requests() == ["card"]
 
 
+def test_a_delegation_waits_for_approval_and_runs_once_approved(
+    daemon: Daemon, tmp_path: Path, agent: Agent
+) -> None:
+    root = make_root(tmp_path / "repo")
+    with daemon.client(timeout_s=60) as c:
+        project = c.start_project(root, "p1", _options(agent, approval_mode="sensitive"))
+        c.start_conversation(project, C)
+        calls = [{"name": "a2a.peer.send", "args": {"text": "approved"}}]
+        ack = c.send_message(
+            project, C, "x", correlation_id="ask", wait=True, llm={"tool_calls": calls}
+        )
+        assert ack["outcome"] == "awaiting_approval"
+        [call_id] = ack["outcome_data"]["call_ids"]
+        assert agent.rpcs() == []  # nothing is sent before a person approves
+        # a client's run_tool has nobody to approve it: refused, never sent
+        direct = _run(c, project, {"text": "unattended"}, "ask-2")
+        assert direct["reason"]["code"] == "denied"
+        assert direct["reason"]["reason"] == "approval_required"
+        c.approve(project, C, call_id)
+        deadline = time.monotonic() + 30
+        while "llm.completed" not in [e["type"] for e in _entries(c, project, "ask")]:
+            assert time.monotonic() < deadline, "the approved turn never ended"
+            time.sleep(0.1)
+        [done] = [e["data"] for e in _entries(c, project, "ask") if e["type"] == "tool.completed"]
+        assert done["result"]["result"]["text"] == "echo: approved"
+    assert agent.rpcs() == ["SendStreamingMessage"]
+
+
 def test_an_agent_outside_the_egress_allowlist_is_never_contacted(
     daemon: Daemon, tmp_path: Path, agent: Agent
 ) -> None:
@@ -235,6 +263,9 @@ def test_a_timeout_cancels_the_remote_task(daemon: Daemon, tmp_path: Path, agent
         assert result["status"] == "error" and result["reason"]["code"] == "timeout", result
         task_id = result["reason"]["task_id"]
         assert task_id and result["reason"]["agent"] == "peer"
+        assert result["reason"]["message"] == (
+            f"A2A agent peer did not finish within 3000 ms; its task {task_id} was cancelled"
+        )
         states = [u["state"] for u in _updates(c, project, "slow")]
         assert states == ["submitted", "working", "cancel_requested", "canceled"], states
         types = [e["type"] for e in _entries(c, project, "slow")]
