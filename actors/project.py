@@ -81,6 +81,7 @@ class ProjectActor(CoreShell):
 
     def _setup(self, setup: SetupProject) -> None:
         from runtime.guard.sandbox import probe_layers  # noqa: PLC0415
+        from runtime.lifecycle.readme import describe  # noqa: PLC0415
         from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
         self.setup = setup
@@ -94,6 +95,7 @@ class ProjectActor(CoreShell):
             restore=setup.restore,
             reply_to=setup.reply_to,
             list_tools=partial(_listed, registry, setup.options),
+            describe=partial(describe, setup.root, setup.options),
             pid=os.getpid(),
             correlation_id=setup.correlation_id,
         )

@@ -27,6 +27,7 @@ from events.catalog import PAYLOAD_TYPES
 from runtime.cli import commands as cmd
 from runtime.cli import local as cli_local
 from runtime.cli import otel as cli_otel
+from runtime.cli.a2a import add_a2a_commands
 from runtime.cli.commands import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -433,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     add_mcp_commands(group("mcp", "serve a project as an MCP server"), leaf)
+    add_a2a_commands(group("a2a", "serve a project's agent over A2A"), leaf)
     p = leaf(
         commands,
         "completion",

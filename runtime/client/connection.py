@@ -238,6 +238,32 @@ class Client:
         result: list[dict[str, Any]] = self.call("list_tools", args)
         return result
 
+    def describe_project(self, project_id: str) -> dict[str, Any]:
+        """``{project_id, description, source}``: the first paragraph of the README, or nulls."""
+        result: dict[str, Any] = self.call("describe_project", {"project_id": project_id})
+        return result
+
+    def check_protocol(
+        self,
+        project_id: str,
+        protocol: str,
+        operation: str,
+        correlation_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Whether ``protocol`` (``mcp``, ``a2a``) may serve the project: ``{protocol, allowed}``.
+
+        When the project's ``protocol_allowlist`` lacks it, the daemon journals
+        ``security.protocol_denied {protocol, operation}`` before answering.
+        """
+        args = {
+            "project_id": project_id,
+            "protocol": protocol,
+            "operation": operation,
+            "correlation_id": correlation_id,
+        }
+        result: dict[str, Any] = self.call("check_protocol", args)
+        return result
+
     def run_tool(self, project_id: str, request: dict[str, Any]) -> dict[str, Any]:
         """Run ``{name, args, meta: {conversation_id?, correlation_id?, source?}}``.
 

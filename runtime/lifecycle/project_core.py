@@ -94,6 +94,7 @@ class ProjectCore:
         restore: bool,
         reply_to: Any = None,
         list_tools: Callable[[str | None], list[dict[str, Any]]] = lambda _source: [],
+        describe: Callable[[], dict[str, Any]] = dict,
         is_dead: Callable[[int], bool] = process_exited,
         clock: Callable[[], Any] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
@@ -106,6 +107,8 @@ class ProjectCore:
         self.restore = restore
         self.reply_to = reply_to
         self.list_tools = list_tools
+        self.describe = describe
+        """``describe_project``: the README's first paragraph (``runtime.lifecycle.readme``)."""
         self.is_dead = is_dead
         self.clock = clock
         self.monotonic = monotonic
@@ -284,6 +287,11 @@ class ProjectCore:
                 return [RunDirect(request=args["request"], reply_to=reply_to)]
             if op == "list_tools":
                 return [Answer(to=reply_to, ok=True, result=self.list_tools(args.get("source")))]
+            if op == "describe_project":
+                result = {"project_id": self.project_id, **self.describe()}
+                return [Answer(to=reply_to, ok=True, result=result)]
+            if op == "check_protocol":
+                return self._check_protocol(args, reply_to)
             if op == "live_status":
                 status = {
                     "conversations": sorted(self.known),
@@ -297,6 +305,29 @@ class ProjectCore:
             )
         except Exception as e:
             return [error_reply(reply_to, e)]
+
+    def _check_protocol(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
+        """``check_protocol``: allowed when ``protocol_allowlist`` names the protocol.
+
+        When it does not, ``security.protocol_denied`` is journaled (SPEC section 7) before
+        the answer.
+        """
+        protocol = str(args["protocol"])
+        allowed = protocol in (self.options.get("protocol_allowlist") or [])
+        result = {"protocol": protocol, "allowed": allowed}
+        if allowed:
+            return [Answer(to=reply_to, ok=True, result=result)]
+        denied = self._event(
+            ev.SecurityProtocolDenied(protocol=protocol, operation=str(args["operation"])),
+            minted_correlation("check_protocol", args),
+        )
+
+        def answer(error: dict[str, Any] | None) -> list[Effect]:
+            if error is not None:
+                return [Answer(to=reply_to, ok=False, error=error)]
+            return [Answer(to=reply_to, ok=True, result=result)]
+
+        return [Append(events=[denied], then=answer)]
 
     def _start_conversation(
         self, conversation_id: str | None, reply_to: Any, correlation_id: str

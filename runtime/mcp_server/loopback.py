@@ -133,7 +133,8 @@ class SameUserOnly:
 
     The peer's uid must be the server's; then every process holding its socket must pass
     ``holders`` (:func:`holder_refusal`; tests give their own), whose verdict is kept per
-    socket inode while the connection is open (at most 1024 of them).
+    socket inode while the connection is open (at most 1024 of them). ``name`` is the
+    command the refusal names (``roost a2a serve`` uses this class too).
     """
 
     def __init__(
@@ -142,8 +143,10 @@ class SameUserOnly:
         uid: int | None = None,
         tables: Iterable[str] = TABLES,
         holders: Callable[[int, int], str | None] = holder_refusal,
+        name: str = "roost mcp serve",
     ):
         self.app = app
+        self.name = name
         self.uid = os.getuid() if uid is None else uid
         self.tables = tuple(tables)
         self.holders = holders
@@ -169,9 +172,9 @@ class SameUserOnly:
             refusal = self.refusal(scope.get("client"), scope.get("server"))
             if refusal is not None:
                 body = (
-                    b"peer_not_allowed: roost mcp serve answers only processes of the user it "
+                    b"peer_not_allowed: %s answers only processes of the user it "
                     b"runs as (uid %d), outside Roost's sandboxes (check: %s)\n"
-                    % (self.uid, refusal.encode())
+                    % (self.name.encode(), self.uid, refusal.encode())
                 )
                 await send(
                     {

@@ -54,7 +54,15 @@ from runtime.mcp_server.translate import (
     resources,
 )
 
-__all__ = ["SOURCE", "RoostMCP", "bind_loopback", "say", "serve_http", "serve_stdio"]
+__all__ = [
+    "SOURCE",
+    "RoostMCP",
+    "bind_loopback",
+    "say",
+    "serve_asgi",
+    "serve_http",
+    "serve_stdio",
+]
 
 SOURCE = "mcp"
 """The ``source`` of every call this server makes (recorded in ``tool.requested``)."""
@@ -296,7 +304,6 @@ async def serve_http(mcp: RoostMCP, sock: socket.socket) -> None:
     loopback names (the SDK's DNS rebinding protection). Returns on SIGINT/SIGTERM, once
     the open requests are done.
     """
-    import uvicorn  # noqa: PLC0415 - only with --http
     from mcp.server.transport_security import TransportSecuritySettings  # noqa: PLC0415
 
     host, port = sock.getsockname()[:2]
@@ -308,6 +315,18 @@ async def serve_http(mcp: RoostMCP, sock: socket.socket) -> None:
         allowed_origins=[f"http://{name}:*" for name in names],
     )
     app = SameUserOnly(mcp.server().streamable_http_app(host=host, transport_security=security))
+    say(f"serving project {mcp.project_id} on http://{shown}:{port}/mcp")
+    await serve_asgi(app, sock)
+
+
+async def serve_asgi(app: Any, sock: socket.socket) -> None:
+    """Serve the ASGI ``app`` with uvicorn on the bound ``sock`` until SIGINT/SIGTERM.
+
+    Returns (exit 0) once the open requests are done, without raising the signal again;
+    uvicorn logs only warnings (to stderr). ``roost a2a serve`` serves the same way.
+    """
+    import uvicorn  # noqa: PLC0415 - only with --http
+
     config = uvicorn.Config(app, log_config=None, access_log=False, log_level="warning")
 
     class Stoppable(uvicorn.Server):
@@ -326,5 +345,4 @@ async def serve_http(mcp: RoostMCP, sock: socket.socket) -> None:
                 for sig, handler in before.items():
                     signal.signal(sig, handler)
 
-    say(f"serving project {mcp.project_id} on http://{shown}:{port}/mcp")
     await Stoppable(config).serve(sockets=[sock])

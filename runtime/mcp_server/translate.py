@@ -224,7 +224,9 @@ def parse_uri(uri: str, project_id: str) -> tuple[ResourceKind, str | None]:
 # --- the HTTP address ---------------------------------------------------------------------
 
 
-def parse_http_address(text: str) -> tuple[str, int]:
+def parse_http_address(
+    text: str, command: str = "roost mcp serve", reason: str = "runs the project's tools"
+) -> tuple[str, int]:
     """``(host, port)`` of ``--http HOST:PORT``; the host must be a loopback address.
 
     ``HOST`` is ``localhost`` (bound as 127.0.0.1), an IPv4 loopback address (127.0.0.0/8)
@@ -246,9 +248,8 @@ def parse_http_address(text: str) -> tuple[str, int]:
         address = None
     if address is None or not address.is_loopback:
         raise AddressNotLoopbackError(
-            f"--http {text}: roost mcp serve listens on the loopback interface only "
-            "(127.0.0.1, [::1] or localhost), since anyone who reaches it runs the "
-            "project's tools",
+            f"--http {text}: {command} listens on the loopback interface only "
+            f"(127.0.0.1, [::1] or localhost), since anyone who reaches it {reason}",
             address=text,
         )
     return str(address), int(port_text)

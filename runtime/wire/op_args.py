@@ -21,6 +21,7 @@ __all__ = [
     "NoArgs",
     "ProjectArgs",
     "ProjectionArgs",
+    "ProtocolArgs",
     "RejectArgs",
     "ReportArgs",
     "RunToolArgs",
@@ -109,6 +110,17 @@ class ListToolsArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_field
     source: Literal["model", "run_tool", "mcp"] | None = None
     """Null: the tools ``allow_tools``/``deny_tools`` let through. A source: only those of
     them the policy does not refuse every call of from that source (``offered_tools``)."""
+
+
+class ProtocolArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``check_protocol``: whether a protocol entry point may serve the project."""
+
+    protocol: Literal["mcp", "a2a"]
+    """The protocol, as ``protocol_allowlist`` names it."""
+    operation: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    """What was attempted (e.g. ``POST /``), recorded in ``security.protocol_denied``."""
+    correlation_id: str | None = None
+    """The correlation of the event recorded when it is refused; generated when null."""
 
 
 class StartConversationArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):

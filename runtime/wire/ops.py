@@ -35,6 +35,7 @@ from runtime.wire.op_args import (
     NoArgs,
     ProjectArgs,
     ProjectionArgs,
+    ProtocolArgs,
     RejectArgs,
     ReportArgs,
     RunToolArgs,
@@ -136,6 +137,8 @@ OP_TABLE: dict[str, Op] = {
     "list_projects": Op(args=NoArgs, route="supervisor"),
     "diagnostics": Op(args=ProjectArgs, route="daemon"),
     "list_tools": Op(args=ListToolsArgs, route="project"),
+    "describe_project": Op(args=ProjectArgs, route="project"),
+    "check_protocol": Op(args=ProtocolArgs, route="project", correlation=_CORRELATION),
     "run_tool": Op(
         args=RunToolArgs, route="project", correlation=("request", "meta", "correlation_id")
     ),

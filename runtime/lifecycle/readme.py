@@ -1,0 +1,72 @@
+"""A project's own description: the first paragraph of its ``README.md``, read confined.
+
+``describe_project`` (``roost a2a serve``'s agent card) answers with it. The README is a
+file tools may write, so it is read as ``fs.read`` reads (``runtime.guard.paths``:
+inside the root, through no symlink out, a regular file, no sensitive path) and at most
+:data:`README_READ_BYTES` of it; :func:`first_paragraph` is the plain part.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from runtime.errors import RoostError
+from runtime.guard.paths import Workspace
+
+__all__ = ["DESCRIPTION_CHARS", "README", "README_READ_BYTES", "describe", "first_paragraph"]
+
+README = "README.md"
+"""The file read, relative to the project root."""
+README_READ_BYTES = 65536
+"""The most of it read."""
+DESCRIPTION_CHARS = 1000
+"""The longest description given (longer ones end with ``…``)."""
+
+
+def first_paragraph(text: str) -> str | None:
+    """The first paragraph of Markdown ``text`` that is prose, as one line; None if none.
+
+    Headings, HTML lines, badges and images (lines starting ``#``, ``<``, ``[![``, ``![``),
+    fences and front matter are skipped; the paragraph's lines are joined with spaces.
+    """
+    lines: list[str] = []
+    fenced = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith(("```", "~~~")):
+            fenced = not fenced
+            if lines:
+                break
+            continue
+        if fenced:
+            continue
+        if not line:
+            if lines:
+                break
+            continue
+        if not lines and (line.startswith(("#", "<", "[![", "![", "---", "===")) or line == "---"):
+            continue
+        lines.append(line)
+    if not lines:
+        return None
+    joined = " ".join(lines)
+    if len(joined) > DESCRIPTION_CHARS:
+        joined = joined[: DESCRIPTION_CHARS - 1].rstrip() + "…"
+    return joined
+
+
+def describe(root: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``{description, source}``: the README's first paragraph, or nulls when there is none."""
+    try:
+        with Workspace(root, options) as ws:
+            fd = ws.open_for_read(README)
+            try:
+                data = os.read(fd, README_READ_BYTES)
+            finally:
+                os.close(fd)
+    except (RoostError, OSError):
+        return {"description": None, "source": None}
+    description = first_paragraph(data.decode("utf-8", errors="replace"))
+    return {"description": description, "source": README if description else None}
