@@ -10,6 +10,7 @@ each project allowlists ``127.0.0.1`` by name.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -162,6 +163,25 @@ def test_a_model_turn_delegates_to_the_remote_agent_and_gets_its_answer(
         assert stage["label"].endswith(f" · remote task {task_id}")
         [row] = report["tool_calls"]
         assert row["remote_task_id"] == task_id and row["outcome"] == "completed"
+    assert agent.rpcs() == ["SendStreamingMessage", "SendStreamingMessage"]
+
+
+def test_a_remote_answer_is_redacted_and_capped_like_any_result(
+    daemon: Daemon, tmp_path: Path, agent: Agent
+) -> None:
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+    root = make_root(tmp_path / "repo")
+    with daemon.client(timeout_s=60) as c:
+        project = c.start_project(root, "p1", _options(agent, tool_max_output_bytes=2000))
+        c.start_conversation(project, C)
+        secret = _run(c, project, {"text": f"the key is {token}"}, "secret")
+        assert secret["status"] == "ok", secret
+        assert token not in json.dumps(secret)
+        assert secret["result"]["text"].startswith("echo: the key is ")
+        assert token not in json.dumps(_entries(c, project, "secret"))
+        big = _run(c, project, {"text": "x" * 3000}, "big")
+        assert big["status"] == "error" and big["reason"]["code"] == "output_too_large", big
+        assert big["reason"]["max"] == 2000
     assert agent.rpcs() == ["SendStreamingMessage", "SendStreamingMessage"]
 
 
