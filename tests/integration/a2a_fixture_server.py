@@ -1,10 +1,12 @@
 """A small A2A agent for the ``a2a_agents`` tests, built on the SDK's own server classes.
 
-``python a2a_fixture_server.py MARKER_DIR PORT [INTERFACE_URL]`` serves the agent card at
+``python a2a_fixture_server.py MARKER_DIR PORT [INTERFACE_URL] [--no-streaming]`` serves the
+agent card at
 ``/.well-known/agent-card.json`` and JSON-RPC at ``/`` on 127.0.0.1:PORT (an
 ``AgentExecutor`` behind the SDK's ``DefaultRequestHandler``, its Starlette routes under
 uvicorn). The card advertises ``INTERFACE_URL`` as the JSON-RPC endpoint when given (a test
-of where the client connects), ``http://127.0.0.1:PORT/`` otherwise.
+of where the client connects), ``http://127.0.0.1:PORT/`` otherwise, and streaming unless
+``--no-streaming``.
 
 What the agent does depends on the message text:
 
@@ -47,9 +49,11 @@ from a2a.types.a2a_pb2 import (
 )
 from starlette.applications import Starlette
 
-MARKERS = sys.argv[1]
-PORT = int(sys.argv[2])
-INTERFACE = sys.argv[3] if len(sys.argv) > 3 else f"http://127.0.0.1:{PORT}/"
+_ARGS = [a for a in sys.argv[1:] if a != "--no-streaming"]
+MARKERS = _ARGS[0]
+PORT = int(_ARGS[1])
+INTERFACE = _ARGS[2] if len(_ARGS) > 2 else f"http://127.0.0.1:{PORT}/"
+STREAMING = "--no-streaming" not in sys.argv
 _SEEN: dict[str, int] = {}
 
 
@@ -106,7 +110,7 @@ CARD = AgentCard(
     supported_interfaces=[
         AgentInterface(url=INTERFACE, protocol_binding="JSONRPC", protocol_version="1.0")
     ],
-    capabilities=AgentCapabilities(streaming=True),
+    capabilities=AgentCapabilities(streaming=STREAMING),
     default_input_modes=["text/plain"],
     default_output_modes=["text/plain"],
     skills=[

@@ -296,6 +296,31 @@ def test_a_timeout_cancels_the_remote_task(daemon: Daemon, tmp_path: Path, agent
     assert agent.cancels() == [task_id]
 
 
+def test_an_agent_that_does_not_stream_is_polled_and_its_task_cancelled_on_timeout(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    markers = tmp_path / "polled"
+    markers.mkdir()
+    polled = Agent(markers, "--no-streaming")
+    try:
+        root = make_root(tmp_path / "repo")
+        with daemon.client(timeout_s=60) as c:
+            project = c.start_project(root, "p1", _options(polled, tool_timeout_ms=3000))
+            c.start_conversation(project, C)
+            done = _run(c, project, {"text": "polled"}, "polled")
+            assert done["status"] == "ok" and done["result"]["text"] == "echo: polled", done
+            slow = _run(c, project, {"text": "slow 60"}, "slow")
+            assert slow["reason"]["code"] == "timeout", slow
+            states = [u["state"] for u in _updates(c, project, "slow")]
+            assert states[-2:] == ["cancel_requested", "canceled"], states
+        rpcs = polled.rpcs()
+        assert rpcs[0] == "SendMessage" and "SendStreamingMessage" not in rpcs
+        assert "GetTask" in rpcs and rpcs[-1] == "CancelTask"
+        assert polled.cancels() == [slow["reason"]["task_id"]]
+    finally:
+        polled.stop()
+
+
 def test_a_cancelled_conversation_cancels_the_remote_task(
     daemon: Daemon, tmp_path: Path, agent: Agent
 ) -> None:
