@@ -87,7 +87,7 @@ class FixtureAgent(AgentExecutor):
             await updater.requires_input(question)
             return
         if text.startswith("slow "):
-            await asyncio.sleep(0.5)  # the caller has read the task's id by now
+            await asyncio.sleep(1.0)  # the caller has read the task's id by now
             _mark(f"start {task_id}")
             await asyncio.sleep(float(text.split()[1]))
             text = "slept"

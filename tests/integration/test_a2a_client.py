@@ -251,6 +251,21 @@ def test_an_agent_outside_the_egress_allowlist_is_never_contacted(
     assert agent.requests() == []
 
 
+def test_without_a2a_in_protocol_allowlist_no_agent_is_contacted(
+    daemon: Daemon, tmp_path: Path, agent: Agent
+) -> None:
+    root = make_root(tmp_path / "repo")
+    with daemon.client(timeout_s=60) as c:
+        project = c.start_project(root, "p1", _options(agent, protocol_allowlist=["mcp"]))
+        assert [t for t in c.list_tools(project) if t["name"].startswith("a2a.")] == []
+        [error] = _asset_errors(daemon, project)
+        assert error["type"] == "a2a_agent" and error["key"] == "peer"
+        assert error["reason"].startswith("protocol_not_allowed"), error
+        c.start_conversation(project, C)
+        assert _run(c, project, {"text": "x"}, "no-a2a")["reason"]["code"] == "unknown_tool"
+    assert agent.requests() == []
+
+
 def test_a_card_pointing_elsewhere_is_refused_at_the_connection(
     daemon: Daemon, tmp_path: Path
 ) -> None:
