@@ -122,6 +122,17 @@ def _asset_errors(daemon: Daemon, project: str) -> list[dict[str, Any]]:
     return list(loaded[-1].data["errors"])
 
 
+def _assert_left_out(c: Client, daemon: Daemon, project: str, reason: str) -> None:
+    """The agent has no tool, ``project.assets_loaded`` says why, and a call is unknown."""
+    assert [t for t in c.list_tools(project) if t["name"].startswith("a2a.")] == []
+    [error] = _asset_errors(daemon, project)
+    assert error["type"] == "a2a_agent" and error["key"] == "peer"
+    assert error["reason"].startswith(reason), error
+    c.start_conversation(project, C)
+    result = _run(c, project, {"text": "x"}, "left-out")
+    assert result["reason"]["code"] == "unknown_tool", result
+
+
 def test_a_model_turn_delegates_to_the_remote_agent_and_gets_its_answer(
     daemon: Daemon, tmp_path: Path, agent: Agent
 ) -> None:
@@ -241,13 +252,7 @@ def test_an_agent_outside_the_egress_allowlist_is_never_contacted(
     with daemon.client(timeout_s=60) as c:
         options = {"a2a_agents": [{"name": "peer", "url": agent.url}]}
         project = c.start_project(root, "p1", options)
-        assert [t for t in c.list_tools(project) if t["name"].startswith("a2a.")] == []
-        [error] = _asset_errors(daemon, project)
-        assert error["type"] == "a2a_agent" and error["key"] == "peer"
-        assert error["reason"].startswith("network_endpoint_denied"), error
-        c.start_conversation(project, C)
-        result = _run(c, project, {"text": "x"}, "miss")
-        assert result["reason"]["code"] == "unknown_tool", result
+        _assert_left_out(c, daemon, project, "network_endpoint_denied")
     assert agent.requests() == []
 
 
@@ -257,12 +262,7 @@ def test_without_a2a_in_protocol_allowlist_no_agent_is_contacted(
     root = make_root(tmp_path / "repo")
     with daemon.client(timeout_s=60) as c:
         project = c.start_project(root, "p1", _options(agent, protocol_allowlist=["mcp"]))
-        assert [t for t in c.list_tools(project) if t["name"].startswith("a2a.")] == []
-        [error] = _asset_errors(daemon, project)
-        assert error["type"] == "a2a_agent" and error["key"] == "peer"
-        assert error["reason"].startswith("protocol_not_allowed"), error
-        c.start_conversation(project, C)
-        assert _run(c, project, {"text": "x"}, "no-a2a")["reason"]["code"] == "unknown_tool"
+        _assert_left_out(c, daemon, project, "protocol_not_allowed")
     assert agent.requests() == []
 
 
