@@ -614,7 +614,8 @@ class A2aTaskUpdated(Event, frozen=True, kw_only=True, tag="a2a.task_updated"):
 
     One per state the call sees (``submitted``, ``working``, ``completed``, ...), one when
     Roost asks the agent to cancel it (``cancel_requested``) and one with the agent's answer.
-    A signal, so it is recorded also for a call cancelled while it ran.
+    Appended with the call's end (``elapsed_ms`` says when each was seen); a signal, so it is
+    recorded also for a call cancelled while it ran.
     """
 
     agent: str
@@ -629,6 +630,8 @@ class A2aTaskUpdated(Event, frozen=True, kw_only=True, tag="a2a.task_updated"):
     """Why a cancel was asked (``timeout``, ``conversation_cancelled``) or what it met."""
     call_id: str | None = None
     """The delegating call."""
+    elapsed_ms: int = 0
+    """When the call saw it, in ms since the call started (the event is appended later)."""
 
 
 PAYLOAD_TYPES: dict[str, type[Event]] = {

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ToolError
 from runtime.guard.network import NetworkPolicy, signal_for
@@ -30,6 +30,9 @@ from runtime.guard.network_pinning import denial_in
 from runtime.tools.a2a_listing import fetch_cards
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.sdk_loop import short_error, submit
+
+if TYPE_CHECKING:  # the SDK is imported where a call runs, not where the registry is built
+    from runtime.tools.a2a_task import Delegation
 
 __all__ = [
     "CANCEL_TIMEOUT_S",
@@ -92,7 +95,7 @@ def describe_card(agent: str, card: Mapping[str, Any]) -> str:
     return text if len(text) <= _MAX_DESCRIPTION else text[: _MAX_DESCRIPTION - 3] + "..."
 
 
-def _cancel_remote(card: Any, policy: NetworkPolicy, delegation: Any, why: str) -> None:
+def _cancel_remote(card: Any, policy: NetworkPolicy, delegation: Delegation, why: str) -> None:
     """Cancel the remote task after a timeout or a cancel; record each step."""
     from runtime.tools.a2a_task import cancel_task  # noqa: PLC0415
 
@@ -114,7 +117,10 @@ def _cancel_remote(card: Any, policy: NetworkPolicy, delegation: Any, why: str) 
 
 
 def _failure(
-    error: Exception, ctx: ToolContext, delegation: Any, cancel: Callable[[Any, str], None]
+    error: Exception,
+    ctx: ToolContext,
+    delegation: Delegation,
+    cancel: Callable[[Delegation, str], None],
 ) -> ToolError:
     """The call's error for what stopped it; a timeout or a cancel cancels the remote task."""
     agent = delegation.agent

@@ -18,6 +18,7 @@ direct message) into the tool's result and records each state it sees as an
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -104,6 +105,7 @@ class Delegation:
         self.reply_text = ""
         """Text of a direct message reply (no task)."""
         self.artifacts: dict[str, Artifact] = {}
+        self._started = time.monotonic()
 
     def note(self, state: str, detail: str = "") -> None:
         """Record ``state`` (a task state or Roost's own cancel step) as a signal."""
@@ -115,6 +117,7 @@ class Delegation:
                 state=state,
                 detail=detail,
                 call_id=self.call_id,
+                elapsed_ms=round((time.monotonic() - self._started) * 1000),
             )
         )
 

@@ -173,6 +173,8 @@ def test_a_streamed_task_folds_into_the_result_and_one_signal_per_state() -> Non
         ("working", "t1", "call-1"),
         ("completed", "t1", "call-1"),
     ]
+    elapsed = [s.elapsed_ms for s in signals]  # type: ignore[attr-defined]
+    assert elapsed == sorted(elapsed) and all(ms >= 0 for ms in elapsed)
 
 
 def test_a_question_from_the_agent_is_the_result_text() -> None:
