@@ -38,6 +38,7 @@ __all__ = [
     "CANCEL_TIMEOUT_S",
     "INPUT_SCHEMA",
     "PREFIX",
+    "SETTLE_S",
     "a2a_tools",
     "call_a2a_agent",
     "describe_card",
@@ -47,8 +48,11 @@ __all__ = [
 PREFIX = "a2a."
 """Every remote agent's tool name starts with it."""
 
-CANCEL_TIMEOUT_S = 1.5
-"""Seconds a remote cancel may take (within the runner's grace after a timeout or cancel)."""
+SETTLE_S = 0.5
+"""Seconds a timed-out or cancelled call still waits to learn its remote task's id."""
+
+CANCEL_TIMEOUT_S = 1.2
+"""Seconds a remote cancel may take; with :data:`SETTLE_S`, within the runner's grace."""
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -174,6 +178,8 @@ def call_a2a_agent(
             timeout_s,
             ctx.cancelled,
             f"A2A agent {agent}",
+            settled=lambda: bool(delegation.task_id) or not delegation.waiting,
+            settle_s=SETTLE_S,
         )
     except Exception as e:
         failure = _failure(e, ctx, delegation, functools.partial(_cancel_remote, card, policy))

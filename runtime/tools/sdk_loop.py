@@ -50,30 +50,50 @@ def event_loop() -> asyncio.AbstractEventLoop:
 
 
 def submit(
-    coro: Coroutine[Any, Any, T], timeout_s: float, cancelled: threading.Event, what: str
+    coro: Coroutine[Any, Any, T],
+    timeout_s: float,
+    cancelled: threading.Event,
+    what: str,
+    *,
+    settled: Callable[[], bool] | None = None,
+    settle_s: float = 0.0,
 ) -> T:
     """Run ``coro`` on :func:`event_loop`; give up (and cancel it) on timeout or cancel.
 
     ``what`` names the other side in the error: ``the call to {what} was cancelled``,
     ``{what} did not answer within N ms``. Other exceptions of ``coro`` propagate.
+
+    With ``settled``, giving up waits up to ``settle_s`` more until ``settled()`` holds (an
+    A2A call waits to learn its remote task's id, so that the task can be cancelled);
+    ``coro`` finishing in that time is its result.
     """
     future = asyncio.run_coroutine_threadsafe(coro, event_loop())
     deadline = time.monotonic() + timeout_s
+    stop: str | None = None
+    stop_by = deadline
     while True:
         try:
-            return future.result(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
+            return future.result(timeout=max(0.0, min(_POLL_S, stop_by - time.monotonic())))
         except concurrent.futures.TimeoutError:
-            if cancelled.is_set():
-                future.cancel()
-                raise ToolError(
-                    "conversation_cancelled", f"the call to {what} was cancelled"
-                ) from None
-            if time.monotonic() >= deadline:
-                future.cancel()
-                ms = round(timeout_s * 1000)
-                raise ToolError(
-                    "timeout", f"{what} did not answer within {ms} ms", timeout_ms=ms
-                ) from None
+            now = time.monotonic()
+            if stop is None:
+                if cancelled.is_set():
+                    stop = "conversation_cancelled"
+                elif now >= deadline:
+                    stop = "timeout"
+                else:
+                    continue
+                stop_by = now + (settle_s if settled is not None else 0.0)
+            if now < stop_by and settled is not None and not settled():
+                continue
+            future.cancel()
+            if stop == "conversation_cancelled":
+                message = f"the call to {what} was cancelled"
+                raise ToolError("conversation_cancelled", message) from None
+            ms = round(timeout_s * 1000)
+            raise ToolError(
+                "timeout", f"{what} did not answer within {ms} ms", timeout_ms=ms
+            ) from None
 
 
 def short_error(error: BaseException) -> str:
