@@ -27,12 +27,19 @@ async def _fetch_one(entry: Mapping[str, Any], options: Mapping[str, Any]) -> di
     from a2a.client import A2ACardResolver  # noqa: PLC0415 - the SDK loads only where used
 
     from runtime.guard.network_pinning import pinned_client  # noqa: PLC0415
-    from runtime.tools.a2a_task import card_to_json  # noqa: PLC0415
+    from runtime.tools.a2a_task import BINDINGS, card_to_json, open_client  # noqa: PLC0415
 
     policy = NetworkPolicy.from_options(options)
     try:
         async with pinned_client(policy, timeout_s=FETCH_TIMEOUT_S) as http:
             card = await A2ACardResolver(http, str(entry["url"])).get_agent_card()
+            try:
+                open_client(card, http, streaming=False)
+            except ValueError as e:
+                message = (
+                    f"the agent card offers no binding Roost speaks ({', '.join(BINDINGS)}): {e}"
+                )
+                return {"error": {"code": "tool_error", "message": message}}
         return {"card": card_to_json(card)}
     except Exception as e:
         denial = denial_in(e)

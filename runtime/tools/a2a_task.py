@@ -23,7 +23,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from a2a.client import ClientConfig, ClientFactory
+import httpx
+from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types.a2a_pb2 import (
     AgentCard,
@@ -38,6 +39,7 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskState,
 )
+from a2a.utils.constants import TransportProtocol
 from google.protobuf.json_format import MessageToDict
 
 from events import catalog as ev
@@ -45,12 +47,14 @@ from runtime.guard.network import NetworkPolicy
 from runtime.guard.network_pinning import pinned_client
 
 __all__ = [
+    "BINDINGS",
     "ENDED",
     "INTERRUPTED",
     "Delegation",
     "cancel_task",
     "card_from_json",
     "card_to_json",
+    "open_client",
     "send_and_follow",
     "state_name",
 ]
@@ -189,8 +193,21 @@ class Delegation:
         }
 
 
-def _client(card: AgentCard, http: Any, streaming: bool) -> Any:
-    config = ClientConfig(httpx_client=http, streaming=streaming, polling=not streaming)
+BINDINGS: tuple[str, ...] = (TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON)
+"""The A2A protocol bindings Roost speaks (both over the pinned HTTP client); not gRPC."""
+
+
+def open_client(card: AgentCard, http: httpx.AsyncClient, *, streaming: bool) -> Client:
+    """The SDK's client for ``card`` over ``http`` (the agent's preferred binding of ours).
+
+    ``ValueError`` when the card offers none of :data:`BINDINGS`.
+    """
+    config = ClientConfig(
+        httpx_client=http,
+        streaming=streaming,
+        polling=not streaming,
+        supported_protocol_bindings=list(BINDINGS),
+    )
     return ClientFactory(config).create(card)
 
 
@@ -213,7 +230,7 @@ async def send_and_follow(
         message.task_id = str(args["task_id"])
     streaming = bool(card.capabilities.streaming)
     async with pinned_client(policy, timeout_s=timeout_s) as http:
-        client = _client(card, http, streaming)
+        client = open_client(card, http, streaming=streaming)
         async for response in client.send_message(SendMessageRequest(message=message)):
             delegation.absorb(response)
         while not streaming and delegation.task_id and delegation.waiting:
@@ -227,6 +244,6 @@ async def cancel_task(
 ) -> str:
     """Ask the agent to cancel ``task_id`` (``tasks/cancel``); return the state it answers."""
     async with pinned_client(policy, timeout_s=timeout_s) as http:
-        client = _client(card, http, streaming=False)
+        client = open_client(card, http, streaming=False)
         task = await client.cancel_task(CancelTaskRequest(id=task_id))
         return state_name(task.status.state)

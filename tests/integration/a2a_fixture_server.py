@@ -1,12 +1,13 @@
 """A small A2A agent for the ``a2a_agents`` tests, built on the SDK's own server classes.
 
-``python a2a_fixture_server.py MARKER_DIR PORT [INTERFACE_URL] [--no-streaming]`` serves the
-agent card at
+``python a2a_fixture_server.py MARKER_DIR PORT [INTERFACE_URL] [--no-streaming] [--rest]``
+serves the agent card at
 ``/.well-known/agent-card.json`` and JSON-RPC at ``/`` on 127.0.0.1:PORT (an
 ``AgentExecutor`` behind the SDK's ``DefaultRequestHandler``, its Starlette routes under
 uvicorn). The card advertises ``INTERFACE_URL`` as the JSON-RPC endpoint when given (a test
 of where the client connects), ``http://127.0.0.1:PORT/`` otherwise, and streaming unless
-``--no-streaming``.
+``--no-streaming``. With ``--rest`` the agent speaks the HTTP+JSON binding (the SDK's REST
+routes under ``/rest``) instead of JSON-RPC.
 
 What the agent does depends on the message text:
 
@@ -36,7 +37,11 @@ from a2a.helpers.proto_helpers import new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
@@ -49,11 +54,12 @@ from a2a.types.a2a_pb2 import (
 )
 from starlette.applications import Starlette
 
-_ARGS = [a for a in sys.argv[1:] if a != "--no-streaming"]
+_ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
 MARKERS = _ARGS[0]
 PORT = int(_ARGS[1])
-INTERFACE = _ARGS[2] if len(_ARGS) > 2 else f"http://127.0.0.1:{PORT}/"
+REST = "--rest" in sys.argv
 STREAMING = "--no-streaming" not in sys.argv
+INTERFACE = _ARGS[2] if len(_ARGS) > 2 else f"http://127.0.0.1:{PORT}/" + ("rest" if REST else "")
 _SEEN: dict[str, int] = {}
 
 
@@ -108,7 +114,11 @@ CARD = AgentCard(
     description="Answers with an echo of what it is sent.",
     version="1.0.0",
     supported_interfaces=[
-        AgentInterface(url=INTERFACE, protocol_binding="JSONRPC", protocol_version="1.0")
+        AgentInterface(
+            url=INTERFACE,
+            protocol_binding="HTTP+JSON" if REST else "JSONRPC",
+            protocol_version="1.0",
+        )
     ],
     capabilities=AgentCapabilities(streaming=STREAMING),
     default_input_modes=["text/plain"],
@@ -149,8 +159,10 @@ class Recorder:
                 break
         try:
             method = json.loads(body).get("method", "?")
-        except ValueError:
+        except (ValueError, AttributeError):
             method = "?"
+        if REST:
+            method = "REST:" + str(scope["path"])
         _mark(f"rpc {method}")
         sent = False
 
@@ -168,7 +180,12 @@ def main() -> None:
     handler = DefaultRequestHandler(
         agent_executor=FixtureAgent(), task_store=InMemoryTaskStore(), agent_card=CARD
     )
-    routes = [*create_agent_card_routes(CARD), *create_jsonrpc_routes(handler, "/")]
+    served = (
+        create_rest_routes(handler, path_prefix="/rest")
+        if REST
+        else create_jsonrpc_routes(handler, "/")
+    )
+    routes = [*create_agent_card_routes(CARD), *served]
     app = Recorder(Starlette(routes=routes))
     uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,15 +85,22 @@ class Agent:
             self.proc.wait(10)
 
 
-@pytest.fixture
-def agent(tmp_path: Path) -> Iterator[Agent]:
-    markers = tmp_path / "agent-markers"
+@contextmanager
+def _serving(tmp_path: Path, name: str, *extra: str) -> Iterator[Agent]:
+    """A fixture agent logging into ``tmp_path/name``, stopped afterwards."""
+    markers = tmp_path / name
     markers.mkdir()
-    started = Agent(markers)
+    started = Agent(markers, *extra)
     try:
         yield started
     finally:
         started.stop()
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[Agent]:
+    with _serving(tmp_path, "agent-markers") as started:
+        yield started
 
 
 def _options(agent: Agent, **extra: Any) -> dict[str, Any]:
@@ -120,6 +128,13 @@ def _asset_errors(daemon: Daemon, project: str) -> list[dict[str, Any]]:
     with Journal.open(daemon.home) as journal:
         loaded = [e for e in journal.read_project(project) if e.type == "project.assets_loaded"]
     return list(loaded[-1].data["errors"])
+
+
+def _started(c: Client, tmp_path: Path, options: dict[str, Any]) -> str:
+    """Project ``p1`` on a fresh root with ``options``, and its conversation ``c1``."""
+    project = str(c.start_project(make_root(tmp_path / "repo"), "p1", options))
+    c.start_conversation(project, C)
+    return project
 
 
 def _assert_left_out(c: Client, daemon: Daemon, project: str, reason: str) -> None:
@@ -181,10 +196,8 @@ def test_a_remote_answer_is_redacted_and_capped_like_any_result(
     daemon: Daemon, tmp_path: Path, agent: Agent
 ) -> None:
     token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
-    root = make_root(tmp_path / "repo")
     with daemon.client(timeout_s=60) as c:
-        project = c.start_project(root, "p1", _options(agent, tool_max_output_bytes=2000))
-        c.start_conversation(project, C)
+        project = _started(c, tmp_path, _options(agent, tool_max_output_bytes=2000))
         secret = _run(c, project, {"text": f"the key is {token}"}, "secret")
         assert secret["status"] == "ok", secret
         assert token not in json.dumps(secret)
@@ -220,10 +233,8 @@ def test_a_denied_delegation_never_reaches_the_agent(
 def test_a_delegation_waits_for_approval_and_runs_once_approved(
     daemon: Daemon, tmp_path: Path, agent: Agent
 ) -> None:
-    root = make_root(tmp_path / "repo")
     with daemon.client(timeout_s=60) as c:
-        project = c.start_project(root, "p1", _options(agent, approval_mode="sensitive"))
-        c.start_conversation(project, C)
+        project = _started(c, tmp_path, _options(agent, approval_mode="sensitive"))
         calls = [{"name": "a2a.peer.send", "args": {"text": "approved"}}]
         ack = c.send_message(
             project, C, "x", correlation_id="ask", wait=True, llm={"tool_calls": calls}
@@ -269,15 +280,10 @@ def test_without_a2a_in_protocol_allowlist_no_agent_is_contacted(
 def test_a_card_pointing_elsewhere_is_refused_at_the_connection(
     daemon: Daemon, tmp_path: Path
 ) -> None:
-    markers = tmp_path / "elsewhere"
-    markers.mkdir()
     # the card is served from 127.0.0.1 (allowlisted) but names 127.0.0.2 as its endpoint
-    sneaky = Agent(markers, "http://127.0.0.2:9/")
-    try:
-        root = make_root(tmp_path / "repo")
+    with _serving(tmp_path, "elsewhere", "http://127.0.0.2:9/") as sneaky:
         with daemon.client(timeout_s=60) as c:
-            project = c.start_project(root, "p1", _options(sneaky))
-            c.start_conversation(project, C)
+            project = _started(c, tmp_path, _options(sneaky))
             result = _run(c, project, {"text": "x"}, "elsewhere")
             assert result["status"] == "error"
             assert result["reason"]["code"] == "network_endpoint_denied", result
@@ -285,15 +291,11 @@ def test_a_card_pointing_elsewhere_is_refused_at_the_connection(
             types = [e["type"] for e in _entries(c, project, "elsewhere")]
             assert "security.network_denied" in types
         assert sneaky.requests() == ["card"]
-    finally:
-        sneaky.stop()
 
 
 def test_a_timeout_cancels_the_remote_task(daemon: Daemon, tmp_path: Path, agent: Agent) -> None:
-    root = make_root(tmp_path / "repo")
     with daemon.client(timeout_s=60) as c:
-        project = c.start_project(root, "p1", _options(agent, tool_timeout_ms=3000))
-        c.start_conversation(project, C)
+        project = _started(c, tmp_path, _options(agent, tool_timeout_ms=3000))
         result = _run(c, project, {"text": "slow 60"}, "slow")
         assert result["status"] == "error" and result["reason"]["code"] == "timeout", result
         task_id = result["reason"]["task_id"]
@@ -314,14 +316,9 @@ def test_a_timeout_cancels_the_remote_task(daemon: Daemon, tmp_path: Path, agent
 def test_an_agent_that_does_not_stream_is_polled_and_its_task_cancelled_on_timeout(
     daemon: Daemon, tmp_path: Path
 ) -> None:
-    markers = tmp_path / "polled"
-    markers.mkdir()
-    polled = Agent(markers, "--no-streaming")
-    try:
-        root = make_root(tmp_path / "repo")
+    with _serving(tmp_path, "polled", "--no-streaming") as polled:
         with daemon.client(timeout_s=60) as c:
-            project = c.start_project(root, "p1", _options(polled, tool_timeout_ms=3000))
-            c.start_conversation(project, C)
+            project = _started(c, tmp_path, _options(polled, tool_timeout_ms=3000))
             done = _run(c, project, {"text": "polled"}, "polled")
             assert done["status"] == "ok" and done["result"]["text"] == "echo: polled", done
             slow = _run(c, project, {"text": "slow 60"}, "slow")
@@ -332,17 +329,23 @@ def test_an_agent_that_does_not_stream_is_polled_and_its_task_cancelled_on_timeo
         assert rpcs[0] == "SendMessage" and "SendStreamingMessage" not in rpcs
         assert "GetTask" in rpcs and rpcs[-1] == "CancelTask"
         assert polled.cancels() == [slow["reason"]["task_id"]]
-    finally:
-        polled.stop()
+
+
+def test_an_agent_on_the_http_json_binding_is_reached_too(daemon: Daemon, tmp_path: Path) -> None:
+    with _serving(tmp_path, "rest", "--rest") as rest:
+        with daemon.client(timeout_s=60) as c:
+            project = _started(c, tmp_path, _options(rest))
+            done = _run(c, project, {"text": "over rest"}, "rest")
+            assert done["status"] == "ok" and done["result"]["text"] == "echo: over rest", done
+        posts = rest.rpcs()
+        assert posts and all(p.startswith("REST:/rest/") for p in posts), posts
 
 
 def test_a_cancelled_conversation_cancels_the_remote_task(
     daemon: Daemon, tmp_path: Path, agent: Agent
 ) -> None:
-    root = make_root(tmp_path / "repo")
     with daemon.client(timeout_s=60) as c:
-        project = c.start_project(root, "p1", _options(agent, tool_timeout_ms=60000))
-        c.start_conversation(project, C)
+        project = _started(c, tmp_path, _options(agent, tool_timeout_ms=60000))
         calls = [{"name": "a2a.peer.send", "args": {"text": "slow 60"}}]
         c.send_message(project, C, "slow", correlation_id="long", llm={"tool_calls": calls})
         deadline = time.monotonic() + 30
@@ -369,10 +372,8 @@ def test_a_cancelled_conversation_cancels_the_remote_task(
 def test_an_agent_that_dies_mid_task_fails_the_call_and_the_daemon_stays(
     daemon: Daemon, tmp_path: Path, agent: Agent
 ) -> None:
-    root = make_root(tmp_path / "repo")
     with daemon.client(timeout_s=60) as c:
-        project = c.start_project(root, "p1", _options(agent))
-        c.start_conversation(project, C)
+        project = _started(c, tmp_path, _options(agent))
         died = _run(c, project, {"text": "die"}, "die")
         assert died["status"] == "error", died
         assert died["reason"]["code"] == "tool_error"

@@ -6,8 +6,10 @@ them; ``tests/integration/test_a2a_client.py`` runs the real thing.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx
 import pytest
 from a2a.types.a2a_pb2 import (
     Artifact,
@@ -27,7 +29,7 @@ from runtime.errors import InvalidRuntimeOptError
 from runtime.policy.a2a_agents import PROBLEMS
 from runtime.policy.options import validate_options
 from runtime.tools.a2a import a2a_tools, describe_card, tool_name
-from runtime.tools.a2a_task import Delegation, card_from_json, card_to_json
+from runtime.tools.a2a_task import Delegation, card_from_json, card_to_json, open_client
 
 
 def _problem(agents: Any) -> tuple[str, int | None]:
@@ -208,3 +210,20 @@ def test_a_card_survives_its_json_form() -> None:
     card = card_from_json(data)
     assert card.capabilities.streaming and card.skills[0].name == "Echo"
     assert card_to_json(card) == data
+
+
+def test_a_card_without_a_binding_roost_speaks_opens_no_client() -> None:
+    grpc_only = card_from_json(
+        {"name": "g", "supportedInterfaces": [{"url": "h:1", "protocolBinding": "GRPC"}]}
+    )
+    rest = card_from_json(
+        {"name": "r", "supportedInterfaces": [{"url": "http://h/", "protocolBinding": "HTTP+JSON"}]}
+    )
+
+    async def both() -> None:
+        async with httpx.AsyncClient() as http:
+            assert open_client(rest, http, streaming=False) is not None
+            with pytest.raises(ValueError, match="no compatible transports"):
+                open_client(grpc_only, http, streaming=False)
+
+    asyncio.run(both())
