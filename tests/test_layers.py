@@ -59,6 +59,14 @@ def test_the_mcp_server_may_not_reach_past_the_client(tree: Path) -> None:
     assert "runtime.mcp_server is not allowed to import runtime.execution:" in done.stdout
 
 
+def test_the_a2a_server_may_not_reach_past_the_client(tree: Path) -> None:
+    agent = tree / "runtime" / "a2a_server" / "agent.py"
+    agent.write_text(agent.read_text() + "\nfrom runtime.agent import core  # past\n")
+    done = lint(tree)
+    assert done.returncode == 1, done.stdout
+    assert "runtime.a2a_server is not allowed to import runtime.agent:" in done.stdout
+
+
 def test_an_upward_import_breaks_the_layers_contract(tree: Path) -> None:
     paths = tree / "runtime" / "guard" / "paths.py"
     paths.write_text(paths.read_text() + "\nfrom runtime.daemon import gateway  # upward\n")

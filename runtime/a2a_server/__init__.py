@@ -9,14 +9,13 @@ peer check of ``roost mcp serve --http`` and the ``protocol_allowlist`` gate) an
 every message is a ``user.message`` the daemon's conversation runs.
 """
 
-from runtime.a2a_server.agent import Daemon, RoostAgent
+from runtime.a2a_server.agent import RoostAgent
 from runtime.a2a_server.mapping import agent_card, conversation_of, new_task_id, parse_task_id
 from runtime.a2a_server.serve import A2AServe
 from runtime.a2a_server.server import ProtocolGate, RoostRequestHandler, a2a_app
 
 __all__ = [
     "A2AServe",
-    "Daemon",
     "ProtocolGate",
     "RoostAgent",
     "RoostRequestHandler",

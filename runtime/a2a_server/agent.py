@@ -1,7 +1,8 @@
 """The agent behind ``roost a2a serve``: A2A tasks run as turns of the daemon's conversations.
 
 :class:`RoostAgent` is the SDK's ``AgentExecutor`` over :class:`runtime.client.Client`
-connections (a pool, :class:`Daemon`; the blocking client runs on worker threads):
+connections (a :class:`~runtime.client.ClientPool`; the blocking client runs on worker
+threads):
 
 - ``execute``: start the context's conversation on demand (resume it when it was
   cancelled), send the message as ``user.message`` with the task id as correlation id,
@@ -18,10 +19,7 @@ connections (a pool, :class:`Daemon`; the blocking client runs on worker threads
 from __future__ import annotations
 
 import contextlib
-import functools
-import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -38,54 +36,13 @@ from runtime.a2a_server.mapping import (
     parse_task_id,
     task_from_entries,
 )
-from runtime.client import Client
+from runtime.client import Client, ClientPool
 from runtime.errors import ConversationAlreadyStartedError, ConversationNotFoundError, RoostError
 
-__all__ = ["CANCEL_WAIT_S", "Daemon", "RoostAgent"]
+__all__ = ["CANCEL_WAIT_S", "RoostAgent"]
 
 CANCEL_WAIT_S = 60.0
 """How long ``cancel`` waits for the cancelled turn's end to reach the task."""
-
-_T = TypeVar("_T")
-
-
-class Daemon:
-    """Connections to the daemon: one per request in flight, borrowed from a pool."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        """The first connection (the model of the others: same home, same limits)."""
-        self._idle: list[Client] = [client]
-        self._opened: list[Client] = [client]
-        self._lock = threading.Lock()
-
-    def close(self) -> None:
-        """Close every connection the pool opened."""
-        with self._lock:
-            opened, self._opened, self._idle = self._opened, [], []
-        for client in opened:
-            client.close()
-
-    def borrowed(self, request: Callable[[Client], _T]) -> _T:
-        """Run ``request`` on an idle connection (a new one when none is idle)."""
-        with self._lock:
-            client = self._idle.pop() if self._idle else None
-        if client is None:
-            model = self.client
-            client = Client.connect(
-                model.home, timeout_s=model.timeout_s, max_frame_bytes=model.max_frame_bytes
-            )
-            with self._lock:
-                self._opened.append(client)
-        try:
-            return request(client)
-        finally:
-            with self._lock:
-                self._idle.append(client)
-
-    async def ask(self, request: Callable[[Client], _T]) -> _T:
-        """``request(client)`` on a worker thread, with a borrowed connection."""
-        return await anyio.to_thread.run_sync(functools.partial(self.borrowed, request))
 
 
 def _next_event(stream: Any) -> dict[str, Any] | None:
@@ -96,7 +53,7 @@ def _next_event(stream: Any) -> dict[str, Any] | None:
 class RoostAgent(AgentExecutor):
     """The agent of one project: each A2A task is one turn of a conversation."""
 
-    def __init__(self, daemon: Daemon, project_id: str) -> None:
+    def __init__(self, daemon: ClientPool, project_id: str) -> None:
         self.daemon = daemon
         """The daemon's connections."""
         self.project_id = project_id
@@ -158,10 +115,6 @@ class RoostAgent(AgentExecutor):
             history=[context.message] if context.message is not None else [],
         )
         task.metadata.update(metadata)
-        if context.current_task is not None:  # a message to a task this server already ran
-            task.status.state = TaskState.TASK_STATE_REJECTED
-            await event_queue.enqueue_event(task)
-            return
         self.started.add(task_id)
         done = self._running[task_id] = anyio.Event()
         try:
@@ -232,7 +185,9 @@ class RoostAgent(AgentExecutor):
         streaming = False
         try:
             while True:
-                event = await anyio.to_thread.run_sync(_next_event, stream, limiter=own_thread)
+                event = await anyio.to_thread.run_sync(
+                    _next_event, stream, limiter=own_thread, abandon_on_cancel=True
+                )  # on cancel, ``finally`` closes the stream, which ends the thread
                 if event is None:
                     raise RoostError(f"the daemon ended the event stream of task {task_id}")
                 if event.get("correlation_id") != task_id:

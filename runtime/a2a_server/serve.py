@@ -13,9 +13,9 @@ import sys
 
 import anyio
 
-from runtime.a2a_server.agent import Daemon, RoostAgent
+from runtime.a2a_server.agent import RoostAgent
 from runtime.a2a_server.server import a2a_app, card_of
-from runtime.client import Client
+from runtime.client import Client, ClientPool
 from runtime.mcp_server.server import bind_loopback, serve_asgi
 
 __all__ = ["A2AServe", "say"]
@@ -30,7 +30,7 @@ class A2AServe:
     """``roost a2a serve PROJECT``: one project's agent on one loopback address."""
 
     def __init__(self, client: Client, project_id: str, description: str | None = None) -> None:
-        self.daemon = Daemon(client)
+        self.daemon = ClientPool(client)
         """The daemon's connections."""
         self.agent = RoostAgent(self.daemon, project_id)
         """The agent served."""

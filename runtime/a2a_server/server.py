@@ -26,7 +26,7 @@ import contextlib
 import importlib.metadata
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,7 +48,7 @@ from a2a.types import (
     TaskNotFoundError,
     TaskState,
 )
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 from a2a.utils.task import apply_history_length
 from starlette.applications import Starlette
 
@@ -184,6 +184,19 @@ class RoostRequestHandler(DefaultRequestHandler):
         self.agent = agent
         """The agent."""
 
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
+        """``SendMessage`` of a new task (see :func:`_no_follow_up`)."""
+        _no_follow_up(params)
+        return await super().on_message_send(params, context)
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any, None]:
+        """``SendStreamingMessage`` of a new task (see :func:`_no_follow_up`)."""
+        _no_follow_up(params)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
         """The task as the journal tells it (the SDK's view when the turn never started)."""
         task = await self.agent.journal_task(params.id)
@@ -207,6 +220,17 @@ class RoostRequestHandler(DefaultRequestHandler):
         await self.agent.cancel_turn(params.id)
         after = await self.agent.journal_task(params.id)
         return after if after is not None else task
+
+
+def _no_follow_up(params: SendMessageRequest) -> None:
+    """Refuse a message naming a task: a task is one turn, its input is ``roost approve``."""
+    if params.message.task_id:
+        raise UnsupportedOperationError(
+            message=f"task {params.message.task_id}: a Roost task is one turn and takes no "
+            "further input over A2A (a call awaiting approval is decided with `roost approve` "
+            "or `roost reject`); send a new message, with the same contextId to continue "
+            "the conversation"
+        )
 
 
 class ProtocolGate:

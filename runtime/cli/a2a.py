@@ -36,7 +36,7 @@ def add_a2a_commands(group: Any, leaf: Any) -> None:
         metavar="HOST:PORT",
         default=DEFAULT_ADDRESS,
         help="where to listen; loopback only (127.0.0.1, [::1], localhost); "
-        f"default {DEFAULT_ADDRESS} (a free port, announced on stderr)",
+        "0 as the port picks a free one, announced on stderr",
     )
     p.add_argument(
         "--description",

@@ -4,7 +4,8 @@ General layout: ``supervisor_core`` and ``project_core`` (plain cores: messages 
 ``effects`` out, carried out by the shells in ``actors/``), ``supervision`` (restart
 intensity within a period, backoff, escalation, the crash/restart events),
 ``daemon_watch`` (the actor tree dies with the daemon), ``alerts`` (``alert_router``
-dispatch of routed signals).
+dispatch of routed signals), ``readme`` (a project's description: its README's first
+paragraph, read confined).
 
 Imports ``runtime.agent`` and the layers below it.
 """

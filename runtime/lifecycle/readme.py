@@ -33,7 +33,11 @@ def first_paragraph(text: str) -> str | None:
     """
     lines: list[str] = []
     fenced = False
-    for raw in text.splitlines():
+    rows = text.splitlines()
+    if rows and rows[0].strip() == "---":  # front matter, up to the next ---
+        end = next((i for i, row in enumerate(rows[1:], 1) if row.strip() == "---"), 0)
+        rows = rows[end + 1 :]
+    for raw in rows:
         line = raw.strip()
         if line.startswith(("```", "~~~")):
             fenced = not fenced
@@ -46,7 +50,7 @@ def first_paragraph(text: str) -> str | None:
             if lines:
                 break
             continue
-        if not lines and (line.startswith(("#", "<", "[![", "![", "---", "===")) or line == "---"):
+        if not lines and line.startswith(("#", "<", "[![", "![", "---", "===")):
             continue
         lines.append(line)
     if not lines:

@@ -20,7 +20,6 @@ Calls are made in the conversation given (``--conversation``), else in a convers
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.metadata
 import json
 import secrets
@@ -32,13 +31,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
-import anyio.to_thread
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from runtime.client import Client
+from runtime.client import Client, ClientPool
 from runtime.errors import ConversationNotFoundError, RoostError
 from runtime.mcp_server.loopback import SameUserOnly
 from runtime.mcp_server.translate import (
@@ -98,16 +96,11 @@ class RoostMCP:
         self.conversation_id = conversation_id
         """Where calls are recorded; chosen on the first call when not given."""
         self._lock = anyio.Lock()
-        self._idle: list[Client] = [client]
-        self._opened: list[Client] = [client]
-        self._pool_lock = threading.Lock()
+        self._pool = ClientPool(client)
 
     def close(self) -> None:
         """Close every connection the pool opened."""
-        with self._pool_lock:
-            opened, self._opened, self._idle = self._opened, [], []
-        for client in opened:
-            client.close()
+        self._pool.close()
 
     # --- before serving ---------------------------------------------------------------
 
@@ -151,24 +144,11 @@ class RoostMCP:
 
     def _borrowed(self, request: Callable[[Client], _T]) -> _T:
         """Run ``request`` on an idle connection (a new one when none is idle)."""
-        with self._pool_lock:
-            client = self._idle.pop() if self._idle else None
-        if client is None:
-            model = self.client
-            client = Client.connect(
-                model.home, timeout_s=model.timeout_s, max_frame_bytes=model.max_frame_bytes
-            )
-            with self._pool_lock:
-                self._opened.append(client)
-        try:
-            return request(client)
-        finally:
-            with self._pool_lock:
-                self._idle.append(client)
+        return self._pool.borrowed(request)
 
     async def _ask(self, request: Callable[[Client], _T]) -> _T:
         """``request(client)`` on a worker thread, with a borrowed connection."""
-        return await anyio.to_thread.run_sync(functools.partial(self._borrowed, request))
+        return await self._pool.ask(request)
 
     async def conversation(self) -> str:
         """The conversation calls go to; started on the first call when none was given."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -44,9 +43,11 @@ from a2a.types import (
     StreamResponse,
     Task,
     TaskState,
+    UnsupportedOperationError,
 )
 
 from tests.integration.conftest import READ_TURN, REPO_ROOT, Daemon
+from tests.integration.serve_helpers import as_other_user, needs_another_user, wait_for_line
 
 ROOST = [sys.executable, "-m", "runtime.cli"]
 P = "p1"
@@ -60,23 +61,6 @@ def serve_env(home: str) -> dict[str, str]:
 def started(daemon: Daemon, root: str, **options: Any) -> None:
     with daemon.client() as c:
         c.start_project(root, project_id=P, options=options)
-
-
-def wait_for_line(
-    proc: subprocess.Popen[str], pattern: str, seen: list[str], timeout_s: float = 60.0
-) -> str:
-    assert proc.stderr is not None
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], 0.5)
-        if ready:
-            line = proc.stderr.readline()
-            if not line and proc.poll() is not None:
-                break
-            seen.append(line)
-            if re.search(pattern, line):
-                return line
-    raise AssertionError(f"no line matching {pattern!r}; stderr: {''.join(seen)}")
 
 
 @contextmanager
@@ -258,6 +242,38 @@ def test_get_task_reads_the_journal_after_the_server_is_started_again(
     assert text_of(got) == ["Tool fs.read completed."]
 
 
+def test_the_sdks_0_3_client_speaks_message_send_and_tasks_get_to_the_same_server(
+    daemon: Daemon, project_root: str
+) -> None:
+    started(daemon, project_root)
+    with serving(daemon) as (url, _):
+
+        async def session() -> tuple[list[str], Task, Task, list[StreamResponse]]:
+            async with httpx.AsyncClient() as http:
+                card = await A2ACardResolver(http, url).get_agent_card()
+                versions = [i.protocol_version for i in card.supported_interfaces]
+                del card.supported_interfaces[:]
+                card.supported_interfaces.add(url=url, protocol_binding="JSONRPC")
+                card.supported_interfaces[0].protocol_version = "0.3"
+                config = ClientConfig(streaming=False, httpx_client=http)
+                client = ClientFactory(config).create(card)  # the 0.3 JSON-RPC transport
+                [response] = [r async for r in client.send_message(message("read README.md"))]
+                got = await client.get_task(GetTaskRequest(id=response.task.id))
+                config = ClientConfig(streaming=True, httpx_client=http)
+                streaming = ClientFactory(config).create(card)
+                streamed = [r async for r in streaming.send_message(message("read notes.txt"))]
+            return versions, response.task, got, streamed
+
+        versions, task, got, streamed = anyio.run(session)
+    assert versions == ["1.0", "0.3"]
+    states = [r.status_update.status.state for r in streamed if r.HasField("status_update")]
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED  # message/stream
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert text_of(task) == ["Tool fs.read completed."]
+    assert got.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [e["type"] for e in journal(daemon, f"a2a-{task.context_id}", task.id)] == READ_TURN
+
+
 def test_streaming_sends_the_deltas_as_the_answer_artifact_and_the_status_updates(
     daemon: Daemon, project_root: str
 ) -> None:
@@ -367,6 +383,10 @@ def test_a_call_awaiting_approval_is_input_required_and_roost_approve_resumes_th
                         break
                 task_id = before[0].task.id
                 waiting = await client.get_task(GetTaskRequest(id=task_id))
+                follow_up = message("approve it", context_id=waiting.context_id)
+                follow_up.message.task_id = task_id
+                with pytest.raises(UnsupportedOperationError, match="takes no further input"):
+                    await send(url, follow_up)
                 note = before[-1].status_update.status.message.parts[0].text
                 command = re.search(r"`(roost approve [^`]+)`", note)
                 assert command is not None, note
@@ -453,6 +473,25 @@ def test_a_sandboxed_command_with_egress_allowed_cannot_call_the_a2a_server(
     assert stdout.startswith("403 peer_not_allowed: roost a2a serve answers only"), stdout
     assert "(check: other_pid_namespace)" in stdout or "(check: sandboxed)" in stdout
     assert own.status_code == 200  # the server's own user, outside the sandbox, gets in
+
+
+GET_AS_OTHER_USER = """
+import http.client, sys
+conn = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=10)
+conn.request("GET", "/.well-known/agent-card.json")
+response = conn.getresponse()
+print(response.status, response.read().decode())
+"""
+
+
+@needs_another_user
+def test_another_user_on_the_machine_is_refused(daemon: Daemon, project_root: str) -> None:
+    started(daemon, project_root)
+    with serving(daemon) as (url, _):
+        port = url.rsplit(":", 1)[1].strip("/")
+        other = as_other_user(GET_AS_OTHER_USER, "127.0.0.1", port)
+    assert other.stdout.startswith("403 peer_not_allowed: roost a2a serve answers only"), other
+    assert other.stdout.strip().endswith("(check: other_uid)")
 
 
 def test_web_pages_and_rebound_host_names_are_refused(daemon: Daemon, project_root: str) -> None:

@@ -11,11 +11,9 @@ import json
 import os
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.integration.conftest import REPO_ROOT, Daemon
+from tests.integration.serve_helpers import as_other_user, needs_another_user, wait_for_line
 
 ROOST = [sys.executable, "-m", "runtime.cli"]
 
@@ -217,22 +216,6 @@ def test_stdio_writes_nothing_but_protocol_messages_and_ends_when_stdin_closes(
     assert "roost: mcp: calls of this session are recorded in conversation mcp-" in err
 
 
-def wait_for_line(proc: subprocess.Popen[str], pattern: str, timeout_s: float = 60.0) -> str:
-    assert proc.stderr is not None
-    deadline = time.monotonic() + timeout_s
-    seen = []
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], 0.5)
-        if ready:
-            line = proc.stderr.readline()
-            if not line and proc.poll() is not None:
-                break
-            seen.append(line)
-            if re.search(pattern, line):
-                return line
-    raise AssertionError(f"no line matching {pattern!r}; stderr: {''.join(seen)}")
-
-
 def test_streamable_http_on_loopback_records_calls_in_the_given_conversation(
     daemon: Daemon, project_root: str
 ) -> None:
@@ -298,9 +281,6 @@ def test_streamable_http_on_loopback_records_calls_in_the_given_conversation(
     assert requested[0]["call_id"] == call_id
 
 
-SYSTEM_PYTHON = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
-OTHER_UID = 65534  # nobody
-
 POST_AS_OTHER_USER = """
 import http.client, sys
 host, port = sys.argv[1], int(sys.argv[2])
@@ -312,10 +292,7 @@ print(response.status, response.read().decode())
 """
 
 
-@pytest.mark.skipif(
-    os.getuid() != 0 or SYSTEM_PYTHON is None,
-    reason="needs root (to connect as another user) and a system python3",
-)
+@needs_another_user
 def test_another_user_on_the_machine_is_refused(daemon: Daemon, project_root: str) -> None:
     started(daemon, project_root)
     proc = subprocess.Popen(
@@ -328,17 +305,7 @@ def test_another_user_on_the_machine_is_refused(daemon: Daemon, project_root: st
     try:
         line = wait_for_line(proc, r"serving project p1 on http://127\.0\.0\.1:\d+/mcp")
         port = line.rsplit(":", 1)[1].split("/", 1)[0]
-        assert SYSTEM_PYTHON is not None
-        other = subprocess.run(
-            [SYSTEM_PYTHON, "-c", POST_AS_OTHER_USER, "127.0.0.1", port],
-            preexec_fn=lambda: os.setuid(OTHER_UID),
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-        )
+        other = as_other_user(POST_AS_OTHER_USER, "127.0.0.1", port)
         own = httpx.post(
             f"http://127.0.0.1:{port}/mcp",
             json={"jsonrpc": "2.0", "id": 1, "method": "ping"},

@@ -373,3 +373,42 @@ def test_an_error_reply_carries_the_errors_wire_shape() -> None:
     )
     plain = fx.error_reply("c", ValueError("boom"))
     assert plain.error == {"code": "internal_error", "message": "ValueError: boom", "details": {}}
+
+
+def test_check_protocol_allows_a_protocol_the_allowlist_names_and_records_nothing() -> None:
+    core, _ = make_core(protocol_allowlist=["a2a", "mcp"])
+    ready(core)
+    args = {"protocol": "a2a", "operation": "POST /", "correlation_id": "corr-1"}
+    effects = ask(core, "check_protocol", **args)
+    assert effects == [fx.Answer(to="client", ok=True, result={"protocol": "a2a", "allowed": True})]
+
+
+def test_check_protocol_records_security_protocol_denied_before_answering_a_refusal() -> None:
+    core, _ = make_core(protocol_allowlist=["mcp"])
+    ready(core)
+    args = {"protocol": "a2a", "operation": "POST /", "correlation_id": "corr-1"}
+    effects = ask(core, "check_protocol", **args)
+    assert appended(effects) == [
+        ("security.protocol_denied", {"protocol": "a2a", "operation": "POST /"})
+    ]
+    (append,) = of(effects, fx.Append)
+    assert append.events[0].correlation_id == "corr-1"
+    assert append.events[0].conversation_id is None
+    assert append.then is not None
+    refused = {"protocol": "a2a", "allowed": False}
+    assert append.then(None) == [fx.Answer(to="client", ok=True, result=refused)]
+    error = {"code": "journal_error", "message": "disk full", "details": {}}
+    assert append.then(error) == [fx.Answer(to="client", ok=False, error=error)]
+
+
+def test_describe_project_answers_what_the_shell_read() -> None:
+    core = ProjectCore(
+        project_id="p1",
+        options={},
+        restore=True,
+        describe=lambda: {"description": "Hello.", "source": "README.md"},
+    )
+    run(core, core.start("/root", SUMMARY, None))
+    core.restored([])
+    described = {"project_id": "p1", "description": "Hello.", "source": "README.md"}
+    assert ask(core, "describe_project") == [fx.Answer(to="client", ok=True, result=described)]
