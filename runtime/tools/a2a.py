@@ -134,6 +134,9 @@ def _failure(
         ctx.signals.append(signal_for(denial.decision, tool_name(agent), ctx.call_id))
         denial.details["agent"] = agent
         return denial
+    if isinstance(error, ToolError) and error.code == "output_too_large":
+        cancel(delegation, error.code)
+        return ToolError(error.code, error.message, **error.details, agent=agent, task_id=task_id)
     if isinstance(error, ToolError) and error.code in ("timeout", "conversation_cancelled"):
         cancel(delegation, error.code)
         ms = round(ctx.timeout_s * 1000)
@@ -150,6 +153,18 @@ def _failure(
         return ToolError(error.code, what, **fields, agent=agent, task_id=task_id)
     if isinstance(error, ToolError):
         return ToolError(error.code, error.message, **{**error.details, "agent": agent})
+    from a2a.client.errors import A2AClientError  # noqa: PLC0415 - loaded by the call already
+    from a2a.utils.errors import A2AError  # noqa: PLC0415
+
+    if isinstance(error, A2AError) and not isinstance(error, A2AClientError):
+        where = f" about task {task_id}" if task_id else ""
+        return ToolError(
+            "tool_error",
+            f"A2A agent {agent} answered with an error{where}: {short_error(error)}",
+            kind="a2a_error",
+            agent=agent,
+            task_id=task_id,
+        )
     lost = task_id is not None
     where = f"went away during task {task_id}" if lost else "could not be reached"
     return ToolError(
@@ -174,7 +189,14 @@ def call_a2a_agent(
     timeout_s = ctx.remaining_s()
     try:
         submit(
-            send_and_follow(card, policy, delegation, args, timeout_s),
+            send_and_follow(
+                card,
+                policy,
+                delegation,
+                args,
+                timeout_s=timeout_s,
+                max_bytes=ctx.settings.tool_max_output_bytes,
+            ),
             timeout_s,
             ctx.cancelled,
             f"A2A agent {agent}",

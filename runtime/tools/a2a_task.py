@@ -43,6 +43,7 @@ from a2a.utils.constants import TransportProtocol
 from google.protobuf.json_format import MessageToDict
 
 from events import catalog as ev
+from runtime.errors import ToolError
 from runtime.guard.network import NetworkPolicy
 from runtime.guard.network_pinning import pinned_client
 
@@ -172,6 +173,12 @@ class Delegation:
             self.state = "message"
 
     @property
+    def size(self) -> int:
+        """Bytes taken in so far (artifacts, status and reply text): what the caps will see."""
+        kept: int = sum(int(a.ByteSize()) for a in self.artifacts.values())
+        return kept + len(self.status_text.encode()) + len(self.reply_text.encode())
+
+    @property
     def waiting(self) -> bool:
         """Whether the task may still change (neither ended nor waiting for the caller)."""
         return self.state not in ENDED | INTERRUPTED | {"message"}
@@ -216,9 +223,15 @@ async def send_and_follow(
     policy: NetworkPolicy,
     delegation: Delegation,
     args: Mapping[str, Any],
+    *,
     timeout_s: float,
+    max_bytes: int,
 ) -> None:
-    """Send ``args['text']`` (continuing ``context_id`` / ``task_id`` when given); follow it."""
+    """Send ``args['text']`` (continuing ``context_id`` / ``task_id`` when given); follow it.
+
+    Stops reading with ``ToolError`` ``output_too_large`` once the agent has sent more than
+    ``max_bytes`` (``tool_max_output_bytes``), so a runaway agent cannot fill the memory.
+    """
     message = Message(
         message_id=str(uuid.uuid4()),
         role=Role.ROLE_USER,
@@ -233,10 +246,24 @@ async def send_and_follow(
         client = open_client(card, http, streaming=streaming)
         async for response in client.send_message(SendMessageRequest(message=message)):
             delegation.absorb(response)
+            _bounded(delegation, max_bytes)
         while not streaming and delegation.task_id and delegation.waiting:
             await asyncio.sleep(_POLL_S)
             task = await client.get_task(GetTaskRequest(id=delegation.task_id))
             delegation.absorb_task(task)
+            _bounded(delegation, max_bytes)
+
+
+def _bounded(delegation: Delegation, max_bytes: int) -> None:
+    size = delegation.size
+    if size > max_bytes:
+        raise ToolError(
+            "output_too_large",
+            f"A2A agent {delegation.agent} sent more than {max_bytes} bytes "
+            "(tool_max_output_bytes); the rest was not read. Ask for less or raise the option",
+            actual=size,
+            max=max_bytes,
+        )
 
 
 async def cancel_task(

@@ -12,6 +12,7 @@ routes under ``/rest``) instead of JSON-RPC.
 What the agent does depends on the message text:
 
 - ``slow SECONDS``: works that long (cancellable), then completes;
+- ``big N``: streams N artifact chunks of 1000 bytes, then works on for a minute;
 - ``die``: exits the process in the middle of the task;
 - ``ask``: asks for more input (``input-required``);
 - anything else: completes with an artifact ``echo: TEXT``; a message that continues a
@@ -92,6 +93,12 @@ class FixtureAgent(AgentExecutor):
             question = new_text_message("Which colour?", context_id=context_id, task_id=task_id)
             await updater.requires_input(question)
             return
+        if text.startswith("big "):  # chunks of 1000 bytes, then works on
+            for index in range(int(text.split()[1])):
+                await updater.add_artifact(
+                    [new_text_part("b" * 1000)], artifact_id="big", name="big", append=index > 0
+                )
+            await asyncio.sleep(60)
         if text.startswith("slow "):
             await asyncio.sleep(1.0)  # the caller has read the task's id by now
             _mark(f"start {task_id}")

@@ -206,7 +206,14 @@ def test_a_remote_answer_is_redacted_and_capped_like_any_result(
         big = _run(c, project, {"text": "x" * 3000}, "big")
         assert big["status"] == "error" and big["reason"]["code"] == "output_too_large", big
         assert big["reason"]["max"] == 2000
-    assert agent.rpcs() == ["SendStreamingMessage", "SendStreamingMessage"]
+        # an agent that keeps streaming is cut off at the cap and its task cancelled
+        runaway = _run(c, project, {"text": "big 50"}, "runaway")
+        assert runaway["reason"]["code"] == "output_too_large", runaway["reason"]
+        assert runaway["reason"]["message"].startswith("A2A agent peer sent more than 2000 bytes")
+        states = [u["state"] for u in _updates(c, project, "runaway")]
+        assert states[-2:] == ["cancel_requested", "canceled"], states
+    assert agent.rpcs().count("SendStreamingMessage") == 3
+    assert runaway["reason"]["task_id"] in agent.cancels()
 
 
 def test_a_denied_delegation_never_reaches_the_agent(
