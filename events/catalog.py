@@ -19,6 +19,7 @@ __all__ = [
     "PAYLOAD_TYPES",
     "SIGNAL_TYPES",
     "TERMINAL_TOOL_TYPES",
+    "A2aTaskUpdated",
     "ActorCrashed",
     "ActorEscalated",
     "ActorMailboxOverflow",
@@ -676,6 +677,31 @@ class McpServerRestarted(Event, frozen=True, kw_only=True, tag="mcp.server_resta
     """How long the start took; not charged to the call's (or its workflow's) timeout."""
 
 
+class A2aTaskUpdated(Event, frozen=True, kw_only=True, tag="a2a.task_updated"):
+    """A remote A2A task a call delegated to (``a2a.<agent>.send``) was seen in a new state.
+
+    One per state the call sees (``submitted``, ``working``, ``completed``, ...), one when
+    Roost asks the agent to cancel it (``cancel_requested``) and one with the agent's answer.
+    Appended with the call's end (``elapsed_ms`` says when each was seen); a signal, so it is
+    recorded also for a call cancelled while it ran.
+    """
+
+    agent: str
+    """The agent's name in ``a2a_agents``."""
+    task_id: str
+    """The remote task's id (the agent's)."""
+    context_id: str = ""
+    """The remote context id: pass it to ``a2a.<agent>.send`` to continue that conversation."""
+    state: str = ""
+    """A2A task state (``working``, ``completed``, ...), ``cancel_requested``/``cancel_failed``."""
+    detail: str = ""
+    """Why a cancel was asked (``timeout``, ``conversation_cancelled``) or what it met."""
+    call_id: str | None = None
+    """The delegating call."""
+    elapsed_ms: int = 0
+    """When the call saw it, in ms since the call started (the event is appended later)."""
+
+
 PAYLOAD_TYPES: dict[str, type[Event]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
     for cls in (
@@ -727,6 +753,7 @@ PAYLOAD_TYPES: dict[str, type[Event]] = {
         McpServerStarted,
         McpServerExited,
         McpServerRestarted,
+        A2aTaskUpdated,
     )
 }
 """Every event type name mapped to its payload Struct."""
@@ -735,7 +762,8 @@ SIGNAL_TYPES: frozenset[str] = frozenset(
     name
     for name in PAYLOAD_TYPES
     if name.startswith(("policy.", "security.", "actor.", "alert."))
-    or name in ("tool.timeout", "tool.child_processes_terminated", "tool.changes")
+    or name
+    in ("tool.timeout", "tool.child_processes_terminated", "tool.changes", "a2a.task_updated")
 )
 """Event types that are signals (``source: signal`` in incident timelines)."""
 

@@ -90,6 +90,7 @@ _CALL_READS: Final = type_names(
     ev.ToolCompleted,
     ev.ToolFailed,
     ev.ToolCancelled,
+    ev.A2aTaskUpdated,
 )
 _TIMEOUT_READS: Final = type_names(ev.ToolTimeout, ev.LlmFailed)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -334,6 +335,13 @@ def _label(event: Envelope) -> str:
     return " ".join(str(part) for part in (name, call_id) if isinstance(part, str))
 
 
+def _name_remote_task(span: _Span, event: Envelope) -> None:
+    """Add a delegated call's remote task id to its stage's label, once."""
+    task_id = event.data.get("task_id")
+    if isinstance(task_id, str) and task_id and " · remote task " not in span.label:
+        span.label = f"{span.label} · remote task {task_id}"
+
+
 def _stage_spans(ordered: list[Envelope]) -> _Stages:
     """Walk the events once and return every stage span, closed or still open."""
     found = _Stages()
@@ -376,6 +384,8 @@ def _stage_spans(ordered: list[Envelope]) -> _Stages:
         elif kind in TERMINAL_TOOL_TYPES and call_id in requested and call_id not in closed:
             closed.add(call_id)
             found.close(requested[call_id], event, at)
+        elif kind == "a2a.task_updated" and call_id in requested:
+            _name_remote_task(requested[call_id], event)
     found.leave_open(span for spans in turns.values() for span in spans)
     found.leave_open(rounds.values())
     found.leave_open(
@@ -458,11 +468,14 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
                     "outcome": "pending",
                     "code": None,
                     "latency_ms": None,
+                    "remote_task_id": None,
                 }
                 request_at[call_id] = epoch_ms(event.at)
                 request_of_event[event.event_id] = call_id
             continue
         match payload:
+            case ev.A2aTaskUpdated(task_id=task_id) if task_id:
+                call["remote_task_id"] = call["remote_task_id"] or task_id
             case ev.ToolApprovalRequested() | ev.PolicyAllowed() | ev.PolicyDenied():
                 if call["decision"] is None:
                     call["decision"] = DECISION_TYPES[event.type]

@@ -132,6 +132,12 @@ def _llm_failed(data: dict[str, Any]) -> str:
     return clip(_reason_only(data) + (f": {_plain(message)}" if message else ""))
 
 
+def _a2a_task(data: dict[str, Any]) -> str:
+    agent, task = _plain(data.get("agent", "?")), _plain(data.get("task_id", "?"))
+    detail = _suffix(data.get("detail") or None, " ({})")
+    return f"{agent} task {task}: {_plain(data.get('state', '?'))}{detail}"
+
+
 def _generic(data: dict[str, Any]) -> str:
     """Return the payload's set fields as sorted ``key=value`` pairs (empty values left out)."""
     pairs = [
@@ -166,6 +172,7 @@ _DESCRIBERS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
     "actor.crashed": _actor,
     "actor.restarted": _actor,
     "actor.escalated": _actor,
+    "a2a.task_updated": _a2a_task,
 }
 
 

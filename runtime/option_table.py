@@ -77,6 +77,7 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
     )
     alert_router: str | None = None
     mcp_servers: tuple[dict[str, Any], ...] = ()
+    a2a_agents: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> RuntimeOptions:

@@ -8,22 +8,26 @@ starts. The normalized entry is ``{name, command}`` or ``{name, url}`` plus ``en
 given, sorted by name.
 
 A bad entry raises :class:`InvalidRuntimeOptError` with ``key="mcp_servers"``,
-``reason="invalid_entry"``, its ``index`` and a stable ``problem``: :data:`PROBLEMS`.
+``reason="invalid_entry"``, its ``index`` and a stable ``problem``: :data:`PROBLEMS`
+(the checks shared with ``a2a_agents`` are :mod:`runtime.policy.remote_entries`').
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from runtime.errors import InvalidRuntimeOptError
+from runtime.policy.remote_entries import (
+    NAME_PATTERN,
+    entry_error,
+    entry_list,
+    entry_name,
+    entry_object,
+    http_url,
+)
 
 __all__ = ["NAME_PATTERN", "PROBLEMS", "validate_mcp_servers"]
-
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-"""A server name: lower case, starts with a letter, at most 32 characters (no dots)."""
 
 PROBLEMS: frozenset[str] = frozenset(
     {
@@ -43,35 +47,17 @@ PROBLEMS: frozenset[str] = frozenset(
 )
 """Every ``problem`` a refused ``mcp_servers`` entry can carry."""
 
+_KEY = "mcp_servers"
 _FIELDS = frozenset({"name", "command", "url", "env"})
-_MAX_SERVERS = 32
 
 
-def _bad(problem: str, message: str, index: int | None = None) -> InvalidRuntimeOptError:
-    details: dict[str, Any] = {"problem": problem}
-    if index is not None:
-        details["index"] = index
-        message = f"mcp_servers[{index}] {message}"
-    return InvalidRuntimeOptError(message, key="mcp_servers", reason="invalid_entry", **details)
+def _bad(problem: str, message: str, index: int) -> InvalidRuntimeOptError:
+    return entry_error(_KEY, problem, message, index)
 
 
-def _entry(index: int, entry: Any, seen: set[str]) -> dict[str, Any]:
-    if not isinstance(entry, Mapping):
-        raise _bad("expected_object", "must be an object {name, command} or {name, url}", index)
-    unknown = sorted(str(k) for k in entry if k not in _FIELDS)
-    if unknown:
-        raise _bad("unknown_field", f"has unknown fields {unknown}", index)
-    name = entry.get("name")
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise _bad(
-            "invalid_name",
-            f"name must match {NAME_PATTERN.pattern} (tools become mcp.<name>.<tool>), "
-            f"got {name!r}",
-            index,
-        )
-    if name in seen:
-        raise _bad("duplicate_name", f"name {name!r} is used by an earlier entry", index)
-    seen.add(name)
+def _entry(index: int, raw: Any, seen: set[str]) -> dict[str, Any]:
+    entry = entry_object(_KEY, index, raw, _FIELDS, "{name, command} or {name, url}")
+    name = entry_name(_KEY, index, entry, seen, "mcp.<name>.<tool>")
     has_command, has_url = "command" in entry, "url" in entry
     if has_command and has_url:
         raise _bad("command_and_url", "has both command and url; give one", index)
@@ -93,18 +79,7 @@ def _entry(index: int, entry: Any, seen: set[str]) -> dict[str, Any]:
             )
         out["command"] = list(command)
     else:
-        url = entry["url"]
-        if not isinstance(url, str) or not url.strip():
-            raise _bad("invalid_url", f"url must be a non-empty string, got {url!r}", index)
-        try:
-            parts = urlsplit(url.strip())
-        except ValueError as e:
-            raise _bad("invalid_url", f"url {url!r} does not parse: {e}", index) from e
-        if parts.scheme.lower() not in ("http", "https"):
-            raise _bad("url_scheme_not_http", f"url must be http(s), got {url!r}", index)
-        if not parts.hostname:
-            raise _bad("invalid_url", f"url {url!r} has no host", index)
-        out["url"] = url.strip()
+        out["url"] = http_url(_KEY, index, entry["url"])
     if "env" in entry:
         env = entry["env"]
         if has_url:
@@ -120,10 +95,6 @@ def _entry(index: int, entry: Any, seen: set[str]) -> dict[str, Any]:
 def validate_mcp_servers(key: str, value: Any) -> list[dict[str, Any]]:
     """Validate and normalize ``mcp_servers`` (see the module doc); sorted by name."""
     del key  # always "mcp_servers"
-    if not isinstance(value, list | tuple):
-        raise _bad("expected_list", f"mcp_servers must be a list of objects, got {value!r}")
-    if len(value) > _MAX_SERVERS:
-        raise _bad("expected_list", f"mcp_servers holds at most {_MAX_SERVERS} servers")
     seen: set[str] = set()
-    entries = [_entry(index, entry, seen) for index, entry in enumerate(value)]
+    entries = [_entry(index, entry, seen) for index, entry in enumerate(entry_list(_KEY, value))]
     return sorted(entries, key=lambda e: str(e["name"]))

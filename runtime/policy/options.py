@@ -38,6 +38,7 @@ from events.catalog import PAYLOAD_TYPES
 from runtime.errors import InvalidRuntimeOptError
 from runtime.guard.safe_json import MAX_JSON_DEPTH, json_depth_exceeds, object_without_duplicates
 from runtime.option_table import defaults
+from runtime.policy.a2a_agents import validate_a2a_agents
 from runtime.policy.mcp_servers import validate_mcp_servers
 
 __all__ = [
@@ -495,6 +496,7 @@ _OPTIONS: dict[str, Validator] = {
     "alert_signal_events": _string_list(_event_name, sort=True),
     "alert_router": _alert_router,
     "mcp_servers": validate_mcp_servers,
+    "a2a_agents": validate_a2a_agents,
 }
 """Every option's validator; its default is :class:`runtime.option_table.RuntimeOptions`'."""
 

@@ -42,7 +42,7 @@ from runtime.option_table import RuntimeOptions
 from runtime.tools.command import command_view
 from runtime.tools.mcp_pipe import pipe_streams
 
-__all__ = ["Connection", "StdioSpec", "check_url", "short_error", "stdio_spec"]
+__all__ = ["Connection", "StdioSpec", "check_url", "stdio_spec"]
 
 
 class StdioSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,12 +119,6 @@ def _running(pid: int) -> bool:
     except OSError:
         return True
     return True
-
-
-def short_error(error: BaseException) -> str:
-    """``Type: message`` of ``error``, at most 300 characters."""
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 class Connection:

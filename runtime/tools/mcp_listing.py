@@ -10,17 +10,20 @@ away). The process that builds the registry
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.guard.safe_read import read_pipe
-from runtime.tools.mcp_connection import Connection, short_error
+from runtime.tools.mcp_connection import Connection
+from runtime.tools.sdk_loop import (
+    MAX_ANSWER_BYTES,
+    child_answers,
+    child_main,
+    gather_by_name,
+    short_error,
+)
 
 __all__ = ["LIST_TIMEOUT_S", "MAX_LISTING_BYTES", "MAX_SCHEMA_BYTES", "MAX_TOOLS", "list_servers"]
 
@@ -33,7 +36,7 @@ MAX_TOOLS = 256
 MAX_SCHEMA_BYTES = 64 * 1024
 """Largest input schema (as JSON) of a tool that is kept; a tool with a larger one is left out."""
 
-MAX_LISTING_BYTES = 16 * 1024 * 1024
+MAX_LISTING_BYTES = MAX_ANSWER_BYTES
 """Most bytes of the listing child's answer read; past it every server is an error."""
 
 _MAX_DESCRIPTION = 1024
@@ -72,26 +75,10 @@ async def _tools_of(conn: Connection) -> dict[str, Any]:
 
 
 async def _list_all(request: Mapping[str, Any]) -> dict[str, Any]:
-    servers = list(request["servers"])
-    results = await asyncio.gather(
-        *(
-            asyncio.wait_for(_list_one(e, request["root"], request["options"]), LIST_TIMEOUT_S)
-            for e in servers
-        ),
-        return_exceptions=True,
+    root, options = request["root"], request["options"]
+    return await gather_by_name(
+        list(request["servers"]), lambda e: _list_one(e, root, options), LIST_TIMEOUT_S, "tool list"
     )
-    out: dict[str, Any] = {}
-    for entry, result in zip(servers, results, strict=True):
-        if isinstance(result, BaseException):
-            message = (
-                f"no tool list within {LIST_TIMEOUT_S:g} s"
-                if isinstance(result, TimeoutError)
-                else short_error(result)
-            )
-            out[str(entry["name"])] = {"error": {"code": "tool_error", "message": message}}
-        else:
-            out[str(entry["name"])] = result
-    return out
 
 
 def list_servers(
@@ -99,43 +86,9 @@ def list_servers(
 ) -> dict[str, Any]:
     """``{name: {tools: [...]} | {error: {...}}}`` for every server, from a child process."""
     request = {"servers": servers, "root": root, "options": dict(options)}
-    try:
-        # -P and cwd "/": the daemon's working directory may be a project root (`roost
-        # daemon start --foreground` run there), and `python -m` would import a planted
-        # `runtime/` package from it, outside every sandbox.
-        proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "runtime.tools.mcp_listing"],
-            cwd="/",
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            proc.stdin.write(json.dumps(request).encode())
-            proc.stdin.close()
-            data, problem = read_pipe(proc.stdout.fileno(), MAX_LISTING_BYTES, LIST_TIMEOUT_S + 10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            proc.stdout.close()
-        if problem is not None:
-            raise ValueError(
-                f"no complete answer ({'over 16 MiB' if problem == 'too_large' else 'timeout'})"
-            )
-        answer: dict[str, Any] = json.loads(data)
-    except (OSError, ValueError) as e:
-        error = {"code": "tool_error", "message": f"the MCP tool listing failed: {short_error(e)}"}
-        return {str(s["name"]): {"error": error} for s in servers}
-    return answer
-
-
-def _main() -> None:
-    request = json.loads(sys.stdin.read())
-    answer = asyncio.run(_list_all(request))
-    sys.stdout.write(json.dumps(answer))
+    names = [str(s["name"]) for s in servers]
+    return child_answers(__name__, request, names, LIST_TIMEOUT_S + 10, "MCP tool listing")
 
 
 if __name__ == "__main__":
-    _main()
+    child_main(_list_all)

@@ -5,7 +5,7 @@ module keeps one :class:`ServerSession` per configured server and drives its cal
 
 **Threads and forks.** The SDK is async (anyio); tools run synchronously. A
 :class:`ServerSession` lives in the process that runs tools (the ToolRunner, which forks
-no actors): one event-loop thread per process (:func:`_loop`), started at the first MCP
+no actors): the event-loop thread of :mod:`runtime.tools.sdk_loop`, started at the first MCP
 call, holds every server's connection; a call is submitted to it with the call's
 remaining time and abandoned (its task cancelled) on timeout or cancellation. The
 project's tool listing, at project start, runs in a short-lived child process
@@ -37,7 +37,6 @@ share its state.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import os
@@ -51,7 +50,8 @@ from runtime.errors import ToolError
 from runtime.guard import cgroups
 from runtime.guard.leftover_events import change_events
 from runtime.logging import get_logger
-from runtime.tools.mcp_connection import Connection, short_error
+from runtime.tools.mcp_connection import Connection
+from runtime.tools.sdk_loop import event_loop, short_error, submit
 
 __all__ = ["COLD_START_S", "MAX_RESTARTS", "ServerSession", "close_sessions", "session_for"]
 
@@ -62,24 +62,7 @@ MAX_RESTARTS = 5
 COLD_START_S = 30.0
 """Seconds a stdio server may take to start, not charged to the call's timeout."""
 _PING_S = 5.0
-_POLL_S = 0.05
 _BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0)
-
-
-_LOOP: asyncio.AbstractEventLoop | None = None
-_LOOP_PID = 0
-_LOOP_LOCK = threading.Lock()
-
-
-def _loop() -> asyncio.AbstractEventLoop:
-    """The MCP event loop of this process, on a daemon thread started at first use."""
-    global _LOOP, _LOOP_PID
-    with _LOOP_LOCK:
-        if _LOOP is None or os.getpid() != _LOOP_PID:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="roost-mcp", daemon=True).start()
-            _LOOP, _LOOP_PID = loop, os.getpid()
-        return _LOOP
 
 
 class ServerSession:
@@ -104,26 +87,7 @@ class ServerSession:
         return "http" if "url" in self.entry else "stdio"
 
     def _submit(self, coro: Any, timeout_s: float, cancelled: threading.Event) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, _loop())
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                return future.result(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
-            except concurrent.futures.TimeoutError:
-                if cancelled.is_set():
-                    future.cancel()
-                    raise ToolError(
-                        "conversation_cancelled",
-                        f"the call to MCP server {self.name} was cancelled",
-                    ) from None
-                if time.monotonic() >= deadline:
-                    future.cancel()
-                    ms = round(timeout_s * 1000)
-                    raise ToolError(
-                        "timeout",
-                        f"MCP server {self.name} did not answer within {ms} ms",
-                        timeout_ms=ms,
-                    ) from None
+        return submit(coro, timeout_s, cancelled, f"MCP server {self.name}")
 
     def _alive(self, conn: Connection, cancelled: threading.Event) -> bool:
         if conn.session is None or (conn.server is not None and not conn.server.alive()):
@@ -149,7 +113,7 @@ class ServerSession:
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(10.0)
+                asyncio.run_coroutine_threadsafe(conn.close(), event_loop()).result(10.0)
             if signals is not None:
                 signals += self._review_signals(conn.changes, call_id)
 
@@ -203,7 +167,7 @@ class ServerSession:
         except ToolError as e:
             if e.code in ("timeout", "conversation_cancelled"):
                 with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(conn.close(), _loop()).result(10.0)
+                    asyncio.run_coroutine_threadsafe(conn.close(), event_loop()).result(10.0)
                 signals += self._review_signals(conn.changes, call_id)
             signals.append(
                 ev.McpServerExited(

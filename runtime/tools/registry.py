@@ -3,9 +3,10 @@
 :meth:`ToolRegistry.for_project` gathers the built-in tool modules (``runtime.tools.fs``,
 ``runtime.tools.command``, ``runtime.tools.http``, ``runtime.tools.asset``; each exports
 ``SPECS`` and ``TOOLS``) and the tools generated from the project's assets
-(``command.run.<key>``, ``workflow.run.<key>``) and from its ``mcp_servers``
-(``mcp.<server>.<tool>``, :mod:`runtime.tools.mcp`; servers that could not be listed are
-in :attr:`ToolRegistry.mcp_errors`). A built-in module that fails to import is
+(``command.run.<key>``, ``workflow.run.<key>``), from its ``mcp_servers``
+(``mcp.<server>.<tool>``, :mod:`runtime.tools.mcp`) and from its ``a2a_agents``
+(``a2a.<agent>.send``, :mod:`runtime.tools.a2a`); servers and agents that could not be
+listed are in :attr:`ToolRegistry.remote_errors`. A built-in module that fails to import is
 left out and named in :attr:`ToolRegistry.import_errors`, so one broken module never takes
 the others down.
 
@@ -34,7 +35,7 @@ from runtime.option_table import RuntimeOptions
 from runtime.tools.asset_store import AssetCatalog, load_assets
 from runtime.tools.base import ToolFn, ToolSpec
 
-__all__ = ["BUILTIN_MODULES", "ToolRegistry", "list_rule"]
+__all__ = ["BUILTIN_MODULES", "REMOTE_TOOL_BUILDERS", "ToolRegistry", "list_rule"]
 
 BUILTIN_MODULES: tuple[str, ...] = (
     "runtime.tools.fs",
@@ -43,6 +44,13 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "runtime.tools.asset",
 )
 """Modules whose ``SPECS`` and ``TOOLS`` make up the built-in tools."""
+
+REMOTE_TOOL_BUILDERS: tuple[tuple[str, str, str], ...] = (
+    ("mcp_servers", "runtime.tools.mcp", "mcp_tools"),
+    ("a2a_agents", "runtime.tools.a2a", "a2a_tools"),
+)
+"""``(option, module, function)``: the tools of remote servers and agents, built when the
+option is set by ``function(root, options) -> (specs, fns, errors)``; imported only then."""
 
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:
@@ -77,8 +85,8 @@ class ToolRegistry:
         """The project's asset catalog the generated tools were built from."""
         self.import_errors: dict[str, str] = dict(import_errors or {})
         """Built-in modules that could not be imported, with the error."""
-        self.mcp_errors: list[dict[str, Any]] = []
-        """``mcp_servers`` servers or tools left out, each ``{type, key, reason}``."""
+        self.remote_errors: list[dict[str, Any]] = []
+        """``mcp_servers`` / ``a2a_agents`` entries or tools left out: ``{type, key, reason}``."""
         self.unavailable: dict[str, dict[str, Any]] = {}
         """Tools every call of which is refused whatever the options, with the reason:
         workflows with a step naming no tool (``{code, reason: unknown_step_tool, step,
@@ -110,21 +118,23 @@ class ToolRegistry:
                 asset_module = module
         strict = RuntimeOptions.of(options).strict_asset_loading
         catalog = load_assets(root, strict=strict)
-        mcp_errors: list[dict[str, Any]] = []
-        if options.get("mcp_servers"):
+        remote_errors: list[dict[str, Any]] = []
+        for option, module_name, builder in REMOTE_TOOL_BUILDERS:
+            if not options.get(option):
+                continue
             try:
-                from runtime.tools.mcp import mcp_tools  # noqa: PLC0415
-
-                mcp_specs, mcp_fns, mcp_errors = mcp_tools(root, options)
+                build = getattr(importlib.import_module(module_name), builder)
+                remote_specs, remote_fns, left_out = build(root, options)
             except Exception as e:  # like a broken built-in module: the others still load
-                errors["runtime.tools.mcp"] = f"{type(e).__name__}: {e}"
-            else:
-                for spec in mcp_specs:
-                    tools.setdefault(spec.name, (spec, mcp_fns[spec.name]))
+                errors[module_name] = f"{type(e).__name__}: {e}"
+                continue
+            remote_errors.extend(left_out)
+            for spec in remote_specs:
+                tools.setdefault(spec.name, (spec, remote_fns[spec.name]))
         unavailable: dict[str, dict[str, Any]] = {}
         if asset_module is not None and hasattr(asset_module, "asset_tools"):
-            # Last, once every other tool (MCP tools included) is known: a workflow's
-            # flags are its steps' and a step naming no tool makes it unavailable.
+            # Last, once every other tool (MCP and A2A tools included) is known: a
+            # workflow's flags are its steps' and a step naming no tool makes it unavailable.
             known = {name: spec for name, (spec, _) in tools.items()}
             generated_specs, generated_fns = asset_module.asset_tools(catalog, known)
             for spec in generated_specs:
@@ -145,7 +155,7 @@ class ToolRegistry:
                 path=f".roost/workflows/{key}.md",
             )
         registry = cls(tools, catalog, errors)
-        registry.mcp_errors = mcp_errors
+        registry.remote_errors = remote_errors
         registry.unavailable = unavailable
         return registry
 
@@ -204,5 +214,5 @@ class ToolRegistry:
         return {
             "generation": self.catalog.generation,
             "counts": self.catalog.counts(),
-            "errors": [*self.catalog.errors(), *self._workflow_errors(), *self.mcp_errors],
+            "errors": [*self.catalog.errors(), *self._workflow_errors(), *self.remote_errors],
         }

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from events import catalog as ev
 from events.codecs import canonical_json
 from events.envelope import Envelope
+from events.incident_html import render_incident_html
 from events.incidents import (
     conversation_exists,
     incident_report,
@@ -177,6 +178,7 @@ def test_the_report_lists_every_tool_call_with_decision_outcome_and_latency(
             "outcome": "failed",
             "code": "timeout",
             "latency_ms": 30017,
+            "remote_task_id": None,
         },
         {
             "call_id": "call-2",
@@ -186,6 +188,7 @@ def test_the_report_lists_every_tool_call_with_decision_outcome_and_latency(
             "outcome": "failed",
             "code": "sensitive_path_denied",
             "latency_ms": 9,
+            "remote_task_id": None,
         },
     ]
 
@@ -668,3 +671,61 @@ def test_a_recovered_runs_project_level_review_belongs_to_the_conversation_it_na
     )
     report = incident_report(j.events, "p1", "c1")
     assert [c["call_id"] for c in report["changes"]] == ["call-3"]
+
+
+# --- a delegated (A2A) call ---------------------------------------------------------------
+
+
+def _delegated_journal(*, cancelled: bool) -> Journal:
+    """A turn whose ``a2a.peer.send`` call follows a remote task (cancelled or completed)."""
+    j = started_project()
+    msg = j.add(ev.UserMessage(content="ask the peer"), correlation_id="corr-a2a")
+    r1 = j.add(ev.LlmStarted(provider="deterministic"), correlation_id="corr-a2a", cause=msg)
+    name = "a2a.peer.send"
+    req = j.add(
+        ev.ToolRequested(call_id="call-9", name=name, args={"text": "hi"}),
+        correlation_id="corr-a2a",
+        cause=r1,
+    )
+    started = j.add(ev.ToolStarted(call_id="call-9", name=name), correlation_id="corr-a2a")
+
+    def update(state: str, cause: Envelope) -> None:
+        payload = ev.A2aTaskUpdated(
+            agent="peer", task_id="task-7", context_id="ctx-3", state=state, call_id="call-9"
+        )
+        j.add(payload, correlation_id="corr-a2a", cause=cause, after_ms=20)
+
+    if cancelled:
+        cancel = j.add(ev.ConversationCancel(), correlation_id="corr-cancel", after_ms=50)
+        j.add(
+            ev.ToolCancelled(call_id="call-9", name=name), correlation_id="corr-a2a", cause=cancel
+        )
+        for state in ("submitted", "working", "cancel_requested", "canceled"):
+            update(state, cancel)  # recorded late, after the call's terminal event
+    else:
+        for state in ("submitted", "working", "completed"):
+            update(state, started)
+        j.add(
+            ev.ToolCompleted(call_id="call-9", name=name, duration_ms=80),
+            correlation_id="corr-a2a",
+            cause=req,
+        )
+    return j
+
+
+@pytest.mark.parametrize("cancelled", [False, True])
+def test_a_delegated_call_is_one_stage_named_with_its_remote_task(cancelled: bool) -> None:
+    report = incident_report(_delegated_journal(cancelled=cancelled).events, "p1", "c1")
+    [stage] = [s for s in report["stages"] if s["stage"] == "tool_call"]
+    assert stage["label"] == "a2a.peer.send call-9 · remote task task-7"
+    assert stage["end_type"] == ("tool.cancelled" if cancelled else "tool.completed")
+    [row] = report["tool_calls"]
+    assert (row["remote_task_id"], row["outcome"]) == (
+        "task-7",
+        "cancelled" if cancelled else "completed",
+    )
+    assert "a2a.peer.send call-9 · remote task task-7</div>" in render_incident_html(report)
+    summaries = [n["summary"] for n in report["causal_chain"] if n["type"] == "a2a.task_updated"]
+    assert summaries[-1] == (
+        "peer task task-7: canceled" if cancelled else "peer task task-7: completed"
+    )

@@ -66,6 +66,7 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "alert_signal_events": ["security.repeated_timeout_failures", "security.sandbox_violation"],
     "alert_router": None,
     "mcp_servers": [],  # SPEC section 12
+    "a2a_agents": [],  # SPEC section 12
 }
 """The SPEC section 5 table, transcribed by hand."""
 
@@ -186,6 +187,12 @@ ACCEPTED: list[tuple[str, Any, Any]] = [
     ("alert_router", None, None),
     ("mcp_servers", [], []),
     ("mcp_servers", [{"name": "fx", "command": ["srv"]}], [{"name": "fx", "command": ["srv"]}]),
+    ("a2a_agents", [], []),
+    (
+        "a2a_agents",
+        [{"name": "peer", "url": " http://h/ "}],
+        [{"name": "peer", "url": "http://h/"}],
+    ),
 ]
 
 
@@ -313,6 +320,7 @@ REJECTED: list[tuple[str, Any, str]] = [
     ("alert_router", "pkg:", "invalid_entry"),
     ("alert_router", "", "invalid_entry"),
     ("mcp_servers", [{"name": "fx", "command": "srv"}], "invalid_entry"),
+    ("a2a_agents", [{"name": "peer"}], "invalid_entry"),
 ]
 
 

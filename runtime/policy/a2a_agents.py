@@ -1,0 +1,56 @@
+"""The ``a2a_agents`` option: remote A2A agents a project may delegate to.
+
+Each entry is ``{name, url}``: ``url`` is the agent's base ``http(s)`` URL, where its agent
+card is served (``<url>/.well-known/agent-card.json``); the agent becomes the tool
+``a2a.<name>.send`` (:mod:`runtime.tools.a2a`). The normalized entries are sorted by name.
+
+A bad entry raises :class:`InvalidRuntimeOptError` with ``key="a2a_agents"``,
+``reason="invalid_entry"``, its ``index`` and a stable ``problem``: :data:`PROBLEMS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.policy.remote_entries import (
+    entry_error,
+    entry_list,
+    entry_name,
+    entry_object,
+    http_url,
+)
+
+__all__ = ["PROBLEMS", "validate_a2a_agents"]
+
+PROBLEMS: frozenset[str] = frozenset(
+    {
+        "expected_list",
+        "expected_object",
+        "unknown_field",
+        "invalid_name",
+        "duplicate_name",
+        "no_url",
+        "invalid_url",
+        "url_scheme_not_http",
+    }
+)
+"""Every ``problem`` a refused ``a2a_agents`` entry can carry."""
+
+_KEY = "a2a_agents"
+_FIELDS = frozenset({"name", "url"})
+
+
+def _entry(index: int, raw: Any, seen: set[str]) -> dict[str, Any]:
+    entry = entry_object(_KEY, index, raw, _FIELDS, "{name, url}")
+    name = entry_name(_KEY, index, entry, seen, "a2a.<name>.send")
+    if "url" not in entry:
+        raise entry_error(_KEY, "no_url", "needs the agent's url (where its card is)", index)
+    return {"name": name, "url": http_url(_KEY, index, entry["url"])}
+
+
+def validate_a2a_agents(key: str, value: Any) -> list[dict[str, Any]]:
+    """Validate and normalize ``a2a_agents`` (see the module doc); sorted by name."""
+    del key  # always "a2a_agents"
+    seen: set[str] = set()
+    entries = [_entry(index, entry, seen) for index, entry in enumerate(entry_list(_KEY, value))]
+    return sorted(entries, key=lambda e: str(e["name"]))
