@@ -21,6 +21,15 @@ from runtime.daemon.main import start_daemon, stop_daemon
 C = "c"
 
 
+def spoil(repo: Path) -> None:
+    """Garbage in ``.git/HEAD`` and a bare-repository shape whose config includes a device."""
+    (repo / ".git" / "HEAD").write_text("garbage\n")
+    (repo / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / "objects").mkdir(exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "config").write_text("[include]\n\tpath = /dev/zero\n")
+
+
 def _tool(c: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = c.run_tool(
         "p", {"name": name, "args": args, "meta": {"conversation_id": C}}
@@ -71,12 +80,11 @@ def main() -> None:
         with Client.connect(home, timeout_s=120) as c:
             c.start_project(str(repo), project_id="p")
             c.start_conversation("p", conversation_id=C)
-            spoil = (
-                "truncate -s 400M big.bin && echo garbage > .git/HEAD && "
-                "echo 'ref: refs/heads/main' > HEAD && mkdir -p objects refs && "
-                "printf '[include]\\n\\tpath = /dev/zero\\n' > config && echo done"
-            )
-            out["spoil"] = _tool(c, "command.run", {"command": spoil, "timeout_ms": 30000})
+            # a command can no longer write .git (read-only in every view): the repository is
+            # spoiled from outside, as a broken checkout would be, to test the daemon's git
+            big = "truncate -s 400M big.bin && echo done"
+            out["spoil"] = _tool(c, "command.run", {"command": big, "timeout_ms": 30000})
+            spoil(repo)
             _tool(c, "fs.read", {"path": "notes.txt"})
             pids = _daemon_pids(home)
             before = _peaks(pids)

@@ -28,6 +28,7 @@ from runtime.client import Client
 from runtime.daemon.main import stop_daemon
 from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon, wait_until
 from tests.integration.conftest import REPO_ROOT, Daemon, daemon_env, make_root
+from tests.integration.nonroot_reads import spoil
 from tests.integration.test_trust_boundary import git
 
 pytestmark = [
@@ -109,17 +110,15 @@ def test_a_spoiled_git_dir_does_not_redirect_or_block_the_daemons_git(
 ) -> None:
     repo = tmp_path / "repo"
     _husky_repo(repo)
-    spoil = (
-        "echo garbage > .git/HEAD && echo 'ref: refs/heads/main' > HEAD && "
-        "mkdir -p objects refs && "
-        "printf '[include]\\n\\tpath = /dev/zero\\n' > config && echo spoiled"
-    )
     with daemon.client(timeout_s=120) as c:
         c.start_project(str(repo), project_id="p")
         c.start_conversation("p", conversation_id=C)
-        spoiled = _run(c, "p", spoil)
-        assert spoiled["status"] == "ok", spoiled
-        assert spoiled["result"]["stdout"] == "spoiled\n", spoiled["result"]
+        # a command cannot spoil the repository: every .git is read-only in its view
+        refused = _run(c, "p", "echo garbage > .git/HEAD && echo spoiled")
+        assert refused["status"] == "ok" and refused["result"]["stdout"] == "", refused
+        assert "Read-only file system" in refused["result"]["stderr"], refused
+        # spoiled from outside (a broken checkout): the daemon's git is still not redirected
+        spoil(repo)
         _refused(_run(c, "p", PLANT_HOOK))
     assert (repo / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
 
