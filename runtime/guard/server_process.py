@@ -29,6 +29,7 @@ import psutil
 from runtime.guard.launcher import Launch, Limits, post_run_check, prepare
 from runtime.guard.leftovers import ChangeReport
 from runtime.guard.proctree import MARKER_ENV, ProcessTracker
+from runtime.guard.run_ledger import RunLabel
 from runtime.guard.sandbox import View
 from runtime.guard.sandbox_view import view_state
 
@@ -63,10 +64,21 @@ class ServerProcess:
         env: Mapping[str, str],
         allow_network: bool,
         limits: Limits,
+        label: RunLabel | None = None,
     ) -> ServerProcess:
-        """Start ``argv`` through the launcher; ``ToolError`` / ``OSError`` when it cannot."""
+        """Start ``argv`` through the launcher; ``ToolError`` / ``OSError`` when it cannot.
+
+        ``label`` names the durable record of the server's whole life (written before it
+        starts, removed by the review at its stop): a daemon killed meanwhile leaves the
+        record, and the next start reviews the root for everything since the server began.
+        """
         launch = prepare(
-            view=view, allow_network=allow_network, limits=limits, timeout_s=0.0, shape="serve"
+            view=view,
+            allow_network=allow_network,
+            limits=limits,
+            timeout_s=0.0,
+            shape="serve",
+            label=label,
         )
         try:
             proc = launch.spawn(

@@ -1,0 +1,77 @@
+"""What an MCP stdio server leaves in the root is reviewed even when the daemon dies mid-call.
+
+A command's run has a durable record (``ROOST_HOME/runs``) from before its process starts,
+so a ``kill -9`` of the whole daemon cannot keep what it planted from the next start's
+review. A server is a tool process too: its lifetime has the same record, and what it
+planted during a call the crash cut is quarantined when the daemon starts again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.client import Client
+from runtime.daemon import start_daemon, stop_daemon
+from runtime.daemon.processes import daemon_processes
+from runtime.journal.store import Journal
+from tests.integration.adversarial_helpers import needs_bwrap, wait_until
+from tests.integration.conftest import alive, daemon_env
+from tests.integration.test_daemon_crash import kill_everything
+from tests.integration.test_mcp_client import C, _root, _stdio
+
+pytestmark = [needs_bwrap]
+
+PLANT = (
+    "mkdir -p cut/nested/.git/objects cut/nested/.git/refs"
+    " && echo 'ref: refs/heads/main' > cut/nested/.git/HEAD"
+    " && printf '[core]\\n\\tfsmonitor = /tmp/evil\\n' > cut/nested/.git/config"
+    " && echo half > cut/half.txt && touch cut/ready && sleep 60"
+)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[str]:
+    path = str(tmp_path / "home")
+    yield path
+    seen = daemon_processes(path)
+    stop_daemon(path, timeout_s=30)
+    left = alive(seen + daemon_processes(path))
+    for proc in left:
+        proc.kill()
+    assert left == [], f"processes left behind: {left}"
+
+
+def test_what_a_server_planted_before_a_kill_9_is_reviewed_at_the_next_start(
+    home: str, tmp_path: Path
+) -> None:
+    root = _root(tmp_path, "root")
+    start_daemon(home, env=daemon_env(), timeout_s=60)
+    with Client.connect(home, timeout_s=60) as c:
+        c.start_project(str(root), project_id="p", options={"mcp_servers": [_stdio(root)]})
+        c.start_conversation("p", conversation_id=C)
+        tool = {"name": "mcp.fx.run", "args": {"argv": ["sh", "-c", PLANT]}, "run_mode": "async"}
+        c.send_message("p", C, "go", correlation_id="corr-cut", llm={"tool_calls": [tool]})
+    wait_until((root / "cut" / "ready").exists, timeout_s=60, what="the server to plant")
+    kill_everything(home)
+    assert (root / "cut" / "nested" / ".git" / "config").is_file()  # nothing reviewed it yet
+
+    start_daemon(home, env=daemon_env(), timeout_s=60)
+    assert not os.path.lexists(root / "cut" / "nested" / ".git")
+    assert (root / "cut" / "half.txt").read_text() == "half\n"
+
+    def recovered() -> list[dict[str, object]]:
+        with Journal.open(home) as journal:
+            return [
+                e.data
+                for e in journal.read_project("p")
+                if e.type == "tool.changes" and e.data.get("recovered")
+            ]
+
+    [found] = wait_until(recovered, timeout_s=60, what="the recovered event")
+    assert found["tool"] == "mcp.fx"
+    assert str(found["quarantined"]).count("git_dir_created") == 1, found
+    wait_until(lambda: not os.listdir(os.path.join(home, "runs")), what="the record to go")
