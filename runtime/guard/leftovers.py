@@ -544,7 +544,8 @@ class _Review:
         for child, st in self._children(parent):
             name = os.path.basename(child)
             names.add(name)
-            is_dir[name] = stat.S_ISDIR(st.st_mode)
+            # git checks objects/ and refs/ through symbolic links: a link may be one
+            is_dir[name] = stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)
         self.bare_dirs[parent] = bare_shape(names, is_dir)
         return self.bare_dirs[parent]
 

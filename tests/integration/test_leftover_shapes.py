@@ -1,0 +1,76 @@
+"""Shapes of what a command leaves that git would act on, beyond the plain ones.
+
+`test_leftovers.py` covers the plain shapes (a bare repository of real directories, a
+nested ``.git``, special and set-id files). Git follows symbolic links where it checks a
+directory's shape (``objects`` and ``refs`` only need to be reachable directories), so a
+bare repository made of links is as live as one of directories: the review must judge
+the shape as git does.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.client import Client
+from tests.integration.adversarial_helpers import Call, needs_bwrap, recorded, run_daemon
+from tests.integration.test_adversarial_paths import git_on_a_terminal
+from tests.integration.test_fault_injection import command_options
+from tests.integration.test_leftovers import make_repo, monitor, quarantined
+
+pytestmark = [
+    needs_bwrap,
+    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed here"),
+]
+
+C = "c"
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("shapes")
+
+
+@pytest.fixture(scope="module")
+def client(base: Path) -> Iterator[Client]:
+    with run_daemon(base / "home") as daemon, daemon.client(timeout_s=60) as c:
+        c.start_project(str(make_repo(base / "repo")), project_id="repo", options=command_options())
+        c.start_conversation("repo", conversation_id=C)
+        yield c
+
+
+def run(client: Client, command: str) -> tuple[Call, dict[str, Any]]:
+    call = Call("repo", C, "command.run", {"command": command, "timeout_ms": 30000})
+    return call, call.run(client)
+
+
+LINKED_BARE = (
+    "mkdir -p {d}/store/heads && ln -s store {d}/objects && ln -s store {d}/refs"
+    " && echo 'ref: refs/heads/main' > {d}/HEAD && printf '[core]\\n\\tpager = {p}\\n' > {d}/config"
+)
+
+
+def test_a_bare_repository_whose_objects_and_refs_are_links_is_quarantined(
+    client: Client, base: Path
+) -> None:
+    control = base / "control"
+    control.mkdir()
+    program, marker = monitor(base, "linked-control")
+    (control / "sub").mkdir()
+    run_here = LINKED_BARE.format(d="sub", p=program)
+    subprocess.run(["sh", "-c", run_here], cwd=control, check=True)
+    git_on_a_terminal(control / "sub", "branch", home=base)
+    assert marker.exists(), "this git does not take a linked bare shape; proves nothing"
+
+    repo = Path(client.diagnostics("repo")["root"])
+    program, marker = monitor(base, "linked")
+    call, result = run(client, LINKED_BARE.format(d="sub", p=program))
+    assert result["status"] == "ok", result
+    git_on_a_terminal(repo / "sub", "branch", home=base)
+    assert not marker.exists()
+    assert set(quarantined(recorded(client, call))) >= {"sub/HEAD", "sub/config"}
