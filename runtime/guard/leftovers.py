@@ -639,12 +639,16 @@ class _Review:
         moved_to: str | None = None
         error: str | None = None
         try:
-            if kind in ("fifo", "socket", "device"):
-                os.unlink(source)
-            else:
-                moved_to = _move(
-                    source, os.path.join(quarantine_dir(self.project_id, self.run_id), rel)
-                )
+            parent = _open_dir(self.root, os.path.dirname(rel))
+            try:
+                name = os.path.basename(rel)
+                if kind in ("fifo", "socket", "device"):
+                    os.unlink(name, dir_fd=parent)
+                else:
+                    dest = os.path.join(quarantine_dir(self.project_id, self.run_id), rel)
+                    moved_to = _move(parent, name, dest)
+            finally:
+                os.close(parent)
         except OSError as e:
             log.error("quarantine_failed", path=source, reason=reason, error=str(e))
             moved_to, error = None, f"{type(e).__name__}: {e.strerror or e}"
@@ -668,22 +672,47 @@ class _Review:
         )
 
 
-def _move(source: str, dest: str) -> str:
-    """Move ``source`` to ``dest`` (another filesystem too), defuse what arrived; where it is."""
+def _open_dir(root: str, rel_dir: str) -> int:
+    """A descriptor of ``root/rel_dir``, opened one component at a time, never through a link.
+
+    The review checked the path, but without a freezer a process may swap a directory on
+    the way for a symbolic link since: ``ELOOP``/``ENOTDIR`` then, and nothing is touched.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in [p for p in rel_dir.split("/") if p]:
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            child = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _move(parent: int, name: str, dest: str) -> str:
+    """Move ``name`` of the directory ``parent`` to ``dest`` (another filesystem too).
+
+    Set-id bits of what arrived are stripped and its special files removed; returns where
+    it is now.
+    """
     os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
     if os.path.lexists(dest):
         dest = f"{dest}.{uuid.uuid4().hex[:8]}"
     try:
-        os.rename(source, dest)
+        os.rename(name, dest, src_dir_fd=parent)
     except OSError as e:
         if e.errno != 18:  # EXDEV: copy, then remove
             raise
-        if os.path.isdir(source) and not os.path.islink(source):
+        source = f"/proc/self/fd/{parent}/{name}"  # the directory opened, not a path again
+        st = os.lstat(name, dir_fd=parent)
+        if stat.S_ISDIR(st.st_mode):
             shutil.copytree(source, dest, symlinks=True, ignore_dangling_symlinks=True)
-            shutil.rmtree(source)
+            shutil.rmtree(name, dir_fd=parent)
         else:
             shutil.copy2(source, dest, follow_symlinks=False)
-            os.unlink(source)
+            os.unlink(name, dir_fd=parent)
     _defuse(dest)
     return dest
 
