@@ -408,6 +408,16 @@ def _inside(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
+def _shown(name: str) -> str:
+    r"""``name`` as text a report can carry: bytes that are not UTF-8 as ``\xNN``.
+
+    A tool process names its files: one name that is not UTF-8 must not make its run's
+    record unencodable (the events, the dead run's saved report), which would hide every
+    other change with it.
+    """
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISREG(mode):
         return "file"
@@ -628,7 +638,12 @@ class _Review:
         self.counts[what] += 1
         target = {"created": self.created, "modified": self.modified, "deleted": self.deleted}
         if len(target[what]) < LIST_MAX:
-            target[what].append(change)
+            shown = msgspec.structs.replace(
+                change,
+                path=_shown(change.path),
+                target=None if change.target is None else _shown(change.target),
+            )
+            target[what].append(shown)
 
     # quarantine --------------------------------------------------------------------------
 
@@ -653,7 +668,13 @@ class _Review:
             log.error("quarantine_failed", path=source, reason=reason, error=str(e))
             moved_to, error = None, f"{type(e).__name__}: {e.strerror or e}"
         self.quarantined.append(
-            Quarantined(path=rel, reason=reason, kind=kind, moved_to=moved_to, error=error)
+            Quarantined(
+                path=_shown(rel),
+                reason=reason,
+                kind=kind,
+                moved_to=None if moved_to is None else _shown(moved_to),
+                error=error,
+            )
         )
 
     def report(self, method: str, detail: str, seconds: float) -> ChangeReport:

@@ -9,6 +9,7 @@ the shape as git does.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -74,3 +75,20 @@ def test_a_bare_repository_whose_objects_and_refs_are_links_is_quarantined(
     git_on_a_terminal(repo / "sub", "branch", home=base)
     assert not marker.exists()
     assert set(quarantined(recorded(client, call))) >= {"sub/HEAD", "sub/config"}
+
+
+def test_a_name_that_is_not_utf8_neither_hides_the_changes_nor_fails_the_call(
+    client: Client,
+) -> None:
+    repo = Path(client.diagnostics("repo")["root"])
+    script = (
+        "mkdir -p \"$(printf 'nb\\377')/.git\" && printf x > \"$(printf 'nf\\376')\""
+        " && echo seen > utf8-neighbour.txt"
+    )
+    call, result = run(client, script)
+    assert result["status"] == "ok", result
+    entries = recorded(client, call)
+    assert quarantined(entries) == {"nb\\xff/.git": "git_dir_created"}
+    [changes] = [e["data"] for e in entries if e["type"] == "tool.changes"]
+    assert {c["path"] for c in changes["created"]} >= {"nf\\xfe", "utf8-neighbour.txt"}
+    assert not os.path.lexists(os.fsencode(repo) + b"/nb\xff/.git")
