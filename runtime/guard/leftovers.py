@@ -11,6 +11,8 @@ and devices removed) before anything but the finished command could use it:
   bare-repository shape (``HEAD`` + ``objects/`` + ``refs/``) after the run;
 - ``assets_created``, ``hooks_created``: a ``.roost`` or ``core.hooksPath`` directory
   that did not exist before the run;
+- ``sensitive_alias``: a symbolic or hard link under a name the sensitive-path rules
+  match (what the user writes there later would land in a file commands read);
 - ``setid_file``: a regular file with the set-uid bit, or set-gid with group execute;
 - ``special_file``: a FIFO, a Unix socket file or a device node.
 
@@ -112,7 +114,7 @@ class Quarantined(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     """Relative to the root."""
     reason: str
     """``git_dir_created``, ``bare_repository``, ``assets_created``, ``hooks_created``,
-    ``setid_file`` or ``special_file``."""
+    ``sensitive_alias``, ``setid_file`` or ``special_file``."""
     kind: str
     """What it was (``file``, ``dir``, ``fifo``, ...)."""
     moved_to: str | None = None
@@ -532,6 +534,8 @@ class _Review:
             rel = place
         elif parts[-1] in BARE_MEMBERS and self._bare_parent(rel):
             reason = "bare_repository"
+        elif self._alias(parts, st):
+            reason = "sensitive_alias"
         elif _setid(mode):
             reason = "setid_file"
         elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
@@ -542,6 +546,18 @@ class _Review:
                 self._quarantine(rel, top, reason)
             return
         self._note("created" if created else "modified", self._describe(rel, st))
+
+    def _alias(self, parts: list[str], st: os.stat_result) -> bool:
+        """A sensitive name that is a second way to reach a file the process can read.
+
+        A symbolic link (``.env -> notes.txt``) or a hard link (``.env`` and ``notes.txt``
+        one inode) under a name the view hides: what the user writes there later lands
+        in a file every later command reads, and the masking (which reads the sensitive
+        file itself, never through a link) does not know its values.
+        """
+        mode = st.st_mode
+        alias = stat.S_ISLNK(mode) or (stat.S_ISREG(mode) and st.st_nlink > 1)
+        return alias and self.rules.match(parts) is not None
 
     def _bare_parent(self, rel: str) -> bool:
         """Whether ``rel``'s directory has the bare shape (judged once, before quarantines)."""

@@ -92,3 +92,25 @@ def test_a_name_that_is_not_utf8_neither_hides_the_changes_nor_fails_the_call(
     [changes] = [e["data"] for e in entries if e["type"] == "tool.changes"]
     assert {c["path"] for c in changes["created"]} >= {"nf\\xfe", "utf8-neighbour.txt"}
     assert not os.path.lexists(os.fsencode(repo) + b"/nb\xff/.git")
+
+
+def test_a_sensitive_name_a_command_links_to_a_readable_file_is_quarantined(
+    client: Client,
+) -> None:
+    repo = Path(client.diagnostics("repo")["root"])
+    call, result = run(client, "touch a b && ln -s a .env && ln b .env.local")
+    assert result["status"] == "ok", result
+    assert quarantined(recorded(client, call)) == {
+        ".env": "sensitive_alias",
+        ".env.local": "sensitive_alias",
+    }
+    # the user fills them later, as a setup step would
+    with (repo / ".env").open("a") as f:
+        f.write("API_KEY=planted-link-secret-0451\n")
+    with (repo / ".env.local").open("a") as f:
+        f.write("TOKEN=planted-hardlink-secret-0452\n")
+    _, result = run(client, "cat a b | rev; cat a b | base32")
+    assert result["status"] == "ok", result
+    assert result["result"]["stdout"] == ""
+    for name in (".env", ".env.local"):
+        (repo / name).unlink()
