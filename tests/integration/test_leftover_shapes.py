@@ -9,9 +9,12 @@ the shape as git does.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ import pytest
 
 from runtime.client import Client
 from tests.integration.adversarial_helpers import Call, needs_bwrap, recorded, run_daemon
+from tests.integration.conftest import REPO_ROOT
 from tests.integration.test_adversarial_paths import git_on_a_terminal
 from tests.integration.test_fault_injection import command_options
 from tests.integration.test_leftovers import make_repo, monitor, quarantined
@@ -114,3 +118,52 @@ def test_a_sensitive_name_a_command_links_to_a_readable_file_is_quarantined(
     assert result["result"]["stdout"] == ""
     for name in (".env", ".env.local"):
         (repo / name).unlink()
+
+
+NOBODY = 65534
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None or not os.path.exists(SYSTEM_PYTHON),
+    reason="needs root to start a daemon as another user (setpriv) and a system python3",
+)
+def test_a_daemon_that_is_not_root_quarantines_the_same_shapes() -> None:
+    """``nonroot_leftovers.py`` runs as uid 65534: its daemon, its commands, its client."""
+    base = Path(tempfile.mkdtemp(prefix="roost-nonroot-", dir="/var/tmp"))
+    try:
+        base.chmod(0o755)
+        os.chown(base, NOBODY, NOBODY)
+        site = [p for p in sys.path if p.endswith("site-packages")]
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(base),
+            "PYTHONPATH": os.pathsep.join([REPO_ROOT, *site]),
+            "ROOST_BACKEND": "runtime.daemon.backend:create_backend",
+        }
+        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        script = Path(__file__).with_name("nonroot_leftovers.py")
+        done = subprocess.run(
+            [*argv, SYSTEM_PYTHON, str(script), str(base)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert out["attack"]["result"]["stdout"] == "done\n", out["attack"]
+    assert out["quarantined"] == {
+        "sub/HEAD": "bare_repository",
+        "sub/config": "bare_repository",
+        "sub/objects": "bare_repository",
+        "sub/refs": "bare_repository",
+        ".env": "sensitive_alias",
+        ".env.local": "sensitive_alias",
+        "nb\\xff/.git": "git_dir_created",
+    }
+    assert out["leak"] == ""
+    assert out["linked_pager_ran"] is False
