@@ -75,3 +75,39 @@ def test_what_a_server_planted_before_a_kill_9_is_reviewed_at_the_next_start(
     assert found["tool"] == "mcp.fx"
     assert str(found["quarantined"]).count("git_dir_created") == 1, found
     wait_until(lambda: not os.listdir(os.path.join(home, "runs")), what="the record to go")
+
+
+SHAPES = (
+    "mkdir -p sub/store && ln -s store sub/objects && ln -s store sub/refs"
+    " && echo 'ref: refs/heads/main' > sub/HEAD && echo '[core]' > sub/config"
+    " && touch a && ln -s a .env && mkdir -p \"$(printf 'nb\\377')/.git\" && echo done"
+)
+
+
+def test_an_mcp_server_is_held_to_the_same_leftover_shapes(home: str, tmp_path: Path) -> None:
+    root = _root(tmp_path, "root")
+    start_daemon(home, env=daemon_env(), timeout_s=60)
+    with Client.connect(home, timeout_s=60) as c:
+        c.start_project(str(root), project_id="p", options={"mcp_servers": [_stdio(root)]})
+        c.start_conversation("p", conversation_id=C)
+        request = {
+            "name": "mcp.fx.run",
+            "args": {"argv": ["sh", "-c", SHAPES]},
+            "meta": {"conversation_id": C, "correlation_id": "shapes"},
+        }
+        result = c.run_tool("p", request)
+        assert result["status"] == "ok", result
+        timeline = c.incident_timeline("p", C, limit=500, correlation_id="shapes")
+    found = {
+        e["data"]["path"]: e["data"]["reason"]
+        for e in timeline["entries"]
+        if e["type"] == "security.leftover_quarantined"
+    }
+    assert found == {
+        "sub/HEAD": "bare_repository",
+        "sub/config": "bare_repository",
+        "sub/objects": "bare_repository",
+        "sub/refs": "bare_repository",
+        ".env": "sensitive_alias",
+        "nb\\xff/.git": "git_dir_created",
+    }
