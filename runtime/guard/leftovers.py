@@ -198,6 +198,7 @@ class RootWatch:
         self.report: ChangeReport | None = None
         self.pending: list[tuple[str, str, int]] = []
         self.pending_overflow = False
+        self.held: list[tuple[str, str, int]] = []
         if label is not None:
             self.record = open_run(
                 label,
@@ -235,8 +236,9 @@ class RootWatch:
             overflow = False
             if self.notify is not None:
                 events, overflow = self.notify.drain()
-                events, overflow = self.pending + events, overflow or self.pending_overflow
-                self.pending, self.pending_overflow = [], False
+                events = self.pending + events + self.held
+                overflow = overflow or self.pending_overflow
+                self.pending, self.pending_overflow, self.held = [], False, []
                 if overflow:
                     self.detail = "the inotify queue overflowed: the whole root was walked"
             review = _Review(
@@ -266,6 +268,18 @@ class RootWatch:
             close_run(self.record)
         self.report = report
         return report
+
+    def held_open(self, paths: Iterable[str]) -> None:
+        """Judge ``paths`` (absolute) as changed at the next review.
+
+        For the files a process that lives on (a frozen MCP server) holds open for writing
+        or maps shared and writable: a write through a mapping makes no inotify event, and
+        a file never closed makes no close event either.
+        """
+        for path in paths:
+            if path != self.root and _inside(path, self.root):
+                name = os.path.basename(path)
+                self.held.append((os.path.dirname(path), name, inotify.IN_MODIFY))
 
     def rebase(self) -> None:
         """Forget what changed since the last review (a frozen server's root: not its doing)."""

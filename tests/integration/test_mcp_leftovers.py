@@ -9,6 +9,7 @@ planted during a call the crash cut is quarantined when the daemon starts again.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,4 +111,51 @@ def test_an_mcp_server_is_held_to_the_same_leftover_shapes(home: str, tmp_path: 
         "sub/refs": "bare_repository",
         ".env": "sensitive_alias",
         "nb\\xff/.git": "git_dir_created",
+    }
+
+
+MMAP = """import mmap, os, time
+fd = os.open("lib.git/config", os.O_RDWR)
+m = mmap.mmap(fd, 0)
+p = b"[core]\\n\\tfsmonitor = /tmp/evil\\n"
+m[len(m) - len(p) - 1 : len(m) - 1] = p
+m.flush()
+open("mapped", "w").close()
+time.sleep(600)
+"""
+
+
+def test_a_change_through_a_mapping_a_server_keeps_open_is_reviewed(
+    home: str, tmp_path: Path
+) -> None:
+    """A write through a shared mapping makes no inotify event, and a file a process
+    keeps open makes no close event: the review must still see the changed ``config``."""
+    root = _root(tmp_path, "root")
+    subprocess.run(["git", "init", "-q", "--bare", str(root / "lib.git")], check=True)
+    config = root / "lib.git" / "config"
+    config.write_text(config.read_text() + "#" * 200 + "\n")
+    (root / "mm.py").write_text(MMAP)
+    start_daemon(home, env=daemon_env(), timeout_s=60)
+    with Client.connect(home, timeout_s=60) as c:
+        c.start_project(str(root), project_id="p", options={"mcp_servers": [_stdio(root)]})
+        c.start_conversation("p", conversation_id=C)
+        argv = [
+            "sh",
+            "-c",
+            "python3 mm.py </dev/null >/dev/null 2>&1 & "
+            "while [ ! -e mapped ]; do sleep 0.1; done; echo started",
+        ]
+        request = {
+            "name": "mcp.fx.run",
+            "args": {"argv": argv},
+            "meta": {"conversation_id": C, "correlation_id": "mm"},
+        }
+        result = c.run_tool("p", request)
+        assert result["status"] == "ok", result
+        timeline = c.incident_timeline("p", C, limit=500, correlation_id="mm")
+    assert not config.exists() or "fsmonitor" not in config.read_text()
+    assert ("lib.git/config", "bare_repository") in {
+        (e["data"]["path"], e["data"]["reason"])
+        for e in timeline["entries"]
+        if e["type"] == "security.leftover_quarantined"
     }
