@@ -204,4 +204,4 @@ def written_files(pids: Iterable[int]) -> set[str]:
                 fields = line.split(maxsplit=5)
                 if len(fields) == 6 and fields[1][1] == "w" and fields[1][3] == "s":
                     found.add(fields[5].rstrip("\n"))
-    return {p for p in found if p.startswith("/")}
+    return {p for p in found if p.startswith("/") and not p.endswith(" (deleted)")}
