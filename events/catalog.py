@@ -406,7 +406,7 @@ class SecurityLeftoverQuarantined(
     """Relative to the project root."""
     reason: str
     """``git_dir_created``, ``bare_repository``, ``assets_created``, ``hooks_created``,
-    ``setid_file`` or ``special_file``."""
+    ``sensitive_alias``, ``setid_file`` or ``special_file``."""
     kind: str = "file"
     """What it was: ``file``, ``dir``, ``symlink``, ``fifo``, ``socket`` or ``device``."""
     moved_to: str | None = None

@@ -11,6 +11,8 @@ and devices removed) before anything but the finished command could use it:
   bare-repository shape (``HEAD`` + ``objects/`` + ``refs/``) after the run;
 - ``assets_created``, ``hooks_created``: a ``.roost`` or ``core.hooksPath`` directory
   that did not exist before the run;
+- ``sensitive_alias``: a symbolic or hard link under a name the sensitive-path rules
+  match (what the user writes there later would land in a file commands read);
 - ``setid_file``: a regular file with the set-uid bit, or set-gid with group execute;
 - ``special_file``: a FIFO, a Unix socket file or a device node.
 
@@ -112,7 +114,7 @@ class Quarantined(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     """Relative to the root."""
     reason: str
     """``git_dir_created``, ``bare_repository``, ``assets_created``, ``hooks_created``,
-    ``setid_file`` or ``special_file``."""
+    ``sensitive_alias``, ``setid_file`` or ``special_file``."""
     kind: str
     """What it was (``file``, ``dir``, ``fifo``, ...)."""
     moved_to: str | None = None
@@ -196,6 +198,7 @@ class RootWatch:
         self.report: ChangeReport | None = None
         self.pending: list[tuple[str, str, int]] = []
         self.pending_overflow = False
+        self.held: list[tuple[str, str, int]] = []
         if label is not None:
             self.record = open_run(
                 label,
@@ -233,8 +236,9 @@ class RootWatch:
             overflow = False
             if self.notify is not None:
                 events, overflow = self.notify.drain()
-                events, overflow = self.pending + events, overflow or self.pending_overflow
-                self.pending, self.pending_overflow = [], False
+                events = self.pending + events + self.held
+                overflow = overflow or self.pending_overflow
+                self.pending, self.pending_overflow, self.held = [], False, []
                 if overflow:
                     self.detail = "the inotify queue overflowed: the whole root was walked"
             review = _Review(
@@ -264,6 +268,18 @@ class RootWatch:
             close_run(self.record)
         self.report = report
         return report
+
+    def held_open(self, paths: Iterable[str]) -> None:
+        """Judge ``paths`` (absolute) as changed at the next review.
+
+        For the files a process that lives on (a frozen MCP server) holds open for writing
+        or maps shared and writable: a write through a mapping makes no inotify event, and
+        a file never closed makes no close event either.
+        """
+        for path in paths:
+            if path != self.root and _inside(path, self.root):
+                name = os.path.basename(path)
+                self.held.append((os.path.dirname(path), name, inotify.IN_MODIFY))
 
     def rebase(self) -> None:
         """Forget what changed since the last review (a frozen server's root: not its doing)."""
@@ -408,6 +424,16 @@ def _inside(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
+def _shown(name: str) -> str:
+    r"""``name`` as text a report can carry: bytes that are not UTF-8 as ``\xNN``.
+
+    A tool process names its files: one name that is not UTF-8 must not make its run's
+    record unencodable (the events, the dead run's saved report), which would hide every
+    other change with it.
+    """
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISREG(mode):
         return "file"
@@ -522,6 +548,8 @@ class _Review:
             rel = place
         elif parts[-1] in BARE_MEMBERS and self._bare_parent(rel):
             reason = "bare_repository"
+        elif self._alias(parts, st):
+            reason = "sensitive_alias"
         elif _setid(mode):
             reason = "setid_file"
         elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
@@ -532,6 +560,18 @@ class _Review:
                 self._quarantine(rel, top, reason)
             return
         self._note("created" if created else "modified", self._describe(rel, st))
+
+    def _alias(self, parts: list[str], st: os.stat_result) -> bool:
+        """A sensitive name that is a second way to reach a file the process can read.
+
+        A symbolic link (``.env -> notes.txt``) or a hard link (``.env`` and ``notes.txt``
+        one inode) under a name the view hides: what the user writes there later lands
+        in a file every later command reads, and the masking (which reads the sensitive
+        file itself, never through a link) does not know its values.
+        """
+        mode = st.st_mode
+        alias = stat.S_ISLNK(mode) or (stat.S_ISREG(mode) and st.st_nlink > 1)
+        return alias and self.rules.match(parts) is not None
 
     def _bare_parent(self, rel: str) -> bool:
         """Whether ``rel``'s directory has the bare shape (judged once, before quarantines)."""
@@ -544,7 +584,8 @@ class _Review:
         for child, st in self._children(parent):
             name = os.path.basename(child)
             names.add(name)
-            is_dir[name] = stat.S_ISDIR(st.st_mode)
+            # git checks objects/ and refs/ through symbolic links: a link may be one
+            is_dir[name] = stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)
         self.bare_dirs[parent] = bare_shape(names, is_dir)
         return self.bare_dirs[parent]
 
@@ -627,7 +668,12 @@ class _Review:
         self.counts[what] += 1
         target = {"created": self.created, "modified": self.modified, "deleted": self.deleted}
         if len(target[what]) < LIST_MAX:
-            target[what].append(change)
+            shown = msgspec.structs.replace(
+                change,
+                path=_shown(change.path),
+                target=None if change.target is None else _shown(change.target),
+            )
+            target[what].append(shown)
 
     # quarantine --------------------------------------------------------------------------
 
@@ -638,17 +684,27 @@ class _Review:
         moved_to: str | None = None
         error: str | None = None
         try:
-            if kind in ("fifo", "socket", "device"):
-                os.unlink(source)
-            else:
-                moved_to = _move(
-                    source, os.path.join(quarantine_dir(self.project_id, self.run_id), rel)
-                )
+            parent = _open_dir(self.root, os.path.dirname(rel))
+            try:
+                name = os.path.basename(rel)
+                if kind in ("fifo", "socket", "device"):
+                    os.unlink(name, dir_fd=parent)
+                else:
+                    dest = os.path.join(quarantine_dir(self.project_id, self.run_id), rel)
+                    moved_to = _move(parent, name, dest)
+            finally:
+                os.close(parent)
         except OSError as e:
             log.error("quarantine_failed", path=source, reason=reason, error=str(e))
             moved_to, error = None, f"{type(e).__name__}: {e.strerror or e}"
         self.quarantined.append(
-            Quarantined(path=rel, reason=reason, kind=kind, moved_to=moved_to, error=error)
+            Quarantined(
+                path=_shown(rel),
+                reason=reason,
+                kind=kind,
+                moved_to=None if moved_to is None else _shown(moved_to),
+                error=error,
+            )
         )
 
     def report(self, method: str, detail: str, seconds: float) -> ChangeReport:
@@ -667,22 +723,47 @@ class _Review:
         )
 
 
-def _move(source: str, dest: str) -> str:
-    """Move ``source`` to ``dest`` (another filesystem too), defuse what arrived; where it is."""
+def _open_dir(root: str, rel_dir: str) -> int:
+    """A descriptor of ``root/rel_dir``, opened one component at a time, never through a link.
+
+    The review checked the path, but without a freezer a process may swap a directory on
+    the way for a symbolic link since: ``ELOOP``/``ENOTDIR`` then, and nothing is touched.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in [p for p in rel_dir.split("/") if p]:
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            child = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _move(parent: int, name: str, dest: str) -> str:
+    """Move ``name`` of the directory ``parent`` to ``dest`` (another filesystem too).
+
+    Set-id bits of what arrived are stripped and its special files removed; returns where
+    it is now.
+    """
     os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
     if os.path.lexists(dest):
         dest = f"{dest}.{uuid.uuid4().hex[:8]}"
     try:
-        os.rename(source, dest)
+        os.rename(name, dest, src_dir_fd=parent)
     except OSError as e:
         if e.errno != 18:  # EXDEV: copy, then remove
             raise
-        if os.path.isdir(source) and not os.path.islink(source):
+        source = f"/proc/self/fd/{parent}/{name}"  # the directory opened, not a path again
+        st = os.lstat(name, dir_fd=parent)
+        if stat.S_ISDIR(st.st_mode):
             shutil.copytree(source, dest, symlinks=True, ignore_dangling_symlinks=True)
-            shutil.rmtree(source)
+            shutil.rmtree(name, dir_fd=parent)
         else:
             shutil.copy2(source, dest, follow_symlinks=False)
-            os.unlink(source)
+            os.unlink(name, dir_fd=parent)
     _defuse(dest)
     return dest
 

@@ -19,20 +19,22 @@ between calls too (``docs/security.md``, "Known limits").
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import psutil
 
 from runtime.guard.launcher import Launch, Limits, post_run_check, prepare
 from runtime.guard.leftovers import ChangeReport
 from runtime.guard.proctree import MARKER_ENV, ProcessTracker
+from runtime.guard.run_ledger import RunLabel
 from runtime.guard.sandbox import View
 from runtime.guard.sandbox_view import view_state
 
-__all__ = ["SERVER_CPU_SECONDS", "ServerProcess"]
+__all__ = ["SERVER_CPU_SECONDS", "ServerProcess", "written_files"]
 
 SERVER_CPU_SECONDS = 3600
 """CPU seconds each process of a server may use over its life (``RLIMIT_CPU``).
@@ -63,10 +65,21 @@ class ServerProcess:
         env: Mapping[str, str],
         allow_network: bool,
         limits: Limits,
+        label: RunLabel | None = None,
     ) -> ServerProcess:
-        """Start ``argv`` through the launcher; ``ToolError`` / ``OSError`` when it cannot."""
+        """Start ``argv`` through the launcher; ``ToolError`` / ``OSError`` when it cannot.
+
+        ``label`` names the durable record of the server's whole life (written before it
+        starts, removed by the review at its stop): a daemon killed meanwhile leaves the
+        record, and the next start reviews the root for everything since the server began.
+        """
         launch = prepare(
-            view=view, allow_network=allow_network, limits=limits, timeout_s=0.0, shape="serve"
+            view=view,
+            allow_network=allow_network,
+            limits=limits,
+            timeout_s=0.0,
+            shape="serve",
+            label=label,
         )
         try:
             proc = launch.spawn(
@@ -131,6 +144,8 @@ class ServerProcess:
         if self.launch.freezer is not None and not self.launch.freezer.freeze():
             return self.stop()
         self._in_call = False
+        if self.launch.before is not None:
+            self.launch.before.held_open(written_files(self.pids()))
         return post_run_check(self.launch.before, keep=True)
 
     def stop(self) -> ChangeReport | None:
@@ -165,3 +180,28 @@ class ServerProcess:
     def pids(self) -> list[int]:
         """The processes of the server's tree now (its cgroups' members)."""
         return self.launch.cgroup_pids()
+
+
+def written_files(pids: Iterable[int]) -> set[str]:
+    """Files ``pids`` hold open for writing or map shared and writable (their paths).
+
+    Writes through a mapping make no inotify event, and a file a process keeps open makes
+    no close event: the post-run check of a process that lives on judges these too.
+    """
+    found: set[str] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError, ValueError):
+                    with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as info:
+                        flags = next(
+                            int(line.split()[1], 8) for line in info if line.startswith("flags:")
+                        )
+                    if flags & (os.O_WRONLY | os.O_RDWR):
+                        found.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[1][1] == "w" and fields[1][3] == "s":
+                    found.add(fields[5].rstrip("\n"))
+    return {p for p in found if p.startswith("/") and not p.endswith(" (deleted)")}

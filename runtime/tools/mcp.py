@@ -55,7 +55,7 @@ def call_mcp_tool(
     entry: Mapping[str, Any], tool: str, root: str, ctx: ToolContext, args: dict[str, Any]
 ) -> dict[str, Any]:
     """Call ``tool`` on server ``entry``; ``{content, structured_content}`` or ``ToolError``."""
-    session = session_for(entry, root, ctx.options)
+    session = session_for(entry, root, ctx.options, project_id=ctx.project_id)
     result = session.call(
         tool,
         args,

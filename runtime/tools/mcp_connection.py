@@ -36,6 +36,7 @@ from runtime.guard.network import (
     judge_target,
     resolve_and_check,
 )
+from runtime.guard.run_ledger import RunLabel
 from runtime.guard.sandbox import View, probe_layers, require_confinement
 from runtime.guard.server_process import SERVER_CPU_SECONDS, ServerProcess
 from runtime.option_table import RuntimeOptions
@@ -124,10 +125,19 @@ def _running(pid: int) -> bool:
 class Connection:
     """One live connection, held open by a task on the loop until :meth:`close`."""
 
-    def __init__(self, entry: Mapping[str, Any], root: str, options: Mapping[str, Any]):
+    def __init__(
+        self,
+        entry: Mapping[str, Any],
+        root: str,
+        options: Mapping[str, Any],
+        *,
+        project_id: str = "",
+    ):
         self.entry = dict(entry)
         self.root = root
         self.options = dict(options)
+        self.project_id = project_id or "local"
+        """Names the durable record of a stdio server's life (reviewed after a crash)."""
         self.session: Any = None
         self.server: ServerProcess | None = None
         """The stdio server's process (None for HTTP)."""
@@ -183,6 +193,11 @@ class Connection:
                             max_processes=spec.max_processes,
                             memory_bytes=spec.memory_bytes,
                             cpu_cores=spec.cpu_cores,
+                        ),
+                        label=RunLabel(
+                            project_id=self.project_id,
+                            call_id=f"mcp-server-{self.entry['name']}",
+                            tool=f"mcp.{self.entry['name']}",
                         ),
                     )
                     stack.callback(self._stop_server)

@@ -68,8 +68,16 @@ _BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 class ServerSession:
     """One configured server in this process: started at first use, restarted when gone."""
 
-    def __init__(self, entry: Mapping[str, Any], root: str, options: Mapping[str, Any]):
+    def __init__(
+        self,
+        entry: Mapping[str, Any],
+        root: str,
+        options: Mapping[str, Any],
+        *,
+        project_id: str = "",
+    ):
         self.entry = dict(entry)
+        self.project_id = project_id
         self.name = str(entry["name"])
         self.root = root
         self.options = dict(options)
@@ -160,7 +168,7 @@ class ServerSession:
                 )
             time.sleep(min(_BACKOFF_S[min(self.restarts, len(_BACKOFF_S) - 1)], timeout_s / 4))
             self.restarts += 1
-        conn = Connection(self.entry, self.root, self.options)
+        conn = Connection(self.entry, self.root, self.options, project_id=self.project_id)
         opening = time.monotonic()
         try:
             self._submit(conn.open(), timeout_s + COLD_START_S, cancelled)
@@ -293,15 +301,17 @@ _SESSIONS: dict[tuple[str, str], ServerSession] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def session_for(entry: Mapping[str, Any], root: str, options: Mapping[str, Any]) -> ServerSession:
-    """The session of this process for server ``entry`` of the project at ``root``."""
+def session_for(
+    entry: Mapping[str, Any], root: str, options: Mapping[str, Any], *, project_id: str = ""
+) -> ServerSession:
+    """The process's session for server ``entry`` of project ``project_id`` at ``root``."""
     key = (os.path.realpath(root), json.dumps(dict(entry), sort_keys=True))
     with _SESSIONS_LOCK:
         if not _SESSIONS:
             cgroups.sweep_stale()  # servers a killed runner left frozen die now
         found = _SESSIONS.get(key)
         if found is None:
-            found = _SESSIONS[key] = ServerSession(entry, root, options)
+            found = _SESSIONS[key] = ServerSession(entry, root, options, project_id=project_id)
         return found
 
 
