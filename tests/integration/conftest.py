@@ -17,6 +17,7 @@ import pytest
 
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
+from runtime.daemon.processes import daemon_processes
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -125,3 +126,16 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
         for proc in left:
             proc.kill()
         assert left == [], f"processes left behind: {left}"
+
+
+@pytest.fixture
+def daemon_home(tmp_path: Path) -> Iterator[str]:
+    """A ROOST_HOME whose daemons (however many were started, killed or not) are all gone after."""
+    path = str(tmp_path / "home")
+    yield path
+    seen = daemon_processes(path)
+    stop_daemon(path, timeout_s=30)
+    left = alive(seen + daemon_processes(path))
+    for proc in left:
+        proc.kill()
+    assert left == [], f"processes left behind: {left}"

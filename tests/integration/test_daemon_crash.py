@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import psutil
 import pytest
 
 from runtime.client import Client
-from runtime.daemon import start_daemon, stop_daemon
+from runtime.daemon import start_daemon
 from runtime.daemon.config import config_for_home
 from runtime.daemon.processes import daemon_processes
 from runtime.journal.store import Journal
@@ -35,16 +34,9 @@ from tests.runtime.daemon_helpers import wait_for
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[str]:
-    """A ROOST_HOME whose daemons (however many were started) are all gone afterwards."""
-    path = str(tmp_path / "home")
-    yield path
-    seen = daemon_processes(path)
-    stop_daemon(path, timeout_s=30)
-    left = alive(seen + daemon_processes(path))
-    for proc in left:
-        proc.kill()
-    assert left == [], f"processes left behind: {left}"
+def home(daemon_home: str) -> str:
+    """A ROOST_HOME whose daemons are all gone afterwards (``daemon_home``)."""
+    return daemon_home
 
 
 def log_events(home: str, name: str) -> list[dict[str, Any]]:

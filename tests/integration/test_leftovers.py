@@ -23,7 +23,6 @@ import pytest
 
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
-from runtime.daemon.processes import daemon_processes
 from runtime.journal.store import Journal
 from tests.integration.adversarial_helpers import (
     Call,
@@ -32,7 +31,7 @@ from tests.integration.adversarial_helpers import (
     run_daemon,
     wait_until,
 )
-from tests.integration.conftest import alive, daemon_env, make_root
+from tests.integration.conftest import daemon_env, make_root
 from tests.integration.test_adversarial_paths import git_on_a_terminal
 from tests.integration.test_daemon_crash import kill_everything
 from tests.integration.test_fault_injection import command_options
@@ -363,15 +362,9 @@ def _assert_safe(root: Path) -> None:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[str]:
-    path = str(tmp_path / "home")
-    yield path
-    seen = daemon_processes(path)
-    stop_daemon(path, timeout_s=30)
-    left = alive(seen + daemon_processes(path))
-    for proc in left:
-        proc.kill()
-    assert left == [], f"processes left behind: {left}"
+def home(daemon_home: str) -> str:
+    """A ROOST_HOME whose daemons are all gone afterwards (``daemon_home``)."""
+    return daemon_home
 
 
 def test_a_run_cut_by_kill_9_of_the_daemon_is_reviewed_at_the_next_start(

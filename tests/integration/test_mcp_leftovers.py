@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from runtime.client import Client
-from runtime.daemon import start_daemon, stop_daemon
-from runtime.daemon.processes import daemon_processes
+from runtime.daemon import start_daemon
 from runtime.journal.store import Journal
 from tests.integration.adversarial_helpers import needs_bwrap, wait_until
-from tests.integration.conftest import alive, daemon_env
+from tests.integration.conftest import daemon_env
 from tests.integration.test_daemon_crash import kill_everything
 from tests.integration.test_mcp_client import C, _root, _stdio
 
@@ -35,15 +33,9 @@ PLANT = (
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[str]:
-    path = str(tmp_path / "home")
-    yield path
-    seen = daemon_processes(path)
-    stop_daemon(path, timeout_s=30)
-    left = alive(seen + daemon_processes(path))
-    for proc in left:
-        proc.kill()
-    assert left == [], f"processes left behind: {left}"
+def home(daemon_home: str) -> str:
+    """A ROOST_HOME whose daemons are all gone afterwards (``daemon_home``)."""
+    return daemon_home
 
 
 def test_what_a_server_planted_before_a_kill_9_is_reviewed_at_the_next_start(

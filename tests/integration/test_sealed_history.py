@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,9 @@ import pytest
 
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
-from runtime.daemon.processes import daemon_processes
 from runtime.journal.store import Journal
 from tests.integration import journal_tamper as tamper
-from tests.integration.conftest import REPO_ROOT, alive, daemon_env
+from tests.integration.conftest import REPO_ROOT, daemon_env
 from tests.integration.test_daemon_crash import kill_everything, log_events
 from tests.runtime.daemon_helpers import wait_for
 
@@ -32,16 +30,9 @@ SEALING = {"ROOST_SEAL_EVERY_EVENTS": "5", "ROOST_SEAL_INTERVAL_S": "0"}
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[str]:
-    """A ROOST_HOME whose daemons are all gone afterwards."""
-    path = str(tmp_path / "home")
-    yield path
-    seen = daemon_processes(path)
-    stop_daemon(path, timeout_s=30)
-    left = alive(seen + daemon_processes(path))
-    for proc in left:
-        proc.kill()
-    assert left == [], f"processes left behind: {left}"
+def home(daemon_home: str) -> str:
+    """A ROOST_HOME whose daemons are all gone afterwards (``daemon_home``)."""
+    return daemon_home
 
 
 def start(home: str, **extra: str) -> int:
