@@ -26,10 +26,12 @@ import pytest
 
 from runtime.client import Client
 from runtime.daemon.main import stop_daemon
+from tests import nobody
 from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon, wait_until
-from tests.integration.conftest import REPO_ROOT, Daemon, daemon_env, make_root
+from tests.integration.conftest import Daemon, daemon_env, make_root
 from tests.integration.nonroot_reads import spoil
 from tests.integration.test_trust_boundary import git
+from tests.nobody import NOBODY, SYSTEM_PYTHON
 
 pytestmark = [
     needs_bwrap,
@@ -144,11 +146,6 @@ def test_a_root_daemon_protects_the_hooks_path_of_a_checkout_another_user_owns(
     assert (repo / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
 
 
-NOBODY = 65534
-SCRIPT = Path(__file__).with_name("nonroot_reads.py")
-SYSTEM_PYTHON = "/usr/bin/python3"
-
-
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None or not os.path.exists(SYSTEM_PYTHON),
     reason="needs root to start a daemon as another user (setpriv) and a system python3",
@@ -163,16 +160,20 @@ def test_a_daemon_that_is_not_root_holds_the_same_reads_safe() -> None:
     try:
         base.chmod(0o755)
         os.chown(base, NOBODY, NOBODY)
-        site = [p for p in sys.path if p.endswith("site-packages")]
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": str(base),
-            "PYTHONPATH": os.pathsep.join([REPO_ROOT, *site]),
+            "PYTHONPATH": nobody.pythonpath(),
             "ROOST_BACKEND": "runtime.daemon.backend:create_backend",
         }
-        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
         done = subprocess.run(
-            [*argv, SYSTEM_PYTHON, str(SCRIPT), str(base)],
+            [
+                *nobody.as_nobody(),
+                SYSTEM_PYTHON,
+                "-m",
+                "tests.integration.nonroot_reads",
+                str(base),
+            ],
             env=env,
             capture_output=True,
             text=True,

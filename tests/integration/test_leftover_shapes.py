@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,11 +21,12 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
+from tests import nobody
 from tests.integration.adversarial_helpers import Call, needs_bwrap, recorded, run_daemon
-from tests.integration.conftest import REPO_ROOT
 from tests.integration.test_adversarial_paths import git_on_a_terminal
 from tests.integration.test_fault_injection import command_options
 from tests.integration.test_leftovers import make_repo, monitor, quarantined
+from tests.nobody import NOBODY, SYSTEM_PYTHON
 
 pytestmark = [
     needs_bwrap,
@@ -120,10 +120,6 @@ def test_a_sensitive_name_a_command_links_to_a_readable_file_is_quarantined(
         (repo / name).unlink()
 
 
-NOBODY = 65534
-SYSTEM_PYTHON = "/usr/bin/python3"
-
-
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None or not os.path.exists(SYSTEM_PYTHON),
     reason="needs root to start a daemon as another user (setpriv) and a system python3",
@@ -134,17 +130,20 @@ def test_a_daemon_that_is_not_root_quarantines_the_same_shapes() -> None:
     try:
         base.chmod(0o755)
         os.chown(base, NOBODY, NOBODY)
-        site = [p for p in sys.path if p.endswith("site-packages")]
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": str(base),
-            "PYTHONPATH": os.pathsep.join([REPO_ROOT, *site]),
+            "PYTHONPATH": nobody.pythonpath(),
             "ROOST_BACKEND": "runtime.daemon.backend:create_backend",
         }
-        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-        script = Path(__file__).with_name("nonroot_leftovers.py")
         done = subprocess.run(
-            [*argv, SYSTEM_PYTHON, str(script), str(base)],
+            [
+                *nobody.as_nobody(),
+                SYSTEM_PYTHON,
+                "-m",
+                "tests.integration.nonroot_leftovers",
+                str(base),
+            ],
             env=env,
             capture_output=True,
             text=True,

@@ -86,12 +86,20 @@ def shared_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _interpreter() -> set[str]:
+    """The test interpreter's places (a virtualenv in a private checkout, pyenv under /root)."""
+    places = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
+    return {os.path.realpath(p) for p in places}
+
+
 def _without_private_places(argv: list[str]) -> list[str]:
-    """Drop the read-only binds of places uid 65534 cannot reach (an interpreter under /root)."""
+    """Drop the read-only binds of places uid 65534 cannot reach (the test's interpreter)."""
     out: list[str] = []
     index = 0
     while index < len(argv):
-        if argv[index] == "--ro-bind" and argv[index + 1].startswith("/root"):
+        if argv[index] == "--ro-bind" and (
+            argv[index + 1].startswith("/root") or argv[index + 1] in _interpreter()
+        ):
             index += 3
             continue
         out.append(argv[index])

@@ -24,6 +24,7 @@ from runtime.guard.leftovers import RootWatch, begin, recover_runs
 from runtime.guard.pathrules import SensitiveRules
 from runtime.guard.rootscan import scan_paths
 from runtime.guard.run_ledger import RunLabel, dead_runs
+from tests import nobody
 
 
 @pytest.fixture
@@ -217,8 +218,8 @@ def test_a_live_runs_record_is_left_alone(root: Path, home: Path) -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to an unprivileged uid")
 def test_the_review_works_for_an_unprivileged_daemon() -> None:
     """The review is plain Python: a daemon's uid 65534 quarantines its own leftovers."""
-    place = Path(tempfile.mkdtemp(prefix="roost-nobody-"))
-    os.chown(place, 65534, 65534)
+    place = Path(tempfile.mkdtemp(prefix="roost-nobody-", dir="/var/tmp"))
+    os.chown(place, nobody.NOBODY, nobody.NOBODY)
     script = (
         "import os, sys\n"
         "from runtime.guard import roost_home\n"
@@ -235,18 +236,15 @@ def test_the_review_works_for_an_unprivileged_daemon() -> None:
     )
     done = subprocess.run(
         [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            sys.executable,
+            *nobody.as_nobody(),
+            nobody.SYSTEM_PYTHON,
             "-c",
             script,
             str(place),
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        env={**os.environ, "PYTHONPATH": nobody.pythonpath()},
         check=False,
     )
     assert done.stdout == ("65534 inotify [('h', 'setid_file'), ('p', 'special_file')]\n"), (
