@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -234,19 +235,22 @@ def test_the_review_works_for_an_unprivileged_daemon() -> None:
         "r = w.review()\n"
         "print(os.getuid(), r.method, sorted((q.path, q.reason) for q in r.quarantined))\n"
     )
-    done = subprocess.run(
-        [
-            *nobody.as_nobody(),
-            nobody.SYSTEM_PYTHON,
-            "-c",
-            script,
-            str(place),
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": nobody.pythonpath()},
-        check=False,
-    )
+    try:
+        done = subprocess.run(
+            [
+                *nobody.as_nobody(),
+                nobody.SYSTEM_PYTHON,
+                "-c",
+                script,
+                str(place),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": nobody.pythonpath()},
+            check=False,
+        )
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
     assert done.stdout == ("65534 inotify [('h', 'setid_file'), ('p', 'special_file')]\n"), (
         done.stderr
     )
