@@ -11,20 +11,37 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-__all__ = ["NOBODY", "SYSTEM_PYTHON", "as_nobody", "pythonpath"]
+import pytest
+
+__all__ = [
+    "NOBODY",
+    "SYSTEM_PYTHON",
+    "as_nobody",
+    "needs_nobody",
+    "pythonpath",
+    "run_daemon_script",
+]
 
 NOBODY = 65534
 """The unprivileged uid (and gid) the tests switch to."""
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 """An interpreter every user can run (the virtualenv's may live under ``/root``)."""
+
+needs_nobody = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None or not os.path.exists(SYSTEM_PYTHON),
+    reason="needs root to start a process as another user (setpriv) and a system python3",
+)
+"""Marks a test that runs Roost as uid 65534."""
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("runtime", "events", "actors", "soak", "tests")
@@ -90,3 +107,34 @@ def pythonpath() -> str:
         if path.is_dir() and not path.is_symlink():
             path.chmod(path.stat().st_mode | 0o555)
     return os.pathsep.join([str(base / "repo"), *copies])
+
+
+def run_daemon_script(module: str) -> dict[str, Any]:
+    """Run ``python -m module BASE`` as uid 65534 (its daemon, commands and client too).
+
+    BASE is a fresh directory that uid owns, removed afterwards; the script prints one JSON
+    object as its last line, which is returned.
+    """
+    base = Path(tempfile.mkdtemp(prefix="roost-nonroot-", dir="/var/tmp"))
+    try:
+        base.chmod(0o755)
+        os.chown(base, NOBODY, NOBODY)
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(base),
+            "PYTHONPATH": pythonpath(),
+            "ROOST_BACKEND": "runtime.daemon.backend:create_backend",
+        }
+        done = subprocess.run(
+            [*as_nobody(), SYSTEM_PYTHON, "-m", module, str(base)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return out

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.daemon import start_daemon, stop_daemon
-from tests.integration.conftest import REPO_ROOT, Daemon, alive, daemon_env, make_root
+from tests.integration.adversarial_helpers import run_daemon
+from tests.integration.conftest import REPO_ROOT, Daemon, make_root
 
 C = "c1"
 
@@ -32,19 +32,8 @@ C = "c1"
 @pytest.fixture
 def callee(tmp_path: Path) -> Iterator[Daemon]:
     """A second real daemon, on its own home; stopped afterwards, its tree gone."""
-    home = str(tmp_path / "callee-home")
-    pid = start_daemon(home, env=daemon_env(), timeout_s=60)
-    running = Daemon(home=home, pid=pid)
-    seen = running.processes()
-    try:
+    with run_daemon(tmp_path / "callee-home") as running:
         yield running
-    finally:
-        seen += running.processes()
-        stop_daemon(home, timeout_s=30)
-        left = alive(seen)
-        for proc in left:
-            proc.kill()
-        assert left == [], f"processes left behind: {left}"
 
 
 @contextmanager

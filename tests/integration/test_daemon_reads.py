@@ -11,12 +11,10 @@ git names (git's ``safe.directory`` made the daemon's old probe skip that config
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,6 @@ from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon,
 from tests.integration.conftest import Daemon, daemon_env, make_root
 from tests.integration.nonroot_reads import spoil
 from tests.integration.test_trust_boundary import git
-from tests.nobody import NOBODY, SYSTEM_PYTHON
 
 pytestmark = [
     needs_bwrap,
@@ -146,44 +143,14 @@ def test_a_root_daemon_protects_the_hooks_path_of_a_checkout_another_user_owns(
     assert (repo / ".husky" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("setpriv") is None or not os.path.exists(SYSTEM_PYTHON),
-    reason="needs root to start a daemon as another user (setpriv) and a system python3",
-)
+@nobody.needs_nobody
 def test_a_daemon_that_is_not_root_holds_the_same_reads_safe() -> None:
     """``nonroot_reads.py`` runs as uid 65534: its daemon, its commands, its client.
 
     The interpreter is the system's (the test's may live where that user cannot read) with
     the test's packages on ``PYTHONPATH``.
     """
-    base = Path(tempfile.mkdtemp(prefix="roost-nonroot-", dir="/var/tmp"))
-    try:
-        base.chmod(0o755)
-        os.chown(base, NOBODY, NOBODY)
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(base),
-            "PYTHONPATH": nobody.pythonpath(),
-            "ROOST_BACKEND": "runtime.daemon.backend:create_backend",
-        }
-        done = subprocess.run(
-            [
-                *nobody.as_nobody(),
-                SYSTEM_PYTHON,
-                "-m",
-                "tests.integration.nonroot_reads",
-                str(base),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        out = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    out = nobody.run_daemon_script("tests.integration.nonroot_reads")
     assert out["spoil"]["result"]["stdout"] == "done\n", out["spoil"]
     assert out["fs_read"]["result"]["truncated"] is True, out["fs_read"]
     assert out["peak_growth"] < 100 * MiB, out["peak_growth"]

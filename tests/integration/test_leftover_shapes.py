@@ -9,11 +9,9 @@ the shape as git does.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,18 +20,19 @@ import pytest
 
 from runtime.client import Client
 from tests import nobody
-from tests.integration.adversarial_helpers import Call, needs_bwrap, recorded, run_daemon
+from tests.integration.adversarial_helpers import Call, needs_bwrap, recorded
 from tests.integration.test_adversarial_paths import git_on_a_terminal
-from tests.integration.test_fault_injection import command_options
-from tests.integration.test_leftovers import make_repo, monitor, quarantined
-from tests.nobody import NOBODY, SYSTEM_PYTHON
+from tests.integration.test_leftovers import (
+    C,
+    monitor,
+    quarantined,
+    repo_daemon,
+)
 
 pytestmark = [
     needs_bwrap,
     pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed here"),
 ]
-
-C = "c"
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +42,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(base: Path) -> Iterator[Client]:
-    with run_daemon(base / "home") as daemon, daemon.client(timeout_s=60) as c:
-        c.start_project(str(make_repo(base / "repo")), project_id="repo", options=command_options())
-        c.start_conversation("repo", conversation_id=C)
+    with repo_daemon(base) as c:
         yield c
 
 
@@ -120,40 +117,10 @@ def test_a_sensitive_name_a_command_links_to_a_readable_file_is_quarantined(
         (repo / name).unlink()
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("setpriv") is None or not os.path.exists(SYSTEM_PYTHON),
-    reason="needs root to start a daemon as another user (setpriv) and a system python3",
-)
+@nobody.needs_nobody
 def test_a_daemon_that_is_not_root_quarantines_the_same_shapes() -> None:
     """``nonroot_leftovers.py`` runs as uid 65534: its daemon, its commands, its client."""
-    base = Path(tempfile.mkdtemp(prefix="roost-nonroot-", dir="/var/tmp"))
-    try:
-        base.chmod(0o755)
-        os.chown(base, NOBODY, NOBODY)
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(base),
-            "PYTHONPATH": nobody.pythonpath(),
-            "ROOST_BACKEND": "runtime.daemon.backend:create_backend",
-        }
-        done = subprocess.run(
-            [
-                *nobody.as_nobody(),
-                SYSTEM_PYTHON,
-                "-m",
-                "tests.integration.nonroot_leftovers",
-                str(base),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        out = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    out = nobody.run_daemon_script("tests.integration.nonroot_leftovers")
     assert out["attack"]["result"]["stdout"] == "done\n", out["attack"]
     assert out["quarantined"] == {
         "sub/HEAD": "bare_repository",

@@ -16,6 +16,7 @@ import os
 import shutil
 import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +97,19 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("leftovers")
 
 
-@pytest.fixture(scope="module")
-def client(base: Path) -> Iterator[Client]:
-    """A daemon with project ``repo`` (a git repository)."""
+@contextmanager
+def repo_daemon(base: Path) -> Iterator[Client]:
+    """A daemon on ``base/home`` with project ``repo`` (a git repository) and conversation C."""
     with run_daemon(base / "home") as daemon, daemon.client(timeout_s=60) as c:
         c.start_project(str(make_repo(base / "repo")), project_id="repo", options=command_options())
         c.start_conversation("repo", conversation_id=C)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def client(base: Path) -> Iterator[Client]:
+    """A daemon with project ``repo`` (a git repository)."""
+    with repo_daemon(base) as c:
         yield c
 
 
