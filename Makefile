@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
-.PHONY: demo test check fmt clean
+.PHONY: demo test test-fast check fmt clean
 
 # What the demo needs: the project and its runtime dependencies, no dev tools.
 $(RUNTIME_STAMP): pyproject.toml
@@ -24,8 +24,13 @@ $(STAMP): pyproject.toml
 demo: $(RUNTIME_STAMP)
 	$(BIN)/python scripts/demo.py
 
+# The whole suite, with its 25 slowest tests listed at the end.
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+
+# The fast part (no daemon, no docs run word for word, no soak): for the edit-test loop.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 check: $(STAMP)
 	$(BIN)/ruff check .

@@ -71,3 +71,25 @@ def postgres_env() -> Iterator[dict[str, str]]:
     finally:
         with psycopg.connect(**conninfo) as conn:  # type: ignore[arg-type]
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+# Whole files whose every test starts a real daemon, runs the docs word for word or a real
+# soak: the `slow` part of the suite. `make test-fast` runs everything else (`-m "not slow"`);
+# a unit test that takes seconds carries `@pytest.mark.slow` itself.
+_SLOW_PATHS = (
+    "tests/integration/",
+    "tests/soak/test_soak_run.py",
+    "tests/soak/test_soak_cli.py",
+    "tests/test_docs.py",
+    "tests/test_quick_tour.py",
+    "tests/test_readme.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests under ``_SLOW_PATHS`` as ``slow``."""
+    root = config.rootpath
+    for item in items:
+        relative = item.path.relative_to(root).as_posix()
+        if relative.startswith(_SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)

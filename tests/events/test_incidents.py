@@ -568,6 +568,7 @@ FIELDS = ("call_id", "name", "args", "reason", "content", "tool", "result", "rou
         max_size=25,
     )
 )
+@pytest.mark.slow
 def test_reports_and_projections_never_fail_on_odd_payloads(
     specs: list[tuple[str, dict[str, Any], str]],
 ) -> None:

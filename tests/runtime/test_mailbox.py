@@ -121,6 +121,7 @@ def test_the_queue_holds_no_lock_shared_between_processes() -> None:
     assert [q.get(timeout=5) for _ in range(100)] == list(range(100))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [200, 3000, 20000, 200_000])
 def test_writers_sigkilled_mid_send_never_wedge_the_reader(size: int) -> None:
     """Kill writers at random moments; the reader keeps getting whole messages."""
@@ -152,6 +153,7 @@ def test_writers_sigkilled_mid_send_never_wedge_the_reader(size: int) -> None:
             p.join()
 
 
+@pytest.mark.slow
 def test_the_standard_queue_does_wedge_so_the_test_above_can_fail() -> None:
     """The same kills against multiprocessing.Queue leave its write lock held."""
     q: Any = CTX.Queue()

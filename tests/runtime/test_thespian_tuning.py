@@ -11,6 +11,7 @@ import sys
 from importlib.metadata import version
 from typing import Any
 
+import pytest
 from thespian.actors import ActorAddress
 from thespian.system import addressManager, multiprocCommon
 from thespian.system.transport import MultiprocessQueueTransport as transport
@@ -39,12 +40,14 @@ def test_thespian_is_the_version_the_patches_were_written_for() -> None:
     assert version("thespian") == "4.0.1"
 
 
+@pytest.mark.slow
 def test_a_busy_parent_hears_of_a_killed_child_at_its_next_message() -> None:
     seen = _probe("prompt")["seen_after_s"]
     assert seen is not None and seen < 1.0
     assert _probe("prompt", "--without", "prompt_child_checks")["seen_after_s"] is None
 
 
+@pytest.mark.slow
 def test_a_dead_childs_mailbox_is_closed_even_while_something_still_holds_it() -> None:
     """Its backlog's thread ends, its two descriptors close, the parent exits at once."""
     result = _probe("dead_child")
@@ -59,6 +62,7 @@ def test_a_dead_childs_mailbox_is_closed_even_while_something_still_holds_it() -
     assert control["parent_exit_s"] >= 9  # only the bounded flush at exit let it go
 
 
+@pytest.mark.slow
 def test_an_overflow_names_the_child_whose_mailbox_it_is() -> None:
     result = _probe("overflow", "--bound", str(256 * 1024))
     assert result["refused"] > 0

@@ -86,6 +86,7 @@ def test_daemon_stop_when_none_runs_says_so_and_exits_0(home) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_second_daemon_on_the_same_home_is_refused(home) -> None:
     with running_daemon(home) as pid:
         again = run_roost("daemon", "start", "--home", home)
@@ -127,6 +128,7 @@ def test_a_stale_pid_file_and_socket_from_a_crash_are_cleaned_at_start(home) -> 
     assert found["stale_socket_removed"]["path"] == os.path.join(home, "roost.sock")
 
 
+@pytest.mark.slow
 def test_a_sigkilled_daemon_leaves_files_that_the_next_start_takes_over(home) -> None:
     pid = start_via_cli(home)
     os.kill(pid, signal.SIGKILL)
@@ -173,6 +175,7 @@ def test_start_daemon_in_process_returns_the_pid_and_stop_reaps_it(home) -> None
     assert stop_daemon(home) is False
 
 
+@pytest.mark.slow
 def test_daemon_processes_finds_the_detached_daemon_of_a_home(home, tmp_path) -> None:
     other = str(tmp_path / "other")
     with running_daemon(home) as pid, running_daemon(other) as other_pid:

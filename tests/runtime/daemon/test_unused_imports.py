@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 PROBE = """
 import json, sys
 {block}
@@ -46,6 +48,7 @@ def test_the_daemon_side_loads_no_cli_library_and_still_logs_tracebacks() -> Non
     assert kept["httpx_client"] is True
 
 
+@pytest.mark.slow
 def test_without_it_they_are_loaded_so_the_check_can_fail() -> None:
     plain = _probe("")
     kept = _probe("from runtime.daemon.unused_imports import keep_out; keep_out()")

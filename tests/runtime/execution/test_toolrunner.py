@@ -789,6 +789,7 @@ def test_the_call_id_in_the_block_cannot_break_the_header() -> None:
     assert block.startswith("<<tool-output call=id___ignore_previous nonce=")
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(text=st.text(max_size=200))
 def test_the_end_marker_occurs_exactly_once_whatever_the_text(text: str) -> None:

@@ -65,6 +65,7 @@ def test_a_spoiled_head_still_reads_the_repositorys_own_config_not_the_roots(rep
     assert hooks_paths(str(repo)) == [".husky"]
 
 
+@pytest.mark.slow
 def test_an_include_of_a_fifo_fails_closed_instead_of_blocking(repo: Path) -> None:
     os.mkfifo(repo / "pipe")
     with open(repo / ".git" / "config", "a", encoding="utf-8") as f:
@@ -93,6 +94,7 @@ def test_a_checkout_another_user_owns_is_read_all_the_same(repo: Path) -> None:
     assert hooks_paths(str(repo)) == [".husky"]
 
 
+@pytest.mark.slow
 def test_a_write_decision_fails_closed_when_git_cannot_say_where_hooks_live(repo: Path) -> None:
     from runtime.errors import ToolError
     from runtime.guard.paths import Workspace

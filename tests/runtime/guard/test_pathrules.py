@@ -291,6 +291,7 @@ def test_invalid_json_that_looks_like_json_is_treated_as_text():
     assert extract_paths({"path": "[draft].md"}) == ["[draft].md"]
 
 
+@pytest.mark.slow
 @settings(max_examples=100)
 @given(st.recursive(st.text(max_size=8), lambda c: st.lists(c) | st.dictionaries(st.text(), c)))
 def test_extraction_never_fails_on_arbitrary_json_like_values(value):

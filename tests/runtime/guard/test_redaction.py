@@ -513,6 +513,7 @@ def test_a_megabyte_of_log_text_is_redacted_completely() -> None:
         "://abcdefghij0123456789@",
     ],
 )
+@pytest.mark.slow
 def test_pathological_repetitions_of_a_megabyte_are_handled(unit: str) -> None:
     text = unit * (1_000_000 // len(unit))
 
@@ -587,6 +588,7 @@ DOCUMENTS = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(document=DOCUMENTS)
 def test_redaction_is_idempotent_and_leaves_nothing_to_find(document: Any) -> None:

@@ -275,6 +275,7 @@ LINES = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=st.lists(LINES, min_size=100, max_size=200))
 def test_scanning_only_the_trigger_lines_finds_what_scanning_everything_finds(

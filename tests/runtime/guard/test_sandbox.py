@@ -302,6 +302,7 @@ def test_the_open_files_limit_applies(tmp_path: Path, mode: str) -> None:
     assert result.stdout == "64\n"
 
 
+@pytest.mark.slow
 def test_output_beyond_the_cap_is_dropped_and_flagged_without_blocking(
     tmp_path: Path, mode: str
 ) -> None:

@@ -459,6 +459,7 @@ def test_the_depth_scan_agrees_with_the_parsed_depth(value: Any, limit: int) -> 
     assert json_depth_exceeds(json.dumps(value), limit) is (depth_of(value) > limit)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=4))
 def test_parsing_encoded_arguments_gives_them_back(args: dict[str, Any]) -> None:

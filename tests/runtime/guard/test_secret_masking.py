@@ -195,6 +195,7 @@ def test_a_generated_value_never_survives_base64_hex_or_reversal(
         assert _b64_core(value.encode())[4:] not in masked
 
 
+@pytest.mark.slow
 def test_many_values_are_split_over_several_programs_and_all_found() -> None:
     values = [f"Val{index:04d}-{'x' * 20}-{index * 7919:08d}" for index in range(600)]
     masker = SecretMasker(values)

@@ -202,6 +202,7 @@ def test_a_file_made_under_the_private_umask_gets_the_users_modes(
 # --- through the real CLI ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_daemon_start_makes_an_open_home_private(open_home: Path) -> None:
     os.remove(open_home / "notes.txt")
     with running_daemon(str(open_home)):
@@ -213,6 +214,7 @@ def test_daemon_start_makes_an_open_home_private(open_home: Path) -> None:
     assert {"roost.sock", "roost.pid", "logs/daemon.log", "journal.sqlite"} <= set(found)
 
 
+@pytest.mark.slow
 def test_daemon_start_on_a_symlinked_home_fails_with_bad_config(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir(mode=0o755)

@@ -60,6 +60,7 @@ def _run_until_killed(db: str, start: int, rng: random.Random) -> dict[int, list
     return acked
 
 
+@pytest.mark.slow
 def test_acknowledged_batches_survive_repeated_sigkills(tmp_path: Path) -> None:
     db = str(tmp_path / "journal.sqlite")
     rng = random.Random(20261122)

@@ -555,6 +555,7 @@ msgpack_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(value=msgpack_values)
 def test_what_msgspec_encodes_has_no_repeated_key_and_is_canonical(value: object) -> None:
@@ -563,6 +564,7 @@ def test_what_msgspec_encodes_has_no_repeated_key_and_is_canonical(value: object
     assert msgspec.msgpack.encode(msgspec.msgpack.decode(body)) == body
 
 
+@pytest.mark.slow
 @settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.dictionaries(st.text(max_size=8), msgpack_values, max_size=5))
 def test_any_event_data_is_accepted_on_the_link(tmp_path: Path, data: dict[str, Any]) -> None:

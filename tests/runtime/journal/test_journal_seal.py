@@ -153,6 +153,7 @@ def test_seal_settings_come_from_the_environment_and_bad_values_fail_clearly() -
         SealSettings.from_env({"ROOST_SEAL_INTERVAL_S": "soon"})
 
 
+@pytest.mark.slow
 def test_a_daemon_does_not_start_on_a_key_others_can_read(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)

@@ -128,6 +128,7 @@ def _rounds(envelopes: list[Envelope]) -> dict[str | None, tuple[list[str], list
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+@pytest.mark.slow
 @given(data=st.data())
 def test_a_secret_split_anywhere_in_any_field_never_reaches_the_journal(
     shape: str, data: st.DataObject

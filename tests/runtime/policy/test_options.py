@@ -626,6 +626,7 @@ VALID_VALUES: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.fixed_dictionaries({}, optional=VALID_VALUES))
 def test_validating_normalized_options_again_changes_nothing(raw: dict[str, Any]) -> None:
@@ -895,6 +896,7 @@ def _restated_defaults(tree: ast.AST) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_module_restates_an_option_default() -> None:
     root = Path(__file__).resolve().parents[3]
     offenders = [

@@ -205,6 +205,7 @@ def test_exporter_failures_are_counted_and_the_follower_goes_on() -> None:
     assert status["cursor"] == len(journal.events)
 
 
+@pytest.mark.slow
 def test_without_otel_variables_nothing_loads_the_sdk() -> None:
     script = (
         "import sys, runtime.telemetry, runtime.cli.app, runtime.daemon.backend\n"

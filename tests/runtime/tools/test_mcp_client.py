@@ -98,6 +98,7 @@ def test_without_mcp_in_the_protocol_allowlist_nothing_is_started(tmp_path: Path
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_server_that_cannot_start_leaves_an_error_not_a_failure(tmp_path: Path) -> None:
     options = validate_options({"mcp_servers": [{"name": "gone", "command": ["/nonexistent/x"]}]})
     specs, _, errors = mcp_tools(str(tmp_path), options)
@@ -185,6 +186,7 @@ server.run()
 @pytest.mark.skipif(
     not probe_layers()["mount_isolation"]["available"], reason="bubblewrap is not usable here"
 )
+@pytest.mark.slow
 def test_a_known_secret_value_in_a_servers_tool_listing_is_masked(tmp_path: Path) -> None:
     value = "Lst9Secret-Value_30k"
     (tmp_path / ".env").write_text(f"SERVICE_ACCESS={value}\n")
