@@ -308,5 +308,5 @@ def test_a_cancelled_turn_abandons_the_mcp_call(daemon: Daemon, tmp_path: Path) 
         # the cancelled call let go of the server: the next call does not wait 40 s for it
         after = _run(c, project, "mcp.fx.echo", {"text": "next"}, "after-cancel")
         assert after["status"] == "ok", after
-        assert time.monotonic() - started < 15
+        assert time.monotonic() - started < 35  # not the 40 s the cancelled call sleeps
         assert "tool.cancelled" in _types(c, project, "long")

@@ -325,7 +325,7 @@ def test_a_stuck_reader_gets_sends_refused_then_cleared(bound: int) -> None:
     started = time.monotonic()
     with pytest.raises(MailboxFull):
         q.put("refused at once")
-    assert time.monotonic() - started < 0.2
+    assert time.monotonic() - started < 1.0  # a send that waits for room waits 1 s
     assert mailbox.refusals() == refusals + 2
     assert [q.get(timeout=5)[0] for _ in range(accepted)] == list(range(accepted))
     _wait_for(lambda: q.backlog_bytes() == 0, 5, "the backlog to be written")
