@@ -64,12 +64,16 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def world(base: Path) -> Iterator[World]:
-    """One daemon, one project (2 s tool timeout) with the files and assets above."""
+    """One daemon, one project with the files and assets above.
+
+    Its 10 s tool timeout leaves room for a busy machine; a backtracking regex would take
+    far longer.
+    """
     with daemon_world(
         base,
         Sentinel(base / "sentinel"),
         lambda client, _: start_projects(
-            client, base, {P: {"tool_timeout_ms": 2000}}, (C,), _prepare
+            client, base, {P: {"tool_timeout_ms": 10000}}, (C,), _prepare
         ),
     ) as running:
         yield running

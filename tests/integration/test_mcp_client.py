@@ -124,7 +124,7 @@ def test_a_workflow_runs_mcp_steps_and_a_slow_call_times_out(
     daemon: Daemon, tmp_path: Path
 ) -> None:
     root = _root(tmp_path, "repo")
-    options = {"mcp_servers": [_stdio(root)], "tool_timeout_ms": 3000}
+    options = {"mcp_servers": [_stdio(root)], "tool_timeout_ms": 10000}
     with daemon.client(timeout_s=60) as c:
         project = c.start_project(str(root), "p1", options)
         c.start_conversation(project, C)
@@ -132,7 +132,7 @@ def test_a_workflow_runs_mcp_steps_and_a_slow_call_times_out(
         assert flow["status"] == "ok", flow
         steps = flow["result"]["steps"]
         assert [s["result"]["text"] for s in steps] == ["from a workflow", "42"]
-        slow = _run(c, project, "mcp.fx.sleep", {"seconds": 20}, "slow")
+        slow = _run(c, project, "mcp.fx.sleep", {"seconds": 60}, "slow")
         assert slow["status"] == "error" and slow["reason"]["code"] == "timeout", slow
         after = _run(c, project, "mcp.fx.echo", {"text": "still here"}, "after")
         assert after["status"] == "ok", after
