@@ -15,9 +15,8 @@ for its latency) with denials, failures, timeouts, crashes, restarts and cancell
 marked on the same time axis; the causal tree; then the report's lists and tables.
 Elements carry ``data-stage``, ``data-mark`` and ``data-seq`` attributes for tools.
 
-Why this module is long: the page's stylesheet is part of it (the page must carry its own),
-and every section is escaped by the same few helpers, which must stay next to the markup
-they guard.
+Why this module is long: every section is escaped by the same few helpers, which must stay
+next to the markup they guard. The page's stylesheet is in ``events.incident_style``.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import json
 import re
 from typing import Any, Final
 
+from events.incident_style import CSS as _CSS
 from events.incidents import ERROR_KINDS
 from events.report import (
     CHANGE_HEADERS,
@@ -35,11 +35,13 @@ from events.report import (
     PROBLEM_SECTIONS,
     TOOL_CALL_HEADERS,
     change_rows,
+    cut_at_word,
+    describe_event,
     latency_rows,
     tool_call_rows,
 )
 
-__all__ = ["CONTENT_SECURITY_POLICY", "MARK_KINDS", "render_incident_html"]
+__all__ = ["CONTENT_SECURITY_POLICY", "FIRST_ERROR_CHARS", "MARK_KINDS", "render_incident_html"]
 
 CONTENT_SECURITY_POLICY: Final = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
@@ -54,7 +56,14 @@ MARK_KINDS: Final[dict[str, str]] = {
     "conversation.cancel": "cancel",
     "tool.cancelled": "cancel",
 }
-"""Event types marked on the waterfall and in the tree, mapped to their mark."""
+"""Event types marked on the waterfall and in the tree, mapped to their mark.
+
+Every other ``security.*`` event is marked ``security`` too (:func:`_mark_of`): one mark
+per event, the same name as its chip (``security_signals``)."""
+
+FIRST_ERROR_CHARS: Final = 600
+"""The first error's message is shown whole up to this length, else cut at a word, with
+the whole text in a ``<details>`` below and in the ``title``."""
 
 _STAGE_NAMES: Final = {
     "turn": "turn",
@@ -80,85 +89,20 @@ _CHIPS: Final = {
     "failures": ("failure", "failures", "failure"),
     "timeouts": ("timeout", "timeouts", "timeout"),
     "cancellations": ("cancellation", "cancellations", "cancel"),
-    "security_signals": ("security signal", "security signals", "denial"),
+    "security_signals": ("security signal", "security signals", "security"),
     "actor_events": ("actor crash or restart", "actor crashes and restarts", "crash"),
 }
 
-_CSS: Final = """
-:root{--ink:#1d2330;--muted:#5d6779;--line:#e3e7ee;--bg:#f6f7fb;--card:#fff;
---turn:#64748b;--model_round:#7c5cd6;--policy:#0f9d8f;--approval:#d69e16;--tool_call:#2f6fde;
---denial:#e07b14;--failure:#d6333f;--timeout:#b3261e;--crash:#8e1b5a;--restart:#8e1b5a;
---cancel:#6b7280;--open:#9aa3b2}
-*{box-sizing:border-box}
-body{margin:0;background:var(--bg);color:var(--ink);
-font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
-main{max-width:1200px;margin:0 auto;padding:24px 28px 40px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:0 0 12px}
-h3{font-size:14px;margin:14px 0 4px}h3:first-of-type{margin-top:0}
-code,pre,.mono{font-family:ui-monospace,"SFMono-Regular","DejaVu Sans Mono",Menlo,monospace;
-font-size:12.5px}
-a{color:#2454b8;text-decoration:none}a:hover{text-decoration:underline}
-section{background:var(--card);border:1px solid var(--line);border-radius:10px;
-padding:16px 18px;margin:16px 0}
-.sub{color:var(--muted);margin:0}
-.facts{display:flex;flex-wrap:wrap;gap:8px 22px;margin:14px 0 0;padding:0;list-style:none}
-.facts b{font-weight:600}
-.badge{display:inline-block;padding:1px 9px;border-radius:999px;color:#fff;font-weight:600;
-font-size:12px;vertical-align:2px;background:var(--turn)}
-.badge.error{background:var(--failure)}.badge.ok{background:#1f8a4c}
-.badge.cancelled{background:var(--cancel)}.badge.in_progress{background:var(--approval)}
-.chips{margin:12px 0 0;display:flex;flex-wrap:wrap;gap:8px}
-.chip{border:1px solid var(--c);color:var(--c);border-radius:999px;padding:1px 10px;
-font-size:12.5px;font-weight:600;background:#fff}
-.first{border-left:5px solid var(--failure);background:#fff5f5}
-.first p{margin:4px 0 0}
-.none{color:var(--muted);margin:0}
-.legend{display:flex;flex-wrap:wrap;gap:6px 16px;margin:0 0 12px;color:var(--muted);
-font-size:12px}
-.legend span::before{content:"";display:inline-block;width:12px;height:8px;border-radius:2px;
-margin-right:5px;background:var(--c)}
-.wf{border-top:1px solid var(--line)}
-.row{display:grid;grid-template-columns:minmax(0,380px) minmax(0,1fr) 76px;gap:10px;
-align-items:center;min-height:24px;border-bottom:1px solid var(--line)}
-.row:hover{background:#f3f6fc}
-.name{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;font-size:12.5px}
-.kind{display:inline-block;min-width:74px;color:var(--muted);font-size:11px;
-text-transform:uppercase;letter-spacing:.03em}
-.track{position:relative;height:24px;background:repeating-linear-gradient(90deg,
-transparent 0,transparent calc(25% - 1px),var(--line) calc(25% - 1px),var(--line) 25%)}
-.bar{position:absolute;top:6px;height:12px;min-width:3px;border-radius:3px;
-background:var(--c,var(--turn))}
-.bar.open{background:repeating-linear-gradient(45deg,var(--open) 0 5px,#c8ced8 5px 10px)}
-.pin{position:absolute;top:4px;width:14px;height:14px;margin-left:-7px;transform:rotate(45deg);
-background:var(--c);border:2px solid #fff;box-shadow:0 0 0 1px var(--c)}
-.ms{text-align:right;color:var(--muted);font-size:12px;white-space:nowrap}
-.axis{display:grid;grid-template-columns:minmax(0,380px) minmax(0,1fr) 76px;gap:10px;
-color:var(--muted);font-size:11px}
-.ticks{position:relative;height:16px}
-.ticks span{position:absolute;transform:translateX(-50%);white-space:nowrap}
-.ticks span:first-child{transform:none}.ticks span:last-child{transform:translateX(-100%)}
-.mark{color:var(--c);font-weight:600}
-.first-error{outline:2px solid var(--failure);outline-offset:-2px;background:#fff0f0}
-.tree{list-style:none;margin:0;padding:0}
-.tree li{padding:2px 6px;border-left:2px solid transparent;white-space:nowrap;overflow:hidden;
-text-overflow:ellipsis}
-.tree li[data-mark]{border-left-color:var(--c);background:#fbfbfd}
-.tree .seq{color:var(--muted);display:inline-block;min-width:52px}
-.tree .t{font-weight:600}.tree .guide{color:#b7bfcc}
-.tree .at{color:var(--muted);float:right;padding-left:12px}
-table{border-collapse:collapse;width:100%;font-size:13px}
-th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertical-align:top}
-th{color:var(--muted);font-weight:600;font-size:12px}
-td.n{text-align:right}
-.entries{list-style:none;margin:0;padding:0}
-.entries li{padding:4px 0;border-bottom:1px solid var(--line)}
-details summary{cursor:pointer;color:var(--muted);font-size:12px}
-pre{background:#f3f4f8;border-radius:6px;padding:8px 10px;margin:6px 0;white-space:pre-wrap;
-word-break:break-all;max-height:320px;overflow:auto}
-.grid2{display:grid;grid-template-columns:1fr 1fr;gap:16px;align-items:start}
-.grid2 section{margin:0}
-footer{color:var(--muted);font-size:12px;text-align:center}
-"""
+_LATENCIES: Final = (
+    "A tool call has two times. Its latency (its bar, the right column, “requested → done” "
+    "in Tool calls) runs from tool.requested to its end: the policy decision, any approval, "
+    "the wait for a runner, the run and the checks of the result. “ran” (the “ok in N ms” of "
+    "tool.completed, “ran ms” in Tool calls) is the run alone."
+)
+_TOOL_CALL_HEADERS: Final = [
+    *("requested → done ms" if h == "latency ms" else h for h in TOOL_CALL_HEADERS),
+    "ran ms",
+]
 
 
 def _t(value: Any) -> str:
@@ -181,6 +125,8 @@ def _pct(value: float, total: int) -> str:
 
 
 def _mark_of(event_type: str) -> str | None:
+    if event_type.startswith("security."):
+        return "security"
     return MARK_KINDS.get(event_type)
 
 
@@ -225,19 +171,29 @@ def _first_error(report: dict[str, Any], offsets: dict[int, int | None]) -> str:
     if first is None:
         return '<section id="first-error"><h2>First error</h2><p class="none">None.</p></section>'
     seq, kind = first["seq"], first["kind"]
-    color = kind if kind in set(MARK_KINDS.values()) else "failure"  # a CSS name, never data
+    color = kind if kind in {*MARK_KINDS.values(), "security"} else "failure"  # a CSS name
+    whole = describe_event(first["type"], first["data"], limit=None)
+    shown = cut_at_word(whole, FIRST_ERROR_CHARS)
+    rest = (
+        ""
+        if shown == whole
+        else f"<details><summary>the whole message ({len(whole)} characters)</summary>"
+        f"<pre>{_t(whole)}</pre></details>"
+    )
     return (
         f'<section id="first-error" class="first" data-seq="{seq}"><h2>First error: '
         f'<span class="mark" style="--c:var(--{color})">{_t(kind)}</span></h2>'
         f'<p><a href="#event-{seq}">seq {seq} · <code>{_t(first["type"])}</code></a> at '
-        f"+{_t(_ms(offsets.get(seq)))} ({_t(first['at'])}) — {_t(first['summary'])}</p>"
-        f"{_data(first['data'])}</section>"
+        f"+{_t(_ms(offsets.get(seq)))} ({_t(first['at'])}) — "
+        f'<span class="message" title="{_t(whole)}">{_t(shown)}</span></p>'
+        f"{rest}{_data(first['data'])}</section>"
     )
 
 
 def _legend() -> str:
     kinds = [(f"--{s}", name) for s, name in _STAGE_NAMES.items()]
-    kinds += [(f"--{m}", m) for m in ("denial", "failure", "timeout", "crash", "cancel", "open")]
+    marks = ("denial", "security", "failure", "timeout", "crash", "cancel", "open")
+    kinds += [(f"--{m}", m) for m in marks]
     return (
         '<div class="legend">'
         + "".join(f'<span style="--c:var({var})">{_t(name)}</span>' for var, name in kinds)
@@ -255,9 +211,12 @@ def _stage_row(stage: dict[str, Any], total: int) -> str:
         if stage["end_seq"] is None
         else (f"seq {stage['end_seq']} {stage['end_type']}")
     )
+    took = _ms(stage["latency_ms"])
+    if kind == "tool_call":
+        took = f"{took} from tool.requested to its end (decision, wait, run)"
     title = (
         f"{_STAGE_NAMES[kind]} {stage['label']}: seq {stage['start_seq']} → {ends}, "
-        f"+{_ms(stage['offset_ms'])}, {_ms(stage['latency_ms'])}"
+        f"+{_ms(stage['offset_ms'])}, {took}"
     )
     indent = 8 + 14 * _DEPTH[kind]
     return (
@@ -302,8 +261,10 @@ def _waterfall(report: dict[str, Any], total: int) -> str:
         mark = _mark_of(node["type"])
         if mark is not None:
             rows.append(((node["seq"], len(rank) + 1), _pin_row(node, mark, total, first_seq)))
-    ticks = "".join(
-        f'<span style="left:{25 * i}%">{_t(_ms(total * i // 4))}</span>' for i in range(5)
+    ticks = "".join(  # the odd ones hide on narrow screens (CSS), so labels never touch
+        f'<span class="{"odd" if i % 2 else "even"}" style="left:{25 * i}%">'
+        f"{_t(_ms(total * i // 4))}</span>"
+        for i in range(5)
     )
     body = "".join(row for _, row in sorted(rows, key=lambda item: item[0]))
     return (
@@ -311,13 +272,28 @@ def _waterfall(report: dict[str, Any], total: int) -> str:
         + _legend()
         + f'<div class="axis"><div>stage</div><div class="ticks">{ticks}</div>'
         '<div class="ms">latency</div></div>'
-        + f'<div class="wf">{body or "<p class=none>No stages.</p>"}</div></section>'
+        + f'<div class="wf">{body or "<p class=none>No stages.</p>"}</div>'
+        + f'<p class="note">{_t(_LATENCIES)}</p></section>'
     )
+
+
+def _call_times(report: dict[str, Any]) -> dict[int, str]:
+    """The two times of each ended tool call, by the seq of its end, as the tree says them."""
+    ran = {call["requested_seq"]: call.get("run_ms") for call in report["tool_calls"]}
+    out: dict[int, str] = {}
+    for stage in report["stages"]:
+        if stage["stage"] != "tool_call" or stage["end_seq"] is None:
+            continue
+        took = f"{_ms(stage['latency_ms'])} from tool.requested to here"
+        run = ran.get(stage["start_seq"])
+        out[stage["end_seq"]] = took if run is None else f"ran {_ms(run)}; {took}"
+    return out
 
 
 def _tree(report: dict[str, Any]) -> str:
     first = report["first_error"]
     first_seq = None if first is None else first["seq"]
+    times = _call_times(report)
     items = []
     for node in report["causal_chain"]:
         seq, mark = node["seq"], _mark_of(node["type"])
@@ -329,6 +305,7 @@ def _tree(report: dict[str, Any]) -> str:
             f'<span class="at">+{_t(_ms(node["offset_ms"]))}</span>'
             f'<span class="seq">{seq}</span><span class="guide mono">{guide}</span>'
             f'<span class="t mono">{_t(node["type"])}</span> {_t(node["summary"])}'
+            + (f' <span class="ran">({_t(times[seq])})</span>' if seq in times else "")
             + (f' <span class="mark">◆ {_t(mark)}</span>' if mark else "")
             + "</li>"
         )
@@ -376,7 +353,12 @@ def _table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> str:
 
 
 def _tables(report: dict[str, Any]) -> str:
-    calls = tool_call_rows(report["tool_calls"])
+    calls = [
+        [*row, call.get("run_ms")]
+        for row, call in zip(
+            tool_call_rows(report["tool_calls"]), report["tool_calls"], strict=True
+        )
+    ]
     changes = change_rows(report.get("changes", []))
     latency = latency_rows(report["latency"])
     counts = [[kind, n] for kind, n in sorted(report["counts_by_type"].items())]
@@ -390,7 +372,7 @@ def _tables(report: dict[str, Any]) -> str:
         + (f'<ul class="entries">{asked}</ul>' if asked else '<p class="none">None.</p>')
         + "</section>"
         + '<section id="tool-calls"><h2>Tool calls</h2>'
-        + _table(list(TOOL_CALL_HEADERS), calls, {0, 6})
+        + _table(_TOOL_CALL_HEADERS, calls, {0, 6, 7})
         + '</section><section id="changes"><h2>What did the agent change?</h2>'
         + (
             _table(list(CHANGE_HEADERS), changes, {0, 5})

@@ -54,22 +54,26 @@ MAX_LIMIT: Final = 500
 ERROR_KINDS: Final[dict[str, str]] = {
     "policy.denied": "denial",
     "tool.rejected": "denial",
-    "security.sandbox_violation": "denial",
-    "security.sensitive_path_denied": "denial",
-    "security.network_denied": "denial",
-    "security.env_denied": "denial",
-    "security.protocol_denied": "denial",
-    "security.command_blocked": "denial",
+    "security.sandbox_violation": "security",
+    "security.sensitive_path_denied": "security",
+    "security.network_denied": "security",
+    "security.env_denied": "security",
+    "security.protocol_denied": "security",
+    "security.command_blocked": "security",
     "tool.failed": "failure",
     "llm.failed": "failure",
     "budget.exceeded": "failure",
     "alert.failed": "failure",
     "tool.timeout": "timeout",
-    "security.repeated_timeout_failures": "timeout",
+    "security.repeated_timeout_failures": "security",
     "actor.crashed": "crash",
     "actor.escalated": "crash",
 }
-"""Event types that count as an error (for ``first_error``), mapped to their kind."""
+"""Event types that count as an error (for ``first_error``), mapped to their kind.
+
+Every ``security.*`` signal is of kind ``security``, as in the report's
+``security_signals``: the denial it comes with is the ``policy.denied`` beside it, which
+``denials`` lists, so the page counts and marks each event once, under one name."""
 
 _DENIALS: Final = frozenset({"policy.denied", "tool.rejected"})
 _FAILURES: Final = frozenset({"tool.failed", "llm.failed", "budget.exceeded", "alert.failed"})
@@ -250,8 +254,10 @@ def _causal_chain(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
 
     An event's parent is the event named by its ``causation_id``; events with no cause in
     the selection are roots. ``assistant.delta`` events are left out (their children hang
-    from the delta's nearest shown ancestor). Cycles, which a sound journal cannot hold,
-    are broken at their lowest ``seq``.
+    from the delta's nearest shown ancestor). Children follow in ``seq`` order, except that
+    a model round's ``assistant.message`` comes before the tool calls of the same round
+    (it is journaled after them, but it is what the model said when it asked for them).
+    Cycles, which a sound journal cannot hold, are broken at their lowest ``seq``.
     """
     parent = cause_indexes(ordered)
     shown = [event.type != "assistant.delta" for event in ordered]
@@ -265,6 +271,9 @@ def _causal_chain(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
         if up is not None and not shown[up]:
             up = None
         children.setdefault(up, []).append(index)
+    for parent_index, kids in children.items():  # a round's message before its tool calls
+        if parent_index is not None:
+            kids.sort(key=lambda i: (ordered[i].type != "assistant.message", i))
     nodes: list[dict[str, Any]] = []
     visited: set[int] = set()
     starts = children.get(None, []) + [i for i in range(len(ordered)) if shown[i]]
@@ -444,7 +453,12 @@ def _latency(stages: list[dict[str, Any]]) -> dict[str, dict[str, int | None]]:
 
 
 def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
-    """Return each requested call with its decision, outcome, reason code and latency."""
+    """Return each requested call with its decision, outcome, reason code and latency.
+
+    ``latency_ms`` runs from ``tool.requested`` to the call's end (the decision, the wait
+    for a runner, the run, the result's checks); ``run_ms`` is the run alone, the
+    ``duration_ms`` the runner reported (None when the call never ran).
+    """
     calls: dict[str, dict[str, Any]] = {}
     request_at: dict[str, int | None] = {}
     request_of_event: dict[str, str] = {}
@@ -468,6 +482,7 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
                     "outcome": "pending",
                     "code": None,
                     "latency_ms": None,
+                    "run_ms": None,
                     "remote_task_id": None,
                 }
                 request_at[call_id] = epoch_ms(event.at)
@@ -484,8 +499,11 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
                     continue
                 call["outcome"] = event.type.removeprefix("tool.")
                 match terminal:
-                    case ev.ToolFailed(reason=reason):
+                    case ev.ToolCompleted(duration_ms=ran):
+                        call["run_ms"] = ran
+                    case ev.ToolFailed(reason=reason, duration_ms=ran):
                         call["code"] = reason.get("code")
+                        call["run_ms"] = ran or None
                     case ev.ToolCancelled(reason=reason):
                         call["code"] = reason if reason is not None else "conversation_cancelled"
                 end, start = epoch_ms(event.at), request_at[call_id]

@@ -9,6 +9,7 @@ the same text.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Final
 
 from events.codecs import canonical_json
@@ -22,6 +23,7 @@ __all__ = [
     "TOOL_CALL_HEADERS",
     "change_rows",
     "clip",
+    "cut_at_word",
     "describe_event",
     "latency_rows",
     "render_incident_markdown",
@@ -35,9 +37,31 @@ SUMMARY_MAX_CHARS: Final = 160
 """Longest quoted value (message text, arguments) shown in a one-line summary."""
 
 
-def clip(text: str, limit: int = SUMMARY_MAX_CHARS) -> str:
-    """Return ``text`` cut to ``limit`` characters, ending in an ellipsis when cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+_LIMIT: ContextVar[int | None] = ContextVar("summary_limit", default=SUMMARY_MAX_CHARS)
+
+
+def clip(text: str, limit: int | None = None) -> str:
+    """Return ``text`` cut to ``limit`` characters, ending in an ellipsis when cut.
+
+    Without ``limit``, the one :func:`describe_event` was given (None: never cut).
+    """
+    limit = _LIMIT.get() if limit is None else limit
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cut_at_word(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with an ellipsis.
+
+    The cut falls after the last space within the limit (or mid-word when the text has no
+    space in its second half), so a message never ends in half a word.
+    """
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit // 2:
+        head = head[:space]
+    return head.rstrip() + "…"
 
 
 def _quote(value: Any) -> str:
@@ -176,10 +200,19 @@ _DESCRIBERS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
 }
 
 
-def describe_event(event_type: str, data: dict[str, Any]) -> str:
-    """Return a one-line summary of an event's payload (empty when there is nothing to say)."""
+def describe_event(
+    event_type: str, data: dict[str, Any], limit: int | None = SUMMARY_MAX_CHARS
+) -> str:
+    """Return a one-line summary of an event's payload (empty when there is nothing to say).
+
+    Quoted values and messages are cut to ``limit`` characters (None: the whole text).
+    """
     describer = _DESCRIBERS.get(event_type, _generic)
-    return describer(data)
+    token = _LIMIT.set(limit)
+    try:
+        return describer(data)
+    finally:
+        _LIMIT.reset(token)
 
 
 # --- Markdown ---------------------------------------------------------------------------

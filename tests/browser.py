@@ -81,13 +81,17 @@ class Page:
             raise CdpError(f"evaluate failed: {reply['exceptionDetails']}")
         return reply["result"].get("value")
 
-    def screenshot(self, width: int, max_height: int | None = None) -> bytes:
-        """A PNG of the page, ``width`` CSS pixels wide at scale 1, at most ``max_height`` high."""
+    def resize(self, width: int, height: int = 800) -> None:
+        """Lay the page out in a ``width`` x ``height`` CSS-pixel viewport at scale 1."""
         self.browser.send(
             "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": False},
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
             session=self.session,
         )
+
+    def screenshot(self, width: int, max_height: int | None = None) -> bytes:
+        """A PNG of the page, ``width`` CSS pixels wide at scale 1, at most ``max_height`` high."""
+        self.resize(width)
         height = int(self.evaluate("document.documentElement.scrollHeight"))
         self.browser.send(  # the whole page in the viewport: no scrollbar in the picture
             "Emulation.setDeviceMetricsOverride",

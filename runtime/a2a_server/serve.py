@@ -3,7 +3,8 @@
 Before anything listens the daemon must answer (``daemon_unreachable``) and the project
 must run (``project_not_found``); a project whose ``protocol_allowlist`` lacks ``a2a`` is
 served, but every request is refused (``protocol_denied``, journaled) and stderr says so.
-Once the socket listens, one line on stderr announces the URL; stdout stays empty.
+Once the server accepts connections, one line on stderr announces the URL; stdout stays
+empty; what the SDKs log goes to stderr as one line each (``runtime.mcp_server.oneline``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import anyio
 from runtime.a2a_server.agent import RoostAgent
 from runtime.a2a_server.server import a2a_app, card_of
 from runtime.client import Client, ClientPool
-from runtime.mcp_server.server import bind_loopback, serve_asgi
+from runtime.mcp_server.oneline import route_logging
+from runtime.mcp_server.server import bind_loopback, load_http, serve_asgi
 
 __all__ = ["A2AServe", "say"]
 
@@ -53,6 +55,8 @@ class A2AServe:
 
     def serve(self, host: str, port: int) -> None:
         """Bind ``host:port`` (loopback, checked before) and serve until SIGINT/SIGTERM."""
+        route_logging("a2a")
+        load_http()
         sock = bind_loopback(host, port)
         try:
             anyio.run(self._serve, sock)
@@ -66,5 +70,10 @@ class A2AServe:
         card = await card_of(self.agent, url, self.description)
         app = a2a_app(self.agent, card, url, self.description)
         card_url = f"{url}.well-known/agent-card.json"
-        say(f"serving project {self.agent.project_id} on {url} (agent card: {card_url})")
-        await serve_asgi(app, sock)
+        await serve_asgi(
+            app,
+            sock,
+            lambda: say(
+                f"serving project {self.agent.project_id} on {url} (agent card: {card_url})"
+            ),
+        )

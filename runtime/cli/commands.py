@@ -517,7 +517,8 @@ def cmd_incident(ns: Namespace) -> int:
     """``roost incident PROJECT CONV [--correlation-id ID] [--format md|json|html] [-o FILE]``.
 
     The default format is ``md`` for people and ``json`` with ``--json``; ``-o`` writes
-    the report to FILE atomically instead of stdout.
+    the report to FILE atomically instead of stdout, and prints one line naming it
+    (``wrote FILE (FORMAT, N bytes)``; with ``--json``, ``{path, format, bytes}``).
     """
     fmt = ns.format or ("json" if ns.json else "md")
     with _client(ns) as c:
@@ -526,6 +527,9 @@ def cmd_incident(ns: Namespace) -> int:
     text = text if text.endswith("\n") else f"{text}\n"
     if ns.output is not None:
         write_output(ns.output, text)
+        size = len(text.encode("utf-8"))
+        written = {"path": ns.output, "format": fmt, "bytes": size}
+        _out(ns, written, lambda w: f"wrote {w['path']} ({w['format']}, {w['bytes']} bytes)")
     else:
         sys.stdout.write(text)
         sys.stdout.flush()

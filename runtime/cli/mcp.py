@@ -54,6 +54,10 @@ def cmd_mcp_serve(ns: argparse.Namespace) -> int:
         serve_http,
         serve_stdio,
     )
+    from runtime.mcp_server.oneline import route_logging  # noqa: PLC0415
+    from runtime.mcp_server.server import load_http  # noqa: PLC0415
+
+    route_logging("mcp")
 
     address: tuple[str, int] | None = None
     if ns.http is not None:
@@ -67,6 +71,7 @@ def cmd_mcp_serve(ns: argparse.Namespace) -> int:
         if address is None:
             anyio.run(serve_stdio, mcp)
         else:
+            load_http()
             sock = bind_loopback(*address)
             try:
                 anyio.run(serve_http, mcp, sock)

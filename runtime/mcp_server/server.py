@@ -5,9 +5,11 @@
 (the blocking client runs on worker threads):
 
 - ``tools/list`` → ``list_tools`` with ``source: mcp`` (the tools the policy does not refuse
-  every MCP call of), each as an MCP tool (:func:`~runtime.mcp_server.translate.mcp_tool`);
-- ``tools/call`` → ``run_tool`` with ``meta: {conversation_id, source: mcp}``: the daemon's
-  one tool-call pipeline decides, runs, caps, scans, redacts and journals it;
+  every MCP call of), each as an MCP tool (:func:`~runtime.mcp_server.translate.mcp_tool`)
+  under its MCP-safe name (:func:`~runtime.mcp_server.names.name_map`: ``fs_read``);
+- ``tools/call`` → ``run_tool`` of the Roost name (the safe name mapped back; a Roost name
+  such as ``fs.read`` is taken as it is) with ``meta: {conversation_id, source: mcp}``: the
+  daemon's one tool-call pipeline decides, runs, caps, scans, redacts and journals it;
 - ``resources/list`` → ``diagnostics`` (the conversations); ``resources/read`` →
   ``incident_timeline`` / ``incident_report`` (what ``roost timeline`` / ``roost incident``
   show).
@@ -39,6 +41,7 @@ from mcp.shared.exceptions import MCPError
 from runtime.client import Client, ClientPool
 from runtime.errors import ConversationNotFoundError, RoostError
 from runtime.mcp_server.loopback import SameUserOnly
+from runtime.mcp_server.names import name_map
 from runtime.mcp_server.translate import (
     CONVERSATIONS_MIME,
     INCIDENT_MIME,
@@ -56,6 +59,7 @@ __all__ = [
     "SOURCE",
     "RoostMCP",
     "bind_loopback",
+    "load_http",
     "say",
     "serve_asgi",
     "serve_http",
@@ -97,6 +101,8 @@ class RoostMCP:
         """Where calls are recorded; chosen on the first call when not given."""
         self._lock = anyio.Lock()
         self._pool = ClientPool(client)
+        self._roost_names: dict[str, str] = {}
+        """The last listing's names: MCP-safe name → Roost name, and each Roost name."""
 
     def close(self) -> None:
         """Close every connection the pool opened."""
@@ -168,10 +174,29 @@ class RoostMCP:
     ) -> types.ListToolsResult:
         """``tools/list``: the tools the policy does not refuse every MCP call of."""
         try:
-            listed = await self._ask(lambda c: c.list_tools(self.project_id, SOURCE))
+            listed = await self._listed()
         except RoostError as e:
             raise _protocol_error(e) from e
-        return types.ListToolsResult(tools=[mcp_tool(d) for d in listed])
+        safe = name_map(str(d["name"]) for d in listed)
+        return types.ListToolsResult(tools=[mcp_tool(d, safe[str(d["name"])]) for d in listed])
+
+    async def _listed(self) -> list[dict[str, Any]]:
+        """``list_tools`` with ``source: mcp``; remembers the names for :meth:`roost_name`."""
+        listed = await self._ask(lambda c: c.list_tools(self.project_id, SOURCE))
+        safe = name_map(str(d["name"]) for d in listed)
+        self._roost_names = {**{n: n for n in safe}, **{s: n for n, s in safe.items()}}
+        return listed
+
+    async def roost_name(self, name: str) -> str:
+        """The Roost name of a called ``name``: a listed safe name's, else ``name`` itself.
+
+        A name not in the last listing (a client that calls without listing, a tool added
+        since) lists the tools again once; a name still unknown goes to the daemon as it
+        is, which answers ``unknown_tool``.
+        """
+        if name not in self._roost_names:
+            await self._listed()
+        return self._roost_names.get(name, name)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -180,7 +205,7 @@ class RoostMCP:
         try:
             conversation = await self.conversation()
             request = {
-                "name": params.name,
+                "name": await self.roost_name(params.name),
                 "args": dict(params.arguments or {}),
                 "meta": {"conversation_id": conversation, "source": SOURCE},
             }
@@ -295,15 +320,28 @@ async def serve_http(mcp: RoostMCP, sock: socket.socket) -> None:
         allowed_origins=[f"http://{name}:*" for name in names],
     )
     app = SameUserOnly(mcp.server().streamable_http_app(host=host, transport_security=security))
-    say(f"serving project {mcp.project_id} on http://{shown}:{port}/mcp")
-    await serve_asgi(app, sock)
+    await serve_asgi(
+        app, sock, lambda: say(f"serving project {mcp.project_id} on http://{shown}:{port}/mcp")
+    )
 
 
-async def serve_asgi(app: Any, sock: socket.socket) -> None:
+def load_http() -> None:
+    """Import what serving HTTP needs (uvicorn), so that it is done before the socket is bound."""
+    import uvicorn  # noqa: PLC0415 - only with --http
+    import uvicorn.lifespan.on  # noqa: PLC0415
+    import uvicorn.protocols.http.auto  # noqa: F401, PLC0415
+
+
+async def serve_asgi(
+    app: Any, sock: socket.socket, ready: Callable[[], None] | None = None
+) -> None:
     """Serve the ASGI ``app`` with uvicorn on the bound ``sock`` until SIGINT/SIGTERM.
 
-    Returns (exit 0) once the open requests are done, without raising the signal again;
-    uvicorn logs only warnings (to stderr). ``roost a2a serve`` serves the same way.
+    ``ready`` runs (the announcement) once the app has started and the server accepts
+    connections on ``sock``, so a client that connects when it reads it is answered at
+    once. Returns (exit 0) once the open requests are done, without raising the signal
+    again; uvicorn logs only warnings (to stderr, one line each:
+    ``runtime.mcp_server.oneline``). ``roost a2a serve`` serves the same way.
     """
     import uvicorn  # noqa: PLC0415 - only with --http
 
@@ -311,6 +349,11 @@ async def serve_asgi(app: Any, sock: socket.socket) -> None:
 
     class Stoppable(uvicorn.Server):
         """Stops on SIGINT/SIGTERM and returns (exit 0), without raising the signal again."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and ready is not None:
+                ready()
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:

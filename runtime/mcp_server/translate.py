@@ -76,15 +76,21 @@ class UnknownResourceError(RoostError):
 # --- tools --------------------------------------------------------------------------------
 
 
-def mcp_tool(descriptor: dict[str, Any]) -> types.Tool:
-    """The MCP tool for one ``list_tools`` descriptor (its JSON Schema as ``inputSchema``)."""
+def mcp_tool(descriptor: dict[str, Any], name: str | None = None) -> types.Tool:
+    """The MCP tool for one ``list_tools`` descriptor (its JSON Schema as ``inputSchema``).
+
+    ``name`` is the name listed (the MCP-safe one, ``runtime.mcp_server.names``); the
+    Roost name is the tool's ``title`` and its ``_meta`` ``roost/name``.
+    """
+    roost_name = str(descriptor["name"])
     read_only = bool(descriptor.get("read_only"))
     writes = bool(descriptor.get("writes"))
     commands = bool(descriptor.get("runs_commands"))
     network = bool(descriptor.get("network_capable"))
     schema = descriptor.get("input_schema")
     return types.Tool(
-        name=str(descriptor["name"]),
+        name=roost_name if name is None else name,
+        title=roost_name,
         description=descriptor.get("description") or None,
         input_schema=dict(schema) if isinstance(schema, dict) else {"type": "object"},
         annotations=types.ToolAnnotations(
@@ -92,6 +98,7 @@ def mcp_tool(descriptor: dict[str, Any]) -> types.Tool:
             destructive_hint=(writes or commands) and not read_only,
             open_world_hint=network or commands,
         ),
+        _meta={"roost/name": roost_name},
     )
 
 

@@ -165,7 +165,7 @@ def test_denials_failures_timeouts_crashes_and_restarts_are_marked() -> None:
     waterfall, tree = marks(hostile_journal())
     assert waterfall == tree == [("crash", "9"), ("restart", "10"), ("failure", "11")]
     waterfall, tree = marks(incident_journal())
-    expected = [("denial", "9"), ("denial", "10"), ("failure", "11"), ("timeout", "13")]
+    expected = [("denial", "9"), ("security", "10"), ("failure", "11"), ("timeout", "13")]
     assert waterfall == [*expected, ("failure", "15")]
     assert tree == waterfall
 

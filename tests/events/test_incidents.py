@@ -178,6 +178,7 @@ def test_the_report_lists_every_tool_call_with_decision_outcome_and_latency(
             "outcome": "failed",
             "code": "timeout",
             "latency_ms": 30017,
+            "run_ms": 30000,
             "remote_task_id": None,
         },
         {
@@ -188,6 +189,7 @@ def test_the_report_lists_every_tool_call_with_decision_outcome_and_latency(
             "outcome": "failed",
             "code": "sensitive_path_denied",
             "latency_ms": 9,
+            "run_ms": None,
             "remote_task_id": None,
         },
     ]

@@ -10,6 +10,7 @@ log entry and network request.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -46,6 +47,8 @@ class Rendered:
 
     first: bytes
     """``--format html`` on stdout."""
+    written: str
+    """What ``--format html -o FILE`` printed."""
     second: bytes
     """``--format html -o FILE``: the file."""
     after_restart: bytes
@@ -76,12 +79,13 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rendered]:
                 stage_incident(client, root, hostile)
             args = ["incident", PROJECT, CONVERSATION, "--format"]
             first = roost(daemon.home, *args, "html").stdout
-            roost(daemon.home, *args, "html", "-o", str(page))
+            written = roost(daemon.home, *args, "html", "-o", str(page)).stdout.decode()
             report = json.loads(roost(daemon.home, *args, "json").stdout)
         with run_daemon(base / "home") as daemon:
             after_restart = roost(daemon.home, *args, "html").stdout
         yield Rendered(
             first=first,
+            written=written,
             second=page.read_bytes(),
             after_restart=after_restart,
             report=report,
@@ -106,6 +110,32 @@ def test_the_same_journal_gives_the_same_bytes_across_renders_and_a_daemon_resta
 ) -> None:
     assert rendered.first.startswith(b"<!DOCTYPE html>")
     assert rendered.first == rendered.second == rendered.after_restart
+
+
+def test_o_file_says_which_file_it_wrote(rendered: Rendered) -> None:
+    size = len(rendered.second)
+    assert rendered.written == f"wrote {rendered.path} (html, {size} bytes)\n"
+
+
+TICKS = (
+    "[...document.querySelectorAll('#waterfall .ticks span')]"
+    ".filter(e => getComputedStyle(e).display !== 'none')"
+    ".map(e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; })"
+)
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_the_time_axis_labels_never_touch(page: Page, width: int) -> None:
+    page.resize(width)
+    try:
+        ticks = page.evaluate(TICKS)
+        gaps = [b[0] - a[1] for a, b in itertools.pairwise(ticks)]
+    finally:
+        page.resize(1280)
+    assert len(ticks) >= 3
+    assert all(gap >= 8 for gap in gaps), (width, ticks)
+    if width >= 1200:
+        assert len(ticks) == 5
 
 
 def test_the_incident_has_every_kind_of_trouble(rendered: Rendered) -> None:

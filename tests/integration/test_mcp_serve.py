@@ -94,7 +94,7 @@ def test_stdio_lists_the_policys_tools_runs_and_refuses_calls_and_serves_timelin
     got = anyio.run(session)
 
     # tools/list: the project's tools with their schemas, minus what MCP could never run
-    tools = {t.name: t for t in got["tools"]}
+    tools = {t.title: t for t in got["tools"]}  # listed as fs_read, titled with the Roost name
     assert {"fs.read", "fs.list", "fs.search", "asset.list"} <= set(tools)
     assert not {"fs.write", "fs.edit", "command.run", "http.fetch"} & set(tools)
     assert {"fs.write", "command.run"} <= set(expected)  # the model would be offered them
@@ -241,11 +241,11 @@ def test_streamable_http_on_loopback_records_calls_in_the_given_conversation(
                 finished.append("command.run")
 
             async with Client(url) as client:
-                names = [t.name for t in (await client.list_tools()).tools]
+                names = [t.title or "" for t in (await client.list_tools()).tools]
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(slow)
                     await anyio.sleep(0.5)
-                    listed = await client.call_tool("fs.list", {"path": "."})
+                    listed = await client.call_tool("fs_list", {"path": "."})
                     finished.append("fs.list")
             return names, listed, finished
 

@@ -136,8 +136,13 @@ def test_incident_output_replaces_the_file_and_leaves_no_temporary(
     target = tmp_path / "out" / "incident.md"
     target.parent.mkdir()
     target.write_text("an older report, longer than the new one\n")
-    assert roost(capsys, "incident", p, c, "--home", home, "-o", str(target)) == (0, "", "")
+    said = f"wrote {target} (md, 23 bytes)\n"  # one line naming the file, nothing else
+    assert roost(capsys, "incident", p, c, "--home", home, "-o", str(target)) == (0, said, "")
     assert target.read_text() == "# Incident report: c1\n\n"
+    out = roost(capsys, "--json", "incident", p, c, "--home", home, "-o", str(target))[1]
+    size = len(target.read_bytes())
+    assert json.loads(out) == {"path": str(target), "format": "json", "bytes": size}
+    assert json.loads(target.read_text())["conversation_id"] == c
     assert [path.name for path in target.parent.iterdir()] == ["incident.md"]
 
 
