@@ -20,13 +20,10 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from events.catalog import PAYLOAD_TYPES
 from runtime.cli import commands as cmd
-from runtime.cli import local as cli_local
-from runtime.cli import otel as cli_otel
 from runtime.cli.a2a import add_a2a_commands
 from runtime.cli.commands import (
     EXIT_FAILURE,
@@ -37,13 +34,13 @@ from runtime.cli.commands import (
     EXIT_USAGE,
     exit_status,
 )
+from runtime.cli.completion import SHELLS, attach_id_completers, cmd_completion
 from runtime.cli.format import UsageError, number_type
 from runtime.cli.format import UsageParser as _Parser
 from runtime.cli.mcp import add_mcp_commands
-from runtime.daemon.config import roost_version
 from runtime.errors import RoostError, ToolError
-from runtime.guard.schema import parse_json_args
-from runtime.wire.ops import PROJECTION_KEYS
+from runtime.version import VERSION
+from runtime.wire.names import PROJECTION_KEYS
 
 __all__ = [
     "EXIT_FAILURE",
@@ -74,6 +71,8 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def _tool_args(text: str) -> dict[str, Any]:
     """Tool arguments: a JSON object without duplicate keys and with bounded nesting."""
+    from runtime.guard.schema import parse_json_args  # noqa: PLC0415 - RE2 loads for --args only
+
     try:
         return parse_json_args(text)
     except ToolError as e:
@@ -87,6 +86,8 @@ _timeline_limit = number_type(
 
 
 def _event_type(text: str) -> str:
+    from events.catalog import PAYLOAD_TYPES  # noqa: PLC0415 - for --until only
+
     if text not in PAYLOAD_TYPES:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an event type (see docs/events.md), e.g. llm.completed"
@@ -95,6 +96,22 @@ def _event_type(text: str) -> str:
 
 
 _positive_seconds = number_type(float, lambda n: n > 0, "a positive number of seconds")
+
+
+def _later(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The command ``runtime.cli.<module>.<name>``, imported when it runs, not before.
+
+    For the commands that load the daemon's modules or the journal (``daemon start``,
+    ``logs``, ``export otel``): the client commands, ``--help``, ``--version`` and
+    completion never load them (the ``thin-client`` contract in ``pyproject.toml``).
+    """
+
+    def run(ns: argparse.Namespace) -> int:
+        func = getattr(importlib.import_module(f"runtime.cli.{module}"), name)
+        return int(func(ns))
+
+    run.__name__ = run.__qualname__ = name
+    return run
 
 
 def _common(top: bool) -> argparse.ArgumentParser:
@@ -139,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         parents=[_common(top=True)],
     )
-    root.add_argument("--version", action="version", version=f"roost {roost_version()}")
+    root.add_argument("--version", action="version", version=f"roost {VERSION}")
     commands = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def leaf(
@@ -168,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         daemon,
         "start",
-        cmd.cmd_daemon_start,
+        _later("daemonctl", "cmd_daemon_start"),
         "start the daemon; returns once it answers",
         "roost daemon start --home /tmp/roost",
     )
@@ -179,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         daemon,
         "stop",
-        cmd.cmd_daemon_stop,
+        _later("daemonctl", "cmd_daemon_stop"),
         "stop the daemon (exit 0 also if none runs)",
         "roost daemon stop",
     )
@@ -189,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     leaf(
         daemon,
         "status",
-        cmd.cmd_daemon_status,
+        _later("daemonctl", "cmd_daemon_status"),
         "show the daemon's status (exit 3 when none runs)",
         "roost daemon status --json",
     )
@@ -415,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         export,
         "otel",
-        cli_otel.cmd_export_otel,
+        _later("otel", "cmd_export_otel"),
         "replay past turns as OpenTelemetry traces through the OTEL_* exporter (no daemon)",
         "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 roost export otel p1 c1",
     )
@@ -425,7 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         commands,
         "logs",
-        cli_local.cmd_logs,
+        _later("local", "cmd_logs"),
         "show the daemon's log (no daemon needed)",
         "roost logs --follow",
     )
@@ -438,13 +455,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         commands,
         "completion",
-        cli_local.cmd_completion,
+        cmd_completion,
         "print the shell completion script",
         'eval "$(roost completion bash)"',
     )
-    p.add_argument(
-        "shell", metavar="SHELL", choices=cli_local.SHELLS, help="|".join(cli_local.SHELLS)
-    )
+    p.add_argument("shell", metavar="SHELL", choices=SHELLS, help="|".join(SHELLS))
     commands.add_parser(
         "soak",
         help="run the soak harness (options: roost soak --help)",
@@ -502,7 +517,9 @@ def _autocomplete(parser: argparse.ArgumentParser) -> None:
         return
     import argcomplete  # noqa: PLC0415 - only when a shell asks
 
-    argcomplete.autocomplete(parser)
+    attach_id_completers(parser)
+    # options when the word starts with "-"; an empty word offers the ids and values only
+    argcomplete.autocomplete(parser, always_complete_options=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

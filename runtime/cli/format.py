@@ -10,8 +10,6 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
-import msgspec
-
 __all__ = [
     "DefaultsHelpFormatter",
     "UsageError",
@@ -152,6 +150,8 @@ class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 def dumps_json(value: Any, *, pretty: bool = True) -> str:
     """Encode ``value`` as JSON text (indented unless ``pretty=False``)."""
+    import msgspec  # noqa: PLC0415 - not for --help, --version and completion
+
     raw = msgspec.json.encode(value)
     if pretty:
         raw = msgspec.json.format(raw, indent=2)
