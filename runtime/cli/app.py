@@ -98,6 +98,16 @@ def _event_type(text: str) -> str:
 _positive_seconds = number_type(float, lambda n: n > 0, "a positive number of seconds")
 
 
+def _opt_pair(text: str) -> str:
+    """``--opt KEY=VALUE``: the shape is the command line's (exit 2); the value the daemon's."""
+    key, sep, _ = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE, got {text!r}, e.g. --opt approval_mode=sensitive"
+        )
+    return text
+
+
 def _later(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     """The command ``runtime.cli.<module>.<name>``, imported when it runs, not before.
 
@@ -221,7 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("root", metavar="ROOT", help="the project's root directory")
     p.add_argument("--id", metavar="ID", help="project id (default: chosen by the daemon)")
-    p.add_argument("--opt", action="append", metavar="KEY=VALUE", help="a runtime option")
+    p.add_argument(
+        "--opt", action="append", type=_opt_pair, metavar="KEY=VALUE", help="a runtime option"
+    )
     p.add_argument("--options-file", metavar="FILE", help="runtime options (.json or .toml)")
     for name, func, text, example in (
         ("stop", cmd.cmd_project_stop, "stop a project", "roost project stop p1"),
@@ -530,6 +542,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     soak = _soak_split(args)
     if soak is not None:
         return _run_soak(*soak)
+    # --json: errors too are JSON, a usage error included (docs/cli.md#errors-with---json)
+    cmd.json_errors("--json" in args[: args.index("--")] if "--" in args else "--json" in args)
     try:
         ns, extra = parser.parse_known_args(args)
         if extra:
@@ -540,13 +554,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except SystemExit as e:  # --help, --version
         return e.code if isinstance(e.code, int) else EXIT_OK
+    cmd.json_errors(bool(ns.json))
     if not hasattr(ns, "func"):
         cmd.print_error("usage", "a command is required (see `roost --help`)")
         return EXIT_USAGE
     try:
         status: int = ns.func(ns)
     except RoostError as e:
-        cmd.print_error(e.code, e.message)
+        cmd.print_error(e.code, e.message, e.details)
         return exit_status(e.code)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -555,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILURE
     except OSError as e:
-        cmd.print_error("os_error", str(e))
+        cmd.print_error("os_error", str(e), {"errno": e.errno, "path": e.filename})
         return EXIT_FAILURE
     except ValueError as e:  # a bad environment setting, e.g. ROOST_JOURNAL
         cmd.print_error("bad_config", str(e))

@@ -64,6 +64,7 @@ __all__ = [
     "cmd_timeline",
     "cmd_verify",
     "exit_status",
+    "json_errors",
     "print_error",
     "print_result",
     "turn_failure",
@@ -106,8 +107,33 @@ class UsageError(RoostError):
     code = "usage"
 
 
-def print_error(code: str, message: str) -> None:
-    """Print the one-line error ``roost: <code>: <message>`` on stderr."""
+_ERRORS = {"json": False}
+"""How :func:`print_error` prints: as one JSON object (``--json``) or as one line."""
+
+
+def json_errors(on: bool) -> None:
+    """Print the errors of this run as JSON objects (``--json``), or as lines (``roost main``)."""
+    _ERRORS["json"] = on
+
+
+def print_error(
+    code: str, message: str, details: dict[str, Any] | None = None, status: int | None = None
+) -> None:
+    """Print an error on stderr: ``roost: <code>: <message>``, its first line only.
+
+    With ``--json`` (:func:`json_errors`), one JSON object on one line instead:
+    ``{"code", "message", "details", "exit_status"}``, with the whole message and the
+    ``details`` the daemon sent; ``exit_status`` defaults to :func:`exit_status` of ``code``.
+    """
+    if _ERRORS["json"]:
+        error = {
+            "code": code,
+            "message": message.strip() or code,
+            "details": details or {},
+            "exit_status": exit_status(code) if status is None else status,
+        }
+        print(json.dumps(error, default=str), file=sys.stderr, flush=True)
+        return
     first = message.strip().splitlines()[0] if message.strip() else code
     print(f"roost: {code}: {first}", file=sys.stderr)
 
@@ -290,7 +316,8 @@ def _acked(ns: Namespace, ack: dict[str, Any]) -> int:
     _out(ns, ack, kv_block)
     failure = turn_failure(ack)
     if failure is not None:
-        print_error("turn_failed", failure)
+        keys = ("correlation_id", "outcome", "outcome_data")
+        print_error("turn_failed", failure, {k: ack.get(k) for k in keys})
         return EXIT_FAILURE
     return 0
 
@@ -367,14 +394,18 @@ def cmd_run_tool(ns: Namespace) -> int:
     if result.get("status") == "error":
         reason = result.get("reason") or {}
         code = str(reason.get("code", "tool_failed"))
-        print_error(code, str(reason.get("message") or f"{ns.name} failed"))
+        message = str(reason.get("message") or f"{ns.name} failed")
+        details = {k: v for k, v in reason.items() if k not in ("code", "message")}
+        print_error(code, message, details, EXIT_FAILURE)
         return EXIT_FAILURE
     output = result.get("result")
     exit_code = output.get("exit_code") if isinstance(output, dict) else None
     if isinstance(exit_code, int) and exit_code != 0:
         hint = " (not found on the sandbox's PATH?)" if exit_code == 127 else ""
         print_error(
-            "command_failed", f"{ns.name}: the command exited with status {exit_code}{hint}"
+            "command_failed",
+            f"{ns.name}: the command exited with status {exit_code}{hint}",
+            {"tool": ns.name, "exit_code": exit_code},
         )
         return EXIT_FAILURE
     return 0
@@ -516,7 +547,7 @@ def cmd_tail(ns: Namespace) -> int:
         except KeyboardInterrupt:
             return 0
     if ns.until is not None:
-        print_error("not_seen", f"the stream ended before a {ns.until} event")
+        print_error("not_seen", f"the stream ended before a {ns.until} event", {"until": ns.until})
         return EXIT_FAILURE
     return 0
 
@@ -563,6 +594,10 @@ def cmd_verify(ns: Namespace) -> int:
         problems = len(result.get("anchor_problems") or [])
         if problems:
             found += ", " + _count(problems, "anchor problem", "anchor problems")
-        print_error("verify_failed", f"project {ns.project} does not verify ({found})")
+        print_error(
+            "verify_failed",
+            f"project {ns.project} does not verify ({found})",
+            {"project_id": ns.project, "mismatches": count, "anchor_problems": problems},
+        )
         return 1
     return 0
