@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -60,6 +59,8 @@ MAX_TIMELINE_LIMIT = 500
 
 
 def _json_object(text: str) -> dict[str, Any]:
+    import json  # noqa: PLC0415 - for --data and --llm only
+
     try:
         value = json.loads(text)
     except ValueError as e:

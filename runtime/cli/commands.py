@@ -16,7 +16,6 @@ added as separate modules.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -126,6 +125,8 @@ def print_error(
     ``details`` the daemon sent; ``exit_status`` defaults to :func:`exit_status` of ``code``.
     """
     if _ERRORS["json"]:
+        import json  # noqa: PLC0415 - the client has loaded it by now; --version does not
+
         error = {
             "code": code,
             "message": message.strip() or code,
@@ -432,6 +433,8 @@ _PENDING_COLUMNS = [
 
 def _tool_content(content: Any) -> str:
     """A tool message's content for people: the tool's result as a block."""
+    import json  # noqa: PLC0415
+
     try:
         sent = json.loads(content) if isinstance(content, str) else content
     except ValueError:

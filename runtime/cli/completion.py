@@ -15,7 +15,6 @@ import argparse
 import math
 import os
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +59,8 @@ def _ask(home: str | None, question: Callable[[Any], list[str]]) -> list[str]:
     The daemon is asked on a daemon thread: one that hangs is left behind, and the process
     (argcomplete ends it with ``os._exit``) does not wait for it.
     """
+    import threading  # noqa: PLC0415 - on a TAB only
+
     answer: list[str] = []
     timeout_s = ask_timeout_s()
 

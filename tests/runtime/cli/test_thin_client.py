@@ -163,3 +163,17 @@ def test_a_tab_with_no_daemon_offers_nothing_and_says_nothing(tmp_path: Path) ->
     assert heavy(loaded) == []
     commands, _ = complete("roost pro", tmp_path, str(tmp_path / "no-daemon"))
     assert commands == ["project", "projection"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("0.5", 0.5), ("30", 30.0), ("0", 2.0), ("-1", 2.0), ("nan", 2.0), ("inf", 2.0), ("x", 2.0)],
+)
+def test_the_completion_timeout_is_a_positive_number_or_the_default(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: float
+) -> None:
+    from runtime.cli.completion import ASK_TIMEOUT_S, ask_timeout_s
+
+    assert ASK_TIMEOUT_S == 2.0
+    monkeypatch.setenv("ROOST_COMPLETION_TIMEOUT_S", value)
+    assert ask_timeout_s() == expected
