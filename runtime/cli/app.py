@@ -2,11 +2,13 @@
 
 ``main(argv)`` parses, runs one command (``runtime.cli.commands``, ``runtime.cli.local``)
 and returns its exit status (``docs/cli.md``): 0 success; 1 the request, the turn, the
-tool or the check failed (one line on stderr: ``roost: <code>: <message>``); 2 a usage
+tool or the check failed (one line on stderr: ``roost: <code>: <message>``, or with
+``--json`` one JSON object, ``runtime.cli.commands.print_error``); 2 a usage
 error (``roost: usage: <message>``); 3 no daemon answers (``daemon_unreachable``); 4 a
 ``timeout``; 130 interrupted. ``--home`` and ``--json`` are accepted before and after the
 command. ``roost soak`` hands its arguments to ``soak.cli:main``. Shell completion comes
-from ``argcomplete`` (``roost completion bash``).
+from ``argcomplete`` (``roost completion bash``). The commands that need the daemon's
+modules are registered with :func:`_later`: this module loads only the client side.
 
 Why this module is long: it is the parser, one short block of argparse declarations per
 command of ``docs/cli.md``; the commands' behaviour is apart (``runtime.cli.commands``) and
