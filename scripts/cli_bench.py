@@ -6,6 +6,7 @@ Run ``python scripts/cli_bench.py [--runs 20] [--cli-tree DIR]``. It prints:
   best of ``--runs``) and its CPU time (user + system, median), beside ``python -c pass``
   (the interpreter's own start) measured the same way, interleaved, so a busy machine
   slows both;
+- a TAB after ``roost pro`` (the shell's completion request; no daemon asked);
 - ``roost send P C TEXT --wait``, against a real daemon (its own ``ROOST_HOME``; the
   deterministic model): the program's wall time, the turn as the daemon saw it (the
   ``user.message`` event to the ``llm.completed`` event of that turn, from the journal), and
@@ -77,6 +78,27 @@ def bench_version(runs: int, env: dict[str, str]) -> None:
         print(f"{label}: wall {ms(walls[name])}; CPU median {cpu:.0f} ms")
 
 
+def bench_tab(runs: int, env: dict[str, str]) -> None:
+    """A TAB after ``roost pro`` (the commands that start so), no daemon asked."""
+    with tempfile.TemporaryDirectory(prefix="roost-cli-bench-") as base:
+        line = "roost pro"
+        tab = {
+            **env,
+            "_ARGCOMPLETE": "1",
+            "_ARGCOMPLETE_SHELL": "bash",
+            "_ARGCOMPLETE_STDOUT_FILENAME": os.path.join(base, "out"),
+            "COMP_LINE": line,
+            "COMP_POINT": str(len(line)),
+        }
+        walls, cpus = [], []
+        for _ in range(runs):
+            wall, cpu = timed([sys.executable, "-m", "runtime.cli"], tab)
+            walls.append(wall)
+            cpus.append(cpu)
+    cpu_ms = statistics.median(cpus) * 1000
+    print(f"a TAB (roost pro): wall {ms(walls)}; CPU median {cpu_ms:.0f} ms")
+
+
 def _turn_s(client: Client, project: str, conversation: str, correlation: str) -> float:
     """The turn as the daemon saw it: ``user.message`` to ``llm.completed``, in seconds."""
     timeline = client.incident_timeline(project, conversation, 500, correlation)
@@ -136,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="runs of each command")
     parser.add_argument("--cli-tree", default=str(ROOT), help="the checkout whose roost runs")
-    parser.add_argument("--only", choices=("version", "send"), help="one measurement only")
+    parser.add_argument("--only", choices=("version", "tab", "send"), help="one measurement only")
     ns = parser.parse_args(argv)
     env = {**os.environ, "PYTHONPATH": ns.cli_tree}
     env.pop("ROOST_HOME", None)
@@ -146,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"roost from {ns.cli_tree}, {ns.runs} runs, load average {os.getloadavg()[0]:.1f}")
     if ns.only in (None, "version"):
         bench_version(ns.runs, env)
+    if ns.only in (None, "tab"):
+        bench_tab(ns.runs, env)
     if ns.only in (None, "send"):
         bench_send(ns.runs, env)
     return 0
