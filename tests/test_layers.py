@@ -48,7 +48,7 @@ def tree(tmp_path: Path) -> Path:
 def test_the_tree_keeps_every_import_contract(tree: Path) -> None:
     done = lint(tree)
     assert done.returncode == 0, done.stdout
-    assert "Contracts: 5 kept, 0 broken." in done.stdout
+    assert "Contracts: 6 kept, 0 broken." in done.stdout
 
 
 def test_the_mcp_server_may_not_reach_past_the_client(tree: Path) -> None:
@@ -65,6 +65,19 @@ def test_the_a2a_server_may_not_reach_past_the_client(tree: Path) -> None:
     done = lint(tree)
     assert done.returncode == 1, done.stdout
     assert "runtime.a2a_server is not allowed to import runtime.agent:" in done.stdout
+
+
+def test_a_client_command_may_not_load_the_daemon_not_even_inside_a_function(tree: Path) -> None:
+    commands = tree / "runtime" / "cli" / "commands.py"
+    commands.write_text(
+        commands.read_text()
+        + "\n\ndef cmd_late(ns: Namespace) -> int:\n"
+        + "    from runtime.daemon.main import daemon_pid  # noqa: PLC0415\n"
+        + "    return 0 if daemon_pid(ns.home) else 1\n"
+    )
+    done = lint(tree)
+    assert done.returncode == 1, done.stdout
+    assert "runtime.cli.commands is not allowed to import runtime.daemon:" in done.stdout
 
 
 def test_an_upward_import_breaks_the_layers_contract(tree: Path) -> None:

@@ -2,11 +2,13 @@
 
 ``main(argv)`` parses, runs one command (``runtime.cli.commands``, ``runtime.cli.local``)
 and returns its exit status (``docs/cli.md``): 0 success; 1 the request, the turn, the
-tool or the check failed (one line on stderr: ``roost: <code>: <message>``); 2 a usage
+tool or the check failed (one line on stderr: ``roost: <code>: <message>``, or with
+``--json`` one JSON object, ``runtime.cli.commands.print_error``); 2 a usage
 error (``roost: usage: <message>``); 3 no daemon answers (``daemon_unreachable``); 4 a
 ``timeout``; 130 interrupted. ``--home`` and ``--json`` are accepted before and after the
 command. ``roost soak`` hands its arguments to ``soak.cli:main``. Shell completion comes
-from ``argcomplete`` (``roost completion bash``).
+from ``argcomplete`` (``roost completion bash``). The commands that need the daemon's
+modules are registered with :func:`_later`: this module loads only the client side.
 
 Why this module is long: it is the parser, one short block of argparse declarations per
 command of ``docs/cli.md``; the commands' behaviour is apart (``runtime.cli.commands``) and
@@ -17,16 +19,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from events.catalog import PAYLOAD_TYPES
 from runtime.cli import commands as cmd
-from runtime.cli import local as cli_local
-from runtime.cli import otel as cli_otel
 from runtime.cli.a2a import add_a2a_commands
 from runtime.cli.commands import (
     EXIT_FAILURE,
@@ -37,13 +35,13 @@ from runtime.cli.commands import (
     EXIT_USAGE,
     exit_status,
 )
+from runtime.cli.completion import SHELLS, attach_id_completers, cmd_completion
 from runtime.cli.format import UsageError, number_type
 from runtime.cli.format import UsageParser as _Parser
 from runtime.cli.mcp import add_mcp_commands
-from runtime.daemon.config import roost_version
 from runtime.errors import RoostError, ToolError
-from runtime.guard.schema import parse_json_args
-from runtime.wire.ops import PROJECTION_KEYS
+from runtime.version import VERSION
+from runtime.wire.names import PROJECTION_KEYS
 
 __all__ = [
     "EXIT_FAILURE",
@@ -63,6 +61,8 @@ MAX_TIMELINE_LIMIT = 500
 
 
 def _json_object(text: str) -> dict[str, Any]:
+    import json  # noqa: PLC0415 - for --data and --llm only
+
     try:
         value = json.loads(text)
     except ValueError as e:
@@ -74,6 +74,8 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def _tool_args(text: str) -> dict[str, Any]:
     """Tool arguments: a JSON object without duplicate keys and with bounded nesting."""
+    from runtime.guard.schema import parse_json_args  # noqa: PLC0415 - RE2 loads for --args only
+
     try:
         return parse_json_args(text)
     except ToolError as e:
@@ -87,6 +89,8 @@ _timeline_limit = number_type(
 
 
 def _event_type(text: str) -> str:
+    from events.catalog import PAYLOAD_TYPES  # noqa: PLC0415 - for --until only
+
     if text not in PAYLOAD_TYPES:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an event type (see docs/events.md), e.g. llm.completed"
@@ -95,6 +99,32 @@ def _event_type(text: str) -> str:
 
 
 _positive_seconds = number_type(float, lambda n: n > 0, "a positive number of seconds")
+
+
+def _opt_pair(text: str) -> str:
+    """``--opt KEY=VALUE``: the shape is the command line's (exit 2); the value the daemon's."""
+    key, sep, _ = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE, got {text!r}, e.g. --opt approval_mode=sensitive"
+        )
+    return text
+
+
+def _later(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The command ``runtime.cli.<module>.<name>``, imported when it runs, not before.
+
+    For the commands that load the daemon's modules or the journal (``daemon start``,
+    ``logs``, ``export otel``): the client commands, ``--help``, ``--version`` and
+    completion never load them (the ``thin-client`` contract in ``pyproject.toml``).
+    """
+
+    def run(ns: argparse.Namespace) -> int:
+        func = getattr(importlib.import_module(f"runtime.cli.{module}"), name)
+        return int(func(ns))
+
+    run.__name__ = run.__qualname__ = name
+    return run
 
 
 def _common(top: bool) -> argparse.ArgumentParser:
@@ -139,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         parents=[_common(top=True)],
     )
-    root.add_argument("--version", action="version", version=f"roost {roost_version()}")
+    root.add_argument("--version", action="version", version=f"roost {VERSION}")
     commands = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def leaf(
@@ -168,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         daemon,
         "start",
-        cmd.cmd_daemon_start,
+        _later("daemonctl", "cmd_daemon_start"),
         "start the daemon; returns once it answers",
         "roost daemon start --home /tmp/roost",
     )
@@ -179,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         daemon,
         "stop",
-        cmd.cmd_daemon_stop,
+        _later("daemonctl", "cmd_daemon_stop"),
         "stop the daemon (exit 0 also if none runs)",
         "roost daemon stop",
     )
@@ -189,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     leaf(
         daemon,
         "status",
-        cmd.cmd_daemon_status,
+        _later("daemonctl", "cmd_daemon_status"),
         "show the daemon's status (exit 3 when none runs)",
         "roost daemon status --json",
     )
@@ -204,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("root", metavar="ROOT", help="the project's root directory")
     p.add_argument("--id", metavar="ID", help="project id (default: chosen by the daemon)")
-    p.add_argument("--opt", action="append", metavar="KEY=VALUE", help="a runtime option")
+    p.add_argument(
+        "--opt", action="append", type=_opt_pair, metavar="KEY=VALUE", help="a runtime option"
+    )
     p.add_argument("--options-file", metavar="FILE", help="runtime options (.json or .toml)")
     for name, func, text, example in (
         ("stop", cmd.cmd_project_stop, "stop a project", "roost project stop p1"),
@@ -415,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         export,
         "otel",
-        cli_otel.cmd_export_otel,
+        _later("otel", "cmd_export_otel"),
         "replay past turns as OpenTelemetry traces through the OTEL_* exporter (no daemon)",
         "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 roost export otel p1 c1",
     )
@@ -425,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         commands,
         "logs",
-        cli_local.cmd_logs,
+        _later("local", "cmd_logs"),
         "show the daemon's log (no daemon needed)",
         "roost logs --follow",
     )
@@ -438,13 +470,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         commands,
         "completion",
-        cli_local.cmd_completion,
+        cmd_completion,
         "print the shell completion script",
         'eval "$(roost completion bash)"',
     )
-    p.add_argument(
-        "shell", metavar="SHELL", choices=cli_local.SHELLS, help="|".join(cli_local.SHELLS)
-    )
+    p.add_argument("shell", metavar="SHELL", choices=SHELLS, help="|".join(SHELLS))
     commands.add_parser(
         "soak",
         help="run the soak harness (options: roost soak --help)",
@@ -502,7 +532,9 @@ def _autocomplete(parser: argparse.ArgumentParser) -> None:
         return
     import argcomplete  # noqa: PLC0415 - only when a shell asks
 
-    argcomplete.autocomplete(parser)
+    attach_id_completers(parser)
+    # options when the word starts with "-"; an empty word offers the ids and values only
+    argcomplete.autocomplete(parser, always_complete_options=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -513,6 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     soak = _soak_split(args)
     if soak is not None:
         return _run_soak(*soak)
+    # --json: errors too are JSON, a usage error included (docs/cli.md#errors-with---json)
+    cmd.json_errors("--json" in args[: args.index("--")] if "--" in args else "--json" in args)
     try:
         ns, extra = parser.parse_known_args(args)
         if extra:
@@ -523,13 +557,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except SystemExit as e:  # --help, --version
         return e.code if isinstance(e.code, int) else EXIT_OK
+    cmd.json_errors(bool(ns.json))
     if not hasattr(ns, "func"):
         cmd.print_error("usage", "a command is required (see `roost --help`)")
         return EXIT_USAGE
     try:
         status: int = ns.func(ns)
     except RoostError as e:
-        cmd.print_error(e.code, e.message)
+        cmd.print_error(e.code, e.message, e.details)
         return exit_status(e.code)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -538,7 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILURE
     except OSError as e:
-        cmd.print_error("os_error", str(e))
+        cmd.print_error("os_error", str(e), {"errno": e.errno, "path": e.filename})
         return EXIT_FAILURE
     except ValueError as e:  # a bad environment setting, e.g. ROOST_JOURNAL
         cmd.print_error("bad_config", str(e))

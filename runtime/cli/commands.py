@@ -1,9 +1,12 @@
-"""What each ``roost`` command does: call the client (or the daemon helpers) and print.
+"""What each ``roost`` client command does: call the client and print.
 
 Each ``cmd_*`` function takes the parsed arguments and returns the exit status; errors
 are raised (``RoostError``) and turned into ``roost: <code>: <message>`` by
 ``runtime.cli.app``. With ``--json`` the result is printed as JSON on stdout, otherwise
 as tables and ``key: value`` blocks (``runtime.cli.format``).
+
+This module and what it imports load no daemon module (the ``thin-client`` contract in
+``pyproject.toml``); ``daemon start|stop|status`` are in ``runtime.cli.daemonctl``.
 
 Why this module is long: one short ``cmd_*`` function per ``roost`` command, each a call and
 its output; they share the client set-up and the output helpers, and other commands are
@@ -13,12 +16,10 @@ added as separate modules.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from events.catalog import BudgetExceeded, LlmFailed, decode_data
 from runtime.cli.format import (
     cell,
     dumps_json,
@@ -28,14 +29,10 @@ from runtime.cli.format import (
     seal_lines,
     table,
 )
-from runtime.cli.output import write_output
-from runtime.cli.progress import Progress
-from runtime.client.connection import Client
-from runtime.daemon.config import resolve_home
-from runtime.daemon.main import daemon_pid, daemon_status, start_daemon, stop_daemon
 from runtime.errors import RoostError
-from runtime.logfiles import rotation_settings
-from runtime.policy import options as roost_options
+
+if TYPE_CHECKING:
+    from runtime.client.connection import Client
 
 __all__ = [
     "EXIT_FAILURE",
@@ -50,9 +47,6 @@ __all__ = [
     "cmd_conversation_list",
     "cmd_conversation_start",
     "cmd_conversation_stop",
-    "cmd_daemon_start",
-    "cmd_daemon_status",
-    "cmd_daemon_stop",
     "cmd_event",
     "cmd_incident",
     "cmd_project_diagnostics",
@@ -69,7 +63,9 @@ __all__ = [
     "cmd_timeline",
     "cmd_verify",
     "exit_status",
+    "json_errors",
     "print_error",
+    "print_result",
     "turn_failure",
 ]
 
@@ -110,62 +106,53 @@ class UsageError(RoostError):
     code = "usage"
 
 
-def print_error(code: str, message: str) -> None:
-    """Print the one-line error ``roost: <code>: <message>`` on stderr."""
+_ERRORS = {"json": False}
+"""How :func:`print_error` prints: as one JSON object (``--json``) or as one line."""
+
+
+def json_errors(on: bool) -> None:
+    """Print the errors of this run as JSON objects (``--json``), or as lines (``roost main``)."""
+    _ERRORS["json"] = on
+
+
+def print_error(
+    code: str, message: str, details: dict[str, Any] | None = None, status: int | None = None
+) -> None:
+    """Print an error on stderr: ``roost: <code>: <message>``, its first line only.
+
+    With ``--json`` (:func:`json_errors`), one JSON object on one line instead:
+    ``{"code", "message", "details", "exit_status"}``, with the whole message and the
+    ``details`` the daemon sent; ``exit_status`` defaults to :func:`exit_status` of ``code``.
+    """
+    if _ERRORS["json"]:
+        import json  # noqa: PLC0415 - the client has loaded it by now; --version does not
+
+        error = {
+            "code": code,
+            "message": message.strip() or code,
+            "details": details or {},
+            "exit_status": exit_status(code) if status is None else status,
+        }
+        print(json.dumps(error, default=str), file=sys.stderr, flush=True)
+        return
     first = message.strip().splitlines()[0] if message.strip() else code
     print(f"roost: {code}: {first}", file=sys.stderr)
 
 
-def _out(ns: Namespace, value: Any, human: Callable[[Any], str] = render) -> None:
+def print_result(ns: Namespace, value: Any, human: Callable[[Any], str] = render) -> None:
+    """Print a command's result: JSON with ``--json``, else ``human(value)``."""
     text = dumps_json(value) if ns.json else human(value)
     print(text, flush=True)
 
 
+_out = print_result
+
+
 def _client(ns: Namespace) -> Client:
+    # imported here: --help, --version and completion do not need the client
+    from runtime.client.connection import Client  # noqa: PLC0415
+
     return Client.connect(ns.home)
-
-
-# --- daemon -----------------------------------------------------------------------------
-
-
-def cmd_daemon_start(ns: Namespace) -> int:
-    """``roost daemon start [--foreground]``.
-
-    The log settings are checked here first, so a bad one is a ``bad_config`` (exit 1)
-    rather than a daemon that exits before answering.
-    """
-    rotation_settings()
-    if ns.foreground:
-        return start_daemon(ns.home, foreground=True)
-    pid = start_daemon(ns.home, timeout_s=ns.timeout)
-    home = resolve_home(ns.home)
-    _out(ns, {"pid": pid, "home": home}, lambda v: f"daemon started (pid {pid}) in {home}")
-    return 0
-
-
-def cmd_daemon_stop(ns: Namespace) -> int:
-    """``roost daemon stop``: exit 0 also when no daemon was running (it says so)."""
-    home = resolve_home(ns.home)
-    pid = daemon_pid(home)
-    was_running = stop_daemon(home, timeout_s=ns.timeout)
-    result = {"was_running": was_running, "pid": pid if was_running else None, "home": home}
-    if was_running:
-        _out(ns, result, lambda v: f"daemon stopped (pid {pid}) in {home}")
-    else:
-        _out(ns, result, lambda v: f"daemon is not running in {home}")
-    return 0
-
-
-def cmd_daemon_status(ns: Namespace) -> int:
-    """``roost daemon status``: 0 when it answers, 3 when none runs or it does not answer."""
-    status = daemon_status(ns.home)
-    _out(ns, status, kv_block)
-    if not status["running"]:
-        return EXIT_NOT_RUNNING
-    if not status["responding"]:
-        print_error("daemon_unreachable", f"daemon (pid {status['pid']}) does not answer")
-        return EXIT_UNREACHABLE
-    return 0
 
 
 # --- projects ---------------------------------------------------------------------------
@@ -173,6 +160,8 @@ def cmd_daemon_status(ns: Namespace) -> int:
 
 def cmd_project_start(ns: Namespace) -> int:
     """``roost project start ROOT [--id ID] [--opt K=V ...] [--options-file FILE]``."""
+    from runtime.policy import options as roost_options  # noqa: PLC0415 - this command only
+
     from_file = roost_options.load_options_file(ns.options_file) if ns.options_file else None
     pairs = roost_options.parse_opt_pairs(ns.opt or [])
     options = roost_options.merge_options(from_file, pairs)
@@ -313,6 +302,8 @@ def turn_failure(ack: dict[str, Any]) -> str | None:
     outcome = ack.get("outcome")
     if outcome not in _FAILED_TURNS:
         return None
+    from events.catalog import BudgetExceeded, LlmFailed, decode_data  # noqa: PLC0415
+
     match decode_data(str(outcome), ack.get("outcome_data") or {}):
         case BudgetExceeded(budget=budget, limit=limit, used=used):
             return f"budget.exceeded: {budget} (limit {limit}, used {used})"
@@ -326,7 +317,8 @@ def _acked(ns: Namespace, ack: dict[str, Any]) -> int:
     _out(ns, ack, kv_block)
     failure = turn_failure(ack)
     if failure is not None:
-        print_error("turn_failed", failure)
+        keys = ("correlation_id", "outcome", "outcome_data")
+        print_error("turn_failed", failure, {k: ack.get(k) for k in keys})
         return EXIT_FAILURE
     return 0
 
@@ -403,14 +395,18 @@ def cmd_run_tool(ns: Namespace) -> int:
     if result.get("status") == "error":
         reason = result.get("reason") or {}
         code = str(reason.get("code", "tool_failed"))
-        print_error(code, str(reason.get("message") or f"{ns.name} failed"))
+        message = str(reason.get("message") or f"{ns.name} failed")
+        details = {k: v for k, v in reason.items() if k not in ("code", "message")}
+        print_error(code, message, details, EXIT_FAILURE)
         return EXIT_FAILURE
     output = result.get("result")
     exit_code = output.get("exit_code") if isinstance(output, dict) else None
     if isinstance(exit_code, int) and exit_code != 0:
         hint = " (not found on the sandbox's PATH?)" if exit_code == 127 else ""
         print_error(
-            "command_failed", f"{ns.name}: the command exited with status {exit_code}{hint}"
+            "command_failed",
+            f"{ns.name}: the command exited with status {exit_code}{hint}",
+            {"tool": ns.name, "exit_code": exit_code},
         )
         return EXIT_FAILURE
     return 0
@@ -437,6 +433,8 @@ _PENDING_COLUMNS = [
 
 def _tool_content(content: Any) -> str:
     """A tool message's content for people: the tool's result as a block."""
+    import json  # noqa: PLC0415
+
     try:
         sent = json.loads(content) if isinstance(content, str) else content
     except ValueError:
@@ -526,6 +524,8 @@ def cmd_incident(ns: Namespace) -> int:
     text = dumps_json(report) if ns.json or fmt == "json" else str(report)
     text = text if text.endswith("\n") else f"{text}\n"
     if ns.output is not None:
+        from runtime.cli.output import write_output  # noqa: PLC0415 - with -o only
+
         write_output(ns.output, text)
         size = len(text.encode("utf-8"))
         written = {"path": ns.output, "format": fmt, "bytes": size}
@@ -554,7 +554,7 @@ def cmd_tail(ns: Namespace) -> int:
         except KeyboardInterrupt:
             return 0
     if ns.until is not None:
-        print_error("not_seen", f"the stream ended before a {ns.until} event")
+        print_error("not_seen", f"the stream ended before a {ns.until} event", {"until": ns.until})
         return EXIT_FAILURE
     return 0
 
@@ -590,6 +590,8 @@ def _verify_text(result: dict[str, Any]) -> str:
 
 def cmd_verify(ns: Namespace) -> int:
     """``roost verify PROJECT``: exit 1 when the project does not verify."""
+    from runtime.cli.progress import Progress  # noqa: PLC0415 - rich loads for this command
+
     with _client(ns) as c, Progress(f"verifying {ns.project}").ticking():
         result = c.verify(ns.project)
     _out(ns, result, _verify_text)
@@ -599,6 +601,10 @@ def cmd_verify(ns: Namespace) -> int:
         problems = len(result.get("anchor_problems") or [])
         if problems:
             found += ", " + _count(problems, "anchor problem", "anchor problems")
-        print_error("verify_failed", f"project {ns.project} does not verify ({found})")
+        print_error(
+            "verify_failed",
+            f"project {ns.project} does not verify ({found})",
+            {"project_id": ns.project, "mismatches": count, "anchor_problems": problems},
+        )
         return 1
     return 0

@@ -7,10 +7,10 @@ Everything here returns strings (no printing). The progress bar is
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
-
-import msgspec
 
 __all__ = [
     "DefaultsHelpFormatter",
@@ -131,11 +131,45 @@ class UsageParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
+def _columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` reads it, once per process.
+
+    argparse makes a help formatter for every argument it adds (about 120 for ``roost``),
+    each asking the terminal and importing ``shutil``; one answer serves them all.
+    """
+    if _COLUMNS:
+        return _COLUMNS[0]
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    _COLUMNS.append(columns or 80)
+    return _COLUMNS[0]
+
+
+_COLUMNS: list[int] = []
+
+
 class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
     """``--help`` that shows each option's default when it has a meaningful one.
 
     Descriptions and epilogs (the examples) keep their line breaks.
     """
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = _columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -152,6 +186,8 @@ class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 def dumps_json(value: Any, *, pretty: bool = True) -> str:
     """Encode ``value`` as JSON text (indented unless ``pretty=False``)."""
+    import msgspec  # noqa: PLC0415 - not for --help, --version and completion
+
     raw = msgspec.json.encode(value)
     if pretty:
         raw = msgspec.json.format(raw, indent=2)

@@ -1,11 +1,11 @@
-"""``roost`` commands that need no daemon: ``logs`` and ``completion``.
+"""``roost logs``: the daemon's log, read without a daemon.
 
 ``roost logs`` reads ``ROOST_HOME/logs/daemon.log`` (and ``daemon.log.1`` when the current
 file is short) and prints one readable line per JSON log line,
 ``TIME LEVEL COMPONENT EVENT key=value ...``; with ``--json`` the lines as they are. With
 ``--follow`` it keeps printing new lines, across rotations, until Ctrl-C (exit 0).
-``roost completion SHELL`` prints the ``argcomplete`` script for ``bash``, ``zsh`` or
-``fish``.
+It finds the log through the daemon's configuration, so ``runtime.cli.app`` loads this module
+by name, when ``logs`` runs (the ``thin-client`` contract in ``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -13,17 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 from runtime.cli.format import cell
 from runtime.daemon.config import config_for_home
 from runtime.errors import RoostError
 from runtime.logfiles import follow, last_lines
 
-__all__ = ["SHELLS", "LogNotFoundError", "cmd_completion", "cmd_logs", "log_line_text"]
-
-SHELLS = ("bash", "zsh", "fish")
-"""Shells ``roost completion`` writes a script for."""
+__all__ = ["LogNotFoundError", "cmd_logs", "log_line_text"]
 
 _FIRST_KEYS = ("timestamp", "level", "component", "event")
 
@@ -71,13 +67,4 @@ def cmd_logs(ns: argparse.Namespace) -> int:
             show(line)
     except KeyboardInterrupt:
         return 0
-    return 0
-
-
-def cmd_completion(ns: argparse.Namespace) -> int:
-    """``roost completion bash|zsh|fish``: the script that makes the shell complete ``roost``."""
-    from argcomplete.shell_integration import shellcode  # noqa: PLC0415 - only here
-
-    sys.stdout.write(shellcode(["roost"], shell=ns.shell))
-    sys.stdout.flush()
     return 0

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from runtime.wire.names import PROJECTION_KEYS
+
 __all__ = [
     "PROJECTION_KEYS",
     "Args",
@@ -34,8 +36,6 @@ __all__ = [
     "ToolRequest",
 ]
 
-PROJECTION_KEYS = ("timeline", "pending_tool_calls", "llm_context", "diagnostics")
-"""The projections ``get_projection`` serves."""
 
 NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 Seq = Annotated[int, msgspec.Meta(ge=0)]

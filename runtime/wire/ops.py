@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from events.envelope import new_correlation_id
 from runtime.errors import BadRequestError, RoostError
 from runtime.wire.op_args import (
     PROJECTION_KEYS,
@@ -303,6 +302,10 @@ def with_ids(op: str, args: dict[str, Any]) -> dict[str, Any]:
     the caller's dict is left alone. Ops that record neither come back unchanged. Below
     the gateway they are only read (:func:`minted_correlation`, :func:`minted_idempotency_key`).
     """
+    # the events package is the daemon's: a client (``roost send``) imports this module
+    # without it (the ``thin-client`` contract in pyproject.toml)
+    from events.envelope import new_correlation_id  # noqa: PLC0415
+
     spec = OP_TABLE.get(op)
     if spec is None:
         return args

@@ -158,7 +158,12 @@ def test_incident_output_to_a_missing_directory_exits_1(capsys, home, project, t
 def test_run_tool_exits_1_when_the_tool_fails(capsys, home, project) -> None:
     code, out, err = roost(capsys, "run-tool", project[0], "nope", "--home", home, "--json")
     assert (code, json.loads(out)["status"]) == (1, "error")
-    assert err == "roost: unknown_tool: no tool 'nope'\n"
+    assert json.loads(err) == {
+        "code": "unknown_tool",
+        "message": "no tool 'nope'",
+        "details": {},
+        "exit_status": 1,
+    }
 
 
 def test_verify_exits_1_and_lists_the_mismatches(capsys, home, tmp_path) -> None:
