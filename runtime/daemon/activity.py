@@ -28,7 +28,7 @@ from events.incidents import epoch_ms
 from events.projections import TURN_END_TYPES
 from runtime.logging import get_logger
 
-__all__ = ["MAX_OPEN", "ActivityFollower", "ActivityLog", "Line", "payload_call"]
+__all__ = ["MAX_OPEN", "ActivityFollower", "ActivityLog", "Line"]
 
 Line = tuple[str, str, dict[str, Any]]
 """A log line to write: its level, its event name, its fields."""
@@ -189,13 +189,13 @@ def _described(kind: str, payload: ev.Event | None, ids: dict[str, Any]) -> list
             fields = {"signal": signal, "router": router, "error": reason}
             return [("warning", "alert_failed", {**ids, **fields})]
     if kind == "tool.timeout":
-        return [("warning", "tool_timeout", {**ids, "call_id": payload_call(payload)})]
+        return [("warning", "tool_timeout", {**ids, "call_id": _payload_call(payload)})]
     if kind.startswith("security."):
         return [("warning", "security_signal", {**ids, "type": kind})]
     return []
 
 
-def payload_call(payload: ev.Event | None) -> str | None:
+def _payload_call(payload: ev.Event | None) -> str | None:
     """The call id a signal names, if any."""
     call_id = getattr(payload, "call_id", None)
     return call_id if isinstance(call_id, str) else None
