@@ -23,6 +23,7 @@ import msgspec
 from events import catalog as ev
 from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES, decode_data, type_names
 from events.envelope import Envelope
+from events.project_history import problems_during, project_problems
 from events.projections import (
     DECISION_TYPES,
     TURN_END_TYPES,
@@ -551,8 +552,11 @@ def incident_report(
     conversation's status, counts, the seq span), ``asked`` (each ``user.message``),
     ``causal_chain`` (the causation tree as a pre-order list with depths), ``tool_calls``,
     ``denials``, ``failures``, ``timeouts``, ``cancellations``, ``security_signals``,
-    ``actor_events``, ``changes`` (each ``tool.changes``: what a run changed in the root and
-    what was quarantined), ``latency`` (count/min/max/total ms per stage), ``first_error`` and
+    ``actor_events``, ``project_problems`` (the project's own problems that bear on the
+    selected events: recorded during them, or before them and unresolved at their start,
+    see ``events.project_history``; those already in the selection are not repeated),
+    ``changes`` (each ``tool.changes``: what a run changed in the root and what was
+    quarantined), ``latency`` (count/min/max/total ms per stage), ``first_error`` and
     ``counts_by_type``.
     """
     everything = in_seq_order(events)
@@ -575,6 +579,24 @@ def incident_report(
     origin = _origin(selected)
     stages = _stages(selected, origin)
     cancellations = [_entry(event) for event in selected if event.type in _CANCELLATIONS]
+    shown = {event.seq for event in selected}
+    project = [
+        {
+            **problem,
+            "summary": problem["summary"]
+            + (
+                f" (resolved at seq {problem['resolved_seq']})"
+                if problem["resolved"]
+                else " (unresolved)"
+            ),
+        }
+        for problem in problems_during(
+            project_problems(everything, project_id),
+            selected[0].seq if selected else None,
+            selected[-1].seq if selected else None,
+        )
+        if problem["seq"] not in shown
+    ]
     if not selected:
         status = "empty"
     elif first_error is not None:
@@ -618,6 +640,7 @@ def incident_report(
             _entry(event) for event in selected if event.type.startswith("security.")
         ],
         "actor_events": [_entry(event) for event in selected if event.type in _ACTOR_EVENTS],
+        "project_problems": project,
         "changes": _changes(selected),
         "stages": stages,
         "latency": _latency(stages),

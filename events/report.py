@@ -378,6 +378,10 @@ def render_incident_markdown(report: dict[str, Any]) -> str:
     )
     for key, title in PROBLEM_SECTIONS:
         lines += _section(title, [_line(entry) for entry in report[key]])
+    if report.get("project_problems"):  # shown only when the project had some
+        lines += _section(
+            "Project problems during it", [_line(entry) for entry in report["project_problems"]]
+        )
     rows = change_rows(report.get("changes", []))
     lines += _section(
         "What did the agent change?", _table(list(CHANGE_HEADERS), rows) if rows else []

@@ -72,11 +72,17 @@ def _shared_processors() -> list[Processor]:
 
 
 def _foreign_component(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
-    """``component`` of a standard-library record: its logger, ``thespian`` for Thespian's."""
+    """``component`` of a standard-library record: its logger, ``thespian`` for Thespian's.
+
+    A record's text is its ``message``; its ``event`` is a fixed name
+    (``thespian_message``, ``library_message``), as every line of ours has.
+    """
     record = event_dict.get("_record")
     if "component" not in event_dict and isinstance(record, logging.LogRecord):
         thespian = f"{os.sep}thespian{os.sep}" in (record.pathname or "")
         event_dict["component"] = "thespian" if thespian else record.name
+        event_dict["message"] = event_dict.get("event")
+        event_dict["event"] = "thespian_message" if thespian else "library_message"
     return event_dict
 
 

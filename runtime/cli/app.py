@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runtime.cli import commands as cmd
+from runtime.cli import projects as cli_projects
 from runtime.cli.a2a import add_a2a_commands
 from runtime.cli.commands import (
     EXIT_FAILURE,
@@ -255,7 +256,29 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         leaf(project, name, func, text, example).add_argument("project", metavar="ID")
     p = leaf(project, "list", cmd.cmd_project_list, "list running projects", "roost project list")
+    p.add_argument(
+        "-a",
+        "--all",
+        action="store_true",
+        help="every project the journal knows, with its STATE (no daemon needed)",
+    )
     quiet(p, "project ids")
+    p = leaf(
+        project,
+        "events",
+        cli_projects.cmd_project_events,
+        "show a project's own history: starts, loads, crashes (no daemon needed)",
+        "roost project events p1 --problems",
+    )
+    p.add_argument("project", metavar="ID")
+    p.add_argument(
+        "--limit",
+        type=_timeline_limit,
+        default=100,
+        metavar="N",
+        help=f"the last N entries, 1 to {MAX_TIMELINE_LIMIT}",
+    )
+    p.add_argument("--problems", action="store_true", help="only the events that record a problem")
 
     conversation = group("conversation", "start, stop and list conversations")
     p = leaf(

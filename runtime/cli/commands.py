@@ -29,6 +29,7 @@ from runtime.cli.format import (
     seal_lines,
     table,
 )
+from runtime.cli.querying import query
 from runtime.errors import RoostError
 
 if TYPE_CHECKING:
@@ -192,13 +193,27 @@ def _ids(ns: Namespace, rows: list[dict[str, Any]], key: str) -> bool:
 
 
 def cmd_project_list(ns: Namespace) -> int:
-    """``roost project list [-q]``: PROJECT ROOT CONVERSATIONS STARTED."""
-    with _client(ns) as c:
-        projects = c.list_projects()
+    """``roost project list [--all] [-q]``: PROJECT ROOT CONVERSATIONS STARTED.
+
+    With ``--all``, every project the journal knows (no daemon needed), with its STATE.
+    """
+    if getattr(ns, "all", False):
+        projects = query(
+            ns.home,
+            lambda c: c.list_projects(all=True),
+            lambda views, journal: [  # no daemon: what it would restore when it starts
+                {**p, "state": "restorable"} if p["state"] == "running" else p
+                for p in views.journal_projects(journal)
+            ],
+        )
+    else:
+        with _client(ns) as c:
+            projects = c.list_projects()
     if _ids(ns, projects, "project_id"):
         return 0
     columns = [
         ("project_id", "PROJECT"),
+        *([("state", "STATE")] if getattr(ns, "all", False) else []),
         ("root", "ROOT"),
         ("conversation_count", "CONVERSATIONS"),
         ("started_at", "STARTED"),
@@ -504,9 +519,18 @@ def _timeline_text(value: dict[str, Any]) -> str:
 
 
 def cmd_timeline(ns: Namespace) -> int:
-    """``roost timeline PROJECT CONV [--limit N] [--correlation-id ID]``."""
-    with _client(ns) as c:
-        value = c.incident_timeline(ns.project, ns.conversation, ns.limit, ns.correlation_id)
+    """``roost timeline PROJECT CONV [--limit N] [--correlation-id ID]`` (no daemon needed)."""
+    args = {
+        "project_id": ns.project,
+        "conversation_id": ns.conversation,
+        "limit": ns.limit,
+        "correlation_id": ns.correlation_id,
+    }
+    value = query(
+        ns.home,
+        lambda c: c.call("incident_timeline", args),
+        lambda views, journal: views.timeline_view(journal, args),
+    )
     _out(ns, value, _timeline_text)
     return 0
 
@@ -516,11 +540,21 @@ def cmd_incident(ns: Namespace) -> int:
 
     The default format is ``md`` for people and ``json`` with ``--json``; ``-o`` writes
     the report to FILE atomically instead of stdout, and prints one line naming it
-    (``wrote FILE (FORMAT, N bytes)``; with ``--json``, ``{path, format, bytes}``).
+    (``wrote FILE (FORMAT, N bytes)``; with ``--json``, ``{path, format, bytes}``). No daemon
+    needed.
     """
     fmt = ns.format or ("json" if ns.json else "md")
-    with _client(ns) as c:
-        report = c.incident_report(ns.project, ns.conversation, ns.correlation_id, format=fmt)
+    args = {
+        "project_id": ns.project,
+        "conversation_id": ns.conversation,
+        "correlation_id": ns.correlation_id,
+        "format": fmt,
+    }
+    report = query(
+        ns.home,
+        lambda c: c.call("incident_report", args),
+        lambda views, journal: views.report_view(journal, args),
+    )
     text = dumps_json(report) if ns.json or fmt == "json" else str(report)
     text = text if text.endswith("\n") else f"{text}\n"
     if ns.output is not None:

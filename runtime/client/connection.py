@@ -216,9 +216,25 @@ class Client:
         """Stop a project."""
         return self.call("stop_project", {"project_id": project_id})
 
-    def list_projects(self) -> list[dict[str, Any]]:
-        """Return ``[{project_id, root, conversation_count, started_at}]``."""
-        result: list[dict[str, Any]] = self.call("list_projects")
+    def list_projects(self, *, all: bool = False) -> list[dict[str, Any]]:
+        """Return ``[{project_id, root, conversation_count, started_at}]``.
+
+        With ``all``, every project the journal knows, each with its ``state``
+        (``running``, ``stopped``, ``failed``), ``stopped_at`` and ``reason``.
+        """
+        result: list[dict[str, Any]] = self.call("list_projects", {"all": True} if all else {})
+        return result
+
+    def project_events(
+        self, project_id: str, limit: int = 100, *, problems_only: bool = False
+    ) -> dict[str, Any]:
+        """Return the project's own history: its project-level events, the last ``limit``.
+
+        ``{project_id, limit, total_entries, entries, unresolved_problems}``; each entry has
+        a ``problem`` kind or null (``problems_only``: only those with one).
+        """
+        args = {"project_id": project_id, "limit": limit, "problems_only": problems_only}
+        result: dict[str, Any] = self.call("project_events", args)
         return result
 
     def diagnostics(self, project_id: str) -> dict[str, Any]:

@@ -38,8 +38,10 @@ from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
 from events.incident_html import render_incident_html
 from events.incidents import conversation_exists, incident_report, incident_timeline
+from events.project_history import RECENT_PROBLEMS_LIMIT, project_problems, unresolved
 from events.projections import get_projection, project_view
 from events.report import render_incident_markdown
+from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.errors import (
     ConversationNotFoundError,
@@ -52,6 +54,7 @@ from runtime.errors import (
 )
 from runtime.guard import roost_home
 from runtime.journal import link as journal_link
+from runtime.journal import views as journal_views
 from runtime.journal.seal import load_key
 from runtime.journal.store import Journal
 from runtime.logging import get_logger
@@ -205,6 +208,11 @@ class ActorBackend:
                 lambda seq: self.journal.read_all(after_seq=seq, limit=500),
                 self.journal.max_seq(),
             )
+            # `roost logs`: a line per project, conversation, turn and tool step
+            self.activity = ActivityFollower(
+                lambda seq: self.journal.read_all(after_seq=seq, limit=500),
+                self.journal.max_seq(),
+            ).start()
         except BaseException:
             self.system.shutdown()
             raise
@@ -282,7 +290,11 @@ class ActorBackend:
                 "telemetry": telemetry_status(self.telemetry),
             }
         if op == "list_projects":
+            if args.get("all"):
+                return self._all_projects(deadline)
             return self._list_projects(deadline)
+        if op == "project_events":
+            return journal_views.project_events_view(self.journal, args)
         if route_of(op) in ACTOR_ROUTES:
             result = self.ask(op, args, deadline)
             if op == "stop_project":  # the runs the stop ended are reviewed before it returns
@@ -362,6 +374,22 @@ class ActorBackend:
             )
         return out
 
+    def _all_projects(self, deadline: float) -> list[dict[str, Any]]:
+        """Every project the journal knows, with its state (``project list --all``)."""
+        live = self._live(deadline)
+        running = {p["project_id"]: p for p in self._list_projects(deadline)}
+        out = []
+        for known in journal_views.journal_projects(self.journal):
+            project_id = known["project_id"]
+            info = live.get(project_id) or {}
+            if project_id in running:
+                out.append({**known, **running[project_id], "state": "running"})
+            elif info.get("status") == "failed":
+                out.append({**known, "state": "failed", "reason": info.get("reason")})
+            else:
+                out.append({**known, "state": "stopped"})
+        return out
+
     def _diagnostics(self, project_id: str, deadline: float) -> dict[str, Any]:
         live = self._live(deadline).get(project_id)
         events = self._project_events(project_id)
@@ -376,6 +404,14 @@ class ActorBackend:
             pids = status.get("pids", {})
         elif live is not None:
             health = {"status": "failed", "reason": live.get("reason")}
+        problems = project_problems(events, project_id)
+        open_problems = unresolved(problems)
+        if health.get("status") == "ok" and open_problems:
+            health = {
+                "status": "degraded",
+                "reason": open_problems[0]["summary"],
+                "unresolved_problems": len(open_problems),
+            }
         return {
             "project_id": project_id,
             "root": view.get("root"),
@@ -387,6 +423,10 @@ class ActorBackend:
             "conversations": view.get("conversations", []),
             "active_conversations": active,
             "actors": pids,
+            "recent_problems": [
+                {key: p[key] for key in ("seq", "at", "kind", "summary", "resolved")}
+                for p in problems[-RECENT_PROBLEMS_LIMIT:]
+            ],
         }
 
     def _verify(self, project_id: str, deadline: float) -> dict[str, Any]:
@@ -488,6 +528,10 @@ class ActorBackend:
             self.system.shutdown()
             _review_dead_runs("daemon_stop", wait_s=5.0)
         finally:
+            try:
+                self.activity.stop()  # the lines of what the shutdown committed
+            except Exception:
+                log.exception("activity_stop_failed")
             try:
                 if self.telemetry is not None:  # exports what is committed, then flushes
                     self.telemetry.stop()

@@ -19,9 +19,11 @@ __all__ = [
     "CancelArgs",
     "ConversationArgs",
     "InboundEvent",
+    "ListProjectsArgs",
     "ListToolsArgs",
     "NoArgs",
     "ProjectArgs",
+    "ProjectEventsArgs",
     "ProjectionArgs",
     "ProtocolArgs",
     "RejectArgs",
@@ -102,6 +104,22 @@ class RunToolArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=
 
     request: ToolRequest
     """The call."""
+
+
+class ListProjectsArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``list_projects``."""
+
+    all: bool = False
+    """Also the projects that do not run (stopped, failed), read from the journal."""
+
+
+class ProjectEventsArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``project_events``: the project's own history (its project-level events)."""
+
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 100
+    """The last this many entries."""
+    problems_only: bool = False
+    """Only the entries that record a problem (a failed load, a crash, ...)."""
 
 
 class ListToolsArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):

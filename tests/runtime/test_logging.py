@@ -1,4 +1,4 @@
-"""The log file on a full disk: logging never raises, and the gap shows afterwards."""
+"""The log file: logging never raises on a full disk, and every line has a fixed event name."""
 
 from __future__ import annotations
 
@@ -46,3 +46,25 @@ def test_lines_that_cannot_be_written_are_dropped_and_counted(tmp_path: Path) ->
         "roost.logging",
     )
     assert dropped["reason"] == "the log file could not be written (disk full?)"
+
+
+def _log_a_library_record(path: str) -> None:
+    import logging
+
+    configure_logging(json=True, log_file=path)
+    logging.getLogger("httpx").warning("HTTP Request: GET http://x %s", "200 OK")
+    os._exit(0)
+
+
+def test_a_library_record_gets_a_fixed_event_name_and_keeps_its_text(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.log"
+    child = CTX.Process(target=_log_a_library_record, args=(str(path),))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    (line,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert (line["event"], line["component"], line["message"]) == (
+        "library_message",
+        "httpx",
+        "HTTP Request: GET http://x 200 OK",
+    )

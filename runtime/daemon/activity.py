@@ -1,0 +1,242 @@
+"""The daemon log's activity lines: what the projects do, one structured line per step.
+
+``roost logs -f`` shows the daemon's own life (start, stop, connections, failed requests);
+this adds what happens in the projects. An :class:`ActivityFollower` thread reads the
+events committed after the daemon started, as the telemetry exporter does, and
+:class:`ActivityLog` (plain: no clock, no I/O) turns each one worth a line into
+``(level, event, fields)``: a project started or stopped, its assets and MCP servers
+loaded or failed, a conversation started or stopped, a turn started and ended (outcome,
+``duration_ms``), a tool call ended (outcome, code, ``duration_ms``) or was denied, an
+actor crashed, restarted or escalated, a security signal. Every line carries the event's
+``seq``, ``project_id`` and, when it has them, ``conversation_id`` and ``correlation_id``,
+so a line leads to the timeline (``roost timeline``) and the incident report.
+
+The lines come from committed events, so they say what the journal holds, a poll
+(0.2 s) after it was committed; a failed request is logged by the gateway.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+from events import catalog as ev
+from events.catalog import TERMINAL_TOOL_TYPES, decode_data
+from events.envelope import Envelope
+from events.incidents import epoch_ms
+from events.projections import TURN_END_TYPES
+from runtime.logging import get_logger
+
+__all__ = ["MAX_OPEN", "ActivityFollower", "ActivityLog", "Line"]
+
+Line = tuple[str, str, dict[str, Any]]
+"""A log line to write: its level, its event name, its fields."""
+
+MAX_OPEN: Final = 1000
+"""Turns and tool calls remembered for their duration; beyond it the oldest is forgotten."""
+
+_POLL_S: Final = 0.2
+_STOP_JOIN_S: Final = 10.0
+
+log = get_logger("roost.activity")
+
+
+def _bounded_put(table: dict[str, int | None], key: str, value: int | None) -> None:
+    table.pop(key, None)
+    if len(table) >= MAX_OPEN:
+        table.pop(next(iter(table)))
+    table[key] = value
+
+
+def _elapsed(start: int | None, event: Envelope) -> int | None:
+    end = epoch_ms(event.at)
+    return end - start if start is not None and end is not None else None
+
+
+class ActivityLog:
+    """Folds committed events into activity lines (the start times it needs, bounded)."""
+
+    def __init__(self) -> None:
+        self._turns: dict[str, int | None] = {}
+        self._calls: dict[str, int | None] = {}
+
+    def lines(self, event: Envelope) -> list[Line]:
+        """The lines ``event`` is worth (none for most deltas, decisions and signals)."""
+        ids: dict[str, Any] = {"seq": event.seq, "project_id": event.project_id}
+        if event.conversation_id is not None:
+            ids["conversation_id"] = event.conversation_id
+        if event.type not in _PROJECT_TYPES:
+            ids["correlation_id"] = event.correlation_id
+        payload = decode_data(event.type, event.data)
+        if event.type in TERMINAL_TOOL_TYPES or event.type in TURN_END_TYPES:
+            return self._ended(event, payload, ids)
+        if event.type == "user.message":
+            _bounded_put(self._turns, self._turn_key(event), epoch_ms(event.at))
+            return [("info", "turn_started", ids)]
+        if event.type == "tool.started":
+            call_id = event.data.get("call_id")
+            if isinstance(call_id, str):
+                _bounded_put(self._calls, call_id, epoch_ms(event.at))
+            return []
+        return _described(event.type, payload, ids)
+
+    @staticmethod
+    def _turn_key(event: Envelope) -> str:
+        return f"{event.project_id}/{event.conversation_id}/{event.correlation_id}"
+
+    def _ended(self, event: Envelope, payload: ev.Event | None, ids: dict[str, Any]) -> list[Line]:
+        fields: dict[str, Any]
+        extra: dict[str, Any]
+        match payload:
+            case ev.ToolCompleted(name=name, call_id=call_id, duration_ms=ms):
+                self._calls.pop(call_id, None)
+                fields = {"tool": name, "call_id": call_id, "outcome": "completed"}
+                return [("info", "tool_call_ended", {**ids, **fields, "duration_ms": ms})]
+            case ev.ToolFailed(name=name, call_id=call_id, reason=reason, duration_ms=ms):
+                self._calls.pop(call_id, None)
+                fields = {"tool": name, "call_id": call_id, "outcome": "failed", "duration_ms": ms}
+                fields["code"] = reason.get("code")
+                fields["error"] = reason.get("message")
+                return [("warning", "tool_call_ended", {**ids, **fields})]
+            case ev.ToolCancelled(name=name, call_id=call_id, reason=reason):
+                start = self._calls.pop(call_id, None)
+                fields = {"tool": name, "call_id": call_id, "outcome": "cancelled", "code": reason}
+                return [("info", "tool_call_ended", {**ids, **fields, **_ms(start, event)})]
+        start = self._turns.pop(self._turn_key(event), None)
+        fields = {"outcome": event.type, **_ms(start, event)}
+        match payload:
+            case ev.LlmFailed(reason=reason, message=message):
+                extra = {"code": reason, "error": message}
+                return [("warning", "turn_ended", {**ids, **fields, **extra})]
+            case ev.BudgetExceeded(budget=budget, limit=limit, used=used):
+                extra = {"budget": budget, "limit": limit, "used": used}
+                return [("warning", "turn_ended", {**ids, **fields, **extra})]
+        return [("info", "turn_ended", {**ids, **fields})]
+
+
+def _ms(start: int | None, event: Envelope) -> dict[str, Any]:
+    elapsed = _elapsed(start, event)
+    return {} if elapsed is None else {"duration_ms": elapsed}
+
+
+_PROJECT_TYPES: Final = frozenset(
+    {"project.started", "project.stopped", "project.assets_loaded", "project.assets_reloaded"}
+)
+
+
+def _described(kind: str, payload: ev.Event | None, ids: dict[str, Any]) -> list[Line]:
+    """The lines of the events that need no memory of earlier ones."""
+    fields: dict[str, Any]
+    match payload:
+        case ev.ProjectStarted(root=root):
+            return [("info", "project_started", {**ids, "root": root})]
+        case ev.ProjectStopped(reason=reason):
+            level = "info" if reason == "requested" else "warning"
+            return [(level, "project_stopped", {**ids, "reason": reason})]
+        case (
+            ev.ProjectAssetsLoaded(counts=counts, errors=errors)
+            | ev.ProjectAssetsReloaded(counts=counts, errors=errors)
+        ):
+            lines: list[Line] = [("info", "project_assets_loaded", {**ids, "counts": counts})]
+            lines.extend(
+                (
+                    "warning",
+                    "project_load_failed",
+                    {
+                        **ids,
+                        "what": error.get("type"),
+                        "key": error.get("key"),
+                        "error": error.get("reason"),
+                    },
+                )
+                for error in errors
+            )
+            return lines
+        case ev.ConversationStarted():
+            return [("info", "conversation_started", ids)]
+        case ev.ConversationStopped(reason=reason):
+            return [("info", "conversation_stopped", {**ids, "reason": reason})]
+        case ev.ConversationCancel(reason=reason):
+            return [("info", "conversation_cancelled", {**ids, "reason": reason})]
+        case ev.ToolApprovalRequested(call_id=call_id):
+            return [("info", "tool_call_awaiting_approval", {**ids, "call_id": call_id})]
+        case ev.PolicyDenied(tool=tool, call_id=call_id, reason=reason):
+            fields = {"tool": tool, "call_id": call_id, "reason": reason}
+            return [("warning", "tool_call_denied", {**ids, **fields})]
+        case ev.ActorCrashed(actor=actor, reason=reason, restart_count=count):
+            fields = {"actor": actor, "reason": reason, "restart_count": count}
+            return [("error", "actor_crashed", {**ids, **fields})]
+        case ev.ActorEscalated(actor=actor, reason=reason, restart_count=count):
+            fields = {"actor": actor, "reason": reason, "restart_count": count}
+            return [("error", "actor_escalated", {**ids, **fields})]
+        case ev.ActorRestarted(actor=actor, reason=reason, restart_count=count):
+            fields = {"actor": actor, "reason": reason, "restart_count": count}
+            return [("warning", "actor_restarted", {**ids, **fields})]
+        case ev.ActorMailboxOverflow(actor=actor, phase=phase, refused=refused):
+            fields = {"actor": actor, "phase": phase, "refused": refused}
+            return [("warning", "actor_mailbox_overflow", {**ids, **fields})]
+        case (
+            ev.McpServerStarted(server=server, start_ms=start_ms)
+            | ev.McpServerRestarted(server=server, start_ms=start_ms)
+        ):
+            fields = {"server": server, "start_ms": start_ms}
+            return [("info", "mcp_server_started", {**ids, **fields})]
+        case ev.McpServerExited(server=server, reason=reason, detail=detail):
+            fields = {"server": server, "reason": reason, "error": detail}
+            return [("warning", "mcp_server_exited", {**ids, **fields})]
+        case ev.AlertFailed(event=signal, router=router, reason=reason):
+            fields = {"signal": signal, "router": router, "error": reason}
+            return [("warning", "alert_failed", {**ids, **fields})]
+    if kind == "tool.timeout":
+        return [("warning", "tool_timeout", {**ids, "call_id": _payload_call(payload)})]
+    if kind.startswith("security."):
+        return [("warning", "security_signal", {**ids, "type": kind})]
+    return []
+
+
+def _payload_call(payload: ev.Event | None) -> str | None:
+    """The call id a signal names, if any."""
+    call_id = getattr(payload, "call_id", None)
+    return call_id if isinstance(call_id, str) else None
+
+
+class ActivityFollower:
+    """A thread that writes the activity lines of every event committed after a position."""
+
+    def __init__(self, read_after: Callable[[int], list[Envelope]], after_seq: int) -> None:
+        self._read_after = read_after
+        self._cursor = after_seq
+        self._fold = ActivityLog()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="roost-activity", daemon=True)
+
+    def start(self) -> ActivityFollower:
+        """Start following; return self."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Write the lines of what is committed already, then end the thread."""
+        self._stop.set()
+        self._thread.join(_STOP_JOIN_S)
+
+    def _run(self) -> None:
+        while True:
+            stopping = self._stop.is_set()
+            try:
+                chunk = self._read_after(self._cursor)
+            except Exception as e:
+                log.warning("activity_read_failed", error=f"{type(e).__name__}: {e}")
+                chunk = []
+            for event in chunk:
+                self._cursor = event.seq
+                try:
+                    for level, name, fields in self._fold.lines(event):
+                        getattr(log, level)(name, **fields)
+                except Exception as e:  # one odd event never stops the others' lines
+                    log.warning("activity_line_failed", seq=event.seq, error=f"{e!r}")
+            if not chunk:
+                if stopping:
+                    return
+                self._stop.wait(_POLL_S)

@@ -1,0 +1,165 @@
+"""Views of the journal that need no actor: what the daemon and an offline ``roost`` share.
+
+The incident timeline and report, a project's own history and the list of every project
+the journal knows are pure functions of committed events (``events.incidents``,
+``events.project_history``). The daemon serves them from its read connection; ``roost
+timeline``, ``incident``, ``project events`` and ``project list --all`` compute them here
+from the journal itself when no daemon answers (SQLite is read beside a running writer;
+PostgreSQL likewise). Missing ids raise ``project_not_found`` / ``conversation_not_found``
+as the daemon does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from events import catalog as ev
+from events.catalog import decode_data
+from events.envelope import Envelope
+from events.incident_html import render_incident_html
+from events.incidents import conversation_exists, incident_report, incident_timeline
+from events.project_history import project_history, project_problems, unresolved
+from events.report import render_incident_markdown
+from runtime.errors import ConversationNotFoundError, ProjectNotFoundError
+from runtime.journal.store import Journal
+
+__all__ = [
+    "LIFECYCLE_TYPES",
+    "conversation_events",
+    "journal_projects",
+    "project_events",
+    "project_events_view",
+    "report_view",
+    "timeline_view",
+]
+
+LIFECYCLE_TYPES: Final = (
+    "project.started",
+    "project.stopped",
+    "conversation.started",
+    "conversation.stopped",
+)
+"""The event types ``journal_projects`` reads: enough to list every project."""
+
+
+def project_events(journal: Journal, project_id: str) -> list[Envelope]:
+    """Every event of the project; ``project_not_found`` when the journal has none."""
+    events = journal.read_project(project_id)
+    if not events:
+        raise ProjectNotFoundError(
+            f"no project {project_id!r} in the journal", project_id=project_id
+        )
+    return events
+
+
+def conversation_events(journal: Journal, project_id: str, conversation_id: str) -> list[Envelope]:
+    """The project's events, after checking that the conversation was started."""
+    events = project_events(journal, project_id)
+    if not conversation_exists(events, conversation_id):
+        raise ConversationNotFoundError(
+            f"no conversation {conversation_id!r} in project {project_id!r}",
+            project_id=project_id,
+            conversation_id=conversation_id,
+        )
+    return events
+
+
+def timeline_view(journal: Journal, args: dict[str, Any]) -> dict[str, Any]:
+    """``incident_timeline`` with the op's arguments."""
+    events = conversation_events(journal, str(args["project_id"]), str(args["conversation_id"]))
+    return incident_timeline(
+        events,
+        args["project_id"],
+        args["conversation_id"],
+        limit=args.get("limit", 100),
+        correlation_id=args.get("correlation_id"),
+    )
+
+
+def report_view(journal: Journal, args: dict[str, Any]) -> Any:
+    """``incident_report`` with the op's arguments: JSON, Markdown or the HTML page."""
+    events = conversation_events(journal, str(args["project_id"]), str(args["conversation_id"]))
+    report = incident_report(
+        events, args["project_id"], args["conversation_id"], args.get("correlation_id")
+    )
+    if args.get("format") == "md":
+        return render_incident_markdown(report)
+    if args.get("format") == "html":
+        return render_incident_html(report)
+    return report
+
+
+def project_events_view(journal: Journal, args: dict[str, Any]) -> dict[str, Any]:
+    """``project_events``: the project's own history and its unresolved problems.
+
+    ``{project_id, limit, total_entries, entries, problems, unresolved_problems}``, with
+    ``problems_only`` keeping only the entries that record a problem.
+    """
+    project_id = str(args["project_id"])
+    limit = int(args.get("limit", 100))
+    events = project_events(journal, project_id)
+    problems = project_problems(events, project_id)
+    if args.get("problems_only"):
+        kept = problems[-limit:]
+        result: dict[str, Any] = {
+            "project_id": project_id,
+            "limit": limit,
+            "total_entries": len(problems),
+            "entries": [
+                {key: p[key] for key in _PROBLEM_ENTRY} | {"problem": p["kind"]} for p in kept
+            ],
+        }
+    else:
+        result = project_history(events, project_id, limit)
+    result["unresolved_problems"] = len(unresolved(problems))
+    return result
+
+
+_PROBLEM_ENTRY: Final = (
+    "seq",
+    "event_id",
+    "at",
+    "type",
+    "correlation_id",
+    "summary",
+    "resolved",
+    "data",
+)
+
+
+def journal_projects(journal: Journal) -> list[dict[str, Any]]:
+    """Every project the journal knows, from its lifecycle events, sorted by id.
+
+    Each is ``{project_id, state, root, conversation_count, started_at, stopped_at,
+    reason}``: ``state`` is ``running`` after its last ``project.started`` and ``stopped``
+    after a ``project.stopped`` (``reason`` says why); the daemon knows better which ones
+    run now.
+    """
+    projects: dict[str, dict[str, Any]] = {}
+    conversations: dict[str, set[str]] = {}
+    for event in journal.read_types(LIFECYCLE_TYPES):
+        entry = projects.setdefault(
+            event.project_id,
+            {
+                "project_id": event.project_id,
+                "state": "stopped",
+                "root": None,
+                "conversation_count": 0,
+                "started_at": None,
+                "stopped_at": None,
+                "reason": None,
+            },
+        )
+        open_ = conversations.setdefault(event.project_id, set())
+        match decode_data(event.type, event.data):
+            case ev.ProjectStarted(root=root):
+                entry.update(state="running", root=root, started_at=event.at, reason=None)
+                entry["stopped_at"] = None
+            case ev.ProjectStopped(reason=reason):
+                entry.update(state="stopped", stopped_at=event.at, reason=reason)
+            case ev.ConversationStarted() if event.conversation_id is not None:
+                open_.add(event.conversation_id)
+            case ev.ConversationStopped() if event.conversation_id is not None:
+                open_.discard(event.conversation_id)
+        entry["conversation_count"] = len(open_)
+    return [projects[key] for key in sorted(projects)]
