@@ -109,7 +109,8 @@ class ProjectAssetsLoaded(Event, frozen=True, kw_only=True, tag="project.assets_
     counts: dict[str, int] = {}
     """Valid assets per type."""
     errors: list[dict[str, Any]] = []
-    """Assets that failed to parse, each ``{type, key, reason}``."""
+    """Assets that failed to parse, each ``{type, key, reason}`` (an MCP server that exited
+    adds ``exit_status``, ``stderr_tail`` and maybe ``hint``)."""
 
 
 class ProjectAssetsReloaded(Event, frozen=True, kw_only=True, tag="project.assets_reloaded"):
