@@ -74,6 +74,7 @@ ERROR_KINDS: Final[dict[str, str]] = {
 _DENIALS: Final = frozenset({"policy.denied", "tool.rejected"})
 _FAILURES: Final = frozenset({"tool.failed", "llm.failed", "budget.exceeded", "alert.failed"})
 _CANCELLATIONS: Final = frozenset({"conversation.cancel", "tool.cancelled"})
+_MODEL_RETRIES: Final = type_names(ev.LlmRetried, ev.LlmBreakerChanged)
 _ACTOR_EVENTS: Final = frozenset(
     {"actor.crashed", "actor.restarted", "actor.escalated", "actor.mailbox_overflow"}
 )
@@ -533,9 +534,10 @@ def incident_report(
     conversation's status, counts, the seq span), ``asked`` (each ``user.message``),
     ``causal_chain`` (the causation tree as a pre-order list with depths), ``tool_calls``,
     ``denials``, ``failures``, ``timeouts``, ``cancellations``, ``security_signals``,
-    ``actor_events``, ``changes`` (each ``tool.changes``: what a run changed in the root and
-    what was quarantined), ``latency`` (count/min/max/total ms per stage), ``first_error`` and
-    ``counts_by_type``.
+    ``actor_events``, ``model_retries`` (each ``llm.retried`` and ``llm.breaker_changed``:
+    what the model calls met on the way, a turn that then succeeded included), ``changes``
+    (each ``tool.changes``: what a run changed in the root and what was quarantined),
+    ``latency`` (count/min/max/total ms per stage), ``first_error`` and ``counts_by_type``.
     """
     everything = in_seq_order(events)
     conversation = [
@@ -600,6 +602,7 @@ def incident_report(
             _entry(event) for event in selected if event.type.startswith("security.")
         ],
         "actor_events": [_entry(event) for event in selected if event.type in _ACTOR_EVENTS],
+        "model_retries": [_entry(event) for event in selected if event.type in _MODEL_RETRIES],
         "changes": _changes(selected),
         "stages": stages,
         "latency": _latency(stages),

@@ -468,6 +468,10 @@ None.
 
 None.
 
+## Model retries and circuit breaker
+
+None.
+
 ## What did the agent change?
 
 None.
