@@ -183,12 +183,12 @@ def cmd_project_start(ns: Namespace) -> int:
     with _client(ns) as c:
         project_id = c.start_project(ns.root, project_id=ns.id, options=options)
         health = c.diagnostics(project_id).get("health") or {}
-    problems = list(health.get("problems") or [])
+    problems: dict[str, Any] = dict(health.get("problems") or {})
     result: dict[str, Any] = {"project_id": project_id}
     if problems:
         result["problems"] = problems
     _out(ns, result, lambda v: project_id)
-    for problem in problems:  # the project runs, without these servers' tools
+    for problem in problems.values():  # the project runs, without these servers' tools
         print_error("mcp_server_failed", _server_problem(problem))
     return EXIT_FAILURE if problems else 0
 

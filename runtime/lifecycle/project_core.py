@@ -585,5 +585,12 @@ def server_problems(errors: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def health(problems: list[dict[str, Any]]) -> dict[str, Any]:
-    """``diagnostics``' health of a running project: ``ok``, or ``degraded`` and why."""
-    return {"status": "degraded", "problems": problems} if problems else {"status": "ok"}
+    """``diagnostics``' health of a running project: ``ok``, or ``degraded`` and why.
+
+    ``problems`` maps each server to ``{reason, exit_status?, stderr_tail?, hint?}`` (a
+    mapping, so ``roost project diagnostics`` shows each stderr tail whole, line by line).
+    """
+    if not problems:
+        return {"status": "ok"}
+    by_server = {str(p["server"]): {k: v for k, v in p.items() if k != "server"} for p in problems}
+    return {"status": "degraded", "problems": by_server}

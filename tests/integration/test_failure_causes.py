@@ -69,8 +69,9 @@ def test_an_mcp_server_that_fails_to_start_is_named_with_its_status_and_stderr(
     assert shown.returncode == 0, shown
     health = json.loads(shown.stdout)["health"]
     assert health["status"] == "degraded"
-    [problem] = health["problems"]
-    assert problem["server"] == "docs" and problem["exit_status"] == 1
+    assert list(health["problems"]) == ["docs"]
+    problem = health["problems"]["docs"]
+    assert problem["exit_status"] == 1
     tail = problem["stderr_tail"]
     assert tail.endswith("ModuleNotFoundError: No module named 'roost_missing_sdk'")
     assert "[REDACTED:github_token]" in tail and TOKEN not in tail
@@ -86,3 +87,7 @@ def test_an_mcp_server_that_fails_to_start_is_named_with_its_status_and_stderr(
     assert plain.returncode == 0 and plain.stderr == "", plain
     healthy = json.loads(roost(daemon.home, "--json", "project", "diagnostics", "p2").stdout)
     assert healthy["health"] == {"status": "ok"}
+    # for people: the whole stderr tail, line by line, under the server's name
+    text = roost(daemon.home, "project", "diagnostics", "p1").stdout
+    assert "status:   degraded" in text and "    docs:\n" in text
+    assert "        ModuleNotFoundError: No module named 'roost_missing_sdk'\n" in text

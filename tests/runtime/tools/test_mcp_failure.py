@@ -87,5 +87,8 @@ def test_servers_that_did_not_start_make_the_project_degraded() -> None:
     ]
     problems = server_problems(errors)
     assert problems == [{"server": "docs", "reason": "tool_error: x", "exit_status": 1}]
-    assert health(problems) == {"status": "degraded", "problems": problems}
+    assert health(problems) == {
+        "status": "degraded",
+        "problems": {"docs": {"reason": "tool_error: x", "exit_status": 1}},
+    }
     assert health([]) == {"status": "ok"}
