@@ -30,6 +30,7 @@ from events.envelope import Envelope
 from runtime.agent import effects as fx
 from runtime.agent.core import ConversationCore
 from runtime.llm.base import ModelAdapter, ModelError
+from runtime.llm.resilience import ModelNote
 
 __all__ = ["STOP", "AgentShell"]
 
@@ -109,12 +110,14 @@ class AgentShell(RoostActor):
                 try:
                     reply = self.adapter.complete(request)
                 except ModelError as e:
-                    self.effects.extend(core.model_failed(round_, e.reason, e.message))
+                    notes = self._notes()
+                    self.effects.extend(core.model_failed(round_, e.reason, e.message, notes))
                 except Exception as e:
                     message = f"{type(e).__name__}: {e}"
-                    self.effects.extend(core.model_failed(round_, "adapter_error", message))
+                    notes = self._notes()
+                    self.effects.extend(core.model_failed(round_, "adapter_error", message, notes))
                 else:
-                    self.effects.extend(core.model_replied(round_, reply))
+                    self.effects.extend(core.model_replied(round_, reply, self._notes()))
             case fx.AskPolicy(call=call):
                 self.send(self.policy, DecideCall(call=call))
             case fx.Dispatch(call=call):
@@ -126,6 +129,11 @@ class AgentShell(RoostActor):
                     request=request, reply_to=reply_to, conversation_id=core.conversation_id
                 )
                 self.send(self.runner, direct)
+
+    def _notes(self) -> list[ModelNote]:
+        """The retries and breaker transitions of the model call just made (journaled)."""
+        take = getattr(self.adapter, "take_notes", None)  # the resilient adapter's only
+        return list(take()) if take is not None else []
 
     def _appended(self, effect: fx.Append, answer: Any) -> None:
         """An append's answer arrived as an actor message."""

@@ -35,8 +35,10 @@ __all__ = [
     "ConversationStopped",
     "Event",
     "JournalCheckpoint",
+    "LlmBreakerChanged",
     "LlmCompleted",
     "LlmFailed",
+    "LlmRetried",
     "LlmStarted",
     "McpServerExited",
     "McpServerRestarted",
@@ -109,7 +111,8 @@ class ProjectAssetsLoaded(Event, frozen=True, kw_only=True, tag="project.assets_
     counts: dict[str, int] = {}
     """Valid assets per type."""
     errors: list[dict[str, Any]] = []
-    """Assets that failed to parse, each ``{type, key, reason}``."""
+    """Assets that failed to parse, each ``{type, key, reason}`` (an MCP server that exited
+    adds ``exit_status``, ``stderr_tail`` and maybe ``hint``)."""
 
 
 class ProjectAssetsReloaded(Event, frozen=True, kw_only=True, tag="project.assets_reloaded"):
@@ -281,6 +284,49 @@ class LlmFailed(Event, frozen=True, kw_only=True, tag="llm.failed"):
     """Why, a stable code (``timeout``, ``provider_error``, ``circuit_open``, ...)."""
     message: str = ""
     """The failure in words, the provider's message included (``HTTP 404 from ...: ...``)."""
+
+
+class LlmRetried(Event, frozen=True, kw_only=True, tag="llm.retried"):
+    """A model call's attempt failed with a retryable error and was tried again."""
+
+    round: int = 1
+    """Model round within the turn, from 1."""
+    attempt: int = 1
+    """The attempt that failed, from 1."""
+    reason: str = ""
+    """The attempt's error (``rate_limited``, ``provider_error``, ``timeout``)."""
+    status: int | None = None
+    """The provider's HTTP status, when there was one."""
+    retry_after_ms: int | None = None
+    """The provider's ``Retry-After`` in ms, when it sent one."""
+    delay_ms: int = 0
+    """The wait before the next attempt, in ms (at least ``retry_after_ms``)."""
+    message: str = ""
+    """The provider's error in words (``HTTP 429 from ...: ...``)."""
+    elapsed_ms: int = 0
+    """When, in ms since the round's model call started (the event is appended later)."""
+
+
+class LlmBreakerChanged(Event, frozen=True, kw_only=True, tag="llm.breaker_changed"):
+    """The model provider's circuit breaker changed state (the conversation's own breaker)."""
+
+    provider: str = ""
+    """Adapter name (``openai``)."""
+    previous: str = ""
+    """The state it left: ``closed``, ``open`` or ``half_open``."""
+    state: str = ""
+    """The state it entered: ``open`` (calls refused), ``half_open`` (one probe let
+    through) or ``closed``."""
+    consecutive_failures: int = 0
+    """Retryable failures since the last success, at the transition."""
+    failure_threshold: int = 0
+    """Consecutive failures that open it."""
+    last_error: str = ""
+    """The provider's last error (``reason: message``) when it opened or let a probe through."""
+    round: int = 1
+    """Model round within the turn, from 1."""
+    elapsed_ms: int = 0
+    """When, in ms since the round's model call started (the event is appended later)."""
 
 
 class BudgetExceeded(Event, frozen=True, kw_only=True, tag="budget.exceeded"):
@@ -725,6 +771,8 @@ PAYLOAD_TYPES: dict[str, type[Event]] = {
         AssistantMessage,
         LlmCompleted,
         LlmFailed,
+        LlmRetried,
+        LlmBreakerChanged,
         BudgetExceeded,
         ConversationCancel,
         ConversationResume,

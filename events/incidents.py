@@ -79,6 +79,7 @@ Every ``security.*`` signal is of kind ``security``, as in the report's
 _DENIALS: Final = frozenset({"policy.denied", "tool.rejected"})
 _FAILURES: Final = frozenset({"tool.failed", "llm.failed", "budget.exceeded", "alert.failed"})
 _CANCELLATIONS: Final = frozenset({"conversation.cancel", "tool.cancelled"})
+_MODEL_RETRIES: Final = type_names(ev.LlmRetried, ev.LlmBreakerChanged)
 _ACTOR_EVENTS: Final = frozenset(
     {"actor.crashed", "actor.restarted", "actor.escalated", "actor.mailbox_overflow"}
 )
@@ -555,8 +556,10 @@ def incident_report(
     ``actor_events``, ``project_problems`` (the project's own problems that bear on the
     selected events: recorded during them, or before them and unresolved at their start,
     see ``events.project_history``; those already in the selection are not repeated),
-    ``changes`` (each ``tool.changes``: what a run changed in the root and what was
-    quarantined), ``latency`` (count/min/max/total ms per stage), ``first_error`` and
+    ``model_retries`` (each ``llm.retried`` and ``llm.breaker_changed``: what the model
+    calls met on the way, a turn that then succeeded included), ``changes`` (each
+    ``tool.changes``: what a run changed in the root and what was quarantined),
+    ``latency`` (count/min/max/total ms per stage), ``first_error`` and
     ``counts_by_type``.
     """
     everything = in_seq_order(events)
@@ -641,6 +644,7 @@ def incident_report(
         ],
         "actor_events": [_entry(event) for event in selected if event.type in _ACTOR_EVENTS],
         "project_problems": project,
+        "model_retries": [_entry(event) for event in selected if event.type in _MODEL_RETRIES],
         "changes": _changes(selected),
         "stages": stages,
         "latency": _latency(stages),

@@ -156,6 +156,24 @@ def _llm_failed(data: dict[str, Any]) -> str:
     return clip(_reason_only(data) + (f": {_plain(message)}" if message else ""))
 
 
+def _llm_retried(data: dict[str, Any]) -> str:
+    status = _suffix(data.get("status"), " (HTTP {})")
+    after = _suffix(data.get("retry_after_ms"), ", Retry-After {} ms")
+    wait = f"waited {_plain(data.get('delay_ms', 0))} ms{after}"
+    attempt = _plain(data.get("attempt", 1))
+    message = _suffix(data.get("message") or None, ": {}")
+    return clip(f"attempt {attempt} {_reason_only(data)}{status}, {wait}{message}")
+
+
+def _breaker(data: dict[str, Any]) -> str:
+    provider, state = _plain(data.get("provider", "?")), _plain(data.get("state", "?"))
+    failures = _plain(data.get("consecutive_failures", 0))
+    threshold = _plain(data.get("failure_threshold", 0))
+    last = _suffix(data.get("last_error") or None, "; last error {}")
+    previous = _plain(data.get("previous", "?"))
+    return clip(f"{provider} {previous} → {state} ({failures}/{threshold} failures){last}")
+
+
 def _a2a_task(data: dict[str, Any]) -> str:
     agent, task = _plain(data.get("agent", "?")), _plain(data.get("task_id", "?"))
     detail = _suffix(data.get("detail") or None, " ({})")
@@ -187,6 +205,8 @@ _DESCRIBERS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
     "tool.cancelled": _cancelled,
     "llm.completed": _llm_completed,
     "llm.failed": _llm_failed,
+    "llm.retried": _llm_retried,
+    "llm.breaker_changed": _breaker,
     "budget.exceeded": _budget,
     "conversation.cancel": _reason_only,
     "conversation.stopped": _reason_only,
@@ -325,6 +345,7 @@ PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("cancellations", "Cancellations"),
     ("security_signals", "Security signals"),
     ("actor_events", "Actor crashes, restarts and escalations"),
+    ("model_retries", "Model retries and circuit breaker"),
 )
 """The report's problem lists (key, title), in the order both renderings show them."""
 

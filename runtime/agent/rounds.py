@@ -15,6 +15,7 @@ from runtime.agent.effects import (
 )
 from runtime.agent.state import TurnState
 from runtime.llm.base import ModelReply, ModelRequest
+from runtime.llm.resilience import ModelNote
 
 __all__ = ["ModelRounds"]
 
@@ -39,17 +40,56 @@ def _as_data(message: dict[str, Any], wrapped: dict[str, tuple[str, str]]) -> di
     return {**message, "content": hit[1]}
 
 
+def note_payload(note: ModelNote, round_: int) -> ev.Event:
+    """The event of a retry or a breaker transition the model call met.
+
+    ``llm.retried`` or ``llm.breaker_changed``.
+    """
+    if note.change is not None:
+        return ev.LlmBreakerChanged(
+            provider=note.provider,
+            previous=note.change.previous,
+            state=note.change.state,
+            consecutive_failures=note.change.consecutive_failures,
+            failure_threshold=note.failure_threshold,
+            last_error=note.message,
+            round=round_,
+            elapsed_ms=note.elapsed_ms,
+        )
+    return ev.LlmRetried(
+        round=round_,
+        attempt=note.attempt,
+        reason=note.reason,
+        status=note.status,
+        retry_after_ms=None if note.retry_after_s is None else round(note.retry_after_s * 1000),
+        delay_ms=round(note.delay_s * 1000),
+        message=note.message,
+        elapsed_ms=note.elapsed_ms,
+    )
+
+
 class ModelRounds(ToolCalls):
     """The steps of a model round."""
 
-    def model_replied(self, round_: int, reply: ModelReply) -> list[Effect]:
-        """The model answered round ``round_``: record its deltas, calls and message."""
+    def _noted(self, notes: list[ModelNote], round_: int, corr: str, cause: str | None) -> Any:
+        return [
+            self._new(note_payload(note, round_), correlation_id=corr, causation_id=cause)
+            for note in notes
+        ]
+
+    def model_replied(
+        self, round_: int, reply: ModelReply, notes: list[ModelNote] | None = None
+    ) -> list[Effect]:
+        """The model answered round ``round_``: record its deltas, calls and message.
+
+        ``notes``: the retries and breaker transitions of the call, recorded first.
+        """
         turn = self.turn
         if turn is None or turn.round != round_ or turn.model_done:
             return []
         corr = turn.correlation_id
         cause = turn.round_event_id
-        batch: list[NewEvent] = []
+        batch: list[NewEvent] = self._noted(notes or [], round_, corr, cause)
         for chunk in reply.deltas:
             batch.append(
                 self._new(ev.AssistantDelta(content=chunk), correlation_id=corr, causation_id=cause)
@@ -98,23 +138,28 @@ class ModelRounds(ToolCalls):
         self._draft_verdicts = {}
         return [AskPolicy(call=spec) for spec in self._draft_calls.values()]
 
-    def model_failed(self, round_: int, reason: str, message: str = "") -> list[Effect]:
+    def model_failed(
+        self, round_: int, reason: str, message: str = "", notes: list[ModelNote] | None = None
+    ) -> list[Effect]:
         """The model call of round ``round_`` failed: the turn ends with ``llm.failed``.
 
         ``reason`` is the stable code (``ModelError.reason``), ``message`` the provider's
-        own words (``HTTP 404 from ...: model 'x' does not exist``).
+        own words (``HTTP 404 from ...: model 'x' does not exist``); ``notes``, the call's
+        retries and breaker transitions, are recorded before it.
         """
         turn = self.turn
         if turn is None or turn.round != round_ or turn.model_done:
             return []
+        corr, cause = turn.correlation_id, turn.round_event_id
         return [
             Append(
                 events=[
+                    *self._noted(notes or [], round_, corr, cause),
                     self._new(
                         ev.LlmFailed(reason=reason, message=message),
-                        correlation_id=turn.correlation_id,
-                        causation_id=turn.round_event_id,
-                    )
+                        correlation_id=corr,
+                        causation_id=cause,
+                    ),
                 ]
             )
         ]

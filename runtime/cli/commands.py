@@ -160,7 +160,11 @@ def _client(ns: Namespace) -> Client:
 
 
 def cmd_project_start(ns: Namespace) -> int:
-    """``roost project start ROOT [--id ID] [--opt K=V ...] [--options-file FILE]``."""
+    """``roost project start ROOT [--id ID] [--opt K=V ...] [--options-file FILE]``.
+
+    An MCP server of the project that did not start is one ``mcp_server_failed`` line on
+    stderr (its exit status, last stderr line and fix); the project runs, exit 1.
+    """
     from runtime.policy import options as roost_options  # noqa: PLC0415 - this command only
 
     from_file = roost_options.load_options_file(ns.options_file) if ns.options_file else None
@@ -168,8 +172,22 @@ def cmd_project_start(ns: Namespace) -> int:
     options = roost_options.merge_options(from_file, pairs)
     with _client(ns) as c:
         project_id = c.start_project(ns.root, project_id=ns.id, options=options)
-    _out(ns, {"project_id": project_id}, lambda v: project_id)
-    return 0
+        health = c.diagnostics(project_id).get("health") or {}
+    problems: dict[str, Any] = dict(health.get("problems") or {})
+    result: dict[str, Any] = {"project_id": project_id}
+    if problems:
+        result["problems"] = problems
+    _out(ns, result, lambda v: project_id)
+    for problem in problems.values():  # the project runs, without these servers' tools
+        print_error("mcp_server_failed", _server_problem(problem))
+    return EXIT_FAILURE if problems else 0
+
+
+def _server_problem(problem: dict[str, Any]) -> str:
+    """One line: the server, how it ended, its last stderr line, the fix when known."""
+    reason = str(problem.get("reason") or "")
+    code, _, message = reason.partition(": ")
+    return (message or reason or code).replace("\n", " ")
 
 
 def cmd_project_stop(ns: Namespace) -> int:

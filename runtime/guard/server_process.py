@@ -3,7 +3,10 @@
 :meth:`ServerProcess.start` prepares the process with :func:`runtime.guard.launcher.prepare`
 (``shape="serve"``): the same view, rlimits, parent-death signal and ``pids`` cgroup as a
 command, plus a freezer cgroup of its own for its whole life. It is spawned with pipes for
-stdin and stdout (the protocol's) and its stderr discarded.
+stdin and stdout (the protocol's) and one for stderr, which a reader thread drains into a
+bounded tail (:class:`StderrTail`, the last :data:`STDERR_TAIL_BYTES` bytes): when the
+server fails, :meth:`ServerProcess.exit_report` gives its exit status and that tail (the
+server's own words, untrusted: the caller redacts them).
 
 Between calls its whole tree is frozen, so it runs only while a call is in flight, like a
 command: :meth:`begin_call` takes the post-run check's baseline and thaws it, and
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,7 +38,13 @@ from runtime.guard.run_ledger import RunLabel
 from runtime.guard.sandbox import View
 from runtime.guard.sandbox_view import view_state
 
-__all__ = ["SERVER_CPU_SECONDS", "ServerProcess", "written_files"]
+__all__ = [
+    "SERVER_CPU_SECONDS",
+    "STDERR_TAIL_BYTES",
+    "ServerProcess",
+    "StderrTail",
+    "written_files",
+]
 
 SERVER_CPU_SECONDS = 3600
 """CPU seconds each process of a server may use over its life (``RLIMIT_CPU``).
@@ -43,6 +53,44 @@ A command's CPU limit is its timeout; a server lives across calls, frozen betwee
 its CPU time is bounded per call by the call's timeout and over its life by this."""
 
 _GRACE_S = 2.0
+
+STDERR_TAIL_BYTES = 4096
+"""Bytes of a server's stderr kept (the last ones): enough for a Python traceback's end."""
+
+
+class StderrTail:
+    """Drains a pipe on a daemon thread and keeps only its last ``limit`` bytes.
+
+    The server may write without end; the reader keeps reading (so it never blocks on a
+    full pipe) and holds at most ``limit`` bytes.
+    """
+
+    def __init__(self, fd: int, limit: int = STDERR_TAIL_BYTES) -> None:
+        self.limit = limit
+        self._fd = fd
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, name="roost-mcp-stderr", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self._fd, 65536):
+                with self._lock:
+                    self._tail += chunk
+                    del self._tail[: max(0, len(self._tail) - self.limit)]
+        except OSError:
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+
+    def text(self, wait_s: float = 0.0) -> str:
+        """The tail as text (bad UTF-8 replaced), after waiting up to ``wait_s`` for EOF."""
+        if wait_s > 0:
+            self._thread.join(wait_s)
+        with self._lock:
+            return bytes(self._tail).decode("utf-8", errors="replace")
 
 
 class ServerProcess:
@@ -55,6 +103,11 @@ class ServerProcess:
         """The process started (bubblewrap, which runs the server)."""
         self._in_call = True  # it runs from its start until the first end_call
         self._stopped = False
+        self._killed = False
+        assert proc.stderr is not None
+        # the reader owns the descriptor from now on (it closes it at EOF)
+        self.stderr = StderrTail(os.dup(proc.stderr.fileno()))
+        proc.stderr.close()
 
     @classmethod
     def start(
@@ -88,7 +141,7 @@ class ServerProcess:
                 env={**env, MARKER_ENV: uuid.uuid4().hex},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
             )
         except BaseException:
             launch.close()
@@ -165,11 +218,27 @@ class ServerProcess:
         deadline = time.monotonic() + _GRACE_S
         while self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
+        self._killed = self.proc.poll() is None
         self._kill_tree()
         self.launch.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
         return post_run_check(before)
+
+    def exit_report(self, wait_s: float = 2.0) -> dict[str, object]:
+        """``{exit_status, stderr_tail}`` once the server has exited (or ``{}`` while it runs).
+
+        ``exit_status`` is the process's status (negative: the signal that ended it), or
+        ``None`` when Roost stopped a server that was still running; ``stderr_tail`` is the
+        last :data:`STDERR_TAIL_BYTES` of its stderr, raw (the caller redacts it).
+        """
+        status = self.proc.poll()
+        if status is None and not self._stopped:
+            return {}
+        return {
+            "exit_status": None if self._killed else status,
+            "stderr_tail": self.stderr.text(wait_s),
+        }
 
     def _kill_tree(self) -> None:
         tracker = ProcessTracker(self.proc.pid)

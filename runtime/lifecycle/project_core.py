@@ -63,7 +63,9 @@ __all__ = [
     "TOOLRUNNER",
     "ProjectCore",
     "conversation_child",
+    "health",
     "process_exited",
+    "server_problems",
 ]
 
 POLICY = "policy"
@@ -130,6 +132,8 @@ class ProjectCore:
         self.by_address = ChildNames()
         self.forwarded: dict[str, int] = {}
         self.stopping: set[str] = set()
+        self.problems: list[dict[str, Any]] = []
+        """Servers that did not start (``diagnostics`` health ``degraded``), see :meth:`start`."""
         self.ready = False
         self.reading = False
         self.exiting = False
@@ -179,6 +183,7 @@ class ProjectCore:
     def start(self, root: str, asset_summary: dict[str, Any], sandbox_layers: Any) -> list[Effect]:
         """Start Policy and ToolRunner; record the start, or read the events to restore."""
         effects: list[Effect] = [Spawn(name=POLICY), Spawn(name=TOOLRUNNER)]
+        self.problems = server_problems(asset_summary.get("errors") or [])
         if self.restore:
             return [*effects, ReadProject()]
         correlation = self.correlation_id
@@ -296,7 +301,7 @@ class ProjectCore:
                 status = {
                     "conversations": sorted(self.known),
                     "active_conversations": sorted(self.live),
-                    "health": {"status": "ok"},
+                    "health": health(self.problems),
                     "pids": self.live_pids(),
                 }
                 return [Answer(to=reply_to, ok=True, result=status)]
@@ -560,3 +565,32 @@ class ProjectCore:
             Append(events=[restarted]),
             Log(level="info", event="actor_restarted", fields=fields),
         ]
+
+
+_PROBLEM_FIELDS = ("reason", "exit_status", "stderr_tail", "hint")
+
+
+def server_problems(errors: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The MCP servers of ``project.assets_loaded``'s ``errors`` that failed to start.
+
+    ``{server, reason, exit_status?, stderr_tail?, hint?}`` each; servers left out on
+    purpose (``protocol_not_allowed``) are not problems.
+    """
+    return [
+        {"server": e.get("key"), **{k: e[k] for k in _PROBLEM_FIELDS if k in e}}
+        for e in errors
+        if e.get("type") == "mcp_server"
+        and not str(e.get("reason", "")).startswith("protocol_not_allowed")
+    ]
+
+
+def health(problems: list[dict[str, Any]]) -> dict[str, Any]:
+    """``diagnostics``' health of a running project: ``ok``, or ``degraded`` and why.
+
+    ``problems`` maps each server to ``{reason, exit_status?, stderr_tail?, hint?}`` (a
+    mapping, so ``roost project diagnostics`` shows each stderr tail whole, line by line).
+    """
+    if not problems:
+        return {"status": "ok"}
+    by_server = {str(p["server"]): {k: v for k, v in p.items() if k != "server"} for p in problems}
+    return {"status": "degraded", "problems": by_server}

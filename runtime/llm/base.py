@@ -97,6 +97,7 @@ class ModelError(RoostError):
     """A model call failed; ``reason`` is one of :data:`MODEL_ERROR_REASONS`.
 
     ``ModelError("rate_limited", "HTTP 429 from http://...", retryable=True, status=429)``.
+    ``last_error`` (``circuit_open``): the provider's own last error, ``reason: message``.
     """
 
     code: ClassVar[str] = "model_error"
@@ -110,10 +111,12 @@ class ModelError(RoostError):
         status: int | None = None,
         retry_after_s: float | None = None,
         attempts: int = 1,
+        last_error: str | None = None,
     ) -> None:
         if reason not in MODEL_ERROR_REASONS:
             raise ValueError(f"unknown model error reason {reason!r}")
-        super().__init__(message, reason=reason, retryable=retryable, status=status)
+        extra = {} if last_error is None else {"last_error": last_error}
+        super().__init__(message, reason=reason, retryable=retryable, status=status, **extra)
         self.reason = reason
         self.retryable = retryable
         self.status = status

@@ -9,9 +9,17 @@
   ``timeout_s``: each attempt gets the time that is left, and a wait that would end after
   the deadline is not started;
 - every attempt reports to a :class:`CircuitBreaker`: ``failure_threshold`` consecutive
-  retryable failures open it, and while open every call fails at once with
+  retryable failures open it (the call whose failure opened it ends with that failure, not
+  retried), and while open every call fails at once with
   ``ModelError("circuit_open")`` without reaching the provider; after ``reset_after_s`` one
   probe call is let through (half-open) and its outcome closes or reopens the breaker.
+
+What happened on the way is kept as :class:`ModelNote` s (:meth:`ResilientAdapter.take_notes`):
+each retry with its reason (status, ``Retry-After``, the wait, the provider's message) and
+each breaker transition (``open``, ``half_open``, ``closed``) with the provider's last
+error; the agent loop journals them as ``llm.retried`` and ``llm.breaker_changed`` with the
+round's outcome. A call the open breaker refuses names that last error too, so the
+provider's own words are not lost behind ``circuit_open``.
 
 Time is injected (``clock``, ``sleep``) so tests never wait for real.
 """
@@ -28,7 +36,15 @@ import msgspec
 
 from runtime.llm.base import ModelAdapter, ModelError, ModelReply, ModelRequest
 
-__all__ = ["BreakerSnapshot", "BreakerState", "CircuitBreaker", "ResilientAdapter", "RetryPolicy"]
+__all__ = [
+    "BreakerChange",
+    "BreakerSnapshot",
+    "BreakerState",
+    "CircuitBreaker",
+    "ModelNote",
+    "ResilientAdapter",
+    "RetryPolicy",
+]
 
 BreakerState = Literal["closed", "open", "half_open"]
 """A circuit breaker's state."""
@@ -65,6 +81,44 @@ class BreakerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     """While open, seconds until a probe is let through; otherwise ``None``."""
 
 
+class BreakerChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One transition of a circuit breaker."""
+
+    previous: BreakerState
+    """The state it left."""
+    state: BreakerState
+    """The state it entered."""
+    consecutive_failures: int
+    """Retryable failures since the last success, at the transition."""
+
+
+class ModelNote(msgspec.Struct, frozen=True, kw_only=True):
+    """What a model call met on the way: a retry, or a breaker transition."""
+
+    kind: Literal["retry", "breaker"]
+    """``retry`` (a failed attempt tried again) or ``breaker`` (a transition)."""
+    elapsed_ms: int
+    """When, in ms since the call started."""
+    attempt: int = 0
+    """``retry``: the attempt that failed (from 1)."""
+    reason: str = ""
+    """``retry``: the error's reason (``rate_limited``, ``provider_error``, ``timeout``)."""
+    status: int | None = None
+    """``retry``: the HTTP status, when there was one."""
+    retry_after_s: float | None = None
+    """``retry``: the provider's ``Retry-After``, when it sent one."""
+    delay_s: float = 0.0
+    """``retry``: the wait before the next attempt."""
+    message: str = ""
+    """``retry``: the provider's error; ``breaker``: its last error (``reason: message``)."""
+    change: BreakerChange | None = None
+    """``breaker``: the transition."""
+    failure_threshold: int = 0
+    """``breaker``: consecutive failures that open it."""
+    provider: str = ""
+    """``breaker``: the provider it guards."""
+
+
 class CircuitBreaker:
     """Stops calling a provider that keeps failing; thread-safe.
 
@@ -89,6 +143,7 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at: float | None = None
         self._probing = False
+        self._changes: list[BreakerChange] = []
 
     @property
     def state(self) -> BreakerState:
@@ -112,11 +167,14 @@ class CircuitBreaker:
             if state == "open" or self._probing:
                 return False
             self._probing = True
+            self._changed("open", "half_open")
             return True
 
     def record_success(self) -> None:
         """Record that the provider answered: close the breaker, forget past failures."""
         with self._lock:
+            if self._opened_at is not None:
+                self._changed(self._state(), "closed")
             self._failures = 0
             self._opened_at = None
             self._probing = False
@@ -126,8 +184,22 @@ class CircuitBreaker:
         with self._lock:
             self._failures += 1
             if self._probing or self._failures >= self.failure_threshold:
+                previous = self._state()
                 self._opened_at = self._clock()
+                if previous != "open":
+                    self._changed(previous, "open")
             self._probing = False
+
+    def _changed(self, previous: BreakerState, state: BreakerState) -> None:
+        self._changes.append(
+            BreakerChange(previous=previous, state=state, consecutive_failures=self._failures)
+        )
+
+    def take_changes(self) -> list[BreakerChange]:
+        """The transitions since the last call, oldest first (and forget them)."""
+        with self._lock:
+            changes, self._changes = self._changes, []
+            return changes
 
     def release(self) -> None:
         """Free the half-open probe of a call that told nothing about the provider."""
@@ -166,6 +238,9 @@ class ResilientAdapter:
         self.breaker = breaker or CircuitBreaker(clock=clock)
         self._sleep = sleep
         self._clock = clock
+        self._notes: list[ModelNote] = []
+        self._last_error: ModelError | None = None
+        self._started = 0.0
 
     @property
     def provider(self) -> str:
@@ -177,35 +252,83 @@ class ResilientAdapter:
         """The wrapped adapter's model."""
         return self.inner.model
 
+    def take_notes(self) -> list[ModelNote]:
+        """The retries and breaker transitions since the last call, oldest first."""
+        self._note_changes()
+        notes, self._notes = self._notes, []
+        return notes
+
+    def _elapsed_ms(self) -> int:
+        return max(0, round((self._clock() - self._started) * 1000))
+
+    def _note_changes(self) -> None:
+        last = "" if self._last_error is None else self._last_error.describe()
+        for change in self.breaker.take_changes():
+            self._notes.append(
+                ModelNote(
+                    kind="breaker",
+                    elapsed_ms=self._elapsed_ms(),
+                    change=change,
+                    failure_threshold=self.breaker.failure_threshold,
+                    message=last if change.state != "closed" else "",
+                    provider=self.provider,
+                )
+            )
+
     def complete(self, request: ModelRequest) -> ModelReply:
         """Call the wrapped adapter, retrying retryable errors within ``request.timeout_s``."""
-        deadline = self._clock() + request.timeout_s
+        self._started = self._clock()
+        deadline = self._started + request.timeout_s
         attempt = 0
-        while True:
-            attempt += 1
-            if not self.breaker.allow():
-                raise self._circuit_open(attempt - 1)
-            remaining = max(0.0, deadline - self._clock())
-            try:
-                reply = self.inner.complete(msgspec.structs.replace(request, timeout_s=remaining))
-            except ModelError as error:
-                self._record(error)
-                delay = self._next_delay(error, attempt)
-                if delay is None or self._clock() + delay >= deadline:
-                    if attempt == 1:
-                        raise
-                    raise _final(error, attempt) from error
-                self._sleep(delay)
-                continue
-            except BaseException:
-                self.breaker.release()
-                raise
-            self.breaker.record_success()
-            return reply
+        try:
+            while True:
+                attempt += 1
+                if not self.breaker.allow():
+                    raise self._circuit_open(attempt - 1)
+                remaining = max(0.0, deadline - self._clock())
+                try:
+                    reply = self.inner.complete(
+                        msgspec.structs.replace(request, timeout_s=remaining)
+                    )
+                except ModelError as error:
+                    self._record(error)
+                    delay = self._next_delay(error, attempt)
+                    # once the breaker is open, a retry would be refused: this error is the end
+                    opened = self.breaker.state == "open"
+                    if opened or delay is None or self._clock() + delay >= deadline:
+                        if attempt == 1:
+                            raise
+                        raise _final(error, attempt) from error
+                    self._note_retry(error, attempt, delay)
+                    self._sleep(delay)
+                    continue
+                except BaseException:
+                    self.breaker.release()
+                    raise
+                self.breaker.record_success()
+                return reply
+        finally:
+            self._note_changes()
+
+    def _note_retry(self, error: ModelError, attempt: int, delay: float) -> None:
+        self._note_changes()  # a transition this failure caused comes first
+        self._notes.append(
+            ModelNote(
+                kind="retry",
+                elapsed_ms=self._elapsed_ms(),
+                attempt=attempt,
+                reason=error.reason,
+                status=error.status,
+                retry_after_s=error.retry_after_s,
+                delay_s=round(delay, 3),
+                message=error.message,
+            )
+        )
 
     def _record(self, error: ModelError) -> None:
         """Tell the breaker what the failed attempt says about the provider."""
         if error.retryable:
+            self._last_error = error
             self.breaker.record_failure()
         elif error.status is not None or error.reason == "bad_response":
             self.breaker.record_success()  # the provider is up; the request was refused
@@ -225,11 +348,15 @@ class ResilientAdapter:
         """Return the error for a call refused by the open breaker."""
         snap = self.breaker.snapshot()
         wait = f"; next probe in {snap.retry_in_s:.1f}s" if snap.retry_in_s is not None else ""
+        last = self._last_error
+        cause = f"; last error: {last.describe()}" if last is not None else ""
         return ModelError(
             "circuit_open",
             f"{self.provider} circuit breaker is open after {snap.consecutive_failures} "
-            f"consecutive failures{wait}",
+            f"consecutive failures{wait}{cause}",
             attempts=attempts,
+            last_error=None if last is None else last.describe(),
+            status=None if last is None else last.status,
         )
 
 

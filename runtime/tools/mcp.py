@@ -6,7 +6,8 @@
 :func:`tool_name` whose ``input_schema`` is the server's ``inputSchema``. A server that
 cannot start, or a tool whose name or schema Roost cannot carry, is left out and named in
 the errors (``{type: "mcp_server" | "mcp_tool", key, reason}``, shown in
-``project.assets_loaded``); the project still starts. Without ``mcp`` in
+``project.assets_loaded``; a server that exited adds ``exit_status``, ``stderr_tail`` and
+maybe ``hint``, :mod:`runtime.tools.mcp_failure`); the project still starts. Without ``mcp`` in
 ``protocol_allowlist`` no server is started and one error says so.
 
 A call runs :func:`call_mcp_tool` (a partial, so the registry stays picklable) in the
@@ -124,7 +125,10 @@ def mcp_tools(
         if "error" in answer:
             error = answer["error"]
             reason = f"{error.get('code', 'tool_error')}: {error.get('message', '')}"
-            errors.append({"type": "mcp_server", "key": server, "reason": reason})
+            found = {"type": "mcp_server", "key": server, "reason": reason}
+            # how it ended, in its own words (bounded and redacted by mcp_failure)
+            found |= {k: error[k] for k in ("exit_status", "stderr_tail", "hint") if k in error}
+            errors.append(found)
             continue
         for tool in answer.get("tools") or ():
             raw = str(tool.get("name", ""))

@@ -41,6 +41,7 @@ from runtime.guard.sandbox import View, probe_layers, require_confinement
 from runtime.guard.server_process import SERVER_CPU_SECONDS, ServerProcess
 from runtime.option_table import RuntimeOptions
 from runtime.tools.command import command_view
+from runtime.tools.mcp_failure import start_failure
 from runtime.tools.mcp_pipe import pipe_streams
 
 __all__ = ["Connection", "StdioSpec", "check_url", "stdio_spec"]
@@ -213,13 +214,21 @@ class Connection:
                 await self.closing.wait()
         except BaseException as e:
             if not ready.done():
-                ready.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
+                ready.set_exception(self._start_failure(e))
             if not isinstance(e, Exception):
                 raise
         finally:
             self.session = None
             self._stop_server()
             shutil.rmtree(home, ignore_errors=True)
+
+    def _start_failure(self, error: BaseException) -> Exception:
+        """What ``open`` raises: the real cause, the server's exit status and stderr tail."""
+        if isinstance(error, asyncio.CancelledError):
+            return RuntimeError(str(error) or "the server's start was cancelled")
+        report = {} if self.server is None else self.server.exit_report()
+        argv = [str(a) for a in self.entry.get("command") or ()]
+        return start_failure(str(self.entry["name"]), error, report, argv)
 
     async def close(self) -> None:
         """Leave the session and stop the server."""

@@ -35,6 +35,7 @@ __all__ = [
     "child_main",
     "event_loop",
     "gather_by_name",
+    "root_cause",
     "short_error",
     "submit",
 ]
@@ -105,8 +106,21 @@ def submit(
             ) from None
 
 
+def root_cause(error: BaseException) -> BaseException:
+    """The first real error inside ``error``'s exception groups (cancellations skipped).
+
+    The SDKs' task groups wrap what failed ("unhandled errors in a TaskGroup (1
+    sub-exception)"); what an operator needs is the error inside.
+    """
+    while isinstance(error, BaseExceptionGroup):
+        leaves = [e for e in error.exceptions if not isinstance(e, asyncio.CancelledError)]
+        error = (leaves or list(error.exceptions))[0]
+    return error
+
+
 def short_error(error: BaseException) -> str:
-    """``Type: message`` of ``error``, at most 300 characters."""
+    """``Type: message`` of ``error`` (of the error inside a group), at most 300 characters."""
+    error = root_cause(error)
     text = f"{type(error).__name__}: {error}"
     return text if len(text) <= 300 else text[:297] + "..."
 

@@ -470,6 +470,10 @@ None.
 
 None.
 
+## Model retries and circuit breaker
+
+None.
+
 ## What did the agent change?
 
 None.

@@ -27,6 +27,7 @@ from runtime.agent.effects import (
 from runtime.errors import BadRequestError
 from runtime.llm.base import ModelError, ModelReply
 from runtime.llm.deterministic import DeterministicAdapter
+from runtime.llm.resilience import CircuitBreaker, ResilientAdapter
 from runtime.policy.options import validate_options
 from runtime.wire.ops import with_ids
 
@@ -101,12 +102,14 @@ class Harness:
             elif isinstance(effect, Answer):
                 self.replies.append((effect.to, effect.result))
             elif isinstance(effect, CallModel):
+                take = getattr(self.model, "take_notes", list)
                 try:
                     reply = self.model.complete(effect.request)
                 except ModelError as e:  # as the Conversation actor does
-                    queue = self.core.model_failed(effect.round, e.reason, e.message) + queue
+                    failed = self.core.model_failed(effect.round, e.reason, e.message, take())
+                    queue = failed + queue
                 else:
-                    queue = self.core.model_replied(effect.round, reply) + queue
+                    queue = self.core.model_replied(effect.round, reply, take()) + queue
             elif isinstance(effect, AskPolicy):
                 if self.hold_policy:
                     self.asked.append(effect.call)
@@ -274,6 +277,56 @@ def test_a_failed_model_call_records_its_reason_and_the_providers_message() -> N
     }
     [(_, outcome)] = h.replies
     assert (outcome["outcome"], outcome["outcome_data"]) == ("llm.failed", h.journal[-1].data)
+
+
+class FlakyModel:
+    """Answers 429 (Retry-After 2 s) where the script says so, else as the deterministic model."""
+
+    provider = "openai"
+    model = None
+
+    def __init__(self, script: list[bool]) -> None:
+        self.script = script
+
+    def complete(self, request: Any) -> ModelReply:
+        if self.script.pop(0):
+            raise ModelError(
+                "rate_limited", "HTTP 429", retryable=True, status=429, retry_after_s=2
+            )
+        return DeterministicAdapter().complete(request)
+
+
+def test_the_retries_and_breaker_changes_of_a_model_call_are_recorded_in_its_turn() -> None:
+    h = Harness()
+    breaker = CircuitBreaker(failure_threshold=2, reset_after_s=30.0)
+    flaky = FlakyModel([True, False, True, True])
+    h.model = ResilientAdapter(flaky, breaker=breaker, sleep=lambda s: None)  # type: ignore[assignment]
+    h.send({"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-r"})
+    assert h.types()[-5:] == [
+        "llm.started",
+        "llm.retried",
+        "assistant.delta",
+        "assistant.message",
+        "llm.completed",
+    ]
+    retried = h.journal[-4]
+    assert {k: retried.data[k] for k in ("attempt", "reason", "status", "retry_after_ms")} == {
+        "attempt": 1,
+        "reason": "rate_limited",
+        "status": 429,
+        "retry_after_ms": 2000,
+    }
+    assert retried.correlation_id == "corr-r"
+    assert retried.causation_id == h.journal[-5].event_id  # the round's llm.started
+    h.send({"type": "user.message", "data": {"content": "again"}, "correlation_id": "corr-o"})
+    assert h.types()[-4:] == ["llm.started", "llm.retried", "llm.breaker_changed", "llm.failed"]
+    opened = h.journal[-2]
+    assert {k: opened.data[k] for k in ("previous", "state", "last_error")} == {
+        "previous": "closed",
+        "state": "open",
+        "last_error": "rate_limited: HTTP 429",
+    }
+    assert h.journal[-1].data["reason"] == "rate_limited"  # the provider's error, not circuit_open
 
 
 def test_cancel_cancels_pending_calls_with_the_cancels_correlation() -> None:

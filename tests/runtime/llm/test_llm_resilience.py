@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import pytest
@@ -175,8 +176,10 @@ def test_the_breaker_opens_after_consecutive_failures_and_refuses_without_callin
         adapter.complete(REQUEST)
     assert (caught.value.reason, caught.value.retryable) == ("circuit_open", False)
     assert caught.value.message == (
-        "scripted circuit breaker is open after 2 consecutive failures; next probe in 30.0s"
+        "scripted circuit breaker is open after 2 consecutive failures; next probe in 30.0s; "
+        "last error: provider_error: HTTP 500"
     )
+    assert caught.value.details["last_error"] == "provider_error: HTTP 500"
     assert len(inner.timeouts) == 2
     assert adapter.breaker.state == "open"
 
@@ -185,9 +188,15 @@ def test_an_opening_breaker_stops_the_retries_of_the_call_in_progress() -> None:
     adapter, inner, clock = resilient(server_error(), server_error(), OK, threshold=2)
     with pytest.raises(ModelError) as caught:
         adapter.complete(REQUEST)
-    assert (caught.value.reason, caught.value.attempts) == ("circuit_open", 2)
+    # the call ends with the provider's own error, without a wait the breaker would refuse
+    assert (caught.value.reason, caught.value.attempts) == ("provider_error", 2)
+    assert caught.value.message == "HTTP 500 (after 2 attempts)"
     assert len(inner.timeouts) == 2
-    assert clock.sleeps == [0.2, 0.4]
+    assert clock.sleeps == [0.2]
+    with pytest.raises(ModelError) as refused:
+        adapter.complete(REQUEST)
+    assert refused.value.reason == "circuit_open"
+    assert refused.value.message.endswith("; last error: provider_error: HTTP 500")
 
 
 def test_after_the_reset_time_one_probe_goes_through_and_its_success_closes_the_breaker() -> None:
@@ -287,3 +296,48 @@ def test_model_errors_have_stable_reasons() -> None:
     assert error.code == "model_error"
     assert error.describe() == "rate_limited: HTTP 429"
     assert error.details == {"reason": "rate_limited", "retryable": True, "status": 429}
+
+
+def rate_limited(retry_after_s: float | None = None) -> ModelError:
+    return ModelError(
+        "rate_limited", "HTTP 429", retryable=True, status=429, retry_after_s=retry_after_s
+    )
+
+
+def test_every_retry_is_noted_with_its_reason_and_wait() -> None:
+    adapter, _, _ = resilient(rate_limited(1.5), server_error(), OK)
+    assert adapter.complete(REQUEST) == OK
+    notes = adapter.take_notes()
+    assert [(n.kind, n.attempt, n.reason, n.status) for n in notes] == [
+        ("retry", 1, "rate_limited", 429),
+        ("retry", 2, "provider_error", 500),
+    ]
+    assert (notes[0].retry_after_s, notes[0].delay_s, notes[0].message) == (1.5, 1.5, "HTTP 429")
+    assert (notes[1].delay_s, notes[1].elapsed_ms) == (0.4, 1500)
+    assert adapter.take_notes() == []  # taken once
+
+
+def test_every_breaker_transition_is_noted_with_the_providers_last_error() -> None:
+    adapter, _, clock = resilient(
+        server_error(), server_error(), OK, retry=RetryPolicy(max_attempts=1), threshold=1
+    )
+    with pytest.raises(ModelError):
+        adapter.complete(REQUEST)
+    [opened] = adapter.take_notes()
+    assert opened.kind == "breaker" and opened.change is not None
+    assert (opened.change.previous, opened.change.state) == ("closed", "open")
+    assert (opened.message, opened.failure_threshold) == ("provider_error: HTTP 500", 1)
+    with pytest.raises(ModelError, match=r"last error: provider_error: HTTP 500$"):
+        adapter.complete(REQUEST)
+    assert adapter.take_notes() == []  # refused: nothing changed
+    for _ in range(2):  # a failed probe, then a good one
+        clock.now += 30.0
+        with contextlib.suppress(ModelError):
+            adapter.complete(REQUEST)
+    changes = [(n.change.previous, n.change.state) for n in adapter.take_notes() if n.change]
+    assert changes == [
+        ("open", "half_open"),
+        ("half_open", "open"),
+        ("open", "half_open"),
+        ("half_open", "closed"),
+    ]
