@@ -13,7 +13,9 @@ bytecode of each is compiled first (as installed). It prints, median and best of
   daemon saw it (``user.message`` to ``llm.completed``, from the journal), and the same send
   from a client in this process that connects for it, as the program does. What ``send``
   adds is the program's time minus that client's: the interpreter, the imports, the parser,
-  the output.
+  the output;
+- the CPU time of importing the parser, then ``msgspec``, then the client (the last
+  checkout's).
 """
 
 from __future__ import annotations
@@ -100,6 +102,27 @@ def bench_tab(runs: int, envs: dict[str, dict[str, str]]) -> None:
         print(f"  {name}: wall {ms(walls[name])}; CPU {ms(cpus[name])}")
 
 
+IMPORTS = {
+    "python -c pass": "pass",
+    "the parser (runtime.cli.app)": "import runtime.cli.app",
+    "+ msgspec": "import runtime.cli.app, msgspec",
+    "+ the client (runtime.client.connection)": "import runtime.cli.app, runtime.client.connection",
+}
+"""What the client's imports cost, step by step (``--only imports``)."""
+
+
+def bench_imports(runs: int, envs: dict[str, dict[str, str]]) -> None:
+    """CPU time of importing the parser, then ``msgspec``, then the client (last checkout)."""
+    env = list(envs.values())[-1]
+    cpus: dict[str, list[float]] = {name: [] for name in IMPORTS}
+    for _ in range(runs):
+        for name, code in IMPORTS.items():
+            cpus[name].append(timed([sys.executable, "-c", code], env)[1])
+    print(f"imports, CPU ({env['PYTHONPATH']})")
+    for name, values in cpus.items():
+        print(f"  {name}: {ms(values)}")
+
+
 def _turn_s(client: Client, project: str, conversation: str, correlation: str) -> float:
     """The turn as the daemon saw it: ``user.message`` to ``llm.completed``, in seconds."""
     timeline = client.incident_timeline(project, conversation, 500, correlation)
@@ -156,7 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--cli-tree", action="append", metavar="DIR", help="a checkout whose roost runs"
     )
-    parser.add_argument("--only", choices=("version", "tab", "send"), help="one measurement only")
+    parser.add_argument(
+        "--only", choices=("version", "tab", "send", "imports"), help="one measurement only"
+    )
     ns = parser.parse_args(argv)
     envs: dict[str, dict[str, str]] = {}
     for tree in ns.cli_tree or [str(ROOT)]:
@@ -172,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench_tab(ns.runs, envs)
     if ns.only in (None, "send"):
         bench_send(ns.runs, envs)
+    if ns.only in (None, "imports"):
+        bench_imports(ns.runs, envs)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
