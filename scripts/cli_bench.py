@@ -1,22 +1,21 @@
-"""What the ``roost`` program costs by itself: ``--version``, and what ``send`` adds to a turn.
+"""What the ``roost`` program costs by itself: ``--version``, a TAB, and what ``send`` adds.
 
-Run ``python scripts/cli_bench.py [--runs 20] [--cli-tree DIR]``. It prints:
+Run ``python scripts/cli_bench.py [--runs 20] [--cli-tree DIR ...]``. Each ``--cli-tree``
+is a checkout whose ``roost`` runs (default: this one); with several (e.g. the commit before
+a change and this one) their runs are interleaved, so a busy machine slows them alike. The
+bytecode of each is compiled first (as installed). It prints, median and best of ``--runs``:
 
-- ``roost --version``: the wall time of ``python -m runtime.cli --version`` (median and
-  best of ``--runs``) and its CPU time (user + system, median), beside ``python -c pass``
-  (the interpreter's own start) measured the same way, interleaved, so a busy machine
-  slows both;
+- ``roost --version``: the wall and CPU time (user + system) of ``python -m runtime.cli
+  --version``, beside ``python -c pass`` (the interpreter's own start);
 - a TAB after ``roost pro`` (the shell's completion request; no daemon asked);
-- ``roost send P C TEXT --wait``, against a real daemon (its own ``ROOST_HOME``; the
-  deterministic model): the program's wall time, the turn as the daemon saw it (the
-  ``user.message`` event to the ``llm.completed`` event of that turn, from the journal), and
-  the same send made by an in-process client that is already connected, and by one that
-  connects for it (as the program does). The CLI's overhead is the program's time minus the
-  connected client's; the program alone (start, imports, parsing, output) is its time minus
-  the connecting client's.
-
-``--cli-tree DIR`` runs the ``roost`` of another checkout (e.g. the commit before a change)
-for both measurements; the daemon always comes from this one.
+- ``roost send P C TEXT --wait`` against a real daemon of this checkout (its own
+  ``ROOST_HOME``, the deterministic model): the program's wall and CPU time, the turn as the
+  daemon saw it (``user.message`` to ``llm.completed``, from the journal), and the same send
+  from a client in this process that connects for it, as the program does. What ``send``
+  adds is the program's time minus that client's: the interpreter, the imports, the parser,
+  the output;
+- the CPU time of importing the parser, then ``msgspec``, then the client (the last
+  checkout's).
 """
 
 from __future__ import annotations
@@ -62,41 +61,66 @@ def ms(values: Sequence[float]) -> str:
     return f"median {statistics.median(values) * 1000:.0f} ms, best {min(values) * 1000:.0f} ms"
 
 
-def bench_version(runs: int, env: dict[str, str]) -> None:
-    """``roost --version`` and ``python -c pass``, interleaved, ``runs`` times each."""
-    roost = [sys.executable, "-m", "runtime.cli", "--version"]
-    bare = [sys.executable, "-c", "pass"]
-    walls: dict[str, list[float]] = {"roost": [], "python": []}
-    cpus: dict[str, list[float]] = {"roost": [], "python": []}
+def bench_version(runs: int, envs: dict[str, dict[str, str]]) -> None:
+    """``roost --version`` of each checkout and ``python -c pass``, interleaved."""
+    walls: dict[str, list[float]] = {name: [] for name in [*envs, "python -c pass"]}
+    cpus: dict[str, list[float]] = {name: [] for name in walls}
+    bare = next(iter(envs.values()))
     for _ in range(runs):
-        for name, argv in (("roost", roost), ("python", bare)):
-            wall, cpu = timed(argv, env)
+        for name, env in envs.items():
+            wall, cpu = timed([sys.executable, "-m", "runtime.cli", "--version"], env)
             walls[name].append(wall)
             cpus[name].append(cpu)
-    for name, label in (("roost", "roost --version"), ("python", "python -c pass ")):
-        cpu = statistics.median(cpus[name]) * 1000
-        print(f"{label}: wall {ms(walls[name])}; CPU median {cpu:.0f} ms")
+        wall, cpu = timed([sys.executable, "-c", "pass"], bare)
+        walls["python -c pass"].append(wall)
+        cpus["python -c pass"].append(cpu)
+    print("roost --version")
+    for name, values in walls.items():
+        print(f"  {name}: wall {ms(values)}; CPU {ms(cpus[name])}")
 
 
-def bench_tab(runs: int, env: dict[str, str]) -> None:
+def bench_tab(runs: int, envs: dict[str, dict[str, str]]) -> None:
     """A TAB after ``roost pro`` (the commands that start so), no daemon asked."""
+    walls: dict[str, list[float]] = {name: [] for name in envs}
+    cpus: dict[str, list[float]] = {name: [] for name in envs}
     with tempfile.TemporaryDirectory(prefix="roost-cli-bench-") as base:
         line = "roost pro"
         tab = {
-            **env,
             "_ARGCOMPLETE": "1",
             "_ARGCOMPLETE_SHELL": "bash",
             "_ARGCOMPLETE_STDOUT_FILENAME": os.path.join(base, "out"),
             "COMP_LINE": line,
             "COMP_POINT": str(len(line)),
         }
-        walls, cpus = [], []
         for _ in range(runs):
-            wall, cpu = timed([sys.executable, "-m", "runtime.cli"], tab)
-            walls.append(wall)
-            cpus.append(cpu)
-    cpu_ms = statistics.median(cpus) * 1000
-    print(f"a TAB (roost pro): wall {ms(walls)}; CPU median {cpu_ms:.0f} ms")
+            for name, env in envs.items():
+                wall, cpu = timed([sys.executable, "-m", "runtime.cli"], {**env, **tab})
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+    print("a TAB after `roost pro`")
+    for name in envs:
+        print(f"  {name}: wall {ms(walls[name])}; CPU {ms(cpus[name])}")
+
+
+IMPORTS = {
+    "python -c pass": "pass",
+    "the parser (runtime.cli.app)": "import runtime.cli.app",
+    "+ msgspec": "import runtime.cli.app, msgspec",
+    "+ the client (runtime.client.connection)": "import runtime.cli.app, runtime.client.connection",
+}
+"""What the client's imports cost, step by step (``--only imports``)."""
+
+
+def bench_imports(runs: int, envs: dict[str, dict[str, str]]) -> None:
+    """CPU time of importing the parser, then ``msgspec``, then the client (last checkout)."""
+    env = list(envs.values())[-1]
+    cpus: dict[str, list[float]] = {name: [] for name in IMPORTS}
+    for _ in range(runs):
+        for name, code in IMPORTS.items():
+            cpus[name].append(timed([sys.executable, "-c", code], env)[1])
+    print(f"imports, CPU ({env['PYTHONPATH']})")
+    for name, values in cpus.items():
+        print(f"  {name}: {ms(values)}")
 
 
 def _turn_s(client: Client, project: str, conversation: str, correlation: str) -> float:
@@ -108,9 +132,10 @@ def _turn_s(client: Client, project: str, conversation: str, correlation: str) -
     return (end - start).total_seconds()
 
 
-def bench_send(runs: int, env: dict[str, str]) -> None:
-    """``roost send --wait`` beside the same send from a client in this process."""
-    rows: dict[str, list[float]] = {k: [] for k in ("cli", "cpu", "turn", "warm", "fresh")}
+def bench_send(runs: int, envs: dict[str, dict[str, str]]) -> None:
+    """``roost send --wait`` of each checkout beside the same send from a client here."""
+    keys = [f"{name} {what}" for name in envs for what in ("wall", "cpu", "turn", "client")]
+    rows: dict[str, list[float]] = {key: [] for key in keys}
     with tempfile.TemporaryDirectory(prefix="roost-cli-bench-") as base:
         home = os.path.join(base, "home")
         root = os.path.join(base, "repo")
@@ -123,55 +148,58 @@ def bench_send(runs: int, env: dict[str, str]) -> None:
                 c.start_conversation("bench", conversation_id="c1")
                 c.send_message("bench", "c1", "hello", wait=True)  # warm the conversation
                 for i in range(runs):
-                    corr = f"corr-cli-{i}"
-                    argv = [sys.executable, "-m", "runtime.cli", "--home", home, "send"]
-                    argv += ["bench", "c1", "hello", "--wait", "--correlation-id", corr]
-                    wall, cpu = timed(argv, env)
-                    rows["cli"].append(wall)
-                    rows["cpu"].append(cpu)
-                    rows["turn"].append(_turn_s(c, "bench", "c1", corr))
-                    start = time.perf_counter()
-                    c.send_message("bench", "c1", "hello", wait=True)
-                    rows["warm"].append(time.perf_counter() - start)
-                    start = time.perf_counter()
-                    with Client.connect(home) as new:
-                        new.send_message("bench", "c1", "hello", wait=True)
-                    rows["fresh"].append(time.perf_counter() - start)
+                    for n, (name, env) in enumerate(envs.items()):
+                        corr = f"corr-cli-{n}-{i}"
+                        argv = [sys.executable, "-m", "runtime.cli", "--home", home, "send"]
+                        argv += ["bench", "c1", "hello", "--wait", "--correlation-id", corr]
+                        wall, cpu = timed(argv, env)
+                        rows[f"{name} wall"].append(wall)
+                        rows[f"{name} cpu"].append(cpu)
+                        rows[f"{name} turn"].append(_turn_s(c, "bench", "c1", corr))
+                        start = time.perf_counter()
+                        with Client.connect(home) as new:
+                            new.send_message("bench", "c1", "hello", wait=True)
+                        rows[f"{name} client"].append(time.perf_counter() - start)
         finally:
             stop_daemon(home, timeout_s=60)
-
-    def minus(a: str, b: str) -> list[float]:
-        return [x - y for x, y in zip(rows[a], rows[b], strict=True)]
-
-    cpu_ms = statistics.median(rows["cpu"]) * 1000
-    print(f"roost send --wait: wall {ms(rows['cli'])}; CPU median {cpu_ms:.0f} ms")
-    print(f"  the turn, daemon-side (user.message to llm.completed): {ms(rows['turn'])}")
-    print(f"  roost send - the daemon-side turn: {ms(minus('cli', 'turn'))}")
-    print(f"  in-process client, connected: {ms(rows['warm'])}")
-    print(f"  in-process client, connecting for the send: {ms(rows['fresh'])}")
-    print(f"  CLI overhead (roost - connected client): {ms(minus('cli', 'warm'))}")
-    print(f"  the program alone (roost - connecting client): {ms(minus('cli', 'fresh'))}")
+    print("roost send P C hello --wait")
+    for name in envs:
+        wall, client = rows[f"{name} wall"], rows[f"{name} client"]
+        added = [a - b for a, b in zip(wall, client, strict=True)]
+        print(f"  {name}: wall {ms(wall)}; CPU {ms(rows[f'{name} cpu'])}")
+        print(f"    the turn, daemon-side: {ms(rows[f'{name} turn'])}")
+        print(f"    the same send from a client here, connecting: {ms(client)}")
+        print(f"    what roost send adds (wall - that client's): {ms(added)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the options and print both measurements."""
+    """Parse the options and print the measurements."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="runs of each command")
-    parser.add_argument("--cli-tree", default=str(ROOT), help="the checkout whose roost runs")
-    parser.add_argument("--only", choices=("version", "tab", "send"), help="one measurement only")
+    parser.add_argument(
+        "--cli-tree", action="append", metavar="DIR", help="a checkout whose roost runs"
+    )
+    parser.add_argument(
+        "--only", choices=("version", "tab", "send", "imports"), help="one measurement only"
+    )
     ns = parser.parse_args(argv)
-    env = {**os.environ, "PYTHONPATH": ns.cli_tree}
-    env.pop("ROOST_HOME", None)
-    # as installed: the modules' bytecode written once and read after, in both checkouts
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", ns.cli_tree], env=env, check=True)
-    print(f"roost from {ns.cli_tree}, {ns.runs} runs, load average {os.getloadavg()[0]:.1f}")
+    envs: dict[str, dict[str, str]] = {}
+    for tree in ns.cli_tree or [str(ROOT)]:
+        env = {**os.environ, "PYTHONPATH": tree}
+        env.pop("ROOST_HOME", None)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode written, then read
+        subprocess.run([sys.executable, "-m", "compileall", "-q", tree], env=env, check=True)
+        envs[tree] = env
+    print(f"{ns.runs} runs, load average {os.getloadavg()[0]:.1f} at the start")
     if ns.only in (None, "version"):
-        bench_version(ns.runs, env)
+        bench_version(ns.runs, envs)
     if ns.only in (None, "tab"):
-        bench_tab(ns.runs, env)
+        bench_tab(ns.runs, envs)
     if ns.only in (None, "send"):
-        bench_send(ns.runs, env)
+        bench_send(ns.runs, envs)
+    if ns.only in (None, "imports"):
+        bench_imports(ns.runs, envs)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
 
