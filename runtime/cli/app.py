@@ -186,6 +186,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=_positive_seconds, default=30.0, metavar="S", help="seconds to wait"
     )
+    p = leaf(
+        daemon,
+        "restart",
+        cmd.cmd_daemon_restart,
+        "stop the daemon and start it again; returns once the new one answers",
+        "roost daemon restart",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for the stop, then for the start",
+    )
     leaf(
         daemon,
         "status",
@@ -276,7 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
         'roost send p1 c1 "read README.md" --wait',
     )
     _conv(p)
-    p.add_argument("text", metavar="TEXT")
+    p.add_argument("text", metavar="TEXT", nargs="?", help="the message; - reads it from stdin")
+    p.add_argument("--file", metavar="PATH", help="read the message from PATH (not with TEXT)")
     waiting(p)
     p.add_argument(
         "--llm", type=_json_object, metavar="JSON", help="deterministic model directives"
@@ -321,6 +336,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _conv(p)
     p.add_argument("call_id", metavar="CALL_ID")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="return when the call's turn is over or awaits approval again; exit 1 when it failed",
+    )
+    p.add_argument(
+        "--wait-timeout",
+        type=_positive_seconds,
+        default=60.0,
+        metavar="S",
+        help="seconds for --wait",
+    )
     p = leaf(
         commands,
         "reject",

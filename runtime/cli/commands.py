@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from runtime.cli.format import (
 )
 from runtime.cli.output import write_output
 from runtime.cli.progress import Progress
+from runtime.cli.waiting import wait_for_turn
 from runtime.client.connection import Client
 from runtime.daemon.config import resolve_home
 from runtime.daemon.main import daemon_pid, daemon_status, start_daemon, stop_daemon
@@ -50,6 +52,7 @@ __all__ = [
     "cmd_conversation_list",
     "cmd_conversation_start",
     "cmd_conversation_stop",
+    "cmd_daemon_restart",
     "cmd_daemon_start",
     "cmd_daemon_status",
     "cmd_daemon_stop",
@@ -69,6 +72,7 @@ __all__ = [
     "cmd_timeline",
     "cmd_verify",
     "exit_status",
+    "message_text",
     "print_error",
     "turn_failure",
 ]
@@ -153,6 +157,31 @@ def cmd_daemon_stop(ns: Namespace) -> int:
         _out(ns, result, lambda v: f"daemon stopped (pid {pid}) in {home}")
     else:
         _out(ns, result, lambda v: f"daemon is not running in {home}")
+    return 0
+
+
+def cmd_daemon_restart(ns: Namespace) -> int:
+    """``roost daemon restart``: stop the daemon, start a new one, return once it answers.
+
+    The settings are checked before anything is stopped, so a bad one leaves the running
+    daemon alone (``bad_config``, exit 1). No daemon running: one is started.
+    """
+    rotation_settings()
+    home = resolve_home(ns.home)
+    old = daemon_pid(home)
+    was_running = stop_daemon(home, timeout_s=ns.timeout)
+    pid = start_daemon(home, timeout_s=ns.timeout)
+    with _client(ns) as c:
+        projects = c.status().get("projects")
+    result = {
+        "was_running": was_running,
+        "old_pid": old if was_running else None,
+        "pid": pid,
+        "home": home,
+        "projects": projects,
+    }
+    before = f"pid {old} -> {pid}" if was_running else f"pid {pid}; none was running"
+    _out(ns, result, lambda v: f"daemon restarted ({before}) in {home}; {projects} projects")
     return 0
 
 
@@ -331,13 +360,38 @@ def _acked(ns: Namespace, ack: dict[str, Any]) -> int:
     return 0
 
 
+def message_text(text: str | None, path: str | None) -> str:
+    """The text of ``roost send``: TEXT, stdin (TEXT ``-``) or ``--file PATH``, as is.
+
+    Raises ``UsageError`` (exit 2) for both or neither, and for a file or stdin that
+    cannot be read as UTF-8.
+    """
+    if text is not None and path is not None:
+        raise UsageError("give the message as TEXT or with --file PATH, not both")
+    if text is None and path is None:
+        raise UsageError("a message is required: TEXT, - (read stdin) or --file PATH")
+    if path is None and text != "-":
+        return str(text)
+    where = "stdin" if path is None else f"--file {path}"
+    try:
+        if path is None:
+            return sys.stdin.buffer.read().decode("utf-8")
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{where} is not UTF-8 text ({e.reason} at byte {e.start})") from e
+    except OSError as e:
+        raise UsageError(f"cannot read {where}: {e.strerror or e}") from e
+
+
 def cmd_send(ns: Namespace) -> int:
-    """``roost send PROJECT CONV TEXT [--correlation-id ID] [--wait] [--llm JSON]``."""
+    """``roost send PROJECT CONV (TEXT | - | --file PATH) [--wait] [--llm JSON] ...``."""
+    text = message_text(ns.text, ns.file)
     with _client(ns) as c:
         ack = c.send_message(
             ns.project,
             ns.conversation,
-            ns.text,
+            text,
             correlation_id=ns.correlation_id,
             wait=ns.wait,
             wait_timeout_s=ns.wait_timeout,
@@ -373,9 +427,19 @@ def cmd_resume(ns: Namespace) -> int:
 
 
 def cmd_approve(ns: Namespace) -> int:
-    """``roost approve PROJECT CONV CALL_ID``."""
+    """``roost approve PROJECT CONV CALL_ID [--wait [--wait-timeout S]]``.
+
+    With ``--wait``: print the turn's outcome and exit as ``send --wait`` does
+    (``runtime.cli.waiting``).
+    """
+    deadline = time.monotonic() + ns.wait_timeout
     with _client(ns) as c:
         result = c.approve(ns.project, ns.conversation, ns.call_id)
+        if ns.wait:
+            outcome = wait_for_turn(
+                c, ns.project, ns.conversation, result, deadline=deadline, timeout_s=ns.wait_timeout
+            )
+            return _acked(ns, {"call_id": ns.call_id, **outcome})
     _out(ns, result)
     return 0
 

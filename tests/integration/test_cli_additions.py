@@ -1,0 +1,193 @@
+"""What operators expect of the CLI (issue 19, item 15), through the real ``roost`` program
+and a real daemon: ``daemon restart``, ``approve --wait``, ``send -`` and ``send --file``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.daemon import daemon_pid
+from tests.integration.adversarial_helpers import run_daemon
+from tests.integration.conftest import Daemon, daemon_env, make_root
+
+LLM_TWO_CALLS = {
+    "tool_calls": [
+        {"name": "command.run", "args": {"command": "true"}},
+        {"name": "command.run", "args": {"command": "true"}},
+    ]
+}
+
+
+def roost(
+    home: str, *args: str, stdin: str | bytes | None = None, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``roost --home HOME ARGS`` as a program (``stdin`` as its input, bytes as they are)."""
+    raw = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "--home", home, *args],
+        env={**os.environ, **daemon_env(**env)},
+        input=stdin.encode() if isinstance(stdin, str) else stdin,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+    out, err = raw.stdout.decode(), raw.stderr.decode()
+    return subprocess.CompletedProcess(raw.args, raw.returncode, out, err)
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert (result.returncode, result.stderr) == (0, ""), result
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """One daemon: project ``p`` asks before commands (``approval_mode=sensitive``),
+    ``tight`` too, with one model round per turn."""
+    base = tmp_path_factory.mktemp("cliadds")
+    root = make_root(base / "repo")
+    with run_daemon(base / "home") as daemon:
+        for project, opts in (
+            ("p", ["--opt", "approval_mode=sensitive"]),
+            ("tight", ["--opt", "approval_mode=sensitive", "--opt", "max_rounds=1"]),
+        ):
+            ok(roost(daemon.home, "project", "start", root, "--id", project, *opts))
+        yield daemon
+
+
+def _paused(home: str, project: str, conversation: str, llm: dict[str, object]) -> list[str]:
+    """Start ``conversation``, send a turn that stops for approval; the pending call ids."""
+    ok(roost(home, "conversation", "start", project, "--id", conversation))
+    sent = roost(home, "send", project, conversation, "go", "--wait", "--llm", json.dumps(llm))
+    assert "outcome:        awaiting_approval\n" in ok(sent)
+    ids = ok(roost(home, "projection", project, conversation, "pending_tool_calls", "-q"))
+    return ids.split()
+
+
+# --- approve --wait ------------------------------------------------------------------------
+
+
+def test_approve_wait_returns_the_turns_outcome(desk: Daemon) -> None:
+    llm = {"tool_calls": [{"name": "command.run", "args": {"command": "true"}}]}
+    [call] = _paused(desk.home, "p", "a1", llm)
+    done = roost(desk.home, "--json", "approve", "p", "a1", call, "--wait")
+    result = json.loads(ok(done))
+    assert result["outcome"] == "llm.completed"
+    assert result["call_id"] == call
+    # the turn is over: nothing is pending any more
+    assert ok(roost(desk.home, "projection", "p", "a1", "pending_tool_calls", "-q")) == ""
+
+
+def test_approve_wait_stops_when_the_turn_awaits_approval_again(desk: Daemon) -> None:
+    first, second = _paused(desk.home, "p", "a2", LLM_TWO_CALLS)
+    waited = json.loads(ok(roost(desk.home, "--json", "approve", "p", "a2", first, "--wait")))
+    assert waited["outcome"] == "awaiting_approval"
+    assert waited["outcome_data"] == {"call_ids": [second]}
+    done = roost(desk.home, "--json", "approve", "p", "a2", second, "--wait")
+    assert json.loads(ok(done))["outcome"] == "llm.completed"
+
+
+def test_approve_wait_exits_1_when_the_turn_fails(desk: Daemon) -> None:
+    llm = {"tool_calls": [{"name": "command.run", "args": {"command": "true"}}]}
+    [call] = _paused(desk.home, "tight", "a3", llm)
+    failed = roost(desk.home, "approve", "tight", "a3", call, "--wait")
+    assert failed.returncode == 1
+    assert failed.stderr == "roost: turn_failed: budget.exceeded: max_rounds (limit 1, used 1)\n"
+    assert "outcome:        budget.exceeded\n" in failed.stdout
+
+
+def test_approve_wait_exits_4_after_its_timeout(desk: Daemon) -> None:
+    llm = {"tool_calls": [{"name": "command.run", "args": {"command": "sleep 60"}}]}
+    [call] = _paused(desk.home, "p", "a4", llm)
+    late = roost(desk.home, "approve", "p", "a4", call, "--wait", "--wait-timeout", "1")
+    assert late.returncode == 4, late
+    assert late.stderr.startswith("roost: timeout: the turn ")
+    assert "did not end within 1 s" in late.stderr
+    ok(roost(desk.home, "cancel", "p", "a4"))
+
+
+def test_approve_wait_timeout_must_be_positive(desk: Daemon) -> None:
+    bad = roost(desk.home, "approve", "p", "a1", "call-x", "--wait", "--wait-timeout", "0")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("roost: usage: argument --wait-timeout")
+
+
+# --- send - / send --file -------------------------------------------------------------------
+
+
+def _last_user_message(home: str, conversation: str) -> str:
+    timeline = json.loads(ok(roost(home, "--json", "projection", "p", conversation, "timeline")))
+    return str([e for e in timeline if e["type"] == "user.message"][-1]["data"]["content"])
+
+
+def test_send_reads_its_text_from_stdin_or_a_file(desk: Daemon, tmp_path: Path) -> None:
+    ok(roost(desk.home, "conversation", "start", "p", "--id", "s1"))
+    text = 'read "README.md"\nand then stop; $HOME `x` \u00e9\n'
+    ok(roost(desk.home, "send", "p", "s1", "-", "--wait", stdin=text))
+    assert _last_user_message(desk.home, "s1") == text
+    message = tmp_path / "message.txt"
+    message.write_text("from a file\n", encoding="utf-8")
+    ok(roost(desk.home, "send", "p", "s1", "--file", str(message), "--wait"))
+    assert _last_user_message(desk.home, "s1") == "from a file\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "expected"),
+    [
+        ((), None, "roost: usage: a message is required: TEXT, - (read stdin) or --file PATH"),
+        (("hi", "--file", "x.txt"), None, "roost: usage: give the message as TEXT or with"),
+        (("--file", "/nonexistent/m.txt"), None, "roost: usage: cannot read --file"),
+        (("-",), b"\xff\xfe bad", "roost: usage: stdin is not UTF-8 text"),
+    ],
+)
+def test_send_text_usage_errors_exit_2(
+    desk: Daemon, args: tuple[str, ...], stdin: bytes | None, expected: str
+) -> None:
+    bad = roost(desk.home, "send", "p", "s1", *args, stdin=stdin)
+    assert bad.returncode == 2, bad
+    assert bad.stderr.startswith(expected), bad.stderr
+    assert bad.stdout == ""
+
+
+# --- daemon restart ------------------------------------------------------------------------
+
+
+def test_daemon_restart_replaces_the_daemon_and_keeps_its_projects(
+    daemon_home: str, tmp_path: Path
+) -> None:
+    root = make_root(tmp_path / "repo")
+    started = roost(daemon_home, "daemon", "restart")  # none runs: one is started
+    assert "none was running" in ok(started)
+    old = daemon_pid(daemon_home)
+    ok(roost(daemon_home, "project", "start", root, "--id", "p1"))
+    ok(roost(daemon_home, "conversation", "start", "p1", "--id", "c1"))
+    ok(roost(daemon_home, "send", "p1", "c1", "read README.md", "--wait"))
+
+    restarted = json.loads(ok(roost(daemon_home, "--json", "daemon", "restart")))
+    assert restarted["was_running"] is True
+    assert restarted["old_pid"] == old
+    assert restarted["pid"] == daemon_pid(daemon_home) != old
+    assert restarted["projects"] == 1
+    assert ok(roost(daemon_home, "project", "list", "-q")) == "p1\n"
+    again = ok(roost(daemon_home, "send", "p1", "c1", "read notes.txt", "--wait"))
+    assert "outcome:        llm.completed\n" in again
+    timeline = json.loads(ok(roost(daemon_home, "--json", "timeline", "p1", "c1")))
+    assert [e["type"] for e in timeline["entries"]].count("user.message") == 2
+
+
+def test_a_bad_setting_fails_the_restart_before_the_running_daemon_is_stopped(
+    daemon_home: str,
+) -> None:
+    ok(roost(daemon_home, "daemon", "start"))
+    pid = daemon_pid(daemon_home)
+    bad = roost(daemon_home, "daemon", "restart", ROOST_LOG_MAX_BYTES="lots")
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("roost: bad_config: ROOST_LOG_MAX_BYTES")
+    assert daemon_pid(daemon_home) == pid
+    ok(roost(daemon_home, "daemon", "status"))
