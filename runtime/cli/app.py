@@ -176,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=_positive_seconds, default=30.0, metavar="S", help="seconds to wait"
     )
+    _settings_flags(p)
     p = leaf(
         daemon,
         "stop",
@@ -200,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds to wait for the stop, then for the start",
     )
+    _settings_flags(p)
     leaf(
         daemon,
         "status",
@@ -479,6 +481,21 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return root
+
+
+def _settings_flags(parser: argparse.ArgumentParser) -> None:
+    """The daemon's settings as flags (``docs/configuration.md``: flag > env > file)."""
+    parser.add_argument(
+        "--config", metavar="FILE", help="the daemon's config file (default: HOME/config.toml)"
+    )
+    parser.add_argument(
+        "--journal", choices=("sqlite", "postgres"), help="journal kind (ROOST_JOURNAL)"
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="least level logged (ROOST_LOG_LEVEL)",
+    )
 
 
 def _conv(parser: argparse.ArgumentParser) -> None:

@@ -191,3 +191,67 @@ def test_a_bad_setting_fails_the_restart_before_the_running_daemon_is_stopped(
     assert bad.stderr.startswith("roost: bad_config: ROOST_LOG_MAX_BYTES")
     assert daemon_pid(daemon_home) == pid
     ok(roost(daemon_home, "daemon", "status"))
+
+
+# --- the daemon's config file ----------------------------------------------------------------
+
+
+def _config(home: str, text: str) -> Path:
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    path = Path(home) / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def test_settings_come_from_a_flag_the_environment_and_the_config_file(daemon_home: str) -> None:
+    # The file asks for PostgreSQL: only the flag keeps this daemon on SQLite.
+    _config(daemon_home, 'journal = "postgres"\nlog_level = "debug"\nidle_timeout_s = 9\n')
+    started = roost(
+        daemon_home, "daemon", "start", "--journal", "sqlite", ROOST_IDLE_TIMEOUT_S="30"
+    )
+    ok(started)
+    status = json.loads(ok(roost(daemon_home, "--json", "daemon", "status")))
+    assert status["config_file"] == os.path.join(daemon_home, "config.toml")
+    assert status["journal"] == "sqlite"
+    settings = status["settings"]
+    assert settings["journal"] == {"value": "sqlite", "source": "flag"}
+    assert settings["idle_timeout_s"] == {"value": 30.0, "source": "env"}
+    assert settings["log_level"] == {"value": "debug", "source": "file"}
+    assert settings["max_connections"] == {"value": 1024, "source": "default"}
+    human = ok(roost(daemon_home, "daemon", "status"))
+    assert "  log_level:         debug (file)\n" in human
+    # the file's log level reached the daemon: debug adds a line per request served
+    log = (Path(daemon_home) / "logs" / "daemon.log").read_text()
+    assert '"event":"request_served"' in log
+
+    # a restart keeps the flag (the file alone would now move it to PostgreSQL)
+    pid = daemon_pid(daemon_home)
+    ok(roost(daemon_home, "daemon", "restart"))
+    assert daemon_pid(daemon_home) != pid
+    after = json.loads(ok(roost(daemon_home, "--json", "daemon", "status")))["settings"]
+    assert after["journal"] == {"value": "sqlite", "source": "flag"}
+    assert after["idle_timeout_s"] == {"value": 9, "source": "file"}  # no variable this time
+
+
+def test_a_bad_config_file_stops_nothing_and_starts_nothing(daemon_home: str) -> None:
+    ok(roost(daemon_home, "daemon", "start"))
+    pid = daemon_pid(daemon_home)
+    _config(daemon_home, 'log_levl = "debug"\n')
+    bad = roost(daemon_home, "daemon", "restart")
+    assert bad.returncode == 1
+    expected = (
+        f"roost: bad_config: unknown setting 'log_levl' in the config file {daemon_home}/"
+        "config.toml; did you mean 'log_level'? the settings are listed in "
+        "docs/configuration.md\n"
+    )
+    assert bad.stderr == expected
+    assert daemon_pid(daemon_home) == pid
+    ok(roost(daemon_home, "daemon", "stop"))
+    _config(daemon_home, "max_connections = 0\n")
+    refused = roost(daemon_home, "daemon", "start")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("roost: bad_config: max_connections in the config file ")
+    assert refused.stderr.endswith("must be a positive integer, got 0\n")
+    assert roost(daemon_home, "daemon", "status").returncode == 3
+    assert not os.path.exists(os.path.join(daemon_home, "roost.pid"))
