@@ -97,7 +97,7 @@ _RULES: dict[str, str] = {
     "seconds": "a non-negative number",
     "positive_seconds": "a positive number of seconds",
     "umask": "an octal umask such as '022' (a string)",
-    "text": "a non-empty string",
+    "text": "a non-empty string (a password: a string)",
     "path": "an absolute path (a string)",
 }
 
@@ -170,8 +170,8 @@ def _check(setting: Setting, value: Any, *, from_text: bool) -> Any:
         if rule == "positive_seconds" and number <= 0:
             raise ValueError(_RULES[rule])
         return number
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(_RULES[rule])
+    if not isinstance(value, str) or not (value.strip() or setting.secret):
+        raise ValueError(_RULES[rule])  # a password may be empty (trust authentication)
     if rule == "umask":
         text = value.strip()
         if not (1 <= len(text) <= 4 and all(c in "01234567" for c in text)) or int(text, 8) > 0o777:

@@ -255,3 +255,29 @@ def test_a_bad_config_file_stops_nothing_and_starts_nothing(daemon_home: str) ->
     assert refused.stderr.endswith("must be a positive integer, got 0\n")
     assert roost(daemon_home, "daemon", "status").returncode == 3
     assert not os.path.exists(os.path.join(daemon_home, "roost.pid"))
+
+
+@pytest.mark.postgres
+def test_a_config_file_alone_puts_the_daemon_on_postgres(
+    daemon_home: str, project_root: str, postgres_env: dict[str, str]
+) -> None:
+    table = "\n".join(
+        f"{key.removeprefix('POSTGRES_').lower()} = {json.dumps(value)}"
+        for key, value in postgres_env.items()
+        if key != "POSTGRES_PORT"
+    )
+    port = postgres_env["POSTGRES_PORT"]
+    _config(daemon_home, f'journal = "postgres"\n[postgres]\nport = {port}\n{table}\n')
+    unset = {key: "" for key in postgres_env}  # set and empty: not set (the file decides)
+    ok(roost(daemon_home, "daemon", "start", ROOST_JOURNAL="", **unset))
+    status = json.loads(ok(roost(daemon_home, "--json", "daemon", "status")))
+    assert status["journal"] == "postgres"
+    assert status["settings"]["postgres.schema"] == {
+        "value": postgres_env["POSTGRES_SCHEMA"],
+        "source": "file",
+    }
+    assert status["settings"]["postgres.password"] == {"value": "***", "source": "file"}
+    ok(roost(daemon_home, "project", "start", project_root, "--id", "pg1"))
+    ok(roost(daemon_home, "conversation", "start", "pg1", "--id", "c1"))
+    ok(roost(daemon_home, "send", "pg1", "c1", "read README.md", "--wait"))
+    assert not os.path.exists(os.path.join(daemon_home, "journal.sqlite"))

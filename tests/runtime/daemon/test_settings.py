@@ -71,7 +71,8 @@ def test_the_homes_config_toml_is_read_when_no_file_is_named(tmp_path: Path) -> 
         ("project_umask = 22\n", "invalid_setting", "an octal umask such as '022'"),
         ('project_umask = "999"\n', "invalid_setting", "an octal umask"),
         ('journal_key_file = "key"\n', "invalid_setting", "an absolute path"),
-        ("[postgres]\npassword = 5\n", "invalid_setting", "a non-empty string, got ***"),
+        ("[postgres]\npassword = 5\n", "invalid_setting", "got ***"),
+        ('[postgres]\nhost = ""\n', "invalid_setting", "a non-empty string"),
         ("journal = \n", "invalid_toml", "is not valid TOML"),
     ],
 )
