@@ -47,13 +47,14 @@ def wait_for_turn(
     Returns ``ack`` with ``outcome`` and ``outcome_data`` once the turn ended or awaits
     approval again. Raises ``timeout`` (``RequestTimeoutError``) at ``deadline`` (a
     ``time.monotonic()`` value; ``timeout_s`` is only for the message) and
-    ``daemon_unreachable`` or ``not_seen`` (as ``roost tail --until``) when the stream
-    stops first (the daemon or the project stopped).
+    ``daemon_unreachable`` or ``not_seen`` (as ``roost tail --until``) when the project,
+    the conversation or the daemon stops first.
     """
     correlation = ack.get("correlation_id")
     after = int(ack.get("seq") or 0)
     expired = threading.Event()
-    with client.subscribe(project_id, conversation_id, after_seq=after) as stream:
+    # The project's stream: its stop (``project.stopped``) is not a conversation's event.
+    with client.subscribe(project_id, None, after_seq=after) as stream:
 
         def expire() -> None:
             expired.set()
@@ -64,9 +65,18 @@ def wait_for_turn(
         timer.start()
         try:
             for event in stream:
-                if event.get("correlation_id") != correlation:
-                    continue
                 kind = str(event.get("type"))
+                mine = event.get("conversation_id") == conversation_id
+                if kind == "project.stopped" or (mine and kind == "conversation.stopped"):
+                    stopped = "project" if kind == "project.stopped" else "conversation"
+                    raise _StreamEnded(
+                        f"the {stopped} stopped (seq {event.get('seq')}) before the turn "
+                        f"{correlation} ended",
+                        correlation_id=correlation,
+                        seq=event.get("seq"),
+                    )
+                if not mine or event.get("correlation_id") != correlation:
+                    continue
                 if kind in TURN_END_TYPES:
                     return {**ack, "outcome": kind, "outcome_data": event.get("data") or {}}
                 if kind.startswith("tool."):  # a call was decided, asked about or ended

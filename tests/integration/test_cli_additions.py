@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from runtime.daemon import daemon_pid
-from tests.integration.adversarial_helpers import run_daemon
+from tests.integration.adversarial_helpers import run_daemon, wait_until
 from tests.integration.conftest import Daemon, daemon_env, make_root
 
 LLM_TWO_CALLS = {
@@ -281,3 +281,32 @@ def test_a_config_file_alone_puts_the_daemon_on_postgres(
     ok(roost(daemon_home, "conversation", "start", "pg1", "--id", "c1"))
     ok(roost(daemon_home, "send", "pg1", "c1", "read README.md", "--wait"))
     assert not os.path.exists(os.path.join(daemon_home, "journal.sqlite"))
+
+
+def test_approve_wait_exits_1_with_not_seen_when_the_project_stops_first(
+    desk: Daemon, tmp_path: Path
+) -> None:
+    root = make_root(tmp_path / "repo")
+    ok(roost(desk.home, "project", "start", root, "--id", "st", "--opt", "approval_mode=sensitive"))
+    llm = {"tool_calls": [{"name": "command.run", "args": {"command": "sleep 60"}}]}
+    [call] = _paused(desk.home, "st", "a5", llm)
+    approve = ["approve", "st", "a5", call, "--wait", "--wait-timeout", "300"]
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "runtime.cli", "--home", desk.home, *approve],
+        env={**os.environ, **daemon_env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(
+            lambda: "tool.started" in ok(roost(desk.home, "projection", "st", "a5", "timeline")),
+            timeout_s=120,
+            what="the approved call to start",
+        )
+        ok(roost(desk.home, "project", "stop", "st"))
+        out, err = waiting.communicate(timeout=120)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 1, (out, err)
+    assert err.startswith("roost: not_seen: the project stopped (seq "), err
