@@ -40,7 +40,7 @@ from runtime.cli.commands import (
 from runtime.cli.format import UsageError, number_type
 from runtime.cli.format import UsageParser as _Parser
 from runtime.cli.mcp import add_mcp_commands
-from runtime.daemon.config import roost_version
+from runtime.daemon.config import FLAG_SETTINGS, SETTINGS, roost_version
 from runtime.errors import RoostError, ToolError
 from runtime.guard.schema import parse_json_args
 from runtime.wire.ops import PROJECTION_KEYS
@@ -488,14 +488,13 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="FILE", help="the daemon's config file (default: HOME/config.toml)"
     )
-    parser.add_argument(
-        "--journal", choices=("sqlite", "postgres"), help="journal kind (ROOST_JOURNAL)"
-    )
-    parser.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        help="least level logged (ROOST_LOG_LEVEL)",
-    )
+    for setting in SETTINGS:
+        if setting.key in FLAG_SETTINGS:  # --journal, --log-level
+            parser.add_argument(
+                f"--{setting.key.replace('_', '-')}",
+                choices=setting.choices or None,
+                help=f"as ${setting.env}, which it overrides",
+            )
 
 
 def _conv(parser: argparse.ArgumentParser) -> None:

@@ -42,7 +42,10 @@ CONFIG_NAME = "config.toml"
 """The config file a daemon reads from its home when ``--config`` names none."""
 MAX_CONFIG_BYTES = 1 << 20
 
-Source = Literal["flag", "env", "file", "default"]
+Rule = Literal[
+    "choice", "count", "positive_count", "seconds", "positive_seconds", "umask", "text", "path"
+]
+"""How a setting's value is checked (:data:`_RULES` says what each must be)."""
 
 
 class Setting(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,12 +55,10 @@ class Setting(msgspec.Struct, frozen=True, kw_only=True):
     """Its name in the config file (``postgres.host`` is ``host`` in ``[postgres]``)."""
     env: str
     """The environment variable that sets it too (and that the daemon's code reads)."""
-    rule: (
-        Literal["choice", "count", "positive_count", "seconds", "positive_seconds", "umask"]
-        | (Literal["text", "path"])
-    )
+    rule: Rule
     default: Any = None
-    """Shown by ``daemon status``; None: unset (the reader's own default applies)."""
+    """Shown by ``daemon status`` (the reader's own default, which a test compares);
+    None: unset, the reader decides (e.g. ``ROOST_PROJECT_UMASK``: the daemon's umask)."""
     choices: tuple[str, ...] = ()
     secret: bool = False
 
@@ -97,7 +98,7 @@ _RULES: dict[str, str] = {
     "seconds": "a non-negative number",
     "positive_seconds": "a positive number of seconds",
     "umask": "an octal umask such as '022' (a string)",
-    "text": "a non-empty string (a password: a string)",
+    "text": "a non-empty string",
     "path": "an absolute path (a string)",
 }
 
@@ -171,7 +172,8 @@ def _check(setting: Setting, value: Any, *, from_text: bool) -> Any:
             raise ValueError(_RULES[rule])
         return number
     if not isinstance(value, str) or not (value.strip() or setting.secret):
-        raise ValueError(_RULES[rule])  # a password may be empty (trust authentication)
+        # a password may be empty (trust authentication)
+        raise ValueError("a string" if setting.secret else _RULES[rule])
     if rule == "umask":
         text = value.strip()
         if not (1 <= len(text) <= 4 and all(c in "01234567" for c in text)) or int(text, 8) > 0o777:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.daemon.config import SETTINGS, config_for_home, resolve_settings
+from runtime.daemon.config import SETTINGS, DaemonConfig, config_for_home, resolve_settings
 from runtime.daemon.settings import daemon_argv
 from runtime.errors import ConfigError
+from runtime.journal.seal import SealSettings
+from runtime.logfiles import rotation_settings
 
 
 def write(path: Path, text: str, mode: int = 0o600) -> str:
@@ -108,6 +110,20 @@ def test_a_bad_variable_or_flag_is_bad_config_too(tmp_path: Path) -> None:
 
 def test_every_setting_has_its_own_key_and_variable() -> None:
     assert len({s.key for s in SETTINGS}) == len({s.env for s in SETTINGS}) == len(SETTINGS)
+
+
+def test_the_defaults_status_shows_are_those_of_the_code_that_reads_the_settings() -> None:
+    shown = {s.key: s.default for s in SETTINGS}
+    daemon = DaemonConfig(home="/h", socket_path="/h/s", pid_path="/h/p", log_path="/h/l")
+    seals = SealSettings()
+    assert shown["journal"] == daemon.journal
+    assert shown["idle_timeout_s"] == daemon.idle_timeout_s
+    assert shown["max_connections"] == daemon.max_connections
+    assert (shown["log_max_bytes"], shown["log_backups"]) == rotation_settings({})
+    assert (shown["seal_every_events"], shown["seal_interval_s"]) == (
+        seals.every_events,
+        seals.interval_s,
+    )
 
 
 def test_the_daemon_process_gets_the_file_and_flags_as_arguments(tmp_path: Path) -> None:
