@@ -184,8 +184,11 @@ def _check(setting: Setting, value: Any, *, from_text: bool) -> Any:
     return os.path.expanduser(value) if rule == "path" else value
 
 
-def read_config_file(path: str) -> dict[str, Any]:
+def read_config_file(path: str, *, in_home: bool = False) -> dict[str, Any]:
     """The settings of a TOML config file, flat (``postgres.host``), checked.
+
+    It must be the daemon user's and, unless it is the home's own (``in_home``: the home
+    is private, ``0700``), not writable by group or others.
 
     Raises ``ConfigError`` (``bad_config``, ``details.reason``: ``config_unreadable``,
     ``config_not_private``, ``invalid_toml``, ``unknown_setting``, ``invalid_setting``).
@@ -208,7 +211,7 @@ def read_config_file(path: str) -> dict[str, Any]:
                 reason="config_unreadable",
                 file=path,
             )
-        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        if info.st_uid != os.geteuid() or (info.st_mode & 0o022 and not in_home):
             raise ConfigError(
                 f"the config file {path} can be changed by another user than the daemon's; "
                 f"make it yours and `chmod go-w {path}`",
@@ -272,12 +275,13 @@ def resolve_settings(
     (``details.reason: invalid_setting``), naming the value and what it must be.
     """
     env = os.environ if environ is None else environ
+    own = os.path.join(resolve_home(home), CONFIG_NAME)
     if config_file is None:
-        candidate = os.path.join(resolve_home(home), CONFIG_NAME)
-        config_file = candidate if os.path.lexists(candidate) else None
+        config_file = own if os.path.lexists(own) else None
     else:
         config_file = os.path.abspath(os.path.expanduser(config_file))
-    from_file = read_config_file(config_file) if config_file else {}
+    in_home = config_file == own
+    from_file = read_config_file(config_file, in_home=in_home) if config_file else {}
     given = {k: v for k, v in (flags or {}).items() if v is not None}
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}

@@ -95,6 +95,10 @@ def test_a_config_file_others_may_change_or_that_is_missing_is_refused(tmp_path:
     with pytest.raises(ConfigError, match=r"chmod go-w") as caught:
         resolve_settings(str(tmp_path), config_file=shared, environ={})
     assert caught.value.details["reason"] == "config_not_private"
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    write(home / "config.toml", "log_backups = 2\n", mode=0o664)  # the private home's own: ok
+    assert resolve_settings(str(home), environ={}).values["log_backups"] == 2
     with pytest.raises(ConfigError, match=r"cannot read the config file .*missing\.toml"):
         resolve_settings(str(tmp_path), config_file=str(tmp_path / "missing.toml"), environ={})
 
