@@ -90,10 +90,11 @@ def wait_for_turn(
         finally:
             timer.cancel()
     if expired.is_set():
-        raise RequestTimeoutError(
-            f"the turn {correlation} did not end within {timeout_s:g} s (it goes on; "
-            f"follow it with `roost tail {project_id} {conversation_id} "
-            f"--correlation-id {correlation}`)",
+        raise RequestTimeoutError(  # worded as send --wait's (runtime.daemon.backend)
+            f"turn {correlation} did not end within the {timeout_s:g} s waited for it "
+            f"(--wait-timeout); it goes on: follow it with `roost tail {project_id} "
+            f"{conversation_id} --correlation-id {correlation}` or cancel it with "
+            f"`roost cancel {project_id} {conversation_id}`",
             correlation_id=correlation,
             timeout_s=timeout_s,
         )

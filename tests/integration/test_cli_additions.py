@@ -107,8 +107,8 @@ def test_approve_wait_exits_4_after_its_timeout(desk: Daemon) -> None:
     [call] = _paused(desk.home, "p", "a4", llm)
     late = roost(desk.home, "approve", "p", "a4", call, "--wait", "--wait-timeout", "1")
     assert late.returncode == 4, late
-    assert late.stderr.startswith("roost: timeout: the turn ")
-    assert "did not end within 1 s" in late.stderr
+    assert late.stderr.startswith("roost: timeout: turn corr-")
+    assert "did not end within the 1 s waited for it (--wait-timeout); it goes on" in late.stderr
     ok(roost(desk.home, "cancel", "p", "a4"))
 
 
