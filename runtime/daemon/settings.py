@@ -15,7 +15,6 @@ the variables of what a flag or the file gave in its own environment
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 from collections.abc import Mapping
@@ -238,6 +237,8 @@ def read_config_file(path: str, *, in_home: bool = False) -> dict[str, Any]:
     for key, value in flat.items():
         setting = by_key.get(key)
         if setting is None:
+            import difflib  # noqa: PLC0415 - only for this error (the CLI imports this module)
+
             close = difflib.get_close_matches(key, list(by_key), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(
