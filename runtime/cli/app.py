@@ -41,6 +41,7 @@ from runtime.cli.format import UsageError, number_type
 from runtime.cli.format import UsageParser as _Parser
 from runtime.cli.mcp import add_mcp_commands
 from runtime.errors import RoostError, ToolError
+from runtime.settings_table import FLAG_SETTINGS, SETTINGS
 from runtime.version import VERSION
 from runtime.wire.names import PROJECTION_KEYS
 
@@ -207,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=_positive_seconds, default=30.0, metavar="S", help="seconds to wait"
     )
+    _settings_flags(p)
     p = leaf(
         daemon,
         "stop",
@@ -217,6 +219,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=_positive_seconds, default=30.0, metavar="S", help="seconds to wait"
     )
+    p = leaf(
+        daemon,
+        "restart",
+        _later("daemonctl", "cmd_daemon_restart"),
+        "stop the daemon and start it again; returns once the new one answers",
+        "roost daemon restart",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for the stop, then for the start",
+    )
+    _settings_flags(p)
     leaf(
         daemon,
         "status",
@@ -331,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
         'roost send p1 c1 "read README.md" --wait',
     )
     _conv(p)
-    p.add_argument("text", metavar="TEXT")
+    p.add_argument("text", metavar="TEXT", nargs="?", help="the message; - reads it from stdin")
+    p.add_argument("--file", metavar="PATH", help="read the message from PATH (not with TEXT)")
     waiting(p)
     p.add_argument(
         "--llm", type=_json_object, metavar="JSON", help="deterministic model directives"
@@ -376,6 +394,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _conv(p)
     p.add_argument("call_id", metavar="CALL_ID")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="return when the call's turn is over or awaits approval again; exit 1 when it failed",
+    )
+    p.add_argument(
+        "--wait-timeout",
+        type=_positive_seconds,
+        default=60.0,
+        metavar="S",
+        help="seconds for --wait",
+    )
     p = leaf(
         commands,
         "reject",
@@ -505,6 +535,20 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return root
+
+
+def _settings_flags(parser: argparse.ArgumentParser) -> None:
+    """The daemon's settings as flags (``docs/configuration.md``: flag > env > file)."""
+    parser.add_argument(
+        "--config", metavar="FILE", help="the daemon's config file (default: HOME/config.toml)"
+    )
+    for setting in SETTINGS:
+        if setting.key in FLAG_SETTINGS:  # --journal, --log-level
+            parser.add_argument(
+                f"--{setting.key.replace('_', '-')}",
+                choices=setting.choices or None,
+                help=f"as ${setting.env}, which it overrides",
+            )
 
 
 def _conv(parser: argparse.ArgumentParser) -> None:

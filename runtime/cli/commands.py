@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,7 @@ __all__ = [
     "cmd_verify",
     "exit_status",
     "json_errors",
+    "message_text",
     "print_error",
     "print_result",
     "turn_failure",
@@ -356,13 +358,42 @@ def _acked(ns: Namespace, ack: dict[str, Any]) -> int:
     return 0
 
 
+def message_text(text: str | None, path: str | None) -> str:
+    """The text of ``roost send``: TEXT, stdin (TEXT ``-``) or ``--file PATH``, as is.
+
+    Raises ``UsageError`` (exit 2) for both or neither, and for a file or stdin that
+    cannot be read as UTF-8.
+    """
+    if text is not None and path is not None:
+        raise UsageError(
+            "give the message as TEXT or with --file PATH, not both (see `roost send --help`)"
+        )
+    if text is None and path is None:
+        raise UsageError(
+            "a message is required: TEXT, - (read stdin) or --file PATH (see `roost send --help`)"
+        )
+    if path is None and text != "-":
+        return str(text)
+    where = "stdin" if path is None else f"--file {path}"
+    try:
+        if path is None:
+            return sys.stdin.buffer.read().decode("utf-8")
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{where} is not UTF-8 text ({e.reason} at byte {e.start})") from e
+    except OSError as e:
+        raise UsageError(f"cannot read {where}: {e.strerror or e}") from e
+
+
 def cmd_send(ns: Namespace) -> int:
-    """``roost send PROJECT CONV TEXT [--correlation-id ID] [--wait] [--llm JSON]``."""
+    """``roost send PROJECT CONV (TEXT | - | --file PATH) [--wait] [--llm JSON] ...``."""
+    text = message_text(ns.text, ns.file)
     with _client(ns) as c:
         ack = c.send_message(
             ns.project,
             ns.conversation,
-            ns.text,
+            text,
             correlation_id=ns.correlation_id,
             wait=ns.wait,
             wait_timeout_s=ns.wait_timeout,
@@ -398,9 +429,21 @@ def cmd_resume(ns: Namespace) -> int:
 
 
 def cmd_approve(ns: Namespace) -> int:
-    """``roost approve PROJECT CONV CALL_ID``."""
+    """``roost approve PROJECT CONV CALL_ID [--wait [--wait-timeout S]]``.
+
+    With ``--wait``: print the turn's outcome and exit as ``send --wait`` does
+    (``runtime.cli.waiting``).
+    """
+    deadline = time.monotonic() + ns.wait_timeout
     with _client(ns) as c:
         result = c.approve(ns.project, ns.conversation, ns.call_id)
+        if ns.wait:
+            from runtime.cli.waiting import wait_for_turn  # noqa: PLC0415 - with --wait only
+
+            outcome = wait_for_turn(
+                c, ns.project, ns.conversation, result, deadline=deadline, timeout_s=ns.wait_timeout
+            )
+            return _acked(ns, {"call_id": ns.call_id, **outcome})
     _out(ns, result)
     return 0
 

@@ -45,18 +45,34 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from runtime.daemon.settings import (
+    CONFIG_NAME,
+    FLAG_SETTINGS,
+    SETTINGS,
+    Setting,
+    Settings,
+    read_config_file,
+    resolve_settings,
+)
 from runtime.guard.roost_home import PID_NAME, SOCKET_NAME, resolve_home
 from runtime.wire.protocol import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = [
+    "CONFIG_NAME",
     "DEFAULT_BACKEND",
     "DEFAULT_MAX_FRAME_BYTES",
+    "FLAG_SETTINGS",
+    "SETTINGS",
     "Backend",
     "BackendFactory",
     "DaemonConfig",
+    "Setting",
+    "Settings",
     "config_for_home",
     "load_backend_factory",
+    "read_config_file",
     "resolve_home",
+    "resolve_settings",
     "roost_version",
 ]
 
@@ -90,6 +106,10 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
     idle_timeout_s: float = 60.0
     """A connection silent this long while a request is awaited (or a reply not taken) is
     closed; a ``subscribe`` stream waiting for events is not idle."""
+    config_file: str | None = None
+    """The config file the daemon read (None: none)."""
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Every setting's ``{value, source}`` (:meth:`Settings.report`), for ``status``."""
 
 
 class Backend(Protocol):
@@ -122,15 +142,32 @@ BackendFactory = Callable[[DaemonConfig], Backend]
 """Builds the backend once the daemon holds its pid file."""
 
 
-def config_for_home(home: str | None, *, journal: str | None = None) -> DaemonConfig:
+def config_for_home(
+    home: str | None, *, journal: str | None = None, settings: Settings | None = None
+) -> DaemonConfig:
     """Build the :class:`DaemonConfig` of a state directory.
 
-    ``journal`` defaults to ``$ROOST_JOURNAL`` or ``sqlite``; any other value than
-    ``sqlite``/``postgres`` raises ``ValueError``. ``$ROOST_IDLE_TIMEOUT_S`` (a positive
-    number) and ``$ROOST_MAX_CONNECTIONS`` (a positive integer) override the defaults;
-    anything else in them raises ``ValueError``.
+    With ``settings`` (:func:`resolve_settings`, what a daemon runs with), its values.
+    Else (a client looking for the daemon's files): ``journal`` defaults to
+    ``$ROOST_JOURNAL`` or ``sqlite``; any other value than ``sqlite``/``postgres`` raises
+    ``ValueError``. ``$ROOST_IDLE_TIMEOUT_S`` (a positive number) and
+    ``$ROOST_MAX_CONNECTIONS`` (a positive integer) override the defaults; anything else
+    in them raises ``ValueError``.
     """
     root = resolve_home(home)
+    if settings is not None:
+        values = settings.values
+        return DaemonConfig(
+            home=root,
+            journal=values["journal"],
+            socket_path=os.path.join(root, SOCKET_NAME),
+            pid_path=os.path.join(root, PID_NAME),
+            log_path=os.path.join(root, LOG_NAME),
+            idle_timeout_s=float(values["idle_timeout_s"]),
+            max_connections=int(values["max_connections"]),
+            config_file=settings.config_file,
+            settings=settings.report(),
+        )
     kind = journal or os.environ.get("ROOST_JOURNAL") or "sqlite"
     if kind not in ("sqlite", "postgres"):
         raise ValueError(f"ROOST_JOURNAL must be 'sqlite' or 'postgres', got {kind!r}")

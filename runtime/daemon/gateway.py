@@ -446,6 +446,8 @@ class Gateway:
             "uptime_s": round(time.monotonic() - self._started, 3),
             "version": roost_version(),
             "journal": self._config.journal,
+            "config_file": self._config.config_file,
+            "settings": self._config.settings,
             "socket": self._config.socket_path,
             "log": self._config.log_path,
             "connections": stats.connections,

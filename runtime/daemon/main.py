@@ -13,6 +13,9 @@ with ``daemon already running (pid N)``), clean a stale socket left by a crash, 
 pid, build the backend (``$ROOST_BACKEND``, default ``runtime.daemon.backend:create_backend``),
 then open the socket. SIGTERM, SIGINT and the ``shutdown`` op stop it the same way: close the
 socket, ``backend.close()``, remove the socket and the pid file, exit 0.
+
+Why this module is long: it is the daemon's process from both sides, running it and
+starting, stopping and inspecting it; the settings are apart (``runtime.daemon.settings``).
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from typing import Any
 
 from runtime.client.connection import Client
 from runtime.daemon.config import (
+    FLAG_SETTINGS,
     BackendFactory,
     DaemonConfig,
     config_for_home,
     load_backend_factory,
     resolve_home,
+    resolve_settings,
 )
 from runtime.daemon.gateway import Gateway
 from runtime.daemon.processes import (
@@ -46,6 +51,7 @@ from runtime.daemon.processes import (
     reap_stragglers,
     wait_gone,
 )
+from runtime.daemon.settings import daemon_argv
 from runtime.errors import DaemonUnreachableError, RoostError
 from runtime.guard.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
 from runtime.guard.statedir import private_umask, secure_home
@@ -236,15 +242,21 @@ def start_daemon(
     foreground: bool = False,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 30.0,
+    config_file: str | None = None,
+    flags: Mapping[str, str | None] | None = None,
 ) -> int:
     """Start a daemon on ``home`` and return its pid once it answers ``ping``.
 
     With ``foreground=True`` the daemon runs in this process instead, and the return value
     is its exit status after it stops. ``env`` is added to the child's environment.
+    The settings (``config_file``, default ``HOME/config.toml``, and ``flags``) are
+    resolved first: ``ConfigError`` for a bad one (``runtime.daemon.settings``).
     Raises :class:`DaemonAlreadyRunningError`, or :class:`DaemonUnreachableError` (with
     the log's last lines) when the daemon exits or does not answer within ``timeout_s``.
     """
-    config = config_for_home(home)
+    environ = {**os.environ, **(env or {})}
+    settings = resolve_settings(home, config_file=config_file, flags=flags, environ=environ)
+    config = config_for_home(home, settings=settings)
     running = locked_pid(config.pid_path)
     if running is not None:
         raise DaemonAlreadyRunningError(
@@ -253,14 +265,16 @@ def start_daemon(
             home=config.home,
         )
     if foreground:
+        os.environ.update(settings.environ())
         return run_daemon(config, load_backend_factory(), log_to_stderr=True)
     secure_home(config.home)
     os.makedirs(os.path.dirname(config.log_path), mode=0o700, exist_ok=True)
     child_env = {**os.environ, **(env or {})}
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    with os.fdopen(os.open(config.log_path, flags, 0o600), "ab") as log_file:
+    argv = ["-m", "runtime.daemon", "--home", config.home, *daemon_argv(config_file, flags)]
+    mode = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(config.log_path, mode, 0o600), "ab") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime.daemon", "--home", config.home],
+            [sys.executable, *argv],
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=log_file,
@@ -373,13 +387,19 @@ def daemon_status(home: str | None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m runtime.daemon --home DIR [--log-stderr]``."""
+    """Entry point of ``python -m runtime.daemon --home DIR [--config F] [--log-stderr]``."""
     parser = argparse.ArgumentParser(prog="python -m runtime.daemon")
     parser.add_argument("--home", default=None, help="ROOST_HOME (default: $ROOST_HOME)")
+    parser.add_argument("--config", help="config file (default: HOME/config.toml)")
+    for key in FLAG_SETTINGS:  # --journal, --log-level
+        parser.add_argument(f"--{key.replace('_', '-')}", dest=key)
     parser.add_argument("--log-stderr", action="store_true", help="log to stderr, not the file")
     args = parser.parse_args(argv)
     try:
-        config = config_for_home(args.home)
+        flags = {key: getattr(args, key) for key in FLAG_SETTINGS}
+        settings = resolve_settings(args.home, config_file=args.config, flags=flags)
+        os.environ.update(settings.environ())
+        config = config_for_home(args.home, settings=settings)
         factory = load_backend_factory()
         return run_daemon(config, factory, log_to_stderr=args.log_stderr)
     except (RoostError, ImportError, ValueError, OSError) as e:
