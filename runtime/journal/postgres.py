@@ -72,8 +72,18 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
                     )
                 if missing:
                     self._backfill(curs)
+        present = {
+            str(r["indexname"])
+            for r in self._select(
+                SQL("SELECT indexname FROM pg_indexes WHERE schemaname=%s AND tablename=%s"),
+                (self.datastore.schema, self.events_table_name),
+            )
+        }
+        lacking = {c: i for c, i in self._indexes.items() if i not in present}
+        if not lacking:  # the usual open: no statement that locks the table
+            return
         with self.datastore.transaction(commit=True) as curs:
-            for column, index in self._indexes.items():
+            for column, index in lacking.items():
                 curs.execute(
                     SQL(
                         "CREATE INDEX IF NOT EXISTS {index} ON {schema}.{table} "

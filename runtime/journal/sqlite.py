@@ -16,6 +16,7 @@ What we add to ``eventsourcing.sqlite``:
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -86,19 +87,49 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         )
         return statements
 
-    def _create_table(self, c: SQLiteCursor) -> None:
-        """Create the tables, then add and fill the index columns a journal lacks."""
-        super()._create_table(c)
-        table = self.events_table_name
-        c.execute(f"PRAGMA table_info({table})")
+    def create_table(self) -> None:
+        """Create the tables, then add and fill the index columns and indexes a journal lacks.
+
+        The check is a read; only a journal that lacks something is locked for writing
+        (``BEGIN IMMEDIATE``), checked again and migrated, so two processes opening an old
+        file at once migrate it once, the second waiting for the first.
+        """
+        super().create_table()
+        if not self._lacking():
+            return
+        with self.datastore.get_connection(commit=True) as conn:
+            raw: sqlite3.Connection = conn._sqlite_conn
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                c = SQLiteCursor(raw.cursor())
+                missing = self._missing_columns(c)
+                for column in missing:
+                    c.execute(f"ALTER TABLE {self.events_table_name} ADD COLUMN {column} TEXT")
+                if missing:
+                    self._backfill(c)
+                for column, index in _INDEXES.items():
+                    c.execute(
+                        f"CREATE INDEX IF NOT EXISTS {index} "
+                        f"ON {self.events_table_name} (originator_id, {column})"
+                    )
+            except BaseException:
+                raw.rollback()
+                raise
+            raw.commit()
+
+    def _missing_columns(self, c: SQLiteCursor) -> list[str]:
+        c.execute(f"PRAGMA table_info({self.events_table_name})")
         have = {str(row[1]) for row in c.fetchall()}
-        missing = [column for column in INDEX_COLUMNS if column not in have]
-        for column in missing:
-            c.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
-        if missing:
-            self._backfill(c)
-        for column, index in _INDEXES.items():
-            c.execute(f"CREATE INDEX IF NOT EXISTS {index} ON {table} (originator_id, {column})")
+        return [column for column in INDEX_COLUMNS if column not in have]
+
+    def _lacking(self) -> bool:
+        """Whether an index column or an index is missing (a read, no lock taken)."""
+        with self.datastore.transaction(commit=False) as c:
+            if self._missing_columns(c):
+                return True
+            c.execute("SELECT name FROM sqlite_master WHERE type='index'")
+            have = {str(row[0]) for row in c.fetchall()}
+            return not set(_INDEXES.values()) <= have
 
     def _backfill(self, c: SQLiteCursor) -> None:
         """Fill the index columns of every stored event from its envelope (one migration)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -289,4 +290,49 @@ def test_a_timeline_page_decodes_the_rows_it_returns_not_the_project(tmp_path: P
         # count); the conversation.started found; its last event (its count): not the ~340
         assert decoded == [1, 3, 6, 6, 1]
     finally:
+        journal.close()
+
+
+def test_a_conversation_is_rehydrated_from_its_own_rows(tmp_path: Path) -> None:
+    journal = Journal("sqlite", sqlite_path=str(tmp_path / "j.sqlite"), redactor=_identity)
+    try:
+        _fill(journal, busy_project().events)
+        decoded: list[int] = []
+        decode_rows = journal._mapper.decode_rows
+
+        def counting(rows: list[tuple[int, int, bytes]]) -> list[Envelope]:
+            decoded.append(len(rows))
+            return decode_rows(rows)
+
+        journal._mapper.decode_rows = counting  # type: ignore[method-assign]
+        events = journal.read_conversation("p1", "c3")
+        assert [e.conversation_id for e in events] == ["c3"] * 5
+        assert decoded == [5]  # not the project's 33
+        assert journal.read_conversation("p1", "c3", after_seq=events[2].seq) == events[3:]
+    finally:
+        journal.close()
+
+
+def test_two_journals_opening_an_old_file_at_once_both_open_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "journal.sqlite")
+    with Journal("sqlite", sqlite_path=path, redactor=_identity) as journal:
+        _fill(journal, busy_project().events)
+    _to_old_sqlite_schema(path)
+    opened: list[Journal] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            opened.append(Journal("sqlite", sqlite_path=path, redactor=_identity))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for journal in opened:
+        assert len(journal.read_conversation("p1", "c3")) == 5
         journal.close()
