@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_LIMIT",
     "ERROR_KINDS",
     "MAX_LIMIT",
+    "PROJECT_LEVEL_READS",
     "cause_indexes",
     "conversation_exists",
     "epoch_ms",
@@ -99,6 +100,8 @@ _CALL_READS: Final = type_names(
     ev.A2aTaskUpdated,
 )
 _TIMEOUT_READS: Final = type_names(ev.ToolTimeout, ev.LlmFailed)
+PROJECT_LEVEL_READS: Final = _ACTOR_READS | _RECOVERED_READS
+"""Types of the project-level events (no conversation id) ``concerns`` may count in."""
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND: Final = timedelta(milliseconds=1)
 

@@ -26,6 +26,7 @@ from events.report import clip, describe_event
 
 __all__ = [
     "HIDDEN_TYPES",
+    "PROBLEM_READS",
     "RECENT_PROBLEMS_LIMIT",
     "problems_during",
     "project_history",
@@ -180,6 +181,27 @@ def _resolves(payload: ev.Event | None, problem: dict[str, Any]) -> bool:
         case ev.AlertDispatched(event=signal, router=router):
             return kind == "alert_failed" and subject == f"alert {signal} via {router}"
     return False
+
+
+PROBLEM_READS: Final = frozenset(
+    {
+        "project.started",
+        "project.stopped",
+        "project.assets_loaded",
+        "project.assets_reloaded",
+        "actor.crashed",
+        "actor.restarted",
+        "actor.escalated",
+        "actor.mailbox_overflow",
+        "alert.dispatched",
+        "alert.failed",
+        "mcp.server_started",
+        "mcp.server_exited",
+        "mcp.server_restarted",
+    }
+)
+"""The project-level event types that record a problem or resolve one (``_found``,
+``_resolves``): what a query of one conversation reads to find the project's problems."""
 
 
 def _problems(ordered: list[Envelope]) -> list[dict[str, Any]]:

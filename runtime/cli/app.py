@@ -85,6 +85,7 @@ def _tool_args(text: str) -> dict[str, Any]:
 
 
 _non_negative = number_type(int, lambda n: n >= 0, "a non-negative integer")
+_positive = number_type(int, lambda n: n >= 1, "a positive integer")
 _timeline_limit = number_type(
     int, lambda n: 1 <= n <= MAX_TIMELINE_LIMIT, f"an integer from 1 to {MAX_TIMELINE_LIMIT}"
 )
@@ -445,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
         "timeline",
         cmd.cmd_timeline,
         "show the incident timeline",
-        "roost timeline p1 c1 --limit 50",
+        "roost timeline p1 c1 --limit 50 --before-seq 1200",
     )
     _conv(p)
     p.add_argument(
@@ -456,6 +457,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the last N entries, 1 to {MAX_TIMELINE_LIMIT}",
     )
     p.add_argument("--correlation-id", metavar="ID")
+    p.add_argument(
+        "--after-seq",
+        type=_non_negative,
+        metavar="N",
+        help="page forward: the first entries after seq N (0: from the start)",
+    )
+    p.add_argument(
+        "--before-seq", type=_positive, metavar="N", help="page back: the entries before seq N"
+    )
     p = leaf(
         commands,
         "incident",

@@ -576,20 +576,49 @@ def _timeline_text(value: dict[str, Any]) -> str:
         + f": {len(entries)} of {value.get('total_entries', len(entries))} entries"
     )
     columns = [*_EVENT_COLUMNS[:2], ("source", "SOURCE"), *_EVENT_COLUMNS[2:]]
-    return head + "\n" + table(entries, columns, empty="(no entries)")
+    return head + "\n" + table(entries, columns, empty="(no entries)") + _next_page(value)
+
+
+def _next_page(value: dict[str, Any]) -> str:
+    """Where the next page starts, when this one is full: a line to copy, or nothing."""
+    entries = value.get("entries") or []
+    if not entries or len(entries) < int(value.get("limit") or 0):
+        return ""
+    if value.get("after_seq") is not None:
+        return f"\nlater entries: --after-seq {entries[-1]['seq']}"
+    return f"\nearlier entries: --before-seq {entries[0]['seq']}"
 
 
 def cmd_timeline(ns: Namespace) -> int:
-    """``roost timeline PROJECT CONV [--limit N] [--correlation-id ID]`` (no daemon needed)."""
+    """``roost timeline PROJECT CONV [--limit N] [--correlation-id ID] [--after-seq N] ...``.
+
+    ``--after-seq``/``--before-seq`` page through it; an empty window is a usage error. No
+    daemon needed.
+    """
+    after, before = ns.after_seq, ns.before_seq
+    if after is not None and before is not None and before <= after:
+        raise UsageError(
+            f"--before-seq {before} must be greater than --after-seq {after}: no entry lies "
+            "between them (see `roost timeline --help`)"
+        )
     args = {
         "project_id": ns.project,
         "conversation_id": ns.conversation,
         "limit": ns.limit,
         "correlation_id": ns.correlation_id,
+        "after_seq": after,
+        "before_seq": before,
     }
     value = query(
         ns.home,
-        lambda c: c.call("incident_timeline", args),
+        lambda c: c.incident_timeline(
+            ns.project,
+            ns.conversation,
+            ns.limit,
+            ns.correlation_id,
+            after_seq=after,
+            before_seq=before,
+        ),
         lambda views, journal: views.timeline_view(journal, args),
     )
     _out(ns, value, _timeline_text)

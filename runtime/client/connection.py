@@ -417,17 +417,26 @@ class Client:
         conversation_id: str,
         limit: int = 100,
         correlation_id: str | None = None,
+        *,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
     ) -> dict[str, Any]:
-        """Return the conversation's incident timeline.
+        """Return the conversation's incident timeline: one page of it.
 
-        ``{project_id, conversation_id, correlation_id, limit, total_entries, entries}``.
+        ``{project_id, conversation_id, correlation_id, limit, total_entries, entries,
+        after_seq, before_seq}``: the last ``limit`` entries (before ``before_seq``), or with
+        ``after_seq`` the first ``limit`` after it; ``total_entries`` counts them all.
         """
-        args = {
+        args: dict[str, Any] = {
             "project_id": project_id,
             "conversation_id": conversation_id,
             "limit": limit,
             "correlation_id": correlation_id,
         }
+        if after_seq is not None:
+            args["after_seq"] = after_seq
+        if before_seq is not None:
+            args["before_seq"] = before_seq
         result: dict[str, Any] = self.call("incident_timeline", args)
         return result
 

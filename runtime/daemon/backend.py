@@ -36,15 +36,11 @@ from actors.messages import Boot, Reply, Request
 from actors.supervisor import SupervisorActor
 from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
-from events.incident_html import render_incident_html
-from events.incidents import conversation_exists, incident_report, incident_timeline
 from events.project_history import RECENT_PROBLEMS_LIMIT, project_problems, unresolved
 from events.projections import get_projection, project_view
-from events.report import render_incident_markdown
 from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.errors import (
-    ConversationNotFoundError,
     DaemonUnreachableError,
     OverloadedError,
     ProjectNotFoundError,
@@ -55,6 +51,7 @@ from runtime.errors import (
 from runtime.guard import roost_home
 from runtime.journal import link as journal_link
 from runtime.journal import views as journal_views
+from runtime.journal.scope import Scope
 from runtime.journal.seal import load_key
 from runtime.journal.store import Journal
 from runtime.logging import get_logger
@@ -302,25 +299,10 @@ class ActorBackend:
             return result
         if op == "diagnostics":
             return self._diagnostics(str(args["project_id"]), deadline)
-        if op == "incident_timeline":
-            events = self._conversation_events(args)
-            return incident_timeline(
-                events,
-                args["project_id"],
-                args["conversation_id"],
-                limit=args.get("limit", 100),
-                correlation_id=args.get("correlation_id"),
-            )
+        if op == "incident_timeline":  # one page, through the conversation's index
+            return journal_views.timeline_view(self.journal, args)
         if op == "incident_report":
-            events = self._conversation_events(args)
-            report = incident_report(
-                events, args["project_id"], args["conversation_id"], args.get("correlation_id")
-            )
-            if args.get("format") == "md":
-                return render_incident_markdown(report)
-            if args.get("format") == "html":
-                return render_incident_html(report)
-            return report
+            return journal_views.report_view(self.journal, args)
         if op == "verify":
             return self._verify(str(args["project_id"]), deadline)
         raise RequestError(f"unknown operation {op!r}", reason="unknown_op")
@@ -345,16 +327,6 @@ class ActorBackend:
         if not events:
             raise ProjectNotFoundError(
                 f"no project {project_id!r} in the journal", project_id=project_id
-            )
-        return events
-
-    def _conversation_events(self, args: dict[str, Any]) -> list[Any]:
-        events = self._project_events(str(args["project_id"]))
-        if not conversation_exists(events, str(args["conversation_id"])):
-            raise ConversationNotFoundError(
-                f"no conversation {args['conversation_id']!r} in project {args['project_id']!r}",
-                project_id=args["project_id"],
-                conversation_id=args["conversation_id"],
             )
         return events
 
@@ -503,12 +475,16 @@ class ActorBackend:
         project_id = str(args["project_id"])
         conversation_id = args.get("conversation_id")
         cursor = int(args.get("after_seq", 0))
-        if not self.journal.read_project(project_id):
+        if not self.journal.has_project(project_id):
             raise ProjectNotFoundError(
                 f"no project {project_id!r} in the journal", project_id=project_id
             )
         while not stop.is_set() and not self.closed:
-            chunk = self.journal.read_all(after_seq=cursor, limit=500)
+            if conversation_id is not None:  # one conversation: through its index
+                scope = Scope(conversation_id=str(conversation_id), after_seq=cursor)
+                chunk = self.journal.read_scope(project_id, scope, limit=500)
+            else:
+                chunk = self.journal.read_all(after_seq=cursor, limit=500)
             for envelope in chunk:
                 cursor = envelope.seq
                 if envelope.project_id != project_id:

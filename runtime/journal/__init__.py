@@ -3,6 +3,8 @@
 General layout: ``store`` (the eventsourcing application: append, read, hash chain),
 ``append_redaction`` (what an append hides before it links a batch),
 ``sqlite`` / ``postgres`` (recorders), ``mapper`` (msgspec envelopes in and out),
+``scope`` (the indexed selection of one conversation's events) and ``queries`` (the
+timeline and incident report of one conversation, read through it),
 ``writer`` (the single writer: the store behind one lock, group commit, reads, seals), ``link``
 (the Unix-socket link: a hello with the daemon's token, then batched appends).
 

@@ -2,7 +2,11 @@
 
 eventsourcing already serialises inserts with a table lock (so ``notification_id`` order is
 commit order) and ``NOTIFY``s a channel on every insert. We add the ``roost_batches``
-idempotency table, written in the same transaction as the events, and positioned reads.
+idempotency table, written in the same transaction as the events, and positioned reads, and
+each event's ``conversation_id`` and ``correlation_id`` in indexed columns of their own
+(:mod:`runtime.journal.scope`); a table written before they existed gets them, filled in,
+when the journal is opened. eventsourcing's database function for inserts does not fill
+them, so it is never used.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
+from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
 from runtime.journal.sqlite import StreamRow
 
 __all__ = ["RoostPostgresFactory", "RoostPostgresRecorder"]
@@ -34,6 +39,121 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
                 "batch_key text PRIMARY KEY, ranges bytea NOT NULL)",
                 self.batches_table_name,
             )
+        )
+        self.datastore.enable_db_functions = False  # its INSERT leaves the index columns empty
+        self._indexes = {
+            "conversation_id": events_table_name + "_by_conversation",
+            "correlation_id": events_table_name + "_by_correlation",
+        }
+        self._insert_sql = SQL(
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state, "
+            "conversation_id, correlation_id) "
+            "SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[], "
+            "%s::text[], %s::text[]) RETURNING notification_id"
+        ).format(
+            schema=Identifier(self.datastore.schema),
+            table=Identifier(events_table_name),
+            id_type=Identifier(self.datastore.originator_id_type),
+        )
+
+    def create_table(self) -> None:
+        """Create the tables, then add and fill the index columns a table lacks."""
+        super().create_table()
+        if self._missing_columns():
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute(self._sql("LOCK TABLE {schema}.{table}", self.events_table_name))
+                missing = self._missing_columns(curs)
+                for column in missing:
+                    curs.execute(
+                        self._sql(
+                            f"ALTER TABLE {{schema}}.{{table}} ADD COLUMN {column} text",
+                            self.events_table_name,
+                        )
+                    )
+                if missing:
+                    self._backfill(curs)
+        present = {
+            str(r["indexname"])
+            for r in self._select(
+                SQL("SELECT indexname FROM pg_indexes WHERE schemaname=%s AND tablename=%s"),
+                (self.datastore.schema, self.events_table_name),
+            )
+        }
+        lacking = {c: i for c, i in self._indexes.items() if i not in present}
+        if not lacking:  # the usual open: no statement that locks the table
+            return
+        with self.datastore.transaction(commit=True) as curs:
+            for column, index in lacking.items():
+                curs.execute(
+                    SQL(
+                        "CREATE INDEX IF NOT EXISTS {index} ON {schema}.{table} "
+                        f"(originator_id, {column}, notification_id)"
+                    ).format(
+                        index=Identifier(index),
+                        schema=Identifier(self.datastore.schema),
+                        table=Identifier(self.events_table_name),
+                    )
+                )
+
+    def _missing_columns(self, curs: Cursor[DictRow] | None = None) -> list[str]:
+        query = SQL(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema=%s AND table_name=%s"
+        )
+        params = (self.datastore.schema, self.events_table_name)
+        if curs is None:
+            rows = self._select(query, params)
+        else:
+            curs.execute(query, params)
+            rows = curs.fetchall()
+        have = {str(r["column_name"]) for r in rows}
+        return [column for column in INDEX_COLUMNS if column not in have]
+
+    def _backfill(self, curs: Cursor[DictRow]) -> None:
+        """Fill the index columns of every stored event from its envelope (one migration)."""
+        last = 0
+        while True:
+            curs.execute(
+                self._sql(
+                    "SELECT notification_id, state FROM {schema}.{table} "
+                    "WHERE notification_id>%s ORDER BY notification_id LIMIT 20000",
+                    self.events_table_name,
+                ),
+                (last,),
+            )
+            rows = [(int(r["notification_id"]), bytes(r["state"])) for r in curs.fetchall()]
+            if not rows:
+                return
+            curs.executemany(
+                self._sql(
+                    "UPDATE {schema}.{table} SET conversation_id=%s, correlation_id=%s "
+                    "WHERE notification_id=%s",
+                    self.events_table_name,
+                ),
+                [(*event_keys(state), seq) for seq, state in rows],
+            )
+            last = rows[-1][0]
+
+    def _insert_stored_events(
+        self,
+        curs: Cursor[DictRow],
+        stored_events: Sequence[StoredEvent],
+        **kwargs: Any,
+    ) -> None:
+        """Insert the events with their index columns (under eventsourcing's table lock)."""
+        self._lock_table(curs)
+        self._notify_channel(curs)
+        keys = [event_keys(s.state) for s in stored_events]
+        curs.execute(
+            self._insert_sql,
+            (
+                [s.originator_id for s in stored_events],
+                [s.originator_version for s in stored_events],
+                [s.topic for s in stored_events],
+                [s.state for s in stored_events],
+                [k[0] for k in keys],
+                [k[1] for k in keys],
+            ),
         )
 
     def _sql(self, text: str, table: str) -> Composed:
@@ -85,6 +205,71 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
         return self._stream(
             "originator_version>=%s AND originator_version<=%s", (originator_id, first, last)
         )
+
+    def _scope_where(self, originator_id: UUID, scope: Scope) -> tuple[str, list[Any]]:
+        where = ["originator_id=%s"]
+        params: list[Any] = [originator_id]
+        if scope.conversation_id is None:
+            where.append("conversation_id IS NULL")
+        else:
+            where.append("conversation_id=%s")
+            params.append(scope.conversation_id)
+        if scope.correlation_id is not None:
+            where.append("correlation_id=%s")
+            params.append(scope.correlation_id)
+        if scope.topics:
+            where.append("topic = ANY(%s)")
+            params.append(list(scope.topics))
+        where.append("notification_id>%s")
+        params.append(scope.after_seq)
+        if scope.before_seq is not None:
+            where.append("notification_id<%s")
+            params.append(scope.before_seq)
+        return " AND ".join(where), params
+
+    def select_scope(
+        self, originator_id: UUID, scope: Scope, *, limit: int | None = None, newest: bool = False
+    ) -> list[StreamRow]:
+        """``(seq, version, state)`` of the rows of ``scope``, at most ``limit``.
+
+        In seq order, or newest first with ``newest``.
+        """
+        where, params = self._scope_where(originator_id, scope)
+        text = (
+            "SELECT notification_id, originator_version, state FROM {schema}.{table} "
+            f"WHERE {where} ORDER BY notification_id{' DESC' if newest else ''}"
+        )
+        if limit is not None:
+            text += " LIMIT %s"
+            params.append(limit)
+        rows = self._select(self._sql(text, self.events_table_name), params)
+        return [
+            (int(r["notification_id"]), int(r["originator_version"]), bytes(r["state"]))
+            for r in rows
+        ]
+
+    def count_scope(self, originator_id: UUID, scope: Scope) -> int:
+        """How many rows ``scope`` holds."""
+        where, params = self._scope_where(originator_id, scope)
+        rows = self._select(
+            self._sql(
+                f"SELECT COUNT(*) AS n FROM {{schema}}.{{table}} WHERE {where}",
+                self.events_table_name,
+            ),
+            params,
+        )
+        return int(rows[0]["n"])
+
+    def has_stream(self, originator_id: UUID) -> bool:
+        """Whether the stream has any event."""
+        rows = self._select(
+            self._sql(
+                "SELECT 1 AS one FROM {schema}.{table} WHERE originator_id=%s LIMIT 1",
+                self.events_table_name,
+            ),
+            (originator_id,),
+        )
+        return bool(rows)
 
     def select_batches(self, keys: Sequence[str]) -> dict[str, bytes]:
         """Return the stored ranges of those batch keys that were already committed."""

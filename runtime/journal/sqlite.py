@@ -8,11 +8,15 @@ What we add to ``eventsourcing.sqlite``:
   the rowids of one transaction are contiguous);
 - a ``roost_batches`` table records each batch's idempotency key in the same transaction,
   so a retried batch is recognised instead of appended twice;
-- reads of one stream that also return the global position (``rowid``).
+- reads of one stream that also return the global position (``rowid``);
+- each event's ``conversation_id`` and ``correlation_id`` in columns of their own, indexed
+  with the stream (:mod:`runtime.journal.scope`), so a conversation's events are read by
+  index; a journal written before those columns gets them, filled in, when it is opened.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -27,10 +31,20 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
+from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
+
 __all__ = ["RoostSQLiteFactory", "RoostSQLiteRecorder", "StreamRow"]
 
 StreamRow = tuple[int, int, bytes]
 """``(seq, originator_version, state)`` of one stored event."""
+
+_INDEXES = {
+    "conversation_id": "roost_events_by_conversation",
+    "correlation_id": "roost_events_by_correlation",
+}
+"""Index per column; each is ``(originator_id, column)`` and ends with the rowid (the seq)."""
+
+_BACKFILL_PAGE = 20000
 
 
 class _DurablePool(SQLiteConnectionPool):
@@ -55,6 +69,14 @@ class _DurableDatastore(SQLiteDatastore):
 class RoostSQLiteRecorder(SQLiteApplicationRecorder):
     """Application recorder with batched inserts, idempotency keys and positioned reads."""
 
+    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name)
+        self.insert_events_statement = (
+            f"INSERT INTO {self.events_table_name} "
+            f"(originator_id, originator_version, topic, state, {', '.join(INDEX_COLUMNS)}) "
+            "VALUES (?,?,?,?,?,?)"
+        )
+
     def construct_create_table_statements(self) -> list[str]:
         """Add the batch-key table to eventsourcing's ``stored_events``."""
         statements = super().construct_create_table_statements()
@@ -64,6 +86,68 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             "ranges BLOB NOT NULL)"
         )
         return statements
+
+    def create_table(self) -> None:
+        """Create the tables, then add and fill the index columns and indexes a journal lacks.
+
+        The check is a read; only a journal that lacks something is locked for writing
+        (``BEGIN IMMEDIATE``), checked again and migrated, so two processes opening an old
+        file at once migrate it once, the second waiting for the first.
+        """
+        super().create_table()
+        if not self._lacking():
+            return
+        with self.datastore.get_connection(commit=True) as conn:
+            raw: sqlite3.Connection = conn._sqlite_conn
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                c = SQLiteCursor(raw.cursor())
+                missing = self._missing_columns(c)
+                for column in missing:
+                    c.execute(f"ALTER TABLE {self.events_table_name} ADD COLUMN {column} TEXT")
+                if missing:
+                    self._backfill(c)
+                for column, index in _INDEXES.items():
+                    c.execute(
+                        f"CREATE INDEX IF NOT EXISTS {index} "
+                        f"ON {self.events_table_name} (originator_id, {column})"
+                    )
+            except BaseException:
+                raw.rollback()
+                raise
+            raw.commit()
+
+    def _missing_columns(self, c: SQLiteCursor) -> list[str]:
+        c.execute(f"PRAGMA table_info({self.events_table_name})")
+        have = {str(row[1]) for row in c.fetchall()}
+        return [column for column in INDEX_COLUMNS if column not in have]
+
+    def _lacking(self) -> bool:
+        """Whether an index column or an index is missing (a read, no lock taken)."""
+        with self.datastore.transaction(commit=False) as c:
+            if self._missing_columns(c):
+                return True
+            c.execute("SELECT name FROM sqlite_master WHERE type='index'")
+            have = {str(row[0]) for row in c.fetchall()}
+            return not set(_INDEXES.values()) <= have
+
+    def _backfill(self, c: SQLiteCursor) -> None:
+        """Fill the index columns of every stored event from its envelope (one migration)."""
+        table = self.events_table_name
+        last = 0
+        while True:
+            c.execute(
+                f"SELECT rowid, state FROM {table} WHERE rowid>? ORDER BY rowid LIMIT ?",
+                (last, _BACKFILL_PAGE),
+            )
+            rows = [(int(r[0]), bytes(r[1])) for r in c.fetchall()]
+            if not rows:
+                return
+            c.executemany(
+                f"UPDATE {table} SET conversation_id=?, correlation_id=? WHERE rowid=?",
+                [(*event_keys(state), rowid) for rowid, state in rows],
+            )
+            last = rows[-1][0]
 
     def _insert_events(
         self,
@@ -80,6 +164,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
                 s.originator_version,
                 s.topic,
                 s.state,
+                *event_keys(s.state),
             )
             for s in stored_events
         ]
@@ -112,6 +197,70 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
                 (originator_id.hex, first, last),
             )
             return [(int(r[0]), int(r[1]), bytes(r[2])) for r in c.fetchall()]
+
+    def _scope_sql(self, columns: str, originator_id: UUID, scope: Scope) -> tuple[str, list[Any]]:
+        """The ``SELECT`` of ``columns`` for the rows of ``scope``, through its index."""
+        index = _INDEXES[
+            "correlation_id" if scope.correlation_id is not None else "conversation_id"
+        ]
+        where = ["originator_id=?"]
+        params: list[Any] = [originator_id.hex]
+        if scope.conversation_id is None:
+            where.append("conversation_id IS NULL")
+        else:
+            where.append("conversation_id=?")
+            params.append(scope.conversation_id)
+        if scope.correlation_id is not None:
+            where.append("correlation_id=?")
+            params.append(scope.correlation_id)
+        if scope.topics:
+            where.append(f"topic IN ({','.join('?' * len(scope.topics))})")
+            params.extend(scope.topics)
+        where.append("rowid>?")
+        params.append(scope.after_seq)
+        if scope.before_seq is not None:
+            where.append("rowid<?")
+            params.append(scope.before_seq)
+        sql = (
+            f"SELECT {columns} FROM {self.events_table_name} INDEXED BY {index} "
+            f"WHERE {' AND '.join(where)}"
+        )
+        return sql, params
+
+    def select_scope(
+        self, originator_id: UUID, scope: Scope, *, limit: int | None = None, newest: bool = False
+    ) -> list[StreamRow]:
+        """``(seq, version, state)`` of the rows of ``scope``, at most ``limit``.
+
+        In seq order, or newest first with ``newest``.
+        """
+        sql, params = self._scope_sql("rowid, originator_version, state", originator_id, scope)
+        sql += " ORDER BY rowid DESC" if newest else " ORDER BY rowid"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self.datastore.transaction(commit=False) as c:
+            raw = c.sqlite_cursor
+            raw.row_factory = None
+            raw.execute(sql, params)
+            rows: list[StreamRow] = raw.fetchall()
+            return rows
+
+    def count_scope(self, originator_id: UUID, scope: Scope) -> int:
+        """How many rows ``scope`` holds (counted in its index)."""
+        sql, params = self._scope_sql("COUNT(*)", originator_id, scope)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql, params)
+            return int(c.fetchone()[0])
+
+    def has_stream(self, originator_id: UUID) -> bool:
+        """Whether the stream has any event."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT 1 FROM {self.events_table_name} WHERE originator_id=? LIMIT 1",
+                (originator_id.hex,),
+            )
+            return c.fetchone() is not None
 
     def select_batches(self, keys: Sequence[str]) -> dict[str, bytes]:
         """Return the stored ranges of those batch keys that were already committed."""

@@ -49,6 +49,7 @@ from events.seal import CHECKPOINT_TYPE, Anchor, SealReport, check_seals
 from runtime.errors import ConcurrencyError, JournalError, JournalIntegrityError
 from runtime.journal.append_redaction import AppendRedaction, Redactor
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
+from runtime.journal.scope import Scope
 from runtime.journal.seal import Sealer, SealState
 from runtime.journal.sqlite import StreamRow
 
@@ -74,6 +75,19 @@ class _Store(Protocol):
     def select_stream_range(
         self, originator_id: uuid.UUID, first: int, last: int
     ) -> list[StreamRow]: ...
+
+    def select_scope(
+        self,
+        originator_id: uuid.UUID,
+        scope: Scope,
+        *,
+        limit: int | None = None,
+        newest: bool = False,
+    ) -> list[StreamRow]: ...
+
+    def count_scope(self, originator_id: uuid.UUID, scope: Scope) -> int: ...
+
+    def has_stream(self, originator_id: uuid.UUID) -> bool: ...
 
     def select_batches(self, keys: Sequence[str]) -> dict[str, bytes]: ...
 
@@ -442,9 +456,42 @@ class Journal:
         rows = self._store.select_stream(project_stream_id(project_id), gt=after_version)
         return self._mapper.decode_rows(rows)
 
-    def read_conversation(self, project_id: str, conversation_id: str) -> list[Envelope]:
-        """Every event of one conversation (its signals included), in ``seq`` order."""
-        return [e for e in self.read_project(project_id) if e.conversation_id == conversation_id]
+    def read_conversation(
+        self, project_id: str, conversation_id: str, *, after_seq: int = 0
+    ) -> list[Envelope]:
+        """Every event of one conversation (its signals included) after ``after_seq``.
+
+        In ``seq`` order, read through the conversation index.
+        """
+        return self.read_scope(
+            project_id, Scope(conversation_id=conversation_id, after_seq=after_seq)
+        )
+
+    def read_scope(
+        self, project_id: str, scope: Scope, *, limit: int | None = None, newest: bool = False
+    ) -> list[Envelope]:
+        """The project's events in ``scope`` (:mod:`runtime.journal.scope`), in ``seq`` order.
+
+        At most ``limit``: the first ones, or with ``newest`` the last ones. The database
+        reads them through an index, so this costs what it returns, not the project's size.
+        A row whose envelope names another conversation than its index column (a row
+        changed behind the journal's back) is left out, as a whole-project read would.
+        """
+        rows = self._store.select_scope(
+            project_stream_id(project_id), scope, limit=limit, newest=newest
+        )
+        if newest:
+            rows.reverse()
+        wanted = scope.conversation_id
+        return [e for e in self._mapper.decode_rows(rows) if e.conversation_id == wanted]
+
+    def count_scope(self, project_id: str, scope: Scope) -> int:
+        """How many of the project's events ``scope`` holds (counted in an index)."""
+        return self._store.count_scope(project_stream_id(project_id), scope)
+
+    def has_project(self, project_id: str) -> bool:
+        """Whether the project has any event."""
+        return self._store.has_stream(project_stream_id(project_id))
 
     def read_all(self, *, after_seq: int = 0, limit: int = 1000) -> list[Envelope]:
         """Events of every project after global position ``after_seq``, at most ``limit``."""

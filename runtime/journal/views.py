@@ -17,10 +17,11 @@ from events import catalog as ev
 from events.catalog import decode_data
 from events.envelope import Envelope
 from events.incident_html import render_incident_html
-from events.incidents import conversation_exists, incident_report, incident_timeline
+from events.incidents import conversation_exists
 from events.project_history import project_history, project_problems, unresolved
 from events.report import render_incident_markdown
 from runtime.errors import ConversationNotFoundError, ProjectNotFoundError
+from runtime.journal.queries import conversation_report, conversation_timeline
 from runtime.journal.store import Journal
 
 __all__ = [
@@ -65,22 +66,22 @@ def conversation_events(journal: Journal, project_id: str, conversation_id: str)
 
 
 def timeline_view(journal: Journal, args: dict[str, Any]) -> dict[str, Any]:
-    """``incident_timeline`` with the op's arguments."""
-    events = conversation_events(journal, str(args["project_id"]), str(args["conversation_id"]))
-    return incident_timeline(
-        events,
-        args["project_id"],
-        args["conversation_id"],
+    """``incident_timeline`` with the op's arguments: one page, read through the index."""
+    return conversation_timeline(
+        journal,
+        str(args["project_id"]),
+        str(args["conversation_id"]),
         limit=args.get("limit", 100),
         correlation_id=args.get("correlation_id"),
+        after_seq=args.get("after_seq"),
+        before_seq=args.get("before_seq"),
     )
 
 
 def report_view(journal: Journal, args: dict[str, Any]) -> Any:
     """``incident_report`` with the op's arguments: JSON, Markdown or the HTML page."""
-    events = conversation_events(journal, str(args["project_id"]), str(args["conversation_id"]))
-    report = incident_report(
-        events, args["project_id"], args["conversation_id"], args.get("correlation_id")
+    report = conversation_report(
+        journal, str(args["project_id"]), str(args["conversation_id"]), args.get("correlation_id")
     )
     if args.get("format") == "md":
         return render_incident_markdown(report)

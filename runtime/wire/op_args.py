@@ -209,6 +209,11 @@ class TimelineArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_f
     """Entries to keep (the last ones); capped at 500, anything invalid means 100."""
     correlation_id: str | None = None
     """Only entries of this correlation."""
+    after_seq: Seq | None = None
+    """A page forward: the first ``limit`` entries whose ``seq`` is greater than this."""
+    before_seq: Seq | None = None
+    """Only entries whose ``seq`` is less than this (the last ``limit`` of them, unless
+    ``after_seq`` is given too); must be greater than ``after_seq``."""
 
 
 class ReportArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
