@@ -17,6 +17,10 @@ The store is used by both threads, one at a time, through one
 :class:`runtime.journal.writer.JournalWriter` (the group commit and its fallback, reads,
 seals): this actor only queues, answers and serves the link.
 
+A project's deletion (:class:`DeleteProject`, from the Supervisor, which refuses a running
+project) commits the appends queued before it, then deletes through the writer, which
+drops the project's cached head; the answer goes back to the Supervisor.
+
 Seals (``runtime.journal.seal``): the store seals a project by count and when it stops; a
 timer (``ROOST_SEAL_INTERVAL_S``) seals every project with unsealed events, and a clean
 exit seals them all and marks their anchors closed before the store is closed.
@@ -36,6 +40,8 @@ from actors.messages import (
     Appended,
     AppendFailed,
     AppendRequest,
+    DeleteProject,
+    ProjectDeleted,
     ReadProject,
     ReadResult,
     ReadTypes,
@@ -76,6 +82,20 @@ class JournalActor(RoostActor):
         elif isinstance(message, ReadTypes):
             events = self.writer.read_types(message.types)
             self.send(sender, ReadResult(token=message.token, events=events))
+        elif isinstance(message, DeleteProject):
+            if self.queued:  # appends sent before the deletion are committed before it
+                self._flush()
+            outcome = self.writer.delete_project(message.project_id, message.deleted_by)
+            self.log.info("journal_project_deleted", project_id=message.project_id, **outcome)
+            self.send(
+                sender,
+                ProjectDeleted(
+                    project_id=message.project_id,
+                    reply_to=message.reply_to,
+                    result=outcome.get("result"),
+                    error=outcome.get("error"),
+                ),
+            )
         elif isinstance(message, WakeupMessage):
             self._seal("interval")
             self._arm_seal_timer()

@@ -35,10 +35,12 @@ __all__ = [
     "ConversationFailed",
     "ConversationIdle",
     "DecideCall",
+    "DeleteProject",
     "DirectDone",
     "Escalate",
     "Message",
     "PeerUpdate",
+    "ProjectDeleted",
     "ReadProject",
     "ReadResult",
     "ReadTypes",
@@ -335,6 +337,33 @@ class ReadTypes(Message, frozen=True, kw_only=True):
     """Event types."""
     token: int = 0
     """The sender's handle."""
+
+
+class DeleteProject(Message, frozen=True, kw_only=True):
+    """Supervisor → Journal: delete a project's history (answered by :class:`ProjectDeleted`).
+
+    The Supervisor sends it only for a project that does not run.
+    """
+
+    project_id: str
+    """The project."""
+    deleted_by: str = ""
+    """Who asked (recorded in the deletion record)."""
+    reply_to: Any = None
+    """The client waiting for the answer (handed back in :class:`ProjectDeleted`)."""
+
+
+class ProjectDeleted(Message, frozen=True, kw_only=True):
+    """Journal → Supervisor: the outcome of a :class:`DeleteProject`."""
+
+    project_id: str
+    """The project."""
+    reply_to: Any = None
+    """The client waiting for the answer."""
+    result: dict[str, Any] | None = None
+    """What was deleted (``Journal.delete_project``), or None on error."""
+    error: dict[str, Any] | None = None
+    """The wire error, or None."""
 
 
 class Boot(Message, frozen=True, kw_only=True):

@@ -19,8 +19,10 @@ from actors.journal import JournalActor
 from actors.messages import (
     ActorStarted,
     Boot,
+    DeleteProject,
     Escalate,
     PeerUpdate,
+    ProjectDeleted,
     ReadResult,
     ReadTypes,
     Request,
@@ -71,6 +73,9 @@ class SupervisorActor(CoreShell):
             self.run(core.escalated(message.project_id, message.child))
         elif isinstance(message, WakeupMessage):
             self.run(core.wakeup(message.payload))
+        elif isinstance(message, ProjectDeleted):
+            outcome = (message.result, message.error)
+            self.run(core.deleted(message.project_id, message.reply_to, *outcome))
 
     def on_exit(self) -> None:
         """The actor system is shutting down: restart nothing from now on."""
@@ -101,6 +106,11 @@ class SupervisorActor(CoreShell):
         match effect:
             case fx.Spawn():
                 self._spawn(effect)
+            case fx.DeleteHistory(project_id=project_id, deleted_by=by, reply_to=reply_to):
+                self.send(
+                    self.journal,
+                    DeleteProject(project_id=project_id, deleted_by=by, reply_to=reply_to),
+                )
             case fx.ReadLifecycle():
                 self.send(self.journal, ReadTypes(types=["project.started", "project.stopped"]))
             case fx.PeerChanged():

@@ -35,6 +35,7 @@ __all__ = [
     "ConversationStopped",
     "Event",
     "JournalCheckpoint",
+    "JournalProjectDeleted",
     "LlmBreakerChanged",
     "LlmCompleted",
     "LlmFailed",
@@ -676,11 +677,41 @@ class JournalCheckpoint(Event, frozen=True, kw_only=True, tag="journal.checkpoin
     sealed_at: str
     """When it was sealed (UTC ISO 8601 with milliseconds)."""
     reason: str
-    """Why: ``count``, ``interval``, ``project_stopped`` or ``shutdown``."""
+    """Why: ``count``, ``interval``, ``project_stopped`` or ``shutdown`` (``project_deleted``
+    for the deletion log's own, see ``events.deletion``)."""
     key_id: str
     """First 16 hex digits of the SHA-256 of the key that made ``mac``."""
     mac: str
     """HMAC-SHA256 (hex) over the project id and every other field, with the journal key."""
+
+
+class JournalProjectDeleted(Event, frozen=True, kw_only=True, tag="journal.project_deleted"):
+    """An operator deleted a project's whole history (``roost project delete``).
+
+    Written by the journal itself, in its own deletion log (the stream of the reserved id
+    ``_roost.deletions``, which no project can take), in the transaction that deletes the
+    project's events; see ``events.deletion``. ``roost verify`` reads it to tell a deletion
+    from tampering.
+    """
+
+    project_id: str
+    """The project whose events were deleted."""
+    events: int
+    """How many events the project held (its stream's last position)."""
+    head_hash: str
+    """``hash`` of the project's last event when it was deleted."""
+    checkpoint_index: int = 0
+    """Index of the project's last checkpoint (0: it had none)."""
+    checkpoint_mac: str = ""
+    """``mac`` of that checkpoint, the one its anchor named ("" when none)."""
+    deleted_at: str
+    """When (UTC ISO 8601 with milliseconds)."""
+    deleted_by: str = ""
+    """Who asked, as the client said (``user@host``)."""
+    key_id: str = ""
+    """First 16 hex digits of the SHA-256 of the key that made ``mac``."""
+    mac: str = ""
+    """HMAC-SHA256 (hex) over every other field, with the journal key ("" unsealed)."""
 
 
 class McpServerStarted(Event, frozen=True, kw_only=True, tag="mcp.server_started"):
@@ -798,6 +829,7 @@ PAYLOAD_TYPES: dict[str, type[Event]] = {
         AlertDispatched,
         AlertFailed,
         JournalCheckpoint,
+        JournalProjectDeleted,
         McpServerStarted,
         McpServerExited,
         McpServerRestarted,

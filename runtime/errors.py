@@ -47,6 +47,7 @@ __all__ = [
     "JournalIntegrityError",
     "OverloadedError",
     "ProjectNotFoundError",
+    "ProjectRunningError",
     "RequestError",
     "RequestTimeoutError",
     "RoostError",
@@ -108,6 +109,12 @@ class AlreadyStartedError(RequestError):
     """A project with that id is already running."""
 
     code: ClassVar[str] = "already_started"
+
+
+class ProjectRunningError(RequestError):
+    """The project runs (or its history is being deleted): what was asked needs it stopped."""
+
+    code: ClassVar[str] = "project_running"
 
 
 class ConversationAlreadyStartedError(RequestError):
@@ -183,6 +190,7 @@ REQUEST_ERROR_CODES: dict[str, type[RequestError]] = {
         ProjectNotFoundError,
         ConversationNotFoundError,
         AlreadyStartedError,
+        ProjectRunningError,
         ConversationAlreadyStartedError,
         InvalidRootPathError,
         InvalidRuntimeOptError,

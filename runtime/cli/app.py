@@ -297,6 +297,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the last N entries, 1 to {MAX_TIMELINE_LIMIT}",
     )
     p.add_argument("--problems", action="store_true", help="only the events that record a problem")
+    p = leaf(
+        project,
+        "delete",
+        cli_projects.cmd_project_delete,
+        "delete a stopped project's whole history (needs --yes)",
+        "roost project delete p1 --yes",
+    )
+    p.add_argument("project", metavar="ID")
+    p.add_argument("--yes", action="store_true", help="yes, delete every event of the project")
 
     conversation = group("conversation", "start, stop and list conversations")
     p = leaf(

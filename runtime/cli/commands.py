@@ -709,6 +709,12 @@ def _verify_text(result: dict[str, Any]) -> str:
         lines.append(f"{_count(len(mismatches), 'mismatch', 'mismatches')}:")
         lines.extend(_mismatch_line(m) for m in mismatches)
     lines.extend(seal_lines(result))
+    for gone in result.get("deletions") or []:
+        signed = "record signed" if gone.get("valid") else "record NOT signed with this key"
+        lines.append(
+            f"deleted: {gone.get('events')} earlier events at {gone.get('deleted_at')} by "
+            f"{gone.get('deleted_by') or '?'} (seq {gone.get('seq')}, {signed})"
+        )
     return "\n".join(lines)
 
 

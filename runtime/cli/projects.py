@@ -1,20 +1,26 @@
-"""``roost project events``: a project's own history, the events no conversation owns.
+"""``roost project events`` and ``roost project delete``: a project's own history.
 
-The project's starts and stops, what it loaded or failed to load (assets, MCP servers),
-the crashes, restarts and escalations of its actors, its full mailboxes and failed alerts
-(``events.project_history``). Read from the journal: the daemon's when one answers, the
-journal itself otherwise (``runtime.cli.offline``).
+``events``: the project's starts and stops, what it loaded or failed to load (assets, MCP
+servers), the crashes, restarts and escalations of its actors, its full mailboxes and failed
+alerts (``events.project_history``). Read from the journal: the daemon's when one answers,
+the journal itself otherwise (``runtime.cli.offline``).
+
+``delete``: the project's whole history goes, through the daemon (its Journal is the one
+writer); ``--yes`` is required.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
+import socket
 from typing import Any
 
-from runtime.cli.format import dumps_json, table
+from runtime.cli.format import UsageError, dumps_json, table
 from runtime.cli.querying import query
 
-__all__ = ["cmd_project_events"]
+__all__ = ["cmd_project_delete", "cmd_project_events"]
+
 
 _COLUMNS = [
     ("seq", "SEQ"),
@@ -55,4 +61,31 @@ def cmd_project_events(ns: argparse.Namespace) -> int:
         lambda views, journal: views.project_events_view(journal, args),
     )
     print(dumps_json(value) if ns.json else _text(value), flush=True)
+    return 0
+
+
+def _operator() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def cmd_project_delete(ns: argparse.Namespace) -> int:
+    """``roost project delete PROJECT --yes``: delete a stopped project's whole history."""
+    if not ns.yes:
+        raise UsageError(
+            f"`roost project delete {ns.project}` deletes the project's whole history (every "
+            "event of it and its conversations, for good); add --yes to do it"
+        )
+    from runtime.client import Client  # noqa: PLC0415 - not for --help or --version
+
+    with Client.connect(ns.home) as c:
+        value = c.delete_project(ns.project, deleted_by=_operator())
+    text = (
+        f"project {value['project_id']} deleted: {value['deleted_events']} events "
+        f"(deletion record at seq {value['deletion_seq']})"
+    )
+    print(dumps_json(value) if ns.json else text, flush=True)
     return 0

@@ -216,6 +216,15 @@ class Client:
         """Stop a project."""
         return self.call("stop_project", {"project_id": project_id})
 
+    def delete_project(self, project_id: str, *, deleted_by: str = "") -> dict[str, Any]:
+        """Delete a stopped project's whole history; ``project_running`` while it runs.
+
+        Returns ``{project_id, deleted_events, deletion_seq, deleted_at, deleted_by}``.
+        """
+        args = {"project_id": project_id, "deleted_by": deleted_by}
+        result: dict[str, Any] = self.call("delete_project", args)
+        return result
+
     def list_projects(self, *, all: bool = False) -> list[dict[str, Any]]:
         """Return ``[{project_id, root, conversation_count, started_at}]``.
 

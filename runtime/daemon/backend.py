@@ -403,7 +403,8 @@ class ActorBackend:
 
     def _verify(self, project_id: str, deadline: float) -> dict[str, Any]:
         audit = self.journal.audit(project_id)
-        if not audit.events and not audit.anchored:
+        deletions, deletion_problems = self.journal.deletion_audit(project_id)
+        if not audit.events and not audit.anchored and not deletions:
             raise ProjectNotFoundError(
                 f"no project {project_id!r} in the journal", project_id=project_id
             )
@@ -411,6 +412,7 @@ class ActorBackend:
         mismatches: list[dict[str, Any]] = [
             {"kind": "hash_chain", "seq": b.seq, "reason": b.reason} for b in chain.breaks
         ]
+        mismatches += deletion_problems
         versions: dict[tuple[str, str | None], int] = {}
         for envelope in events:
             stream = (envelope.project_id, envelope.conversation_id)
@@ -458,6 +460,7 @@ class ActorBackend:
             "conversations_compared": compared,
             "anchor_ok": anchor_ok,
             "anchor_problems": list(seals.problems) if seals is not None else [],
+            "deletions": deletions,
             "seal": None
             if seals is None
             else {

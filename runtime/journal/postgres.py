@@ -2,7 +2,9 @@
 
 eventsourcing already serialises inserts with a table lock (so ``notification_id`` order is
 commit order) and ``NOTIFY``s a channel on every insert. We add the ``roost_batches``
-idempotency table, written in the same transaction as the events, and positioned reads, and
+idempotency table, written in the same transaction as the events, positioned reads, a
+project's deletion in the transaction of its deletion record (``notification_id`` comes
+from a sequence, so deleted positions are never given again), and
 each event's ``conversation_id`` and ``correlation_id`` in indexed columns of their own
 (:mod:`runtime.journal.scope`); a table written before they existed gets them, filled in,
 when the journal is opened. eventsourcing's database function for inserts does not fill
@@ -175,6 +177,33 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
                 ),
                 list(batch_rows),
             )
+        stream: UUID | None = kwargs.get("delete_stream")
+        if stream is None:
+            return
+        curs.execute(
+            self._sql(
+                "DELETE FROM {schema}.{table} WHERE originator_id=%s", self.events_table_name
+            ),
+            (stream,),
+        )
+        drop: Sequence[str] = kwargs.get("drop_batches") or ()
+        if drop:
+            curs.execute(
+                self._sql(
+                    "DELETE FROM {schema}.{table} WHERE batch_key = ANY(%s)",
+                    self.batches_table_name,
+                ),
+                (list(drop),),
+            )
+        rewrite: Sequence[tuple[str, bytes]] = kwargs.get("rewrite_batches") or ()
+        if rewrite:
+            curs.executemany(
+                self._sql(
+                    "UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s",
+                    self.batches_table_name,
+                ),
+                [(r, k) for k, r in rewrite],
+            )
 
     def _select(self, statement: Composed | SQL, params: Sequence[Any]) -> list[DictRow]:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
@@ -283,6 +312,14 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
             (list(keys),),
         )
         return {str(r["batch_key"]): bytes(r["ranges"]) for r in rows}
+
+    def select_all_batches(self) -> list[tuple[str, bytes]]:
+        """Every ``(batch_key, ranges)`` (for a project's deletion)."""
+        rows = self._select(
+            self._sql("SELECT batch_key, ranges FROM {schema}.{table}", self.batches_table_name),
+            (),
+        )
+        return [(str(r["batch_key"]), bytes(r["ranges"])) for r in rows]
 
     def integrity_check(self) -> str:
         """PostgreSQL keeps its own integrity; report ``ok`` when a query succeeds."""

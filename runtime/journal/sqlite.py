@@ -12,6 +12,8 @@ What we add to ``eventsourcing.sqlite``:
 - each event's ``conversation_id`` and ``correlation_id`` in columns of their own, indexed
   with the stream (:mod:`runtime.journal.scope`), so a conversation's events are read by
   index; a journal written before those columns gets them, filled in, when it is opened.
+- a project's deletion (``delete_stream``, ``drop_batches``, ``rewrite_batches`` of
+  :meth:`RoostSQLiteRecorder.insert_events`) in the transaction of its deletion record.
 """
 
 from __future__ import annotations
@@ -172,7 +174,17 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         c.execute("SELECT last_insert_rowid()")
         last = int(c.fetchone()[0])
         first = last - len(params) + 1
+        # A deletion goes after the insert: the table has no AUTOINCREMENT, so a rowid is
+        # max(rowid) + 1, and the deletion record must take its place above the deleted
+        # events, or the next events would reuse their global positions.
+        _delete_project(c, self.events_table_name, kwargs)
         return list(range(first, last + 1))
+
+    def select_all_batches(self) -> list[tuple[str, bytes]]:
+        """Every ``(batch_key, ranges)`` (for a project's deletion)."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT batch_key, ranges FROM roost_batches")
+            return [(str(r[0]), bytes(r[1])) for r in c.fetchall()]
 
     def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
         """Return ``(seq, version, state)`` of a stream's events after version ``gt``."""
@@ -279,6 +291,22 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=False) as c:
             c.execute("PRAGMA integrity_check")
             return str(c.fetchone()[0])
+
+
+def _delete_project(c: SQLiteCursor, table: str, kwargs: dict[str, Any]) -> None:
+    """Delete a stream's events and drop or rewrite its batch keys, if asked to."""
+    stream: UUID | None = kwargs.get("delete_stream")
+    if stream is None:
+        return
+    c.execute(f"DELETE FROM {table} WHERE originator_id=?", (stream.hex,))
+    drop: Sequence[str] = kwargs.get("drop_batches") or ()
+    if drop:
+        c.executemany("DELETE FROM roost_batches WHERE batch_key=?", [(k,) for k in drop])
+    rewrite: Sequence[tuple[str, bytes]] = kwargs.get("rewrite_batches") or ()
+    if rewrite:
+        c.executemany(
+            "UPDATE roost_batches SET ranges=? WHERE batch_key=?", [(r, k) for k, r in rewrite]
+        )
 
 
 class RoostSQLiteFactory(SQLiteFactory):

@@ -31,22 +31,43 @@ apart (``append_redaction``, ``sqlite``, ``postgres``, ``mapper``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 import msgspec
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError
 
-from events.catalog import JournalCheckpoint, payload_to_data
+from events.catalog import JournalCheckpoint, JournalProjectDeleted, payload_to_data
 from events.chain import ChainReport, chain_hash, verify_chain
-from events.envelope import GENESIS_HASH, Envelope, NewEvent, new_correlation_id, new_event_id
+from events.deletion import (
+    DELETION_TYPE,
+    DELETIONS_STREAM,
+    deletion_findings,
+    deletions_of,
+    sign_deletion,
+)
+from events.envelope import (
+    GENESIS_HASH,
+    Envelope,
+    NewEvent,
+    format_at,
+    new_correlation_id,
+    new_event_id,
+)
 from events.seal import CHECKPOINT_TYPE, Anchor, SealReport, check_seals
-from runtime.errors import ConcurrencyError, JournalError, JournalIntegrityError
+from runtime.errors import (
+    ConcurrencyError,
+    JournalError,
+    JournalIntegrityError,
+    ProjectNotFoundError,
+)
 from runtime.journal.append_redaction import AppendRedaction, Redactor
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
 from runtime.journal.scope import Scope
@@ -54,6 +75,12 @@ from runtime.journal.seal import Sealer, SealState
 from runtime.journal.sqlite import StreamRow
 
 __all__ = ["Audit", "Batch", "Journal", "JournalKind", "journal_env"]
+
+
+def utc_now() -> datetime:
+    """The clock of an unsealed journal's deletion records."""
+    return datetime.now(UTC)
+
 
 JournalKind = Literal["sqlite", "postgres"]
 
@@ -93,6 +120,8 @@ class _Store(Protocol):
 
     def integrity_check(self) -> str: ...
 
+    def select_all_batches(self) -> list[tuple[str, bytes]]: ...
+
 
 class _HeadView(msgspec.Struct):
     """The few envelope fields needed to rebuild a project's head."""
@@ -123,6 +152,21 @@ class _Head:
 
     def unsealed(self) -> int:
         return self.version - self.seal.position
+
+
+@dataclass
+class _Deletion:
+    """A project's deletion in the making (:meth:`Journal.delete_project`)."""
+
+    project_id: str
+    record: NewEvent
+    """The deletion record, an event of the deletion log."""
+    drop_batches: list[str]
+    """Batch keys that name only this project's events."""
+    rewrite_batches: list[tuple[str, bytes]]
+    """Batch keys that also name other projects' events, with this project's range gone."""
+    seq: int = 0
+    """The record's global position, once committed."""
 
 
 @dataclass(frozen=True)
@@ -257,14 +301,23 @@ class Journal:
         return out
 
     def _write(
-        self, batches: Sequence[Batch], *, seal_reason: str | None = None
+        self,
+        batches: Sequence[Batch],
+        *,
+        seal_reason: str | None = None,
+        deletion: _Deletion | None = None,
     ) -> list[list[Envelope]]:
         """Link and commit ``batches``, plus the checkpoints of the projects due for one.
 
         With ``seal_reason`` every project this writer knows with unsealed events is due.
+        With ``deletion`` its record is committed and its project deleted in the same
+        transaction (:meth:`delete_project`).
         """
         heads: dict[str, _Head] = {}
         records: list[JournalRecord] = []
+        if deletion is not None:
+            log = heads[DELETIONS_STREAM] = self._head(DELETIONS_STREAM).copy()
+            records.append(self._link(log, deletion.record, redact=False))
         batch_rows: list[tuple[str, bytes]] = []
         sizes: list[int] = []
         stopping: set[str] = set()
@@ -272,9 +325,14 @@ class Journal:
             ranges: dict[str, list[int]] = {}
             for event in self._redaction.streams(batch.events):
                 project = event.project_id
-                if event.type == CHECKPOINT_TYPE:
+                if event.type in (CHECKPOINT_TYPE, DELETION_TYPE):
                     raise JournalError(
-                        f"{CHECKPOINT_TYPE} events are written by the journal only", project=project
+                        f"{event.type} events are written by the journal only", project=project
+                    )
+                if project == DELETIONS_STREAM:
+                    raise JournalError(
+                        f"the stream {DELETIONS_STREAM} is written by the journal only",
+                        project=project,
                     )
                 if event.type == "project.stopped":
                     stopping.add(project)
@@ -293,15 +351,26 @@ class Journal:
                 heads.setdefault(project, known.copy())
         sealed: list[tuple[str, int, str]] = []
         for project, head in heads.items():
-            reason = self._due(head, project in stopping, seal_reason)
+            forced = seal_reason
+            if deletion is not None and project == DELETIONS_STREAM:
+                forced = "project_deleted"  # the deletion log is sealed at once
+            reason = self._due(head, project in stopping, forced)
             if reason is not None:
                 records.append(self._checkpoint(project, head, reason))
                 sealed.append((project, len(records) - 1, reason))
         if not records and not batches:
             return []
         stored = [self._mapper.to_stored_event(r) for r in records]
+        deleting: dict[str, Any] = {}
+        if deletion is not None:
+            deleting = {
+                "delete_stream": project_stream_id(deletion.project_id),
+                "drop_batches": deletion.drop_batches,
+                "rewrite_batches": deletion.rewrite_batches,
+            }
+            heads[deletion.project_id] = _Head()  # dropped from the cache below
         try:
-            seqs = self._recorder.insert_events(stored, batch_rows=batch_rows)
+            seqs = self._recorder.insert_events(stored, batch_rows=batch_rows, **deleting)
         except IntegrityError as e:
             for project in heads:
                 self._heads.pop(project, None)
@@ -317,6 +386,9 @@ class Journal:
         if seqs is None or len(seqs) != len(records):
             raise JournalError("the store did not return a position for every event")
         self._heads.update(heads)
+        if deletion is not None:
+            self._heads.pop(deletion.project_id, None)
+            deletion.seq = seqs[0]
         if self.sealer is not None:
             for project, index, reason in sealed:
                 state = heads[project].seal
@@ -444,6 +516,120 @@ class Journal:
             return msgspec.convert(data, JournalCheckpoint)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
+
+    def delete_project(self, project_id: str, *, deleted_by: str = "") -> dict[str, Any]:
+        """Delete every event of ``project_id``, its batch keys and its anchor, as evidence.
+
+        One transaction deletes the events, drops (or rewrites) the batch keys that name
+        them and appends a signed :class:`events.catalog.JournalProjectDeleted` to the
+        deletion log (:mod:`events.deletion`), which is sealed at once; then the project's
+        anchor file is removed and its cached head dropped, so the id starts a new chain.
+        Raises :class:`ProjectNotFoundError` for a project without events. The caller makes
+        sure nothing appends to the project meanwhile (the Supervisor refuses a running one).
+        """
+        if project_id == DELETIONS_STREAM:
+            raise JournalError(f"{DELETIONS_STREAM} is the journal's own deletion log")
+        events, last_hash, checkpoint = 0, GENESIS_HASH, None
+        for _, version, state in self._store.select_stream(project_stream_id(project_id)):
+            view = self._head_decoder.decode(state)
+            events, last_hash = version, view.hash
+            if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
+                checkpoint = self._decode_checkpoint(state) or checkpoint
+        if events == 0:
+            raise ProjectNotFoundError(
+                f"no project {project_id!r} in the journal", project_id=project_id
+            )
+        deleted_at = self.sealer.clock() if self.sealer is not None else format_at(utc_now())
+        record = JournalProjectDeleted(
+            project_id=project_id,
+            events=events,
+            head_hash=last_hash,
+            checkpoint_index=checkpoint.index if checkpoint is not None else 0,
+            checkpoint_mac=checkpoint.mac if checkpoint is not None else "",
+            deleted_at=deleted_at,
+            deleted_by=deleted_by,
+        )
+        if self.sealer is not None:
+            record = sign_deletion(self.sealer.key, record)
+        drop, rewrite = self._batches_without(project_id)
+        deletion = _Deletion(
+            project_id=project_id,
+            record=NewEvent(
+                event_id=new_event_id(),
+                type=DELETION_TYPE,
+                at=deleted_at,
+                project_id=DELETIONS_STREAM,
+                correlation_id=new_correlation_id(),
+                data=payload_to_data(record),
+            ),
+            drop_batches=drop,
+            rewrite_batches=rewrite,
+        )
+        self._heads.pop(project_id, None)
+        self._write([], deletion=deletion)
+        if self.sealer is not None:
+            path = self.sealer.anchors.path(project_id)
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            except OSError as e:
+                raise JournalError(
+                    f"project {project_id} was deleted (deletion record at seq {deletion.seq}) "
+                    f"but its anchor {path} could not be removed: {e.strerror}; remove it by "
+                    "hand before the id is used again",
+                    project_id=project_id,
+                    path=path,
+                ) from e
+        return {
+            "project_id": project_id,
+            "deleted_events": events,
+            "deletion_seq": deletion.seq,
+            "deleted_at": deleted_at,
+            "deleted_by": deleted_by,
+        }
+
+    def _batches_without(self, project_id: str) -> tuple[list[str], list[tuple[str, bytes]]]:
+        """The batch keys to drop, and those to rewrite, once ``project_id`` is deleted.
+
+        A scan of every key (the table has no project column): a deletion is rare.
+        """
+        drop: list[str] = []
+        rewrite: list[tuple[str, bytes]] = []
+        for key, raw in self._store.select_all_batches():
+            ranges = self._ranges_decoder.decode(raw)
+            if project_id not in ranges:
+                continue
+            del ranges[project_id]
+            if ranges:
+                rewrite.append((key, self._ranges_encoder.encode(ranges)))
+            else:
+                drop.append(key)
+        return drop, rewrite
+
+    def deletions(self, project_id: str) -> list[Envelope]:
+        """The deletion records of ``project_id`` in the deletion log, oldest first."""
+        return [e for e, _ in deletions_of(self.read_project(DELETIONS_STREAM), project_id)]
+
+    def deletion_audit(self, project_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The deletions of ``project_id`` and what is wrong with them, for ``roost verify``.
+
+        ``(deletions, problems)``: each record's summary (:func:`events.deletion.
+        deletion_findings`); a problem for each record whose MAC does not match, and one
+        ``deletion_log`` problem when the deletion log itself does not verify (its chain or
+        its seals), checked only when it holds a record of this project.
+        """
+        audit = self.audit(DELETIONS_STREAM)
+        key = self.sealer.key if self.sealer is not None else None
+        deletions, problems = deletion_findings(audit.events, project_id, key)
+        if deletions and (not audit.chain.ok or (audit.seals is not None and not audit.seals.ok)):
+            problems.append(
+                {
+                    "kind": "deletion_log",
+                    "chain_breaks": len(audit.chain.breaks),
+                    "seal_problems": list(audit.seals.problems) if audit.seals else [],
+                }
+            )
+        return deletions, problems
 
     def forget(self, project_id: str) -> None:
         """Drop the cached head of a project (after another writer may have appended)."""

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from events.envelope import Envelope, NewEvent
-from runtime.errors import JournalError
+from runtime.errors import JournalError, RequestError
 from runtime.journal.store import Batch, Journal
 
 __all__ = ["JournalWriter"]
@@ -68,6 +68,19 @@ class JournalWriter:
         """Every event of these types (none before the store is open)."""
         with self.lock:
             return self.store.read_types(types) if self.store is not None else []
+
+    def delete_project(self, project_id: str, deleted_by: str) -> dict[str, Any]:
+        """Delete a project's history (``Journal.delete_project``): its summary, or the error.
+
+        The error is a wire error: ``project_not_found``, ``journal_error``.
+        """
+        with self.lock:
+            if self.store is None:
+                return {"error": _not_ready()}
+            try:
+                return {"result": self.store.delete_project(project_id, deleted_by=deleted_by)}
+            except (JournalError, RequestError) as e:
+                return {"error": e.to_wire()}
 
     def seal_interval_s(self) -> float:
         """Seconds between timed seals (0: none)."""

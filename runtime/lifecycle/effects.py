@@ -26,6 +26,7 @@ __all__ = [
     "Answer",
     "Append",
     "Child",
+    "DeleteHistory",
     "Effect",
     "Escalate",
     "Log",
@@ -94,6 +95,14 @@ class Append(msgspec.Struct, frozen=True, kw_only=True):
     then: Callable[[dict[str, Any] | None], list[Effect]] | None = None
 
 
+class DeleteHistory(msgspec.Struct, frozen=True, kw_only=True):
+    """Ask the Journal to delete a project's history; its answer goes back to the core."""
+
+    project_id: str
+    deleted_by: str = ""
+    reply_to: Any = None
+
+
 class Wakeup(msgspec.Struct, frozen=True, kw_only=True):
     """Hand ``payload`` back to the core's ``wakeup`` after ``delay_s``."""
 
@@ -145,6 +154,7 @@ class Log(msgspec.Struct, frozen=True, kw_only=True):
 Effect = (
     (Send | Answer | Spawn | Stop | Append | Wakeup | ReadLifecycle | ReadProject | RunDirect)
     | PeerChanged
+    | DeleteHistory
     | Escalate
     | Log
 )

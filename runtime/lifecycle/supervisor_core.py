@@ -29,7 +29,9 @@ from runtime.errors import (
     AlreadyStartedError,
     BadRequestError,
     InvalidRootPathError,
+    JournalError,
     ProjectNotFoundError,
+    ProjectRunningError,
 )
 from runtime.guard.ids import NAME_ID, check_id
 from runtime.guard.paths import root_home_conflict
@@ -37,6 +39,7 @@ from runtime.lifecycle.effects import (
     Answer,
     Append,
     Child,
+    DeleteHistory,
     Effect,
     Log,
     PeerChanged,
@@ -101,6 +104,11 @@ class SupervisorCore:
         self.by_address = ChildNames()
         self.stopping: set[str] = set()
         self.failed: dict[str, str] = {}
+        self.deleting: dict[str, DeleteHistory] = {}
+        """Projects whose deletion is under way (sent to the Journal, or waiting for the
+        project's actor to be gone), and who waits for each."""
+        self.delete_sent: set[str] = set()
+        """Those of :attr:`deleting` the Journal was asked to delete."""
         self.restarts = restarts or RestartPolicy(3, 5000)
         self.journal_restarts = journal_restarts or RestartPolicy(10, 60000)
         self.journal_crash: tuple[str, int] | None = None
@@ -215,6 +223,8 @@ class SupervisorCore:
             return self._stop_project(str(args["project_id"]), reply_to, correlation)
         if op == "list_projects":
             return [Answer(to=reply_to, ok=True, result=self.list_projects())]
+        if op == "delete_project":
+            return self._delete_project(args, reply_to)
         if route_of(op) in ("project", "conversation"):
             project = self.projects.get(str(args["project_id"]))
             if project is None:
@@ -254,6 +264,13 @@ class SupervisorCore:
         if project_id in self.projects:
             raise AlreadyStartedError(
                 f"project {project_id} is already running", project_id=project_id
+            )
+        if project_id in self.deleting:
+            raise ProjectRunningError(
+                f"project {project_id}'s history is being deleted; start it again once "
+                "`roost project delete` has returned",
+                project_id=project_id,
+                reason="deleting",
             )
         if options.get("strict_asset_loading"):
             from runtime.tools.asset_store import load_assets  # noqa: PLC0415
@@ -315,6 +332,87 @@ class SupervisorCore:
         stopped = self._stopped_event(project_id, correlation_id=correlation)
         return [Stop(to=project.address), Append(events=[stopped], then=done)]
 
+    def _delete_project(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
+        """Delete a stopped project's history through the Journal (its answer: :meth:`deleted`).
+
+        Refused with ``project_running`` while the project runs or is being deleted; a
+        project whose stop is still under way (its actors exiting) is deleted once its
+        actor is gone, so no late append of theirs outlives the deletion.
+        """
+        project_id = str(args["project_id"])
+        check_id(
+            project_id,
+            name="project id",
+            shape=NAME_ID,
+            reason="invalid_project_id",
+            field="project_id",
+        )
+        if project_id in self.projects:
+            raise ProjectRunningError(
+                f"project {project_id} is running; stop it first with "
+                f"`roost project stop {project_id}`, then delete it",
+                project_id=project_id,
+                reason="running",
+            )
+        if project_id in self.deleting:
+            raise ProjectRunningError(
+                f"project {project_id}'s history is already being deleted",
+                project_id=project_id,
+                reason="deleting",
+            )
+        if self.journal is None:
+            raise JournalError(
+                "the journal is restarting; retry `roost project delete` in a moment",
+                project_id=project_id,
+            )
+        delete = DeleteHistory(
+            project_id=project_id,
+            deleted_by=str(args.get("deleted_by") or ""),
+            reply_to=reply_to,
+        )
+        self.deleting[project_id] = delete
+        if project_id in self.stopping:
+            return []
+        self.delete_sent.add(project_id)
+        return [delete]
+
+    def deleted(
+        self,
+        project_id: str,
+        reply_to: Any,
+        result: dict[str, Any] | None,
+        error: dict[str, Any] | None,
+    ) -> list[Effect]:
+        """The Journal answered a deletion: answer its client."""
+        self.deleting.pop(project_id, None)
+        self.delete_sent.discard(project_id)
+        if error is not None or result is None:
+            return [Answer(to=reply_to, ok=False, error=error or {"code": "journal_error"})]
+        self.failed.pop(project_id, None)
+        fields = {"project_id": project_id, "deleted_events": result.get("deleted_events")}
+        return [
+            Log(level="info", event="project_deleted", fields=fields),
+            Answer(to=reply_to, ok=True, result=result),
+        ]
+
+    def _deletions_lost(self) -> list[Effect]:
+        """The Journal died: the deletions it was asked for are answered with an error.
+
+        A deletion is one transaction, so it happened whole or not at all;
+        ``roost project list --all`` shows which.
+        """
+        effects: list[Effect] = []
+        for project_id in sorted(self.delete_sent):
+            delete = self.deleting.pop(project_id)
+            error = JournalError(
+                f"the journal exited while deleting project {project_id}; see whether it is "
+                "gone with `roost project list --all` and retry if it is not",
+                project_id=project_id,
+            )
+            effects.append(error_reply(delete.reply_to, error))
+        self.delete_sent.clear()
+        return effects
+
     # --- supervision ---------------------------------------------------------------------
 
     def send_refused(self, send: Send) -> list[Effect]:
@@ -336,6 +434,7 @@ class SupervisorCore:
             fields = {"restart_count": decision.restart_count}
             return [
                 Log(level="error", event="journal_exited", fields=fields),
+                *self._deletions_lost(),
                 Wakeup(delay_s=decision.delay_s, payload=JOURNAL),
             ]
         project_id = self.by_address.pop(address)
@@ -343,6 +442,17 @@ class SupervisorCore:
             return []
         if project_id in self.stopping:
             self.stopping.discard(project_id)
+            waiting = self.deleting.get(project_id)
+            if waiting is not None and project_id not in self.delete_sent:
+                if self.journal is None:
+                    self.deleting.pop(project_id)
+                    error = JournalError(
+                        "the journal is restarting; retry `roost project delete` in a moment",
+                        project_id=project_id,
+                    )
+                    return [error_reply(waiting.reply_to, error)]
+                self.delete_sent.add(project_id)
+                return [waiting]
             return []
         project = self.projects.get(project_id)
         if project is None or project.address != address:

@@ -18,6 +18,7 @@ __all__ = [
     "CallArgs",
     "CancelArgs",
     "ConversationArgs",
+    "DeleteProjectArgs",
     "InboundEvent",
     "ListProjectsArgs",
     "ListToolsArgs",
@@ -104,6 +105,13 @@ class RunToolArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=
 
     request: ToolRequest
     """The call."""
+
+
+class DeleteProjectArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``delete_project``: delete a stopped project's whole history."""
+
+    deleted_by: str = ""
+    """Who asks (``user@host``), kept in the deletion record."""
 
 
 class ListProjectsArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -65,3 +65,19 @@ def test_a_closed_writer_reads_nothing(tmp_path: Path) -> None:
     assert isinstance(writer.seal("shutdown"), int)
     writer.close()
     assert writer.read("p1") == []
+
+
+def test_a_deletion_answers_its_summary_or_a_wire_error(tmp_path: Path) -> None:
+    writer = JournalWriter()
+    assert writer.delete_project("p1", "ops")["error"]["code"] == "journal_error"
+    writer.open(str(tmp_path))
+    try:
+        writer.commit([("k1", [message("a"), message("b")])])
+        assert writer.delete_project("p1", "ops")["result"]["deleted_events"] == 2
+        assert writer.read("p1") == []
+        again = writer.delete_project("p1", "ops")
+        assert again["error"]["code"] == "project_not_found"
+        (fresh,) = writer.commit([("k1", [message("c")])])  # the key is free again
+        assert isinstance(fresh, list) and fresh[0].prev_hash == "0" * 64
+    finally:
+        writer.close()

@@ -292,6 +292,7 @@ def test_every_op_of_the_spec_is_known_and_subscribe_streams() -> None:
     }  # fmt: skip
     beyond_the_spec = {"check_protocol", "describe_project"}  # for roost a2a serve
     beyond_the_spec |= {"project_events"}  # roost project events
+    beyond_the_spec |= {"delete_project"}  # roost project delete
     assert spec_ops | beyond_the_spec == OPS
     assert frozenset({"subscribe"}) == STREAM_OPS
 
