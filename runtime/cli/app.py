@@ -649,6 +649,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         status: int = ns.func(ns)
+    except UsageError as e:  # found by the command itself (e.g. send's TEXT and --file)
+        cmd.print_error("usage", str(e))
+        return EXIT_USAGE
     except RoostError as e:
         cmd.print_error(e.code, e.message, e.details)
         return exit_status(e.code)
