@@ -88,6 +88,8 @@ class SetupJournal(Message, frozen=True, kw_only=True):
     peer_roots: list[int] = []
     """Pids one of which every journal-link peer must descend from (the Supervisor, the
     daemon); empty: the Journal's own process."""
+    error: dict[str, Any] | None = None
+    """Set on the Journal's answer when the store did not open: the error's wire shape."""
 
 
 class AppendRequest(Message, frozen=True, kw_only=True):

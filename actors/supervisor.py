@@ -56,7 +56,7 @@ class SupervisorActor(CoreShell):
                 watch_daemon(message.daemon_pid, message.daemon_started)
             self.run(core.boot(message.home, sender))
         elif isinstance(message, SetupJournal):
-            self.run(core.journal_ready())
+            self.run(core.journal_ready(message.error))
         elif isinstance(message, ReadResult):
             self.run(core.restore(message.events))
         elif isinstance(message, Request):

@@ -195,6 +195,8 @@ class ActorBackend:
             me = psutil.Process()
             boot = Boot(home=config.home, daemon_pid=me.pid, daemon_started=me.create_time())
             reply = self.system.ask(self.supervisor, boot, boot_timeout_s)
+            if isinstance(reply, Reply) and not reply.ok and reply.error:
+                raise error_from_wire(reply.error)  # e.g. the Journal's store did not open
             if not isinstance(reply, Reply) or not reply.ok:
                 raise DaemonUnreachableError(f"the actor system did not boot: {reply!r}")
             self.restored: list[str] = list((reply.result or {}).get("restored", []))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -46,7 +47,12 @@ from runtime.daemon.processes import (
     reap_stragglers,
     wait_gone,
 )
-from runtime.errors import DaemonUnreachableError, RoostError
+from runtime.errors import (
+    REQUEST_ERROR_CODES,
+    DaemonUnreachableError,
+    RoostError,
+    error_from_wire,
+)
 from runtime.guard.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
 from runtime.guard.statedir import private_umask, secure_home
 from runtime.journal.link import LINK_SOCKET_NAME
@@ -105,6 +111,50 @@ def cleanup_stale_files(config: DaemonConfig) -> list[str]:
     return removed
 
 
+def _failure_line(error: BaseException) -> str:
+    """The one line a daemon that fails to start prints last: ``roost: CODE: message``.
+
+    :func:`start_daemon` reads it back from the log and raises it with its code.
+    """
+    if isinstance(error, RoostError):
+        code, message = error.code, error.message
+    else:
+        code, message = "backend_failed", f"{type(error).__name__}: {error}"
+    return f"roost: {code}: {' '.join(message.split())}"
+
+
+_FAILURE = re.compile(r"^roost: ([a-z_]+): (.+)$")
+
+
+def _child_failure(log_path: str, offset: int, status: int) -> RoostError | None:
+    """The error the daemon that just exited printed last (:func:`_failure_line`), if any."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            text = f.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in reversed(text.splitlines()):
+        found = _FAILURE.match(line.strip())
+        if found:
+            code, message = found.groups()
+            if code not in _PASSED_ON:  # no Roost error: the daemon died, this is why
+                code, message = (
+                    "daemon_unreachable",
+                    (f"the daemon exited with status {status} before answering: {line.strip()}"),
+                )
+            wire = {"code": code, "message": message, "details": {"exit_code": status}}
+            return error_from_wire(wire)
+    return None
+
+
+_PASSED_ON = frozenset(
+    {*REQUEST_ERROR_CODES, "bad_config", "journal_error", "journal_conflict", "integrity_error"}
+    | {DaemonAlreadyRunningError.code}
+)
+"""The codes of Roost errors a failed start reports as they are (else ``daemon_unreachable``)."""
+
+
 def _link_socket(config: DaemonConfig) -> str:
     """The journal link's socket (``journal.sock``), which a killed Journal leaves behind."""
     return os.path.join(config.home, LINK_SOCKET_NAME)
@@ -155,7 +205,7 @@ def _run(
             backend = backend_factory(config)
         except Exception as e:
             log.exception("backend_failed", error=str(e))
-            print(f"roost: backend_failed: {type(e).__name__}: {e}", file=sys.stderr)
+            print(_failure_line(e), file=sys.stderr)
             return 1
         gateway = Gateway(config, backend, on_shutdown=lambda: _stop(stop, reason, "shutdown"))
         try:
@@ -259,6 +309,7 @@ def start_daemon(
     child_env = {**os.environ, **(env or {})}
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     with os.fdopen(os.open(config.log_path, flags, 0o600), "ab") as log_file:
+        offset = log_file.seek(0, os.SEEK_END)
         proc = subprocess.Popen(
             [sys.executable, "-m", "runtime.daemon", "--home", config.home],
             stdin=subprocess.DEVNULL,
@@ -275,6 +326,12 @@ def start_daemon(
         code = proc.poll()
         if code is not None:
             SPAWNED.pop(proc.pid, None)
+            with contextlib.suppress(RoostError):
+                cleanup_stale_files(config)
+            failure = _child_failure(config.log_path, offset, code)
+            if failure is not None:  # the child's own error: the real cause, with its code
+                failure.details.setdefault("log", config.log_path)
+                raise failure
             tail = log_tail(config.log_path)
             raise DaemonUnreachableError(
                 f"the daemon exited with status {code} before answering "
@@ -289,6 +346,8 @@ def start_daemon(
         if time.monotonic() >= deadline:
             kill_tree(proc.pid, config.home)
             wait_gone(proc.pid, 5.0)
+            with contextlib.suppress(RoostError):
+                cleanup_stale_files(config)
             tail = log_tail(config.log_path)
             raise DaemonUnreachableError(
                 f"the daemon did not answer within {timeout_s:g} s and was killed "
@@ -383,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         factory = load_backend_factory()
         return run_daemon(config, factory, log_to_stderr=args.log_stderr)
     except (RoostError, ImportError, ValueError, OSError) as e:
-        code = getattr(e, "code", "daemon_failed")
-        print(f"roost: {code}: {e}", file=sys.stderr)
+        if isinstance(e, RoostError):
+            print(_failure_line(e), file=sys.stderr)
+        else:
+            print(f"roost: daemon_failed: {' '.join(str(e).split())}", file=sys.stderr)
         return 1

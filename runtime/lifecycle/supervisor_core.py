@@ -138,8 +138,17 @@ class SupervisorCore:
         self.boot_reply = reply_to
         return [Spawn(name=JOURNAL)]
 
-    def journal_ready(self) -> list[Effect]:
-        """The Journal is set up: at boot, read which projects were running."""
+    def journal_ready(self, error: dict[str, Any] | None = None) -> list[Effect]:
+        """The Journal is set up: at boot, read which projects were running.
+
+        ``error`` (its store did not open): at boot the boot fails with it, at once; later
+        it is logged (every append fails with ``journal_error`` until a restart).
+        """
+        if error is not None:
+            if self.boot_reply is None:
+                return [Log(level="error", event="journal_not_open", fields={"error": error})]
+            reply_to, self.boot_reply = self.boot_reply, None
+            return [Answer(to=reply_to, ok=False, error=error)]
         return [ReadLifecycle()] if self.boot_reply is not None else []
 
     def restore(self, events: Iterable[Envelope]) -> list[Effect]:
