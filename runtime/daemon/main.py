@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import signal
 import stat
 import subprocess
@@ -47,12 +46,8 @@ from runtime.daemon.processes import (
     reap_stragglers,
     wait_gone,
 )
-from runtime.errors import (
-    REQUEST_ERROR_CODES,
-    DaemonUnreachableError,
-    RoostError,
-    error_from_wire,
-)
+from runtime.daemon.start_failure import child_failure, failure_line
+from runtime.errors import DaemonUnreachableError, RoostError
 from runtime.guard.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
 from runtime.guard.statedir import private_umask, secure_home
 from runtime.journal.link import LINK_SOCKET_NAME
@@ -111,50 +106,6 @@ def cleanup_stale_files(config: DaemonConfig) -> list[str]:
     return removed
 
 
-def _failure_line(error: BaseException) -> str:
-    """The one line a daemon that fails to start prints last: ``roost: CODE: message``.
-
-    :func:`start_daemon` reads it back from the log and raises it with its code.
-    """
-    if isinstance(error, RoostError):
-        code, message = error.code, error.message
-    else:
-        code, message = "backend_failed", f"{type(error).__name__}: {error}"
-    return f"roost: {code}: {' '.join(message.split())}"
-
-
-_FAILURE = re.compile(r"^roost: ([a-z_]+): (.+)$")
-
-
-def _child_failure(log_path: str, offset: int, status: int) -> RoostError | None:
-    """The error the daemon that just exited printed last (:func:`_failure_line`), if any."""
-    try:
-        with open(log_path, "rb") as f:
-            f.seek(offset)
-            text = f.read(1 << 20).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    for line in reversed(text.splitlines()):
-        found = _FAILURE.match(line.strip())
-        if found:
-            code, message = found.groups()
-            if code not in _PASSED_ON:  # no Roost error: the daemon died, this is why
-                code, message = (
-                    "daemon_unreachable",
-                    (f"the daemon exited with status {status} before answering: {line.strip()}"),
-                )
-            wire = {"code": code, "message": message, "details": {"exit_code": status}}
-            return error_from_wire(wire)
-    return None
-
-
-_PASSED_ON = frozenset(
-    {*REQUEST_ERROR_CODES, "bad_config", "journal_error", "journal_conflict", "integrity_error"}
-    | {DaemonAlreadyRunningError.code}
-)
-"""The codes of Roost errors a failed start reports as they are (else ``daemon_unreachable``)."""
-
-
 def _link_socket(config: DaemonConfig) -> str:
     """The journal link's socket (``journal.sock``), which a killed Journal leaves behind."""
     return os.path.join(config.home, LINK_SOCKET_NAME)
@@ -205,7 +156,7 @@ def _run(
             backend = backend_factory(config)
         except Exception as e:
             log.exception("backend_failed", error=str(e))
-            print(_failure_line(e), file=sys.stderr)
+            print(failure_line(e), file=sys.stderr)
             return 1
         gateway = Gateway(config, backend, on_shutdown=lambda: _stop(stop, reason, "shutdown"))
         try:
@@ -328,7 +279,7 @@ def start_daemon(
             SPAWNED.pop(proc.pid, None)
             with contextlib.suppress(RoostError):
                 cleanup_stale_files(config)
-            failure = _child_failure(config.log_path, offset, code)
+            failure = child_failure(config.log_path, offset, code)
             if failure is not None:  # the child's own error: the real cause, with its code
                 failure.details.setdefault("log", config.log_path)
                 raise failure
@@ -442,8 +393,6 @@ def main(argv: list[str] | None = None) -> int:
         factory = load_backend_factory()
         return run_daemon(config, factory, log_to_stderr=args.log_stderr)
     except (RoostError, ImportError, ValueError, OSError) as e:
-        if isinstance(e, RoostError):
-            print(_failure_line(e), file=sys.stderr)
-        else:
-            print(f"roost: daemon_failed: {' '.join(str(e).split())}", file=sys.stderr)
+        plain = f"roost: daemon_failed: {' '.join(str(e).split())}"
+        print(failure_line(e) if isinstance(e, RoostError) else plain, file=sys.stderr)
         return 1

@@ -105,7 +105,7 @@ def test_a_postgres_journal_cut_while_stopped_is_caught_by_the_seal_kept_on_the_
         (
             {"POSTGRES_SCHEMA": "roost_no_such_schema"},
             "roost: journal_error: the schema POSTGRES_SCHEMA='roost_no_such_schema' does not "
-            "exist in {where}: create it (CREATE SCHEMA \"roost_no_such_schema\") or set "
+            'exist in {where}: create it (CREATE SCHEMA "roost_no_such_schema") or set '
             "POSTGRES_SCHEMA to an existing one\n",
         ),
         (
