@@ -90,6 +90,21 @@ def _stale_outcome(reply: Any, expected: str | None) -> bool:
     return "outcome" in result and result.get("correlation_id") != expected
 
 
+def _turn_wait_timeout(args: dict[str, Any], correlation_id: str) -> RequestTimeoutError:
+    """The ``timeout`` of a client that waited ``wait_timeout_s`` for a turn still running."""
+    wait_s = args.get("wait_timeout_s")
+    project, conversation = args.get("project_id"), args.get("conversation_id")
+    return RequestTimeoutError(
+        f"turn {correlation_id} did not end within the {wait_s:g} s waited for it "
+        f"(--wait-timeout); it goes on: follow it with "
+        f"`roost tail {project} {conversation}` or cancel it with "
+        f"`roost cancel {project} {conversation}`",
+        op="send_event",
+        timeout_s=wait_s,
+        correlation_id=correlation_id,
+    )
+
+
 def create_backend(config: DaemonConfig) -> ActorBackend:
     """The default backend factory (``ROOST_BACKEND`` unset)."""
     return ActorBackend(config)
@@ -260,6 +275,8 @@ class ActorBackend:
             reply = endpoint.listen(max(0.05, deadline - time.monotonic()))
         if reply is None:
             self._drop_endpoint()
+            if expected is not None:  # a client waiting for its turn: --wait-timeout
+                raise _turn_wait_timeout(args, expected)
             raise RequestTimeoutError(
                 f"{op} did not finish within {timeout:.1f} s", op=op, timeout_s=round(timeout, 3)
             )

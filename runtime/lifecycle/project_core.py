@@ -386,14 +386,18 @@ class ProjectCore:
     def _check_exists(self, conversation_id: str) -> None:
         if conversation_id in self.stopped:
             raise ConversationNotFoundError(
-                f"conversation {conversation_id} is stopped; start it again with "
+                f"conversation {conversation_id} of project {self.project_id} is stopped; "
+                "start it again with "
                 f"`roost conversation start {self.project_id} --id {conversation_id}`",
+                project_id=self.project_id,
                 conversation_id=conversation_id,
                 reason="stopped",
             )
         if conversation_id not in self.known:
             raise ConversationNotFoundError(
-                f"no conversation {conversation_id} in this project; start it first",
+                f"no conversation {conversation_id} in project {self.project_id}; start it with "
+                f"`roost conversation start {self.project_id} --id {conversation_id}`",
+                project_id=self.project_id,
                 conversation_id=conversation_id,
             )
 

@@ -29,6 +29,7 @@ from runtime.errors import (
     AlreadyStartedError,
     BadRequestError,
     InvalidRootPathError,
+    InvalidRuntimeOptError,
     ProjectNotFoundError,
 )
 from runtime.guard.ids import NAME_ID, check_id
@@ -80,6 +81,24 @@ class ProjectRecord:
         self.started_at = started_at
         self.address: Any = None
         """Set by :meth:`SupervisorCore.spawned` once the shell created the actor."""
+
+
+def _check_api_key_env(options: dict[str, Any]) -> None:
+    """Refuse a model key variable the daemon does not have: every turn would fail on it.
+
+    The daemon's environment is fixed when it starts, so the variable cannot appear later.
+    """
+    name = options.get("llm_api_key_env")
+    if options.get("llm_adapter") != "openai" or not name or os.environ.get(name):
+        return
+    raise InvalidRuntimeOptError(
+        f"llm_api_key_env names {name}, which is not set in the daemon's environment, so "
+        f"every model call would fail (auth_missing); export {name} and restart the daemon "
+        "(`roost daemon stop`, then `roost daemon start`), or change llm_api_key_env",
+        key="llm_api_key_env",
+        reason="env_not_set",
+        variable=name,
+    )
 
 
 class SupervisorCore:
@@ -252,6 +271,7 @@ class SupervisorCore:
         correlation = minted_correlation("start_project", args)
         root = self.check_root(args.get("root"))
         options = validate_options(args.get("options") or {})
+        _check_api_key_env(options)
         project_id = args.get("project_id") or f"p-{secrets.token_hex(4)}"
         check_id(
             project_id,

@@ -168,8 +168,10 @@ def test_a_request_for_an_unknown_conversation_is_conversation_not_found() -> No
     error = error_of(ask(core, "cancel", conversation_id="c9"))
     assert error == {
         "code": "conversation_not_found",
-        "message": "no conversation c9 in this project; start it first",
-        "details": {"conversation_id": "c9"},
+        "message": (
+            "no conversation c9 in project p1; start it with `roost conversation start p1 --id c9`"
+        ),
+        "details": {"project_id": "p1", "conversation_id": "c9"},
     }
 
 
