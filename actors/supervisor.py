@@ -68,7 +68,7 @@ class SupervisorActor(CoreShell):
         elif isinstance(message, ChildActorExited):
             self.run(core.child_exited(message.childAddress))
         elif isinstance(message, Escalate):
-            self.run(core.escalated(message.project_id, message.child))
+            self.run(core.escalated(message.project_id, message.child, message.error))
         elif isinstance(message, WakeupMessage):
             self.run(core.wakeup(message.payload))
 

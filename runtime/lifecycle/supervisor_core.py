@@ -378,11 +378,25 @@ class SupervisorCore:
             return []
         return self._crashed(project_id, "process exited")
 
-    def escalated(self, project_id: str, child: str) -> list[Effect]:
-        """A project gave up on one of its children: restart the project."""
+    def escalated(
+        self, project_id: str, child: str, error: dict[str, Any] | None = None
+    ) -> list[Effect]:
+        """A project gave up on one of its children: restart the project.
+
+        With ``error``, its start could not be recorded (its client got the error): the
+        project is forgotten, not restarted, so no request finds it half there.
+        """
         project = self.projects.get(project_id)
         if project is None:
             return []
+        if error is not None:
+            del self.projects[project_id]
+            self.stopping.add(project_id)
+            fields = {"project_id": project_id, "error": error}
+            return [
+                Stop(to=project.address),
+                Log(level="error", event="project_start_not_recorded", fields=fields),
+            ]
         self.stopping.add(project_id)
         return [Stop(to=project.address), *self._crashed(project_id, f"escalated: {child}")]
 
