@@ -84,8 +84,14 @@ class AgentShell(RoostActor):
                 break
         if self.stopping:  # what waits behind the failed append will not run here
             inputs, self.inputs = self.inputs, deque()
-            for message, _sender in inputs:
-                reply_to = getattr(message, "reply_to", None)
+            waiting = [getattr(message, "reply_to", None) for message, _sender in inputs]
+            effects, self.effects = self.effects, deque()
+            for effect in effects:  # e.g. a start's answer, due after its commit
+                if isinstance(effect, fx.Answer):
+                    waiting.append(effect.to)
+                elif isinstance(effect, fx.Append):
+                    waiting.append(effect.ack_to)
+            for reply_to in waiting:
                 if reply_to is not None and self.stop_error is not None:
                     self.send(reply_to, Reply(ok=False, error=self.stop_error))
         self.after_pump()
@@ -148,13 +154,24 @@ class AgentShell(RoostActor):
         if isinstance(answer, AppendFailed):
             self.stopping = True
             self.stop_error = answer.error
-            if effect.ack_to is not None:
-                self.send(effect.ack_to, Reply(ok=False, error=answer.error))
+            waiting = [effect.ack_to]
+            for event in effect.events:  # a turn never recorded: its waiters wait no more
+                if event.type == "user.message":
+                    waiting += core.waiters.pop(event.correlation_id, [])
+            for reply_to in waiting:
+                if reply_to is not None:
+                    self.send(reply_to, Reply(ok=False, error=answer.error))
             # State is uncertain: stop, and let the project restart us from the journal. The
             # project sends the stop, behind what it already forwarded (answered meanwhile
             # with this error); if it does not within the grace, stop anyway.
             self.log.error("append_failed_exiting", error=answer.error)
-            self.send(self.parent, ConversationFailed(conversation_id=core.conversation_id))
+            unrecorded = any(e.type == "conversation.started" for e in effect.events)
+            failed = ConversationFailed(
+                conversation_id=core.conversation_id,
+                unrecorded=unrecorded,
+                code=str(answer.error.get("code", "")),
+            )
+            self.send(self.parent, failed)
             self.wakeupAfter(timedelta(seconds=_STOP_GRACE_S), payload=STOP)
             return
         self.effects.extend(core.acknowledged(effect, answer.envelopes))

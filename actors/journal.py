@@ -47,6 +47,7 @@ from actors.messages import (
     ReadTypes,
     SetupJournal,
 )
+from runtime.errors import wire_error
 from runtime.journal.link import LinkAppend, LinkCommitted, LinkFailed, LinkServer, link_settings
 from runtime.journal.writer import JournalWriter
 
@@ -100,13 +101,24 @@ class JournalActor(RoostActor):
             self._seal("interval")
             self._arm_seal_timer()
         elif isinstance(message, SetupJournal):
-            if self.writer.open(message.home):
-                assert self.writer.store is not None
-                self.log.info("journal_opened", kind=self.writer.store.kind)
-                self._serve_link(message.peer_roots)
-                self._arm_seal_timer()
+            self._setup(message, sender)
+
+    def _setup(self, message: SetupJournal, sender: Any) -> None:
+        """Open the store; answer with ``message``, carrying the error if it did not open."""
+        try:
+            opened = self.writer.open(message.home)
+        except Exception as e:  # the Supervisor fails the boot with it, at once
+            self.log.error("journal_open_failed", error=f"{type(e).__name__}: {e}")
             self.announce(sender, "journal")
-            self.send(sender, message)
+            self.send(sender, msgspec.structs.replace(message, error=wire_error(e)))
+            return
+        if opened:
+            assert self.writer.store is not None
+            self.log.info("journal_opened", kind=self.writer.store.kind)
+            self._serve_link(message.peer_roots)
+            self._arm_seal_timer()
+        self.announce(sender, "journal")
+        self.send(sender, message)
 
     def _arm_seal_timer(self) -> None:
         interval_s = self.writer.seal_interval_s()

@@ -90,6 +90,8 @@ class SetupJournal(Message, frozen=True, kw_only=True):
     peer_roots: list[int] = []
     """Pids one of which every journal-link peer must descend from (the Supervisor, the
     daemon); empty: the Journal's own process."""
+    error: dict[str, Any] | None = None
+    """Set on the Journal's answer when the store did not open: the error's wire shape."""
 
 
 class AppendRequest(Message, frozen=True, kw_only=True):
@@ -295,6 +297,12 @@ class ConversationFailed(Message, frozen=True, kw_only=True):
 
     conversation_id: str
     """The conversation."""
+    unrecorded: bool = False
+    """True when the failed append held its ``conversation.started``: the conversation was
+    never recorded, and the project forgets it instead of restarting it."""
+    code: str = ""
+    """The append's error code (``journal_error``: the journal refused it, e.g. a full
+    disk; the restart then counts toward no escalation)."""
 
 
 class RunDirect(Message, frozen=True, kw_only=True):
@@ -328,6 +336,9 @@ class Escalate(Message, frozen=True, kw_only=True):
     """The project."""
     child: str
     """The child that kept failing."""
+    error: dict[str, Any] | None = None
+    """Set when the project's start could not be recorded (e.g. a full disk): the
+    Supervisor forgets the project instead of restarting it."""
 
 
 class ReadTypes(Message, frozen=True, kw_only=True):

@@ -70,7 +70,11 @@ class ProjectActor(CoreShell):
         elif isinstance(message, ConversationIdle):
             self.run(core.idle(message.conversation_id, message.handled))
         elif isinstance(message, ConversationFailed):
-            self.run(core.failed(message.conversation_id))
+            self.run(
+                core.failed(
+                    message.conversation_id, unrecorded=message.unrecorded, code=message.code
+                )
+            )
         elif isinstance(message, ChildActorExited):
             self.run(core.child_exited(message.childAddress))
         elif isinstance(message, WakeupMessage):
@@ -134,8 +138,10 @@ class ProjectActor(CoreShell):
                 )
                 for address in core.live.values():
                     self.send(self.to(address), update)
-            case fx.Escalate(child=child):
-                self.send(self.supervisor, Escalate(project_id=project_id, child=child))
+            case fx.Escalate(child=child, error=error):
+                self.send(
+                    self.supervisor, Escalate(project_id=project_id, child=child, error=error)
+                )
 
     def _spawn(self, spawn: fx.Spawn) -> None:
         """Create the child ``spawn`` names and send it its set-up."""

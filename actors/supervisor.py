@@ -58,7 +58,7 @@ class SupervisorActor(CoreShell):
                 watch_daemon(message.daemon_pid, message.daemon_started)
             self.run(core.boot(message.home, sender))
         elif isinstance(message, SetupJournal):
-            self.run(core.journal_ready())
+            self.run(core.journal_ready(message.error))
         elif isinstance(message, ReadResult):
             self.run(core.restore(message.events))
         elif isinstance(message, Request):
@@ -70,7 +70,7 @@ class SupervisorActor(CoreShell):
         elif isinstance(message, ChildActorExited):
             self.run(core.child_exited(message.childAddress))
         elif isinstance(message, Escalate):
-            self.run(core.escalated(message.project_id, message.child))
+            self.run(core.escalated(message.project_id, message.child, message.error))
         elif isinstance(message, WakeupMessage):
             self.run(core.wakeup(message.payload))
         elif isinstance(message, ProjectDeleted):

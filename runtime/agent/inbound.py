@@ -154,9 +154,13 @@ class Inbound(ModelRounds):
         after: list[Effect] = []
         if kind == "user.message":
             if self.cancelled:
+                message = (
+                    "not run: the conversation was cancelled (conversation.cancel) and not "
+                    f"resumed; `roost resume {self.project_id} {self.conversation_id}` reopens it"
+                )
                 batch.append(
                     self._new(
-                        ev.LlmFailed(reason="conversation_cancelled"),
+                        ev.LlmFailed(reason="conversation_cancelled", message=message),
                         correlation_id=correlation,
                         causation_id=first.event_id,
                     )
@@ -187,10 +191,15 @@ class Inbound(ModelRounds):
                     causation_id=cancel.event_id,
                 )
             )
+        why = str(cancel.data.get("reason") or "user_cancelled")
+        message = (
+            f"cancelled by a conversation.cancel request (correlation {corr}, reason: {why}); "
+            f"`roost resume {self.project_id} {self.conversation_id}` reopens the conversation"
+        )
         for turn_corr in sorted(self.fold.open_turns):
             batch.append(
                 self._new(
-                    ev.LlmFailed(reason="conversation_cancelled"),
+                    ev.LlmFailed(reason="conversation_cancelled", message=message),
                     correlation_id=turn_corr,
                     causation_id=cancel.event_id,
                 )

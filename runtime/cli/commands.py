@@ -175,10 +175,21 @@ def cmd_project_start(ns: Namespace) -> int:
     with _client(ns) as c:
         project_id = c.start_project(ns.root, project_id=ns.id, options=options)
         health = c.diagnostics(project_id).get("health") or {}
+        rows = c.list_projects()
     problems: dict[str, Any] = dict(health.get("problems") or {})
     result: dict[str, Any] = {"project_id": project_id}
     if problems:
         result["problems"] = problems
+    root = next((r.get("root") for r in rows if r.get("project_id") == project_id), None)
+    shared = sorted(r["project_id"] for r in rows if r.get("root") == root) if root else []
+    if len(shared) > 1:  # the same root under two ids: allowed, but said (docs/cli.md)
+        result["shared_root_with"] = others = [p for p in shared if p != project_id]
+        print(
+            f"roost: warning: {root} is also the root of running project(s) "
+            f"{', '.join(others)}: their tools read and write the same files; "
+            f"`roost project stop {others[0]}` if that is not meant",
+            file=sys.stderr,
+        )
     _out(ns, result, lambda v: project_id)
     for problem in problems.values():  # the project runs, without these servers' tools
         print_error("mcp_server_failed", _server_problem(problem))

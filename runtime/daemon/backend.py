@@ -90,6 +90,21 @@ def _stale_outcome(reply: Any, expected: str | None) -> bool:
     return "outcome" in result and result.get("correlation_id") != expected
 
 
+def _turn_wait_timeout(args: dict[str, Any], correlation_id: str) -> RequestTimeoutError:
+    """The ``timeout`` of a client that waited ``wait_timeout_s`` for a turn still running."""
+    wait_s = args.get("wait_timeout_s")
+    project, conversation = args.get("project_id"), args.get("conversation_id")
+    return RequestTimeoutError(
+        f"turn {correlation_id} did not end within the {wait_s:g} s waited for it "
+        f"(--wait-timeout); it goes on: follow it with "
+        f"`roost tail {project} {conversation}` or cancel it with "
+        f"`roost cancel {project} {conversation}`",
+        op="send_event",
+        timeout_s=wait_s,
+        correlation_id=correlation_id,
+    )
+
+
 def create_backend(config: DaemonConfig) -> ActorBackend:
     """The default backend factory (``ROOST_BACKEND`` unset)."""
     return ActorBackend(config)
@@ -195,6 +210,8 @@ class ActorBackend:
             me = psutil.Process()
             boot = Boot(home=config.home, daemon_pid=me.pid, daemon_started=me.create_time())
             reply = self.system.ask(self.supervisor, boot, boot_timeout_s)
+            if isinstance(reply, Reply) and not reply.ok and reply.error:
+                raise error_from_wire(reply.error)  # e.g. the Journal's store did not open
             if not isinstance(reply, Reply) or not reply.ok:
                 raise DaemonUnreachableError(f"the actor system did not boot: {reply!r}")
             self.restored: list[str] = list((reply.result or {}).get("restored", []))
@@ -263,6 +280,8 @@ class ActorBackend:
             reply = endpoint.listen(max(0.05, deadline - time.monotonic()))
         if reply is None:
             self._drop_endpoint()
+            if expected is not None:  # a client waiting for its turn: --wait-timeout
+                raise _turn_wait_timeout(args, expected)
             raise RequestTimeoutError(
                 f"{op} did not finish within {timeout:.1f} s", op=op, timeout_s=round(timeout, 3)
             )

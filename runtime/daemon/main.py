@@ -52,6 +52,7 @@ from runtime.daemon.processes import (
     wait_gone,
 )
 from runtime.daemon.settings import daemon_argv
+from runtime.daemon.start_failure import child_failure, failure_line
 from runtime.errors import DaemonUnreachableError, RoostError
 from runtime.guard.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
 from runtime.guard.statedir import private_umask, secure_home
@@ -161,7 +162,7 @@ def _run(
             backend = backend_factory(config)
         except Exception as e:
             log.exception("backend_failed", error=str(e))
-            print(f"roost: backend_failed: {type(e).__name__}: {e}", file=sys.stderr)
+            print(failure_line(e), file=sys.stderr)
             return 1
         gateway = Gateway(config, backend, on_shutdown=lambda: _stop(stop, reason, "shutdown"))
         try:
@@ -273,6 +274,7 @@ def start_daemon(
     argv = ["-m", "runtime.daemon", "--home", config.home, *daemon_argv(config_file, flags)]
     mode = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     with os.fdopen(os.open(config.log_path, mode, 0o600), "ab") as log_file:
+        offset = log_file.seek(0, os.SEEK_END)
         proc = subprocess.Popen(
             [sys.executable, *argv],
             stdin=subprocess.DEVNULL,
@@ -289,6 +291,12 @@ def start_daemon(
         code = proc.poll()
         if code is not None:
             SPAWNED.pop(proc.pid, None)
+            with contextlib.suppress(RoostError):
+                cleanup_stale_files(config)
+            failure = child_failure(config.log_path, offset, code)
+            if failure is not None:  # the child's own error: the real cause, with its code
+                failure.details.setdefault("log", config.log_path)
+                raise failure
             tail = log_tail(config.log_path)
             raise DaemonUnreachableError(
                 f"the daemon exited with status {code} before answering "
@@ -303,6 +311,8 @@ def start_daemon(
         if time.monotonic() >= deadline:
             kill_tree(proc.pid, config.home)
             wait_gone(proc.pid, 5.0)
+            with contextlib.suppress(RoostError):
+                cleanup_stale_files(config)
             tail = log_tail(config.log_path)
             raise DaemonUnreachableError(
                 f"the daemon did not answer within {timeout_s:g} s and was killed "
@@ -403,6 +413,6 @@ def main(argv: list[str] | None = None) -> int:
         factory = load_backend_factory()
         return run_daemon(config, factory, log_to_stderr=args.log_stderr)
     except (RoostError, ImportError, ValueError, OSError) as e:
-        code = getattr(e, "code", "daemon_failed")
-        print(f"roost: {code}: {e}", file=sys.stderr)
+        plain = f"roost: daemon_failed: {' '.join(str(e).split())}"
+        print(failure_line(e) if isinstance(e, RoostError) else plain, file=sys.stderr)
         return 1

@@ -212,7 +212,11 @@ class ToolRunnerCore:
         started = time.monotonic()
         entry = self.registry.get(call.name)
         if entry is None:
-            reason = {"code": "unknown_tool", "message": f"there is no tool named {call.name!r}"}
+            reason = {
+                "code": "unknown_tool",
+                "message": f"there is no tool named {call.name!r}; "
+                f"`roost project tools {self.project_id}` lists the tools",
+            }
             return [ev.ToolFailed(call_id=call.call_id, name=call.name, reason=reason)]
         spec, fn = entry
         timeout_s = self._timeout_s(call.args, limit_s)

@@ -70,6 +70,7 @@ from runtime.errors import (
 )
 from runtime.journal.append_redaction import AppendRedaction, Redactor
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
+from runtime.journal.pg_check import check_postgres_settings
 from runtime.journal.scope import Scope
 from runtime.journal.seal import Sealer, SealState
 from runtime.journal.sqlite import StreamRow
@@ -227,6 +228,8 @@ class Journal:
         self.kind = kind
         self.sealer = sealer
         """Seals project heads (None: this journal neither seals nor checks seals)."""
+        if kind == "postgres":
+            check_postgres_settings({**os.environ, **(env or {})})
         try:
             self._app = _JournalApp(env=journal_env(kind, sqlite_path=sqlite_path, extra=env))
         except (PersistenceError, OSError) as e:

@@ -140,6 +140,8 @@ class Escalate(msgspec.Struct, frozen=True, kw_only=True):
     """Tell the Supervisor that ``child`` failed beyond the restart intensity."""
 
     child: str
+    error: dict[str, Any] | None = None
+    """Set when the project's start could not be recorded: the Supervisor forgets it."""
 
 
 class Log(msgspec.Struct, frozen=True, kw_only=True):

@@ -134,6 +134,9 @@ class ProjectCore:
         self.stopping: set[str] = set()
         self.problems: list[dict[str, Any]] = []
         """Servers that did not start (``diagnostics`` health ``degraded``), see :meth:`start`."""
+        self.refused: set[str] = set()
+        """Conversations stopping because the journal refused an append (e.g. a full disk):
+        their restart is the journal's fault, not theirs, and counts toward no escalation."""
         self.ready = False
         self.reading = False
         self.exiting = False
@@ -208,12 +211,12 @@ class ProjectCore:
         )
 
         def done(error: dict[str, Any] | None) -> list[Effect]:
-            if error is not None:
-                self.ready = True
-                failed: list[Effect] = []
+            if error is not None:  # not recorded: the Supervisor forgets this project
+                failed: list[Effect] = [Escalate(child="start", error=error)]
+                waiting, self.waiting = self.waiting, []
                 if self.reply_to is not None:
                     failed.append(Answer(to=self.reply_to, ok=False, error=error))
-                return failed + self._drain()
+                return failed + [Answer(to=w[2], ok=False, error=error) for w in waiting]
             # A project started again under an id it had before keeps its conversations:
             # read them, then answer (``restored``).
             self.reading = True
@@ -391,14 +394,18 @@ class ProjectCore:
     def _check_exists(self, conversation_id: str) -> None:
         if conversation_id in self.stopped:
             raise ConversationNotFoundError(
-                f"conversation {conversation_id} is stopped; start it again with "
+                f"conversation {conversation_id} of project {self.project_id} is stopped; "
+                "start it again with "
                 f"`roost conversation start {self.project_id} --id {conversation_id}`",
+                project_id=self.project_id,
                 conversation_id=conversation_id,
                 reason="stopped",
             )
         if conversation_id not in self.known:
             raise ConversationNotFoundError(
-                f"no conversation {conversation_id} in this project; start it first",
+                f"no conversation {conversation_id} in project {self.project_id}; start it with "
+                f"`roost conversation start {self.project_id} --id {conversation_id}`",
+                project_id=self.project_id,
                 conversation_id=conversation_id,
             )
 
@@ -449,17 +456,30 @@ class ProjectCore:
         del self.live[conversation_id]
         return [Stop(to=address)]
 
-    def failed(self, conversation_id: str) -> list[Effect]:
+    def failed(
+        self, conversation_id: str, *, unrecorded: bool = False, code: str = ""
+    ) -> list[Effect]:
         """Stop a conversation whose append failed; hold its requests until it restarts.
 
         The stop goes behind everything already forwarded to it, which it answers with the
-        append's error; its exit is then a crash like any other (restart, events).
+        append's error; its exit is then a crash like any other (restart, events). One
+        whose ``conversation.started`` was not recorded (``unrecorded``) is forgotten: a
+        later request for it is ``conversation_not_found``, as the journal says. When the
+        journal refused the append (``code`` ``journal_error``, e.g. a full disk), the exit
+        is not the conversation's fault: it restarts at once, counting toward no escalation.
         """
         address = self.live.get(conversation_id)
         if address is None:
             return []
+        if unrecorded:
+            del self.live[conversation_id]
+            self.known.discard(conversation_id)
+            self.stopping.add(conversation_id)
+            return [Stop(to=address)]
         self.stopping.discard(conversation_id)
         self.held.setdefault(conversation_id, [])
+        if code == "journal_error":
+            self.refused.add(conversation_id)
         return [Stop(to=address)]
 
     def child_name(self, address: Any) -> str | None:
@@ -495,6 +515,9 @@ class ProjectCore:
                 return []
             del self.live[conversation_id]
             child = conversation_child(conversation_id)
+            if conversation_id in self.refused:  # restarted, never escalated for it
+                self.refused.discard(conversation_id)
+                return self._restart_after_refusal(child)
         else:
             return []
         decision = self.restarts.on_crash(child)
@@ -531,6 +554,22 @@ class ProjectCore:
         }
         return [Append(events=events), WakeupEffect(delay_s=decision.delay_s, payload=payload)]
 
+    def _restart_after_refusal(self, child: str) -> list[Effect]:
+        """Restart a conversation the journal refused an append of, at once.
+
+        Its requests were answered with the journal's error; the restart reads its state
+        back from the journal. Counting it as a crash would, after a few requests on a full
+        disk, escalate and restart the whole project (``project_not_found`` meanwhile).
+        """
+        payload = {
+            "child": child,
+            "restart_count": 0,
+            "cause": None,
+            "correlation": self.new_id(),
+            "reason": "restarted from its events after the journal refused an append",
+        }
+        return self.wakeup(payload)
+
     def wakeup(self, payload: Any) -> list[Effect]:
         """A restart's backoff is over: restart the child; serve what was held for it."""
         if not isinstance(payload, dict) or self.exiting:
@@ -553,7 +592,7 @@ class ProjectCore:
         restarted = restarted_event(
             project_id=self.project_id,
             actor=child,
-            reason="restarted from its events",
+            reason=payload.get("reason", "restarted from its events"),
             restart_count=payload["restart_count"],
             at=format_at(self.clock()),
             correlation_id=payload["correlation"],

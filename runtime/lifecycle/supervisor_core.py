@@ -29,6 +29,7 @@ from runtime.errors import (
     AlreadyStartedError,
     BadRequestError,
     InvalidRootPathError,
+    InvalidRuntimeOptError,
     JournalError,
     ProjectNotFoundError,
     ProjectRunningError,
@@ -83,6 +84,24 @@ class ProjectRecord:
         self.started_at = started_at
         self.address: Any = None
         """Set by :meth:`SupervisorCore.spawned` once the shell created the actor."""
+
+
+def _check_api_key_env(options: dict[str, Any]) -> None:
+    """Refuse a model key variable the daemon does not have: every turn would fail on it.
+
+    The daemon's environment is fixed when it starts, so the variable cannot appear later.
+    """
+    name = options.get("llm_api_key_env")
+    if options.get("llm_adapter") != "openai" or not name or os.environ.get(name):
+        return
+    raise InvalidRuntimeOptError(
+        f"llm_api_key_env names {name}, which is not set in the daemon's environment, so "
+        f"every model call would fail (auth_missing); export {name} and restart the daemon "
+        "(`roost daemon stop`, then `roost daemon start`), or change llm_api_key_env",
+        key="llm_api_key_env",
+        reason="env_not_set",
+        variable=name,
+    )
 
 
 class SupervisorCore:
@@ -146,8 +165,17 @@ class SupervisorCore:
         self.boot_reply = reply_to
         return [Spawn(name=JOURNAL)]
 
-    def journal_ready(self) -> list[Effect]:
-        """The Journal is set up: at boot, read which projects were running."""
+    def journal_ready(self, error: dict[str, Any] | None = None) -> list[Effect]:
+        """The Journal is set up: at boot, read which projects were running.
+
+        ``error`` (its store did not open): at boot the boot fails with it, at once; later
+        it is logged (every append fails with ``journal_error`` until a restart).
+        """
+        if error is not None:
+            if self.boot_reply is None:
+                return [Log(level="error", event="journal_not_open", fields={"error": error})]
+            reply_to, self.boot_reply = self.boot_reply, None
+            return [Answer(to=reply_to, ok=False, error=error)]
         return [ReadLifecycle()] if self.boot_reply is not None else []
 
     def restore(self, events: Iterable[Envelope]) -> list[Effect]:
@@ -253,6 +281,7 @@ class SupervisorCore:
         correlation = minted_correlation("start_project", args)
         root = self.check_root(args.get("root"))
         options = validate_options(args.get("options") or {})
+        _check_api_key_env(options)
         project_id = args.get("project_id") or f"p-{secrets.token_hex(4)}"
         check_id(
             project_id,
@@ -459,11 +488,25 @@ class SupervisorCore:
             return []
         return self._crashed(project_id, "process exited")
 
-    def escalated(self, project_id: str, child: str) -> list[Effect]:
-        """A project gave up on one of its children: restart the project."""
+    def escalated(
+        self, project_id: str, child: str, error: dict[str, Any] | None = None
+    ) -> list[Effect]:
+        """A project gave up on one of its children: restart the project.
+
+        With ``error``, its start could not be recorded (its client got the error): the
+        project is forgotten, not restarted, so no request finds it half there.
+        """
         project = self.projects.get(project_id)
         if project is None:
             return []
+        if error is not None:
+            del self.projects[project_id]
+            self.stopping.add(project_id)
+            fields = {"project_id": project_id, "error": error}
+            return [
+                Stop(to=project.address),
+                Log(level="error", event="project_start_not_recorded", fields=fields),
+            ]
         self.stopping.add(project_id)
         return [Stop(to=project.address), *self._crashed(project_id, f"escalated: {child}")]
 

@@ -3,7 +3,8 @@
 It is a pure function of the request (SPEC section 6):
 
 1. On round 1, directives (the ``user.message``'s ``data.llm``) with any of
-   ``assistant_text``, ``delta_chunks`` or ``tool_calls`` are followed exactly.
+   ``assistant_text``, ``delta_chunks`` or ``tool_calls`` are followed exactly; any other
+   key (a typo such as ``tool_call``) fails the round with ``bad_response`` naming it.
 2. When the newest messages are tool results (``tool`` messages after the last assistant
    message) it answers one line per result, ``Tool NAME completed.`` or
    ``Tool NAME failed: CODE``, and ends the turn.
@@ -30,6 +31,7 @@ _LIST = re.compile(r"^list\s+(skills|commands|workflows)\b", re.IGNORECASE)
 _READ = re.compile(r"^read\s+(\S.*)$", re.IGNORECASE | re.DOTALL)
 _SEARCH = re.compile(r"^search\s+(\S.*)$", re.IGNORECASE | re.DOTALL)
 _DIRECTIVE_KEYS = ("assistant_text", "delta_chunks", "tool_calls")
+_CALL_KEYS = ("name", "args", "run_mode")
 _RUN_MODES = ("sync", "async")
 
 
@@ -49,6 +51,8 @@ class DeterministicAdapter:
     def complete(self, request: ModelRequest) -> ModelReply:
         """Answer one round; raise ``ModelError(bad_response)`` for malformed directives."""
         directives = request.directives
+        if request.round == 1 and directives is not None:
+            _check_keys(directives)
         if (
             request.round == 1
             and directives is not None
@@ -64,6 +68,18 @@ class DeterministicAdapter:
             tool_calls=calls,
             finish_reason="tool_calls" if calls else "stop",
             usage=_usage(request, text, calls),
+        )
+
+
+def _check_keys(given: dict[str, Any], known: tuple[str, ...] = (), where: str = "") -> None:
+    """A key the adapter does not know is a mistake (a typo), not something to ignore."""
+    known = known or _DIRECTIVE_KEYS
+    unknown = sorted(str(key) for key in given if key not in known)
+    if unknown:
+        names = ", ".join(repr(key) for key in unknown)
+        what = f"the keys of {where} are" if where else "the directives are"
+        raise _bad(
+            f"unknown key{'s' if len(unknown) > 1 else ''} {names}; {what} {', '.join(known)}"
         )
 
 
@@ -95,6 +111,7 @@ def _directed_calls(raw: object) -> list[ToolCallRequest]:
     for index, item in enumerate(raw):
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise _bad(f"tool_calls[{index}] must be an object with a string name")
+        _check_keys(item, _CALL_KEYS, f"tool_calls[{index}]")
         args = item.get("args") or {}
         run_mode = item.get("run_mode") or "sync"
         if not isinstance(args, dict):

@@ -166,7 +166,10 @@ def decide(call: CallSpec, ctx: PolicyContext) -> Verdict:
     if entry is None:
         reason = {
             "code": "unknown_tool",
-            "message": f"there is no tool named {call.name!r}; list_tools shows the tools",
+            "message": (
+                f"there is no tool named {call.name!r}; "
+                f"`roost project tools {ctx.project_id}` lists the tools"
+            ),
             "tool": call.name,
         }
         return Verdict(outcome="invalid", events=[_failed(call, reason)])

@@ -92,7 +92,10 @@ ACTOR_ROUTES: frozenset[str] = frozenset({"supervisor", "project", "conversation
 
 
 def _user_message_wait(args: dict[str, Any]) -> bool:
-    return bool(args["wait"]) and args["event"]["type"] == "user.message"
+    event = args.get("event")
+    return (
+        bool(args.get("wait")) and isinstance(event, dict) and event.get("type") == "user.message"
+    )
 
 
 def _wait_timeout(args: dict[str, Any]) -> float:
@@ -361,10 +364,14 @@ def waits_for_turn(op: str, args: dict[str, Any]) -> bool:
 def op_timeout_s(op: str, args: dict[str, Any]) -> float:
     """Seconds the daemon gives a request before its deadline (the client waits a bit longer).
 
-    ``send_event`` with ``wait`` gets its ``wait_timeout_s`` on top of the default.
+    ``send_event`` with ``wait`` gets its ``wait_timeout_s`` on top of the default; one
+    that waits for the turn it starts (a ``user.message``) gets its ``wait_timeout_s``
+    alone: the client gives up on the turn after that many seconds (``timeout``).
     """
     spec = OP_TABLE.get(op)
     if spec is None:
         return DEFAULT_OP_TIMEOUT_S
+    if spec.waits is not None and spec.waits(args) and spec.extra_timeout is not None:
+        return spec.extra_timeout(args)
     extra = spec.extra_timeout(args) if spec.extra_timeout is not None else 0.0
     return spec.timeout_s + extra

@@ -126,12 +126,13 @@ def test_a_stopped_conversation_says_it_is_stopped_and_can_be_started_again(
     done = roost(desk.home, "send", "det", "c9", "hello")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
-        "roost: conversation_not_found: conversation c9 is stopped; start it again with "
-        "`roost conversation start det --id c9`\n"
+        "roost: conversation_not_found: conversation c9 of project det is stopped; start it "
+        "again with `roost conversation start det --id c9`\n"
     )
     never = roost(desk.home, "send", "det", "c404", "hello")
     assert never.stderr == (
-        "roost: conversation_not_found: no conversation c404 in this project; start it first\n"
+        "roost: conversation_not_found: no conversation c404 in project det; start it with "
+        "`roost conversation start det --id c404`\n"
     )
     assert roost(desk.home, "conversation", "start", "det", "--id", "c9").returncode == 0
     again = roost(desk.home, "send", "det", "c9", "hello", "--wait")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from runtime.daemon import start_daemon, stop_daemon
 from tests.integration.conftest import Daemon, alive, daemon_env
+from tests.runtime.daemon_helpers import run_roost
 
 
 def test_a_daemon_on_postgres_runs_a_turn_and_restores_it_after_a_restart(
@@ -87,3 +90,46 @@ def test_a_postgres_journal_cut_while_stopped_is_caught_by_the_seal_kept_on_the_
         seen += daemon.processes()
         stop_daemon(home)
     assert alive(seen) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"POSTGRES_PASSWORD": None},
+            "roost: journal_error: POSTGRES_PASSWORD is not set, and the PostgreSQL journal "
+            "(ROOST_JOURNAL=postgres) needs it in the daemon's environment: the password; set it "
+            "empty (POSTGRES_PASSWORD=) for trust authentication\n",
+        ),
+        (
+            {"POSTGRES_SCHEMA": "roost_no_such_schema"},
+            "roost: journal_error: the schema POSTGRES_SCHEMA='roost_no_such_schema' does not "
+            'exist in {where}: create it (CREATE SCHEMA "roost_no_such_schema") or set '
+            "POSTGRES_SCHEMA to an existing one\n",
+        ),
+        (
+            {"POSTGRES_PORT": "1"},
+            "roost: journal_error: cannot connect to PostgreSQL as {user}@{host}:1/{db}: ",
+        ),
+    ],
+    ids=["no_password", "no_schema", "wrong_port"],
+)
+def test_a_wrong_postgres_setting_fails_the_start_at_once_with_its_cause_and_no_pid_file(
+    tmp_path: Path, postgres_env: dict[str, str], change: dict[str, str | None], expected: str
+) -> None:
+    home = str(tmp_path / "home")
+    env = {**os.environ, **daemon_env(ROOST_JOURNAL="postgres", **postgres_env)}
+    for key, value in change.items():
+        env.pop(key, None)
+        if value is not None:
+            env[key] = value
+    done = run_roost("daemon", "start", "--home", home, env=env, timeout=120)
+    host, port = postgres_env["POSTGRES_HOST"], postgres_env["POSTGRES_PORT"]
+    user, db = postgres_env["POSTGRES_USER"], postgres_env["POSTGRES_DBNAME"]
+    where = f"{user}@{host}:{port}/{db}"
+    assert done.stderr.startswith(expected.format(where=where, user=user, host=host, db=db))
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 1
+    assert sorted(os.listdir(home)) == ["journal.key", "logs"]

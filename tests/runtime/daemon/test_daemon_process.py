@@ -156,8 +156,8 @@ def test_a_daemon_whose_backend_cannot_load_fails_start_with_its_log_line(home) 
     assert done.returncode == 3
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith(
-        "roost: daemon_unreachable: the daemon exited with status 1 before answering "
-        "(last log line: roost: daemon_failed: cannot import backend module"
+        "roost: daemon_unreachable: the daemon exited with status 1 before answering: "
+        "roost: daemon_failed: cannot import backend module"
     )
     assert daemon_pid(home) is None
     assert not os.path.exists(os.path.join(home, "roost.sock"))

@@ -83,13 +83,28 @@ def test_a_recorded_start_reads_the_projects_conversations_before_answering() ->
     assert core.known == {"c1"}
 
 
-def test_a_start_the_journal_refuses_answers_its_error() -> None:
+def test_a_start_the_journal_refuses_answers_its_error_and_has_the_supervisor_forget_it() -> None:
     core, _ = make_core()
     (append,) = of(core.start("/root", SUMMARY, []), fx.Append)
     assert append.then is not None
+    ask(core, "list_tools")  # waits for the start
     error = {"code": "journal_error", "message": "disk full", "details": {}}
-    assert append.then(error) == [fx.Answer(to="starter", ok=False, error=error)]
-    assert core.ready is True
+    assert append.then(error) == [
+        fx.Escalate(child="start", error=error),
+        fx.Answer(to="starter", ok=False, error=error),
+        fx.Answer(to="client", ok=False, error=error),
+    ]
+
+
+def test_a_conversation_whose_start_was_not_recorded_is_forgotten_not_restarted() -> None:
+    core, _ = make_core()
+    ready(core)
+    ask(core, "start_conversation", conversation_id="c2", correlation_id="corr-c")
+    address = core.live["c2"]
+    assert core.failed("c2", unrecorded=True) == [fx.Stop(to=address)]
+    assert "c2" not in core.known
+    error = error_of(ask(core, "cancel", conversation_id="c2"))
+    assert error["code"] == "conversation_not_found"
 
 
 def test_a_restored_project_reads_its_events_and_records_no_start() -> None:
@@ -168,8 +183,10 @@ def test_a_request_for_an_unknown_conversation_is_conversation_not_found() -> No
     error = error_of(ask(core, "cancel", conversation_id="c9"))
     assert error == {
         "code": "conversation_not_found",
-        "message": "no conversation c9 in this project; start it first",
-        "details": {"conversation_id": "c9"},
+        "message": (
+            "no conversation c9 in project p1; start it with `roost conversation start p1 --id c9`"
+        ),
+        "details": {"project_id": "p1", "conversation_id": "c9"},
     }
 
 
@@ -247,6 +264,21 @@ def test_a_crashed_conversation_holds_requests_until_it_is_restarted() -> None:
     assert of(again, fx.Spawn) == [fx.Spawn(name="conversation:c1", recovering=True)]
     assert of(again, fx.Send) == [fx.Send(to=fx.Child("conversation:c1"), message="cancel-request")]
     assert [t for t, _ in appended(again)] == ["actor.restarted"]
+
+
+def test_a_conversation_the_journal_refused_restarts_at_once_and_never_escalates() -> None:
+    core, _ = make_core()
+    ready(core, "c1")
+    ask(core, "cancel", conversation_id="c1")  # wakes it
+    for _ in range(10):  # far past max_restarts
+        address = core.live["c1"]
+        assert core.failed("c1", code="journal_error") == [fx.Stop(to=address)]
+        effects = run(core, core.child_exited(address))
+        assert of(effects, fx.Spawn) == [fx.Spawn(name="conversation:c1", recovering=True)]
+        assert of(effects, fx.Escalate) == [] and of(effects, fx.Wakeup) == []
+        assert [t for t, _ in appended(effects)] == ["actor.restarted"]
+    core.failed("c1", code="journal_conflict")  # another writer: a crash as before
+    assert of(core.child_exited(core.live["c1"]), fx.Wakeup) != []
 
 
 def test_a_restarted_conversation_answers_the_clients_whose_wait_has_not_expired() -> None:

@@ -60,6 +60,28 @@ def test_boot_starts_the_journal_and_reads_the_lifecycle_once_it_is_set_up(tmp_p
     assert core.journal_ready() == [fx.ReadLifecycle()]
 
 
+def test_a_journal_that_cannot_open_fails_the_boot_at_once_with_its_error(tmp_path: Path) -> None:
+    core = SupervisorCore(clock=lambda: NOW, new_id=ids())
+    core.boot(str(tmp_path), "daemon")
+    error = {"code": "journal_error", "message": "POSTGRES_PASSWORD is not set", "details": {}}
+    assert core.journal_ready(error) == [fx.Answer(to="daemon", ok=False, error=error)]
+    later = core.journal_ready(error)  # a restarted Journal: logged, nobody waits
+    assert [(e.level, e.event) for e in of(later, fx.Log)] == [("error", "journal_not_open")]
+
+
+def test_a_project_whose_start_was_not_recorded_is_forgotten_not_restarted(
+    tmp_path: Path,
+) -> None:
+    core, _ = make_core(tmp_path)
+    start(core, tmp_path / "root")
+    error = {"code": "journal_error", "message": "disk full", "details": {}}
+    effects = core.escalated("p1", "start", error)
+    assert of(effects, fx.Stop) == [fx.Stop(to="addr-project:p1")]
+    assert of(effects, fx.Append) == []  # nothing to record on a full disk, no restart
+    assert "p1" not in core.projects and "p1" not in core.failed
+    assert "p1" not in core.list_projects()
+
+
 def test_restore_restarts_the_projects_whose_last_event_is_started(tmp_path: Path) -> None:
     core = SupervisorCore(clock=lambda: NOW, new_id=ids())
     (tmp_path / "home").mkdir()

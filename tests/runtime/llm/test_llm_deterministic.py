@@ -190,8 +190,8 @@ def test_directives_are_ignored_after_the_first_round() -> None:
     assert reply.text == "Tool fs.read completed."
 
 
-def test_directives_without_known_keys_fall_back_to_the_rules() -> None:
-    assert ask(user("hi"), directives={"other": 1}).text == "Acknowledged: hi"
+def test_empty_directives_fall_back_to_the_rules() -> None:
+    assert ask(user("hi"), directives={}).text == "Acknowledged: hi"
 
 
 @pytest.mark.parametrize(
@@ -221,6 +221,21 @@ def test_directives_without_known_keys_fall_back_to_the_rules() -> None:
         (
             {"tool_calls": [{"name": "fs.read", "run_mode": "later"}]},
             "invalid llm directives: tool_calls[0].run_mode must be 'sync' or 'async', got 'later'",
+        ),
+        (
+            {"tool_call": [{"name": "fs.read"}]},
+            "invalid llm directives: unknown key 'tool_call'; the directives are "
+            "assistant_text, delta_chunks, tool_calls",
+        ),
+        (
+            {"other": 1, "assistant_text": "x", "arg": 2},
+            "invalid llm directives: unknown keys 'arg', 'other'; the directives are "
+            "assistant_text, delta_chunks, tool_calls",
+        ),
+        (
+            {"tool_calls": [{"name": "fs.read", "arg": {"path": "a"}}]},
+            "invalid llm directives: unknown key 'arg'; the keys of tool_calls[0] are "
+            "name, args, run_mode",
         ),
     ],
 )
