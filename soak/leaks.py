@@ -197,6 +197,11 @@ class Watch:
         self._after: list[Reading] = []
         self._names: dict[int, str] | None = None
 
+    @property
+    def names(self) -> dict[int, str] | None:
+        """The always-on processes' names by pid, once named."""
+        return self._names
+
     def name_processes(self) -> None:
         """Name the always-on processes: call it before any conversation starts."""
         self._names = _roles(self.home, self.daemon_pid)
