@@ -217,9 +217,10 @@ def _leak_lines(report: SoakReport) -> list[str]:
         after = "gone" if p.uss_after is None else _mib(p.uss_after)
         growth = "" if p.growth_pct is None else f" ({p.growth_pct:+.1f}%)"
         mark = "  LEAK" if p.leaked else ""
+        rss = "" if p.rss_after is None else f"; RSS {_mib(p.rss_before)} -> {_mib(p.rss_after)}"
         lines.append(
             f"                 {p.name:<16} pid {p.pid:<7} {_mib(p.uss_before)} -> {after}"
-            f"{growth}{mark}"
+            f"{growth}{rss}{mark}"
         )
     return lines
 

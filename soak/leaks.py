@@ -12,10 +12,12 @@ twice:
 - *after*, once the load has stopped, every turn is over, and :data:`SETTLE_S` more
   seconds have passed.
 
-A process whose USS grew by more than :data:`LIMIT_PCT` percent fails the run (with the
-process, its pid and the figures in the reason). A process that was not there at both
-readings (killed by ``chaos``, restarted) is reported but not compared. The decision is
-:func:`judge`, plain code with unit tests.
+A process whose USS grew by more than :data:`LIMIT_PCT` percent, and its RSS by as much,
+fails the run (with the process, its pid and the figures in the reason): a parent's USS
+also rises when pages it shared with the children it forked become its own (they wrote to
+their copies, or exited), with no byte allocated; its RSS does not. A process that was not
+there at both readings (killed by ``chaos``, restarted) is reported but not compared. The
+decision is :func:`judge`, plain code with unit tests.
 """
 
 from __future__ import annotations
@@ -57,13 +59,21 @@ class Reading(msgspec.Struct, frozen=True, kw_only=True):
     created: float
     """Its start time (a pid reused by a new process is not the same process)."""
     uss: int
-    """Bytes."""
+    """Bytes unique to the process."""
+    rss: int = 0
+    """Bytes resident (shared pages included)."""
 
 
 def judge(
     before: list[Reading], after: list[Reading], limit_pct: float = LIMIT_PCT
 ) -> list[ProcessMemory]:
-    """Compare the two readings process by process (same pid and start time)."""
+    """Compare the two readings process by process (same pid and start time).
+
+    A process leaked when its USS grew by more than ``limit_pct`` and its RSS grew by as
+    much: memory it allocated raises both, while pages it shared with the processes it
+    forked become its own (USS up, RSS the same) as those children write to their copies
+    or exit, which is no growth at all.
+    """
     later = {(r.pid, r.created): r for r in after}
     out = []
     for first in before:
@@ -75,20 +85,25 @@ def judge(
                     pid=first.pid,
                     uss_before=first.uss,
                     uss_after=None,
+                    rss_before=first.rss,
                     growth_pct=None,
                     leaked=False,
                 )
             )
             continue
         growth = (last.uss - first.uss) / first.uss * 100 if first.uss else None
+        grown = min(last.uss - first.uss, last.rss - first.rss)
+        allocated = grown / first.uss * 100 if first.uss else None
         out.append(
             ProcessMemory(
                 name=first.name,
                 pid=first.pid,
                 uss_before=first.uss,
                 uss_after=last.uss,
+                rss_before=first.rss,
+                rss_after=last.rss,
                 growth_pct=None if growth is None else round(growth, 2),
-                leaked=growth is not None and growth > limit_pct,
+                leaked=allocated is not None and allocated > limit_pct,
             )
         )
     return out
@@ -100,7 +115,8 @@ def leak_reasons(check: LeakCheck | None) -> list[str]:
         return []
     return [
         f"leak: {p.name} (pid {p.pid}) USS grew {p.growth_pct:+.1f}% "
-        f"({p.uss_before / _MIB:.1f} -> {(p.uss_after or 0) / _MIB:.1f} MiB) between the "
+        f"({p.uss_before / _MIB:.1f} -> {(p.uss_after or 0) / _MIB:.1f} MiB; RSS "
+        f"{p.rss_before / _MIB:.1f} -> {(p.rss_after or 0) / _MIB:.1f} MiB) between the "
         f"warm-up and {check.settle_s:g} s after the load stopped; the limit is "
         f"{check.limit_pct:g}%"
         for p in check.processes
@@ -175,12 +191,14 @@ def read_always_on(
             proc = psutil.Process(pid)
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
+            info = proc.memory_full_info()
             readings.append(
                 Reading(
                     name=name,
                     pid=pid,
                     created=proc.create_time(),
-                    uss=proc.memory_full_info().uss,
+                    uss=info.uss,
+                    rss=info.rss,
                 )
             )
     return readings, names

@@ -273,10 +273,14 @@ class ProcessMemory(msgspec.Struct, frozen=True, kw_only=True):
     """Bytes, after the warm-up."""
     uss_after: int | None
     """Bytes, after the load and the settle; null when the process was gone by then."""
+    rss_before: int = 0
+    """Resident bytes (shared pages included), after the warm-up."""
+    rss_after: int | None = None
+    """Resident bytes, after the load and the settle."""
     growth_pct: float | None
-    """``(after - before) / before``, in percent; null when not compared."""
+    """USS ``(after - before) / before``, in percent; null when not compared."""
     leaked: bool
-    """Grew by more than the limit."""
+    """USS and RSS both grew by more than the limit (of the USS before)."""
 
 
 class LeakCheck(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,8 +13,12 @@ from tests.soak.test_report import _report
 MIB = 1024 * 1024
 
 
-def _reading(name: str, uss_mib: float, pid: int = 100, created: float = 1.0) -> Reading:
-    return Reading(name=name, pid=pid, created=created, uss=int(uss_mib * MIB))
+def _reading(
+    name: str, uss_mib: float, pid: int = 100, created: float = 1.0, rss_mib: float | None = None
+) -> Reading:
+    """A reading whose RSS is its USS plus 40 MiB shared (unless ``rss_mib`` says)."""
+    rss = uss_mib + 40 if rss_mib is None else rss_mib
+    return Reading(name=name, pid=pid, created=created, uss=int(uss_mib * MIB), rss=int(rss * MIB))
 
 
 def _check(before: list[Reading], after: list[Reading]) -> LeakCheck:
@@ -30,14 +34,31 @@ def test_growth_within_ten_percent_passes_and_beyond_fails() -> None:
         ("journal", 11.0, True),
     ]
     assert leak_reasons(check) == [
-        "leak: journal (pid 2) USS grew +11.0% (20.0 -> 22.2 MiB) between the warm-up and "
-        "3 s after the load stopped; the limit is 10%"
+        "leak: journal (pid 2) USS grew +11.0% (20.0 -> 22.2 MiB; RSS 60.0 -> 62.2 MiB) "
+        "between the warm-up and 3 s after the load stopped; the limit is 10%"
     ]
 
 
 def test_exactly_ten_percent_is_still_within_the_limit() -> None:
     check = _check([_reading("daemon", 10.0)], [_reading("daemon", 11.0)])
     assert check.processes[0].leaked is False
+
+
+def test_pages_a_parent_shared_with_its_children_becoming_its_own_are_no_leak() -> None:
+    """USS up by what its forked children copied or freed, RSS the same: nothing allocated."""
+    before = [_reading("daemon", 11.0, rss_mib=60.0)]
+    after = [_reading("daemon", 51.0, rss_mib=60.5)]
+    [daemon] = judge(before, after)
+    assert (daemon.growth_pct, daemon.leaked) == (363.64, False)
+    assert (daemon.rss_before, daemon.rss_after) == (60 * MIB, int(60.5 * MIB))
+
+
+def test_resident_growth_without_unique_growth_is_no_leak_either() -> None:
+    """A first use of shared library code: RSS up, nothing of its own."""
+    [daemon] = judge(
+        [_reading("daemon", 11.0, rss_mib=60.0)], [_reading("daemon", 11.2, rss_mib=80.0)]
+    )
+    assert daemon.leaked is False
 
 
 def test_shrinking_is_never_a_leak() -> None:
@@ -73,8 +94,8 @@ def test_a_leak_fails_the_run_and_the_summary_shows_every_process() -> None:
     report = decide(_report(leaks=check))
     assert report.passed is False
     assert report.reasons == [
-        "leak: daemon (pid 1) USS grew +200.0% (12.0 -> 36.0 MiB) between the warm-up and "
-        "3 s after the load stopped; the limit is 10%"
+        "leak: daemon (pid 1) USS grew +200.0% (12.0 -> 36.0 MiB; RSS 52.0 -> 76.0 MiB) "
+        "between the warm-up and 3 s after the load stopped; the limit is 10%"
     ]
     lines = render_summary(report).splitlines()
     assert (
