@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="use the daemon running there (or start one there); default: a temporary one",
     )
+    p.add_argument(
+        "--connection-per-turn",
+        action="store_true",
+        help="send each turn on a new client connection (as the CLI and scripts do)",
+    )
     p.add_argument("--compare", metavar="FILE", help="an earlier --json report to compare with")
     p.add_argument(
         "--threshold",
@@ -123,6 +128,7 @@ def _config(ns: argparse.Namespace) -> SoakConfig:
         idle_passivation_ms=ns.idle_passivation_ms,
         threshold_pct=ns.threshold,
         seed=ns.seed,
+        connection_per_turn=ns.connection_per_turn,
     )
 
 
@@ -163,6 +169,7 @@ def render_summary(report: SoakReport) -> str:
         f"retries, onset at {r.backpressure.onset_inflight or '-'} in flight, "
         f"max {r.backpressure.max_inflight} in flight",
     ]
+    lines += _leak_lines(r)
     if r.chaos is not None:
         roles = ", ".join(f"{k} {v}" for k, v in sorted(r.chaos.by_role.items()))
         lines.append(
@@ -193,6 +200,29 @@ def render_summary(report: SoakReport) -> str:
     if r.kept:
         lines.append(f"  kept           {r.kept} (project roots; home/ holds the journal and logs)")
     return "\n".join(lines)
+
+
+def _leak_lines(report: SoakReport) -> list[str]:
+    """The leak check: each always-on process's USS after the warm-up and after the load."""
+    check = report.leaks
+    if check is None:
+        return ["  leak check     not made (the run broke off before its two readings)"]
+    grew = [p for p in check.processes if p.leaked]
+    lines = [
+        f"  leak check     USS after the warm-up -> {check.settle_s:g} s after the load "
+        f"(limit +{check.limit_pct:g}%): "
+        + (f"{len(grew)} process(es) grew beyond it" if grew else "ok")
+    ]
+    for p in check.processes:
+        after = "gone" if p.uss_after is None else _mib(p.uss_after)
+        growth = "" if p.growth_pct is None else f" ({p.growth_pct:+.1f}%)"
+        mark = "  LEAK" if p.leaked else ""
+        rss = "" if p.rss_after is None else f"; RSS {_mib(p.rss_before)} -> {_mib(p.rss_after)}"
+        lines.append(
+            f"                 {p.name:<16} pid {p.pid:<7} {_mib(p.uss_before)} -> {after}"
+            f"{growth}{rss}{mark}"
+        )
+    return lines
 
 
 class _Terminated(BaseException):

@@ -6,12 +6,17 @@
    ``--home`` or on a temporary ``ROOST_HOME`` (``soak.monitor.DaemonSession``);
 2. create temporary project roots with seed files, start the projects (their
    ``idle_passivation_ms`` is short, so idle conversations stop after the run), sample the
-   daemon tree's memory, start the conversations;
+   daemon tree's memory, start the conversations, run a warm-up round (one turn each),
+   wait for the conversations to be passivated and read the always-on processes' USS
+   (``soak.leaks``);
 3. run the scenario's workload (``soak.scenarios``; ``chaos`` kills actor processes
-   meanwhile, ``soak.chaos``), then wait until no conversation has a turn running;
+   meanwhile, ``soak.chaos``), then wait until no conversation has a turn running and the
+   idle ones are passivated, settle, and read the always-on processes' USS again: one that
+   grew by more than 10% fails the run;
 4. read every project's journal back through the client and check it
    (``soak.readback``, ``soak.integrity``);
-5. wait for the idle conversations to be passivated and sample memory again;
+5. sample memory again (the idle conversations were passivated before the leak check's
+   second reading);
 6. stop the daemon it spawned and make sure no process of it is left;
 7. ``baseline``: replay the run's message and append pattern on bare Thespian and
    eventsourcing (``soak.baseline``) and report the ratio.
@@ -40,6 +45,7 @@ from runtime.client import Client
 from runtime.errors import RoostError
 from soak.bootstrap import event_counts, start_conversations, start_projects
 from soak.integrity import check_integrity
+from soak.leaks import Watch, leak_reasons
 from soak.monitor import DaemonSession, Failures, MemorySampler, wait_until
 from soak.readback import Guard, collect_events, journal_batch_sizes, wait_idle
 from soak.report import (
@@ -61,10 +67,14 @@ from soak.scenarios import TurnResult, Workload, WorkloadResult, plan_turns
 if TYPE_CHECKING:
     from soak.chaos import ChaosMonkey
 
-__all__ = ["CHAOS_TOLERATED", "decide", "run_soak"]
+__all__ = ["CHAOS_TOLERATED", "WARM_UP_MAX_S", "decide", "run_soak"]
 
 CHAOS_TOLERATED = frozenset({"timeout", "daemon_unreachable", "internal_error", "journal_error"})
 """Turn errors a ``chaos`` run expects when an actor dies under a turn."""
+
+
+WARM_UP_MAX_S = 300.0
+"""The longest warm-up of a ``--duration-s`` run (a tenth of the duration up to this)."""
 
 
 class _Run:
@@ -143,6 +153,7 @@ def run_soak(
     restarts = crashes = committed = 0
     rss_start = rss_end = procs_start = procs_end = pss_start = pss_end = 0
     batch_sizes: list[int] | None = None
+    leak_watch: Watch | None = None
     interrupted = False
     try:
         run.note("starting the daemon")
@@ -150,6 +161,8 @@ def run_soak(
         with Client.connect(session.home) as client:
             run.note("starting projects")
             run.projects = start_projects(client, config, workdir, run.run_id, run.failures)
+            leak_watch = Watch(session.home, session.pid)
+            leak_watch.name_processes()
             rss_start, procs_start = sampler.sample(refresh=True)
             pss_start = sampler.pss()
             sampler.start()
@@ -157,7 +170,11 @@ def run_soak(
             run.conversations = start_conversations(
                 client, run.projects, config.conversations, run.failures
             )
+            run.note("warm-up round")
+            _warm_up(config, session.home, run)
             before = event_counts(client, run.projects)
+            _passivated(sampler, procs_start, config)  # as at the *after* reading
+            leak_watch.before()
             per_conversation = 1 if config.duration_s else config.events
             turns = plan_turns(run.conversations, per_conversation, run.run_id)
             end_at = time.monotonic() + (config.duration_s or 0)
@@ -172,15 +189,7 @@ def run_soak(
                     seed=seed,
                 )
             keep_going = _keep_going(monkey, end_at if config.duration_s else None)
-            workload = Workload(
-                session.home,
-                concurrency=config.concurrency,
-                timeout_ms=config.timeout_ms,
-                burst=config.scenario == "burst",
-                keep_going=keep_going,
-                on_turn=run.turn_done,
-                run_id=run.run_id,
-            )
+            workload = _workload(config, session.home, run, keep_going=keep_going)
             run.note(f"{config.scenario} workload")
             if monkey is not None:
                 monkey.start()
@@ -198,9 +207,12 @@ def run_soak(
                 )
             run.note("waiting for turns to settle")
             settle_s = 5.0 if result.stalled else config.timeout_ms / 1000 + (30 if monkey else 5)
-            budget = settle_s + 60 + 15 * len(run.projects)
+            budget = settle_s + 60 + 15 * len(run.projects) + _passivation_wait_s(config)
             with Guard(client, budget) as guard:
                 wait_idle(client, run.conversations, settle_s, run.failures)
+                run.note("settling, then reading memory for the leak check")
+                _passivated(sampler, procs_start, config)
+                leak_watch.after()
                 run.note("reading the journal back")
                 after = event_counts(client, run.projects)
                 committed = sum(max(0, after[p] - before.get(p, 0)) for p in after)
@@ -225,11 +237,7 @@ def run_soak(
             restarts = sum(1 for e in events if e.get("type") == "actor.restarted")
             crashes = sum(1 for e in events if e.get("type") == "actor.crashed")
             run.note("waiting for idle conversations to be passivated")
-            wait_until(
-                lambda: sampler.sample(refresh=True)[1] <= procs_start,
-                config.idle_passivation_ms / 1000 + 10,
-                0.2,
-            )
+            _passivated(sampler, procs_start, config)
             rss_end, procs_end = sampler.sample(refresh=True)
             pss_end = sampler.pss()
             if not session.owned:
@@ -297,6 +305,7 @@ def run_soak(
             pss_end=pss_end,
         ),
         integrity=integrity,
+        leaks=None if leak_watch is None else leak_watch.result(),
         restarts=restarts,
         crashes=crashes,
         failures=_turn_failures(run.failures, result.results, tolerate=monkey is not None),
@@ -331,6 +340,62 @@ def run_soak(
         shutil.rmtree(workdir, ignore_errors=True)
         return report
     return msgspec.structs.replace(report, kept=workdir)
+
+
+def _passivation_wait_s(config: SoakConfig) -> float:
+    return config.idle_passivation_ms / 1000 + 10
+
+
+def _passivated(sampler: MemorySampler, processes: int, config: SoakConfig) -> None:
+    """Wait (bounded) until the idle conversations are passivated: ``processes`` are left.
+
+    The leak check reads memory only so: a parent's USS rises when the children it forked
+    exit (the pages it shared with them become its own again).
+    """
+    wait_until(
+        lambda: sampler.sample(refresh=True)[1] <= processes, _passivation_wait_s(config), 0.2
+    )
+
+
+def _workload(
+    config: SoakConfig,
+    home: str,
+    run: _Run,
+    keep_going: Callable[[], bool] | None = None,
+    *,
+    warm_up: bool = False,
+) -> Workload:
+    return Workload(
+        home,
+        concurrency=config.concurrency,
+        timeout_ms=config.timeout_ms,
+        burst=config.scenario == "burst" and not warm_up,
+        keep_going=keep_going,
+        on_turn=None if warm_up else run.turn_done,
+        stall_s=None,
+        run_id=f"{run.run_id}w" if warm_up else run.run_id,
+        connection_per_turn=config.connection_per_turn,
+    )
+
+
+def _warm_up(config: SoakConfig, home: str, run: _Run) -> None:
+    """Send the turns that come before the *before* reading of the leak check.
+
+    One per conversation, and with ``--duration-s`` a tenth of the duration more (at most
+    :data:`WARM_UP_MAX_S`), so caches that fill up to their bound (SQLite's page cache,
+    the endpoint pool) are full first.
+    """
+    keep_going = None
+    if config.duration_s:
+        end_at = time.monotonic() + min(config.duration_s / 10, WARM_UP_MAX_S)
+
+        def keep_going() -> bool:
+            return time.monotonic() < end_at
+
+    workload = _workload(config, home, run, keep_going, warm_up=True)
+    for r in workload.run(plan_turns(run.conversations, 1, workload.run_id)).results:
+        if not r.ok:
+            run.failures.add("warm-up", r.error_code or "error", r.error_message or "")
 
 
 def _turn_failures(
@@ -377,7 +442,8 @@ def decide(report: SoakReport) -> SoakReport:
     A run passes when every project and conversation started; no failure other than the
     turns a ``chaos`` kill interrupted; no acknowledged event lost, none duplicated, every
     call terminated once, every projection equal to its replay, every hash chain intact;
-    ``chaos`` made at least ``kills`` kills; and ``--compare`` found no regression.
+    ``chaos`` made at least ``kills`` kills; no always-on process's USS grew by more than
+    10% (``soak.leaks``); and ``--compare`` found no regression.
     """
     reasons = []
     if report.projects.failed or report.conversations.failed:
@@ -410,6 +476,7 @@ def decide(report: SoakReport) -> SoakReport:
         reasons.append(f"chaos: {report.chaos.kills} kills, fewer than {report.config.kills}")
     if report.scenario == "baseline" and report.baseline is None:
         reasons.append("baseline: the bare run did not complete")
+    reasons += leak_reasons(report.leaks)
     for regression in report.regressions:
         reasons.append(
             f"regression: {regression.metric} {regression.previous:g} -> "

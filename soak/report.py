@@ -1,7 +1,12 @@
 """The soak report: its shape, nearest-rank latency percentiles and ``--compare``.
 
 Plain data (frozen msgspec Structs, encoded as the ``--json`` file) and plain functions.
-The integrity checks that fill :class:`Integrity` are in ``soak.integrity``.
+The integrity checks that fill :class:`Integrity` are in ``soak.integrity``, the leak check
+that fills :class:`LeakCheck` in ``soak.leaks``.
+
+Why this module is long: it is the report's whole shape, one Struct per section with every
+field documented (the ``--json`` file's reference), next to the two small functions that
+fill or compare it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ __all__ = [
     "Failure",
     "Integrity",
     "LatencyStats",
+    "LeakCheck",
     "Memory",
+    "ProcessMemory",
     "Regression",
     "Scenario",
     "SoakConfig",
@@ -67,6 +74,8 @@ class SoakConfig(msgspec.Struct, frozen=True, kw_only=True):
     """``--compare``: a metric worse by more than this is a regression."""
     seed: int | None = None
     """Seed of ``chaos``'s random choices (a fresh one when null; reported)."""
+    connection_per_turn: bool = False
+    """Each turn on a new client connection (as the CLI and scripts make them)."""
 
 
 class LatencyStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -255,6 +264,34 @@ class BaselineSummary(msgspec.Struct, frozen=True, kw_only=True):
     """Share of the workers' busy time spent in actor round trips (the rest: appends)."""
 
 
+class ProcessMemory(msgspec.Struct, frozen=True, kw_only=True):
+    """One always-on process, before and after the load."""
+
+    name: str
+    pid: int
+    uss_before: int
+    """Bytes, after the warm-up."""
+    uss_after: int | None
+    """Bytes, after the load and the settle; null when the process was gone by then."""
+    rss_before: int = 0
+    """Resident bytes (shared pages included), after the warm-up."""
+    rss_after: int | None = None
+    """Resident bytes, after the load and the settle."""
+    growth_pct: float | None
+    """USS ``(after - before) / before``, in percent; null when not compared."""
+    leaked: bool
+    """USS and RSS both grew by more than the limit (of the USS before)."""
+
+
+class LeakCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """The leak check of one run."""
+
+    limit_pct: float
+    settle_s: float
+    processes: list[ProcessMemory]
+    """Each always-on process read before the load, in the order read."""
+
+
 class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     """Everything one ``roost soak`` run measured and decided."""
 
@@ -288,6 +325,9 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     """Errors, grouped."""
     backpressure: Backpressure
     """``overloaded`` answers."""
+    leaks: LeakCheck | None = None
+    """The always-on processes' USS after the warm-up and after the load (``soak.leaks``);
+    null when the run broke off before both readings."""
     chaos: ChaosSummary | None = None
     """``chaos`` only."""
     baseline: BaselineSummary | None = None

@@ -15,8 +15,14 @@ Back-pressure (an ``overloaded`` answer, or a connection refused with ``EAGAIN``
 the daemon's listen backlog is full) is retried with exponential backoff and jitter (same
 idempotency key, so never doubled) until the turn's time limit, and counted. A turn that
 takes longer than ``timeout_ms`` is aborted by a watchdog (its connection is shut) and
-counts as failed. When no turn at all finishes for ``stall_s`` (default: twice the turn
-time limit, at least 30 s) the daemon is taken to be wedged and no further turn is issued.
+counts as failed. A worker keeps its connection from turn to turn, or, with
+``connection_per_turn`` (``roost soak --connection-per-turn``), connects anew for each turn
+as the CLI, scripts and ``roost mcp serve`` do. When no turn at all finishes for
+``stall_s`` (default: twice the turn time limit, at least 30 s) the daemon is taken to be
+wedged and no further turn is issued.
+
+Why this module is long: :class:`Workload` is one class, the workers, their retries, the
+watchdog and the counters they share; split, each part would need all of them.
 """
 
 from __future__ import annotations
@@ -164,6 +170,7 @@ class Workload:
         on_turn: Callable[[TurnResult], None] | None = None,
         run_id: str = "run",
         stall_s: float | None = None,
+        connection_per_turn: bool = False,
     ) -> None:
         self.home = home
         self.concurrency = max(1, concurrency)
@@ -172,6 +179,7 @@ class Workload:
         self.keep_going = keep_going
         self.on_turn = on_turn
         self.run_id = run_id
+        self.connection_per_turn = connection_per_turn
         self._lock = threading.Lock()
         self._results: list[TurnResult] = []
         self._inflight: dict[int, _Inflight] = {}
@@ -301,6 +309,9 @@ class Workload:
                     refused=refusals,
                 )
             )
+            if self.connection_per_turn:
+                client.close()
+                return None
             return client
 
     def _call(

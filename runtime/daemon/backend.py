@@ -1,7 +1,8 @@
 """The real backend: the Thespian actor system behind the daemon's socket.
 
-Mutations and live state go to the actors (``ask`` through a per-thread private endpoint,
-so concurrent client connections never share one). Read-only queries — incident
+Mutations and live state go to the actors (``ask`` through a private endpoint lent for
+that one request by :class:`runtime.daemon.endpoints.EndpointPool`, so concurrent requests
+never share one, and a connection that ends leaves nothing behind). Read-only queries — incident
 timelines and reports, diagnostics, verification, subscriptions — read the journal
 directly from the daemon process: they never queue behind a busy actor.
 
@@ -12,13 +13,12 @@ open SQLite handle.
 
 Why this module is long: :class:`ActorBackend` is one class, the daemon's side of every op:
 one short method per op route plus the actor system's start, preload and shutdown. Its
-methods share the per-thread endpoint and the journal reader; the op table
+methods share the endpoint pool and the journal reader; the op table
 (``runtime.wire.ops``) already holds each op's declaration.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import importlib
 import os
@@ -40,6 +40,7 @@ from events.project_history import RECENT_PROBLEMS_LIMIT, project_problems, unre
 from events.projections import get_projection, project_view
 from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
+from runtime.daemon.endpoints import EndpointPool
 from runtime.errors import (
     DaemonUnreachableError,
     OverloadedError,
@@ -198,9 +199,7 @@ class ActorBackend:
         roost_home.protect(config.home)
         _review_dead_runs("daemon_start")
         self.system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(config.home))
-        self._local = threading.local()
-        self._contexts: list[Any] = []
-        self._lock = threading.Lock()
+        self._endpoints = EndpointPool(self._open_endpoint, max_idle=config.max_inflight)
         self.closed = False
         self._actors: dict[str, int] = {}
         try:
@@ -233,28 +232,18 @@ class ActorBackend:
 
     # --- actor requests -----------------------------------------------------------------
 
-    def _endpoint(self) -> Any:
-        endpoint = getattr(self._local, "endpoint", None)
-        if endpoint is None:
-            manager = self.system.private()
-            endpoint = manager.__enter__()
-            self._local.endpoint = endpoint
-            self._local.manager = manager
-            with self._lock:
-                self._contexts.append(manager)
-        return endpoint
+    def _open_endpoint(self) -> tuple[Any, Any]:
+        manager = self.system.private()
+        return manager.__enter__(), lambda: manager.__exit__(None, None, None)
 
-    def _drop_endpoint(self) -> None:
-        """Forget this thread's endpoint: a late reply must not answer the next request."""
-        manager = getattr(self._local, "manager", None)
-        self._local.endpoint = None
-        self._local.manager = None
-        if manager is not None:
-            with self._lock:
-                if manager in self._contexts:
-                    self._contexts.remove(manager)
-            with contextlib.suppress(Exception):  # closing a dead endpoint may fail
-                manager.__exit__(None, None, None)
+    def endpoint_counts(self) -> dict[str, int]:
+        """The pool's counts, and the endpoints Thespian's transport holds (``transport``)."""
+        counts = self._endpoints.stats()
+        core = getattr(getattr(self.system._systemBase, "transport", None), "_QCore", None)
+        queues = getattr(core, "_my_tqueues", None)
+        if isinstance(queues, dict):  # the main endpoint, and one per private() still open
+            counts["transport"] = sum(1 for q in queues.values() if q is not None)
+        return counts
 
     def ask(self, op: str, args: dict[str, Any], deadline: float) -> Any:
         """Send a request down the actor tree and wait for its reply.
@@ -265,29 +254,31 @@ class ActorBackend:
         """
         expected = _expected_correlation(op, args)
         timeout = max(0.05, deadline - time.monotonic())
-        endpoint = self._endpoint()
-        refused = mailbox.refusals()
-        reply = endpoint.ask(self.supervisor, Request(op=op, args=args, reply_to=None), timeout)
-        if reply is None and mailbox.refusals() != refused:
-            self._drop_endpoint()
-            raise OverloadedError(
-                f"{op} was refused: the actor system's mailbox is full (its reader is stuck); "
-                "retry later",
-                op=op,
-                reason="mailbox_full",
-            )
-        while _stale_outcome(reply, expected):
-            reply = endpoint.listen(max(0.05, deadline - time.monotonic()))
-        if reply is None:
-            self._drop_endpoint()
-            if expected is not None:  # a client waiting for its turn: --wait-timeout
-                raise _turn_wait_timeout(args, expected)
-            raise RequestTimeoutError(
-                f"{op} did not finish within {timeout:.1f} s", op=op, timeout_s=round(timeout, 3)
-            )
-        if not isinstance(reply, Reply):
-            self._drop_endpoint()
-            raise RequestError(f"unexpected answer to {op}: {type(reply).__name__}")
+        with self._endpoints.lease() as lease:
+            endpoint = lease.endpoint
+            refused = mailbox.refusals()
+            request = Request(op=op, args=args, reply_to=None)
+            reply = endpoint.ask(self.supervisor, request, timeout)
+            if reply is None and mailbox.refusals() != refused:
+                raise OverloadedError(
+                    f"{op} was refused: the actor system's mailbox is full (its reader is "
+                    "stuck); retry later",
+                    op=op,
+                    reason="mailbox_full",
+                )
+            while _stale_outcome(reply, expected):
+                reply = endpoint.listen(max(0.05, deadline - time.monotonic()))
+            if reply is None:
+                if expected is not None:  # a client waiting for its turn: --wait-timeout
+                    raise _turn_wait_timeout(args, expected)
+                raise RequestTimeoutError(
+                    f"{op} did not finish within {timeout:.1f} s",
+                    op=op,
+                    timeout_s=round(timeout, 3),
+                )
+            if not isinstance(reply, Reply):
+                raise RequestError(f"unexpected answer to {op}: {type(reply).__name__}")
+            lease.healthy = True  # its answer came: nothing late can reach the next request
         if not reply.ok:
             raise error_from_wire(reply.error or {})
         return reply.result
@@ -304,6 +295,7 @@ class ActorBackend:
                 "actors": self._actors,
                 "admin_pid": self._admin_pid(),
                 "telemetry": telemetry_status(self.telemetry),
+                "endpoints": self.endpoint_counts(),
             }
         if op == "list_projects":
             if args.get("all"):
@@ -523,6 +515,7 @@ class ActorBackend:
             return
         self.closed = True
         try:
+            self._endpoints.close()
             self.system.shutdown()
             _review_dead_runs("daemon_stop", wait_s=5.0)
         finally:

@@ -69,6 +69,39 @@ def test_a_small_soak_run_passes_reports_every_figure_and_leaves_no_process(
     assert list(scratch.iterdir()) == []  # a run that passed keeps nothing
 
 
+@pytest.mark.timeout(120)
+def test_a_soak_run_with_a_connection_per_turn_makes_the_leak_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ROOST_BACKEND", raising=False)  # the real actor system
+    monkeypatch.delenv("ROOST_JOURNAL", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    home = tmp_path / "home"
+    out = tmp_path / "report.json"
+    argv = ["--home", str(home), "--projects", "1", "--conversations", "2", "--events", "4"]
+    argv += ["--concurrency", "2", "--connection-per-turn", "--json", str(out)]
+
+    status = main(argv)
+
+    printed = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert status == 0, printed
+    assert report["config"]["connection_per_turn"] is True
+    assert report["events"]["sent"] == 8
+    check = report["leaks"]
+    assert (check["limit_pct"], check["settle_s"]) == (10.0, 3.0)
+    names = [p["name"] for p in check["processes"]]
+    for always_on in ("daemon", "supervisor", "journal", "project", "policy", "toolrunner"):
+        assert always_on in names, names
+    for process in check["processes"]:
+        assert process["uss_before"] > 0 and process["uss_after"] > 0, process
+        assert process["leaked"] is False, process
+    assert "  leak check     USS after the warm-up -> 3 s after the load (limit +10%): ok" in (
+        printed.splitlines()
+    )
+    assert daemon_processes(str(home)) == []
+
+
 def _turns_recorded(home: Path) -> bool:
     try:
         with Client.connect(str(home)) as client:
