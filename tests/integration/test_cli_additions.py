@@ -51,12 +51,12 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     """One daemon: project ``p`` asks before commands (``approval_mode=sensitive``),
     ``tight`` too, with one model round per turn."""
     base = tmp_path_factory.mktemp("cliadds")
-    root = make_root(base / "repo")
     with run_daemon(base / "home") as daemon:
         for project, opts in (
             ("p", ["--opt", "approval_mode=sensitive"]),
             ("tight", ["--opt", "approval_mode=sensitive", "--opt", "max_rounds=1"]),
         ):
+            root = make_root(base / f"repo-{project}")  # a root each: one root twice is warned
             ok(roost(daemon.home, "project", "start", root, "--id", project, *opts))
         yield daemon
 
