@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,20 @@ def daemon_env(**extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def roost_cli(
+    home: str, *args: str, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``roost --home HOME ARGS`` as a program (the real CLI), with its exit status."""
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "--home", home, *args],
+        env={**os.environ, **daemon_env(**env)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def tree(pid: int) -> list[psutil.Process]:

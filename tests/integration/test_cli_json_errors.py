@@ -6,24 +6,11 @@ The real ``roost`` program against a real daemon (real actors and journal).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 from runtime.client import Client
-from tests.integration.conftest import Daemon, daemon_env
-
-
-def roost(home: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "--home", home, *args],
-        env={**os.environ, **daemon_env()},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from tests.integration.conftest import Daemon
+from tests.integration.conftest import roost_cli as roost
 
 
 def json_error(stderr: str) -> dict[str, Any]:

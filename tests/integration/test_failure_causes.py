@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from runtime.journal.store import Journal
-from tests.integration.conftest import Daemon, daemon_env, make_root
+from tests.integration.conftest import Daemon, make_root
+from tests.integration.conftest import roost_cli as roost
 
 TOKEN = "ghp_" + "a1B2c3D4e5" * 3 + "abcdef"
 """A GitHub-token-shaped value the server prints on stderr: it must not reach anyone."""
@@ -28,18 +28,6 @@ import sys
 print("starting with {TOKEN}", file=sys.stderr)
 import roost_missing_sdk  # what `python3 server.py` meets when its Python lacks the SDK
 """
-
-
-def roost(home: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``roost --home HOME ARGS`` as a program."""
-    return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "--home", home, *args],
-        env={**os.environ, **daemon_env()},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_an_mcp_server_that_fails_to_start_is_named_with_its_status_and_stderr(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,20 +20,10 @@ import pytest
 from runtime.client import Client
 from runtime.errors import RequestError
 from tests.integration.adversarial_helpers import run_daemon
-from tests.integration.conftest import daemon_env, make_root
+from tests.integration.conftest import make_root
+from tests.integration.conftest import roost_cli as roost
 
 FULL = "roost: journal_error: append failed: database or disk is full\n"
-
-
-def roost(home: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "--home", home, *args],
-        env={**os.environ, **daemon_env()},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture

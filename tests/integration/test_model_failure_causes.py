@@ -10,32 +10,19 @@ turn fails with ``circuit_open`` and still names the provider's own last error.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Daemon, daemon_env, make_root
+from tests.integration.conftest import Daemon, make_root
+from tests.integration.conftest import roost_cli as roost
 from tests.runtime.chat_server import ChatServer, ErrorReply, StreamReply
 
 OK = StreamReply(content=["fine"], usage={"prompt_tokens": 1, "completion_tokens": 1})
 DOWN = "upstream model crashed"
-
-
-def roost(home: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``roost --home HOME ARGS`` as a program."""
-    return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "--home", home, *args],
-        env={**os.environ, **daemon_env()},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture

@@ -23,23 +23,10 @@ import pytest
 from runtime.daemon import stop_daemon
 from tests.integration.adversarial_helpers import run_daemon, wait_until
 from tests.integration.conftest import Daemon, alive, daemon_env, make_root, tree
+from tests.integration.conftest import roost_cli as roost
 from tests.runtime.chat_server import ChatServer, ErrorReply, RecordedRequest, StreamReply
 
 MISSING_MODEL = "The model 'nope' does not exist or you do not have access to it."
-
-
-def roost(
-    home: str, *args: str, timeout: float = 60, **env: str
-) -> subprocess.CompletedProcess[str]:
-    """``roost --home HOME ARGS`` as a program, with the exit status."""
-    return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "--home", home, *args],
-        env={**os.environ, **daemon_env(**env)},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def _answer(request: RecordedRequest) -> ErrorReply | StreamReply:

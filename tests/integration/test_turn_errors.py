@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,25 +17,12 @@ from typing import Any
 import pytest
 
 from tests.integration.adversarial_helpers import run_daemon
-from tests.integration.conftest import Daemon, daemon_env, make_root
+from tests.integration.conftest import Daemon, make_root
+from tests.integration.conftest import roost_cli as roost
 from tests.runtime.chat_server import ChatServer, RecordedRequest, StreamReply
 
 SLOW_S = 20.0
 """How long the model takes to answer a message that says ``slow``."""
-
-
-def roost(
-    home: str, *args: str, timeout: float = 120, **env: str
-) -> subprocess.CompletedProcess[str]:
-    """``roost --home HOME ARGS`` as a program, with the exit status."""
-    return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "--home", home, *args],
-        env={**os.environ, **daemon_env(**env)},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def _answer(request: RecordedRequest) -> StreamReply:
