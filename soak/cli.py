@@ -208,15 +208,17 @@ def _leak_lines(report: SoakReport) -> list[str]:
     if check is None:
         return ["  leak check     not made (the run broke off before its two readings)"]
     grew = [p for p in check.processes if p.leaked]
+    verdict = f"{len(grew)} process(es) grew beyond it" if grew else "ok"
+    if not check.judged:
+        verdict += f" (not judged: {check.load_s:g} s of load, a warm-up more than a leak)"
     lines = [
         f"  leak check     USS after the warm-up -> {check.settle_s:g} s after the load "
-        f"(limit +{check.limit_pct:g}%): "
-        + (f"{len(grew)} process(es) grew beyond it" if grew else "ok")
+        f"(limit +{check.limit_pct:g}%): {verdict}"
     ]
     for p in check.processes:
         after = "gone" if p.uss_after is None else _mib(p.uss_after)
         growth = "" if p.growth_pct is None else f" ({p.growth_pct:+.1f}%)"
-        mark = "  LEAK" if p.leaked else ""
+        mark = ("  LEAK" if check.judged else "  grew") if p.leaked else ""
         rss = "" if p.rss_after is None else f"; RSS {_mib(p.rss_before)} -> {_mib(p.rss_after)}"
         lines.append(
             f"                 {p.name:<16} pid {p.pid:<7} {_mib(p.uss_before)} -> {after}"

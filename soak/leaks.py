@@ -18,6 +18,12 @@ also rises when pages it shared with the children it forked become its own (they
 their copies, or exited), with no byte allocated; its RSS does not. A process that was not
 there at both readings (killed by ``chaos``, restarted) is reported but not compared. The
 decision is :func:`judge`, plain code with unit tests.
+
+A leak is growth that goes on with the load; a process also grows in steps while its first
+minutes of load fill what it keeps (a Supervisor relaying a larger history once, a Project
+restarting killed children). So only a run whose load lasted :data:`MIN_JUDGED_LOAD_S`
+between the readings is judged; a shorter one (the test suite's small runs) reports its
+figures and passes.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from soak.report import LeakCheck, ProcessMemory
 
 __all__ = [
     "LIMIT_PCT",
+    "MIN_JUDGED_LOAD_S",
     "SETTLE_S",
     "Reading",
     "Watch",
@@ -46,6 +53,8 @@ LIMIT_PCT = 10.0
 """Growth of one process's USS, in percent, beyond which the run fails."""
 SETTLE_S = 3.0
 """Seconds to wait after the load stopped before the *after* reading."""
+MIN_JUDGED_LOAD_S = 60.0
+"""Seconds of load between the readings below which growth is reported, not judged."""
 
 _MIB = 1024 * 1024
 
@@ -111,7 +120,7 @@ def judge(
 
 def leak_reasons(check: LeakCheck | None) -> list[str]:
     """One reason per process that grew beyond the limit."""
-    if check is None:
+    if check is None or not check.judged:
         return []
     return [
         f"leak: {p.name} (pid {p.pid}) USS grew {p.growth_pct:+.1f}% "
@@ -214,6 +223,8 @@ class Watch:
         self._before: list[Reading] = []
         self._after: list[Reading] = []
         self._names: dict[int, str] | None = None
+        self._before_at = 0.0
+        self._after_at = 0.0
 
     @property
     def names(self) -> dict[int, str] | None:
@@ -227,13 +238,16 @@ class Watch:
     def before(self) -> None:
         """Take the *before* reading (call it after the warm-up)."""
         self._before, self._names = read_always_on(self.home, self.daemon_pid, self._names)
+        self._before_at = time.monotonic()
 
     def after(self, settle_s: float = SETTLE_S) -> None:
         """Wait ``settle_s``, then take the *after* reading."""
         if self._names is None:
             return
+        load_ended = time.monotonic()
         time.sleep(settle_s)
         self._after, _ = read_always_on(self.home, self.daemon_pid, self._names)
+        self._after_at = load_ended
 
     def result(self, settle_s: float = SETTLE_S) -> LeakCheck | None:
         """The check, or None when either reading is missing (the run broke off)."""
@@ -243,4 +257,6 @@ class Watch:
             limit_pct=self.limit_pct,
             settle_s=settle_s,
             processes=judge(self._before, self._after, self.limit_pct),
+            load_s=round(self._after_at - self._before_at, 1),
+            judged=self._after_at - self._before_at >= MIN_JUDGED_LOAD_S,
         )

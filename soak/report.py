@@ -290,6 +290,11 @@ class LeakCheck(msgspec.Struct, frozen=True, kw_only=True):
     settle_s: float
     processes: list[ProcessMemory]
     """Each always-on process read before the load, in the order read."""
+    load_s: float = 0.0
+    """Seconds between the two readings, the settle left out."""
+    judged: bool = True
+    """Whether a growth beyond the limit fails the run: only after ``soak.leaks``'
+    ``MIN_JUDGED_LOAD_S`` of load (a shorter run measures its own warm-up, not a leak)."""
 
 
 class SoakReport(msgspec.Struct, frozen=True, kw_only=True):

@@ -71,7 +71,8 @@ def test_an_mcp_server_that_fails_to_start_is_named_with_its_status_and_stderr(
     assert error["exit_status"] == 1 and "roost_missing_sdk" in error["stderr_tail"]
     assert TOKEN not in json.dumps(loaded.data)
 
-    plain = roost(daemon.home, "project", "start", str(root), "--id", "p2")
+    other = make_root(tmp_path / "plain")  # a root of its own: one root twice is warned
+    plain = roost(daemon.home, "project", "start", other, "--id", "p2")
     assert plain.returncode == 0 and plain.stderr == "", plain
     healthy = json.loads(roost(daemon.home, "--json", "project", "diagnostics", "p2").stdout)
     assert healthy["health"] == {"status": "ok"}

@@ -123,3 +123,12 @@ def test_a_run_without_both_readings_has_no_check_and_says_so() -> None:
     assert "  leak check     not made (the run broke off before its two readings)" in (
         render_summary(report).splitlines()
     )
+
+
+def test_a_run_too_short_to_judge_reports_its_growth_and_fails_nothing() -> None:
+    grown = judge([_reading("supervisor", 6.0)], [_reading("supervisor", 16.0)])
+    judged = LeakCheck(limit_pct=LIMIT_PCT, settle_s=3.0, processes=grown, load_s=300.0)
+    short = LeakCheck(limit_pct=LIMIT_PCT, settle_s=3.0, processes=grown, load_s=19.0, judged=False)
+    assert grown[0].leaked is True
+    assert len(leak_reasons(judged)) == 1
+    assert leak_reasons(short) == []
