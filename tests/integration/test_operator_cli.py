@@ -209,7 +209,15 @@ def test_roost_logs_prints_readable_lines_and_json_with_json(desk: Daemon) -> No
     timestamp, level, component, event = lines[0].split()[:4]
     assert timestamp.endswith("Z") and level in ("debug", "info", "warning", "error")
     assert component and event
-    raw = roost(desk.home, "--json", "logs", "-n", "2").stdout.splitlines()
+    # the daemon may log between two reads (its activity lines follow committed events):
+    # compare the JSON lines with readable lines read on both sides of them, once they agree
+    for _ in range(50):
+        raw = roost(desk.home, "--json", "logs", "-n", "2").stdout.splitlines()
+        again = roost(desk.home, "logs", "-n", "2").stdout.splitlines()
+        if again == lines:
+            break
+        lines = again
+        time.sleep(0.2)
     records = [json.loads(line) for line in raw]
     assert [r["timestamp"] for r in records] == [line.split()[0] for line in lines]
     assert lines[-1].split()[1:3] == [records[-1]["level"], records[-1]["component"]]
