@@ -17,16 +17,14 @@ from events import catalog as ev
 from events.catalog import decode_data
 from events.envelope import Envelope
 from events.incident_html import render_incident_html
-from events.incidents import conversation_exists
 from events.project_history import project_history, project_problems, unresolved
 from events.report import render_incident_markdown
-from runtime.errors import ConversationNotFoundError, ProjectNotFoundError
+from runtime.errors import ProjectNotFoundError
 from runtime.journal.queries import conversation_report, conversation_timeline
 from runtime.journal.store import Journal
 
 __all__ = [
     "LIFECYCLE_TYPES",
-    "conversation_events",
     "journal_projects",
     "project_events",
     "project_events_view",
@@ -49,18 +47,6 @@ def project_events(journal: Journal, project_id: str) -> list[Envelope]:
     if not events:
         raise ProjectNotFoundError(
             f"no project {project_id!r} in the journal", project_id=project_id
-        )
-    return events
-
-
-def conversation_events(journal: Journal, project_id: str, conversation_id: str) -> list[Envelope]:
-    """The project's events, after checking that the conversation was started."""
-    events = project_events(journal, project_id)
-    if not conversation_exists(events, conversation_id):
-        raise ConversationNotFoundError(
-            f"no conversation {conversation_id!r} in project {project_id!r}",
-            project_id=project_id,
-            conversation_id=conversation_id,
         )
     return events
 
