@@ -11,11 +11,13 @@ Project restarts the conversation from its events.
 from __future__ import annotations
 
 import functools
+import threading
 from collections import deque
 from datetime import timedelta
 from typing import Any
 
-from actors.base import RoostActor
+from actors.base import RoostActor, batch_key
+from actors.hosting import Deferred
 from actors.messages import (
     Appended,
     AppendFailed,
@@ -32,10 +34,24 @@ from runtime.agent.core import ConversationCore
 from runtime.llm.base import ModelAdapter, ModelError
 from runtime.llm.resilience import ModelNote
 
-__all__ = ["STOP", "AgentShell"]
+__all__ = ["FLUSH", "STOP", "AgentShell"]
 
 STOP = "stop"
 """The wakeup payload that ends a conversation whose append failed."""
+FLUSH = "flush"
+"""The wakeup payload that commits a stage whose in-host answer is late."""
+_STAGE_LIMIT = timedelta(milliseconds=200)
+"""How long a stage waits for an in-host answer (a policy verdict, an inline read)."""
+_NEW_EVENT_FIELDS = (
+    "event_id",
+    "type",
+    "at",
+    "project_id",
+    "conversation_id",
+    "correlation_id",
+    "causation_id",
+    "data",
+)
 _STOP_GRACE_S = 10.0
 """How long a conversation whose append failed waits for its project to stop it."""
 
@@ -53,6 +69,15 @@ class AgentShell(RoostActor):
         self.inputs: deque[tuple[Any, Any]] = deque()
         self.effects: deque[fx.Effect] = deque()
         self.waiting_append = False
+        self.waiting_model = False
+        """A hosted entity's model call runs on a thread: nothing else runs meanwhile."""
+        self.staged: list[fx.Append] = []
+        """The loop's own batches, folded ahead of their commit (hosted: see ``_stages``)."""
+        self.awaiting: set[tuple[str, str]] = set()
+        """In-host answers a staged turn waits for: ``("policy"|"call", call_id)``."""
+        self.flush_armed = False
+        self.fold_tools: frozenset[str] = frozenset()
+        """Read-only tools the host's runner runs inline: their calls do not end a stage."""
         self.loading = False
         self.stopping = False
         """An append failed: state is uncertain, nothing more runs until the restart."""
@@ -73,11 +98,18 @@ class AgentShell(RoostActor):
         (Thespian gives no order between a new actor's first messages from different
         paths) waits.
         """
-        while self.core is not None and not (self.waiting_append or self.loading):
+        while self.core is not None and not (
+            self.waiting_append or self.loading or self.waiting_model
+        ):
             if self.stopping:
                 break
             if self.effects:
-                self.run(self.effects.popleft())
+                effect = self.effects.popleft()
+                if self.staged and self._ends_stage(effect):
+                    self.effects.appendleft(effect)
+                    self._flush()
+                    break
+                self.run(effect)
             elif self.inputs:
                 self.input(*self.inputs.popleft())
             else:
@@ -94,13 +126,105 @@ class AgentShell(RoostActor):
             for reply_to in waiting:
                 if reply_to is not None and self.stop_error is not None:
                     self.send(reply_to, Reply(ok=False, error=self.stop_error))
+        elif self.staged and not self.waiting_append:
+            if not self.awaiting:
+                self._flush()  # nothing more happens in memory: commit the stage
+            elif not self.flush_armed:  # an in-host answer is due; commit anyway if it is not
+                self.flush_armed = True
+                self.wakeupAfter(_STAGE_LIMIT, payload=FLUSH)
         self.after_pump()
+
+    # --- stages: one commit per step that waits on nothing outside the host -------------
+
+    def _stages(self, effect: fx.Append) -> bool:
+        """Whether ``effect`` is folded now and committed with the rest of its stage.
+
+        Only in a host, and only the loop's own batches: a client's append (its key, its
+        acknowledgement) ends the stage and commits at once.
+        """
+        return self.hosted and effect.ack_to is None and effect.key is None
+
+    def _ends_stage(self, effect: fx.Effect) -> bool:
+        """Whether the stage must be committed before ``effect`` runs.
+
+        Anything a client, the model server or a tool process would see is: an answer, a
+        client's append, a model call over the network, a call that is not a read-only
+        file or asset tool the runner runs inline, a cancel, a direct run.
+        """
+        match effect:
+            case fx.Append():
+                return not self._stages(effect)
+            case fx.AskPolicy():
+                return False
+            case fx.CallModel():
+                return not getattr(self.adapter, "instant", False)
+            case fx.Dispatch(call=call):
+                return not (call.name in self.fold_tools and call.run_mode == "sync")
+            case _:
+                return True
+
+    def _stage(self, effect: fx.Append) -> None:
+        """Fold ``effect`` now with provisional envelopes; commit it with its stage."""
+        core = self.core
+        assert core is not None
+        last = core.events[-1].seq if core.events else 0
+        envelopes = [
+            Envelope(
+                **{f: getattr(e, f) for f in _NEW_EVENT_FIELDS},
+                seq=last + i,
+                stream_version=0,
+                hash="",
+                prev_hash="",
+            )
+            for i, e in enumerate(effect.events, start=1)
+        ]
+        self.staged.append(effect)
+        self.effects.extend(core.acknowledged(effect, envelopes))
+
+    def _flush(self) -> None:
+        """Commit the stage, with the client's append that ends it if one does."""
+        staged, self.staged = self.staged, []
+        events = [event for effect in staged for event in effect.events]
+        self.waiting_append = True
+        then = functools.partial(self._flushed, events)
+        if not self._myRef.append_many([(events, batch_key(None))], then):
+            self.append(events, then=lambda answer: then([answer]))
+
+    def _flushed(self, events: list[Any], answers: list[Any]) -> None:
+        core = self.core
+        assert core is not None
+        answer = answers[0]
+        if isinstance(answer, AppendFailed):
+            self._settle(fx.Append(events=events), answer)
+        else:
+            self.waiting_append = False
+            core.confirm(answer.envelopes)
+            alerts = self.alerts_for(answer.envelopes)
+            if alerts:
+                self.effects.append(fx.Append(events=alerts))
+        self.pump()
+
+    def flush_due(self) -> None:
+        """The stage waited long enough for an in-host answer: commit it now."""
+        self.flush_armed = False
+        if self.staged and not self.waiting_append and not self.stopping:
+            self._flush()
+            self.pump()
 
     def run(self, effect: fx.Effect) -> None:
         """Carry out one effect."""
         core = self.core
         assert core is not None
         match effect:
+            case fx.Append() if self._stages(effect):
+                self._stage(effect)
+            case fx.Append(events=events, key=key) if self.hosted:
+                # The host's appender commits it (with its neighbours' batches); the answer
+                # comes back as a message, and nothing after the append runs before it.
+                self.waiting_append = True
+                then = functools.partial(self._appended, effect)
+                if not self._myRef.append(events, batch_key(key), then):
+                    self.append(events, then=then, key=key)  # no link: the Journal actor
             case fx.Append(events=events, key=key):
                 # Over the journal link: wait here for the commit; pump goes on after it.
                 answer = self.append_over_link(events, key)
@@ -111,6 +235,15 @@ class AgentShell(RoostActor):
                     self.append(events, then=functools.partial(self._appended, effect), key=key)
             case fx.Answer(to=to, ok=ok, result=result, error=error):
                 self.send(to, Reply(ok=ok, result=result, error=error))
+            case fx.CallModel(request=request, round=round_) if self.hosted and not getattr(
+                self.adapter, "instant", False
+            ):
+                # A model that answers over the network never blocks the host: the call runs
+                # on a thread, and its outcome comes back as a message; inputs wait.
+                self.waiting_model = True
+                threading.Thread(
+                    target=self._call_model, args=(request, round_), daemon=True
+                ).start()
             case fx.CallModel(request=request, round=round_):
                 assert self.adapter is not None
                 try:
@@ -125,8 +258,12 @@ class AgentShell(RoostActor):
                 else:
                     self.effects.extend(core.model_replied(round_, reply, self._notes()))
             case fx.AskPolicy(call=call):
+                if self.hosted:
+                    self.awaiting.add(("policy", call.call_id))
                 self.send(self.policy, DecideCall(call=call))
             case fx.Dispatch(call=call):
+                if self.hosted and not self._ends_stage(effect):
+                    self.awaiting.add(("call", call.call_id))
                 self.send(self.runner, RunCall(call=call))
             case fx.CancelCalls(call_ids=call_ids):
                 self.send(self.runner, CallCancel(call_ids=call_ids))
@@ -135,6 +272,29 @@ class AgentShell(RoostActor):
                     request=request, reply_to=reply_to, conversation_id=core.conversation_id
                 )
                 self.send(self.runner, direct)
+
+    def _call_model(self, request: Any, round_: int) -> None:
+        """On a thread: one model round; its outcome goes back to the entity's turn."""
+        assert self.adapter is not None
+        outcome: tuple[Any, ...]
+        try:
+            outcome = ("replied", self.adapter.complete(request))
+        except ModelError as e:
+            outcome = ("failed", e.reason, e.message)
+        except Exception as e:
+            outcome = ("failed", "adapter_error", f"{type(e).__name__}: {e}")
+        notes = self._notes()  # this conversation's adapter: one call at a time
+        self._myRef.post(Deferred(self._model_done, round_, outcome, notes))
+
+    def _model_done(self, round_: int, outcome: tuple[Any, ...], notes: list[ModelNote]) -> None:
+        core = self.core
+        assert core is not None
+        self.waiting_model = False
+        if outcome[0] == "replied":
+            self.effects.extend(core.model_replied(round_, outcome[1], notes))
+        else:
+            self.effects.extend(core.model_failed(round_, outcome[1], outcome[2], notes))
+        self.pump()
 
     def _notes(self) -> list[ModelNote]:
         """The retries and breaker transitions of the model call just made (journaled)."""

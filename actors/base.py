@@ -21,6 +21,7 @@ import structlog
 from thespian.actors import ActorExitRequest
 
 from actors.appends import JournalAppends, batch_key
+from actors.hosting import Deferred
 from actors.mailboxes import error_reply, utc_now
 from actors.messages import ActorStarted
 from actors.process import configure_process_logging, die_with_parent, dump_profile
@@ -43,6 +44,10 @@ STORM_WINDOW_S = 10.0
 class RoostActor(JournalAppends):
     """Base actor: per-process logging, storm counting and fire-and-track appends."""
 
+    hosted = False
+    """True for an entity hosted in a host actor's process (``actors.hosting``): the
+    process-wide set-up (logging, death with the parent, the profile) is the host's."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._errors: list[float] = []
@@ -52,7 +57,8 @@ class RoostActor(JournalAppends):
         self.log = structlog.get_logger("roost").bind(
             component=f"roost.{self.kind}", actor=self.kind, pid=os.getpid()
         )
-        die_with_parent()
+        if not self.hosted:
+            die_with_parent()
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         """Dispatch ``message``; count and survive exceptions."""
@@ -61,10 +67,13 @@ class RoostActor(JournalAppends):
         configure_process_logging(self.kind)
         if isinstance(message, ActorExitRequest):
             self.on_exit()
-            dump_profile(self.kind)
+            if not self.hosted:
+                dump_profile(self.kind)
             return
         try:
-            if not self.take_answer(message):
+            if isinstance(message, Deferred):
+                message.run()
+            elif not self.take_answer(message):
                 self.handle(message, sender)
         except Exception as e:
             self.log.exception("actor_error", message=type(message).__name__)

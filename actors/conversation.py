@@ -16,7 +16,7 @@ from typing import Any
 
 from thespian.actors import ActorExitRequest, WakeupMessage
 
-from actors.agent_shell import STOP, AgentShell
+from actors.agent_shell import FLUSH, STOP, AgentShell
 from actors.base import error_reply, utc_now
 from actors.messages import (
     CallDecision,
@@ -62,6 +62,8 @@ class ConversationActor(AgentShell):
         elif isinstance(message, WakeupMessage):
             if message.payload == STOP:
                 self.send(self.myAddress, ActorExitRequest())
+            elif message.payload == FLUSH:
+                self.flush_due()
             else:
                 self._maybe_idle()
         else:
@@ -80,8 +82,10 @@ class ConversationActor(AgentShell):
             except RoostError as e:
                 self.send(message.reply_to, error_reply(e))
         elif isinstance(message, CallDecision):
+            self.awaiting.discard(("policy", message.call_id))
             self.effects.extend(core.policy_decided(message.call_id, message.events))
         elif isinstance(message, CallDone):
+            self.awaiting.discard(("call", message.call_id))
             self.effects.extend(core.tool_finished(message.call_id, message.events))
         elif isinstance(message, DirectDone):
             done = core.direct_done(
@@ -97,6 +101,7 @@ class ConversationActor(AgentShell):
         self.announce(sender, f"conversation:{setup.conversation_id}")
         self.journal, self.policy, self.runner = setup.journal, setup.policy, setup.runner
         self.alert_options = setup.options
+        self.fold_tools = frozenset(setup.fold_tools)
         self.adapter = make_adapter(setup.options)
         self.core = ConversationCore(
             project_id=setup.project_id,
@@ -136,11 +141,14 @@ class ConversationActor(AgentShell):
                 self._read()
         if update.policy is not None:
             self.policy = update.policy
+            self.awaiting = {a for a in self.awaiting if a[0] != "policy"}  # asked again
             if self.core is not None:
                 self.effects.extend(self.core.policy_restarted())
                 self.pump()
         if update.runner is not None:
             self.runner = update.runner
+        if update.runner_lost:
+            self.awaiting = {a for a in self.awaiting if a[0] != "call"}  # never answered
         if update.runner_lost and self.core is not None:
             self.inputs.append((update, None))
             self.pump()
@@ -157,7 +165,14 @@ class ConversationActor(AgentShell):
         if self.core is None:
             return
         quiet = (time.monotonic() - self.last_activity) * 1000 >= self.settings.idle_passivation_ms
-        queued = self.waiting_append or self.loading or self.effects or self.inputs
+        queued = (
+            self.waiting_append
+            or self.waiting_model
+            or self.loading
+            or self.effects
+            or self.inputs
+            or self.staged
+        )
         if quiet and not queued and not self.core.busy():
             idle = ConversationIdle(conversation_id=self.core.conversation_id, handled=self.handled)
             self.send(self.parent, idle)

@@ -224,6 +224,9 @@ class SetupConversation(Message, frozen=True, kw_only=True):
     """``(correlation_id, reply_to)`` of clients that were waiting (``send_event`` with
     ``wait``) on the conversation this one replaces after a crash; they get the turn's
     outcome from the restarted conversation."""
+    fold_tools: list[str] = []
+    """Read-only tools the host's runner runs inline: a call of one does not end a stage
+    (``actors.agent_shell``)."""
 
 
 class PeerUpdate(Message, frozen=True, kw_only=True):

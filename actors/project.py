@@ -14,6 +14,8 @@ from typing import Any
 from thespian.actors import ChildActorExited, WakeupMessage
 
 from actors.conversation import ConversationActor
+from actors.host_link import HostLinkServer, is_link_address
+from actors.hosting import Appender, EntityHost, HostWake
 from actors.messages import (
     ActorStarted,
     ConversationFailed,
@@ -32,8 +34,11 @@ from actors.messages import (
 from actors.policy import PolicyActor
 from actors.shell import CoreShell
 from actors.toolrunner import ToolRunnerActor
+from runtime.execution.direct import INLINE_PREFIXES
+from runtime.journal.link import daemon_pid, link_settings
 from runtime.lifecycle import effects as fx
 from runtime.lifecycle.project_core import POLICY, TOOLRUNNER, ProjectCore
+from runtime.wire.host_link import host_socket_path
 
 __all__ = ["ProjectActor"]
 
@@ -50,7 +55,67 @@ class ProjectActor(CoreShell):
         self.setup: SetupProject | None = None
         self.supervisor: Any = None
         self.tools: list[dict[str, Any]] = []
+        self.fold_tools: list[str] = []
         self.registry: Any = None  # the project's ToolRegistry, built once in _setup
+        self.host: EntityHost | None = None
+        self.host_link: HostLinkServer | None = None
+        """The project's Conversations, Policy and ToolRunner, hosted in this process."""
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        """Hand the entities what is theirs; then run every entity that has mail."""
+        host = self.host
+        if host is not None:
+            if isinstance(message, HostWake):
+                host.take_posted()
+                host.run()
+                return
+            if (isinstance(message, WakeupMessage) and host.wakeup(message)) or host.route_answer(
+                message
+            ):
+                host.run()
+                return
+        super().receiveMessage(message, sender)
+        if self.host is not None:
+            self.host.run()
+
+    def send(self, targetAddr: Any, msg: Any) -> bool:
+        """Send ``msg``: in memory to one of our entities, else as an actor message."""
+        if self.host is not None and self.host.owns(targetAddr):
+            self.host.deliver(targetAddr, msg, self.myAddress)
+            return True
+        if is_link_address(targetAddr):
+            return self.host_link is not None and self.host_link.reply(targetAddr, msg)
+        return super().send(targetAddr, msg)
+
+    def _serve_host_link(self, project_id: str) -> None:
+        """Serve the daemon's requests for this project on its host socket (with a link)."""
+        settings, daemon = link_settings(), daemon_pid()
+        if settings is None or daemon is None or self.host is None:
+            return
+        home = os.path.dirname(settings[0])
+        host = self.host
+        me = self.myAddress
+        server = HostLinkServer(
+            host_socket_path(home, project_id),
+            settings[1],
+            lambda request: host.post(me, request),
+            tree_roots={daemon},
+        )
+        try:
+            server.start()
+        except OSError as e:  # the daemon asks through the actor tree instead
+            self.log.warning("host_link_unavailable", error=str(e))
+            return
+        self.host_link = server
+
+    def entity_exited(self, address: Any) -> None:
+        """A hosted entity exited (passivated, stopped, or an error storm): a child's exit."""
+        if self.core is not None:
+            self.run(self.core.child_exited(address))
+
+    def host_queue(self) -> Any:
+        """The Thespian mailbox of this actor (threads of the host wake it through it)."""
+        return self._myRef.transport._QCore._myInputQ
 
     def handle(self, message: Any, sender: Any) -> None:
         """Hand ``message`` to the core; carry out its effects."""
@@ -90,9 +155,17 @@ class ProjectActor(CoreShell):
 
         self.setup = setup
         self.journal = setup.journal
+        settings = link_settings()
+        self.host = EntityHost(self, Appender(*settings) if settings is not None else None)
+        self._serve_host_link(setup.project_id)
         self.alert_options = setup.options
         registry = self.registry = ToolRegistry.for_project(setup.root, setup.options)
         self.tools = registry.model_tools(setup.options)
+        self.fold_tools = sorted(
+            spec.name
+            for spec in registry.visible(setup.options)
+            if spec.read_only and spec.name.startswith(INLINE_PREFIXES)
+        )
         self.core = ProjectCore(
             project_id=setup.project_id,
             options=setup.options,
@@ -114,6 +187,11 @@ class ProjectActor(CoreShell):
         """Stopping (project stop or shutdown): restart nothing from now on."""
         if self.core is not None:
             self.core.exit()
+        if self.host_link is not None:
+            self.host_link.close()
+            self.host_link = None
+        if self.host is not None:
+            self.host.stop_all()
 
     def carry_out(self, effect: fx.Effect) -> None:
         """Create a child, read the project, run a tool, tell children of a new peer."""
@@ -138,6 +216,9 @@ class ProjectActor(CoreShell):
                 )
                 for address in core.live.values():
                     self.send(self.to(address), update)
+            case fx.Crash(to=to):
+                assert self.host is not None
+                self.host.crash(to)
             case fx.Escalate(child=child, error=error):
                 self.send(
                     self.supervisor, Escalate(project_id=project_id, child=child, error=error)
@@ -171,9 +252,11 @@ class ProjectActor(CoreShell):
                     reply_to=spawn.reply_to,
                     waiters=spawn.waiters,
                     correlation_id=spawn.correlation_id,
+                    fold_tools=self.fold_tools,
                 ),
             )
-        address = self.createActor(actor)
+        assert self.host is not None
+        address = self.host.create(actor, spawn.name)
         core.spawned(spawn.name, address)
         self.send(address, message)
 

@@ -34,7 +34,7 @@ from actors.messages import (
     RunDirect,
     SetupRunner,
 )
-from actors.workers import WorkerThreads
+from actors.workers import WorkDone, WorkerThreads
 from events.envelope import format_at
 from runtime.execution.direct import (
     crashed,
@@ -84,7 +84,7 @@ class ToolRunnerActor(WorkerThreads):
                 flag = self.cancels.get(call_id)
                 if flag is not None:
                     flag.set()
-        elif isinstance(message, WakeupMessage):
+        elif isinstance(message, WakeupMessage | WorkDone):
             self._collect()
         elif isinstance(message, PeerUpdate) and message.journal is not None:
             self.journal = message.journal  # the journal was restarted
@@ -108,9 +108,11 @@ class ToolRunnerActor(WorkerThreads):
             self.append(batch, then=done)
 
     def on_exit(self) -> None:
-        """Stopping: stop every MCP server this runner started (frozen ones included)."""
+        """Stopping: stop every call still running and every MCP server this runner started."""
         from runtime.tools.mcp_session import close_sessions  # noqa: PLC0415
 
+        for flag in self.cancels.values():
+            flag.set()
         close_sessions()
 
     def _run(self, call: CallSpec, sender: Any) -> None:

@@ -16,9 +16,13 @@ from typing import Any
 
 from actors.base import RoostActor
 
-__all__ = ["WorkerThreads"]
+__all__ = ["WorkDone", "WorkerThreads"]
 
 _POLL = timedelta(milliseconds=5)
+
+
+class WorkDone:
+    """A worker thread finished (posted to a hosted entity; it collects what finished)."""
 
 
 class WorkerThreads(RoostActor):
@@ -33,11 +37,29 @@ class WorkerThreads(RoostActor):
     def start_work(self, work: Callable[[], tuple[str, Any, Any]]) -> None:
         """Run ``work`` on a thread; what it returns (key, target, payload) is collected."""
         self.in_threads += 1
+        if self.hosted:  # the host delivers the answer as a message: no polling
+            port = self._myRef
+
+            def run() -> None:
+                self.done.put(work())
+                port.post(WorkDone())
+
+            threading.Thread(target=run, daemon=True).start()
+            return
         threading.Thread(target=lambda: self.done.put(work()), daemon=True).start()
         self._poll()
 
     def collect_work(self) -> list[tuple[str, Any, Any]]:
         """The answers of the work that finished since the last poll (on its wakeup)."""
+        if self.hosted:
+            finished = []
+            while True:
+                try:
+                    finished.append(self.done.get_nowait())
+                except queue.Empty:
+                    break
+            self.in_threads -= len(finished)
+            return finished
         self.polling = False
         finished = []
         while True:

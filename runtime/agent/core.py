@@ -168,6 +168,38 @@ class ConversationCore(Inbound):
             effects.append(Answer(to=append.ack_to, result=ack))
         return effects + self.committed(envelopes)
 
+    def confirm(self, envelopes: list[Envelope]) -> None:
+        """The journal committed events the shell let this core fold ahead of the commit.
+
+        A host folds the loop's own batches at once, with provisional envelopes (``seq``
+        counting on from the last one, no hash), while the turn goes on in memory
+        (``actors.agent_shell``: nothing leaves the host before the commit). The commit's
+        envelopes take their places here: the events, the fold's last ``seq`` and the
+        ``requested_seq`` of calls requested meanwhile; the model context is rebuilt from
+        the committed events (the journal may have redacted them) when next needed.
+        """
+        real = {e.event_id: e for e in envelopes}
+        moved: dict[int, int] = {}
+        redacted = False
+        index = len(self.events) - 1
+        while real and index >= 0:
+            committed = real.pop(self.events[index].event_id, None)
+            if committed is not None:
+                moved[self.events[index].seq] = committed.seq
+                redacted = redacted or committed.data != self.events[index].data
+                self.events[index] = committed
+            index -= 1
+        if not moved:
+            return
+        if self.fold.last_seq in moved:
+            self.fold.last_seq = moved[self.fold.last_seq]
+        for call in self.fold.calls.values():
+            call.requested_seq = moved.get(call.requested_seq, call.requested_seq)
+        if redacted:  # the context folded what the journal did not keep: fold it again
+            self._context_stale = True
+        elif self._context.last_seq in moved:
+            self._context.last_seq = moved[self._context.last_seq]
+
     def busy(self) -> bool:
         """Whether the loop has work in flight (one that has none may be passivated).
 

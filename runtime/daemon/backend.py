@@ -41,7 +41,9 @@ from events.projections import get_projection, project_view
 from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.daemon.endpoints import EndpointPool
+from runtime.daemon.host_links import HostLinks
 from runtime.errors import (
+    BadRequestError,
     DaemonUnreachableError,
     OverloadedError,
     ProjectNotFoundError,
@@ -192,9 +194,10 @@ class ActorBackend:
         _remove_spill_dir(os.path.join(config.home, MAILBOX_DIR))
         thespian_tuning.apply()
         # Inherited by every actor process (forks of this one); never written to disk.
-        journal_link.configure(
-            os.path.join(config.home, journal_link.LINK_SOCKET_NAME), secrets.token_hex(16)
-        )
+        token = secrets.token_hex(16)
+        journal_link.configure(os.path.join(config.home, journal_link.LINK_SOCKET_NAME), token)
+        # A project's requests go straight to its host (runtime.daemon.host_links).
+        self.host_links = HostLinks(config.home, token)
         # Inherited too: no tool's Workspace reads or writes this home, whatever its options.
         roost_home.protect(config.home)
         _review_dead_runs("daemon_start")
@@ -253,6 +256,18 @@ class ActorBackend:
         answer names its correlation, and one that is not for this request is dropped.
         """
         expected = _expected_correlation(op, args)
+        if route_of(op) in ("project", "conversation"):
+            answer = self.host_links.ask(str(args["project_id"]), op, args, deadline)
+            if answer is not None:
+                if answer.ok:
+                    return answer.result
+                if answer.error is not None:
+                    raise error_from_wire(answer.error)
+                if expected is not None:  # a client waiting for its turn: --wait-timeout
+                    raise _turn_wait_timeout(args, expected)
+                raise RequestTimeoutError(
+                    f"{op} did not finish in time", op=op, timeout_s=round(deadline, 3)
+                )
         timeout = max(0.05, deadline - time.monotonic())
         with self._endpoints.lease() as lease:
             endpoint = lease.endpoint
@@ -303,8 +318,16 @@ class ActorBackend:
             return self._list_projects(deadline)
         if op == "project_events":
             return journal_views.project_events_view(self.journal, args)
+        if op == "inject_fault" and os.environ.get("ROOST_FAULT_INJECTION") != "1":
+            raise BadRequestError(
+                "inject_fault is refused: the daemon was not started with "
+                "ROOST_FAULT_INJECTION=1 (a testing aid)",
+                reason="fault_injection_disabled",
+            )
         if route_of(op) in ACTOR_ROUTES:
             result = self.ask(op, args, deadline)
+            if op in ("stop_project", "delete_project"):
+                self.host_links.forget(str(args["project_id"]))
             if op == "stop_project":  # the runs the stop ended are reviewed before it returns
                 _review_dead_runs("project_stop", wait_s=5.0, project_id=str(args["project_id"]))
             return result
@@ -516,6 +539,7 @@ class ActorBackend:
         self.closed = True
         try:
             self._endpoints.close()
+            self.host_links.close()
             self.system.shutdown()
             _review_dead_runs("daemon_stop", wait_s=5.0)
         finally:

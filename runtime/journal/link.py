@@ -78,7 +78,9 @@ __all__ = [
     "LinkFailed",
     "LinkHello",
     "LinkServer",
+    "Pending",
     "configure",
+    "daemon_pid",
     "link_settings",
 ]
 
@@ -99,7 +101,7 @@ HELLO_TIMEOUT_S = 5.0
 """Time from accept to a complete hello."""
 IDLE_TIMEOUT_S = 600.0
 """Time an authenticated connection may stay silent."""
-_settings: dict[str, str | None] = {"path": None, "token": None}
+_settings: dict[str, str | None] = {"path": None, "token": None, "daemon_pid": None}
 
 
 class LinkHello(msgspec.Struct, frozen=True, kw_only=True, tag="hello"):
@@ -139,6 +141,13 @@ Commit = Callable[[list[LinkAppend]], list[LinkCommitted | LinkFailed]]
 def configure(path: str | None, token: str | None) -> None:
     """Set (or clear, with None) the link every actor process forked from here uses."""
     _settings["path"], _settings["token"] = path, token
+    _settings["daemon_pid"] = str(os.getpid()) if path else None
+
+
+def daemon_pid() -> int | None:
+    """The pid of the process that configured the link (the daemon), when one did."""
+    pid = _settings.get("daemon_pid")
+    return int(pid) if pid else None
 
 
 def link_settings() -> tuple[str, str] | None:
@@ -218,8 +227,14 @@ class LinkServer:
     """Serves appends on the link socket from a thread; ``commit`` does the writing.
 
     ``tree_roots``: pids one of which every peer must descend from (default: this
-    process). The other keywords are the limits of the module docstring.
+    process). The other keywords are the limits of the module docstring. A subclass may
+    serve other requests on the same checks (``requests``: their decoder, with the hello;
+    :meth:`_answer`: what it does with them): the host link (``actors.host_link``).
     """
+
+    requests: msgspec.msgpack.Decoder[Any] = _REQUESTS
+    """What an authenticated connection may send."""
+    thread_name = "journal-link"
 
     def __init__(
         self,
@@ -275,7 +290,7 @@ class LinkServer:
         self._listener = listener
         self._selector.register(listener, selectors.EVENT_READ, None)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._thread = threading.Thread(target=self._serve, name="journal-link", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=self.thread_name, daemon=True)
         self._thread.start()
 
     def close(self) -> None:
@@ -432,7 +447,7 @@ class LinkServer:
                 self._pending -= 1
                 continue
             try:
-                message = _decode(_REQUESTS, body)
+                message = _decode(self.requests, body)
             except _Refused as e:
                 requests.append((conn, e.answer()))
                 continue
@@ -513,6 +528,40 @@ class LinkClient:
                     )
                 time.sleep(delay)
                 delay = min(delay * 2, 0.25)
+
+    def append_many(
+        self, batches: list[tuple[list[NewEvent], str]]
+    ) -> list[LinkCommitted | LinkFailed]:
+        """Commit several batches, pipelined on one connection: every frame, then each answer.
+
+        The Journal's loop reads what has arrived and commits it together, so the batches
+        of one host's conversations share a commit (and one with other hosts'). Across a
+        Journal restart the batches still unanswered are sent again with their keys, until
+        ``retry_s``: a batch the dead Journal had committed is answered, not appended twice.
+        """
+        answers: list[LinkCommitted | LinkFailed] = []
+        deadline = time.monotonic() + self.retry_s
+        delay = 0.01
+        while len(answers) < len(batches):
+            todo = batches[len(answers) :]
+            reused = self._sock is not None
+            try:
+                sock = self._connected(deadline)
+                sock.sendall(b"".join(_frame(LinkAppend(key=k, events=e)) for e, k in todo))
+                for _ in todo:
+                    answers.append(self._answer(sock, deadline))
+            except (OSError, msgspec.DecodeError) as e:
+                self.close()
+                if reused:
+                    continue
+                if time.monotonic() + delay >= deadline:
+                    failed = _journal_error(
+                        f"the journal did not answer within {self.retry_s:g} s: {e}"
+                    )
+                    return answers + [failed] * (len(batches) - len(answers))
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+        return answers
 
     def close(self) -> None:
         """Drop the connection (the next append reconnects)."""

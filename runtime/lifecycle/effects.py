@@ -26,6 +26,7 @@ __all__ = [
     "Answer",
     "Append",
     "Child",
+    "Crash",
     "DeleteHistory",
     "Effect",
     "Escalate",
@@ -80,6 +81,12 @@ class Spawn(msgspec.Struct, frozen=True, kw_only=True):
 
 class Stop(msgspec.Struct, frozen=True, kw_only=True):
     """Ask a child to exit (Thespian's ``ActorExitRequest``)."""
+
+    to: Any
+
+
+class Crash(msgspec.Struct, frozen=True, kw_only=True):
+    """Crash a hosted child on purpose, as a SIGKILL would a process (``inject_fault``)."""
 
     to: Any
 
@@ -156,6 +163,7 @@ class Log(msgspec.Struct, frozen=True, kw_only=True):
 Effect = (
     (Send | Answer | Spawn | Stop | Append | Wakeup | ReadLifecycle | ReadProject | RunDirect)
     | PeerChanged
+    | Crash
     | DeleteHistory
     | Escalate
     | Log

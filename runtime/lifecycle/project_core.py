@@ -37,6 +37,7 @@ from runtime.lifecycle.effects import (
     Answer,
     Append,
     Child,
+    Crash,
     Effect,
     Escalate,
     Log,
@@ -78,7 +79,13 @@ def conversation_child(conversation_id: str) -> str:
 
 
 def process_exited(pid: int) -> bool:
-    """Whether the child process ``pid`` has exited (checked without reaping it)."""
+    """Whether the child process ``pid`` has exited (checked without reaping it).
+
+    An entity hosted in this process (``actors.hosting``) announces this process's pid: it
+    lives as long as we do.
+    """
+    if pid == os.getpid():
+        return False
     try:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
@@ -300,6 +307,8 @@ class ProjectCore:
                 return [Answer(to=reply_to, ok=True, result=result)]
             if op == "check_protocol":
                 return self._check_protocol(args, reply_to)
+            if op == "inject_fault":
+                return self._inject_fault(str(args["target"]), reply_to)
             if op == "live_status":
                 status = {
                     "conversations": sorted(self.known),
@@ -313,6 +322,23 @@ class ProjectCore:
             )
         except Exception as e:
             return [error_reply(reply_to, e)]
+
+    def _inject_fault(self, target: str, reply_to: Any) -> list[Effect]:
+        """``inject_fault``: crash a live hosted child, as a SIGKILL would a process.
+
+        The daemon refuses the op unless it was started with ``ROOST_FAULT_INJECTION=1``
+        (the fault-injection tests and ``roost soak --scenario chaos``).
+        """
+        address = self.address(target) if target in (POLICY, TOOLRUNNER) else None
+        if target.startswith("conversation:"):
+            address = self.live.get(target.split(":", 1)[1])
+        if address is None or isinstance(address, Child):
+            raise BadRequestError(
+                f"no live child {target!r} in project {self.project_id}",
+                reason="unknown_target",
+                target=target,
+            )
+        return [Crash(to=address), Answer(to=reply_to, ok=True, result={"crashed": target})]
 
     def _check_protocol(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
         """``check_protocol``: allowed when ``protocol_allowlist`` names the protocol.

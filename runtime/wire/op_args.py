@@ -20,6 +20,7 @@ __all__ = [
     "ConversationArgs",
     "DeleteProjectArgs",
     "InboundEvent",
+    "InjectFaultArgs",
     "ListProjectsArgs",
     "ListToolsArgs",
     "NoArgs",
@@ -147,6 +148,13 @@ class ProtocolArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields
     """What was attempted (e.g. ``POST /``), recorded in ``security.protocol_denied``."""
     correlation_id: str | None = None
     """The correlation of the event recorded when it is refused; generated when null."""
+
+
+class InjectFaultArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``inject_fault`` (only when the daemon runs with ``ROOST_FAULT_INJECTION=1``)."""
+
+    target: str
+    """The hosted child to crash: ``toolrunner``, ``policy`` or ``conversation:<id>``."""
 
 
 class StartConversationArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -31,6 +31,7 @@ from runtime.wire.op_args import (
     ConversationArgs,
     DeleteProjectArgs,
     InboundEvent,
+    InjectFaultArgs,
     ListProjectsArgs,
     ListToolsArgs,
     NoArgs,
@@ -150,6 +151,7 @@ OP_TABLE: dict[str, Op] = {
     ),
     "start_conversation": Op(args=StartConversationArgs, route="project", correlation=_CORRELATION),
     "live_status": Op(args=ProjectArgs, route="project", client=False),
+    "inject_fault": Op(args=InjectFaultArgs, route="project"),
     "stop_conversation": Op(args=ConversationArgs, route="conversation", correlation=_CORRELATION),
     "send_event": Op(
         args=SendEventArgs,

@@ -45,6 +45,7 @@ def daemon_env(**extra: str) -> dict[str, str]:
     env = {
         "PYTHONPATH": os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p),
         "ROOST_BACKEND": "runtime.daemon.backend:create_backend",
+        "ROOST_FAULT_INJECTION": "1",  # inject_fault: crash a hosted entity on purpose
     }
     env.update(extra)
     return env

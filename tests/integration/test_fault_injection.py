@@ -1,7 +1,10 @@
-"""Fault injection on a real daemon: actor processes SIGKILLed in the middle of a turn.
+"""Fault injection on a real daemon: actors crashed or SIGKILLed in the middle of a turn.
 
-Each test kills one actor process (found by role in ``diagnostics()["actors"]`` or the
-daemon's ``status()["actors"]``) and checks what the supervisor does about it, from the
+A project's Conversations, Policy and ToolRunner are entities hosted in its process
+(``actors.hosting``): each test crashes one entity (``inject_fault``, which the test
+daemons allow) or kills a process (the project's host or the Journal, found by role in
+``diagnostics()["actors"]`` or the daemon's ``status()["actors"]``) and checks what the
+supervisor does about it, from the
 journal (read directly, so waiting never sends a request to a dead actor): the crash and
 restart events, the turn's end, the projections against a replay, and that the next turn
 works. The helpers here are shared by the other fault tests.
@@ -121,6 +124,13 @@ def start_slow_turn(
     return found[0]
 
 
+def crash(c: Client, project_id: str, target: str) -> None:
+    """Crash the hosted ``target`` of a project, as a SIGKILL would its own process."""
+    assert c.call("inject_fault", {"project_id": project_id, "target": target}) == {
+        "crashed": target
+    }
+
+
 def gone(pid: int) -> bool:
     """Whether process ``pid`` has exited, every thread of it: its parent can reap it now.
 
@@ -152,8 +162,7 @@ def test_a_killed_tool_runner_is_restarted_and_its_running_call_fails_as_crashed
         c.start_project(project_root, project_id="p1", options=command_options())
         c.start_conversation("p1", "c1")
         sleep = start_slow_turn(c, journal, "p1", "c1", "corr-slow")
-        runner = c.diagnostics("p1")["actors"]["toolrunner"]
-        os.kill(runner, signal.SIGKILL)
+        crash(c, "p1", "toolrunner")
         wait_for(lambda: turn_over(journal, "p1", "corr-slow"), timeout_s=30, what="turn end")
         events = journal.read_project("p1")
         assert actor_events(events) == [
@@ -171,8 +180,7 @@ def test_a_killed_tool_runner_is_restarted_and_its_running_call_fails_as_crashed
         assert c.get_projection("p1", "c1", "pending_tool_calls") == []
         verified = c.verify("p1")
         assert (verified["ok"], verified["mismatches"]) == (True, [])
-        wait_for(lambda: gone(sleep), timeout_s=10, what="the killed runner's command to exit")
-        wait_for(lambda: (live_role(c, "p1", "toolrunner") or runner) != runner, timeout_s=10)
+        wait_for(lambda: gone(sleep), timeout_s=10, what="the crashed runner's command to exit")
         after = c.send_message("p1", "c1", "read notes.txt", correlation_id="corr-after", wait=True)
         assert after["outcome"] == "llm.completed"
         types = [e.type for e in of_turn(journal.read_project("p1"), "corr-after")]
@@ -187,8 +195,8 @@ def test_a_killed_conversation_is_restarted_and_goes_on_from_its_events(
         c.start_conversation("p1", "c1")
         c.send_message("p1", "c1", "read notes.txt", correlation_id="corr-first", wait=True)
         sleep = start_slow_turn(c, journal, "p1", "c1", "corr-slow")
-        conversation = c.diagnostics("p1")["actors"]["conversation:c1"]
-        os.kill(conversation, signal.SIGKILL)
+        host = c.diagnostics("p1")["actors"]["project"]
+        crash(c, "p1", "conversation:c1")
         wait_for(lambda: turn_over(journal, "p1", "corr-slow"), timeout_s=30, what="turn end")
         events = journal.read_project("p1")
         assert actor_events(events) == [
@@ -215,7 +223,7 @@ def test_a_killed_conversation_is_restarted_and_goes_on_from_its_events(
         )
         # the restarted conversation told the runner to stop the call it can no longer see
         wait_for(lambda: gone(sleep), timeout_s=10, what="the orphaned command to be killed")
-        assert live_role(c, "p1", "conversation:c1") not in (None, conversation)
+        assert live_role(c, "p1", "project") == host  # the host and its neighbours go on
         after = c.send_message("p1", "c1", "hello", correlation_id="corr-after", wait=True)
         assert after["outcome"] == "llm.completed"
 
@@ -259,7 +267,7 @@ def test_a_client_waiting_on_a_killed_conversation_gets_the_turn_from_its_replac
             timeout_s=20,
             what="the call to start",
         )
-        os.kill(c.diagnostics("p1")["actors"]["conversation:c1"], signal.SIGKILL)
+        crash(c, "p1", "conversation:c1")
         thread.join(timeout=60)
         assert not thread.is_alive(), "the waiting client was never answered"
         first, second = answers
@@ -357,11 +365,10 @@ def test_a_project_kept_busy_by_requests_still_notices_a_killed_child(
 
     with daemon.client() as c:
         c.start_project(project_root, project_id="p1")
-        runner = c.diagnostics("p1")["actors"]["toolrunner"]
         thread = threading.Thread(target=hammer)
         thread.start()
         try:
-            os.kill(runner, signal.SIGKILL)
+            crash(c, "p1", "toolrunner")
             wait_for(
                 lambda: has_event(journal, "p1", "actor.restarted", actor="toolrunner"),
                 timeout_s=20,
@@ -376,16 +383,14 @@ def test_a_project_kept_busy_by_requests_still_notices_a_killed_child(
         ]
 
 
-def test_a_request_for_a_conversation_killed_a_moment_ago_is_served_by_its_restarted_actor(
+def test_a_request_for_a_conversation_crashed_a_moment_ago_is_served_by_its_restarted_entity(
     daemon: Daemon, project_root: str, journal: Journal
 ) -> None:
     with daemon.client() as c:
         c.start_project(project_root, project_id="p1")
         c.start_conversation("p1", "c1")
-        conversation = c.diagnostics("p1")["actors"]["conversation:c1"]
-        os.kill(conversation, signal.SIGKILL)
-        wait_for(lambda: gone(conversation), timeout_s=10, what="the conversation to exit")
-        # the project has not been told yet; it must not forward into the dead mailbox
+        crash(c, "p1", "conversation:c1")
+        # held while the restart's backoff runs, then served by the new entity
         done = c.send_message(
             "p1", "c1", "hello", correlation_id="corr-next", wait=True, wait_timeout_s=20
         )
@@ -427,3 +432,47 @@ def test_a_conversation_rehydrating_while_the_journal_is_down_reads_again_from_t
         ]
         verified = c.verify("p1")
         assert (verified["ok"], verified["mismatches"]) == (True, [])
+
+
+def test_a_crashed_conversation_leaves_its_neighbours_in_the_host_alone(
+    daemon: Daemon, project_root: str, journal: Journal
+) -> None:
+    with daemon.client() as c:
+        c.start_project(project_root, project_id="p1", options=command_options())
+        c.start_conversation("p1", "c1")
+        c.start_conversation("p1", "c2")
+        host = c.diagnostics("p1")["actors"]["project"]
+        start_slow_turn(c, journal, "p1", "c2", "corr-c2")  # c2 is in the middle of a call
+        crash(c, "p1", "conversation:c1")
+        done = c.send_message("p1", "c1", "hello", correlation_id="corr-c1", wait=True)
+        assert done["outcome"] == "llm.completed"
+        events = journal.read_project("p1")
+        assert actor_events(events) == [
+            ("actor.crashed", "conversation:c1", 1),
+            ("actor.restarted", "conversation:c1", 1),
+        ]
+        c2 = [e.type for e in of_turn(events, "corr-c2")]
+        assert c2[-1] == "tool.started"  # c2's call still runs, untouched
+        assert c.diagnostics("p1")["actors"]["project"] == host
+        c.cancel("p1", "c2")
+        wait_for(lambda: turn_over(journal, "p1", "corr-c2"), timeout_s=30, what="c2's end")
+
+
+def test_fault_injection_is_refused_by_a_daemon_not_started_for_it(
+    tmp_path: Any, project_root: str
+) -> None:
+    from runtime.daemon import start_daemon, stop_daemon
+    from runtime.errors import BadRequestError
+    from tests.integration.conftest import daemon_env
+
+    home = str(tmp_path / "plain-home")
+    start_daemon(home, env=daemon_env(ROOST_FAULT_INJECTION="0"), timeout_s=60)
+    try:
+        with Client.connect(home, timeout_s=30) as c:
+            c.start_project(project_root, project_id="p1")
+            with pytest.raises(BadRequestError) as raised:
+                c.call("inject_fault", {"project_id": "p1", "target": "toolrunner"})
+            assert raised.value.details["reason"] == "fault_injection_disabled"
+            assert c.diagnostics("p1")["health"] == {"status": "ok"}
+    finally:
+        stop_daemon(home)

@@ -1,0 +1,127 @@
+"""The daemon side of the host link: a project's requests go straight to its host.
+
+:class:`HostLinks` keeps, per project, the idle connections to its host socket
+(``runtime.wire.host_link``). :meth:`HostLinks.ask` sends one request on a connection of
+its own (taken from the pool or made) and waits for the answer that names it; an answer
+to an earlier request of the connection (a turn's outcome sent again by a restarted
+conversation, or one whose client gave up) is skipped. It returns ``None`` when the
+project has no host socket that answers — not running, or its host is being restarted —
+and when the connection breaks before the answer came: the backend then asks through the
+actor tree, which knows whether the project runs and holds requests while it restarts.
+A connection is only put back once its answer came.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import threading
+import time
+from typing import Any
+
+import msgspec
+
+from runtime.journal.link import LinkHello
+from runtime.wire.framing import FrameTooLargeError, TruncatedFrameError, frame, read_frame
+from runtime.wire.host_link import HostReply, HostRequest, host_socket_path
+from runtime.wire.transport import connect_unix_socket
+
+__all__ = ["HostLinks"]
+
+_ENCODER = msgspec.msgpack.Encoder()
+_REPLY = msgspec.msgpack.Decoder(HostReply)
+_MAX_REPLY = 64 * 1024 * 1024
+_MAX_IDLE_PER_PROJECT = 64
+
+
+class HostLinks:
+    """Pooled connections to the projects' hosts."""
+
+    def __init__(self, home: str, token: str) -> None:
+        self.home = home
+        self.token = token
+        self._idle: dict[str, list[socket.socket]] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self.sent = 0
+        """Requests answered over a host link."""
+        self.fallbacks = 0
+        """Requests the links could not carry (asked through the actor tree)."""
+
+    def ask(
+        self, project_id: str, op: str, args: dict[str, Any], deadline: float
+    ) -> HostReply | None:
+        """The host's answer, or None (no host answers: ask the actor tree)."""
+        sock = self._take(project_id)
+        if sock is None:
+            self.fallbacks += 1
+            return None
+        number = next(self._ids)
+        try:
+            sock.settimeout(max(0.05, deadline - time.monotonic()))
+            sock.sendall(frame(_ENCODER.encode(HostRequest(id=number, op=op, args=args))))
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                body = read_frame(sock, _MAX_REPLY, deadline=deadline)
+                if body is None:
+                    raise ConnectionResetError("the host closed the link")
+                reply = _REPLY.decode(body)
+                if reply.id == number:
+                    break
+        except TimeoutError:
+            sock.close()
+            return HostReply(id=number, ok=False, error=None)
+        except (OSError, msgspec.DecodeError, FrameTooLargeError, TruncatedFrameError):
+            sock.close()
+            self.fallbacks += 1
+            return None
+        self.sent += 1
+        self._give(project_id, sock)
+        return reply
+
+    def _take(self, project_id: str) -> socket.socket | None:
+        with self._lock:
+            idle = self._idle.get(project_id)
+            if idle:
+                return idle.pop()
+        try:
+            sock = connect_unix_socket(host_socket_path(self.home, project_id), 2.0)
+        except OSError:
+            return None
+        try:
+            sock.sendall(frame(_ENCODER.encode(LinkHello(token=self.token))))
+        except OSError:
+            sock.close()
+            return None
+        return sock
+
+    def _give(self, project_id: str, sock: socket.socket) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(project_id, [])
+            if len(idle) < _MAX_IDLE_PER_PROJECT:
+                idle.append(sock)
+                return
+        sock.close()
+
+    def forget(self, project_id: str) -> None:
+        """Close the idle connections to a project's host (it stopped)."""
+        with self._lock:
+            idle = self._idle.pop(project_id, [])
+        for sock in idle:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        with self._lock:
+            projects = list(self._idle)
+        for project_id in projects:
+            self.forget(project_id)
+
+    def idle_count(self) -> int:
+        """Idle connections held."""
+        with self._lock:
+            return sum(len(v) for v in self._idle.values())
