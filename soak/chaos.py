@@ -1,4 +1,13 @@
-"""``chaos``: SIGKILL Conversation, ToolRunner and Journal processes while the load runs.
+"""``chaos``: kill hosts and the Journal, crash conversations and tool runners, under load.
+
+What dies. A project's Conversations, Policy and ToolRunner are entities hosted in the
+project's process (``actors.hosting``); the processes are the daemon's, the Supervisor,
+the Journal and one host per project. The monkey SIGKILLs hosts (``host``: the project
+and every entity in it come back by replay) and the Journal (``journal``), and crashes
+single entities through the daemon's ``inject_fault`` (``conversation``, ``toolrunner``:
+the host restarts that entity by replay and leaves its neighbours alone; allowed only by a
+daemon started with ``ROOST_FAULT_INJECTION=1``, which ``roost soak --scenario chaos``
+does for the daemon it starts).
 
 Telling actor processes apart. Every actor is a fork of the daemon with the daemon's
 command line, so the harness works it out, in this order of preference:
@@ -9,10 +18,8 @@ command line, so the harness works it out, in this order of preference:
    if actors name themselves;
 3. the shape of the tree (``tree``): the Journal is the actor process that holds
    ``journal.sqlite`` open; its parent is the Supervisor; the Supervisor's other children
-   are Projects; a Project creates its Policy, then its ToolRunner, then one process per
-   conversation, so its children in creation order are ``policy, toolrunner,
-   conversation...``. A killed process's replacement is the new child that appears under
-   the same parent, and inherits the role.
+   are the projects' hosts. A killed process's replacement is the new child that appears
+   under the same parent, and inherits the role.
 
 The monkey kills one process at a time and waits for its replacement before the next
 kill, choosing targets it has not killed within the restart period, so a run exercises
@@ -37,10 +44,15 @@ from runtime.errors import RoostError
 
 __all__ = ["ROLES", "ChaosMonkey", "ProcessRoles", "identify_roles"]
 
-ROLES = ("conversation", "toolrunner", "journal")
-"""Roles the monkey kills."""
+ROLES = ("conversation", "toolrunner", "host", "journal")
+"""What the monkey kills: hosted entities (crashed) and processes (SIGKILLed)."""
 
-_WEIGHTS = {"conversation": 6, "toolrunner": 3, "journal": 2}
+ENTITY_ROLES = frozenset({"conversation", "toolrunner"})
+"""Roles that are entities in a host: crashed through ``inject_fault``."""
+_PROCESS_ROLE = {"host": "project", "journal": "journal"}
+"""The process role each killed role is found under."""
+
+_WEIGHTS = {"conversation": 5, "toolrunner": 2, "host": 2, "journal": 2}
 _QUIET_S = 5.5  # the default restart_period_ms (5000) and a margin
 _REPLACEMENT_TIMEOUT_S = 30.0
 
@@ -50,8 +62,7 @@ class ProcessRoles:
 
     def __init__(self, roles: dict[int, str], parents: dict[int, int], method: str) -> None:
         self.roles = roles
-        """pid → ``journal``, ``supervisor``, ``project``, ``policy``, ``toolrunner``,
-        ``conversation``."""
+        """pid → ``journal``, ``supervisor``, ``project`` (a project's host)."""
         self.parents = parents
         """pid → parent pid, for the processes in :attr:`roles`."""
         self.method = method
@@ -146,12 +157,6 @@ def _from_tree(home: str, procs: dict[int, psutil.Process]) -> ProcessRoles:
     roles[supervisor] = "supervisor"
     for project in [p for p, parent in parents.items() if parent == supervisor and p != journal]:
         roles[project] = "project"
-        children = sorted(
-            (p for p, parent in parents.items() if parent == project),
-            key=lambda p: (created.get(p, 0.0), p),
-        )
-        for index, child in enumerate(children):
-            roles[child] = ("policy", "toolrunner")[index] if index < 2 else "conversation"
     return ProcessRoles(roles, parents, "tree")
 
 
@@ -196,6 +201,9 @@ class ChaosMonkey:
         self._thread: threading.Thread | None = None
         self._roles: ProcessRoles | None = None
         self._last_kill: dict[int, float] = {}
+        self._last_crash: dict[tuple[str, str], float] = {}
+        self.entities_refused = False
+        """The daemon refused ``inject_fault``: only processes are killed."""
         self._started = time.monotonic()
 
     @property
@@ -246,21 +254,53 @@ class ChaosMonkey:
         roles = list(_WEIGHTS)
         return self._random.choices(roles, weights=[_WEIGHTS[r] for r in roles])[0]
 
+    def _crash_one(self, role: str) -> bool:
+        """Crash one hosted entity of ``role`` through ``inject_fault``."""
+        now = time.monotonic()
+        with Client.connect(self.home, timeout_s=30) as client:
+            targets: list[tuple[str, str]] = []
+            for project in client.list_projects():
+                project_id = str(project.get("project_id", ""))
+                if not project_id:
+                    continue
+                if now - self._last_crash.get((project_id, "*"), -1e9) <= _QUIET_S:
+                    continue  # one crash per host per restart period: no escalation
+                if role == "toolrunner":
+                    targets.append((project_id, "toolrunner"))
+                    continue
+                live = client.diagnostics(project_id).get("active_conversations") or []
+                targets += [(project_id, f"conversation:{c}") for c in live]
+            if not targets:
+                return False
+            project_id, target = self._random.choice(sorted(targets))
+            try:
+                client.call("inject_fault", {"project_id": project_id, "target": target})
+            except RoostError as e:
+                if e.details.get("reason") == "fault_injection_disabled":
+                    self.entities_refused = True
+                    self.problems.append(f"chaos: {e}")
+                    return False
+                return False  # e.g. the conversation passivated meanwhile
+            host = int(client.diagnostics(project_id).get("actors", {}).get("project") or 0)
+        self._last_crash[(project_id, "*")] = now
+        self.kills.append((role, host))
+        if self.on_kill is not None:
+            self.on_kill(role, host)
+        self.log.append(f"+{now - self._started:.1f}s {role} {target} of {project_id}: crashed")
+        return True
+
     def _kill_one(self, role: str) -> bool:
+        if role in ENTITY_ROLES:
+            return False if self.entities_refused else self._crash_one(role)
         roles = self._roles
         assert roles is not None
         roles = self._refresh(keep=roles)
         now = time.monotonic()
         candidates = [
             pid
-            for pid in roles.pids(role)
+            for pid in roles.pids(_PROCESS_ROLE[role])
             if now - self._last_kill.get(pid, -1e9) > _QUIET_S and _alive(pid)
         ]
-        recent_parents = {
-            roles.parents.get(pid) for pid, t in self._last_kill.items() if now - t < _QUIET_S
-        }
-        if role == "toolrunner":  # one runner restart per project per restart period
-            candidates = [p for p in candidates if roles.parents.get(p) not in recent_parents]
         if not candidates:
             return False
         pid = self._random.choice(candidates)
@@ -292,7 +332,7 @@ class ChaosMonkey:
         else:
             waited = time.monotonic() - killed_at
             self.log.append(f"{when}: replaced by pid {replacement} after {waited:.2f} s")
-            roles.roles[replacement] = role
+            roles.roles[replacement] = _PROCESS_ROLE[role]
             if parent is not None:
                 roles.parents[replacement] = parent
             self._last_kill[replacement] = time.monotonic()
@@ -301,11 +341,9 @@ class ChaosMonkey:
     def _refresh(self, keep: ProcessRoles) -> ProcessRoles:
         """Look at the processes again before a kill.
 
-        With ``actor_pids`` or names the daemon's answer is the truth. With the tree, the
-        creation-order guess is only right for processes the monkey has not seen restart,
-        so what it learned wins: dead pids are dropped, the Journal is found again, and a
-        new child of a known project whose Policy and ToolRunner are known is a
-        conversation (one rehydrated after passivation, or restarted after a crash).
+        With ``actor_pids`` or names the daemon's answer is the truth. With the tree, what
+        the monkey learned wins: dead pids are dropped and the Journal is found again; a
+        new child of the Supervisor is a (restarted) project's host.
         """
         fresh = identify_roles(self.home)
         if fresh.method != "tree":
@@ -315,17 +353,11 @@ class ChaosMonkey:
             keep.roles.pop(pid)
         for pid in [p for p, r in keep.roles.items() if r == "journal"]:
             keep.roles.pop(pid)
-        staffed = {
-            keep.parents.get(p) for p, r in keep.roles.items() if r in ("policy", "toolrunner")
-        }
         for pid, guess in fresh.roles.items():
             if pid in keep.roles and guess != "journal":
                 continue
-            parent = fresh.parents.get(pid, 0)
-            # A staffed project's later children are conversations.
-            late = guess in ("policy", "toolrunner") and parent in staffed
-            keep.roles[pid] = "conversation" if late else guess
-            keep.parents[pid] = parent
+            keep.roles[pid] = guess
+            keep.parents[pid] = fresh.parents.get(pid, 0)
         return keep
 
     def _children(self, parent: int | None) -> list[int]:

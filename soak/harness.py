@@ -128,7 +128,7 @@ def run_soak(
     t0 = time.monotonic()
     run = _Run(config, on_progress)
     workdir = tempfile.mkdtemp(prefix="roost-soak-")
-    session = DaemonSession(config.home, workdir)
+    session = DaemonSession(config.home, workdir, faults=config.scenario == "chaos")
     sampler = MemorySampler(session.home)
     monkey: ChaosMonkey | None = None
     result = WorkloadResult(

@@ -53,7 +53,9 @@ class Failures:
 class DaemonSession:
     """The daemon a run talks to: an already running one, or one spawned (and stopped)."""
 
-    def __init__(self, home: str | None, workdir: str) -> None:
+    def __init__(self, home: str | None, workdir: str, *, faults: bool = False) -> None:
+        self.faults = faults
+        """Start the daemon with ``ROOST_FAULT_INJECTION=1`` (``chaos`` crashes entities)."""
         self.owned = False
         """True when this session started the daemon (and so stops it)."""
         self.home = os.path.abspath(home) if home else os.path.join(workdir, "home")
@@ -67,7 +69,8 @@ class DaemonSession:
         if running:
             self.pid = running
             return
-        self.pid = start_daemon(self.home)
+        env = {"ROOST_FAULT_INJECTION": "1"} if self.faults else None
+        self.pid = start_daemon(self.home, env=env)
         self.owned = True
 
     def stop(self, failures: Failures, timeout_s: float = 30.0) -> None:

@@ -123,6 +123,8 @@ class SupervisorCore:
         self.by_address = ChildNames()
         self.stopping: set[str] = set()
         self.failed: dict[str, str] = {}
+        self.restarting: dict[str, list[tuple[str, dict[str, Any], Any, Any]]] = {}
+        """Projects waiting for their restart's backoff, with the requests held for them."""
         self.deleting: dict[str, DeleteHistory] = {}
         """Projects whose deletion is under way (sent to the Journal, or waiting for the
         project's actor to be gone), and who waits for each."""
@@ -254,6 +256,10 @@ class SupervisorCore:
         if op == "delete_project":
             return self._delete_project(args, reply_to)
         if route_of(op) in ("project", "conversation"):
+            held = self.restarting.get(str(args["project_id"]))
+            if held is not None:  # its host is being restarted: served by the new one
+                held.append((op, args, reply_to, message))
+                return []
             project = self.projects.get(str(args["project_id"]))
             if project is None:
                 raise ProjectNotFoundError(
@@ -524,13 +530,23 @@ class SupervisorCore:
             correlation_id=correlation,
             escalation=None if decision.restart else reason,
         )
+        held = self.restarting.pop(project_id, [])
         if not decision.restart:
             self.failed[project_id] = reason
             fields = {"project_id": project_id, "reason": reason}
+            refused: list[Effect] = []
+            for _op, _args, waiting, _message in held:
+                error = ProjectNotFoundError(
+                    f"project {project_id} failed ({reason}) and is not restarted",
+                    project_id=project_id,
+                )
+                refused.append(error_reply(waiting, error))
             return [
                 Append(events=events),
                 Log(level="error", event="project_failed", fields=fields),
+                *refused,
             ]
+        self.restarting[project_id] = held
         payload = {
             "project_id": project_id,
             "project": project,
@@ -550,9 +566,12 @@ class SupervisorCore:
             return []
         project_id = payload["project_id"]
         project: ProjectRecord = payload["project"]
+        held = self.restarting.pop(project_id, [])
         effects = self._create(
             project_id, project.root, project.options, restore=True, at=project.started_at
         )
+        for request in held:  # the new project holds them until it has read its events
+            effects += self.request(*request)
         restarted = restarted_event(
             project_id=project_id,
             actor=project_child(project_id),

@@ -585,3 +585,84 @@ def test_the_journal_link_raises_the_descriptor_limit_to_the_hard_one() -> None:
         assert raised == (hard if hard != resource.RLIM_INFINITY else max(64, 1 << 16))
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_pipelined_batches_share_a_commit_and_come_back_in_order(
+    tmp_path: Path, store: _Store
+) -> None:
+    path = tmp_path / "j.sock"
+    server = _server(path, store)
+    client = LinkClient(str(path), TOKEN, retry_s=10)
+    try:
+        first = client.append(_events("p1", 1), "warm")  # the connection, hello included
+        assert isinstance(first, LinkCommitted)
+        store.groups.clear()
+        batches = [(_events("p1", 1 + i % 2), f"key-{i}") for i in range(6)]
+        answers = client.append_many(batches)
+        assert [type(a) for a in answers] == [LinkCommitted] * 6
+        assert [len(a.envelopes) for a in answers] == [1 + i % 2 for i in range(6)]  # type: ignore[union-attr]
+        seqs = [e.seq for a in answers for e in a.envelopes]  # type: ignore[union-attr]
+        assert seqs == sorted(seqs)
+        assert sum(store.groups) == 6 and len(store.groups) < 6  # fewer commits than batches
+        again = client.append_many(batches[:2])  # the same keys: answered, not appended
+        assert [e.seq for a in again for e in a.envelopes] == seqs[:3]  # type: ignore[union-attr]
+    finally:
+        client.close()
+        server.close()
+    assert len(store.journal.read_project("p1")) == 1 + 9
+
+
+def test_pipelined_batches_unanswered_when_the_journal_died_are_sent_again(
+    tmp_path: Path, store: _Store
+) -> None:
+    path = tmp_path / "j.sock"
+    server = _server(path, store)
+    client = LinkClient(str(path), TOKEN, retry_s=10)
+    assert isinstance(client.append(_events("p1"), "key-0"), LinkCommitted)
+    server.close()
+    restarted: list[LinkServer] = []
+
+    def restart() -> None:
+        time.sleep(0.5)
+        restarted.append(_server(path, store))
+
+    thread = threading.Thread(target=restart)
+    thread.start()
+    try:
+        answers = client.append_many([(_events("p1"), "key-1"), (_events("p1"), "key-2")])
+        assert [type(a) for a in answers] == [LinkCommitted, LinkCommitted]
+    finally:
+        client.close()
+        thread.join()
+        for s in restarted:
+            s.close()
+    assert len(store.journal.read_project("p1")) == 6
+
+
+def test_the_hosts_appender_answers_every_batch_in_one_callback(
+    tmp_path: Path, store: _Store
+) -> None:
+    from actors.hosting import Appender
+    from actors.messages import Appended
+
+    path = tmp_path / "j.sock"
+    server = _server(path, store)
+    appender = Appender(str(path), TOKEN)
+    done: list[list[Any]] = []
+    finished = threading.Event()
+
+    def collect(answers: list[Any]) -> None:
+        done.append(answers)
+        if len(done) == 3:
+            finished.set()
+
+    try:
+        for i in range(3):
+            appender.submit([(_events("p1", 1), f"a{i}"), (_events("p1", 2), f"b{i}")], collect)
+        assert finished.wait(30)
+    finally:
+        appender.close()
+        server.close()
+    assert [[type(a) for a in answers] for answers in done] == [[Appended, Appended]] * 3
+    assert appender.batches == 6
+    assert len(store.journal.read_project("p1")) == 9

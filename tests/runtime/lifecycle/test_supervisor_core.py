@@ -228,6 +228,31 @@ def test_a_crashed_project_is_restarted_from_its_events_after_a_backoff(tmp_path
     assert restarted.correlation_id == crashed.correlation_id
 
 
+def test_requests_for_a_project_waiting_for_its_restart_are_held_and_then_sent(
+    tmp_path: Path,
+) -> None:
+    core, _ = make_core(tmp_path)
+    start(core, tmp_path / "r")
+    (wakeup,) = of(core.child_exited("addr-project:p1"), fx.Wakeup)
+    held = core.request("describe_project", {"project_id": "p1"}, "client-2", "the-request")
+    assert held == []  # not project_not_found: its host is only being restarted
+    again = core.wakeup(wakeup.payload)
+    assert of(again, fx.Spawn) == [fx.Spawn(name="project:p1", restore=True)]
+    assert of(again, fx.Send) == [fx.Send(to=fx.Child("project:p1"), message="the-request")]
+
+
+def test_requests_held_for_a_project_that_is_not_restarted_are_refused(tmp_path: Path) -> None:
+    core, _ = make_core(tmp_path, max_restarts=1)
+    start(core, tmp_path / "r")
+    (wakeup,) = of(core.child_exited("addr-project:p1"), fx.Wakeup)
+    assert core.request("describe_project", {"project_id": "p1"}, "client-2", "m") == []
+    core.wakeup(wakeup.payload)
+    core.spawned("project:p1", "addr-project:p1-2")
+    core.child_exited("addr-project:p1-2")  # beyond its intensity: not restarted
+    late = core.request("describe_project", {"project_id": "p1"}, "client-3", "m")
+    assert error_of(late)["code"] == "project_not_found"
+
+
 def test_a_project_crashing_beyond_its_intensity_is_escalated_and_listed_failed(
     tmp_path: Path,
 ) -> None:
