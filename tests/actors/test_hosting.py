@@ -16,7 +16,7 @@ from thespian.actors import ActorAddress, ActorExitRequest, WakeupMessage
 
 from actors.base import STORM_LIMIT, RoostActor
 from actors.hosting import Deferred, EntityHost, HostWake, is_entity
-from actors.messages import AppendRequest, Appended, ReadProject, ReadResult
+from actors.messages import Appended, AppendRequest, ReadProject, ReadResult
 
 
 class Owner:
@@ -30,14 +30,14 @@ class Owner:
         self.received: list[tuple[Any, Any]] = []
         self.mailbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
-    def send(self, targetAddr: Any, msg: Any) -> bool:  # noqa: N803 - Thespian's name
+    def send(self, targetAddr: Any, msg: Any) -> bool:
         self.sent.append((targetAddr, msg))
         return True
 
-    def wakeupAfter(self, timePeriod: Any, payload: Any = None) -> None:  # noqa: N802, N803
+    def wakeupAfter(self, timePeriod: Any, payload: Any = None) -> None:
         self.wakeups.append((timePeriod, payload))
 
-    def receiveMessage(self, message: Any, sender: Any) -> None:  # noqa: N802
+    def receiveMessage(self, message: Any, sender: Any) -> None:
         self.received.append((message, sender))
 
     def entity_exited(self, address: Any) -> None:
@@ -158,7 +158,7 @@ def test_a_thread_posts_and_one_wake_message_reaches_the_owners_mailbox() -> Non
 
 
 def test_a_deferred_call_runs_in_the_entitys_turn() -> None:
-    host, owner, a = host_with("a")
+    host, _owner, a = host_with("a")
     seen: list[Any] = []
     host.post(a["a"], Deferred(seen.append, "answer"))
     host.take_posted()

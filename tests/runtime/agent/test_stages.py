@@ -12,9 +12,9 @@ from typing import Any
 
 import msgspec
 
+from events import catalog as ev
 from events.envelope import Envelope, NewEvent
 from runtime.agent.core import ConversationCore
-from events import catalog as ev
 from runtime.agent.effects import Answer, Append, AskPolicy, CallModel, Dispatch
 from tests.runtime.agent.test_loop import Harness
 
