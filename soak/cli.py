@@ -28,10 +28,21 @@ _MIB = 1024 * 1024
 _RUN_SHAPE = (
     ("--projects", "N", "projects to start"),
     ("--conversations", "N", "per project"),
+)
+_SHAPED_BY_SCENARIO = (
     ("--events", "N", "user.message turns per conversation"),
-    ("--concurrency", "N", "turns in flight (worker threads)"),
+    (
+        "--concurrency",
+        "N",
+        "turns in flight (worker threads); slow-model: live conversations, spread over the "
+        "projects",
+    ),
     ("--timeout-ms", "MS", "a turn slower than this fails"),
 )
+SLOW_MODEL_DEFAULTS = {"events": 2, "concurrency": 1000, "timeout_ms": 120_000}
+"""``slow-model``'s own defaults: two turns per conversation (the first starts its actor),
+a thousand live conversations, and room for two model rounds of ``--model-latency-ms``
+each (the time limit is at least four of them)."""
 _CHAOS_AND_PASSIVATION = (
     ("--kills", "N", "chaos: kill at least N actor processes"),
     ("--kill-interval-ms", "MS", "chaos: pause between kills"),
@@ -43,16 +54,25 @@ def _counts(
     p: argparse.ArgumentParser,
     defaults: SoakConfig,
     options: tuple[tuple[str, str, str | None], ...],
+    *,
+    by_scenario: bool = False,
 ) -> None:
-    """Positive-integer options whose default is the ``SoakConfig`` field of their name."""
+    """Positive-integer options whose default is the ``SoakConfig`` field of their name.
+
+    ``by_scenario``: the default depends on the scenario (:data:`SLOW_MODEL_DEFAULTS`), so
+    the option is None when not given and :func:`_config` fills it in.
+    """
     from runtime.cli.format import number_type
 
     positive = number_type(int, lambda n: n >= 1, "a positive integer")
     for flag, metavar, text in options:
         field = flag[2:].replace("-", "_")
-        p.add_argument(
-            flag, type=positive, default=getattr(defaults, field), metavar=metavar, help=text
-        )
+        default = getattr(defaults, field)
+        shown = text
+        if by_scenario:
+            shown = f"{text} (default: {default}; slow-model: {SLOW_MODEL_DEFAULTS[field]})"
+            default = None
+        p.add_argument(flag, type=positive, default=default, metavar=metavar, help=shown)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,11 +87,23 @@ def build_parser() -> argparse.ArgumentParser:
         "and report latency, throughput, memory and integrity. Exit 0 only when it passed.",
     )
     _counts(p, d, _RUN_SHAPE)
+    _counts(p, d, _SHAPED_BY_SCENARIO, by_scenario=True)
     p.add_argument(
         "--scenario",
-        choices=("steady", "burst", "chaos", "baseline"),
+        choices=("steady", "burst", "chaos", "baseline", "slow-model"),
         default=d.scenario,
         help="the workload's shape",
+    )
+    _counts(
+        p,
+        d,
+        (
+            (
+                "--model-latency-ms",
+                "MS",
+                "slow-model: the loopback model server's wait before each answer",
+            ),
+        ),
     )
     p.add_argument(
         "--duration-s",
@@ -114,12 +146,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(ns: argparse.Namespace) -> SoakConfig:
+    d = SoakConfig()
+    slow = ns.scenario == "slow-model"
+
+    def shaped(field: str) -> int:
+        given: int | None = getattr(ns, field)
+        if given is not None:
+            return given
+        return SLOW_MODEL_DEFAULTS[field] if slow else int(getattr(d, field))
+
+    timeout_ms = shaped("timeout_ms")
+    if slow and ns.timeout_ms is None:
+        timeout_ms = max(timeout_ms, 4 * ns.model_latency_ms)
     return SoakConfig(
         projects=ns.projects,
         conversations=ns.conversations,
-        events=ns.events,
-        concurrency=ns.concurrency,
-        timeout_ms=ns.timeout_ms,
+        events=shaped("events"),
+        concurrency=shaped("concurrency"),
+        timeout_ms=timeout_ms,
+        model_latency_ms=ns.model_latency_ms,
         scenario=ns.scenario,
         duration_s=ns.duration_s,
         home=ns.home,
@@ -169,6 +214,7 @@ def render_summary(report: SoakReport) -> str:
         f"retries, onset at {r.backpressure.onset_inflight or '-'} in flight, "
         f"max {r.backpressure.max_inflight} in flight",
     ]
+    lines += _design_lines(r)
     lines += _leak_lines(r)
     if r.chaos is not None:
         roles = ", ".join(f"{k} {v}" for k, v in sorted(r.chaos.by_role.items()))
@@ -200,6 +246,54 @@ def render_summary(report: SoakReport) -> str:
     if r.kept:
         lines.append(f"  kept           {r.kept} (project roots; home/ holds the journal and logs)")
     return "\n".join(lines)
+
+
+def _figure(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:g}{unit}"
+
+
+def _design_lines(report: SoakReport) -> list[str]:
+    """Counters, memory per conversation, throughput per minute, overhead, slow-model goals."""
+    r = report
+    per_conversation = r.memory.pss_per_live_conversation
+    lines = [
+        f"  design         {_figure(r.messages_per_turn)} messages per turn, "
+        f"{_figure(r.appends_per_commit)} appends per commit; PSS peak "
+        f"{_mib(r.memory.pss_peak)}, "
+        + ("-" if per_conversation is None else f"{per_conversation / _MIB:.3f} MiB")
+        + " per live conversation",
+        f"  per minute     {' '.join(str(n) for n in r.throughput.per_minute) or '-'} turns",
+    ]
+    if r.overhead_ms is not None:
+        o = r.overhead_ms
+        lines.append(
+            f"  overhead ms    p50 {o.p50:.1f}  p95 {o.p95:.1f}  p99 {o.p99:.1f}  "
+            f"(max {o.max:.1f}; latency minus the model's own time)"
+        )
+    if r.slow_model is not None:
+        m = r.slow_model
+        first, later = m.overhead_first_turn_ms, m.overhead_later_turns_ms
+        start = m.start_conversation_ms
+        lines.append(
+            f"  slow model     {m.live_conversations} live conversations, model "
+            f"{m.model_latency_ms} ms per round ({m.model_requests} requests); "
+            f"start_conversation p50 {start.p50:.1f} p99 {start.p99:.1f} ms; overhead p50/p99 "
+            f"first turn {first.p50:.1f}/{first.p99:.1f} ms, later {later.p50:.1f}/"
+            f"{later.p99:.1f} ms"
+        )
+        verdict = "all met" if m.goals_met else "NOT all met"
+        lines.append(f"  goals          issue 18 ({verdict}; reported, not part of PASSED):")
+        for g in m.goals:
+            bound = ">=" if g.higher_is_better else "<="
+            value, limit = _figure(g.value), f"{g.limit:g}"
+            if g.metric.startswith("memory."):  # bytes
+                value = "-" if g.value is None else f"{g.value / _MIB:.3f} MiB"
+                limit = f"{g.limit / _MIB:g} MiB"
+            lines.append(
+                f"                 {g.metric} {value} {bound} {limit}: "
+                f"{'met' if g.met else 'NOT MET'}"
+            )
+    return lines
 
 
 def _leak_lines(report: SoakReport) -> list[str]:
@@ -285,7 +379,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"roost: usage: cannot read --compare {ns.compare}: {e.strerror}", file=sys.stderr
             )
             return 2
-    turns = config.projects * config.conversations * config.events
+    conversations = config.concurrency if config.scenario == "slow-model" else None
+    turns = (conversations or config.projects * config.conversations) * config.events
     open_ended = config.duration_s is not None or config.scenario == "chaos"
     progress = Progress(f"soak {config.scenario}", total=None if open_ended else turns)
 
