@@ -13,8 +13,9 @@ starts; every actor process is forked from it and inherits one small shared bloc
   taken over by a later one, which keeps adding to it, so the sums never go back.
 - **Cheap.** :func:`count` is a dict lookup and an add under a per-process lock (threads of
   one process share its row); with counters not enabled it does nothing.
-- **Not exact when the tree is larger than the block**: past :data:`ROWS` live processes the
-  extra ones share the last row, where concurrent adds can be lost.
+- **Not exact at the edges**: past :data:`ROWS` live processes the extra ones share the
+  last row, where concurrent adds can be lost; so can a process's that closed the block's
+  descriptor (which drops its record lock, so a later process may claim the same row).
 
 :func:`snapshot` is what ``roost daemon status`` shows as ``counters``. The kinds are
 :data:`KINDS`; ``host_link`` is for a daemon → host data link (its sender calls
