@@ -437,6 +437,7 @@ def _slow_model_summary(
         model_latency_ms=round(model.latency_s * 1000),
         live_conversations=started,
         model_requests=model.requests,
+        model_peak_waiting=model.peak_waiting,
         start_conversation_ms=latency_stats(result.start_ms),
         overhead_first_turn_ms=latency_stats(first),
         overhead_later_turns_ms=latency_stats(later),

@@ -125,6 +125,12 @@ class ModelServer:
         """The project's ``llm_base_url``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for their answer now."""
+        with self._lock:
+            return self._waiting
+
     def model_ms(self, correlation_id: str) -> float | None:
         """The server's own time for a turn's requests (None: none were tagged with it)."""
         with self._lock:

@@ -311,6 +311,8 @@ class SlowModelSummary(msgspec.Struct, frozen=True, kw_only=True):
     """Conversations started (each had its turns in flight at the same time)."""
     model_requests: int
     """Chat-completions requests the model server answered."""
+    model_peak_waiting: int = 0
+    """Most requests the model server held at once (the turns really waiting together)."""
     start_conversation_ms: LatencyStats
     """``start_conversation`` latency, all of them started at once."""
     overhead_first_turn_ms: LatencyStats

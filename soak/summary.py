@@ -114,7 +114,8 @@ def _design_lines(report: SoakReport) -> list[str]:
         start = m.start_conversation_ms
         lines.append(
             f"  slow model     {m.live_conversations} live conversations, model "
-            f"{m.model_latency_ms} ms per round ({m.model_requests} requests); "
+            f"{m.model_latency_ms} ms per round ({m.model_requests} requests, at most "
+            f"{m.model_peak_waiting} at once); "
             f"start_conversation p50 {start.p50:.1f} p99 {start.p99:.1f} ms; overhead p50/p99 "
             f"first turn {first.p50:.1f}/{first.p99:.1f} ms, later {later.p50:.1f}/"
             f"{later.p99:.1f} ms"

@@ -134,6 +134,7 @@ def test_a_short_slow_model_run_reports_overhead_starts_memory_and_its_goals(
     # two turns of two rounds each: a fs.read call, then the answer after its result
     assert (slow["live_conversations"], slow["model_requests"]) == (5, 20)
     assert slow["start_conversation_ms"]["count"] == 5
+    assert 1 <= slow["model_peak_waiting"] <= 5
     assert (slow["overhead_first_turn_ms"]["count"], slow["overhead_later_turns_ms"]["count"]) == (
         5,
         5,
