@@ -39,7 +39,13 @@ def seed_root(path: str) -> None:
 
 
 def start_projects(
-    client: Client, config: SoakConfig, workdir: str, run_id: str, failures: Failures
+    client: Client,
+    config: SoakConfig,
+    workdir: str,
+    run_id: str,
+    failures: Failures,
+    *,
+    options: dict[str, object] | None = None,
 ) -> list[str]:
     """Start ``config.projects`` projects on fresh roots under ``workdir``; return their ids.
 
@@ -48,7 +54,8 @@ def start_projects(
     and their ``token_budget`` is the largest allowed: a long ``chaos`` run makes hundreds
     of turns per conversation, and with the default budget (200,000 tokens, counted over
     each request's whole context) later turns would end at once in ``budget.exceeded``
-    instead of doing the work the run is meant to measure.
+    instead of doing the work the run is meant to measure. ``options`` are added to
+    every project's (``slow-model``: its model adapter and endpoint).
     """
     started = []
     for i in range(config.projects):
@@ -61,6 +68,7 @@ def start_projects(
                 options={
                     "idle_passivation_ms": config.idle_passivation_ms,
                     "token_budget": LARGEST_TOKEN_BUDGET,
+                    **(options or {}),
                 },
             )
         except RoostError as e:

@@ -19,19 +19,28 @@ from typing import Any
 import msgspec
 
 from soak.report import SoakConfig, SoakReport, compare_reports
+from soak.summary import render_summary
 
 __all__ = ["build_parser", "main", "render_summary"]
-
-_MIB = 1024 * 1024
-
 
 _RUN_SHAPE = (
     ("--projects", "N", "projects to start"),
     ("--conversations", "N", "per project"),
+)
+_SHAPED_BY_SCENARIO = (
     ("--events", "N", "user.message turns per conversation"),
-    ("--concurrency", "N", "turns in flight (worker threads)"),
+    (
+        "--concurrency",
+        "N",
+        "turns in flight (worker threads); slow-model: live conversations, spread over the "
+        "projects",
+    ),
     ("--timeout-ms", "MS", "a turn slower than this fails"),
 )
+SLOW_MODEL_DEFAULTS = {"events": 2, "concurrency": 1000, "timeout_ms": 120_000}
+"""``slow-model``'s own defaults: two turns per conversation (the first starts its actor),
+a thousand live conversations, and room for two model rounds of ``--model-latency-ms``
+each (the time limit is at least four of them)."""
 _CHAOS_AND_PASSIVATION = (
     ("--kills", "N", "chaos: kill at least N actor processes"),
     ("--kill-interval-ms", "MS", "chaos: pause between kills"),
@@ -43,16 +52,25 @@ def _counts(
     p: argparse.ArgumentParser,
     defaults: SoakConfig,
     options: tuple[tuple[str, str, str | None], ...],
+    *,
+    by_scenario: bool = False,
 ) -> None:
-    """Positive-integer options whose default is the ``SoakConfig`` field of their name."""
+    """Positive-integer options whose default is the ``SoakConfig`` field of their name.
+
+    ``by_scenario``: the default depends on the scenario (:data:`SLOW_MODEL_DEFAULTS`), so
+    the option is None when not given and :func:`_config` fills it in.
+    """
     from runtime.cli.format import number_type
 
     positive = number_type(int, lambda n: n >= 1, "a positive integer")
     for flag, metavar, text in options:
         field = flag[2:].replace("-", "_")
-        p.add_argument(
-            flag, type=positive, default=getattr(defaults, field), metavar=metavar, help=text
-        )
+        default = getattr(defaults, field)
+        shown = text
+        if by_scenario:
+            shown = f"{text} (default: {default}; slow-model: {SLOW_MODEL_DEFAULTS[field]})"
+            default = None
+        p.add_argument(flag, type=positive, default=default, metavar=metavar, help=shown)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,11 +85,23 @@ def build_parser() -> argparse.ArgumentParser:
         "and report latency, throughput, memory and integrity. Exit 0 only when it passed.",
     )
     _counts(p, d, _RUN_SHAPE)
+    _counts(p, d, _SHAPED_BY_SCENARIO, by_scenario=True)
     p.add_argument(
         "--scenario",
-        choices=("steady", "burst", "chaos", "baseline"),
+        choices=("steady", "burst", "chaos", "baseline", "slow-model"),
         default=d.scenario,
         help="the workload's shape",
+    )
+    _counts(
+        p,
+        d,
+        (
+            (
+                "--model-latency-ms",
+                "MS",
+                "slow-model: the loopback model server's wait before each answer",
+            ),
+        ),
     )
     p.add_argument(
         "--duration-s",
@@ -114,12 +144,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(ns: argparse.Namespace) -> SoakConfig:
+    d = SoakConfig()
+    slow = ns.scenario == "slow-model"
+
+    def shaped(field: str) -> int:
+        given: int | None = getattr(ns, field)
+        if given is not None:
+            return given
+        return SLOW_MODEL_DEFAULTS[field] if slow else int(getattr(d, field))
+
+    timeout_ms = shaped("timeout_ms")
+    if slow and ns.timeout_ms is None:
+        timeout_ms = max(timeout_ms, 4 * ns.model_latency_ms)
     return SoakConfig(
         projects=ns.projects,
         conversations=ns.conversations,
-        events=ns.events,
-        concurrency=ns.concurrency,
-        timeout_ms=ns.timeout_ms,
+        events=shaped("events"),
+        concurrency=shaped("concurrency"),
+        timeout_ms=timeout_ms,
+        model_latency_ms=ns.model_latency_ms,
         scenario=ns.scenario,
         duration_s=ns.duration_s,
         home=ns.home,
@@ -130,101 +173,6 @@ def _config(ns: argparse.Namespace) -> SoakConfig:
         seed=ns.seed,
         connection_per_turn=ns.connection_per_turn,
     )
-
-
-def _mib(n: int) -> str:
-    return f"{n / _MIB:.1f} MiB"
-
-
-def render_summary(report: SoakReport) -> str:
-    """The report for people, one topic per line."""
-    r = report
-    lat = r.events.latency_ms
-    mem = r.memory
-    growth = (mem.rss_end - mem.rss_start) / mem.rss_start * 100 if mem.rss_start else 0.0
-    i = r.integrity
-    lines = [
-        f"roost soak: {r.scenario}: {'PASSED' if r.passed else 'FAILED'} "
-        f"({r.total_ms / 1000:.1f} s in all)",
-        f"  projects       {r.projects.started}/{r.projects.requested} started; "
-        f"conversations {r.conversations.started}/{r.conversations.requested} started",
-        f"  turns          {r.events.requested} requested, {r.events.sent} sent, "
-        f"{r.events.failed} failed, in {r.elapsed_ms / 1000:.2f} s",
-        f"  latency ms     p50 {lat.p50:.1f}  p95 {lat.p95:.1f}  p99 {lat.p99:.1f}  "
-        f"(min {lat.min:.1f}, avg {lat.avg:.1f}, max {lat.max:.1f}; nearest rank)",
-        f"  throughput     {r.throughput.turns_per_s:.1f} turns/s, "
-        f"{r.throughput.events_per_s:.1f} events/s ({r.throughput.events_committed} events)",
-        f"  memory         daemon tree: start {_mib(mem.rss_start)}, peak {_mib(mem.rss_peak)}, "
-        f"end {_mib(mem.rss_end)} ({growth:+.1f}%); processes {mem.processes_start} -> "
-        f"{mem.processes_peak} -> {mem.processes_end}; PSS {_mib(mem.pss_start)} -> "
-        f"{_mib(mem.pss_end)}",
-        f"  integrity      {i.checked_events} events: {i.lost} lost, {i.duplicated} duplicated, "
-        f"{i.unterminated_calls} unterminated calls, {i.unfinished_turns} unfinished turns, "
-        f"{i.replay_mismatch} replay mismatches, "
-        f"hash chains {'ok' if i.hash_chain_ok else 'BROKEN'}"
-        + (f"; {i.unchecked_projects} project(s) NOT READ" if i.unchecked_projects else ""),
-        f"  restarts       {r.restarts} (crashes {r.crashes})",
-        f"  backpressure   {r.backpressure.overloaded} overloaded, "
-        f"{r.backpressure.refused_connections} connections refused, {r.backpressure.retries} "
-        f"retries, onset at {r.backpressure.onset_inflight or '-'} in flight, "
-        f"max {r.backpressure.max_inflight} in flight",
-    ]
-    lines += _leak_lines(r)
-    if r.chaos is not None:
-        roles = ", ".join(f"{k} {v}" for k, v in sorted(r.chaos.by_role.items()))
-        lines.append(
-            f"  chaos          {r.chaos.kills} kills ({roles}), {r.chaos.interrupted_turns} "
-            f"turns interrupted, seed {r.chaos.seed}, roles by {r.chaos.identification}"
-        )
-        lines += [f"                 {p}" for p in r.chaos.problems[:5]]
-        if r.chaos.fatal:
-            lines.append(f"                 FATAL: {r.chaos.fatal}")
-    if r.baseline is not None:
-        b = r.baseline
-        lines.append(
-            f"  baseline       bare Thespian + eventsourcing: {b.turns_per_s:.1f} turns/s, "
-            f"p99 {b.latency_ms.p99:.1f} ms, {b.actor_messages} actor messages, "
-            f"{b.events} events in {b.batches} batches; ratio roost/baseline {r.ratio}"
-        )
-    if r.compared_with is not None:
-        found = f"{len(r.regressions)} regression(s)" if r.regressions else "no regression"
-        lines.append(
-            f"  compare        with {r.compared_with} (threshold "
-            f"{r.config.threshold_pct:g}%): {found}"
-        )
-    lines += [f"  problem        {p}" for p in i.problems[:10]]
-    lines += [
-        f"  failure        {f.stage}: {f.code} x{f.count}: {f.message}" for f in r.failures[:10]
-    ]
-    lines += [f"  NOT PASSED     {reason}" for reason in r.reasons]
-    if r.kept:
-        lines.append(f"  kept           {r.kept} (project roots; home/ holds the journal and logs)")
-    return "\n".join(lines)
-
-
-def _leak_lines(report: SoakReport) -> list[str]:
-    """The leak check: each always-on process's USS after the warm-up and after the load."""
-    check = report.leaks
-    if check is None:
-        return ["  leak check     not made (the run broke off before its two readings)"]
-    grew = [p for p in check.processes if p.leaked]
-    verdict = f"{len(grew)} process(es) grew beyond it" if grew else "ok"
-    if not check.judged:
-        verdict += f" (not judged: {check.load_s:g} s of load, a warm-up more than a leak)"
-    lines = [
-        f"  leak check     USS after the warm-up -> {check.settle_s:g} s after the load "
-        f"(limit +{check.limit_pct:g}%): {verdict}"
-    ]
-    for p in check.processes:
-        after = "gone" if p.uss_after is None else _mib(p.uss_after)
-        growth = "" if p.growth_pct is None else f" ({p.growth_pct:+.1f}%)"
-        mark = ("  LEAK" if check.judged else "  grew") if p.leaked else ""
-        rss = "" if p.rss_after is None else f"; RSS {_mib(p.rss_before)} -> {_mib(p.rss_after)}"
-        lines.append(
-            f"                 {p.name:<16} pid {p.pid:<7} {_mib(p.uss_before)} -> {after}"
-            f"{growth}{rss}{mark}"
-        )
-    return lines
 
 
 class _Terminated(BaseException):
@@ -285,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"roost: usage: cannot read --compare {ns.compare}: {e.strerror}", file=sys.stderr
             )
             return 2
-    turns = config.projects * config.conversations * config.events
+    conversations = config.concurrency if config.scenario == "slow-model" else None
+    turns = (conversations or config.projects * config.conversations) * config.events
     open_ended = config.duration_s is not None or config.scenario == "chaos"
     progress = Progress(f"soak {config.scenario}", total=None if open_ended else turns)
 

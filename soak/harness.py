@@ -21,6 +21,12 @@
 7. ``baseline``: replay the run's message and append pattern on bare Thespian and
    eventsourcing (``soak.baseline``) and report the ratio.
 
+The daemon's ``status`` counters are read just before and just after the workload (step
+3), for ``messages_per_turn`` and ``appends_per_commit``. ``slow-model`` serves the
+projects' model from ``soak.model_server`` for the whole run, starts no conversation and
+sends no warm-up before the workload: its workload starts every conversation at once
+(``start_conversation`` timed) and then sends its turns.
+
 Why this module is long: :func:`run_soak` is the run's script, the numbered steps above in
 order, kept linear so a reader follows one run top to bottom; the scenarios, monitoring,
 integrity checks and the report are apart (``scenarios``, ``monitor``, ``integrity``,
@@ -29,6 +35,7 @@ integrity checks and the report are apart (``scenarios``, ``monitor``, ``integri
 
 from __future__ import annotations
 
+import contextlib
 import random
 import secrets
 import shutil
@@ -46,6 +53,7 @@ from runtime.errors import RoostError
 from soak.bootstrap import event_counts, start_conversations, start_projects
 from soak.integrity import check_integrity
 from soak.leaks import Watch, leak_reasons
+from soak.model_server import ModelServer
 from soak.monitor import DaemonSession, Failures, MemorySampler, wait_until
 from soak.readback import Guard, collect_events, journal_batch_sizes, wait_idle
 from soak.report import (
@@ -55,19 +63,34 @@ from soak.report import (
     EventCounts,
     Failure,
     Integrity,
+    LeakCheck,
     Memory,
+    SlowModelSummary,
     SoakConfig,
     SoakReport,
     StageCounts,
     Throughput,
+    appends_per_commit,
+    counter_delta,
+    judge_goals,
     latency_stats,
+    messages_per_turn,
+    overheads,
+    per_live_conversation,
+    per_minute,
 )
 from soak.scenarios import TurnResult, Workload, WorkloadResult, plan_turns
 
 if TYPE_CHECKING:
     from soak.chaos import ChaosMonkey
 
-__all__ = ["CHAOS_TOLERATED", "WARM_UP_MAX_S", "decide", "run_soak"]
+__all__ = [
+    "CHAOS_TOLERATED",
+    "WARM_UP_MAX_S",
+    "decide",
+    "run_soak",
+    "spread_conversations",
+]
 
 CHAOS_TOLERATED = frozenset({"timeout", "daemon_unreachable", "internal_error", "journal_error"})
 """Turn errors a ``chaos`` run expects when an actor dies under a turn."""
@@ -151,6 +174,10 @@ def run_soak(
         unchecked_projects=config.projects,
     )
     restarts = crashes = committed = 0
+    slow = config.scenario == "slow-model"
+    stack = contextlib.ExitStack()
+    model: ModelServer | None = None
+    counted: dict[str, int] = {}
     rss_start = rss_end = procs_start = procs_end = pss_start = pss_end = 0
     batch_sizes: list[int] | None = None
     leak_watch: Watch | None = None
@@ -158,20 +185,34 @@ def run_soak(
     try:
         run.note("starting the daemon")
         session.start()
+        if slow:
+            model = stack.enter_context(ModelServer(config.model_latency_ms))
         with Client.connect(session.home) as client:
             run.note("starting projects")
-            run.projects = start_projects(client, config, workdir, run.run_id, run.failures)
+            run.projects = start_projects(
+                client,
+                config,
+                workdir,
+                run.run_id,
+                run.failures,
+                options=None
+                if model is None
+                else {"llm_adapter": "openai", "llm_base_url": model.base_url},
+            )
             leak_watch = Watch(session.home, session.pid)
             leak_watch.name_processes()
             rss_start, procs_start = sampler.sample(refresh=True)
             pss_start = sampler.pss()
             sampler.start()
-            run.note("starting conversations")
-            run.conversations = start_conversations(
-                client, run.projects, config.conversations, run.failures
-            )
-            run.note("warm-up round")
-            _warm_up(config, session.home, run)
+            if slow:  # started by the workload, all at once
+                run.conversations = spread_conversations(run.projects, config.concurrency)
+            else:
+                run.note("starting conversations")
+                run.conversations = start_conversations(
+                    client, run.projects, config.conversations, run.failures
+                )
+                run.note("warm-up round")
+                _warm_up(config, session.home, run)
             before = event_counts(client, run.projects)
             _passivated(sampler, procs_start, config)  # as at the *after* reading
             leak_watch.before()
@@ -193,11 +234,15 @@ def run_soak(
             run.note(f"{config.scenario} workload")
             if monkey is not None:
                 monkey.start()
+            first = _counters(client)
+            counters_before = _counters(client)
             try:
                 result = workload.run(turns)
             finally:
                 if monkey is not None:
                     monkey.stop()
+            reading = counter_delta(first, counters_before)  # one reading's own messages
+            counted = counter_delta(counters_before, _counters(client), reading)
             if result.stalled:
                 run.failures.add(
                     "workload",
@@ -256,6 +301,7 @@ def run_soak(
             sampler.stop()
         run.note("stopping the daemon")
         session.stop(run.failures)
+        stack.close()
         if interrupted:
             shutil.rmtree(workdir, ignore_errors=True)
     baseline = None
@@ -266,6 +312,14 @@ def run_soak(
         )
     elapsed = result.elapsed_s
     ok = [r for r in result.results if r.ok]
+    wanted = config.concurrency if slow else config.projects * config.conversations
+    started = len(result.start_ms) if slow else len(run.conversations)
+    pss_peak = max(sampler.pss_peak, pss_start, pss_end)
+    overhead = None
+    if model is not None:
+        rounds_ms = 2 * config.model_latency_ms  # an untagged turn: its two rounds' wait
+        model_ms = [model.model_ms(r.turn.correlation_id) or rounds_ms for r in ok]
+        overhead = overheads([r.latency_ms for r in ok], model_ms)
     report = SoakReport(
         started_at=started_at,
         elapsed_ms=round(elapsed * 1000, 3),
@@ -277,11 +331,7 @@ def run_soak(
             started=len(run.projects),
             failed=config.projects - len(run.projects),
         ),
-        conversations=StageCounts(
-            requested=config.projects * config.conversations,
-            started=len(run.conversations),
-            failed=config.projects * config.conversations - len(run.conversations),
-        ),
+        conversations=StageCounts(requested=wanted, started=started, failed=wanted - started),
         events=EventCounts(
             requested=len(result.results),
             sent=len(ok),
@@ -292,6 +342,7 @@ def run_soak(
             turns_per_s=round(len(ok) / elapsed, 2) if elapsed else 0.0,
             events_per_s=round(committed / elapsed, 2) if elapsed else 0.0,
             events_committed=committed,
+            per_minute=per_minute([r.finished_s for r in ok], elapsed),
         ),
         memory=Memory(
             rss_start=rss_start,
@@ -303,9 +354,11 @@ def run_soak(
             processes_end=procs_end,
             pss_start=pss_start,
             pss_end=pss_end,
+            pss_peak=pss_peak,
+            pss_per_live_conversation=per_live_conversation(pss_peak, pss_start, started),
         ),
         integrity=integrity,
-        leaks=None if leak_watch is None else leak_watch.result(),
+        leaks=None if leak_watch is None else _leaks(leak_watch, judged=not slow),
         restarts=restarts,
         crashes=crashes,
         failures=_turn_failures(run.failures, result.results, tolerate=monkey is not None),
@@ -316,6 +369,13 @@ def run_soak(
             onset_inflight=result.onset_inflight,
             max_inflight=result.max_inflight,
         ),
+        messages_per_turn=messages_per_turn(counted, len(ok)),
+        appends_per_commit=appends_per_commit(counted),
+        counters=counted,
+        overhead_ms=None if overhead is None else latency_stats(overhead),
+        slow_model=None
+        if model is None or overhead is None
+        else _slow_model_summary(model, result, ok, overhead, started),
         chaos=None
         if monkey is None
         else ChaosSummary(
@@ -335,11 +395,55 @@ def run_soak(
         if baseline is not None and baseline.turns_per_s and elapsed
         else None,
     )
-    report = decide(report)
+    report = decide(judge_goals(report))
     if report.passed:
         shutil.rmtree(workdir, ignore_errors=True)
         return report
     return msgspec.structs.replace(report, kept=workdir)
+
+
+def _leaks(watch: Watch, *, judged: bool) -> LeakCheck | None:
+    """The leak check; ``slow-model``'s is not judged (no warm-up precedes its first reading)."""
+    check = watch.result()
+    return check if judged or check is None else msgspec.structs.replace(check, judged=False)
+
+
+def spread_conversations(projects: list[str], count: int) -> list[tuple[str, str]]:
+    """``count`` conversations (``c0``, ``c1``...) dealt round-robin over ``projects``."""
+    if not projects:
+        return []
+    return [(projects[i % len(projects)], f"c{i // len(projects)}") for i in range(count)]
+
+
+def _counters(client: Client) -> dict[str, int]:
+    """The daemon's ``status`` counters (``{}`` when it reports none or does not answer)."""
+    try:
+        found = client.status().get("counters")
+    except RoostError:
+        return {}
+    return {str(k): int(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _slow_model_summary(
+    model: ModelServer,
+    result: WorkloadResult,
+    ok: list[TurnResult],
+    overhead: list[float],
+    started: int,
+) -> SlowModelSummary:
+    first = [o for r, o in zip(ok, overhead, strict=True) if r.turn.index == 0]
+    later = [o for r, o in zip(ok, overhead, strict=True) if r.turn.index > 0]
+    return SlowModelSummary(
+        model_latency_ms=round(model.latency_s * 1000),
+        live_conversations=started,
+        model_requests=model.requests,
+        model_peak_waiting=model.peak_waiting,
+        start_conversation_ms=latency_stats(result.start_ms),
+        overhead_first_turn_ms=latency_stats(first),
+        overhead_later_turns_ms=latency_stats(later),
+        goals=[],
+        goals_met=False,
+    )
 
 
 def _passivation_wait_s(config: SoakConfig) -> float:
@@ -375,6 +479,8 @@ def _workload(
         stall_s=None,
         run_id=f"{run.run_id}w" if warm_up else run.run_id,
         connection_per_turn=config.connection_per_turn,
+        start_conversations=config.scenario == "slow-model" and not warm_up,
+        tag_turns=config.scenario == "slow-model",
     )
 
 

@@ -20,11 +20,13 @@ import msgspec
 
 __all__ = [
     "COMPARED_METRICS",
+    "SLOW_MODEL_GOALS",
     "Backpressure",
     "BaselineSummary",
     "ChaosSummary",
     "EventCounts",
     "Failure",
+    "Goal",
     "Integrity",
     "LatencyStats",
     "LeakCheck",
@@ -32,16 +34,25 @@ __all__ = [
     "ProcessMemory",
     "Regression",
     "Scenario",
+    "SlowModelSummary",
     "SoakConfig",
     "SoakReport",
     "StageCounts",
     "Throughput",
+    "appends_per_commit",
     "compare_reports",
+    "counter_delta",
+    "goal",
+    "judge_goals",
     "latency_stats",
+    "messages_per_turn",
+    "overheads",
+    "per_live_conversation",
+    "per_minute",
     "percentile",
 ]
 
-Scenario = Literal["steady", "burst", "chaos", "baseline"]
+Scenario = Literal["steady", "burst", "chaos", "baseline", "slow-model"]
 """The workload shapes of ``roost soak --scenario``."""
 
 
@@ -76,6 +87,8 @@ class SoakConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Seed of ``chaos``'s random choices (a fresh one when null; reported)."""
     connection_per_turn: bool = False
     """Each turn on a new client connection (as the CLI and scripts make them)."""
+    model_latency_ms: int = 2000
+    """``slow-model``: how long the loopback model server waits before each answer."""
 
 
 class LatencyStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,6 +143,9 @@ class Throughput(msgspec.Struct, frozen=True, kw_only=True):
     """Journal events committed during the workload per second."""
     events_committed: int
     """Journal events committed during the workload."""
+    per_minute: list[int] = []
+    """Turns finished in each minute of the workload (the first entry is its first minute;
+    a last, shorter minute is counted as it is)."""
 
 
 class Memory(msgspec.Struct, frozen=True, kw_only=True):
@@ -154,6 +170,13 @@ class Memory(msgspec.Struct, frozen=True, kw_only=True):
     pages forked actor processes share with each other in every one of them)."""
     pss_end: int = 0
     """Proportional set size at the end."""
+    pss_peak: int = 0
+    """Highest PSS of the tree sampled during the run (every ~2 s, and at the start and
+    the end)."""
+    pss_per_live_conversation: int | None = None
+    """``(pss_peak - pss_start) / conversations started``, in bytes: what each live
+    conversation costs the tree (every started conversation is live under the load);
+    null when none started."""
 
 
 class Integrity(msgspec.Struct, frozen=True, kw_only=True):
@@ -264,6 +287,44 @@ class BaselineSummary(msgspec.Struct, frozen=True, kw_only=True):
     """Share of the workers' busy time spent in actor round trips (the rest: appends)."""
 
 
+class Goal(msgspec.Struct, frozen=True, kw_only=True):
+    """A figure the scenario is meant to reach (issue 18), and whether it did."""
+
+    metric: str
+    """Dotted path in the report."""
+    limit: float
+    """The bound."""
+    higher_is_better: bool = False
+    """``false``: the figure must be at most ``limit``; ``true``: at least."""
+    value: float | None
+    """The figure measured (null when the run did not produce it)."""
+    met: bool
+    """Whether ``value`` is within ``limit``."""
+
+
+class SlowModelSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """``slow-model``: many live conversations waiting on a slow model at once."""
+
+    model_latency_ms: int
+    """The model server's wait before each answer."""
+    live_conversations: int
+    """Conversations started (each had its turns in flight at the same time)."""
+    model_requests: int
+    """Chat-completions requests the model server answered."""
+    model_peak_waiting: int = 0
+    """Most requests the model server held at once (the turns really waiting together)."""
+    start_conversation_ms: LatencyStats
+    """``start_conversation`` latency, all of them started at once."""
+    overhead_first_turn_ms: LatencyStats
+    """``overhead_ms`` of each conversation's first turn (its actor starts under it)."""
+    overhead_later_turns_ms: LatencyStats
+    """``overhead_ms`` of the turns after the first."""
+    goals: list[Goal]
+    """Issue 18's goals for this scenario; reported, not part of ``passed``."""
+    goals_met: bool
+    """Every goal met."""
+
+
 class ProcessMemory(msgspec.Struct, frozen=True, kw_only=True):
     """One always-on process, before and after the load."""
 
@@ -330,6 +391,21 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     """Errors, grouped."""
     backpressure: Backpressure
     """``overloaded`` answers."""
+    messages_per_turn: float | None = None
+    """Process-boundary messages inside the daemon's tree per finished turn of the measured
+    load: actor messages + journal-link frames + host-link frames (``counters``) over
+    ``events.sent``; null when the daemon does not report counters."""
+    appends_per_commit: float | None = None
+    """Journal appends (batches) per commit (transaction) during the measured load."""
+    counters: dict[str, int] = {}
+    """The daemon's ``status`` counters over the measured load (after - before, the
+    reading's own cost taken out)."""
+    overhead_ms: LatencyStats | None = None
+    """The runtime's own time per finished turn: its latency minus the model's time for
+    it, as the model server measured it. ``slow-model`` only (null otherwise: the
+    deterministic model's time is not measured apart)."""
+    slow_model: SlowModelSummary | None = None
+    """``slow-model`` only."""
     leaks: LeakCheck | None = None
     """The always-on processes' USS after the warm-up and after the load (``soak.leaks``);
     null when the run broke off before both readings."""
@@ -387,6 +463,100 @@ def latency_stats(values_ms: Sequence[float]) -> LatencyStats:
         p95=r(percentile(values_ms, 95)),
         p99=r(percentile(values_ms, 99)),
     )
+
+
+# --- the design's figures --------------------------------------------------------------
+
+BOUNDARY_KINDS = ("actor_message", "journal_link", "host_link")
+"""The counters that are process-boundary messages (``messages_per_turn``)."""
+
+
+def counter_delta(
+    before: Mapping[str, int], after: Mapping[str, int], reading: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """``after - before`` per counter, less ``reading`` (what one ``status`` call counts).
+
+    A counter missing from either side is left out; none goes below zero.
+    """
+    cost = reading or {}
+    return {
+        kind: max(0, after[kind] - before[kind] - cost.get(kind, 0))
+        for kind in after
+        if kind in before
+    }
+
+
+def messages_per_turn(delta: Mapping[str, int], turns: int) -> float | None:
+    """Process-boundary messages (:data:`BOUNDARY_KINDS`) per turn; None without counters."""
+    if not turns or not any(kind in delta for kind in BOUNDARY_KINDS):
+        return None
+    return round(sum(delta.get(kind, 0) for kind in BOUNDARY_KINDS) / turns, 2)
+
+
+def appends_per_commit(delta: Mapping[str, int]) -> float | None:
+    """Journal appends per commit; None without counters or commits."""
+    commits = delta.get("journal_commit", 0)
+    if not commits:
+        return None
+    return round(delta.get("journal_append", 0) / commits, 2)
+
+
+def per_minute(finished_s: Sequence[float], elapsed_s: float) -> list[int]:
+    """Turns finished in each minute since the workload's start.
+
+    ``finished_s``: seconds since the start, one per turn. There are as many minutes as
+    ``elapsed_s`` began (more if a turn finished later).
+    """
+    minutes = max([math.ceil(elapsed_s / 60)] + [math.floor(t / 60) + 1 for t in finished_s])
+    counts = [0] * minutes
+    for t in finished_s:
+        counts[max(0, math.floor(t / 60))] += 1
+    return counts
+
+
+def per_live_conversation(pss_peak: int, pss_start: int, live: int) -> int | None:
+    """``(pss_peak - pss_start) / live`` in whole bytes (not below 0); None when none lived."""
+    if live <= 0:
+        return None
+    return max(0, pss_peak - pss_start) // live
+
+
+def overheads(latency_ms: Sequence[float], model_ms: Sequence[float]) -> list[float]:
+    """Each turn's latency minus its model time (pairwise, in milliseconds)."""
+    if len(latency_ms) != len(model_ms):
+        raise ValueError(f"{len(latency_ms)} latencies but {len(model_ms)} model times")
+    return [round(total - model, 3) for total, model in zip(latency_ms, model_ms, strict=True)]
+
+
+def goal(metric: str, value: float | None, limit: float, *, higher_is_better: bool = False) -> Goal:
+    """A :class:`Goal`: ``value`` at most ``limit`` (at least, when higher is better)."""
+    met = value is not None and (value >= limit if higher_is_better else value <= limit)
+    return Goal(metric=metric, limit=limit, higher_is_better=higher_is_better, value=value, met=met)
+
+
+SLOW_MODEL_GOALS: tuple[tuple[str, float, bool], ...] = (
+    ("slow_model.live_conversations", 1000, True),
+    ("overhead_ms.p99", 50.0, False),
+    ("memory.pss_per_live_conversation", 0.2 * 1024 * 1024, False),
+    ("slow_model.start_conversation_ms.p50", 10.0, False),
+)
+"""Issue 18's goals for ``slow-model`` (metric, bound, whether higher is better): judged
+into ``slow_model.goals``, not part of ``passed``."""
+
+
+def judge_goals(report: SoakReport) -> SoakReport:
+    """``report`` with ``slow_model.goals`` judged (:data:`SLOW_MODEL_GOALS`)."""
+    if report.slow_model is None:
+        return report
+    found = msgspec.to_builtins(report)
+    goals = [
+        goal(metric, _lookup(found, metric), limit, higher_is_better=higher)
+        for metric, limit, higher in SLOW_MODEL_GOALS
+    ]
+    summary = msgspec.structs.replace(
+        report.slow_model, goals=goals, goals_met=all(g.met for g in goals)
+    )
+    return msgspec.structs.replace(report, slow_model=summary)
 
 
 # --- compare ----------------------------------------------------------------------------

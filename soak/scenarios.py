@@ -10,6 +10,10 @@ turn is: inbound message → model round → policy → tool → model round →
 - ``burst``: every turn is submitted at once, one worker per turn (capped at
   :data:`BURST_WORKERS`), several turns per conversation in flight, to find where the
   daemon starts answering ``overloaded``.
+- ``slow-model``: the ``steady`` loop with one worker per conversation, each starting its
+  conversation first (``start_conversations``: timed, as :attr:`WorkloadResult.start_ms`),
+  on a project whose model is the loopback server of ``soak.model_server``; each message
+  names its turn to that server (``tag_turns``), which measures the model's time per turn.
 
 Back-pressure (an ``overloaded`` answer, or a connection refused with ``EAGAIN`` because
 the daemon's listen backlog is full) is retried with exponential backoff and jitter (same
@@ -41,6 +45,7 @@ import msgspec
 
 from runtime.client import Client
 from runtime.errors import RequestTimeoutError, RoostError
+from soak.model_server import tag
 
 __all__ = [
     "BURST_WORKERS",
@@ -99,6 +104,8 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
     """``overloaded`` answers before it got through."""
     refused: int = 0
     """Connections refused (listen backlog full) before it got through."""
+    finished_s: float = 0.0
+    """When it ended, in seconds since the workload started."""
 
 
 class WorkloadResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,6 +125,8 @@ class WorkloadResult(msgspec.Struct, frozen=True, kw_only=True):
     """Turns in flight when back-pressure (either kind) first showed."""
     max_inflight: int
     """Most turns in flight at once."""
+    start_ms: list[float] = []
+    """``start_conversations``: each successful ``start_conversation``'s latency."""
 
 
 def plan_turns(
@@ -171,6 +180,8 @@ class Workload:
         run_id: str = "run",
         stall_s: float | None = None,
         connection_per_turn: bool = False,
+        start_conversations: bool = False,
+        tag_turns: bool = False,
     ) -> None:
         self.home = home
         self.concurrency = max(1, concurrency)
@@ -180,6 +191,10 @@ class Workload:
         self.on_turn = on_turn
         self.run_id = run_id
         self.connection_per_turn = connection_per_turn
+        self.start_conversations = start_conversations
+        self.tag_turns = tag_turns
+        self._start_ms: list[float] = []
+        self._started = time.monotonic()
         self._lock = threading.Lock()
         self._results: list[TurnResult] = []
         self._inflight: dict[int, _Inflight] = {}
@@ -204,7 +219,7 @@ class Workload:
             queue = deque(_chains(turns))
             workers = min(self.concurrency, len(queue)) or 1
         watchdog = threading.Thread(target=self._watch, name="soak-watchdog", daemon=True)
-        started = self._progress_at = time.monotonic()
+        started = self._started = self._progress_at = time.monotonic()
         watchdog.start()
         threads = [
             threading.Thread(target=self._worker, args=(queue,), name=f"soak-w{i}", daemon=True)
@@ -225,6 +240,7 @@ class Workload:
             refused=self._refused,
             onset_inflight=self._onset,
             max_inflight=self._max_inflight,
+            start_ms=list(self._start_ms),
         )
 
     def _worker(self, queue: deque[Any]) -> None:
@@ -242,6 +258,10 @@ class Workload:
                     continue
                 chain: deque[Turn] = item
                 turn = chain.popleft()
+                if self.start_conversations and turn.index == 0:
+                    client = self._start(client, turn)
+                    if client is None:  # it did not start: its turns fail with its error
+                        continue
                 client = self._send(client, turn)
                 if not chain and self.keep_going is not None and self.keep_going():
                     chain.append(
@@ -254,14 +274,54 @@ class Workload:
             if client is not None:
                 client.close()
 
+    def _start(self, client: Client | None, turn: Turn) -> Client | None:
+        """Start ``turn``'s conversation (retried on back-pressure); None when it failed.
+
+        A conversation that did not start records its first turn as failed with the error.
+        """
+        started = time.monotonic()
+        deadline = started + self.timeout_s
+        delay = _BACKOFF_START_S
+        while True:
+            try:
+                if client is None:
+                    client = Client.connect(self.home)
+                client.start_conversation(turn.project_id, turn.conversation_id)
+            except RoostError as e:
+                refused = client is None and _backlog_full(e)
+                if client is not None:
+                    client.close()
+                client = None
+                if (refused or e.code == "overloaded") and time.monotonic() + delay < deadline:
+                    self._note_pressure(refused=refused)
+                    time.sleep(delay * (0.5 + random.random()))
+                    delay = min(delay * 2, _BACKOFF_MAX_S)
+                    continue
+                self._record(
+                    TurnResult(
+                        turn=turn,
+                        ok=False,
+                        latency_ms=0.0,
+                        error_code=e.code,
+                        error_message=f"start_conversation: {e}",
+                    )
+                )
+                return None
+            with self._lock:
+                self._start_ms.append((time.monotonic() - started) * 1000)
+            return client
+
     def _send(self, client: Client | None, turn: Turn) -> Client | None:
         started = time.monotonic()
         deadline = started + self.timeout_s
         overloaded = refusals = 0
         delay = _BACKOFF_START_S
+        content = f"read README.md (turn {turn.index})"
+        if self.tag_turns:
+            content += f" {tag(turn.correlation_id)}"
         event = {
             "type": "user.message",
-            "data": {"content": f"read README.md (turn {turn.index})", "llm": LLM_DIRECTIVE},
+            "data": {"content": content, "llm": LLM_DIRECTIVE},
             "correlation_id": turn.correlation_id,
         }
         while True:
@@ -353,6 +413,7 @@ class Workload:
                 self._onset = len(self._inflight) + 1
 
     def _record(self, result: TurnResult) -> None:
+        result = msgspec.structs.replace(result, finished_s=time.monotonic() - self._started)
         with self._lock:
             self._results.append(result)
             if result.ok:

@@ -66,6 +66,7 @@ from multiprocessing.util import Finalize
 from typing import Any, Literal
 
 from runtime.logging import get_logger
+from runtime.wire import counters
 
 __all__ = [
     "FLUSH_AT_EXIT_S",
@@ -518,6 +519,7 @@ class MailboxQueue:
             raise ValueError(f"Queue {self!r} is closed")
         self._mine()
         self._outbox.send(ForkingPickler.dumps(obj), block, timeout)
+        counters.count("actor_message")  # the soak report's messages_per_turn
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """Receive one message; ``queue.Empty`` when none is complete in time."""

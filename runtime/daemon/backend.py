@@ -59,6 +59,7 @@ from runtime.journal.seal import load_key
 from runtime.journal.store import Journal
 from runtime.logging import get_logger
 from runtime.telemetry import start_telemetry, telemetry_status
+from runtime.wire import counters
 from runtime.wire.ops import ACTOR_ROUTES, route_of, waits_for_turn
 
 __all__ = ["ActorBackend", "create_backend"]
@@ -193,6 +194,7 @@ class ActorBackend:
         _preload()
         _remove_spill_dir(os.path.join(config.home, MAILBOX_DIR))
         thespian_tuning.apply()
+        counters.enable()  # shared with every actor process: status's ``counters``
         # Inherited by every actor process (forks of this one); never written to disk.
         token = secrets.token_hex(16)
         journal_link.configure(os.path.join(config.home, journal_link.LINK_SOCKET_NAME), token)
@@ -311,6 +313,7 @@ class ActorBackend:
                 "admin_pid": self._admin_pid(),
                 "telemetry": telemetry_status(self.telemetry),
                 "endpoints": self.endpoint_counts(),
+                "counters": counters.snapshot(),
             }
         if op == "list_projects":
             if args.get("all"):

@@ -64,6 +64,7 @@ import msgspec
 from events.envelope import Envelope, NewEvent
 from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import get_logger
+from runtime.wire import counters
 from runtime.wire.framing import FrameTooLargeError, frame, read_frame, take_frame
 from runtime.wire.msgpack_keys import duplicate_map_key
 from runtime.wire.transport import bind_unix_socket, connect_unix_socket
@@ -490,6 +491,7 @@ class LinkServer:
             try:
                 conn.sock.settimeout(5.0)
                 conn.sock.sendall(_frame(result))
+                counters.count("journal_link")  # every frame sent, either way (soak report)
                 conn.sock.setblocking(False)
             except OSError:
                 self._drop(conn)
@@ -517,6 +519,7 @@ class LinkClient:
             try:
                 sock = self._connected(deadline)
                 sock.sendall(payload)
+                counters.count("journal_link")
                 return self._answer(sock, deadline)
             except (OSError, msgspec.DecodeError) as e:
                 self.close()
@@ -575,6 +578,7 @@ class LinkClient:
             sock = connect_unix_socket(self.path, max(0.05, deadline - time.monotonic()))
             try:
                 sock.sendall(_frame(LinkHello(token=self.token)))
+                counters.count("journal_link")
             except OSError:
                 sock.close()
                 raise

@@ -5,7 +5,8 @@ The Journal actor (``actors/journal.py``) and its journal-link thread share this
 one transaction; if one spoils it (a lost ownership), they are written one by one so only
 that one fails, and its project's cached head is dropped. Before the store is open every
 batch fails with ``journal_error``. Unit-tested on a real store, without an actor system
-(``tests/runtime/journal``).
+(``tests/runtime/journal``). It counts what it writes (``runtime.wire.counters``):
+``journal_append`` per batch, ``journal_commit`` per transaction.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from events.envelope import Envelope, NewEvent
 from runtime.errors import JournalError, RequestError
 from runtime.journal.store import Batch, Journal
+from runtime.wire import counters
 
 __all__ = ["JournalWriter"]
 
@@ -50,9 +52,13 @@ class JournalWriter:
             keys = [key for key, _ in batches]
             if len(batches) > 1 and len(set(keys)) == len(keys):
                 try:
-                    return [*store.append_batches([Batch(events=e, key=k) for k, e in batches])]
+                    results = store.append_batches([Batch(events=e, key=k) for k, e in batches])
                 except JournalError:
                     pass
+                else:
+                    counters.count("journal_append", len(batches))
+                    counters.count("journal_commit")
+                    return [*results]
             return [_append_one(store, key, events) for key, events in batches]
 
     def read(self, project_id: str, conversation_id: str | None = None) -> list[Envelope]:
@@ -109,11 +115,14 @@ def _append_one(
     store: Journal, key: str, events: list[NewEvent]
 ) -> list[Envelope] | dict[str, Any]:
     try:
-        return store.append(events, key=key)
+        envelopes = store.append(events, key=key)
     except JournalError as e:
         for project in {ev.project_id for ev in events}:
             store.forget(project)
         return e.to_wire()
+    counters.count("journal_append")
+    counters.count("journal_commit")
+    return envelopes
 
 
 def _not_ready() -> dict[str, Any]:

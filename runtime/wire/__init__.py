@@ -6,7 +6,9 @@ operation, its arguments checked once; the one place request ids are minted), ``
 4-byte length prefix every socket uses, read and written once), ``protocol`` (msgspec
 JSON frames: requests, replies, errors, events), ``transport``
 (Unix sockets: bind owner-only, connect, peer credentials), ``msgpack_keys`` (repeated map
-keys in a msgpack frame, found without decoding it).
+keys in a msgpack frame, found without decoding it), ``counters`` (process-boundary
+messages and journal commits, counted in a block every process of the daemon's tree
+shares).
 
 Imports only ``runtime.errors`` and ``runtime.logging``.
 """

@@ -61,6 +61,8 @@ def test_the_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None
     assert "--projects N projects to start (default: 3)" in text
     assert "per project (default: 4)" in text
     assert "is a regression (default: 10.0)" in text
+    assert "spread over the projects (default: 12; slow-model: 1000)" in text
+    assert "--model-latency-ms MS slow-model: " in text
 
 
 def test_no_daemon_exits_3(

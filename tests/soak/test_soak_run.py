@@ -64,6 +64,14 @@ def test_a_small_soak_run_passes_reports_every_figure_and_leaves_no_process(
     assert 0 < memory["rss_start"] <= memory["rss_peak"]
     assert memory["rss_end"] > 0
     assert memory["processes_peak"] >= memory["processes_start"] + 2  # the conversations
+    assert memory["pss_peak"] >= memory["pss_start"] > 0
+    assert memory["pss_per_live_conversation"] == (memory["pss_peak"] - memory["pss_start"]) // 2
+    assert sum(report["throughput"]["per_minute"]) == 4
+    # the turns' messages: at least the inbound message's way down and the outcome's way up
+    assert report["messages_per_turn"] >= 2
+    assert report["counters"]["journal_append"] >= 4  # at least one append per turn
+    assert report["appends_per_commit"] >= 1
+    assert (report["overhead_ms"], report["slow_model"]) == (None, None)
     assert (report["restarts"], report["chaos"], report["baseline"]) == (0, None, None)
     assert daemon_processes(str(home)) == []
     assert list(scratch.iterdir()) == []  # a run that passed keeps nothing
@@ -99,6 +107,72 @@ def test_a_soak_run_with_a_connection_per_turn_makes_the_leak_check(
     assert check["judged"] is False  # a few seconds of load: reported, not judged
     heading = "  leak check     USS after the warm-up -> 3 s after the load (limit +10%): ok"
     assert any(line.startswith(heading + " (not judged: ") for line in printed.splitlines())
+    assert daemon_processes(str(home)) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_short_slow_model_run_reports_overhead_starts_memory_and_its_goals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ROOST_BACKEND", raising=False)  # the real actor system
+    monkeypatch.delenv("ROOST_JOURNAL", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    home = tmp_path / "home"
+    out = tmp_path / "report.json"
+    argv = ["--home", str(home), "--scenario", "slow-model", "--projects", "2"]
+    argv += ["--concurrency", "5", "--model-latency-ms", "200", "--json", str(out)]
+
+    status = main(argv)
+
+    printed = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert status == 0, printed
+    assert (report["scenario"], report["config"]["model_latency_ms"]) == ("slow-model", 200)
+    assert report["conversations"] == {"requested": 5, "started": 5, "failed": 0}
+    assert (report["events"]["requested"], report["events"]["sent"]) == (10, 10)  # 2 each
+    slow = report["slow_model"]
+    # two turns of two rounds each: a fs.read call, then the answer after its result
+    assert (slow["live_conversations"], slow["model_requests"]) == (5, 20)
+    assert slow["start_conversation_ms"]["count"] == 5
+    assert 1 <= slow["model_peak_waiting"] <= 5
+    assert (slow["overhead_first_turn_ms"]["count"], slow["overhead_later_turns_ms"]["count"]) == (
+        5,
+        5,
+    )
+    overhead = report["overhead_ms"]
+    assert overhead["count"] == 10
+    assert 0 < overhead["min"] <= overhead["p99"] < report["events"]["latency_ms"]["max"]
+    assert [g["metric"] for g in slow["goals"]] == [
+        "slow_model.live_conversations",
+        "overhead_ms.p99",
+        "memory.pss_per_live_conversation",
+        "slow_model.start_conversation_ms.p50",
+    ]
+    assert (slow["goals"][0]["value"], slow["goals"][0]["met"], slow["goals_met"]) == (
+        5,
+        False,
+        False,
+    )
+    assert sum(report["throughput"]["per_minute"]) == 10
+    memory = report["memory"]
+    assert memory["pss_peak"] >= memory["pss_start"] > 0
+    assert memory["pss_per_live_conversation"] == (memory["pss_peak"] - memory["pss_start"]) // 5
+    counters = report["counters"]
+    assert set(counters) == {
+        "actor_message",
+        "journal_link",
+        "host_link",
+        "journal_append",
+        "journal_commit",
+    }
+    assert counters["journal_append"] >= counters["journal_commit"] > 0
+    boundary = counters["actor_message"] + counters["journal_link"] + counters["host_link"]
+    assert report["messages_per_turn"] == round(boundary / 10, 2) > 0
+    assert report["appends_per_commit"] >= 1
+    assert report["leaks"]["judged"] is False  # no warm-up precedes its first reading
+    assert any(
+        line.startswith("  goals          issue 18 (NOT all met") for line in printed.splitlines()
+    )
     assert daemon_processes(str(home)) == []
 
 
