@@ -23,6 +23,7 @@ from thespian.actors import ActorAddress
 
 from actors.messages import Reply, Request
 from runtime.journal.link import LinkFailed, LinkHello, LinkServer, Pending
+from runtime.wire import counters
 from runtime.wire.framing import frame
 from runtime.wire.host_link import HostReply, HostRequest
 
@@ -122,6 +123,7 @@ class HostLinkServer(LinkServer):
                 sock.settimeout(5.0)
                 sock.sendall(data)
                 sock.setblocking(False)
+            counters.count("host_link")  # every frame, either way (the soak report)
         except OSError:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)

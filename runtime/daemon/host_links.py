@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 from runtime.journal.link import LinkHello
+from runtime.wire import counters
 from runtime.wire.framing import FrameTooLargeError, TruncatedFrameError, frame, read_frame
 from runtime.wire.host_link import HostReply, HostRequest, host_socket_path
 from runtime.wire.transport import connect_unix_socket
@@ -61,6 +62,7 @@ class HostLinks:
         try:
             sock.settimeout(max(0.05, deadline - time.monotonic()))
             sock.sendall(frame(_ENCODER.encode(HostRequest(id=number, op=op, args=args))))
+            counters.count("host_link")
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -93,6 +95,7 @@ class HostLinks:
             return None
         try:
             sock.sendall(frame(_ENCODER.encode(LinkHello(token=self.token))))
+            counters.count("host_link")
         except OSError:
             sock.close()
             return None

@@ -551,6 +551,7 @@ class LinkClient:
             try:
                 sock = self._connected(deadline)
                 sock.sendall(b"".join(_frame(LinkAppend(key=k, events=e)) for e, k in todo))
+                counters.count("journal_link", len(todo))
                 for _ in todo:
                     answers.append(self._answer(sock, deadline))
             except (OSError, msgspec.DecodeError) as e:
