@@ -271,7 +271,7 @@ class EntityHost:
                 return
             self._wake_pending = True
         address = self.owner.myAddress
-        self.owner.host_queue().put((None, (address, address, HostWake())))
+        self.owner.host_queue().put((None, (address, address, HostWake())), local=True)
 
     def take_posted(self) -> None:
         """The host woke up: deliver what threads posted."""

@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -214,7 +214,7 @@ def run_soak(
                 run.note("warm-up round")
                 _warm_up(config, session.home, run)
             before = event_counts(client, run.projects)
-            _passivated(sampler, procs_start, config)  # as at the *after* reading
+            _passivated(client, run.projects, sampler, procs_start, config)  # as at the *after* reading
             leak_watch.before()
             per_conversation = 1 if config.duration_s else config.events
             turns = plan_turns(run.conversations, per_conversation, run.run_id)
@@ -256,7 +256,7 @@ def run_soak(
             with Guard(client, budget) as guard:
                 wait_idle(client, run.conversations, settle_s, run.failures)
                 run.note("settling, then reading memory for the leak check")
-                _passivated(sampler, procs_start, config)
+                _passivated(client, run.projects, sampler, procs_start, config)
                 leak_watch.after()
                 run.note("reading the journal back")
                 after = event_counts(client, run.projects)
@@ -282,7 +282,7 @@ def run_soak(
             restarts = sum(1 for e in events if e.get("type") == "actor.restarted")
             crashes = sum(1 for e in events if e.get("type") == "actor.crashed")
             run.note("waiting for idle conversations to be passivated")
-            _passivated(sampler, procs_start, config)
+            _passivated(client, run.projects, sampler, procs_start, config)
             rss_end, procs_end = sampler.sample(refresh=True)
             pss_end = sampler.pss()
             if not session.owned:
@@ -450,15 +450,26 @@ def _passivation_wait_s(config: SoakConfig) -> float:
     return config.idle_passivation_ms / 1000 + 10
 
 
-def _passivated(sampler: MemorySampler, processes: int, config: SoakConfig) -> None:
-    """Wait (bounded) until the idle conversations are passivated: ``processes`` are left.
+def _passivated(
+    client: Any, projects: list[str], sampler: MemorySampler, processes: int, config: SoakConfig
+) -> None:
+    """Wait (bounded) until the idle conversations are passivated everywhere.
 
-    The leak check reads memory only so: a parent's USS rises when the children it forked
-    exit (the pages it shared with them become its own again).
+    The leak check reads memory only so: a host holds its live conversations (their
+    events), and gives them back when they passivate; ``processes`` (the tree's size at
+    the start) are left, so no process forked for the load is still there either.
     """
-    wait_until(
-        lambda: sampler.sample(refresh=True)[1] <= processes, _passivation_wait_s(config), 0.2
-    )
+
+    def quiet() -> bool:
+        for project_id in projects:
+            try:
+                if client.diagnostics(project_id).get("active_conversations"):
+                    return False
+            except RoostError:
+                continue  # a project chaos left failed has nothing live to wait for
+        return sampler.sample(refresh=True)[1] <= processes
+
+    wait_until(quiet, _passivation_wait_s(config), 0.2)
 
 
 def _workload(

@@ -510,16 +510,20 @@ class MailboxQueue:
         self._peer = address
         self._outbox.peer = address
 
-    def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
+    def put(
+        self, obj: Any, block: bool = True, timeout: float | None = None, *, local: bool = False
+    ) -> None:
         """Send ``obj``: written at once when the pipe has room, else queued in order.
 
-        Raises :class:`MailboxFull` when this sender's backlog is over the bound.
+        Raises :class:`MailboxFull` when this sender's backlog is over the bound. ``local``:
+        a process waking its own loop (``actors.hosting``), not a message between processes.
         """
         if self._closed:
             raise ValueError(f"Queue {self!r} is closed")
         self._mine()
         self._outbox.send(ForkingPickler.dumps(obj), block, timeout)
-        counters.count("actor_message")  # the soak report's messages_per_turn
+        if not local:
+            counters.count("actor_message")  # the soak report's messages_per_turn
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """Receive one message; ``queue.Empty`` when none is complete in time."""

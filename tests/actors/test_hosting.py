@@ -30,6 +30,10 @@ class Owner:
         self.received: list[tuple[Any, Any]] = []
         self.mailbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
+    def put(self, item: Any, *, local: bool = False) -> None:
+        assert local  # a wake-up of its own loop, not a message between processes
+        self.mailbox.put(item)
+
     def send(self, targetAddr: Any, msg: Any) -> bool:
         self.sent.append((targetAddr, msg))
         return True
@@ -44,7 +48,7 @@ class Owner:
         self.exited.append(address)
 
     def host_queue(self) -> Any:
-        return self.mailbox
+        return self
 
 
 class Recorder(RoostActor):
