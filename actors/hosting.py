@@ -43,7 +43,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 from thespian.actors import ActorAddress, ActorExitRequest, WakeupMessage
@@ -52,8 +52,10 @@ from actors.messages import Appended, AppendFailed, AppendRequest, Message, Read
 from events.envelope import NewEvent
 from runtime.logging import get_logger
 
+if TYPE_CHECKING:
+    from actors.appender import Appender
+
 __all__ = [
-    "Appender",
     "Deferred",
     "EntityHost",
     "EntityWakeup",
@@ -175,6 +177,7 @@ class EntityHost:
     """The entities of one host actor, their mailboxes and the loop that runs them."""
 
     def __init__(self, owner: HostOwner, appender: Appender | None = None) -> None:
+        """``appender``: the host's (``actors.appender``); None without a journal link."""
         self.owner = owner
         self.entities: dict[Any, _Entity] = {}
         self.runnable: deque[_Entity] = deque()
@@ -366,79 +369,3 @@ class EntityHost:
                 self.entities.pop(entity.key, None)
         if self.appender is not None:
             self.appender.close()
-
-
-class Appender:
-    """One thread per host that commits its entities' appends over one journal link.
-
-    It takes every batch queued since its last pass and sends them pipelined
-    (:meth:`runtime.journal.link.LinkClient.append_many`); each answer goes to its batch's
-    callback (called on this thread: the host's callback posts it to the entity).
-    """
-
-    def __init__(self, path: str, token: str) -> None:
-        from runtime.journal.link import LinkClient  # noqa: PLC0415
-
-        self.client = LinkClient(path, token)
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.batches = 0
-        self.passes = 0
-        self._thread = threading.Thread(target=self._loop, name="roost-appender", daemon=True)
-        self._thread.start()
-
-    def submit(
-        self, batches: list[tuple[list[NewEvent], str]], done: Callable[[list[Any]], None]
-    ) -> None:
-        """Queue batches (sent in one pass); ``done(answers)`` is called when answered.
-
-        One ``Appended`` or ``AppendFailed`` per batch, called on the appender's thread.
-        """
-        self.queue.put((batches, done))
-
-    def close(self) -> None:
-        """Stop the thread once what is queued is answered."""
-        self.queue.put(None)
-
-    def _loop(self) -> None:
-        from actors.messages import Appended, AppendFailed  # noqa: PLC0415
-        from runtime.journal.link import LinkFailed  # noqa: PLC0415
-
-        while True:
-            item = self.queue.get()
-            if item is None:
-                self.client.close()
-                return
-            work = [item]
-            stop = False
-            while True:
-                try:
-                    more = self.queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                work.append(more)
-            batches = [batch for item, _ in work for batch in item]
-            try:
-                answers = self.client.append_many(batches)
-            except Exception as e:  # the thread must answer every batch, whatever happens
-                log.exception("appender_failed")
-                error = {"code": "journal_error", "message": f"append failed: {e}", "details": {}}
-                answers = [LinkFailed(error=error)] * len(batches)
-            self.batches += len(batches)
-            self.passes += 1
-            given = iter(answers)
-            for item, done in work:
-                mine = [next(given) for _ in item]
-                done(
-                    [
-                        AppendFailed(token=0, error=a.error)
-                        if isinstance(a, LinkFailed)
-                        else Appended(token=0, envelopes=a.envelopes)
-                        for a in mine
-                    ]
-                )
-            if stop:
-                self.client.close()
-                return

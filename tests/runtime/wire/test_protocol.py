@@ -293,6 +293,7 @@ def test_every_op_of_the_spec_is_known_and_subscribe_streams() -> None:
     beyond_the_spec = {"check_protocol", "describe_project"}  # for roost a2a serve
     beyond_the_spec |= {"project_events"}  # roost project events
     beyond_the_spec |= {"delete_project"}  # roost project delete
+    beyond_the_spec |= {"inject_fault"}  # a testing aid (ROOST_FAULT_INJECTION=1)
     assert spec_ops | beyond_the_spec == OPS
     assert frozenset({"subscribe"}) == STREAM_OPS
 
