@@ -33,6 +33,8 @@ same state under one lock, so they stay in one class. Caps, scans and redaction 
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 import time
 from collections import OrderedDict
@@ -65,6 +67,49 @@ SELF_ENFORCED_GRACE_S = 2.0
 """Seconds a tool that enforces its own timeout (commands, HTTP) gets past the deadline."""
 
 _POLL_S = 0.05
+
+
+class _Workers:
+    """Threads that run tool calls, kept for the next call once one is done.
+
+    A call still runs on a thread of its own (its caller gives up on it at the deadline,
+    and an abandoned thread simply never comes back), but starting a thread per call cost
+    a hosted runner more than a file read does. At most ``max_idle`` wait for work; a
+    process forked from this one starts with none.
+    """
+
+    def __init__(self, max_idle: int = 8) -> None:
+        self.max_idle = max_idle
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def run(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on an idle worker, or on a new one."""
+        if self._pid != os.getpid():
+            self._reset()
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+                self._jobs.put(job)
+                return
+        threading.Thread(target=self._serve, args=(job,), name="tool-worker", daemon=True).start()
+
+    def _serve(self, job: Callable[[], None]) -> None:
+        while True:
+            job()
+            with self._lock:
+                if self._idle >= self.max_idle:
+                    return
+                self._idle += 1
+            job = self._jobs.get()
+
+
+_WORKERS = _Workers()
 _REMEMBERED_CALLS = 4096
 
 
@@ -264,7 +309,7 @@ class ToolRunnerCore:
             finally:
                 done.set()
 
-        threading.Thread(target=work, name=f"tool:{call.call_id}", daemon=True).start()
+        _WORKERS.run(work)
         grace = SELF_ENFORCED_GRACE_S if spec.runs_commands or spec.network_capable else 0.0
         deadline = ctx.started_at + timeout_s + grace + spec.cold_start_s
         give_up_at = deadline
