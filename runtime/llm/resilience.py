@@ -21,20 +21,33 @@ error; the agent loop journals them as ``llm.retried`` and ``llm.breaker_changed
 round's outcome. A call the open breaker refuses names that last error too, so the
 provider's own words are not lost behind ``circuit_open``.
 
-Time is injected (``clock``, ``sleep``) so tests never wait for real.
+Calls may block (:meth:`ResilientAdapter.complete`) or not (:meth:`ResilientAdapter.acomplete`,
+async sleeps between attempts); both share one breaker, and each call keeps the notes it made,
+so many calls at once on one adapter do not mix them up
+(:meth:`ResilientAdapter.acomplete_with_notes`).
+
+Time is injected (``clock``, ``sleep``, ``asleep``) so tests never wait for real.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
+import httpx
 import msgspec
 
-from runtime.llm.base import ModelAdapter, ModelError, ModelReply, ModelRequest
+from runtime.llm.base import (
+    AsyncModelAdapter,
+    ModelAdapter,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+)
 
 __all__ = [
     "BreakerChange",
@@ -158,8 +171,13 @@ class CircuitBreaker:
             return "open"
         return "half_open"
 
-    def allow(self) -> bool:
-        """Return whether a call may go to the provider now (claims the half-open probe)."""
+    def allow(self, into: list[BreakerChange] | None = None) -> bool:
+        """Return whether a call may go to the provider now (claims the half-open probe).
+
+        A transition this causes goes to ``into`` (the call's own list) when given, else to
+        the breaker's log (:meth:`take_changes`); so do :meth:`record_success`'s and
+        :meth:`record_failure`'s: with many calls at once, each keeps the transitions it caused.
+        """
         with self._lock:
             state = self._state()
             if state == "closed":
@@ -167,19 +185,19 @@ class CircuitBreaker:
             if state == "open" or self._probing:
                 return False
             self._probing = True
-            self._changed("open", "half_open")
+            self._changed("open", "half_open", into)
             return True
 
-    def record_success(self) -> None:
+    def record_success(self, into: list[BreakerChange] | None = None) -> None:
         """Record that the provider answered: close the breaker, forget past failures."""
         with self._lock:
             if self._opened_at is not None:
-                self._changed(self._state(), "closed")
+                self._changed(self._state(), "closed", into)
             self._failures = 0
             self._opened_at = None
             self._probing = False
 
-    def record_failure(self) -> None:
+    def record_failure(self, into: list[BreakerChange] | None = None) -> None:
         """Record a retryable failure; open the breaker at the threshold (or a failed probe)."""
         with self._lock:
             self._failures += 1
@@ -187,13 +205,14 @@ class CircuitBreaker:
                 previous = self._state()
                 self._opened_at = self._clock()
                 if previous != "open":
-                    self._changed(previous, "open")
+                    self._changed(previous, "open", into)
             self._probing = False
 
-    def _changed(self, previous: BreakerState, state: BreakerState) -> None:
-        self._changes.append(
-            BreakerChange(previous=previous, state=state, consecutive_failures=self._failures)
-        )
+    def _changed(
+        self, previous: BreakerState, state: BreakerState, into: list[BreakerChange] | None
+    ) -> None:
+        change = BreakerChange(previous=previous, state=state, consecutive_failures=self._failures)
+        (self._changes if into is None else into).append(change)
 
     def take_changes(self) -> list[BreakerChange]:
         """The transitions since the last call, oldest first (and forget them)."""
@@ -222,7 +241,17 @@ class CircuitBreaker:
 
 
 class ResilientAdapter:
-    """A :class:`~runtime.llm.base.ModelAdapter` that retries and breaks the circuit."""
+    """A :class:`~runtime.llm.base.ModelAdapter` that retries and breaks the circuit.
+
+    :meth:`complete` blocks (``sleep`` between attempts); :meth:`acomplete` and
+    :meth:`acomplete_with_notes` are coroutines (``asleep`` between attempts) that call the
+    wrapped adapter's ``acomplete`` on the shared ``client``, or its ``complete`` on a worker
+    thread when it has no async path. Both paths share the breaker and the retry rules.
+    Many calls may run at once on one instance: each call keeps its own notes, and
+    :meth:`acomplete_with_notes` (or :meth:`complete_with_notes`) returns them with the
+    outcome; :meth:`take_notes` gathers the notes of the calls made by :meth:`complete` and
+    :meth:`acomplete`, for a caller that makes one call at a time.
+    """
 
     def __init__(
         self,
@@ -231,12 +260,14 @@ class ResilientAdapter:
         breaker: CircuitBreaker | None = None,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.inner = inner
         self.retry = retry or RetryPolicy()
         self.breaker = breaker or CircuitBreaker(clock=clock)
         self._sleep = sleep
+        self._asleep = asleep
         self._clock = clock
         self._notes: list[ModelNote] = []
         self._last_error: ModelError | None = None
@@ -254,84 +285,101 @@ class ResilientAdapter:
 
     def take_notes(self) -> list[ModelNote]:
         """The retries and breaker transitions since the last call, oldest first."""
-        self._note_changes()
+        elapsed_ms = max(0, round((self._clock() - self._started) * 1000))
+        for change in self.breaker.take_changes():  # made on the breaker directly
+            self._notes.append(self._breaker_note(change, elapsed_ms))
         notes, self._notes = self._notes, []
         return notes
 
-    def _elapsed_ms(self) -> int:
-        return max(0, round((self._clock() - self._started) * 1000))
-
-    def _note_changes(self) -> None:
+    def _breaker_note(self, change: BreakerChange, elapsed_ms: int) -> ModelNote:
         last = "" if self._last_error is None else self._last_error.describe()
-        for change in self.breaker.take_changes():
-            self._notes.append(
-                ModelNote(
-                    kind="breaker",
-                    elapsed_ms=self._elapsed_ms(),
-                    change=change,
-                    failure_threshold=self.breaker.failure_threshold,
-                    message=last if change.state != "closed" else "",
-                    provider=self.provider,
-                )
-            )
+        return ModelNote(
+            kind="breaker",
+            elapsed_ms=elapsed_ms,
+            change=change,
+            failure_threshold=self.breaker.failure_threshold,
+            message=last if change.state != "closed" else "",
+            provider=self.provider,
+        )
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """Call the wrapped adapter, retrying retryable errors within ``request.timeout_s``."""
         self._started = self._clock()
-        deadline = self._started + request.timeout_s
-        attempt = 0
+        outcome, notes = self.complete_with_notes(request)
+        self._notes.extend(notes)
+        if isinstance(outcome, ModelError):
+            raise outcome
+        return outcome
+
+    def complete_with_notes(
+        self, request: ModelRequest
+    ) -> tuple[ModelReply | ModelError, list[ModelNote]]:
+        """:meth:`complete`, returning the reply or the error with this call's notes."""
+        call = _Call(self, request)
         try:
             while True:
-                attempt += 1
-                if not self.breaker.allow():
-                    raise self._circuit_open(attempt - 1)
-                remaining = max(0.0, deadline - self._clock())
+                attempt = call.next_attempt()
                 try:
-                    reply = self.inner.complete(
-                        msgspec.structs.replace(request, timeout_s=remaining)
-                    )
+                    reply = self.inner.complete(attempt)
                 except ModelError as error:
-                    self._record(error)
-                    delay = self._next_delay(error, attempt)
-                    # once the breaker is open, a retry would be refused: this error is the end
-                    opened = self.breaker.state == "open"
-                    if opened or delay is None or self._clock() + delay >= deadline:
-                        if attempt == 1:
-                            raise
-                        raise _final(error, attempt) from error
-                    self._note_retry(error, attempt, delay)
-                    self._sleep(delay)
+                    self._sleep(call.failed(error))
                     continue
                 except BaseException:
-                    self.breaker.release()
+                    call.aborted()
                     raise
-                self.breaker.record_success()
-                return reply
-        finally:
-            self._note_changes()
+                return call.succeeded(reply), call.finish()
+        except ModelError as error:
+            return error, call.finish()
 
-    def _note_retry(self, error: ModelError, attempt: int, delay: float) -> None:
-        self._note_changes()  # a transition this failure caused comes first
-        self._notes.append(
-            ModelNote(
-                kind="retry",
-                elapsed_ms=self._elapsed_ms(),
-                attempt=attempt,
-                reason=error.reason,
-                status=error.status,
-                retry_after_s=error.retry_after_s,
-                delay_s=round(delay, 3),
-                message=error.message,
-            )
-        )
+    async def acomplete(
+        self, request: ModelRequest, *, client: httpx.AsyncClient | None = None
+    ) -> ModelReply:
+        """:meth:`complete` as a coroutine; its notes go to :meth:`take_notes`."""
+        outcome, notes = await self.acomplete_with_notes(request, client=client)
+        self._notes.extend(notes)
+        if isinstance(outcome, ModelError):
+            raise outcome
+        return outcome
 
-    def _record(self, error: ModelError) -> None:
+    async def acomplete_with_notes(
+        self, request: ModelRequest, *, client: httpx.AsyncClient | None = None
+    ) -> tuple[ModelReply | ModelError, list[ModelNote]]:
+        """Run one call without blocking; return the reply or the error with its own notes.
+
+        ``client`` is the shared connection pool, passed to the wrapped adapter's
+        ``acomplete``. An unexpected exception (or the call's cancellation) propagates.
+        """
+        call = _Call(self, request)
+        try:
+            while True:
+                attempt = call.next_attempt()
+                try:
+                    reply = await self._inner_acomplete(attempt, client)
+                except ModelError as error:
+                    await self._asleep(call.failed(error))
+                    continue
+                except BaseException:
+                    call.aborted()
+                    raise
+                return call.succeeded(reply), call.finish()
+        except ModelError as error:
+            return error, call.finish()
+
+    async def _inner_acomplete(
+        self, request: ModelRequest, client: httpx.AsyncClient | None
+    ) -> ModelReply:
+        """One attempt: the wrapped adapter's async path, or its blocking one on a thread."""
+        if isinstance(self.inner, AsyncModelAdapter):
+            return await self.inner.acomplete(request, client=client)
+        return await asyncio.to_thread(self.inner.complete, request)
+
+    def _record(self, error: ModelError, into: list[BreakerChange]) -> None:
         """Tell the breaker what the failed attempt says about the provider."""
         if error.retryable:
             self._last_error = error
-            self.breaker.record_failure()
+            self.breaker.record_failure(into)
         elif error.status is not None or error.reason == "bad_response":
-            self.breaker.record_success()  # the provider is up; the request was refused
+            self.breaker.record_success(into)  # the provider is up; the request was refused
         else:
             self.breaker.release()
 
@@ -358,6 +406,81 @@ class ResilientAdapter:
             last_error=None if last is None else last.describe(),
             status=None if last is None else last.status,
         )
+
+
+class _Call:
+    """One call through a :class:`ResilientAdapter`: its deadline, attempts and notes.
+
+    The blocking and the async paths drive the same steps: :meth:`next_attempt` (the
+    breaker's permission and the time left), then :meth:`succeeded`, :meth:`failed` (the
+    wait before the next attempt, or the call's final error raised) or :meth:`aborted`;
+    :meth:`finish` returns the notes.
+    """
+
+    def __init__(self, adapter: ResilientAdapter, request: ModelRequest) -> None:
+        self.adapter = adapter
+        self.request = request
+        self.started = adapter._clock()
+        self.deadline = self.started + request.timeout_s
+        self.attempt = 0
+        self.notes: list[ModelNote] = []
+        self.changes: list[BreakerChange] = []
+
+    def next_attempt(self) -> ModelRequest:
+        """Return the next attempt's request (the time left); raise ``circuit_open`` if refused."""
+        self.attempt += 1
+        if not self.adapter.breaker.allow(self.changes):
+            raise self.adapter._circuit_open(self.attempt - 1)
+        remaining = max(0.0, self.deadline - self.adapter._clock())
+        return msgspec.structs.replace(self.request, timeout_s=remaining)
+
+    def succeeded(self, reply: ModelReply) -> ModelReply:
+        """Record the provider's answer; return it."""
+        self.adapter.breaker.record_success(self.changes)
+        return reply
+
+    def failed(self, error: ModelError) -> float:
+        """Record a failed attempt; return the wait before the next, or raise the call's error."""
+        adapter = self.adapter
+        adapter._record(error, self.changes)
+        delay = adapter._next_delay(error, self.attempt)
+        # once the breaker is open, a retry would be refused: this error is the end
+        opened = adapter.breaker.state == "open"
+        if opened or delay is None or adapter._clock() + delay >= self.deadline:
+            if self.attempt == 1:
+                raise error
+            raise _final(error, self.attempt) from error
+        self._note_changes()  # a transition this failure caused comes first
+        self.notes.append(
+            ModelNote(
+                kind="retry",
+                elapsed_ms=self._elapsed_ms(),
+                attempt=self.attempt,
+                reason=error.reason,
+                status=error.status,
+                retry_after_s=error.retry_after_s,
+                delay_s=round(delay, 3),
+                message=error.message,
+            )
+        )
+        return delay
+
+    def aborted(self) -> None:
+        """The attempt ended in neither a reply nor a model error: free a half-open probe."""
+        self.adapter.breaker.release()
+
+    def finish(self) -> list[ModelNote]:
+        """Return the call's notes, its breaker transitions included."""
+        self._note_changes()
+        return self.notes
+
+    def _elapsed_ms(self) -> int:
+        return max(0, round((self.adapter._clock() - self.started) * 1000))
+
+    def _note_changes(self) -> None:
+        changes, self.changes = self.changes, []
+        elapsed_ms = self._elapsed_ms()
+        self.notes += [self.adapter._breaker_note(change, elapsed_ms) for change in changes]
 
 
 def _final(error: ModelError, attempts: int) -> ModelError:
