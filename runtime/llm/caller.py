@@ -23,9 +23,8 @@ How a call runs:
 - an instant adapter (``instant = True``: the deterministic model) runs on the loop
   directly; any other blocking adapter runs on a small thread pool (``blocking_workers``);
 - at most ``max_concurrent`` calls run at once; the others wait, in order, for a slot;
-- a call's ``timeout_s`` counts from :meth:`ModelCaller.submit` (a wait for a slot spends
-  it); the adapter enforces it itself, and the caller ends any call still running
-  ``timeout_grace_s`` later with ``timeout``;
+- a call's ``timeout_s`` is the adapter's to enforce; a wait for a slot spends it, and the
+  caller ends any call still running ``timeout_grace_s`` after it with ``timeout``;
 - an exception that is not a :class:`~runtime.llm.base.ModelError` ends the call with
   ``adapter_error`` (``TypeName: message``); :meth:`ModelCaller.close` ends every call
   not yet done with ``cancelled``.
@@ -183,11 +182,10 @@ class ModelCaller:
         Raises :class:`ModelCallerClosedError` after :meth:`close`. ``done`` must not block:
         hand the outcome on (a message to the host) and return. An exception in it is logged.
         """
-        submitted = time.monotonic()
         with self._lock:
             if self._closed:
                 raise ModelCallerClosedError("the model caller is closed")
-            self._loop.call_soon_threadsafe(self._start, adapter, request, done, submitted)
+            self._loop.call_soon_threadsafe(self._start, adapter, request, done)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Cancel every call not yet done (``done`` gets ``cancelled``), close the pool, stop.
@@ -227,6 +225,7 @@ class ModelCaller:
         try:
             self._loop.run_forever()
         finally:
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             self._loop.close()
 
     def _start(
@@ -234,7 +233,6 @@ class ModelCaller:
         adapter: ModelAdapter,
         request: ModelRequest,
         done: Callable[[ModelOutcome], None],
-        submitted: float,
     ) -> None:
         """On the loop: start the call's task; ``done`` is called exactly once, whatever ends it."""
         delivered = False
@@ -253,7 +251,7 @@ class ModelCaller:
             elif (error := task.exception()) is not None:
                 deliver(ModelOutcome.failed(error))
 
-        task = self._loop.create_task(self._call(adapter, request, deliver, submitted))
+        task = self._loop.create_task(self._call(adapter, request, deliver))
         self._tasks.add(task)
         task.add_done_callback(finished)
 
@@ -262,26 +260,32 @@ class ModelCaller:
         adapter: ModelAdapter,
         request: ModelRequest,
         deliver: Callable[[ModelOutcome], None],
-        submitted: float,
     ) -> None:
         """Wait for a slot, run the call within its time, hand the outcome on."""
-        async with self._slots:
-            outcome = await self._bounded(adapter, request, submitted)
+        timeout_s = request.timeout_s
+        if self._slots.locked():  # the wait for a slot spends the call's time
+            queued = time.monotonic()
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._slots.acquire()
+            except TimeoutError:
+                message = f"no slot for the model call within {timeout_s:.3g}s"
+                deliver(ModelOutcome(reason="timeout", message=message))
+                return
+            timeout_s -= time.monotonic() - queued
+            request = msgspec.structs.replace(request, timeout_s=timeout_s)
+        else:
+            await self._slots.acquire()
+        try:
+            outcome = await self._bounded(adapter, request)
+        finally:
+            self._slots.release()
         deliver(outcome)
 
-    async def _bounded(
-        self, adapter: ModelAdapter, request: ModelRequest, submitted: float
-    ) -> ModelOutcome:
-        """Run the call with the time left since submission, and a guard just past it."""
-        remaining = request.timeout_s - (time.monotonic() - submitted)
-        if remaining <= 0:
-            return ModelOutcome(
-                reason="timeout",
-                message=f"no slot for the model call within {request.timeout_s:.3g}s",
-            )
-        request = msgspec.structs.replace(request, timeout_s=remaining)
+    async def _bounded(self, adapter: ModelAdapter, request: ModelRequest) -> ModelOutcome:
+        """Run the call, with a guard ``timeout_grace_s`` past its ``timeout_s``."""
         try:
-            async with asyncio.timeout(remaining + self.timeout_grace_s):
+            async with asyncio.timeout(request.timeout_s + self.timeout_grace_s):
                 return await self._outcome(adapter, request)
         except TimeoutError:
             return ModelOutcome(

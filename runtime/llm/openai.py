@@ -30,9 +30,9 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -151,17 +151,9 @@ class OpenAIAdapter:
             if _is_json(response):
                 accumulator.feed_completion((await response.aread()).decode(errors="replace"))
             else:
-                events = SseEvents()
-                async for line in response.aiter_lines():
-                    data = events.line(line)
-                    if data is not None:
-                        accumulator.feed_data(data)
-                        if accumulator.done:
-                            break
-                else:
-                    data = events.end()
-                    if data is not None:
-                        accumulator.feed_data(data)
+                lines = cast(AsyncGenerator[str, None], response.aiter_lines())
+                async with contextlib.aclosing(lines):  # closed here, even when left early
+                    await _afold_stream(lines, accumulator)
             return accumulator.reply(names, estimate_prompt_tokens(body))
 
     def _prepare(self, request: ModelRequest) -> tuple[dict[str, str], dict[str, Any], ToolNameMap]:
@@ -237,6 +229,20 @@ class OpenAIAdapter:
             variable = self.api_key_env or "the variable named by llm_api_key_env"
             message += f" (check the API key in {variable})"
         return ModelError("provider_error", message, status=status)
+
+
+async def _afold_stream(lines: AsyncIterator[str], accumulator: StreamAccumulator) -> None:
+    """Feed the events of an SSE stream to ``accumulator`` until ``[DONE]`` or its end."""
+    events = SseEvents()
+    async for line in lines:
+        data = events.line(line)
+        if data is not None:
+            accumulator.feed_data(data)
+            if accumulator.done:
+                return
+    data = events.end()
+    if data is not None:
+        accumulator.feed_data(data)
 
 
 def _is_json(response: httpx.Response) -> bool:

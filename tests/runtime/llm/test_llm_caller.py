@@ -193,6 +193,23 @@ def test_calls_beyond_the_limit_wait_for_a_slot() -> None:
     assert [done[n].reply.text for n in range(5) if done[n].reply] == [f"m{n}" for n in range(5)]
 
 
+def test_a_call_that_waits_its_whole_timeout_for_a_slot_ends_with_timeout() -> None:
+    outcomes = Outcomes()
+    held = HeldAdapter()
+    with ModelCaller(max_concurrent=1) as caller:
+        caller.submit(held, request("first"), outcomes.done("first"))
+        caller.submit(held, request("second", timeout_s=0.3), outcomes.done("second"))
+        second = outcomes.wait(1)["second"]
+        held.release_all()
+        first = outcomes.wait(2)["first"]
+    assert (second.reason, second.message) == (
+        "timeout",
+        "no slot for the model call within 0.3s",
+    )
+    assert first.reply == ModelReply(text="first")
+    assert held.most == 1
+
+
 def test_close_cancels_running_and_queued_calls_and_refuses_new_ones() -> None:
     outcomes = Outcomes()
     held = HeldAdapter()
