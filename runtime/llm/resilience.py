@@ -304,42 +304,34 @@ class ResilientAdapter:
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """Call the wrapped adapter, retrying retryable errors within ``request.timeout_s``."""
-        self._started = self._clock()
-        outcome, notes = self.complete_with_notes(request)
-        self._notes.extend(notes)
-        if isinstance(outcome, ModelError):
-            raise outcome
-        return outcome
+        call = _Call(self, request)
+        self._started = call.started
+        try:
+            return self._drive(call)
+        finally:
+            self._notes.extend(call.finish())
 
     def complete_with_notes(
         self, request: ModelRequest
     ) -> tuple[ModelReply | ModelError, list[ModelNote]]:
-        """:meth:`complete`, returning the reply or the error with this call's notes."""
+        """:meth:`complete`, returning the reply or the error with this call's own notes."""
         call = _Call(self, request)
         try:
-            while True:
-                attempt = call.next_attempt()
-                try:
-                    reply = self.inner.complete(attempt)
-                except ModelError as error:
-                    self._sleep(call.failed(error))
-                    continue
-                except BaseException:
-                    call.aborted()
-                    raise
-                return call.succeeded(reply), call.finish()
+            reply = self._drive(call)
         except ModelError as error:
             return error, call.finish()
+        return reply, call.finish()
 
     async def acomplete(
         self, request: ModelRequest, *, client: httpx.AsyncClient | None = None
     ) -> ModelReply:
         """:meth:`complete` as a coroutine; its notes go to :meth:`take_notes`."""
-        outcome, notes = await self.acomplete_with_notes(request, client=client)
-        self._notes.extend(notes)
-        if isinstance(outcome, ModelError):
-            raise outcome
-        return outcome
+        call = _Call(self, request)
+        self._started = call.started
+        try:
+            return await self._adrive(call, client)
+        finally:
+            self._notes.extend(call.finish())
 
     async def acomplete_with_notes(
         self, request: ModelRequest, *, client: httpx.AsyncClient | None = None
@@ -351,19 +343,38 @@ class ResilientAdapter:
         """
         call = _Call(self, request)
         try:
-            while True:
-                attempt = call.next_attempt()
-                try:
-                    reply = await self._inner_acomplete(attempt, client)
-                except ModelError as error:
-                    await self._asleep(call.failed(error))
-                    continue
-                except BaseException:
-                    call.aborted()
-                    raise
-                return call.succeeded(reply), call.finish()
+            reply = await self._adrive(call, client)
         except ModelError as error:
             return error, call.finish()
+        return reply, call.finish()
+
+    def _drive(self, call: _Call) -> ModelReply:
+        """Make ``call``'s attempts, blocking; return the reply or raise the final error."""
+        while True:
+            attempt = call.next_attempt()
+            try:
+                reply = self.inner.complete(attempt)
+            except ModelError as error:
+                self._sleep(call.failed(error))
+                continue
+            except BaseException:
+                call.aborted()
+                raise
+            return call.succeeded(reply)
+
+    async def _adrive(self, call: _Call, client: httpx.AsyncClient | None) -> ModelReply:
+        """:meth:`_drive` as a coroutine: async attempts, async waits between them."""
+        while True:
+            attempt = call.next_attempt()
+            try:
+                reply = await self._inner_acomplete(attempt, client)
+            except ModelError as error:
+                await self._asleep(call.failed(error))
+                continue
+            except BaseException:
+                call.aborted()
+                raise
+            return call.succeeded(reply)
 
     async def _inner_acomplete(
         self, request: ModelRequest, client: httpx.AsyncClient | None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import queue
 import subprocess
 import sys
@@ -282,6 +283,13 @@ def test_complete_now_returns_a_resilient_adapters_notes() -> None:
 def test_a_model_error_outcome_keeps_its_reason_and_message() -> None:
     error = ModelError("rate_limited", "HTTP 429", retryable=True, status=429)
     assert ModelOutcome.failed(error) == ModelOutcome(reason="rate_limited", message="HTTP 429")
+
+
+def test_an_outcome_with_its_notes_survives_pickling_as_an_actor_message_does() -> None:
+    with ChatServer([ErrorReply(status=503), StreamReply(content=["ok"])]) as server:
+        outcome = complete_now(openai_for(server.base_url), request())
+    assert outcome.notes
+    assert pickle.loads(pickle.dumps(outcome)) == outcome
 
 
 SLOW_SERVER = textwrap.dedent(
