@@ -171,7 +171,7 @@ class ModelCaller:
 
     @property
     def in_flight(self) -> int:
-        """Calls submitted and not yet done (running or waiting for a slot)."""
+        """Calls started on the loop and not yet done (running or waiting for a slot)."""
         return len(self._tasks)
 
     def submit(

@@ -442,6 +442,8 @@ class _Call:
         self.attempt += 1
         if not self.adapter.breaker.allow(self.changes):
             raise self.adapter._circuit_open(self.attempt - 1)
+        if self.attempt == 1:  # the whole budget, as asked (its error messages name it)
+            return self.request
         remaining = max(0.0, self.deadline - self.adapter._clock())
         return msgspec.structs.replace(self.request, timeout_s=remaining)
 
