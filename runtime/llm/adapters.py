@@ -6,9 +6,10 @@ the base never imports them back.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from runtime.errors import InvalidRuntimeOptError
@@ -26,6 +27,7 @@ def make_adapter(
     *,
     environ: Mapping[str, str] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> ModelAdapter:
     """Build the adapter the normalized runtime ``options`` ask for.
@@ -35,7 +37,8 @@ def make_adapter(
     ``llm_temperature`` and ``llm_max_tokens``, and is wrapped in a fresh
     :class:`runtime.llm.resilience.ResilientAdapter` (its own circuit breaker). The API key
     is looked up in ``environ`` (default ``os.environ``) at each call, never stored.
-    ``sleep`` and ``clock`` drive the retry backoff and the breaker (tests inject fakes).
+    ``sleep`` (blocking calls), ``asleep`` (async calls) and ``clock`` drive the retry
+    backoff and the breaker (tests inject fakes).
     """
     settings = RuntimeOptions.of(options)
     kind = settings.llm_adapter
@@ -52,7 +55,12 @@ def make_adapter(
             environ=os.environ if environ is None else environ,
         )
         return ResilientAdapter(
-            inner, RetryPolicy(), CircuitBreaker(clock=clock), sleep=sleep, clock=clock
+            inner,
+            RetryPolicy(),
+            CircuitBreaker(clock=clock),
+            sleep=sleep,
+            asleep=asleep,
+            clock=clock,
         )
     raise InvalidRuntimeOptError(
         f"llm_adapter must be 'deterministic' or 'openai', got {kind!r}",

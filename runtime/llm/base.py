@@ -5,7 +5,10 @@ The agent loop builds a :class:`ModelRequest` from the ``llm_context`` projectio
 (``assistant.delta``, ``tool.requested``, ``assistant.message``, ``llm.completed``). A
 failure is a :class:`ModelError` whose ``reason`` is stable and becomes ``llm.failed``.
 
-Adapters are plain blocking objects with no actor or event knowledge:
+Adapters are plain objects with no actor or event knowledge. Every one blocks in
+``complete``; one that talks to the network also has a coroutine ``acomplete`` on a shared
+``httpx.AsyncClient`` (:class:`AsyncModelAdapter`), which :class:`runtime.llm.caller.ModelCaller`
+runs on its event loop so that a slow model never blocks the host that asked:
 
 - :class:`runtime.llm.deterministic.DeterministicAdapter`, the offline default;
 - :class:`runtime.llm.openai.OpenAIAdapter`, any OpenAI-compatible chat-completions
@@ -15,14 +18,18 @@ Adapters are plain blocking objects with no actor or event knowledge:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
 from runtime.errors import RoostError
 
+if TYPE_CHECKING:
+    import httpx
+
 __all__ = [
     "MODEL_ERROR_REASONS",
+    "AsyncModelAdapter",
     "ModelAdapter",
     "ModelError",
     "ModelReply",
@@ -144,4 +151,15 @@ class ModelAdapter(Protocol):
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """Run one model round; raise :class:`ModelError` on failure."""
+        ...
+
+
+@runtime_checkable
+class AsyncModelAdapter(ModelAdapter, Protocol):
+    """An adapter that can also run a round without blocking a thread."""
+
+    async def acomplete(
+        self, request: ModelRequest, *, client: httpx.AsyncClient | None = None
+    ) -> ModelReply:
+        """Run one model round on ``client`` (the shared pool); raise :class:`ModelError`."""
         ...

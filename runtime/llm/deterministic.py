@@ -47,8 +47,8 @@ class DeterministicAdapter:
     """Adapter name for ``llm.started``."""
     model: str | None = "deterministic-1"
     """The one model this adapter has."""
-    instant = True
-    """It answers at once, in memory: a host calls it inline, not on a thread."""
+    instant: bool = True
+    """It answers at once, without I/O: a host runs it inline (``caller.is_instant``)."""
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """Answer one round; raise ``ModelError(bad_response)`` for malformed directives."""

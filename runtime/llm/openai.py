@@ -15,22 +15,30 @@ connection failures → ``provider_error`` (retryable), other 4xx → ``provider
 retryable), a malformed stream or tool-call arguments → ``bad_response``. The whole call,
 streaming included, is bounded by ``request.timeout_s``: every network wait is, and a
 watchdog cuts the stream at the deadline.
+
+Two paths with one behaviour: :meth:`OpenAIAdapter.complete` blocks the calling thread (its
+own connection per call); :meth:`OpenAIAdapter.acomplete` is a coroutine on an
+``httpx.AsyncClient`` the caller shares (one connection pool per host process, see
+:mod:`runtime.llm.caller`), bounded by ``asyncio.timeout``. Building the request, reading
+the stream (:mod:`runtime.llm.openai_wire`) and mapping errors are the same code.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest
 from runtime.llm.openai_wire import (
+    SseEvents,
     StreamAccumulator,
     ToolNameMap,
     estimate_prompt_tokens,
@@ -80,16 +88,7 @@ class OpenAIAdapter:
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """Run one streamed chat completion within ``request.timeout_s``."""
-        headers = {"Accept": "text/event-stream", **self._auth_headers()}
-        body, names = request_body(
-            request,
-            model=self.model,
-            system_prompt=self.system_prompt,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-        )
-        if request.timeout_s <= 0:
-            raise ModelError("timeout", "no time left for the model call", retryable=True)
+        headers, body, names = self._prepare(request)
         deadline = time.monotonic() + request.timeout_s
         watchdog: _Watchdog | None = None
         try:
@@ -109,9 +108,67 @@ class OpenAIAdapter:
                 raise self._timeout(request.timeout_s) from e
             if isinstance(e, ModelError):
                 raise
-            raise ModelError(
-                "provider_error", f"cannot reach {self.url}: {e!r}", retryable=True
-            ) from e
+            raise self._unreachable(e) from e
+
+    async def acomplete(
+        self, request: ModelRequest, *, client: httpx.AsyncClient | None = None
+    ) -> ModelReply:
+        """Run one streamed chat completion within ``request.timeout_s``, without blocking.
+
+        ``client`` is the shared connection pool; without one, a client is made for this call.
+        The whole call is bounded by ``asyncio.timeout``: a trickling stream is cut at the
+        deadline like the blocking path's watchdog cuts it.
+        """
+        headers, body, names = self._prepare(request)
+        try:
+            async with asyncio.timeout(request.timeout_s):
+                if client is not None:
+                    return await self._apost(client, request, headers, body, names)
+                async with httpx.AsyncClient() as own:
+                    return await self._apost(own, request, headers, body, names)
+        except (TimeoutError, httpx.TimeoutException) as e:
+            raise self._timeout(request.timeout_s) from e
+        except httpx.TransportError as e:
+            raise self._unreachable(e) from e
+
+    async def _apost(
+        self,
+        client: httpx.AsyncClient,
+        request: ModelRequest,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        names: ToolNameMap,
+    ) -> ModelReply:
+        """POST the request on ``client`` and fold the streamed answer into a reply."""
+        timeout = httpx.Timeout(request.timeout_s)
+        async with client.stream(
+            "POST", self.url, json=body, headers=headers, timeout=timeout
+        ) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                raise self._http_error(response)
+            accumulator = StreamAccumulator()
+            if _is_json(response):
+                accumulator.feed_completion((await response.aread()).decode(errors="replace"))
+            else:
+                lines = cast(AsyncGenerator[str, None], response.aiter_lines())
+                async with contextlib.aclosing(lines):  # closed here, even when left early
+                    await _afold_stream(lines, accumulator)
+            return accumulator.reply(names, estimate_prompt_tokens(body))
+
+    def _prepare(self, request: ModelRequest) -> tuple[dict[str, str], dict[str, Any], ToolNameMap]:
+        """Return the headers, body and tool-name map of ``request`` (or raise before sending)."""
+        headers = {"Accept": "text/event-stream", **self._auth_headers()}
+        body, names = request_body(
+            request,
+            model=self.model,
+            system_prompt=self.system_prompt,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+        if request.timeout_s <= 0:
+            raise ModelError("timeout", "no time left for the model call", retryable=True)
+        return headers, body, names
 
     def _auth_headers(self) -> dict[str, str]:
         """Return ``Authorization: Bearer`` from the named variable; ``auth_missing`` if unset."""
@@ -131,10 +188,8 @@ class OpenAIAdapter:
     ) -> ModelReply:
         """Fold the response (an SSE stream, or one JSON completion) into a reply."""
         accumulator = StreamAccumulator()
-        if response.headers.get("content-type", "").startswith("application/json"):
-            payload = response.read().decode("utf-8", errors="replace")
-            accumulator.feed_data(payload)
-            accumulator.done = True
+        if _is_json(response):
+            accumulator.feed_completion(response.read().decode(errors="replace"))
         else:
             for data in iter_sse_data(response.iter_lines()):
                 if time.monotonic() > deadline:
@@ -149,6 +204,10 @@ class OpenAIAdapter:
         return ModelError(
             "timeout", f"no complete answer from {self.url} within {timeout_s:.3g}s", retryable=True
         )
+
+    def _unreachable(self, error: httpx.TransportError) -> ModelError:
+        """Return the error for a connection that failed (refused, reset, closed early)."""
+        return ModelError("provider_error", f"cannot reach {self.url}: {error!r}", retryable=True)
 
     def _http_error(self, response: httpx.Response) -> ModelError:
         """Map an HTTP error response to a :class:`ModelError`."""
@@ -170,6 +229,26 @@ class OpenAIAdapter:
             variable = self.api_key_env or "the variable named by llm_api_key_env"
             message += f" (check the API key in {variable})"
         return ModelError("provider_error", message, status=status)
+
+
+async def _afold_stream(lines: AsyncIterator[str], accumulator: StreamAccumulator) -> None:
+    """Feed the events of an SSE stream to ``accumulator`` until ``[DONE]`` or its end."""
+    events = SseEvents()
+    async for line in lines:
+        data = events.line(line)
+        if data is not None:
+            accumulator.feed_data(data)
+            if accumulator.done:
+                return
+    data = events.end()
+    if data is not None:
+        accumulator.feed_data(data)
+
+
+def _is_json(response: httpx.Response) -> bool:
+    """Whether the server answered one JSON completion rather than an event stream."""
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.startswith("application/json")
 
 
 def _error_detail(response: httpx.Response) -> str:

@@ -1,6 +1,7 @@
 """The OpenAI chat-completions wire format: request bodies out, streamed chunks in.
 
-Pure functions and one accumulator, no I/O; :mod:`runtime.llm.openai` does the HTTP.
+Pure functions, an event parser and one accumulator, no I/O: :mod:`runtime.llm.openai` does the
+HTTP, blocking and async, and both paths read through the same code here.
 
 Tool names: Roost's are dotted (``fs.read``) but OpenAI only accepts
 ``^[a-zA-Z0-9_-]{1,64}$``, so a dot is sent as ``__`` (``fs__read``). A name that would
@@ -22,6 +23,7 @@ import msgspec
 from runtime.llm.base import ModelError, ModelReply, ModelRequest, ToolCallRequest
 
 __all__ = [
+    "SseEvents",
     "StreamAccumulator",
     "ToolNameMap",
     "estimate_prompt_tokens",
@@ -165,20 +167,45 @@ def request_body(
     return body, names
 
 
+class SseEvents:
+    """Server-sent events put together line by line: the sync and async readers share it.
+
+    Feed each line (without its newline) to :meth:`line`; it returns an event's data (its
+    ``data:`` lines joined by newlines) when a blank line ends one, else ``None``.
+    :meth:`end` returns the data of an event the stream ended inside.
+    """
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+
+    def line(self, line: str) -> str | None:
+        """Take one line; return the finished event's data, if this line ended one."""
+        if not line:
+            return self.end()
+        if line.startswith("data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(" ") else value)
+        # "event:", "id:", "retry:" and ":" comment lines carry nothing we use.
+        return None
+
+    def end(self) -> str | None:
+        """Return the data gathered since the last event (``None`` if there is none)."""
+        if not self._data:
+            return None
+        data, self._data = "\n".join(self._data), []
+        return data
+
+
 def iter_sse_data(lines: Iterable[str]) -> Iterator[str]:
     """Yield the data of each server-sent event (``data:`` lines joined by newlines)."""
-    data: list[str] = []
+    events = SseEvents()
     for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-        elif line.startswith("data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(" ") else value)
-        # "event:", "id:", "retry:" and ":" comment lines carry nothing we use.
-    if data:
-        yield "\n".join(data)
+        data = events.line(line)
+        if data is not None:
+            yield data
+    data = events.end()
+    if data is not None:
+        yield data
 
 
 @dataclass
@@ -217,6 +244,11 @@ class StreamAccumulator:
         if not isinstance(chunk, dict):
             raise ModelError("bad_response", f"stream chunk is not an object: {data[:200]!r}")
         self.feed(chunk)
+
+    def feed_completion(self, payload: str) -> None:
+        """Take a whole JSON completion (from a server that ignores ``stream``)."""
+        self.feed_data(payload)
+        self.done = True
 
     def feed(self, chunk: dict[str, Any]) -> None:
         """Take one decoded chunk."""

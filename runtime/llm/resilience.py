@@ -21,20 +21,33 @@ error; the agent loop journals them as ``llm.retried`` and ``llm.breaker_changed
 round's outcome. A call the open breaker refuses names that last error too, so the
 provider's own words are not lost behind ``circuit_open``.
 
-Time is injected (``clock``, ``sleep``) so tests never wait for real.
+Calls may block (:meth:`ResilientAdapter.complete`) or not (:meth:`ResilientAdapter.acomplete`,
+async sleeps between attempts); both share one breaker, and each call keeps the notes it made,
+so many calls at once on one adapter do not mix them up
+(:meth:`ResilientAdapter.acomplete_with_notes`).
+
+Time is injected (``clock``, ``sleep``, ``asleep``) so tests never wait for real.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
+import httpx
 import msgspec
 
-from runtime.llm.base import ModelAdapter, ModelError, ModelReply, ModelRequest
+from runtime.llm.base import (
+    AsyncModelAdapter,
+    ModelAdapter,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+)
+from runtime.llm.breaker import BreakerChange, BreakerSnapshot, BreakerState, CircuitBreaker
 
 __all__ = [
     "BreakerChange",
@@ -45,9 +58,6 @@ __all__ = [
     "ResilientAdapter",
     "RetryPolicy",
 ]
-
-BreakerState = Literal["closed", "open", "half_open"]
-"""A circuit breaker's state."""
 
 
 class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,30 +76,6 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
         """Return the wait after failed attempt ``attempt`` (1-based)."""
         delay = min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1))
         return delay / 2 + delay / 2 * rand() if self.jitter else delay
-
-
-class BreakerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """A circuit breaker's observable state at one moment."""
-
-    state: BreakerState
-    """``closed``, ``open`` or ``half_open``."""
-    consecutive_failures: int
-    """Retryable failures since the last success."""
-    failure_threshold: int
-    """Consecutive failures that open the breaker."""
-    retry_in_s: float | None
-    """While open, seconds until a probe is let through; otherwise ``None``."""
-
-
-class BreakerChange(msgspec.Struct, frozen=True, kw_only=True):
-    """One transition of a circuit breaker."""
-
-    previous: BreakerState
-    """The state it left."""
-    state: BreakerState
-    """The state it entered."""
-    consecutive_failures: int
-    """Retryable failures since the last success, at the transition."""
 
 
 class ModelNote(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,110 +105,18 @@ class ModelNote(msgspec.Struct, frozen=True, kw_only=True):
     """``breaker``: the provider it guards."""
 
 
-class CircuitBreaker:
-    """Stops calling a provider that keeps failing; thread-safe.
-
-    ``closed``: calls go through. ``failure_threshold`` consecutive failures open it.
-    ``open``: :meth:`allow` refuses until ``reset_after_s`` have passed on ``clock``.
-    ``half_open``: one probe is allowed; its success closes the breaker, its failure opens
-    it again for another ``reset_after_s``.
-    """
-
-    def __init__(
-        self,
-        failure_threshold: int = 5,
-        reset_after_s: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if failure_threshold < 1:
-            raise ValueError(f"failure_threshold must be at least 1, got {failure_threshold}")
-        self.failure_threshold = failure_threshold
-        self.reset_after_s = reset_after_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._failures = 0
-        self._opened_at: float | None = None
-        self._probing = False
-        self._changes: list[BreakerChange] = []
-
-    @property
-    def state(self) -> BreakerState:
-        """The current state."""
-        with self._lock:
-            return self._state()
-
-    def _state(self) -> BreakerState:
-        if self._opened_at is None:
-            return "closed"
-        if self._clock() - self._opened_at < self.reset_after_s:
-            return "open"
-        return "half_open"
-
-    def allow(self) -> bool:
-        """Return whether a call may go to the provider now (claims the half-open probe)."""
-        with self._lock:
-            state = self._state()
-            if state == "closed":
-                return True
-            if state == "open" or self._probing:
-                return False
-            self._probing = True
-            self._changed("open", "half_open")
-            return True
-
-    def record_success(self) -> None:
-        """Record that the provider answered: close the breaker, forget past failures."""
-        with self._lock:
-            if self._opened_at is not None:
-                self._changed(self._state(), "closed")
-            self._failures = 0
-            self._opened_at = None
-            self._probing = False
-
-    def record_failure(self) -> None:
-        """Record a retryable failure; open the breaker at the threshold (or a failed probe)."""
-        with self._lock:
-            self._failures += 1
-            if self._probing or self._failures >= self.failure_threshold:
-                previous = self._state()
-                self._opened_at = self._clock()
-                if previous != "open":
-                    self._changed(previous, "open")
-            self._probing = False
-
-    def _changed(self, previous: BreakerState, state: BreakerState) -> None:
-        self._changes.append(
-            BreakerChange(previous=previous, state=state, consecutive_failures=self._failures)
-        )
-
-    def take_changes(self) -> list[BreakerChange]:
-        """The transitions since the last call, oldest first (and forget them)."""
-        with self._lock:
-            changes, self._changes = self._changes, []
-            return changes
-
-    def release(self) -> None:
-        """Free the half-open probe of a call that told nothing about the provider."""
-        with self._lock:
-            self._probing = False
-
-    def snapshot(self) -> BreakerSnapshot:
-        """Return the breaker's state as a frozen snapshot."""
-        with self._lock:
-            state = self._state()
-            retry_in = None
-            if state == "open" and self._opened_at is not None:
-                retry_in = self.reset_after_s - (self._clock() - self._opened_at)
-            return BreakerSnapshot(
-                state=state,
-                consecutive_failures=self._failures,
-                failure_threshold=self.failure_threshold,
-                retry_in_s=retry_in,
-            )
-
-
 class ResilientAdapter:
-    """A :class:`~runtime.llm.base.ModelAdapter` that retries and breaks the circuit."""
+    """A :class:`~runtime.llm.base.ModelAdapter` that retries and breaks the circuit.
+
+    :meth:`complete` blocks (``sleep`` between attempts); :meth:`acomplete` and
+    :meth:`acomplete_with_notes` are coroutines (``asleep`` between attempts) that call the
+    wrapped adapter's ``acomplete`` on the shared ``client``, or its ``complete`` on a worker
+    thread when it has no async path. Both paths share the breaker and the retry rules.
+    Many calls may run at once on one instance: each call keeps its own notes, and
+    :meth:`acomplete_with_notes` (or :meth:`complete_with_notes`) returns them with the
+    outcome; :meth:`take_notes` gathers the notes of the calls made by :meth:`complete` and
+    :meth:`acomplete`, for a caller that makes one call at a time.
+    """
 
     def __init__(
         self,
@@ -231,12 +125,14 @@ class ResilientAdapter:
         breaker: CircuitBreaker | None = None,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.inner = inner
         self.retry = retry or RetryPolicy()
         self.breaker = breaker or CircuitBreaker(clock=clock)
         self._sleep = sleep
+        self._asleep = asleep
         self._clock = clock
         self._notes: list[ModelNote] = []
         self._last_error: ModelError | None = None
@@ -254,84 +150,112 @@ class ResilientAdapter:
 
     def take_notes(self) -> list[ModelNote]:
         """The retries and breaker transitions since the last call, oldest first."""
-        self._note_changes()
+        elapsed_ms = max(0, round((self._clock() - self._started) * 1000))
+        for change in self.breaker.take_changes():  # made on the breaker directly
+            self._notes.append(self._breaker_note(change, elapsed_ms))
         notes, self._notes = self._notes, []
         return notes
 
-    def _elapsed_ms(self) -> int:
-        return max(0, round((self._clock() - self._started) * 1000))
-
-    def _note_changes(self) -> None:
+    def _breaker_note(self, change: BreakerChange, elapsed_ms: int) -> ModelNote:
         last = "" if self._last_error is None else self._last_error.describe()
-        for change in self.breaker.take_changes():
-            self._notes.append(
-                ModelNote(
-                    kind="breaker",
-                    elapsed_ms=self._elapsed_ms(),
-                    change=change,
-                    failure_threshold=self.breaker.failure_threshold,
-                    message=last if change.state != "closed" else "",
-                    provider=self.provider,
-                )
-            )
+        return ModelNote(
+            kind="breaker",
+            elapsed_ms=elapsed_ms,
+            change=change,
+            failure_threshold=self.breaker.failure_threshold,
+            message=last if change.state != "closed" else "",
+            provider=self.provider,
+        )
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """Call the wrapped adapter, retrying retryable errors within ``request.timeout_s``."""
-        self._started = self._clock()
-        deadline = self._started + request.timeout_s
-        attempt = 0
+        call = _Call(self, request)
+        self._started = call.started
         try:
-            while True:
-                attempt += 1
-                if not self.breaker.allow():
-                    raise self._circuit_open(attempt - 1)
-                remaining = max(0.0, deadline - self._clock())
-                try:
-                    reply = self.inner.complete(
-                        msgspec.structs.replace(request, timeout_s=remaining)
-                    )
-                except ModelError as error:
-                    self._record(error)
-                    delay = self._next_delay(error, attempt)
-                    # once the breaker is open, a retry would be refused: this error is the end
-                    opened = self.breaker.state == "open"
-                    if opened or delay is None or self._clock() + delay >= deadline:
-                        if attempt == 1:
-                            raise
-                        raise _final(error, attempt) from error
-                    self._note_retry(error, attempt, delay)
-                    self._sleep(delay)
-                    continue
-                except BaseException:
-                    self.breaker.release()
-                    raise
-                self.breaker.record_success()
-                return reply
+            return self._drive(call)
         finally:
-            self._note_changes()
+            self._notes.extend(call.finish())
 
-    def _note_retry(self, error: ModelError, attempt: int, delay: float) -> None:
-        self._note_changes()  # a transition this failure caused comes first
-        self._notes.append(
-            ModelNote(
-                kind="retry",
-                elapsed_ms=self._elapsed_ms(),
-                attempt=attempt,
-                reason=error.reason,
-                status=error.status,
-                retry_after_s=error.retry_after_s,
-                delay_s=round(delay, 3),
-                message=error.message,
-            )
-        )
+    def complete_with_notes(
+        self, request: ModelRequest
+    ) -> tuple[ModelReply | ModelError, list[ModelNote]]:
+        """:meth:`complete`, returning the reply or the error with this call's own notes."""
+        call = _Call(self, request)
+        try:
+            reply = self._drive(call)
+        except ModelError as error:
+            return error, call.finish()
+        return reply, call.finish()
 
-    def _record(self, error: ModelError) -> None:
+    async def acomplete(
+        self, request: ModelRequest, *, client: httpx.AsyncClient | None = None
+    ) -> ModelReply:
+        """:meth:`complete` as a coroutine; its notes go to :meth:`take_notes`."""
+        call = _Call(self, request)
+        self._started = call.started
+        try:
+            return await self._adrive(call, client)
+        finally:
+            self._notes.extend(call.finish())
+
+    async def acomplete_with_notes(
+        self, request: ModelRequest, *, client: httpx.AsyncClient | None = None
+    ) -> tuple[ModelReply | ModelError, list[ModelNote]]:
+        """Run one call without blocking; return the reply or the error with its own notes.
+
+        ``client`` is the shared connection pool, passed to the wrapped adapter's
+        ``acomplete``. An unexpected exception (or the call's cancellation) propagates.
+        """
+        call = _Call(self, request)
+        try:
+            reply = await self._adrive(call, client)
+        except ModelError as error:
+            return error, call.finish()
+        return reply, call.finish()
+
+    def _drive(self, call: _Call) -> ModelReply:
+        """Make ``call``'s attempts, blocking; return the reply or raise the final error."""
+        while True:
+            attempt = call.next_attempt()
+            try:
+                reply = self.inner.complete(attempt)
+            except ModelError as error:
+                self._sleep(call.failed(error))
+                continue
+            except BaseException:
+                call.aborted()
+                raise
+            return call.succeeded(reply)
+
+    async def _adrive(self, call: _Call, client: httpx.AsyncClient | None) -> ModelReply:
+        """:meth:`_drive` as a coroutine: async attempts, async waits between them."""
+        while True:
+            attempt = call.next_attempt()
+            try:
+                reply = await self._inner_acomplete(attempt, client)
+            except ModelError as error:
+                await self._asleep(call.failed(error))
+                continue
+            except BaseException:
+                call.aborted()
+                raise
+            return call.succeeded(reply)
+
+    async def _inner_acomplete(
+        self, request: ModelRequest, client: httpx.AsyncClient | None
+    ) -> ModelReply:
+        """One attempt: the wrapped adapter's async path, or its blocking one on a thread."""
+        if isinstance(self.inner, AsyncModelAdapter):
+            return await self.inner.acomplete(request, client=client)
+        return await asyncio.to_thread(self.inner.complete, request)
+
+    def _record(self, error: ModelError, into: list[BreakerChange]) -> None:
         """Tell the breaker what the failed attempt says about the provider."""
         if error.retryable:
             self._last_error = error
-            self.breaker.record_failure()
+            self.breaker.record_failure(into)
         elif error.status is not None or error.reason == "bad_response":
-            self.breaker.record_success()  # the provider is up; the request was refused
+            self.breaker.record_success(into)  # the provider is up; the request was refused
         else:
             self.breaker.release()
 
@@ -358,6 +282,83 @@ class ResilientAdapter:
             last_error=None if last is None else last.describe(),
             status=None if last is None else last.status,
         )
+
+
+class _Call:
+    """One call through a :class:`ResilientAdapter`: its deadline, attempts and notes.
+
+    The blocking and the async paths drive the same steps: :meth:`next_attempt` (the
+    breaker's permission and the time left), then :meth:`succeeded`, :meth:`failed` (the
+    wait before the next attempt, or the call's final error raised) or :meth:`aborted`;
+    :meth:`finish` returns the notes.
+    """
+
+    def __init__(self, adapter: ResilientAdapter, request: ModelRequest) -> None:
+        self.adapter = adapter
+        self.request = request
+        self.started = adapter._clock()
+        self.deadline = self.started + request.timeout_s
+        self.attempt = 0
+        self.notes: list[ModelNote] = []
+        self.changes: list[BreakerChange] = []
+
+    def next_attempt(self) -> ModelRequest:
+        """Return the next attempt's request (the time left); raise ``circuit_open`` if refused."""
+        self.attempt += 1
+        if not self.adapter.breaker.allow(self.changes):
+            raise self.adapter._circuit_open(self.attempt - 1)
+        if self.attempt == 1:  # the whole budget, as asked (its error messages name it)
+            return self.request
+        remaining = max(0.0, self.deadline - self.adapter._clock())
+        return msgspec.structs.replace(self.request, timeout_s=remaining)
+
+    def succeeded(self, reply: ModelReply) -> ModelReply:
+        """Record the provider's answer; return it."""
+        self.adapter.breaker.record_success(self.changes)
+        return reply
+
+    def failed(self, error: ModelError) -> float:
+        """Record a failed attempt; return the wait before the next, or raise the call's error."""
+        adapter = self.adapter
+        adapter._record(error, self.changes)
+        delay = adapter._next_delay(error, self.attempt)
+        # once the breaker is open, a retry would be refused: this error is the end
+        opened = adapter.breaker.state == "open"
+        if opened or delay is None or adapter._clock() + delay >= self.deadline:
+            if self.attempt == 1:
+                raise error
+            raise _final(error, self.attempt) from error
+        self._note_changes()  # a transition this failure caused comes first
+        self.notes.append(
+            ModelNote(
+                kind="retry",
+                elapsed_ms=self._elapsed_ms(),
+                attempt=self.attempt,
+                reason=error.reason,
+                status=error.status,
+                retry_after_s=error.retry_after_s,
+                delay_s=round(delay, 3),
+                message=error.message,
+            )
+        )
+        return delay
+
+    def aborted(self) -> None:
+        """The attempt ended in neither a reply nor a model error: free a half-open probe."""
+        self.adapter.breaker.release()
+
+    def finish(self) -> list[ModelNote]:
+        """Return the call's notes, its breaker transitions included."""
+        self._note_changes()
+        return self.notes
+
+    def _elapsed_ms(self) -> int:
+        return max(0, round((self.adapter._clock() - self.started) * 1000))
+
+    def _note_changes(self) -> None:
+        changes, self.changes = self.changes, []
+        elapsed_ms = self._elapsed_ms()
+        self.notes += [self.adapter._breaker_note(change, elapsed_ms) for change in changes]
 
 
 def _final(error: ModelError, attempts: int) -> ModelError:

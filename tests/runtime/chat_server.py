@@ -197,6 +197,7 @@ class ChatServer:
 class _Server(ThreadingHTTPServer):
     daemon_threads = False  # server_close() joins handler threads: nothing outlives the test
     block_on_close = True
+    request_queue_size = 1024  # many clients connecting at once are queued, not dropped
     chat: ChatServer
 
 
