@@ -11,7 +11,6 @@ Project restarts the conversation from its events.
 from __future__ import annotations
 
 import functools
-import threading
 from collections import deque
 from datetime import timedelta
 from typing import Any
@@ -238,12 +237,16 @@ class AgentShell(RoostActor):
             case fx.CallModel(request=request, round=round_) if self.hosted and not getattr(
                 self.adapter, "instant", False
             ):
-                # A model that answers over the network never blocks the host: the call runs
-                # on a thread, and its outcome comes back as a message; inputs wait.
+                # A model that answers over the network never blocks the host: the host's
+                # ModelCaller runs the call on its event loop (one connection pool per host),
+                # and the outcome comes back to this entity's turn; inputs wait meanwhile.
                 self.waiting_model = True
-                threading.Thread(
-                    target=self._call_model, args=(request, round_), daemon=True
-                ).start()
+                port = self._myRef
+                port.call_model(
+                    self.adapter,
+                    request,
+                    lambda outcome: port.post(Deferred(self._model_done, round_, outcome)),
+                )
             case fx.CallModel(request=request, round=round_):
                 assert self.adapter is not None
                 try:
@@ -273,27 +276,16 @@ class AgentShell(RoostActor):
                 )
                 self.send(self.runner, direct)
 
-    def _call_model(self, request: Any, round_: int) -> None:
-        """On a thread: one model round; its outcome goes back to the entity's turn."""
-        assert self.adapter is not None
-        outcome: tuple[Any, ...]
-        try:
-            outcome = ("replied", self.adapter.complete(request))
-        except ModelError as e:
-            outcome = ("failed", e.reason, e.message)
-        except Exception as e:
-            outcome = ("failed", "adapter_error", f"{type(e).__name__}: {e}")
-        notes = self._notes()  # this conversation's adapter: one call at a time
-        self._myRef.post(Deferred(self._model_done, round_, outcome, notes))
-
-    def _model_done(self, round_: int, outcome: tuple[Any, ...], notes: list[ModelNote]) -> None:
+    def _model_done(self, round_: int, outcome: Any) -> None:
+        """A hosted call's ``ModelOutcome`` (``runtime.llm.caller``), in this entity's turn."""
         core = self.core
         assert core is not None
         self.waiting_model = False
-        if outcome[0] == "replied":
-            self.effects.extend(core.model_replied(round_, outcome[1], notes))
+        if outcome.ok:
+            self.effects.extend(core.model_replied(round_, outcome.reply, outcome.notes))
         else:
-            self.effects.extend(core.model_failed(round_, outcome[1], outcome[2], notes))
+            reason = outcome.reason or "adapter_error"
+            self.effects.extend(core.model_failed(round_, reason, outcome.message, outcome.notes))
         self.pump()
 
     def _notes(self) -> list[ModelNote]:

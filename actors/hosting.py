@@ -151,6 +151,10 @@ class _Port:
         """From any thread: deliver ``message`` to this entity in the host's loop."""
         self.host.post(self.address, message)
 
+    def call_model(self, adapter: Any, request: Any, done: Callable[[Any], None]) -> None:
+        """Start a model call on the host's ``ModelCaller``; ``done(outcome)`` on its thread."""
+        self.host.model_caller().submit(adapter, request, done)
+
     def append(self, events: list[NewEvent], key: str, then: Callable[[Any], None]) -> bool:
         """Queue an append for the host's appender; ``then(answer)`` runs in our turn."""
         return self.host.append(self.address, [(events, key)], lambda answers: then(answers[0]))
@@ -193,6 +197,7 @@ class EntityHost:
         self.host_id = f"{os.getpid()}-{id(self):x}"
         self.delivered = 0
         """Messages handed to entities (in memory), for the counters."""
+        self._model_caller: Any = None
 
     # --- entities ------------------------------------------------------------------------
 
@@ -290,6 +295,17 @@ class EntityHost:
             else:
                 self.deliver(target, message, target)
 
+    def model_caller(self) -> Any:
+        """The host's ``ModelCaller``: one event loop, one connection pool.
+
+        Made on the first call of a model over the network (``runtime.llm.caller``).
+        """
+        if self._model_caller is None:
+            from runtime.llm.caller import ModelCaller  # noqa: PLC0415 - only for such models
+
+            self._model_caller = ModelCaller()
+        return self._model_caller
+
     def append(
         self,
         source: ActorAddress,
@@ -369,3 +385,6 @@ class EntityHost:
                 self.entities.pop(entity.key, None)
         if self.appender is not None:
             self.appender.close()
+        if self._model_caller is not None:
+            self._model_caller.close()
+            self._model_caller = None
