@@ -313,6 +313,7 @@ class ActorBackend:
                 "admin_pid": self._admin_pid(),
                 "telemetry": telemetry_status(self.telemetry),
                 "endpoints": self.endpoint_counts(),
+                "host_links": self.host_links.stats(),
                 "counters": counters.snapshot(),
             }
         if op == "list_projects":

@@ -128,3 +128,7 @@ class HostLinks:
         """Idle connections held."""
         with self._lock:
             return sum(len(v) for v in self._idle.values())
+
+    def stats(self) -> dict[str, int]:
+        """``{idle, sent, fallbacks}``: for ``status``."""
+        return {"idle": self.idle_count(), "sent": self.sent, "fallbacks": self.fallbacks}
