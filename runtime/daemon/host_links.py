@@ -9,12 +9,18 @@ project has no host socket that answers — not running, or its host is being re
 and when the connection breaks before the answer came: the backend then asks through the
 actor tree, which knows whether the project runs and holds requests while it restarts.
 A connection is only put back once its answer came.
+
+A host that stops reading (stopped, hung) fills its socket: a request that cannot be
+written within :data:`SEND_WAIT_S` is refused with ``overloaded`` (``host_not_reading``),
+and so is every request to that host for :data:`SEND_WAIT_S` after, at once, instead of
+each waiting out its time limit; a restarted host (a new socket) is asked again at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import socket
 import threading
 import time
@@ -22,7 +28,9 @@ from typing import Any
 
 import msgspec
 
+from runtime.errors import OverloadedError
 from runtime.journal.link import LinkHello
+from runtime.logging import get_logger
 from runtime.wire import counters
 from runtime.wire.framing import FrameTooLargeError, TruncatedFrameError, frame, read_frame
 from runtime.wire.host_link import HostReply, HostRequest, host_socket_path
@@ -30,10 +38,15 @@ from runtime.wire.transport import connect_unix_socket
 
 __all__ = ["HostLinks"]
 
+log = get_logger("runtime.daemon.host_links")
+
 _ENCODER = msgspec.msgpack.Encoder()
 _REPLY = msgspec.msgpack.Decoder(HostReply)
 _MAX_REPLY = 64 * 1024 * 1024
 _MAX_IDLE_PER_PROJECT = 64
+SEND_WAIT_S = 1.0
+"""How long a request may wait for room on a host's socket before it is refused: the host
+reads its socket on a thread of its own, so a full socket means a host that stopped."""
 
 
 class HostLinks:
@@ -49,20 +62,30 @@ class HostLinks:
         """Requests answered over a host link."""
         self.fallbacks = 0
         """Requests the links could not carry (asked through the actor tree)."""
+        self.refused = 0
+        """Requests refused because their host was not reading."""
+        self._stuck_until: dict[str, tuple[int | None, float]] = {}
 
     def ask(
         self, project_id: str, op: str, args: dict[str, Any], deadline: float
     ) -> HostReply | None:
         """The host's answer, or None (no host answers: ask the actor tree)."""
+        self._refuse_if_stuck(project_id)
         sock = self._take(project_id)
         if sock is None:
             self.fallbacks += 1
             return None
         number = next(self._ids)
         try:
-            sock.settimeout(max(0.05, deadline - time.monotonic()))
-            sock.sendall(frame(_ENCODER.encode(HostRequest(id=number, op=op, args=args))))
+            sock.settimeout(min(SEND_WAIT_S, max(0.05, deadline - time.monotonic())))
+            try:
+                sock.sendall(frame(_ENCODER.encode(HostRequest(id=number, op=op, args=args))))
+            except TimeoutError:
+                self._stuck(project_id)
+                sock.close()
+                raise self._not_reading(project_id) from None
             counters.count("host_link")
+            sock.settimeout(max(0.05, deadline - time.monotonic()))
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -83,6 +106,43 @@ class HostLinks:
         self.sent += 1
         self._give(project_id, sock)
         return reply
+
+    def _inode(self, project_id: str) -> int | None:
+        try:
+            return os.stat(host_socket_path(self.home, project_id)).st_ino
+        except OSError:
+            return None
+
+    def _stuck(self, project_id: str) -> None:
+        with self._lock:
+            self._stuck_until[project_id] = (
+                self._inode(project_id),
+                time.monotonic() + SEND_WAIT_S,
+            )
+        self.refused += 1
+        log.warning("host_not_reading", project_id=project_id, wait_s=SEND_WAIT_S)
+
+    def _refuse_if_stuck(self, project_id: str) -> None:
+        with self._lock:
+            stuck = self._stuck_until.get(project_id)
+        if stuck is None:
+            return
+        inode, until = stuck
+        if time.monotonic() >= until or self._inode(project_id) != inode:
+            with self._lock:
+                self._stuck_until.pop(project_id, None)
+            return
+        self.refused += 1
+        raise self._not_reading(project_id)
+
+    @staticmethod
+    def _not_reading(project_id: str) -> OverloadedError:
+        return OverloadedError(
+            f"the host of project {project_id} is not reading its requests (stopped or "
+            "hung); retry later",
+            reason="host_not_reading",
+            actor=f"project:{project_id}",
+        )
 
     def _take(self, project_id: str) -> socket.socket | None:
         with self._lock:
@@ -131,4 +191,9 @@ class HostLinks:
 
     def stats(self) -> dict[str, int]:
         """``{idle, sent, fallbacks}``: for ``status``."""
-        return {"idle": self.idle_count(), "sent": self.sent, "fallbacks": self.fallbacks}
+        return {
+            "idle": self.idle_count(),
+            "sent": self.sent,
+            "fallbacks": self.fallbacks,
+            "refused": self.refused,
+        }

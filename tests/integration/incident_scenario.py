@@ -10,8 +10,6 @@ renderer that forgets to escape shows it. Used by the HTML incident report's tes
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from typing import Any
 
@@ -86,6 +84,6 @@ def stage_incident(client: Client, root: str, hostile: str = "") -> None:
         },
     )
     _wait(lambda: "tool.started" in _types(client, crash), "the async call to start")
-    runner = int(client.diagnostics(PROJECT)["actors"]["toolrunner"])
-    os.kill(runner, signal.SIGKILL)
+    # the ToolRunner is an entity of the project's host: crashed as a SIGKILL would a process
+    client.call("inject_fault", {"project_id": PROJECT, "target": "toolrunner"})
     _wait(lambda: "llm.completed" in _types(client, crash), "the crashed turn to end")
