@@ -15,6 +15,8 @@ from collections import deque
 from datetime import timedelta
 from typing import Any
 
+import msgspec
+
 from actors.base import RoostActor, batch_key
 from actors.hosting import Deferred
 from actors.messages import (
@@ -24,6 +26,7 @@ from actors.messages import (
     ConversationFailed,
     DecideCall,
     Reply,
+    Request,
     RunCall,
     RunDirect,
 )
@@ -110,6 +113,11 @@ class AgentShell(RoostActor):
                     break
                 self.run(effect)
             elif self.inputs:
+                if self.staged and isinstance(self.inputs[0][0], Request):
+                    # A client's request is answered from the core's state: commit first, so
+                    # no answer is computed from events the journal has not numbered yet.
+                    self._flush()
+                    break
                 self.input(*self.inputs.popleft())
             else:
                 break
@@ -198,10 +206,26 @@ class AgentShell(RoostActor):
         else:
             self.waiting_append = False
             core.confirm(answer.envelopes)
+            self.effects = deque(self._recomputed(effect) for effect in self.effects)
             alerts = self.alerts_for(answer.envelopes)
             if alerts:
                 self.effects.append(fx.Append(events=alerts))
         self.pump()
+
+    def _recomputed(self, effect: fx.Effect) -> fx.Effect:
+        """A turn's outcome computed before the commit, computed again from what it holds.
+
+        The journal may have redacted what the outcome quotes (a provider's error message).
+        """
+        core = self.core
+        assert core is not None
+        if not isinstance(effect, fx.Answer) or not isinstance(effect.result, dict):
+            return effect
+        correlation = effect.result.get("correlation_id")
+        if "outcome" not in effect.result or not isinstance(correlation, str):
+            return effect
+        outcome = core.turn_outcome(correlation)
+        return effect if outcome is None else msgspec.structs.replace(effect, result=outcome)
 
     def flush_due(self) -> None:
         """The stage waited long enough for an in-host answer: commit it now."""

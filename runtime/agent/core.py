@@ -113,6 +113,10 @@ class ConversationCore(Inbound):
                     effects.append(Answer(to=reply_to, result=outcome))
         return effects
 
+    def turn_outcome(self, correlation: str) -> dict[str, Any] | None:
+        """The ``wait`` reply of the turn of ``correlation`` once it is over (else None)."""
+        return self._turn_outcome(correlation)
+
     def _turn_outcome(self, correlation: str) -> dict[str, Any] | None:
         """The ``wait`` reply once the turn is over, or None while it runs."""
         user = next(
