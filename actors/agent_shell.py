@@ -58,6 +58,19 @@ _STOP_GRACE_S = 10.0
 """How long a conversation whose append failed waits for its project to stop it."""
 
 
+_REDACTION: list[Any] = []
+
+
+def _redacted(events: list[Any]) -> list[Any]:
+    """``events`` as the journal's append redacts them (the redaction is made once)."""
+    if not _REDACTION:
+        from runtime.journal.append_redaction import AppendRedaction  # noqa: PLC0415
+
+        _REDACTION.append(AppendRedaction())
+    redaction = _REDACTION[0]
+    return [redaction.event(event) for event in redaction.streams(events)]
+
+
 class AgentShell(RoostActor):
     """A :class:`RoostActor` that carries out a conversation core's effects."""
 
@@ -171,9 +184,15 @@ class AgentShell(RoostActor):
                 return True
 
     def _stage(self, effect: fx.Append) -> None:
-        """Fold ``effect`` now with provisional envelopes; commit it with its stage."""
+        """Fold ``effect`` now with provisional envelopes; commit it with its stage.
+
+        Its events are redacted first, as the journal redacts a batch
+        (``runtime.journal.append_redaction``), so what the core folds is what the journal
+        will keep: the journal's own redaction then finds nothing more to hide.
+        """
         core = self.core
         assert core is not None
+        effect = msgspec.structs.replace(effect, events=_redacted(effect.events))
         last = core.events[-1].seq if core.events else 0
         envelopes = [
             Envelope(
