@@ -10,7 +10,9 @@ files planted in ``.git`` and ``.roost`` during a call and at its exit.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +25,6 @@ from runtime.client import Client
 from runtime.option_table import RuntimeOptions
 from tests.integration.adversarial_helpers import LAYERS, needs_bwrap, run_daemon, wait_until
 from tests.integration.conftest import Daemon, alive
-from tests.integration.test_escalation import kill_runner
 from tests.integration.test_mcp_client import C, _root, _run, _server_process, _stdio, _types
 from tests.integration.test_trust_boundary import runtime_places
 
@@ -265,12 +266,14 @@ def test_a_server_left_frozen_by_a_killed_runner_dies_at_the_next_call(
         c.start_conversation(project, C)
         assert _text(_run(c, project, "mcp.fx.echo", {"text": "one"}, "one")) == "one"
         server = _server_process(root)  # frozen now, between calls
-        first = kill_runner(c, project)  # its parent-death signal waits for a thaw
+        # The runner is an entity of the project's host: the host is the process to kill.
+        first = c.diagnostics(project)["actors"]["project"]
+        os.kill(first, signal.SIGKILL)  # the server's parent-death signal waits for a thaw
         assert server.is_running()
         wait_until(
-            lambda: c.diagnostics(project)["actors"].get("toolrunner") not in (None, first),
+            lambda: c.diagnostics(project)["actors"].get("project") not in (None, first),
             30,
-            "a new ToolRunner",
+            "a new host",
         )
         assert _text(_run(c, project, "mcp.fx.echo", {"text": "two"}, "two")) == "two"
         wait_until(lambda: not alive([server]), 15, "the frozen server of the dead runner to die")
