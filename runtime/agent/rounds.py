@@ -6,7 +6,6 @@ from typing import Any
 
 from events import catalog as ev
 from events.envelope import NewEvent, new_call_id
-from events.projections import LlmContextFold
 from runtime.agent.calls import ToolCalls
 from runtime.agent.effects import (
     Append,
@@ -165,9 +164,6 @@ class ModelRounds(ToolCalls):
         ]
 
     def _model_request(self, turn: TurnState) -> ModelRequest:
-        if self._context_stale:
-            self._context = LlmContextFold.of(self.events, self.conversation_id)
-            self._context_stale = False
         settings = self.settings
         timeout_s = settings.llm_timeout_ms / 1000
         return ModelRequest(

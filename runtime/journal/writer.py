@@ -4,28 +4,63 @@ The Journal actor (``actors/journal.py``) and its journal-link thread share this
 :meth:`JournalWriter.commit` is the group commit of both: the batches that queued up go in
 one transaction; if one spoils it (a lost ownership), they are written one by one so only
 that one fails, and its project's cached head is dropped. Before the store is open every
-batch fails with ``journal_error``. Unit-tested on a real store, without an actor system
+batch fails with ``journal_error``.
+
+Snapshots (:mod:`runtime.journal.snapshots`): given a codec, the writer counts each
+conversation's committed events and, when its caller asks (:meth:`JournalWriter.
+write_snapshots`, after the appends were answered), folds the due ones onto their last
+snapshot and stores them; :meth:`JournalWriter.read_rehydration` hands a conversation that
+comes back its snapshot and the events after it, or its whole history when the snapshot
+does not check out. Unit-tested on a real store, without an actor system
 (``tests/runtime/journal``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
+import msgspec
+
 from events.envelope import Envelope, NewEvent
 from runtime.errors import JournalError, RequestError
+from runtime.journal.scope import Scope
+from runtime.journal.snapshots import SnapshotCodec, SnapshotSchedule, StoredSnapshot
 from runtime.journal.store import Batch, Journal
 
-__all__ = ["JournalWriter"]
+__all__ = ["JournalWriter", "Rehydration"]
+
+SNAPSHOTS_PER_CALL = 2
+"""Snapshots :meth:`JournalWriter.write_snapshots` writes at most per call (the rest wait)."""
+
+
+class Rehydration(msgspec.Struct, frozen=True, kw_only=True):
+    """What a conversation that comes back reads (:meth:`JournalWriter.read_rehydration`)."""
+
+    events: list[Envelope]
+    """The events after the snapshot, or every event of the conversation without one."""
+    snapshot: StoredSnapshot | None = None
+    """The snapshot used, when one was stored and checked out."""
+    rejected: str | None = None
+    """Why a stored snapshot was not used (a reason code), when one was not."""
 
 
 class JournalWriter:
     """The event store, opened after fork, used by one thread at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, snapshots: SnapshotCodec | None = None) -> None:
         self.store: Journal | None = None
         self.lock = threading.Lock()
+        self.codec = snapshots
+        """Builds and checks snapshots (None: this writer neither writes nor reads them)."""
+        self.schedule = SnapshotSchedule(self._options_of)
+        """Which conversations are due for a snapshot."""
+        self.snapshot_counts = {"written": 0, "used": 0, "rejected": 0}
+        """Snapshots written, handed out and refused since the writer started."""
+
+    def _options_of(self, project_id: str) -> dict[str, Any] | None:
+        return self.store.project_options(project_id) if self.store is not None else None
 
     def open(self, home: str) -> bool:
         """Open the store of ``home`` once; True when this call opened it."""
@@ -48,12 +83,141 @@ class JournalWriter:
             if store is None:
                 return [_not_ready() for _ in batches]
             keys = [key for key, _ in batches]
+            results: list[list[Envelope] | dict[str, Any]] | None = None
             if len(batches) > 1 and len(set(keys)) == len(keys):
+                with contextlib.suppress(JournalError):  # then one by one, below
+                    results = [*store.append_batches([Batch(events=e, key=k) for k, e in batches])]
+            if results is None:
+                results = [_append_one(store, key, events) for key, events in batches]
+            if self.codec is not None:
+                for result in results:
+                    if isinstance(result, list):
+                        self.schedule.committed(result)
+            return results
+
+    def snapshots_due(self) -> bool:
+        """Whether a conversation is due for a snapshot (a read without the lock)."""
+        return self.codec is not None and self.schedule.due()
+
+    def write_snapshots(self, limit: int = SNAPSHOTS_PER_CALL) -> list[dict[str, Any]]:
+        """Build and store the snapshots of up to ``limit`` due conversations.
+
+        Each is the conversation's last snapshot (when it checks out) with the events after
+        it folded on, or a fold of its whole history, stored in a transaction of its own.
+        Returns what was done, one dict per conversation, for the log (``error`` when the
+        store failed; the conversation is due again after as many events).
+        """
+        with self.lock:
+            store, codec = self.store, self.codec
+            if store is None or codec is None:
+                return []
+            done: list[dict[str, Any]] = []
+            for project_id, conversation_id in self.schedule.take(limit):
+                outcome: dict[str, Any] = {
+                    "project_id": project_id,
+                    "conversation_id": conversation_id,
+                }
                 try:
-                    return [*store.append_batches([Batch(events=e, key=k) for k, e in batches])]
-                except JournalError:
-                    pass
-            return [_append_one(store, key, events) for key, events in batches]
+                    outcome.update(self._snapshot(store, codec, project_id, conversation_id))
+                except JournalError as e:
+                    outcome["error"] = str(e)
+                done.append(outcome)
+            return done
+
+    def _snapshot(
+        self, store: Journal, codec: SnapshotCodec, project_id: str, conversation_id: str
+    ) -> dict[str, Any]:
+        options = self.schedule.options_for(project_id)
+        names: dict[str, Any] = {
+            "project_id": project_id,
+            "conversation_id": conversation_id,
+            "options": options,
+        }
+        prior = self._checked(store, codec, project_id, conversation_id)
+        body: bytes | None = None
+        if isinstance(prior, StoredSnapshot):
+            after = store.read_conversation(project_id, conversation_id, after_seq=prior.seq)
+            if not after:
+                return {"seq": prior.seq, "skipped": "no_new_events"}
+            body = codec.fold(prior.body, after, **names)
+        if body is None:
+            after = store.read_conversation(project_id, conversation_id)
+            if not after:
+                return {"skipped": "no_events"}
+            body = codec.fold(None, after, **names)
+        assert body is not None  # a fold without a prior is always built
+        last = after[-1]
+        store.put_snapshot(
+            StoredSnapshot(
+                project_id=project_id,
+                conversation_id=conversation_id,
+                seq=last.seq,
+                stream_version=last.stream_version,
+                head_hash=last.hash,
+                format=codec.format,
+                body=body,
+            )
+        )
+        self.snapshot_counts["written"] += 1
+        return {"seq": last.seq, "events": len(after), "bytes": len(body)}
+
+    def _checked(
+        self, store: Journal, codec: SnapshotCodec, project_id: str, conversation_id: str
+    ) -> StoredSnapshot | str | None:
+        """The stored snapshot if it checks out, else why not (None: there is none).
+
+        It checks out when its format is the codec's, the event at its ``seq`` is still
+        the conversation's with the same stream version and hash, and the codec accepts it.
+        """
+        found = store.snapshots(project_id, conversation_id)
+        if not found:
+            return None
+        snapshot = found[0]
+        if snapshot.format != codec.format:
+            return "snapshot_format"
+        scope = Scope(conversation_id=conversation_id, after_seq=snapshot.seq - 1)
+        head = store.read_scope(project_id, scope, limit=1)
+        if not head or (head[0].seq, head[0].stream_version, head[0].hash) != (
+            snapshot.seq,
+            snapshot.stream_version,
+            snapshot.head_hash,
+        ):
+            return "snapshot_head_mismatch"
+        options = self.schedule.options_for(project_id)
+        return (
+            codec.check(
+                snapshot.body,
+                project_id=project_id,
+                conversation_id=conversation_id,
+                options=options,
+            )
+            or snapshot
+        )
+
+    def read_rehydration(self, project_id: str, conversation_id: str) -> Rehydration:
+        """A conversation's snapshot and the events after it, or its whole history.
+
+        The snapshot is used only when it checks out (``_checked``); a refused one is
+        counted and named in ``rejected``, and every event of the conversation is read.
+        """
+        with self.lock:
+            store, codec = self.store, self.codec
+            if store is None:
+                return Rehydration(events=[])
+            rejected: str | None = None
+            if codec is not None:
+                checked = self._checked(store, codec, project_id, conversation_id)
+                if isinstance(checked, StoredSnapshot):
+                    self.snapshot_counts["used"] += 1
+                    after = store.read_conversation(
+                        project_id, conversation_id, after_seq=checked.seq
+                    )
+                    return Rehydration(events=after, snapshot=checked)
+                if checked is not None:
+                    self.snapshot_counts["rejected"] += 1
+                    rejected = checked
+            events = store.read_conversation(project_id, conversation_id)
+            return Rehydration(events=events, rejected=rejected)
 
     def read(self, project_id: str, conversation_id: str | None = None) -> list[Envelope]:
         """A project's events, or one conversation's (none before the store is open)."""
@@ -77,6 +241,7 @@ class JournalWriter:
         with self.lock:
             if self.store is None:
                 return {"error": _not_ready()}
+            self.schedule.forget(project_id)
             try:
                 return {"result": self.store.delete_project(project_id, deleted_by=deleted_by)}
             except (JournalError, RequestError) as e:
