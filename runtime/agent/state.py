@@ -33,6 +33,9 @@ _REMEMBERED_CANCELS = 1024
 REMEMBERED_TURNS = 256
 """Turns whose outcome is kept for clients waiting on them (the oldest ended ones go)."""
 
+_PRUNE_EVERY = 64
+"""Ended turns let past ``REMEMBERED_TURNS`` before the oldest are dropped (in one pass)."""
+
 
 @dataclass
 class TurnState:
@@ -199,9 +202,11 @@ class LoopState:
         """Keep what a ``wait`` on the event's turn answers (``_turn_outcome``)."""
         if e.type == "user.message" and e.correlation_id not in self.turns:
             self.turns[e.correlation_id] = TurnRecord(e.correlation_id, e.seq, e.event_id)
-            ended = [c for c, r in self.turns.items() if c not in self.fold.open_turns]
-            for correlation in ended[: max(0, len(ended) - REMEMBERED_TURNS)]:
-                del self.turns[correlation]
+            open_turns = self.fold.open_turns
+            if len(self.turns) >= REMEMBERED_TURNS + len(open_turns) + _PRUNE_EVERY:
+                ended = [c for c in self.turns if c not in open_turns]
+                for correlation in ended[: len(ended) - REMEMBERED_TURNS]:
+                    del self.turns[correlation]
         elif e.type in TURN_END_TYPES:
             record = self.turns.get(e.correlation_id)
             if record is not None:

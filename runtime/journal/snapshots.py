@@ -90,6 +90,7 @@ class SnapshotSchedule:
         """Reads a project's options from the journal the first time they are needed."""
         self.options: dict[str, dict[str, Any]] = {}
         """The options of each project's last ``project.started`` (by project)."""
+        self._every: dict[str, int] = {}
         self._since: dict[tuple[str, str], int] = {}
         self._due: dict[tuple[str, str], None] = {}
 
@@ -102,11 +103,14 @@ class SnapshotSchedule:
 
     def every(self, project_id: str) -> int:
         """The project's ``snapshot_every_events`` (0: no snapshots)."""
-        options = self.options_for(project_id)
-        try:
-            return RuntimeOptions.of(options).snapshot_every_events
-        except msgspec.ValidationError:
-            return 0
+        every = self._every.get(project_id)
+        if every is None:
+            try:
+                every = RuntimeOptions.of(self.options_for(project_id)).snapshot_every_events
+            except msgspec.ValidationError:
+                every = 0
+            self._every[project_id] = every
+        return every
 
     def committed(self, envelopes: Iterable[Envelope]) -> None:
         """Count committed events; a conversation past its project's interval is due."""
@@ -115,6 +119,7 @@ class SnapshotSchedule:
             if e.type == "project.started" and e.conversation_id is None:
                 options = e.data.get("options")
                 self.options[e.project_id] = dict(options) if isinstance(options, dict) else {}
+                self._every.pop(e.project_id, None)
             if e.conversation_id is not None:
                 key = (e.project_id, e.conversation_id)
                 self._since[key] = self._since.get(key, 0) + 1
@@ -139,6 +144,7 @@ class SnapshotSchedule:
     def forget(self, project_id: str) -> None:
         """Drop what is known of a deleted project."""
         self.options.pop(project_id, None)
+        self._every.pop(project_id, None)
         for key in [k for k in self._since if k[0] == project_id]:
             del self._since[key]
             self._due.pop(key, None)

@@ -18,6 +18,7 @@ from events.envelope import Envelope
 from runtime.agent.core import ConversationCore
 from runtime.agent.effects import Append, CancelCalls
 from runtime.agent.snapshot import CODEC, SNAPSHOT_FORMAT, SnapshotRejected, encode_snapshot
+from runtime.agent.state import REMEMBERED_TURNS
 from tests.runtime.agent.test_loop import Harness
 
 LIVE_KEYS = ("diagnostics", "pending_tool_calls", "llm_context")
@@ -152,3 +153,17 @@ def test_the_codec_folds_new_events_onto_a_snapshot_as_a_replay_would() -> None:
     folded = CODEC.fold(snapshot_at(h, cut), events[cut:], **names)
     assert folded == CODEC.fold(None, events, **names) == snapshot_at(h, len(events))
     assert CODEC.fold(b"not a snapshot", events, **names) is None
+
+
+def test_the_turn_records_stay_bounded_and_recent_turns_are_still_answered() -> None:
+    h = Harness()
+    for i in range(REMEMBERED_TURNS * 2):
+        h.send({"type": "user.message", "data": {"content": f"hi {i}"}, "correlation_id": f"t{i}"})
+    assert REMEMBERED_TURNS <= len(h.core.turns) <= REMEMBERED_TURNS + 64
+    last = f"t{REMEMBERED_TURNS * 2 - 1}"
+    core = h.new_core()
+    effects = core.rehydrate(
+        [], [(last, "waiting")], recovering=True, snapshot=snapshot_at(h, len(h.journal))
+    )
+    (answer,) = [e for e in effects if getattr(e, "to", None) == "waiting"]
+    assert answer.result["correlation_id"] == last  # type: ignore[attr-defined]
