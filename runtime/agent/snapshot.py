@@ -132,7 +132,8 @@ def encode_snapshot(state: LoopState) -> bytes:
     return _ENCODER.encode(snapshot)
 
 
-def _decode(body: bytes, state: LoopState) -> _Snapshot:
+def _check(body: bytes, state: LoopState, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
+    """``body`` decoded with ``decoder`` once its format, conversation and orchestration fit."""
     try:
         found = _FORMAT.decode(body).format
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
@@ -143,7 +144,7 @@ def _decode(body: bytes, state: LoopState) -> _Snapshot:
             f"the snapshot has format {found}; this code reads format {SNAPSHOT_FORMAT}",
         )
     try:
-        snapshot = _DECODER.decode(body)
+        snapshot = decoder.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise SnapshotRejected("snapshot_decode_error", f"the snapshot does not decode: {e}") from e
     if snapshot.conversation_id != state.conversation_id:
@@ -159,6 +160,11 @@ def _decode(body: bytes, state: LoopState) -> _Snapshot:
             f"{snapshot.fold.orchestration}; the conversation runs with "
             f"{state.settings.orchestration}",
         )
+    return snapshot
+
+
+def _decode(body: bytes, state: LoopState) -> _Snapshot:
+    snapshot: _Snapshot = _check(body, state, _DECODER)
     return snapshot
 
 
@@ -181,6 +187,7 @@ def restore(state: LoopState, body: bytes) -> None:
     context = LlmContextFold()
     context._messages = kept.messages
     context._open_rounds = {c: kept.messages[i] for c, i in kept.open_rounds.items()}
+    context._round_at = dict(kept.open_rounds)
     context._model_calls = set(kept.model_calls)
     context._answered = set(kept.answered)
     context.last_seq = kept.last_seq
@@ -227,9 +234,13 @@ class _Codec:
     def check(
         self, body: bytes, *, project_id: str, conversation_id: str, options: Mapping[str, Any]
     ) -> str | None:
-        """Why ``body`` cannot be restored (a reason code), or None when it can."""
+        """Why ``body`` cannot be restored (a reason code), or None when it can.
+
+        It is decoded whole, as the conversation will (a body that decodes but holds a
+        forged state is what ``roost verify`` finds).
+        """
         try:
-            _decode(body, _state(project_id, conversation_id, options))
+            _check(body, _state(project_id, conversation_id, options), _DECODER)
         except SnapshotRejected as e:
             return e.reason
         return None

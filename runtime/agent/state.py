@@ -98,6 +98,9 @@ class LoopState:
         """The recent turns by correlation, oldest first (at most ``REMEMBERED_TURNS`` ended)."""
         self._context = LlmContextFold()
         self._wrapped: dict[str, tuple[str, str]] = {}
+        self._prefix: list[dict[str, Any]] = []
+        self._prefix_end = 0
+        self._prefix_of: LlmContextFold | None = None
         self.fold = ConversationFold(orchestration=self._orchestration)
         """Status, open turns and pending calls: the projections' own fold."""
         self.turn: TurnState | None = None

@@ -10,6 +10,8 @@ core that folded everything: same state bytes, same projections, same effects on
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 
@@ -167,3 +169,24 @@ def test_the_turn_records_stay_bounded_and_recent_turns_are_still_answered() -> 
     )
     (answer,) = [e for e in effects if getattr(e, "to", None) == "waiting"]
     assert answer.result["correlation_id"] == last  # type: ignore[attr-defined]
+
+
+def test_model_requests_keep_the_settled_context_and_match_the_llm_context() -> None:
+    h = Harness()
+    requests: list[list[dict[str, object]]] = []
+    complete = h.model.complete
+
+    def recording(request: Any) -> Any:
+        requests.append(request.messages)
+        return complete(request)
+
+    h.model.complete = recording  # type: ignore[method-assign]
+    for i in range(4):
+        h.send({"type": "user.message", "data": {"content": f"read a{i}"}})
+    context = h.core.projection("llm_context")
+    last = requests[-1]
+    assert [(m["role"], m.get("tool_call_id")) for m in last] == [
+        (m["role"], m.get("tool_call_id")) for m in context[: len(last)]
+    ]
+    assert all(a is b for a, b in zip(requests[-2], last[: len(requests[-2]) - 1], strict=False))
+    assert h.core._wrapped == {}  # every wrapped result is in the settled prefix
