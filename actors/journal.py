@@ -86,6 +86,8 @@ class JournalActor(RoostActor):
             self._flush()
         elif isinstance(message, ReadProject):
             self.send(message.reply_to or sender, self._read(message))
+            if self.writer.snapshots_due():  # a long rehydration: its snapshot, after it
+                self._snapshots()
         elif isinstance(message, ReadTypes):
             events = self.writer.read_types(message.types)
             self.send(sender, ReadResult(token=message.token, events=events))

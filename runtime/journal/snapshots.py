@@ -8,9 +8,11 @@ and checks it, so this layer stays below the agent loop.
 
 - **Written** by the single writer (:class:`SnapshotSchedule` says when): once a
   conversation has ``snapshot_every_events`` events (a project option) since its last
-  snapshot, the writer folds those events onto that snapshot and stores the result in a
-  transaction of its own, after the appends that made it due were answered; never inside a
-  turn's commit. One row per conversation, replaced each time.
+  snapshot, or a rehydration had to fold many events after it (a conversation that
+  passivates often), the writer folds those events onto that snapshot and stores the
+  result in a transaction of its own, after the appends (or the read) that made it due
+  were answered; never inside a turn's commit. One row per conversation, replaced each
+  time.
 - **Read** for a rehydration (:meth:`runtime.journal.writer.JournalWriter.read_rehydration`):
   the snapshot and the events after it, through the conversation index. It is used only if
   the event at S is still there with the same hash and stream version and the codec accepts
@@ -128,6 +130,11 @@ class SnapshotSchedule:
             every = self.every(key[0])
             if every and self._since[key] >= every:
                 self._due[key] = None
+
+    def mark(self, project_id: str, conversation_id: str) -> None:
+        """Make a conversation due now (unless its project takes no snapshots)."""
+        if self.every(project_id):
+            self._due[(project_id, conversation_id)] = None
 
     def take(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` due conversations, oldest first; their counts start again."""

@@ -4,15 +4,16 @@ The Journal actor (``actors/journal.py``) and its journal-link thread share this
 :meth:`JournalWriter.commit` is the group commit of both: the batches that queued up go in
 one transaction; if one spoils it (a lost ownership), they are written one by one so only
 that one fails, and its project's cached head is dropped. Before the store is open every
-batch fails with ``journal_error``.
+batch fails with ``journal_error``. Unit-tested on a real store, without an actor system
+(``tests/runtime/journal``).
 
 Snapshots (:mod:`runtime.journal.snapshots`): given a codec, the writer counts each
 conversation's committed events and, when its caller asks (:meth:`JournalWriter.
 write_snapshots`, after the appends were answered), folds the due ones onto their last
 snapshot and stores them; :meth:`JournalWriter.read_rehydration` hands a conversation that
 comes back its snapshot and the events after it, or its whole history when the snapshot
-does not check out. Unit-tested on a real store, without an actor system
-(``tests/runtime/journal``).
+does not check out (and a long read makes the conversation due:
+``SNAPSHOT_ON_READ_EVENTS``). The lock is held to read and store, not to check and fold.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ __all__ = ["JournalWriter", "Rehydration"]
 
 SNAPSHOTS_PER_CALL = 2
 """Snapshots :meth:`JournalWriter.write_snapshots` writes at most per call (the rest wait)."""
+
+SNAPSHOT_ON_READ_EVENTS = 64
+"""A rehydration that had to fold this many events or more makes its conversation due, so
+the next one (a conversation passivated after every few turns) folds only what came
+since (projects with ``snapshot_every_events`` 0 excepted)."""
 
 
 class Rehydration(msgspec.Struct, frozen=True, kw_only=True):
@@ -104,28 +110,28 @@ class JournalWriter:
 
         Each is the conversation's last snapshot (when it checks out) with the events after
         it folded on, or a fold of its whole history, stored in a transaction of its own.
-        Returns what was done, one dict per conversation, for the log (``error`` when the
-        store failed; the conversation is due again after as many events).
+        The lock is held to read and to store, not while the codec checks and folds, so
+        appends are not held up by the fold. Returns what was done, one dict per
+        conversation, for the log (``error`` when the store failed; the conversation is
+        due again after as many events).
         """
+        codec = self.codec
+        if codec is None:
+            return []
         with self.lock:
-            store, codec = self.store, self.codec
-            if store is None or codec is None:
-                return []
-            done: list[dict[str, Any]] = []
-            for project_id, conversation_id in self.schedule.take(limit):
-                outcome: dict[str, Any] = {
-                    "project_id": project_id,
-                    "conversation_id": conversation_id,
-                }
-                try:
-                    outcome.update(self._snapshot(store, codec, project_id, conversation_id))
-                except JournalError as e:
-                    outcome["error"] = str(e)
-                done.append(outcome)
-            return done
+            due = self.schedule.take(limit) if self.store is not None else []
+        done: list[dict[str, Any]] = []
+        for project_id, conversation_id in due:
+            outcome: dict[str, Any] = {"project_id": project_id, "conversation_id": conversation_id}
+            try:
+                outcome.update(self._snapshot(codec, project_id, conversation_id))
+            except JournalError as e:
+                outcome["error"] = str(e)
+            done.append(outcome)
+        return done
 
     def _snapshot(
-        self, store: Journal, codec: SnapshotCodec, project_id: str, conversation_id: str
+        self, codec: SnapshotCodec, project_id: str, conversation_id: str
     ) -> dict[str, Any]:
         options = self.schedule.options_for(project_id)
         names: dict[str, Any] = {
@@ -133,91 +139,103 @@ class JournalWriter:
             "conversation_id": conversation_id,
             "options": options,
         }
-        prior = self._checked(store, codec, project_id, conversation_id)
-        body: bytes | None = None
-        if isinstance(prior, StoredSnapshot):
-            after = store.read_conversation(project_id, conversation_id, after_seq=prior.seq)
-            if not after:
-                return {"seq": prior.seq, "skipped": "no_new_events"}
-            body = codec.fold(prior.body, after, **names)
+        prior, after, rejected = self._read_snapshot(codec, project_id, conversation_id)
+        body = codec.fold(prior.body, after, **names) if prior is not None else None
+        if prior is not None and not after:
+            return {"seq": prior.seq, "skipped": "no_new_events"}
         if body is None:
-            after = store.read_conversation(project_id, conversation_id)
+            if prior is not None or rejected is not None:  # refused: the whole history
+                with self.lock:
+                    after = self._events(project_id, conversation_id, 0)
             if not after:
                 return {"skipped": "no_events"}
             body = codec.fold(None, after, **names)
         assert body is not None  # a fold without a prior is always built
         last = after[-1]
-        store.put_snapshot(
-            StoredSnapshot(
-                project_id=project_id,
-                conversation_id=conversation_id,
-                seq=last.seq,
-                stream_version=last.stream_version,
-                head_hash=last.hash,
-                format=codec.format,
-                body=body,
-            )
+        snapshot = StoredSnapshot(
+            project_id=project_id,
+            conversation_id=conversation_id,
+            seq=last.seq,
+            stream_version=last.stream_version,
+            head_hash=last.hash,
+            format=codec.format,
+            body=body,
         )
-        self.snapshot_counts["written"] += 1
+        with self.lock:
+            if self.store is None:
+                return {"skipped": "closed"}
+            if not self.store.has_project(project_id):  # deleted while it was folded
+                return {"skipped": "project_deleted"}
+            self.store.put_snapshot(snapshot)
+            self.snapshot_counts["written"] += 1
         return {"seq": last.seq, "events": len(after), "bytes": len(body)}
 
-    def _checked(
-        self, store: Journal, codec: SnapshotCodec, project_id: str, conversation_id: str
-    ) -> StoredSnapshot | str | None:
-        """The stored snapshot if it checks out, else why not (None: there is none).
+    def _events(self, project_id: str, conversation_id: str, after_seq: int) -> list[Envelope]:
+        """The conversation's events after ``after_seq`` (the lock held by the caller)."""
+        if self.store is None:
+            return []
+        return self.store.read_conversation(project_id, conversation_id, after_seq=after_seq)
 
-        It checks out when its format is the codec's, the event at its ``seq`` is still
-        the conversation's with the same stream version and hash, and the codec accepts it.
+    def _read_snapshot(
+        self, codec: SnapshotCodec, project_id: str, conversation_id: str
+    ) -> tuple[StoredSnapshot | None, list[Envelope], str | None]:
+        """``(snapshot, events after it, None)`` when the stored one checks out.
+
+        Otherwise ``(None, every event, why)`` (``why`` None when there is none). It checks
+        out when its format is the codec's, the event at its ``seq`` is still the
+        conversation's with the same stream version and hash, and the codec accepts it.
+        The reads hold the lock; the codec's check does not.
         """
-        found = store.snapshots(project_id, conversation_id)
-        if not found:
-            return None
-        snapshot = found[0]
-        if snapshot.format != codec.format:
-            return "snapshot_format"
-        scope = Scope(conversation_id=conversation_id, after_seq=snapshot.seq - 1)
-        head = store.read_scope(project_id, scope, limit=1)
-        if not head or (head[0].seq, head[0].stream_version, head[0].hash) != (
+        with self.lock:
+            store = self.store
+            if store is None:
+                return None, [], None
+            found = store.snapshots(project_id, conversation_id)
+            snapshot = found[0] if found else None
+            events: list[Envelope] = []
+            if snapshot is not None and snapshot.format == codec.format:
+                scope = Scope(conversation_id=conversation_id, after_seq=snapshot.seq - 1)
+                events = store.read_scope(project_id, scope)
+        rejected: str | None = None
+        if snapshot is None:
+            pass
+        elif snapshot.format != codec.format:
+            rejected = "snapshot_format"
+        elif not events or (events[0].seq, events[0].stream_version, events[0].hash) != (
             snapshot.seq,
             snapshot.stream_version,
             snapshot.head_hash,
         ):
-            return "snapshot_head_mismatch"
-        options = self.schedule.options_for(project_id)
-        return (
-            codec.check(
+            rejected = "snapshot_head_mismatch"
+        else:
+            rejected = codec.check(
                 snapshot.body,
                 project_id=project_id,
                 conversation_id=conversation_id,
-                options=options,
+                options=self.schedule.options_for(project_id),
             )
-            or snapshot
-        )
+            if rejected is None:
+                return snapshot, events[1:], None
+        with self.lock:
+            return None, self._events(project_id, conversation_id, 0), rejected
 
     def read_rehydration(self, project_id: str, conversation_id: str) -> Rehydration:
         """A conversation's snapshot and the events after it, or its whole history.
 
-        The snapshot is used only when it checks out (``_checked``); a refused one is
-        counted and named in ``rejected``, and every event of the conversation is read.
+        The snapshot is used only when it checks out (``_read_snapshot``); a refused one
+        is counted and named in ``rejected``, and every event of the conversation is read.
         """
+        if self.codec is None:
+            return Rehydration(events=self.read(project_id, conversation_id))
+        snapshot, events, rejected = self._read_snapshot(self.codec, project_id, conversation_id)
         with self.lock:
-            store, codec = self.store, self.codec
-            if store is None:
-                return Rehydration(events=[])
-            rejected: str | None = None
-            if codec is not None:
-                checked = self._checked(store, codec, project_id, conversation_id)
-                if isinstance(checked, StoredSnapshot):
-                    self.snapshot_counts["used"] += 1
-                    after = store.read_conversation(
-                        project_id, conversation_id, after_seq=checked.seq
-                    )
-                    return Rehydration(events=after, snapshot=checked)
-                if checked is not None:
-                    self.snapshot_counts["rejected"] += 1
-                    rejected = checked
-            events = store.read_conversation(project_id, conversation_id)
-            return Rehydration(events=events, rejected=rejected)
+            if snapshot is not None:
+                self.snapshot_counts["used"] += 1
+            elif rejected is not None:
+                self.snapshot_counts["rejected"] += 1
+            if len(events) >= SNAPSHOT_ON_READ_EVENTS:
+                self.schedule.mark(project_id, conversation_id)
+        return Rehydration(events=events, snapshot=snapshot, rejected=rejected)
 
     def read(self, project_id: str, conversation_id: str | None = None) -> list[Envelope]:
         """A project's events, or one conversation's (none before the store is open)."""

@@ -20,7 +20,7 @@ from events.envelope import Envelope, NewEvent
 from runtime.agent.core import ConversationCore
 from runtime.agent.snapshot import CODEC, encode_snapshot
 from runtime.journal.store import Journal
-from runtime.journal.writer import JournalWriter
+from runtime.journal.writer import SNAPSHOT_ON_READ_EVENTS, JournalWriter
 from runtime.policy.options import validate_options
 from tests.runtime.journal.test_journal import _identity, make_event
 
@@ -137,8 +137,26 @@ class SnapshotContract(ABC):
     def test_snapshot_every_events_0_writes_none(self, writer: JournalWriter) -> None:
         options = {**OPTIONS, "snapshot_every_events": 0}
         restart = make_event("p1", None, kind="project.started", data={"options": options})
-        self.commit(writer, "k1", [restart, *messages(9)])
+        self.commit(writer, "k1", [restart, *messages(SNAPSHOT_ON_READ_EVENTS)])
         assert writer.snapshots_due() is False
+        writer.read_rehydration("p1", "c1")
+        assert writer.snapshots_due() is False
+
+    def test_a_rehydration_that_folds_many_events_makes_the_conversation_due(
+        self, writer: JournalWriter
+    ) -> None:
+        options = {**OPTIONS, "snapshot_every_events": 1000}
+        restart = make_event("p1", None, kind="project.started", data={"options": options})
+        self.commit(writer, "k1", [restart, *messages(SNAPSHOT_ON_READ_EVENTS - 1)])
+        writer.read_rehydration("p1", "c1")
+        assert writer.snapshots_due() is False  # a short read
+        events = self.commit(writer, "k2", messages(1))
+        assert writer.read_rehydration("p1", "c1").snapshot is None
+        assert writer.snapshots_due() is True
+        (done,) = writer.write_snapshots()
+        assert done["seq"] == events[-1].seq
+        read = writer.read_rehydration("p1", "c1")
+        assert (read.snapshot is not None, read.events) == (True, [])
 
 
 class TestSQLiteSnapshots(SnapshotContract):
