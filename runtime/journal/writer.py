@@ -63,6 +63,7 @@ class JournalWriter:
         self.schedule = SnapshotSchedule(self._options_of)
         """Which conversations are due for a snapshot."""
         self.snapshot_counts = {"written": 0, "used": 0, "rejected": 0}
+        self._stored: dict[tuple[str, str], int] = {}
         """Snapshots written, handed out and refused since the writer started."""
 
     def _options_of(self, project_id: str) -> dict[str, Any] | None:
@@ -139,12 +140,12 @@ class JournalWriter:
             "conversation_id": conversation_id,
             "options": options,
         }
-        prior, after, rejected = self._read_snapshot(codec, project_id, conversation_id)
-        body = codec.fold(prior.body, after, **names) if prior is not None else None
+        prior, after, _ = self._read_snapshot(codec, project_id, conversation_id)
         if prior is not None and not after:
             return {"seq": prior.seq, "skipped": "no_new_events"}
+        body = codec.fold(prior.body, after, **names) if prior is not None else None
         if body is None:
-            if prior is not None or rejected is not None:  # refused: the whole history
+            if prior is not None:  # the fold refused it: the whole history
                 with self.lock:
                     after = self._events(project_id, conversation_id, 0)
             if not after:
@@ -166,7 +167,11 @@ class JournalWriter:
                 return {"skipped": "closed"}
             if not self.store.has_project(project_id):  # deleted while it was folded
                 return {"skipped": "project_deleted"}
+            key = (project_id, conversation_id)
+            if self._stored.get(key, 0) > last.seq:  # the other thread stored a later one
+                return {"seq": last.seq, "skipped": "a_later_snapshot"}
             self.store.put_snapshot(snapshot)
+            self._stored[key] = last.seq
             self.snapshot_counts["written"] += 1
         return {"seq": last.seq, "events": len(after), "bytes": len(body)}
 
@@ -260,6 +265,7 @@ class JournalWriter:
             if self.store is None:
                 return {"error": _not_ready()}
             self.schedule.forget(project_id)
+            self._stored = {k: v for k, v in self._stored.items() if k[0] != project_id}
             try:
                 return {"result": self.store.delete_project(project_id, deleted_by=deleted_by)}
             except (JournalError, RequestError) as e:
