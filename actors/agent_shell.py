@@ -88,6 +88,8 @@ class AgentShell(RoostActor):
         """A hosted entity's model call runs on a thread: nothing else runs meanwhile."""
         self.staged: list[fx.Append] = []
         """The loop's own batches, folded ahead of their commit (hosted: see ``_stages``)."""
+        self.staged_envelopes: list[Envelope] = []
+        """Their provisional envelopes, in order (``ConversationCore.confirm``)."""
         self.awaiting: set[tuple[str, str]] = set()
         """In-host answers a staged turn waits for: ``("policy"|"call", call_id)``."""
         self.flush_armed = False
@@ -193,7 +195,7 @@ class AgentShell(RoostActor):
         core = self.core
         assert core is not None
         effect = msgspec.structs.replace(effect, events=_redacted(effect.events))
-        last = core.events[-1].seq if core.events else 0
+        last = self.staged_envelopes[-1].seq if self.staged_envelopes else core.last_seq
         envelopes = [
             Envelope(
                 **{f: getattr(e, f) for f in _NEW_EVENT_FIELDS},
@@ -205,26 +207,34 @@ class AgentShell(RoostActor):
             for i, e in enumerate(effect.events, start=1)
         ]
         self.staged.append(effect)
+        self.staged_envelopes.extend(envelopes)
         self.effects.extend(core.acknowledged(effect, envelopes))
 
     def _flush(self) -> None:
         """Commit the stage, with the client's append that ends it if one does."""
         staged, self.staged = self.staged, []
+        provisional, self.staged_envelopes = self.staged_envelopes, []
         events = [event for effect in staged for event in effect.events]
         self.waiting_append = True
-        then = functools.partial(self._flushed, events)
+        then = functools.partial(self._flushed, events, provisional)
         if not self._myRef.append_many([(events, batch_key(None))], then):
             self.append(events, then=lambda answer: then([answer]))
 
-    def _flushed(self, events: list[Any], answers: list[Any]) -> None:
+    def _flushed(self, events: list[Any], provisional: list[Envelope], answers: list[Any]) -> None:
         core = self.core
         assert core is not None
         answer = answers[0]
+        if not isinstance(answer, AppendFailed) and not core.confirm(provisional, answer.envelopes):
+            error = {
+                "code": "internal_error",
+                "message": "the journal kept other events than the conversation folded",
+                "details": {"reason": "stage_mismatch"},
+            }
+            answer = AppendFailed(token=0, error=error)  # restarted from what it kept
         if isinstance(answer, AppendFailed):
             self._settle(fx.Append(events=events), answer)
         else:
             self.waiting_append = False
-            core.confirm(answer.envelopes)
             self.effects = deque(self._recomputed(effect) for effect in self.effects)
             alerts = self.alerts_for(answer.envelopes)
             if alerts:

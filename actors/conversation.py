@@ -129,7 +129,12 @@ class ConversationActor(AgentShell):
         self.loading = False
         setup = self.setup
         self.effects.extend(
-            self.core.rehydrate(result.events, setup.waiters, recovering=setup.recovering)
+            self.core.rehydrate(
+                result.events,
+                setup.waiters,
+                recovering=setup.recovering,
+                snapshot=result.snapshot,
+            )
         )
         self.pump()
 

@@ -21,6 +21,12 @@ A project's deletion (:class:`DeleteProject`, from the Supervisor, which refuses
 project) commits the appends queued before it, then deletes through the writer, which
 drops the project's cached head; the answer goes back to the Supervisor.
 
+Snapshots (``runtime.journal.snapshots``): after a group commit is answered (here, or on
+the link's thread) the writer stores the snapshots that became due; a conversation's read
+(:class:`ReadProject` with a ``conversation_id``) is answered with its snapshot and the
+events after it, a refused snapshot logged (``journal_snapshot_rejected``) and replaced by
+the whole history.
+
 Seals (``runtime.journal.seal``): the store seals a project by count and when it stops; a
 timer (``ROOST_SEAL_INTERVAL_S``) seals every project with unsealed events, and a clean
 exit seals them all and marks their anchors closed before the store is closed.
@@ -47,6 +53,7 @@ from actors.messages import (
     ReadTypes,
     SetupJournal,
 )
+from runtime.agent.snapshot import CODEC
 from runtime.errors import wire_error
 from runtime.journal.link import LinkAppend, LinkCommitted, LinkFailed, LinkServer, link_settings
 from runtime.journal.writer import JournalWriter
@@ -62,7 +69,7 @@ class JournalActor(RoostActor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.writer = JournalWriter()
+        self.writer = JournalWriter(snapshots=CODEC)
         self.queued: list[tuple[AppendRequest, Any]] = []
         self.flush_pending = False
         self.link: LinkServer | None = None
@@ -78,8 +85,9 @@ class JournalActor(RoostActor):
             self.flush_pending = False
             self._flush()
         elif isinstance(message, ReadProject):
-            events = self.writer.read(message.project_id, message.conversation_id)
-            self.send(message.reply_to or sender, ReadResult(token=message.token, events=events))
+            self.send(message.reply_to or sender, self._read(message))
+            if self.writer.snapshots_due():  # a long rehydration: its snapshot, after it
+                self._snapshots()
         elif isinstance(message, ReadTypes):
             events = self.writer.read_types(message.types)
             self.send(sender, ReadResult(token=message.token, events=events))
@@ -102,6 +110,41 @@ class JournalActor(RoostActor):
             self._arm_seal_timer()
         elif isinstance(message, SetupJournal):
             self._setup(message, sender)
+
+    def _read(self, message: ReadProject) -> ReadResult:
+        """A project's events, or a conversation's snapshot and the events after it."""
+        project_id, conversation_id = message.project_id, message.conversation_id
+        if conversation_id is None:
+            events = self.writer.read(project_id)
+            return ReadResult(token=message.token, events=events)
+        read = self.writer.read_rehydration(project_id, conversation_id)
+        snapshot = read.snapshot
+        if snapshot is not None:
+            self.log.info(
+                "journal_snapshot_read",
+                project_id=project_id,
+                conversation_id=conversation_id,
+                seq=snapshot.seq,
+                events_after=len(read.events),
+            )
+        elif read.rejected is not None:
+            self.log.warning(
+                "journal_snapshot_rejected",
+                project_id=project_id,
+                conversation_id=conversation_id,
+                reason=read.rejected,
+                events=len(read.events),
+            )
+        body = snapshot.body if snapshot is not None else None
+        return ReadResult(token=message.token, events=read.events, snapshot=body)
+
+    def _snapshots(self) -> None:
+        """Write the snapshots that are due (after the appends that made them due)."""
+        for outcome in self.writer.write_snapshots():
+            if "error" in outcome:
+                self.log.error("journal_snapshot_failed", **outcome)
+            else:
+                self.log.debug("journal_snapshot_written", **outcome)
 
     def _setup(self, message: SetupJournal, sender: Any) -> None:
         """Open the store; answer with ``message``, carrying the error if it did not open."""
@@ -138,7 +181,13 @@ class JournalActor(RoostActor):
         if settings is None:
             return
         path, token = settings
-        self.link = LinkServer(path, token, self._commit_link, tree_roots=peer_roots or None)
+        self.link = LinkServer(
+            path,
+            token,
+            self._commit_link,
+            tree_roots=peer_roots or None,
+            after=self._after_link,
+        )
         self.link.start()
         self.log.info("journal_link_serving", pid=os.getpid())
 
@@ -149,6 +198,11 @@ class JournalActor(RoostActor):
             for r in results
         ]
 
+    def _after_link(self) -> None:
+        """On the link's thread, once its appends were answered: the snapshots due."""
+        if self.writer.snapshots_due():
+            self._snapshots()
+
     def _flush(self) -> None:
         queued, self.queued = self.queued, []
         results = self.writer.commit([(m.key, m.events) for m, _ in queued])
@@ -157,6 +211,8 @@ class JournalActor(RoostActor):
                 self.send(sender, AppendFailed(token=message.token, error=result))
             else:
                 self.send(sender, Appended(token=message.token, envelopes=result))
+        if self.writer.snapshots_due():
+            self._snapshots()
 
     def on_exit(self) -> None:
         """Stop the link; seal what is unsealed; close the store."""

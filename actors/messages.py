@@ -142,7 +142,10 @@ class ReadResult(Message, frozen=True, kw_only=True):
     token: int
     """The request's token."""
     events: list[Envelope]
-    """The events in seq order."""
+    """The events in seq order (one conversation's: those after ``snapshot`` when set)."""
+    snapshot: bytes | None = None
+    """One conversation's read: its snapshot (``runtime.agent.snapshot``), checked by the
+    journal, which ``events`` follow; None when it has none or it did not check out."""
 
 
 class SetupProject(Message, frozen=True, kw_only=True):

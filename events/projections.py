@@ -181,6 +181,7 @@ class LlmContextFold:
     def __init__(self) -> None:
         self._messages: list[dict[str, Any]] = []
         self._open_rounds: dict[str, dict[str, Any]] = {}
+        self._round_at: dict[str, int] = {}
         self._model_calls: set[str] = set()
         self._answered: set[str] = set()
         self.last_seq = 0
@@ -207,6 +208,7 @@ class LlmContextFold:
             case ev.LlmStarted():
                 message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": []}
                 open_rounds[correlation] = message
+                self._round_at[correlation] = len(messages)
                 messages.append(message)
             case ev.AssistantMessage(content=content):
                 text = _text(content)
@@ -231,13 +233,26 @@ class LlmContextFold:
                     messages.append(_tool_message(terminal))
             case ev.LlmCompleted() | ev.LlmFailed() | ev.BudgetExceeded():
                 open_rounds.pop(correlation, None)
+                self._round_at.pop(correlation, None)
             case ev.ConversationCancel():
                 open_rounds.clear()
+                self._round_at.clear()
 
-    def messages(self) -> list[dict[str, Any]]:
-        """The context so far (rounds with neither text nor calls left out), as copies."""
+    def settled(self) -> int:
+        """How many messages are final: those before the first round still open.
+
+        Only an open round's message changes (its text, its calls); every message before
+        the first one is as it will stay, so a caller may keep what it built from them.
+        """
+        return min(self._round_at.values(), default=len(self._messages))
+
+    def messages(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+        """The context so far (rounds with neither text nor calls left out), as copies.
+
+        With ``start``/``stop``: only what the messages ``[start:stop]`` give.
+        """
         out: list[dict[str, Any]] = []
-        for message in self._messages:
+        for message in self._messages[start:stop]:
             if message["role"] != "assistant":
                 out.append(dict(message))
             elif message["content"] is not None or message["tool_calls"]:

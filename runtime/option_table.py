@@ -71,6 +71,7 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_restarts: int = 3
     restart_period_ms: int = 5000
     idle_passivation_ms: int = 300000
+    snapshot_every_events: int = 500
     alert_signal_events: tuple[str, ...] = (
         "security.repeated_timeout_failures",
         "security.sandbox_violation",

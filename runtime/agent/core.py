@@ -1,11 +1,12 @@
 """The agent loop's step function: a conversation as a pure state machine.
 
-:class:`ConversationCore` holds a conversation's committed events and the state folded from
-them. It takes inputs (an inbound event, a journal acknowledgement, a model reply, a policy
-decision, a tool result) and returns :mod:`effects <runtime.agent.effects>` for the actor
-shell to carry out: append these events, call the model, ask the policy, dispatch a call,
-reply to a client. Nothing here sends a message, touches a socket or reads a clock other
-than the injected one, so the whole loop is unit-tested without an actor system.
+:class:`ConversationCore` holds the state folded from a conversation's committed events
+(not the events: ``runtime.agent.state``). It takes inputs (an inbound event, a journal
+acknowledgement, a model reply, a policy decision, a tool result) and returns
+:mod:`effects <runtime.agent.effects>` for the actor shell to carry out: append these
+events, call the model, ask the policy, dispatch a call, reply to a client. Nothing here
+sends a message, touches a socket or reads a clock other than the injected one, so the
+whole loop is unit-tested without an actor system.
 
 The status and the pending calls are not folded here: the core keeps an
 :class:`events.conversation_fold.ConversationFold` (``fold``), the same fold the
@@ -15,8 +16,9 @@ projections replay from the journal, and reads its calls, turns and flags from i
 The rule that keeps it crash-safe: state changes only when the journal acknowledges the
 events (:meth:`ConversationCore.committed`). An ``Append`` effect is always the first of
 the effects returned, and the shell runs the others only after the acknowledgement. A
-restarted conversation folds its events again and :meth:`ConversationCore.recover` picks
-the turn up where the journal says it stood.
+restarted conversation folds its events again (from a snapshot, :mod:`runtime.agent.
+snapshot`, and the events after it, when the journal has one) and
+:meth:`ConversationCore.recover` picks the turn up where the journal says it stood.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 from typing import Any
 
 from events import catalog as ev
-from events.conversation_fold import TURN_END_TYPES
 from events.envelope import Envelope, NewEvent
 from runtime.agent.effects import (
     Answer,
@@ -36,6 +37,7 @@ from runtime.agent.effects import (
     Effect,
 )
 from runtime.agent.inbound import INBOUND_TYPES, Inbound
+from runtime.agent.snapshot import restore
 
 __all__ = ["INBOUND_TYPES", "ConversationCore"]
 
@@ -45,9 +47,8 @@ class ConversationCore(Inbound):
 
     def committed(self, envelopes: list[Envelope]) -> list[Effect]:
         """The journal committed ``envelopes``: fold them, then decide what comes next."""
-        last = self.events[-1].seq if self.events else 0
         for envelope in envelopes:
-            if envelope.seq > last:  # a retried batch comes back with known events
+            if envelope.seq > self.last_seq:  # a retried batch comes back with known events
                 self._apply(envelope)
         return self.advance()
 
@@ -118,30 +119,23 @@ class ConversationCore(Inbound):
         return self._turn_outcome(correlation)
 
     def _turn_outcome(self, correlation: str) -> dict[str, Any] | None:
-        """The ``wait`` reply once the turn is over, or None while it runs."""
-        user = next(
-            (
-                e
-                for e in self.events
-                if e.type == "user.message" and e.correlation_id == correlation
-            ),
-            None,
-        )
-        if user is None:
+        """The ``wait`` reply once the turn is over, or None while it runs.
+
+        Read from the turn's record (``turns``): a turn older than the records kept
+        (``REMEMBERED_TURNS``) is not answered.
+        """
+        record = self.turns.get(correlation)
+        if record is None:
             return None
-        ack = {"seq": user.seq, "event_id": user.event_id, "correlation_id": correlation}
+        ack = {
+            "seq": record.user_seq,
+            "event_id": record.user_event_id,
+            "correlation_id": correlation,
+        }
         if correlation not in self.fold.open_turns:
-            last = next(
-                (
-                    e
-                    for e in reversed(self.events)
-                    if e.correlation_id == correlation and e.type in TURN_END_TYPES
-                ),
-                None,
-            )
-            if last is None:  # no turn opened (orchestration off): nothing ends it
+            if record.end_type is None:  # no turn opened (orchestration off): nothing ends it
                 return None
-            return {**ack, "outcome": last.type, "outcome_data": last.data}
+            return {**ack, "outcome": record.end_type, "outcome_data": record.end_data}
         turn = self.turn
         if (
             turn is not None
@@ -172,37 +166,32 @@ class ConversationCore(Inbound):
             effects.append(Answer(to=append.ack_to, result=ack))
         return effects + self.committed(envelopes)
 
-    def confirm(self, envelopes: list[Envelope]) -> None:
+    def confirm(self, provisional: list[Envelope], committed: list[Envelope]) -> bool:
         """The journal committed events the shell let this core fold ahead of the commit.
 
-        A host folds the loop's own batches at once, with provisional envelopes (``seq``
-        counting on from the last one, no hash), while the turn goes on in memory
+        A host folds the loop's own batches at once, with ``provisional`` envelopes (``seq``
+        counting on from :attr:`last_seq`, no hash), while the turn goes on in memory
         (``actors.agent_shell``: nothing leaves the host before the commit). The commit's
-        envelopes take their places here: the events, the fold's last ``seq`` and the
-        ``requested_seq`` of calls requested meanwhile; the model context is rebuilt from
-        the committed events (the journal may have redacted them) when next needed.
+        positions take their places: the last ``seq`` of the core, its fold and its model
+        context, and the ``requested_seq`` of calls requested meanwhile. False when the
+        journal kept something else than what was folded (the shell redacts a stage as the
+        journal does, so it never should): the state is then uncertain.
         """
-        real = {e.event_id: e for e in envelopes}
+        real = {e.event_id: e for e in committed}
         moved: dict[int, int] = {}
-        redacted = False
-        index = len(self.events) - 1
-        while real and index >= 0:
-            committed = real.pop(self.events[index].event_id, None)
-            if committed is not None:
-                moved[self.events[index].seq] = committed.seq
-                redacted = redacted or committed.data != self.events[index].data
-                self.events[index] = committed
-            index -= 1
-        if not moved:
-            return
-        if self.fold.last_seq in moved:
-            self.fold.last_seq = moved[self.fold.last_seq]
+        for envelope in provisional:
+            kept = real.get(envelope.event_id)
+            if kept is None or kept.data != envelope.data or kept.type != envelope.type:
+                return False
+            moved[envelope.seq] = kept.seq
+        self.last_seq = moved.get(self.last_seq, self.last_seq)
+        self.fold.last_seq = moved.get(self.fold.last_seq, self.fold.last_seq)
+        self._context.last_seq = moved.get(self._context.last_seq, self._context.last_seq)
         for call in self.fold.calls.values():
             call.requested_seq = moved.get(call.requested_seq, call.requested_seq)
-        if redacted:  # the context folded what the journal did not keep: fold it again
-            self._context_stale = True
-        elif self._context.last_seq in moved:
-            self._context.last_seq = moved[self._context.last_seq]
+        for record in self.turns.values():
+            record.user_seq = moved.get(record.user_seq, record.user_seq)
+        return True
 
     def busy(self) -> bool:
         """Whether the loop has work in flight (one that has none may be passivated).
@@ -212,16 +201,25 @@ class ConversationCore(Inbound):
         return bool(self.waiters) or self.status() in ("running", "awaiting_approval")
 
     def rehydrate(
-        self, events: list[Envelope], waiters: list[tuple[str, Any]], *, recovering: bool
+        self,
+        events: list[Envelope],
+        waiters: list[tuple[str, Any]],
+        *,
+        recovering: bool,
+        snapshot: bytes | None = None,
     ) -> list[Effect]:
         """A conversation started again: fold its events, take the waiters, recover.
 
-        ``waiters`` (``(correlation_id, reply_to)``) are the clients of the actor that died,
-        answered when their turns end. Always recover: an idle conversation has no started
-        call (it is then :meth:`advance`), and one with a started call was cut off by a
-        crash of itself (``recovering``), its project or the daemon; no runner will answer
-        for that call, and running it again would repeat it.
+        With ``snapshot`` (:mod:`runtime.agent.snapshot`, checked by the journal that
+        stored it), the state starts from it and ``events`` are those after it; without,
+        ``events`` are the whole history. ``waiters`` (``(correlation_id, reply_to)``) are
+        the clients of the actor that died, answered when their turns end. Always recover:
+        an idle conversation has no started call (it is then :meth:`advance`), and one with
+        a started call was cut off by a crash of itself (``recovering``), its project or the
+        daemon; no runner will answer for that call, and running it again would repeat it.
         """
+        if snapshot is not None:
+            restore(self, snapshot)
         self.load(events)
         for correlation, reply_to in waiters:
             self.waiters.setdefault(correlation, []).append(reply_to)

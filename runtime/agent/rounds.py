@@ -6,7 +6,6 @@ from typing import Any
 
 from events import catalog as ev
 from events.envelope import NewEvent, new_call_id
-from events.projections import LlmContextFold
 from runtime.agent.calls import ToolCalls
 from runtime.agent.effects import (
     Append,
@@ -164,14 +163,33 @@ class ModelRounds(ToolCalls):
             )
         ]
 
+    def _request_messages(self) -> list[dict[str, Any]]:
+        """The context as the model gets it, tool results wrapped (``_as_data``).
+
+        The settled part (``LlmContextFold.settled``: messages that no longer change) is
+        built once and kept (``_prefix``), so a request costs the open rounds' messages and
+        a list of references, not a copy of the whole history; a call's wrapped block
+        leaves ``_wrapped`` once it is in the prefix. A context replaced (a snapshot
+        restored) starts the prefix again.
+        """
+        context = self._context
+        if self._prefix_of is not context:
+            self._prefix, self._prefix_end, self._prefix_of = [], 0, context
+        settled = context.settled()
+        if settled > self._prefix_end:
+            for message in context.messages(self._prefix_end, settled):
+                self._prefix.append(_as_data(message, self._wrapped))
+                if message.get("role") == "tool":
+                    self._wrapped.pop(str(message.get("tool_call_id", "")), None)
+            self._prefix_end = settled
+        tail = [_as_data(m, self._wrapped) for m in context.messages(self._prefix_end)]
+        return [*self._prefix, *tail]
+
     def _model_request(self, turn: TurnState) -> ModelRequest:
-        if self._context_stale:
-            self._context = LlmContextFold.of(self.events, self.conversation_id)
-            self._context_stale = False
         settings = self.settings
         timeout_s = settings.llm_timeout_ms / 1000
         return ModelRequest(
-            messages=[_as_data(m, self._wrapped) for m in self._context.messages()],
+            messages=self._request_messages(),
             tools=self.tools,
             round=turn.round,
             directives=turn.directives if turn.round == 1 else None,

@@ -19,16 +19,22 @@ from events import catalog as ev
 from events.catalog import TERMINAL_TOOL_TYPES
 from events.conversation_fold import TURN_END_TYPES, ConversationFold, PendingCall
 from events.envelope import Envelope, NewEvent, format_at, new_event
-from events.projections import LlmContextFold, get_projection
+from events.projections import PROJECTION_KEYS, LlmContextFold
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import CallSpec
 
-__all__ = ["Clock", "LoopState", "TurnState"]
+__all__ = ["Clock", "LoopState", "TurnRecord", "TurnState"]
 
 Clock = Callable[[], datetime]
 
 _REMEMBERED_CANCELS = 1024
 """Cancelled running calls whose late signals are still awaited (the oldest are dropped)."""
+
+REMEMBERED_TURNS = 256
+"""Turns whose outcome is kept for clients waiting on them (the oldest ended ones go)."""
+
+_PRUNE_EVERY = 64
+"""Ended turns let past ``REMEMBERED_TURNS`` before the oldest are dropped (in one pass)."""
 
 
 @dataclass
@@ -45,6 +51,22 @@ class TurnState:
     model_done: bool = False
     tool_call_count: int = 0
     usage: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class TurnRecord:
+    """What a ``wait`` on a turn answers: its first ``user.message`` and how it ended."""
+
+    correlation_id: str
+    """The turn's correlation."""
+    user_seq: int
+    """The ``seq`` of its first ``user.message``."""
+    user_event_id: str
+    """The id of that ``user.message``."""
+    end_type: str | None = None
+    """The type of its last turn-ending event (``TURN_END_TYPES``), None while none came."""
+    end_data: dict[str, Any] | None = None
+    """That event's data."""
 
 
 class LoopState:
@@ -70,10 +92,15 @@ class LoopState:
         self.tools = tools or []
         self.provider = provider
         self.model = model
-        self.events: list[Envelope] = []
+        self.last_seq = 0
+        """The ``seq`` of the last event folded (events at or before it are known)."""
+        self.turns: dict[str, TurnRecord] = {}
+        """The recent turns by correlation, oldest first (at most ``REMEMBERED_TURNS`` ended)."""
         self._context = LlmContextFold()
-        self._context_stale = False
         self._wrapped: dict[str, tuple[str, str]] = {}
+        self._prefix: list[dict[str, Any]] = []
+        self._prefix_end = 0
+        self._prefix_of: LlmContextFold | None = None
         self.fold = ConversationFold(orchestration=self._orchestration)
         """Status, open turns and pending calls: the projections' own fold."""
         self.turn: TurnState | None = None
@@ -116,26 +143,24 @@ class LoopState:
     # --- folding ----------------------------------------------------------------------
 
     def load(self, events: list[Envelope]) -> None:
-        """Fold already-committed events (rehydration); produces no effects."""
-        for envelope in events:
-            self._apply(envelope)
+        """Fold already-committed events (rehydration); produces no effects.
+
+        They are folded in ``seq`` order; one at or before :attr:`last_seq` is known already
+        and skipped (a retried batch, or the events a snapshot holds).
+        """
+        for envelope in sorted(events, key=lambda e: e.seq):
+            if envelope.seq > self.last_seq:
+                self._apply(envelope)
 
     def _apply(self, e: Envelope) -> None:
-        self.events.append(e)
+        self.last_seq = e.seq
         # A call cancelled while it ran: its runner still answers later (with signals).
         cancelled = e.data.get("call_id") if e.type == "tool.cancelled" else None
         closing = self.fold.calls.get(cancelled) if isinstance(cancelled, str) else None
         if e.conversation_id == self.conversation_id:
-            if e.seq > self._context.last_seq:
-                self._context.apply(e)
-            else:  # out of order: rebuild the context from the events when next needed
-                self._context_stale = True
-            if e.seq > self.fold.last_seq:
-                self.fold.apply(e)
-            else:  # out of order: the fold is rebuilt now, the loop reads it at once
-                self.fold = ConversationFold.of(
-                    self.events, self.conversation_id, orchestration=self._orchestration
-                )
+            self._context.apply(e)
+            self.fold.apply(e)
+            self._record_turn(e)
         t, d = e.type, e.data
         if t == "llm.started":
             user = self._user_message(e.correlation_id)
@@ -175,6 +200,20 @@ class LoopState:
         ):
             self.turn = None
             self._model_round = None
+
+    def _record_turn(self, e: Envelope) -> None:
+        """Keep what a ``wait`` on the event's turn answers (``_turn_outcome``)."""
+        if e.type == "user.message" and e.correlation_id not in self.turns:
+            self.turns[e.correlation_id] = TurnRecord(e.correlation_id, e.seq, e.event_id)
+            open_turns = self.fold.open_turns
+            if len(self.turns) >= REMEMBERED_TURNS + len(open_turns) + _PRUNE_EVERY:
+                ended = [c for c in self.turns if c not in open_turns]
+                for correlation in ended[: len(ended) - REMEMBERED_TURNS]:
+                    del self.turns[correlation]
+        elif e.type in TURN_END_TYPES:
+            record = self.turns.get(e.correlation_id)
+            if record is not None:
+                record.end_type, record.end_data = e.type, e.data
 
     def _await_late_signals(self, call: PendingCall, cancelled_event_id: str) -> None:
         """Keep where the signals of a cancelled call still running go when it returns."""
@@ -250,10 +289,18 @@ class LoopState:
         """The live projection ``key`` (``events.projections.PROJECTION_KEYS``).
 
         ``diagnostics`` and ``pending_tool_calls`` come straight from the fold the loop runs
-        on; the others from the committed events. Raises ``KeyError`` for an unknown key.
+        on, ``llm_context`` from the model's context fold. ``timeline`` is every event of
+        the conversation, which the loop does not keep: the gateway reads it from the
+        journal (``runtime.daemon.backend``). Raises ``KeyError`` for it and an unknown key.
         """
         if key == "diagnostics":
             return self.fold.diagnostics()
         if key == "pending_tool_calls":
             return self.fold.pending_calls()
-        return get_projection(self.events, self.conversation_id, key)
+        if key == "llm_context":
+            return self._context.messages()
+        if key in PROJECTION_KEYS:
+            raise KeyError(
+                f"projection {key!r} is read from the journal, not the live conversation"
+            )
+        raise KeyError(f"unknown projection {key!r}; expected one of: {', '.join(PROJECTION_KEYS)}")

@@ -42,6 +42,7 @@ from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.daemon.endpoints import EndpointPool
 from runtime.daemon.host_links import HostLinks
+from runtime.daemon.snapshot_check import snapshot_mismatches
 from runtime.errors import (
     BadRequestError,
     DaemonUnreachableError,
@@ -328,6 +329,8 @@ class ActorBackend:
                 "ROOST_FAULT_INJECTION=1 (a testing aid)",
                 reason="fault_injection_disabled",
             )
+        if op == "get_projection" and args.get("key") == "timeline":
+            return self._timeline(args, deadline)
         if route_of(op) in ACTOR_ROUTES:
             result = self.ask(op, args, deadline)
             if op in ("stop_project", "delete_project"):
@@ -344,6 +347,18 @@ class ActorBackend:
         if op == "verify":
             return self._verify(str(args["project_id"]), deadline)
         raise RequestError(f"unknown operation {op!r}", reason="unknown_op")
+
+    def _timeline(self, args: dict[str, Any], deadline: float) -> Any:
+        """The ``timeline`` projection: every event of the conversation, read from the journal.
+
+        The live conversation keeps its folded state, not its events (``runtime.agent.
+        state``); it is asked for its diagnostics first, so a conversation that does not run
+        gets the same error as for any projection, and the read sees what it committed.
+        """
+        self.ask("get_projection", {**args, "key": "diagnostics"}, deadline)
+        project_id, conversation_id = str(args["project_id"]), str(args["conversation_id"])
+        events = self.journal.read_conversation(project_id, conversation_id)
+        return get_projection(events, conversation_id, "timeline")
 
     def _admin_pid(self) -> int | None:
         """The Thespian admin: parent of the Supervisor, root of the actor processes."""
@@ -451,6 +466,8 @@ class ActorBackend:
             {"kind": "hash_chain", "seq": b.seq, "reason": b.reason} for b in chain.breaks
         ]
         mismatches += deletion_problems
+        snapshot_problems, snapshots = snapshot_mismatches(self.journal, project_id, events)
+        mismatches += snapshot_problems
         versions: dict[tuple[str, str | None], int] = {}
         for envelope in events:
             stream = (envelope.project_id, envelope.conversation_id)
@@ -471,7 +488,8 @@ class ActorBackend:
             status = self.ask("live_status", {"project_id": project_id}, deadline)
             fresh = self._project_events(project_id)
             for conversation_id in status.get("active_conversations", []):
-                for key in ("timeline", "pending_tool_calls", "llm_context", "diagnostics"):
+                # The timeline is read from the journal on both sides (``_timeline``).
+                for key in ("pending_tool_calls", "llm_context", "diagnostics"):
                     live_value = self.ask(
                         "get_projection",
                         {"project_id": project_id, "conversation_id": conversation_id, "key": key},
@@ -496,6 +514,7 @@ class ActorBackend:
             "chain_ok": chain.ok,
             "mismatches": mismatches,
             "conversations_compared": compared,
+            "snapshots": snapshots,
             "anchor_ok": anchor_ok,
             "anchor_problems": list(seals.problems) if seals is not None else [],
             "deletions": deletions,

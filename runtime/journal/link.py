@@ -228,9 +228,11 @@ class LinkServer:
     """Serves appends on the link socket from a thread; ``commit`` does the writing.
 
     ``tree_roots``: pids one of which every peer must descend from (default: this
-    process). The other keywords are the limits of the module docstring. A subclass may
-    serve other requests on the same checks (``requests``: their decoder, with the hello;
-    :meth:`_answer`: what it does with them): the host link (``actors.host_link``).
+    process). ``after``: called on the serving thread after each pass that answered appends
+    (the Journal writes the snapshots they made due). The other keywords are the limits of
+    the module docstring. A subclass may serve other requests on the same checks
+    (``requests``: their decoder, with the hello; :meth:`_answer`: what it does with them):
+    the host link (``actors.host_link``).
     """
 
     requests: msgspec.msgpack.Decoder[Any] = _REQUESTS
@@ -248,10 +250,13 @@ class LinkServer:
         max_pending: int = MAX_PENDING,
         hello_timeout_s: float = HELLO_TIMEOUT_S,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        after: Callable[[], None] | None = None,
     ) -> None:
         self.path = path
         self.token = token
         self.commit = commit
+        self.after = after
+        """Called on the serving thread after each pass that answered appends."""
         self.tree_roots = frozenset(tree_roots) if tree_roots else frozenset({os.getpid()})
         self.max_connections = max_connections
         self.max_pending = max_pending
@@ -495,6 +500,8 @@ class LinkServer:
                 conn.sock.setblocking(False)
             except OSError:
                 self._drop(conn)
+        if appends and self.after is not None:
+            self.after()
 
 
 class LinkClient:

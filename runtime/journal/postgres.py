@@ -3,8 +3,9 @@
 eventsourcing already serialises inserts with a table lock (so ``notification_id`` order is
 commit order) and ``NOTIFY``s a channel on every insert. We add the ``roost_batches``
 idempotency table, written in the same transaction as the events, positioned reads, a
-project's deletion in the transaction of its deletion record (``notification_id`` comes
-from a sequence, so deleted positions are never given again), and
+project's deletion (its snapshots with it) in the transaction of its deletion record
+(``notification_id`` comes from a sequence, so deleted positions are never given again), a
+``<events table>_snapshots`` table (:mod:`runtime.journal.snapshots`), and
 each event's ``conversation_id`` and ``correlation_id`` in indexed columns of their own
 (:mod:`runtime.journal.scope`); a table written before they existed gets them, filled in,
 when the journal is opened. eventsourcing's database function for inserts does not fill
@@ -24,7 +25,7 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
 from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
-from runtime.journal.sqlite import StreamRow
+from runtime.journal.sqlite import SnapshotRow, StreamRow
 
 __all__ = ["RoostPostgresFactory", "RoostPostgresRecorder"]
 
@@ -40,6 +41,17 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS {schema}.{table} ("
                 "batch_key text PRIMARY KEY, ranges bytea NOT NULL)",
                 self.batches_table_name,
+            )
+        )
+        self.snapshots_table_name = events_table_name + "_snapshots"
+        self.sql_create_statements.append(
+            self._sql(
+                "CREATE TABLE IF NOT EXISTS {schema}.{table} ("
+                "project_id text NOT NULL, conversation_id text NOT NULL, "
+                "seq bigint NOT NULL, stream_version bigint NOT NULL, head_hash text NOT NULL, "
+                "format integer NOT NULL, body bytea NOT NULL, "
+                "PRIMARY KEY (project_id, conversation_id))",
+                self.snapshots_table_name,
             )
         )
         self.datastore.enable_db_functions = False  # its INSERT leaves the index columns empty
@@ -186,6 +198,14 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
             ),
             (stream,),
         )
+        project: str | None = kwargs.get("delete_snapshots")
+        if project is not None:
+            curs.execute(
+                self._sql(
+                    "DELETE FROM {schema}.{table} WHERE project_id=%s", self.snapshots_table_name
+                ),
+                (project,),
+            )
         drop: Sequence[str] = kwargs.get("drop_batches") or ()
         if drop:
             curs.execute(
@@ -312,6 +332,48 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
             (list(keys),),
         )
         return {str(r["batch_key"]): bytes(r["ranges"]) for r in rows}
+
+    def upsert_snapshot(self, row: SnapshotRow) -> None:
+        """Store a conversation's snapshot in place of its last one (one transaction)."""
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                self._sql(
+                    "INSERT INTO {schema}.{table} VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (project_id, conversation_id) DO UPDATE SET "
+                    "seq=EXCLUDED.seq, stream_version=EXCLUDED.stream_version, "
+                    "head_hash=EXCLUDED.head_hash, format=EXCLUDED.format, body=EXCLUDED.body",
+                    self.snapshots_table_name,
+                ),
+                row,
+            )
+
+    def select_snapshots(
+        self, project_id: str, conversation_id: str | None = None
+    ) -> list[SnapshotRow]:
+        """The project's snapshots (one conversation's, when given), by conversation."""
+        text = (
+            "SELECT project_id, conversation_id, seq, stream_version, head_hash, format, body "
+            "FROM {schema}.{table} WHERE project_id=%s"
+        )
+        params: list[Any] = [project_id]
+        if conversation_id is not None:
+            text += " AND conversation_id=%s"
+            params.append(conversation_id)
+        rows = self._select(
+            self._sql(text + " ORDER BY conversation_id", self.snapshots_table_name), params
+        )
+        return [
+            (
+                str(r["project_id"]),
+                str(r["conversation_id"]),
+                int(r["seq"]),
+                int(r["stream_version"]),
+                str(r["head_hash"]),
+                int(r["format"]),
+                bytes(r["body"]),
+            )
+            for r in rows
+        ]
 
     def select_all_batches(self) -> list[tuple[str, bytes]]:
         """Every ``(batch_key, ranges)`` (for a project's deletion)."""

@@ -12,8 +12,10 @@ What we add to ``eventsourcing.sqlite``:
 - each event's ``conversation_id`` and ``correlation_id`` in columns of their own, indexed
   with the stream (:mod:`runtime.journal.scope`), so a conversation's events are read by
   index; a journal written before those columns gets them, filled in, when it is opened.
-- a project's deletion (``delete_stream``, ``drop_batches``, ``rewrite_batches`` of
-  :meth:`RoostSQLiteRecorder.insert_events`) in the transaction of its deletion record.
+- a project's deletion (``delete_stream``, ``drop_batches``, ``rewrite_batches``,
+  ``delete_snapshots`` of :meth:`RoostSQLiteRecorder.insert_events`) in the transaction of
+  its deletion record;
+- a ``roost_snapshots`` table, one row per conversation (:mod:`runtime.journal.snapshots`).
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ from eventsourcing.sqlite import (
 
 from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
 
-__all__ = ["RoostSQLiteFactory", "RoostSQLiteRecorder", "StreamRow"]
+__all__ = ["RoostSQLiteFactory", "RoostSQLiteRecorder", "SnapshotRow", "StreamRow"]
 
 StreamRow = tuple[int, int, bytes]
 """``(seq, originator_version, state)`` of one stored event."""
+
+SnapshotRow = tuple[str, str, int, int, str, int, bytes]
+"""``(project_id, conversation_id, seq, stream_version, head_hash, format, body)``."""
 
 _INDEXES = {
     "conversation_id": "roost_events_by_conversation",
@@ -86,6 +91,13 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             "CREATE TABLE IF NOT EXISTS roost_batches ("
             "batch_key TEXT PRIMARY KEY, "
             "ranges BLOB NOT NULL)"
+        )
+        statements.append(
+            "CREATE TABLE IF NOT EXISTS roost_snapshots ("
+            "project_id TEXT NOT NULL, conversation_id TEXT NOT NULL, "
+            "seq INTEGER NOT NULL, stream_version INTEGER NOT NULL, head_hash TEXT NOT NULL, "
+            "format INTEGER NOT NULL, body BLOB NOT NULL, "
+            "PRIMARY KEY (project_id, conversation_id))"
         )
         return statements
 
@@ -179,6 +191,27 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         # events, or the next events would reuse their global positions.
         _delete_project(c, self.events_table_name, kwargs)
         return list(range(first, last + 1))
+
+    def upsert_snapshot(self, row: SnapshotRow) -> None:
+        """Store a conversation's snapshot in place of its last one (one transaction)."""
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("INSERT OR REPLACE INTO roost_snapshots VALUES (?,?,?,?,?,?,?)", row)
+
+    def select_snapshots(
+        self, project_id: str, conversation_id: str | None = None
+    ) -> list[SnapshotRow]:
+        """The project's snapshots (one conversation's, when given), by conversation."""
+        sql = "SELECT * FROM roost_snapshots WHERE project_id=?"
+        params: list[Any] = [project_id]
+        if conversation_id is not None:
+            sql += " AND conversation_id=?"
+            params.append(conversation_id)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql + " ORDER BY conversation_id", params)
+            return [
+                (str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]), int(r[5]), bytes(r[6]))
+                for r in c.fetchall()
+            ]
 
     def select_all_batches(self) -> list[tuple[str, bytes]]:
         """Every ``(batch_key, ranges)`` (for a project's deletion)."""
@@ -299,6 +332,9 @@ def _delete_project(c: SQLiteCursor, table: str, kwargs: dict[str, Any]) -> None
     if stream is None:
         return
     c.execute(f"DELETE FROM {table} WHERE originator_id=?", (stream.hex,))
+    project: str | None = kwargs.get("delete_snapshots")
+    if project is not None:
+        c.execute("DELETE FROM roost_snapshots WHERE project_id=?", (project,))
     drop: Sequence[str] = kwargs.get("drop_batches") or ()
     if drop:
         c.executemany("DELETE FROM roost_batches WHERE batch_key=?", [(k,) for k in drop])

@@ -73,7 +73,8 @@ from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_
 from runtime.journal.pg_check import check_postgres_settings
 from runtime.journal.scope import Scope
 from runtime.journal.seal import Sealer, SealState
-from runtime.journal.sqlite import StreamRow
+from runtime.journal.snapshots import StoredSnapshot
+from runtime.journal.sqlite import SnapshotRow, StreamRow
 
 __all__ = ["Audit", "Batch", "Journal", "JournalKind", "journal_env"]
 
@@ -122,6 +123,12 @@ class _Store(Protocol):
     def integrity_check(self) -> str: ...
 
     def select_all_batches(self) -> list[tuple[str, bytes]]: ...
+
+    def upsert_snapshot(self, row: SnapshotRow) -> None: ...
+
+    def select_snapshots(
+        self, project_id: str, conversation_id: str | None = None
+    ) -> list[SnapshotRow]: ...
 
 
 class _HeadView(msgspec.Struct):
@@ -370,6 +377,7 @@ class Journal:
                 "delete_stream": project_stream_id(deletion.project_id),
                 "drop_batches": deletion.drop_batches,
                 "rewrite_batches": deletion.rewrite_batches,
+                "delete_snapshots": deletion.project_id,
             }
             heads[deletion.project_id] = _Head()  # dropped from the cache below
         try:
@@ -637,6 +645,47 @@ class Journal:
     def forget(self, project_id: str) -> None:
         """Drop the cached head of a project (after another writer may have appended)."""
         self._heads.pop(project_id, None)
+
+    # --- snapshots ------------------------------------------------------------------
+
+    def put_snapshot(self, snapshot: StoredSnapshot) -> None:
+        """Store a conversation's snapshot in place of its last one (its own transaction).
+
+        A snapshot is a cache (:mod:`runtime.journal.snapshots`): it is no event, is not
+        chained or sealed, and is deleted with its project.
+        """
+        s = snapshot
+        row = (s.project_id, s.conversation_id, s.seq, s.stream_version, s.head_hash, s.format)
+        try:
+            self._store.upsert_snapshot((*row, s.body))
+        except PersistenceError as e:
+            raise JournalError(f"storing a snapshot failed: {e}") from e
+
+    def snapshots(
+        self, project_id: str, conversation_id: str | None = None
+    ) -> list[StoredSnapshot]:
+        """The project's stored snapshots (one conversation's, when given)."""
+        return [
+            StoredSnapshot(
+                project_id=p,
+                conversation_id=c,
+                seq=seq,
+                stream_version=version,
+                head_hash=head,
+                format=fmt,
+                body=body,
+            )
+            for p, c, seq, version, head, fmt, body in self._store.select_snapshots(
+                project_id, conversation_id
+            )
+        ]
+
+    def project_options(self, project_id: str) -> dict[str, Any] | None:
+        """The options of the project's last ``project.started`` (None: never started)."""
+        scope = Scope(conversation_id=None, topics=("project.started",))
+        last = self.read_scope(project_id, scope, limit=1, newest=True)
+        options = last[0].data.get("options") if last else None
+        return dict(options) if isinstance(options, dict) else ({} if last else None)
 
     # --- reading --------------------------------------------------------------------
 

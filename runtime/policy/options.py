@@ -493,6 +493,7 @@ _OPTIONS: dict[str, Validator] = {
     "max_restarts": _integer(0, MAX_INT),
     "restart_period_ms": _POS_MS,
     "idle_passivation_ms": _POS_MS,
+    "snapshot_every_events": _integer(0, MAX_INT),
     "alert_signal_events": _string_list(_event_name, sort=True),
     "alert_router": _alert_router,
     "mcp_servers": validate_mcp_servers,

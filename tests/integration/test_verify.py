@@ -50,7 +50,7 @@ def test_verify_reports_a_tampered_event_with_a_readable_diff(
     assert done.stderr.startswith("roost: verify_failed: project p1 does not verify")
     assert "hash chain BROKEN" in done.stdout
     assert f"hash_chain: seq={rowid}, reason=hash_mismatch" in done.stdout
-    assert "projection: conversation_id=c1, projection=timeline" in done.stdout
+    assert "projection: conversation_id=c1, projection=llm_context" in done.stdout
     assert re.search(r'^ +- +"content": "hello there"', done.stdout, re.M)
     assert re.search(r'^ +\+ +"content": "tampered text"', done.stdout, re.M)
 

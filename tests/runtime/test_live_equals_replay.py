@@ -2,10 +2,12 @@
 
 The live side is a :class:`runtime.agent.ConversationCore` fed the conversation's committed
 events one at a time (as the Conversation actor feeds it), answering ``projection(key)``
-as the actor does; the replay side is ``events.projections.get_projection`` over every
-event of the project (``project.started`` included, which says whether orchestration is
-on). A project restart rebuilds the core from the conversation's events, with the options
-of the new ``project.started``.
+as the actor does (every projection but ``timeline``, which the gateway reads from the
+journal), and a core rehydrated from a snapshot taken part-way plus the events after it;
+the replay side is ``events.projections.get_projection`` over every event of the project
+(``project.started`` included, which says whether orchestration is on). A project restart
+rebuilds the core from the conversation's events, with the options of the new
+``project.started``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from events import catalog as ev
 from events.envelope import Envelope
 from events.projections import PROJECTION_KEYS, get_projection
 from runtime.agent.core import ConversationCore
+from runtime.agent.snapshot import encode_snapshot
 from runtime.policy.options import validate_options
 from tests.events.test_projections import Journal, started_project
 
@@ -120,12 +123,25 @@ def _add(j: Journal, op: str, pick: int, calls: list[str], orchestration: bool) 
     return orchestration
 
 
+LIVE_KEYS = tuple(key for key in PROJECTION_KEYS if key != "timeline")
+"""The projections a live conversation answers (the timeline is read from the journal)."""
+
+
 def _views(core: ConversationCore) -> dict[str, Any]:
-    return {key: core.projection(key) for key in PROJECTION_KEYS}
+    return {key: core.projection(key) for key in LIVE_KEYS}
 
 
 def _replayed(events: list[Envelope]) -> dict[str, Any]:
-    return {key: get_projection(events, "c1", key) for key in PROJECTION_KEYS}
+    return {key: get_projection(events, "c1", key) for key in LIVE_KEYS}
+
+
+def _from_snapshot(orchestration: bool, events: list[Envelope], cut: int) -> ConversationCore:
+    """A core rehydrated from a snapshot of the first ``cut`` events, then the rest."""
+    mine = [e for e in events if e.conversation_id == "c1"]
+    body = encode_snapshot(_core(orchestration, mine[:cut]))
+    core = _core(orchestration, [])
+    core.rehydrate(mine[cut:], [], recovering=False, snapshot=body)
+    return core
 
 
 @settings(max_examples=150, deadline=None)
@@ -159,6 +175,9 @@ def test_the_live_views_equal_the_replay_after_every_event_and_after_a_rebuild(
         if rebuilt is not None:
             assert _views(rebuilt) == replayed
             assert rebuilt.status() == live.status() == replayed["diagnostics"]["status"]
+        snapped = _from_snapshot(orchestration, j.events, pick * index % (index + 2))
+        assert _views(snapped) == replayed
+        assert encode_snapshot(snapped) == encode_snapshot(_core(orchestration, j.events))
 
 
 def test_with_orchestration_off_messages_leave_the_conversation_idle() -> None:

@@ -114,8 +114,15 @@ def test_stop_conversation_records_the_stop_then_answers() -> None:
 
 def test_get_projection_answers_at_once() -> None:
     core = make_core()
-    (answer,) = core.request("get_projection", gateway("get_projection", key="timeline"), CLIENT)
+    args = gateway("get_projection", key="llm_context")
+    (answer,) = core.request("get_projection", args, CLIENT)
     assert answer == Answer(to=CLIENT, result=[])
+
+
+def test_the_timeline_is_not_kept_by_the_live_conversation() -> None:
+    core = make_core()
+    with pytest.raises(BadRequestError, match="read from the journal"):
+        core.request("get_projection", gateway("get_projection", key="timeline"), CLIENT)
 
 
 def test_run_tool_naming_the_conversation_goes_to_the_runner() -> None:
@@ -162,7 +169,7 @@ def test_a_commit_acknowledges_its_first_event_to_the_client() -> None:
     effects = core.acknowledged(append, envelopes)
     ack = {"seq": 7, "event_id": envelopes[0].event_id, "correlation_id": "corr-a"}
     assert effects[0] == Answer(to=CLIENT, result=ack)
-    assert core.events == envelopes
+    assert core.last_seq == envelopes[-1].seq
 
 
 def test_busy_while_a_client_waits_for_its_turn() -> None:

@@ -63,6 +63,7 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "max_restarts": 3,
     "restart_period_ms": 5000,
     "idle_passivation_ms": 300000,
+    "snapshot_every_events": 500,  # beyond SPEC: the journal's snapshots (issue 18)
     "alert_signal_events": ["security.repeated_timeout_failures", "security.sandbox_violation"],
     "alert_router": None,
     "mcp_servers": [],  # SPEC section 12
@@ -176,6 +177,7 @@ ACCEPTED: list[tuple[str, Any, Any]] = [
     ("max_restarts", 0, 0),
     ("restart_period_ms", 1, 1),
     ("idle_passivation_ms", 60000, 60000),
+    ("snapshot_every_events", 0, 0),
     (
         "alert_signal_events",
         ["tool.failed", "security.env_denied"],
@@ -310,6 +312,7 @@ REJECTED: list[tuple[str, Any, str]] = [
     ("max_restarts", 2.0, "expected_non_negative_integer"),
     ("restart_period_ms", 0, "expected_positive_integer"),
     ("idle_passivation_ms", 0, "expected_positive_integer"),
+    ("snapshot_every_events", -1, "expected_non_negative_integer"),
     ("alert_signal_events", "security.sandbox_violation", "expected_list_of_strings"),
     ("alert_signal_events", ["security.no_such_event"], "invalid_entry"),
     ("alert_signal_events", ["alert.failed"], "invalid_entry"),
