@@ -202,7 +202,7 @@ def run_soak(
             leak_watch = Watch(session.home, session.pid)
             leak_watch.name_processes()
             rss_start, procs_start = sampler.sample(refresh=True)
-            pss_start = sampler.pss()
+            pss_start = sampler.pss(refresh=True)
             sampler.start()
             if slow:  # started by the workload, all at once
                 run.conversations = spread_conversations(run.projects, config.concurrency)
@@ -214,7 +214,8 @@ def run_soak(
                 run.note("warm-up round")
                 _warm_up(config, session.home, run)
             before = event_counts(client, run.projects)
-            _passivated(client, run.projects, sampler, procs_start, config)  # as at the *after* reading
+            # as at the *after* reading
+            _passivated(client, run.projects, sampler, procs_start, config)
             leak_watch.before()
             per_conversation = 1 if config.duration_s else config.events
             turns = plan_turns(run.conversations, per_conversation, run.run_id)
@@ -284,7 +285,7 @@ def run_soak(
             run.note("waiting for idle conversations to be passivated")
             _passivated(client, run.projects, sampler, procs_start, config)
             rss_end, procs_end = sampler.sample(refresh=True)
-            pss_end = sampler.pss()
+            pss_end = sampler.pss(refresh=True)
             if not session.owned:
                 for project in run.projects:
                     try:

@@ -112,12 +112,21 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, step_s: float = 
 class MemorySampler:
     """Samples the RSS of the daemon's whole process tree every ``interval_s``, in a thread.
 
-    The process list is refreshed every second (actors come and go); RSS every tick.
-    Every 500 ms by default: at 100 ms, reading ~160 processes' ``/proc`` files cost the
-    harness, which shares the machine with the daemon, a measurable share of a core.
+    The process list is refreshed every ``list_interval_s`` (a scan of every process of the
+    machine: the tree only changes when a host or the Journal restarts, or a tool runs);
+    RSS every tick (500 ms by default), PSS every ``pss_interval_s`` (its
+    ``smaps_rollup`` is dear). The harness shares the machine with the daemon: sampled
+    more often, its ``/proc`` reads took a measurable share of a core from the load.
     """
 
-    def __init__(self, home: str, interval_s: float = 0.5, pss_interval_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        home: str,
+        interval_s: float = 0.5,
+        pss_interval_s: float = 5.0,
+        list_interval_s: float = 5.0,
+    ) -> None:
+        self.list_interval_s = list_interval_s
         self.home = home
         self.interval_s = interval_s
         self.pss_interval_s = pss_interval_s
@@ -148,7 +157,7 @@ class MemorySampler:
         """Take one sample now; return ``(rss bytes, processes)``."""
         with self._lock:
             now = time.monotonic()
-            if refresh or now - self._listed >= 1.0:
+            if refresh or now - self._listed >= self.list_interval_s:
                 self._procs = daemon_processes(self.home)
                 self._listed = now
             total, count = 0, 0
@@ -161,10 +170,15 @@ class MemorySampler:
             self.peak_processes = max(self.peak_processes, count)
             return total, count
 
-    def pss(self) -> int:
+    def pss(self, refresh: bool = False) -> int:
         """The tree's proportional set size now (bytes; 0 where the kernel hides it)."""
+        with self._lock:
+            if refresh or not self._procs:
+                self._procs = daemon_processes(self.home)
+                self._listed = time.monotonic()
+            procs = list(self._procs)
         total = 0
-        for proc in daemon_processes(self.home):
+        for proc in procs:
             with contextlib.suppress(psutil.Error, AttributeError):
                 total += proc.memory_full_info().pss
         with self._lock:
