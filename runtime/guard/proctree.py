@@ -314,7 +314,12 @@ def supervise(
     reason: str | None = None
     killed = 0
     try:
-        next_snapshot = started
+        # The first snapshot one period in, not at the start: just after the spawn the
+        # process is still in the sandbox's prefix (the cgroup gate, bubblewrap), with no
+        # process of the tool's own for a walk of /proc to find, and that walk (~5-10 ms,
+        # every process of the host) would compete with the sandbox's start-up. What it
+        # could see is covered by the later snapshots, the cgroup and the end's scans.
+        next_snapshot = started + _SNAPSHOT_S
         while proc.poll() is None and not done():
             now = time.monotonic()
             if cancel is not None and cancel.is_set():
