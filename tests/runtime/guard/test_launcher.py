@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -163,3 +165,57 @@ def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
     finally:
         server.stop()
     assert not server.alive()
+
+
+LAUNCH_AND_WAIT = """
+import os, subprocess, sys, time
+from runtime.guard.launcher import Limits, prepare
+from runtime.guard.sandbox import View
+root = sys.argv[1]
+view = View(writable=(root,), cwd=root)
+launch = prepare(view=view, allow_network=False, limits=Limits(max_processes=16), timeout_s=60)
+assert "setpriv" not in " ".join(launch.prefix), launch.prefix  # bwrap's --die-with-parent
+proc = launch.spawn(["sleep", "600"], cwd=root, env={"PATH": "/usr/bin:/bin"},
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+deadline = time.monotonic() + 30
+while len(launch.cgroup_pids()) < 4 and time.monotonic() < deadline:  # bwrap, init, sh, sleep
+    time.sleep(0.01)
+print(" ".join(map(str, launch.cgroup_pids())), flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_sandbox_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    # The parent-death signal is bubblewrap's own --die-with-parent (no setpriv exec): when
+    # the runner is SIGKILLed mid-run, every process of the sandbox dies with it.
+    if not probe_layers()["pids_limit"]["available"]:
+        pytest.skip("no pids cgroup to list the sandbox's processes by")
+    runner = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH_AND_WAIT, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+    try:
+        assert runner.stdout is not None
+        with runner.stdout:
+            pids = [int(p) for p in runner.stdout.readline().split()]
+        assert len(pids) >= 4 and all(psutil.pid_exists(p) for p in pids)
+        runner.kill()
+        runner.wait()
+        # The kernel sends the parent-death SIGKILL at once; 10 s is for a busy machine.
+        # (Not longer: this host's init may reap orphans on its own.)
+        deadline = time.monotonic() + 10
+        while [p for p in pids if _running(p)] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in pids if _running(p)]
+    finally:
+        runner.kill()
+        runner.wait()
+        cgroups.sweep_stale()  # what a failed run left: its owner is gone
