@@ -352,6 +352,18 @@ class Launch:
         """Whether the ``pids`` cgroup holds every process of the tool (it joined before exec)."""
         return self.pids is not None
 
+    @property
+    def cgroup_sealed(self) -> bool:
+        """Whether no process of the tool can leave the ``pids`` cgroup it joined before exec.
+
+        Under bubblewrap: no capabilities, ``/sys`` (and the cgroup filesystem in it)
+        read-only, every mount, ``unshare`` and ``setns`` refused by the seccomp filter; a
+        process moves only by writing a ``cgroup.procs`` file, and none is writable there.
+        The cgroup then lists every process of the tool, and a walk of ``/proc`` for its
+        descendants finds nothing more.
+        """
+        return self.cgroup_complete and self.via == "bwrap" and "seccomp" in self.layers
+
     def cgroup_pids(self) -> list[int]:
         """Every process in the tool's cgroups now."""
         found: set[int] = set()

@@ -276,6 +276,7 @@ def supervise(
     done_fd: int | None = None,
     init_finished: Callable[[], bool] | None = None,
     members: Callable[[], list[int]] | None = None,
+    walk: bool = True,
 ) -> Supervised:
     """Read ``proc``'s output, enforce the deadline and ``cancel``, clean up every process.
 
@@ -284,7 +285,9 @@ def supervise(
     is not enough); what it left behind is then stopped, counted and killed here
     (``exclude`` tells the sandbox's own processes, killed but not counted). ``members``
     lists the command's cgroup members (every process of it, when given): a run that left
-    nothing but the sandbox's own processes then ends without a process walk. Waits for
+    nothing but the sandbox's own processes then ends without a process walk. Without
+    ``walk`` (a sandbox whose cgroup holds every process of it, and none can leave it), the
+    snapshots while it runs read ``members`` only, not the whole ``/proc``. Waits for
     ``proc``; never leaves a process.
     """
     started = time.monotonic()
@@ -307,7 +310,8 @@ def supervise(
         return reported() and (init_finished is None or init_finished())
 
     def track() -> None:
-        tracker.snapshot()
+        if walk or members is None:
+            tracker.snapshot()
         if members is not None:
             tracker.add(members())
 

@@ -219,3 +219,34 @@ def test_a_sandbox_dies_with_the_process_that_started_it(tmp_path: Path) -> None
         runner.kill()
         runner.wait()
         cgroups.sweep_stale()  # what a failed run left: its owner is gone
+
+
+LEAVE_CGROUP = (
+    "for f in $(find /sys/fs/cgroup -name cgroup.procs 2>/dev/null); do "
+    'if (echo $$ > "$f") 2>/dev/null; then echo "moved:$f"; fi; done; '
+    "unshare -m true 2>/dev/null && echo unshared; cat /proc/self/cgroup"
+)
+
+
+def test_no_process_of_a_sealed_sandbox_can_leave_its_cgroup(tmp_path: Path) -> None:
+    # A sealed run's processes are tracked by its cgroup alone (no walk of /proc while it
+    # runs): no cgroup.procs file is writable in the view, nothing can be remounted.
+    launch = prepare(view=_view(tmp_path), allow_network=False, limits=LIMITS, timeout_s=20)
+    try:
+        if not launch.cgroup_complete or "seccomp" not in launch.layers:
+            pytest.skip("no pids cgroup or no seccomp filter here: the run is walked")
+        assert launch.cgroup_sealed
+        group = os.path.basename(launch.pids.path) if launch.pids else ""
+    finally:
+        launch.close()
+    result = run_command(
+        LEAVE_CGROUP,
+        cwd=str(tmp_path),
+        env=ENV,
+        timeout_s=20,
+        allow_network=False,
+        view=_view(tmp_path),
+        limits=LIMITS,
+    )
+    assert "moved:" not in result.stdout and "unshared" not in result.stdout
+    assert group.split("-")[0] in result.stdout  # still in a call cgroup (roost-...)
