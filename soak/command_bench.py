@@ -8,7 +8,11 @@ the pids cgroup, bubblewrap, the process tree walk), not a command's own work. W
 ``--mcp`` it is ``echo`` on an MCP stdio server of the project (the SDK's own
 ``MCPServer``, written into the root), called once first to start it: the per-call cost
 around a warm server (the view check, thawing and freezing it, the post-run check).
-Figures are in ``docs/performance.md``.
+
+For ``command.run`` it also times the floor in the same run: a bare
+``bwrap --unshare-all --ro-bind / / true`` started from this process after each call
+(``floor_ms``, its median, and ``floor_ratio``, the call's median over it; the goal in
+issue 18 is a ratio of at most 3). Figures are in ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +31,10 @@ from typing import Any
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
 
-__all__ = ["main", "measure"]
+__all__ = ["FLOOR_ARGV", "main", "measure"]
+
+FLOOR_ARGV = ["--unshare-all", "--ro-bind", "/", "/", "true"]
+"""A bare bubblewrap run (after ``bwrap``): the floor a sandboxed command cannot go under."""
 
 MCP_SERVER = """
 from mcp.server.mcpserver import MCPServer
@@ -43,8 +51,15 @@ server.run()
 """
 
 
+def _floor_once(bwrap: str) -> float:
+    """Milliseconds of one bare bubblewrap run (``FLOOR_ARGV``)."""
+    started = time.monotonic()
+    subprocess.run([bwrap, *FLOOR_ARGV], stdin=subprocess.DEVNULL, check=True)
+    return (time.monotonic() - started) * 1000
+
+
 def measure(runs: int, files: int, *, mcp: bool = False) -> dict[str, float]:
-    """Run the benchmark; return ``{median_ms, p90_ms, runs}``."""
+    """Run the benchmark; return ``{median_ms, p90_ms, runs}`` (and the floor, see above)."""
     base = tempfile.mkdtemp(prefix="roost-command-bench-")
     home, root = os.path.join(base, "home"), os.path.join(base, "root")
     os.makedirs(root)
@@ -59,6 +74,8 @@ def measure(runs: int, files: int, *, mcp: bool = False) -> dict[str, float]:
         server = {"name": "bench", "command": [sys.executable, os.path.join(root, "server.py")]}
         options = {"mcp_servers": [server]}
         call = {"name": "mcp.bench.echo", "args": {"text": "x"}}
+    bwrap = None if mcp else shutil.which("bwrap")
+    floor: list[float] = []
     start_daemon(home, timeout_s=60)
     try:
         with Client.connect(home=home, timeout_s=60) as client:
@@ -71,15 +88,21 @@ def measure(runs: int, files: int, *, mcp: bool = False) -> dict[str, float]:
                     latencies.append((time.monotonic() - started) * 1000)
                 if result["status"] != "ok":
                     raise RuntimeError(f"{call['name']} failed: {result['reason']}")
+                if bwrap is not None:  # alternately, so both see the same machine
+                    floor.append(_floor_once(bwrap))
     finally:
         stop_daemon(home, timeout_s=30)
         shutil.rmtree(base, ignore_errors=True)
     ordered = sorted(latencies)
-    return {
+    figures = {
         "median_ms": round(statistics.median(ordered), 1),
         "p90_ms": round(ordered[int(len(ordered) * 0.9) - 1], 1),
         "runs": float(runs),
     }
+    if floor:
+        figures["floor_ms"] = round(statistics.median(floor), 1)
+        figures["floor_ratio"] = round(statistics.median(ordered) / statistics.median(floor), 1)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,9 +8,10 @@ gets from the sandbox:
   a long-lived process (``shape="serve"``) a freezer cgroup, so it runs only while a call
   is in flight (:mod:`runtime.guard.cgroups`);
 - its prefix: the cgroup join, the rlimits (``prlimit``), the parent-death signal
-  (``setpriv --pdeathsig``), bubblewrap with the view of :mod:`runtime.guard.sandbox_view`
-  passed through a memory file (``--args``), and for a run to completion (``shape="run"``)
-  the init shell that runs the command and tells the daemon on a pipe that the command
+  (bubblewrap's own ``--die-with-parent``; ``setpriv --pdeathsig`` where there is no
+  bubblewrap), bubblewrap with the view of :mod:`runtime.guard.sandbox_view` passed
+  through a memory file (``--args``), and for a run to completion (``shape="run"``) the
+  init shell that runs the command and tells the daemon on a pipe that the command
   exited (:data:`INIT_SCRIPT`), so the daemon counts what is left itself;
 - the descriptors it inherits (the ``--args`` memory file, the pipe);
 - what the post-run check compares with (:func:`watch`), and the state of what the view
@@ -351,6 +352,18 @@ class Launch:
         """Whether the ``pids`` cgroup holds every process of the tool (it joined before exec)."""
         return self.pids is not None
 
+    @property
+    def cgroup_sealed(self) -> bool:
+        """Whether no process of the tool can leave the ``pids`` cgroup it joined before exec.
+
+        Under bubblewrap: no capabilities, ``/sys`` (and the cgroup filesystem in it)
+        read-only, every mount, ``unshare`` and ``setns`` refused by the seccomp filter; a
+        process moves only by writing a ``cgroup.procs`` file, and none is writable there.
+        The cgroup then lists every process of the tool, and a walk of ``/proc`` for its
+        descendants finds nothing more.
+        """
+        return self.cgroup_complete and self.via == "bwrap" and "seccomp" in self.layers
+
     def cgroup_pids(self) -> list[int]:
         """Every process in the tool's cgroups now."""
         found: set[int] = set()
@@ -449,10 +462,14 @@ def _prepare(
         launch.prefix += prlimit_argv(values)
     else:
         launch.preexec = functools.partial(_apply_rlimits, values)
-    if layers["pdeathsig"]["available"]:
+    via, view = launch.via, launch.view
+    if via == "bwrap":
+        # bubblewrap's own --die-with-parent (``bwrap_argv``) sets the same parent-death
+        # SIGKILL on itself and on the namespace's init: a setpriv exec is not needed.
+        launch.layers.append("pdeathsig")
+    elif layers["pdeathsig"]["available"]:
         launch.prefix += [executables()["setpriv"], "--pdeathsig", "KILL", "--"]
         launch.layers.append("pdeathsig")
-    via, view = launch.via, launch.view
     if via == "bwrap":
         rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
         try:

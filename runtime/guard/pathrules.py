@@ -145,17 +145,38 @@ class SensitiveRules:
     def __init__(self, deny: Iterable[str], allow: Iterable[str] = ()) -> None:
         self.deny = tuple(deny)
         self.allow = tuple(allow)
+        self._screens = tuple(_screen(self.deny, folder) for folder in _FOLDS)
 
     def match(self, parts: Sequence[str]) -> str | None:
         """Return the denylist pattern ``parts`` (path components) hits, or None."""
         parts = [p for p in parts if p not in ("", ".", "..")]
         if not parts:
             return None
-        for folder in _FOLDS:
-            hit = self._match_folded([folder(p) for p in parts], folder)
+        if all(p.isascii() for p in parts):  # both folds of ASCII text are its lower case
+            lowered = [p.lower() for p in parts]
+            if not any(self._screened(lowered, screen) for screen in self._screens):
+                return None
+        for folder, screen in zip(_FOLDS, self._screens, strict=True):
+            folded = [folder(p) for p in parts]
+            if not self._screened(folded, screen):
+                continue
+            hit = self._match_folded(folded, folder)
             if hit is not None:
                 return hit
         return None
+
+    @staticmethod
+    def _screened(
+        folded: list[str], screen: tuple[Callable[[str], Any], Callable[[str], Any]]
+    ) -> bool:
+        """Whether a folded denylist pattern matches a component or a tail of ``folded``.
+
+        When none does, :meth:`_match_folded` (which needs one of them to) returns None.
+        """
+        names, paths = screen
+        return any(names(p) for p in folded) or any(
+            paths("/".join(folded[i:])) for i in range(len(folded))
+        )
 
     def _match_folded(self, parts: list[str], folder: Callable[[str], str]) -> str | None:
         tails = ["/".join(parts[i:]) for i in range(len(parts))]
@@ -176,6 +197,30 @@ class SensitiveRules:
                 ):
                     return pattern
         return None
+
+
+def _never(_: str) -> None:
+    return None
+
+
+def _screen(
+    deny: Sequence[str], folder: Callable[[str], str]
+) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
+    """One regex for the folded component patterns, one for the path patterns of ``deny``.
+
+    Each is the alternation of what :func:`fnmatch.fnmatchcase` compiles for every pattern
+    (:func:`fnmatch.translate`, anchored at both ends): it matches a text exactly when one
+    of the patterns does, in one call instead of one per pattern.
+    """
+    folded = [folder(p).strip("/") for p in deny]
+    screens: list[Callable[[str], Any]] = []
+    for group in ([f for f in folded if "/" not in f], [f for f in folded if "/" in f]):
+        if not group:
+            screens.append(_never)
+            continue
+        either = "|".join(f"(?:{fnmatch.translate(f)})" for f in group)
+        screens.append(re.compile(either).match)
+    return screens[0], screens[1]
 
 
 _IGNORABLE = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")

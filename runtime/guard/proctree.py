@@ -276,6 +276,7 @@ def supervise(
     done_fd: int | None = None,
     init_finished: Callable[[], bool] | None = None,
     members: Callable[[], list[int]] | None = None,
+    walk: bool = True,
 ) -> Supervised:
     """Read ``proc``'s output, enforce the deadline and ``cancel``, clean up every process.
 
@@ -284,7 +285,9 @@ def supervise(
     is not enough); what it left behind is then stopped, counted and killed here
     (``exclude`` tells the sandbox's own processes, killed but not counted). ``members``
     lists the command's cgroup members (every process of it, when given): a run that left
-    nothing but the sandbox's own processes then ends without a process walk. Waits for
+    nothing but the sandbox's own processes then ends without a process walk. Without
+    ``walk`` (a sandbox whose cgroup holds every process of it, and none can leave it), the
+    snapshots while it runs read ``members`` only, not the whole ``/proc``. Waits for
     ``proc``; never leaves a process.
     """
     started = time.monotonic()
@@ -307,14 +310,20 @@ def supervise(
         return reported() and (init_finished is None or init_finished())
 
     def track() -> None:
-        tracker.snapshot()
+        if walk or members is None:
+            tracker.snapshot()
         if members is not None:
             tracker.add(members())
 
     reason: str | None = None
     killed = 0
     try:
-        next_snapshot = started
+        # The first snapshot one period in, not at the start: just after the spawn the
+        # process is still in the sandbox's prefix (the cgroup gate, bubblewrap), with no
+        # process of the tool's own for a walk of /proc to find, and that walk (~5-10 ms,
+        # every process of the host) would compete with the sandbox's start-up. What it
+        # could see is covered by the later snapshots, the cgroup and the end's scans.
+        next_snapshot = started + _SNAPSHOT_S
         while proc.poll() is None and not done():
             now = time.monotonic()
             if cancel is not None and cancel.is_set():

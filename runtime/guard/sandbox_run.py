@@ -160,6 +160,7 @@ def _run(
         done_fd=launch.done_fd,
         init_finished=launch.init_finished(proc.pid),
         members=launch.cgroup_pids if launch.cgroup_complete else None,
+        walk=not launch.cgroup_sealed,
     )
     reported = _exit_status(run.status) if run.reason is None else None
     code = proc.returncode if reported is None else reported

@@ -367,11 +367,17 @@ def view_state(view: View) -> frozenset[tuple[str, int, int, int]]:
     return frozenset(i for i in found if i is not None)
 
 
+@functools.lru_cache(maxsize=4)
+def _interpreter_dirs(prefix: str, base_prefix: str, executable: str) -> tuple[str, ...]:
+    """The real directories of a Python (its prefixes, its executable's), per process."""
+    places = {prefix, base_prefix, os.path.dirname(os.path.realpath(executable))}
+    return tuple(sorted({os.path.realpath(p) for p in places}))
+
+
 def _interpreter_places(visible: Sequence[str]) -> list[str]:
     """The runtime's own Python installation, where the view would otherwise not show it."""
-    places = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    real = sorted({os.path.realpath(p) for p in places})
     found: list[str] = []
+    real = _interpreter_dirs(sys.prefix, sys.base_prefix, sys.executable)
     for place in real:  # sorted: a parent comes before what it holds
         if os.path.isdir(place) and not _under_any(place, [*visible, *found]):
             found.append(place)
@@ -437,14 +443,12 @@ def kernel_mounts() -> list[str]:
 def _etc_links() -> list[str]:
     """``/etc`` symlinks (``resolv.conf``) whose regular-file targets the view would hide."""
     argv: list[str] = []
-    try:
-        names = os.listdir("/etc")
+    try:  # the directory's own entry types: no lstat for each of its ~150 names
+        with os.scandir("/etc") as entries:
+            links = sorted(e.path for e in entries if e.is_symlink())
     except OSError:
         return argv
-    for name in sorted(names):
-        link = os.path.join("/etc", name)
-        if not os.path.islink(link):
-            continue
+    for link in links:
         target = os.path.realpath(link)
         if os.path.isfile(target) and not _under_any(target, SYSTEM_VISIBLE):
             argv += ["--ro-bind", target, target]

@@ -16,5 +16,6 @@ def test_the_command_benchmark_runs_and_prints_its_figures(
 ) -> None:
     assert command_bench.main(["--runs", "3", "--files", "2"]) == 0
     figures = json.loads(capsys.readouterr().out)
-    assert set(figures) == {"median_ms", "p90_ms", "runs"}
+    assert set(figures) == {"median_ms", "p90_ms", "runs", "floor_ms", "floor_ratio"}
     assert figures["runs"] == 3 and 0 < figures["median_ms"] <= figures["p90_ms"]
+    assert figures["floor_ms"] > 0 and figures["floor_ratio"] > 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -163,3 +165,88 @@ def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
     finally:
         server.stop()
     assert not server.alive()
+
+
+LAUNCH_AND_WAIT = """
+import os, subprocess, sys, time
+from runtime.guard.launcher import Limits, prepare
+from runtime.guard.sandbox import View
+root = sys.argv[1]
+view = View(writable=(root,), cwd=root)
+launch = prepare(view=view, allow_network=False, limits=Limits(max_processes=16), timeout_s=60)
+assert "setpriv" not in " ".join(launch.prefix), launch.prefix  # bwrap's --die-with-parent
+proc = launch.spawn(["sleep", "600"], cwd=root, env={"PATH": "/usr/bin:/bin"},
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+deadline = time.monotonic() + 30
+while len(launch.cgroup_pids()) < 4 and time.monotonic() < deadline:  # bwrap, init, sh, sleep
+    time.sleep(0.01)
+print(" ".join(map(str, launch.cgroup_pids())), flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_sandbox_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    # The parent-death signal is bubblewrap's own --die-with-parent (no setpriv exec): when
+    # the runner is SIGKILLed mid-run, every process of the sandbox dies with it.
+    if not probe_layers()["pids_limit"]["available"]:
+        pytest.skip("no pids cgroup to list the sandbox's processes by")
+    runner = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH_AND_WAIT, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+    try:
+        assert runner.stdout is not None
+        with runner.stdout:
+            pids = [int(p) for p in runner.stdout.readline().split()]
+        assert len(pids) >= 4 and all(psutil.pid_exists(p) for p in pids)
+        runner.kill()
+        runner.wait()
+        # The kernel sends the parent-death SIGKILL at once; 10 s is for a busy machine.
+        # (Not longer: this host's init may reap orphans on its own.)
+        deadline = time.monotonic() + 10
+        while [p for p in pids if _running(p)] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in pids if _running(p)]
+    finally:
+        runner.kill()
+        runner.wait()
+        cgroups.sweep_stale()  # what a failed run left: its owner is gone
+
+
+LEAVE_CGROUP = (
+    "for f in $(find /sys/fs/cgroup -name cgroup.procs 2>/dev/null); do "
+    'if (echo $$ > "$f") 2>/dev/null; then echo "moved:$f"; fi; done; '
+    "unshare -m true 2>/dev/null && echo unshared; cat /proc/self/cgroup"
+)
+
+
+def test_no_process_of_a_sealed_sandbox_can_leave_its_cgroup(tmp_path: Path) -> None:
+    # A sealed run's processes are tracked by its cgroup alone (no walk of /proc while it
+    # runs): no cgroup.procs file is writable in the view, nothing can be remounted.
+    launch = prepare(view=_view(tmp_path), allow_network=False, limits=LIMITS, timeout_s=20)
+    try:
+        if not launch.cgroup_complete or "seccomp" not in launch.layers:
+            pytest.skip("no pids cgroup or no seccomp filter here: the run is walked")
+        assert launch.cgroup_sealed
+        group = os.path.basename(launch.pids.path) if launch.pids else ""
+    finally:
+        launch.close()
+    result = run_command(
+        LEAVE_CGROUP,
+        cwd=str(tmp_path),
+        env=ENV,
+        timeout_s=20,
+        allow_network=False,
+        view=_view(tmp_path),
+        limits=LIMITS,
+    )
+    assert "moved:" not in result.stdout and "unshared" not in result.stdout
+    assert group.split("-")[0] in result.stdout  # still in a call cgroup (roost-...)

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from runtime.errors import InvalidRuntimeOptError, ToolError
 from runtime.guard.pathrules import (
     SensitiveRules,
+    _fold_compat,
     extract_paths,
+    fold,
     parse_outside_allowlist,
     protected_match,
     validate_path_text,
@@ -128,6 +130,33 @@ def test_a_path_allowlist_entry_exempts_a_whole_path():
 
 def test_dot_and_dotdot_components_never_match():
     assert SensitiveRules(["*"]).match(["..", "."]) is None
+
+
+_NAME_CHARS = st.sampled_from([*"aeEnvVkpK._-*", "é", "e\u0301", "\uff49", "ß", "İ"])
+_NAMES = st.lists(_NAME_CHARS, min_size=1, max_size=6).map("".join)
+_PATTERNS = st.one_of(
+    st.sampled_from([*DEFAULT_DENY, "config/*.yml", "*/.ENV", "SECRÉT*", "\uff49d_rsa", "ss*"]),
+    _NAMES,
+    st.builds("/".join, st.lists(_NAMES, min_size=2, max_size=3)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    deny=st.lists(_PATTERNS, max_size=6),
+    allow=st.lists(_PATTERNS, max_size=2),
+    parts=st.lists(st.one_of(_NAMES, st.sampled_from(["id_rsa", ".env", "config"])), max_size=4),
+)
+def test_the_screened_match_finds_what_the_pattern_by_pattern_match_finds(deny, allow, parts):
+    # match() first screens the components with one regex per fold and skips the
+    # pattern-by-pattern comparison when nothing can hit: the answer must not change.
+    rules = SensitiveRules(deny, allow)
+    kept = [p for p in parts if p not in ("", ".", "..")]
+    expected = None
+    for folder in (fold, _fold_compat):
+        if kept and expected is None:
+            expected = rules._match_folded([folder(p) for p in kept], folder)
+    assert rules.match(parts) == expected
 
 
 # --- protected_match -------------------------------------------------------------------
