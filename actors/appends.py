@@ -82,10 +82,23 @@ class JournalAppends(MailboxSends):
     ) -> AppendRequest:
         """Send ``events`` to the journal; ``then(Appended | AppendFailed)`` on the answer."""
         request = AppendRequest(key=batch_key(key), events=events, token=next(self._tokens))
+        if getattr(self, "hosted", False):  # an entity: through its host's appender, no relay
+            port = self._myRef
+            if port.append(events, request.key, lambda answer: self._answered(answer, then)):
+                return request
         self._appends[request.token] = (request, then)
         if self.journal is not None:
             self.send(self.journal, request)
         return request
+
+    def _answered(self, answer: Any, then: Callable[[Any], None] | None) -> None:
+        """The host's appender answered an append (in this entity's turn)."""
+        if isinstance(answer, AppendFailed):
+            self.log.error("append_failed", error=answer.error)
+        if then is not None:
+            then(answer)
+        if isinstance(answer, Appended):
+            self.route_alerts(answer.envelopes)
 
     def alerts_for(self, envelopes: list[Envelope]) -> list[NewEvent]:
         """Dispatch the committed signals ``alert_options`` route; the ``alert.*`` to append."""
