@@ -32,7 +32,7 @@ from actors.messages import (
 )
 from events.envelope import Envelope
 from runtime.agent import effects as fx
-from runtime.agent.core import ConversationCore
+from runtime.agent.core import ConversationCore, provisional
 from runtime.llm.base import ModelAdapter, ModelError
 from runtime.llm.resilience import ModelNote
 
@@ -44,16 +44,6 @@ FLUSH = "flush"
 """The wakeup payload that commits a stage whose in-host answer is late."""
 _STAGE_LIMIT = timedelta(milliseconds=200)
 """How long a stage waits for an in-host answer (a policy verdict, an inline read)."""
-_NEW_EVENT_FIELDS = (
-    "event_id",
-    "type",
-    "at",
-    "project_id",
-    "conversation_id",
-    "correlation_id",
-    "causation_id",
-    "data",
-)
 _STOP_GRACE_S = 10.0
 """How long a conversation whose append failed waits for its project to stop it."""
 
@@ -196,16 +186,7 @@ class AgentShell(RoostActor):
         assert core is not None
         effect = msgspec.structs.replace(effect, events=_redacted(effect.events))
         last = self.staged_envelopes[-1].seq if self.staged_envelopes else core.last_seq
-        envelopes = [
-            Envelope(
-                **{f: getattr(e, f) for f in _NEW_EVENT_FIELDS},
-                seq=last + i,
-                stream_version=0,
-                hash="",
-                prev_hash="",
-            )
-            for i, e in enumerate(effect.events, start=1)
-        ]
+        envelopes = provisional(effect.events, last)
         self.staged.append(effect)
         self.staged_envelopes.extend(envelopes)
         self.effects.extend(core.acknowledged(effect, envelopes))

@@ -1,9 +1,11 @@
-"""Slow work on threads, for an actor: started, then collected by polling.
+"""Slow work on threads, for an actor: started, then collected when it finished.
 
-Thespian delivers no messages from threads, so an actor whose work may take long (the
-ToolRunner: commands, HTTP fetches, workflows, ``async`` calls) runs it on a worker
-thread that leaves its answer in a queue; while any is in flight the actor wakes up every
-few milliseconds and collects what finished.
+An actor whose work may take long (the ToolRunner: commands, HTTP fetches, workflows,
+``async`` calls) runs it on a worker thread that leaves its answer in a queue. Hosted in a
+host actor (``actors.hosting``), the thread then posts a :class:`WorkDone` to it, which the
+host delivers as a message. Thespian delivers no messages from threads, so an actor that is
+a process of its own instead wakes up every few milliseconds while any is in flight and
+collects what finished.
 """
 
 from __future__ import annotations
@@ -51,15 +53,6 @@ class WorkerThreads(RoostActor):
 
     def collect_work(self) -> list[tuple[str, Any, Any]]:
         """The answers of the work that finished since the last poll (on its wakeup)."""
-        if self.hosted:
-            finished = []
-            while True:
-                try:
-                    finished.append(self.done.get_nowait())
-                except queue.Empty:
-                    break
-            self.in_threads -= len(finished)
-            return finished
         self.polling = False
         finished = []
         while True:
@@ -68,7 +61,7 @@ class WorkerThreads(RoostActor):
             except queue.Empty:
                 break
         self.in_threads -= len(finished)
-        if self.in_threads > 0:
+        if self.in_threads > 0 and not self.hosted:
             self._poll()
         return finished
 

@@ -39,7 +39,37 @@ from runtime.agent.effects import (
 from runtime.agent.inbound import INBOUND_TYPES, Inbound
 from runtime.agent.snapshot import restore
 
-__all__ = ["INBOUND_TYPES", "ConversationCore"]
+__all__ = ["INBOUND_TYPES", "ConversationCore", "provisional"]
+
+
+_NEW_EVENT_FIELDS = (
+    "event_id",
+    "type",
+    "at",
+    "project_id",
+    "conversation_id",
+    "correlation_id",
+    "causation_id",
+    "data",
+)
+
+
+def provisional(events: list[NewEvent], after_seq: int) -> list[Envelope]:
+    """``events`` as envelopes numbered from ``after_seq`` + 1, before their commit.
+
+    What a host folds ahead of a commit (:meth:`ConversationCore.confirm` replaces their
+    positions once the journal gave them): no hash, stream version 0.
+    """
+    return [
+        Envelope(
+            **{f: getattr(e, f) for f in _NEW_EVENT_FIELDS},
+            seq=after_seq + i,
+            stream_version=0,
+            hash="",
+            prev_hash="",
+        )
+        for i, e in enumerate(events, start=1)
+    ]
 
 
 class ConversationCore(Inbound):

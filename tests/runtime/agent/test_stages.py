@@ -14,7 +14,7 @@ import msgspec
 
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent
-from runtime.agent.core import ConversationCore
+from runtime.agent.core import ConversationCore, provisional
 from runtime.agent.effects import Answer, Append, AskPolicy, CallModel, Dispatch
 from tests.runtime.agent.test_loop import Harness
 
@@ -66,19 +66,10 @@ class StagingHarness(Harness):
             effect = queue.pop(0)
             if isinstance(effect, Append) and effect.ack_to is None and effect.key is None:
                 last = self.core.last_seq
-                provisional = [
-                    Envelope(
-                        seq=last + i,
-                        stream_version=0,
-                        hash="",
-                        prev_hash="",
-                        **msgspec.structs.asdict(e),
-                    )
-                    for i, e in enumerate(effect.events, start=1)
-                ]
+                envelopes = provisional(effect.events, last)
                 self.staged.extend(effect.events)
-                self.provisional.extend(provisional)
-                queue = self.core.acknowledged(effect, provisional) + queue
+                self.provisional.extend(envelopes)
+                queue = self.core.acknowledged(effect, envelopes) + queue
             elif isinstance(effect, Append):
                 self.flush()
                 committed = self.commit(effect.events)
