@@ -14,12 +14,20 @@ What we add to ``eventsourcing.sqlite``:
   index; a journal written before those columns gets them, filled in, when it is opened.
 - a project's deletion (``delete_stream``, ``drop_batches``, ``rewrite_batches`` of
   :meth:`RoostSQLiteRecorder.insert_events`) in the transaction of its deletion record.
+
+Two table layouts, told apart by ``PRAGMA user_version`` (the stored envelope's format is
+per row, :mod:`runtime.journal.stored`): a journal created now has layout 2 (the stream id
+as 16 bytes, a 64-bit digest of the correlation id for its index instead of the text,
+``roost_batches`` without a rowid); a journal created before has layout 1 (the stream id
+as 32 hex digits, ``correlation_id`` as text) and keeps it. The layout is chosen once,
+under the write lock, by the opener that creates the tables.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -37,8 +45,8 @@ from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
 
 __all__ = ["RoostSQLiteFactory", "RoostSQLiteRecorder", "StreamRow"]
 
-StreamRow = tuple[int, int, bytes]
-"""``(seq, originator_version, state)`` of one stored event."""
+StreamRow = tuple[int, int, str, bytes]
+"""``(seq, originator_version, topic, state)`` of one stored event."""
 
 _INDEXES = {
     "conversation_id": "roost_events_by_conversation",
@@ -47,6 +55,29 @@ _INDEXES = {
 """Index per column; each is ``(originator_id, column)`` and ends with the rowid (the seq)."""
 
 _BACKFILL_PAGE = 20000
+
+LAYOUT = 2
+"""The table layout of a journal created now."""
+
+_LAYOUT_2 = (
+    "CREATE TABLE IF NOT EXISTS {table} (originator_id BLOB, originator_version INTEGER, "
+    "topic TEXT, state BLOB, conversation_id TEXT, correlation_key INTEGER, "
+    "PRIMARY KEY (originator_id, originator_version))",
+    "CREATE INDEX IF NOT EXISTS roost_events_by_conversation "
+    "ON {table} (originator_id, conversation_id)",
+    "CREATE INDEX IF NOT EXISTS roost_events_by_correlation ON {table} (correlation_key)",
+    "CREATE TABLE IF NOT EXISTS roost_batches (batch_key TEXT PRIMARY KEY, ranges BLOB NOT NULL) "
+    "WITHOUT ROWID",
+    f"PRAGMA user_version={LAYOUT}",
+)
+
+
+def correlation_key(correlation_id: str | None) -> int | None:
+    """The 64-bit digest of a correlation id that layout 2 indexes (signed, as SQLite's)."""
+    if correlation_id is None:
+        return None
+    digest = hashlib.blake2b(correlation_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 class _DurablePool(SQLiteConnectionPool):
@@ -73,11 +104,47 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name)
-        self.insert_events_statement = (
-            f"INSERT INTO {self.events_table_name} "
-            f"(originator_id, originator_version, topic, state, {', '.join(INDEX_COLUMNS)}) "
-            "VALUES (?,?,?,?,?,?)"
+        self._layout = 0
+
+    @property
+    def layout(self) -> int:
+        """The journal's table layout (1 or 2), read once."""
+        if not self._layout:
+            with self.datastore.transaction(commit=False) as c:
+                self._layout = self._read_layout(c) or LAYOUT
+        return self._layout
+
+    def _read_layout(self, c: SQLiteCursor) -> int:
+        """2 or 1 for a journal whose tables exist, 0 before they do."""
+        c.execute("PRAGMA user_version")
+        if int(c.fetchone()[0]) >= 2:
+            return 2
+        c.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (self.events_table_name,)
         )
+        return 1 if c.fetchone() is not None else 0
+
+    def _oid(self, originator_id: UUID) -> str | bytes:
+        """A stream id as this layout stores it."""
+        return originator_id.bytes if self.layout == 2 else originator_id.hex
+
+    def convert_originator_id(self, originator_id: Any) -> UUID | str:
+        """A stored stream id as a UUID (layout 2 stores its 16 bytes)."""
+        if isinstance(originator_id, bytes):
+            return UUID(bytes=originator_id)
+        return super().convert_originator_id(originator_id)
+
+    def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
+        """Eventsourcing's read of one stream, with the stream id as this layout stores it."""
+        if isinstance(originator_id, UUID) and self.layout == 2:
+            return super().select_events(originator_id.bytes, **kwargs)  # type: ignore[arg-type]
+        return super().select_events(originator_id, **kwargs)
+
+    def _correlation(self) -> tuple[str, Callable[[str | None], Any]]:
+        """The correlation column of this layout and how a correlation id is stored in it."""
+        if self.layout == 2:
+            return "correlation_key", correlation_key
+        return "correlation_id", _same
 
     def construct_create_table_statements(self) -> list[str]:
         """Add the batch-key table to eventsourcing's ``stored_events``."""
@@ -90,17 +157,38 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         return statements
 
     def create_table(self) -> None:
-        """Create the tables, then add and fill the index columns and indexes a journal lacks.
+        """Create the tables of layout 2, or add to a layout-1 journal what it lacks.
 
-        The check is a read; only a journal that lacks something is locked for writing
-        (``BEGIN IMMEDIATE``), checked again and migrated, so two processes opening an old
-        file at once migrate it once, the second waiting for the first.
+        The checks are reads; only a journal without tables, or a layout-1 journal that lacks
+        an index column or an index, is locked for writing (``BEGIN IMMEDIATE``), checked
+        again and created or migrated, so two processes opening a file at once create or
+        migrate it once, the second waiting for the first.
         """
+        with self.datastore.transaction(commit=False) as c:
+            layout = self._read_layout(c)
+        if not layout:
+            with self.datastore.get_connection(commit=True) as conn:
+                raw: sqlite3.Connection = conn._sqlite_conn
+                raw.execute("BEGIN IMMEDIATE")
+                try:
+                    c = SQLiteCursor(raw.cursor())
+                    layout = self._read_layout(c)
+                    if not layout:
+                        for statement in _LAYOUT_2:
+                            c.execute(statement.format(table=self.events_table_name))
+                        layout = LAYOUT
+                except BaseException:
+                    raw.rollback()
+                    raise
+                raw.commit()
+        self._layout = layout
+        if layout == 2:
+            return
         super().create_table()
         if not self._lacking():
             return
         with self.datastore.get_connection(commit=True) as conn:
-            raw: sqlite3.Connection = conn._sqlite_conn
+            raw = conn._sqlite_conn
             raw.execute("BEGIN IMMEDIATE")
             try:
                 c = SQLiteCursor(raw.cursor())
@@ -160,24 +248,33 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         batch_rows: Sequence[tuple[str, bytes]] = kwargs.get("batch_rows") or ()
         if batch_rows:
             c.executemany("INSERT INTO roost_batches VALUES (?, ?)", batch_rows)
-        params = [
-            (
-                s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
-                s.originator_version,
-                s.topic,
-                s.state,
-                *event_keys(s.state),
+        column, stored = self._correlation()
+        params = []
+        for s in stored_events:
+            conversation, correlation = event_keys(s.state)
+            oid = s.originator_id
+            params.append(
+                (
+                    self._oid(oid) if isinstance(oid, UUID) else oid,
+                    s.originator_version,
+                    s.topic,
+                    s.state,
+                    conversation,
+                    stored(correlation),
+                )
             )
-            for s in stored_events
-        ]
-        c.executemany(self.insert_events_statement, params)
+        c.executemany(
+            f"INSERT INTO {self.events_table_name} (originator_id, originator_version, topic, "
+            f"state, conversation_id, {column}) VALUES (?,?,?,?,?,?)",
+            params,
+        )
         c.execute("SELECT last_insert_rowid()")
         last = int(c.fetchone()[0])
         first = last - len(params) + 1
         # A deletion goes after the insert: the table has no AUTOINCREMENT, so a rowid is
         # max(rowid) + 1, and the deletion record must take its place above the deleted
         # events, or the next events would reuse their global positions.
-        _delete_project(c, self.events_table_name, kwargs)
+        _delete_project(c, self.events_table_name, self._oid, kwargs)
         return list(range(first, last + 1))
 
     def select_all_batches(self) -> list[tuple[str, bytes]]:
@@ -187,28 +284,28 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             return [(str(r[0]), bytes(r[1])) for r in c.fetchall()]
 
     def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
-        """Return ``(seq, version, state)`` of a stream's events after version ``gt``."""
+        """Return ``(seq, version, topic, state)`` of a stream's events after version ``gt``."""
         with self.datastore.transaction(commit=False) as c:
             raw = c.sqlite_cursor
-            raw.row_factory = None  # plain tuples: (int, int, bytes) as stored
+            raw.row_factory = None  # plain tuples: (int, int, str, bytes) as stored
             raw.execute(
-                f"SELECT rowid, originator_version, state FROM {self.events_table_name} "
+                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
                 "WHERE originator_id=? AND originator_version>? ORDER BY originator_version",
-                (originator_id.hex, gt),
+                (self._oid(originator_id), gt),
             )
             rows: list[StreamRow] = raw.fetchall()
             return rows
 
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:
-        """Return ``(seq, version, state)`` for versions ``first..last`` of a stream."""
+        """Return ``(seq, version, topic, state)`` for versions ``first..last`` of a stream."""
         with self.datastore.transaction(commit=False) as c:
             c.execute(
-                f"SELECT rowid, originator_version, state FROM {self.events_table_name} "
+                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
                 "WHERE originator_id=? AND originator_version>=? AND originator_version<=? "
                 "ORDER BY originator_version",
-                (originator_id.hex, first, last),
+                (self._oid(originator_id), first, last),
             )
-            return [(int(r[0]), int(r[1]), bytes(r[2])) for r in c.fetchall()]
+            return [(int(r[0]), int(r[1]), str(r[2]), bytes(r[3])) for r in c.fetchall()]
 
     def _scope_sql(self, columns: str, originator_id: UUID, scope: Scope) -> tuple[str, list[Any]]:
         """The ``SELECT`` of ``columns`` for the rows of ``scope``, through its index."""
@@ -216,15 +313,16 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             "correlation_id" if scope.correlation_id is not None else "conversation_id"
         ]
         where = ["originator_id=?"]
-        params: list[Any] = [originator_id.hex]
+        params: list[Any] = [self._oid(originator_id)]
         if scope.conversation_id is None:
             where.append("conversation_id IS NULL")
         else:
             where.append("conversation_id=?")
             params.append(scope.conversation_id)
         if scope.correlation_id is not None:
-            where.append("correlation_id=?")
-            params.append(scope.correlation_id)
+            column, stored = self._correlation()
+            where.append(f"{column}=?")
+            params.append(stored(scope.correlation_id))
         if scope.topics:
             where.append(f"topic IN ({','.join('?' * len(scope.topics))})")
             params.extend(scope.topics)
@@ -242,11 +340,15 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
     def select_scope(
         self, originator_id: UUID, scope: Scope, *, limit: int | None = None, newest: bool = False
     ) -> list[StreamRow]:
-        """``(seq, version, state)`` of the rows of ``scope``, at most ``limit``.
+        """``(seq, version, topic, state)`` of the rows of ``scope``, at most ``limit``.
 
-        In seq order, or newest first with ``newest``.
+        In seq order, or newest first with ``newest``. In layout 2 a row of another
+        correlation whose id has the same 64-bit digest is among them: the caller checks the
+        decoded envelope's ``correlation_id``.
         """
-        sql, params = self._scope_sql("rowid, originator_version, state", originator_id, scope)
+        sql, params = self._scope_sql(
+            "rowid, originator_version, topic, state", originator_id, scope
+        )
         sql += " ORDER BY rowid DESC" if newest else " ORDER BY rowid"
         if limit is not None:
             sql += " LIMIT ?"
@@ -270,7 +372,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=False) as c:
             c.execute(
                 f"SELECT 1 FROM {self.events_table_name} WHERE originator_id=? LIMIT 1",
-                (originator_id.hex,),
+                (self._oid(originator_id),),
             )
             return c.fetchone() is not None
 
@@ -293,12 +395,18 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             return str(c.fetchone()[0])
 
 
-def _delete_project(c: SQLiteCursor, table: str, kwargs: dict[str, Any]) -> None:
+def _same(value: str | None) -> str | None:
+    return value
+
+
+def _delete_project(
+    c: SQLiteCursor, table: str, oid: Callable[[UUID], str | bytes], kwargs: dict[str, Any]
+) -> None:
     """Delete a stream's events and drop or rewrite its batch keys, if asked to."""
     stream: UUID | None = kwargs.get("delete_stream")
     if stream is None:
         return
-    c.execute(f"DELETE FROM {table} WHERE originator_id=?", (stream.hex,))
+    c.execute(f"DELETE FROM {table} WHERE originator_id=?", (oid(stream),))
     drop: Sequence[str] = kwargs.get("drop_batches") or ()
     if drop:
         c.executemany("DELETE FROM roost_batches WHERE batch_key=?", [(k,) for k in drop])

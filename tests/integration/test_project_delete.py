@@ -98,7 +98,7 @@ def test_a_journal_cut_behind_the_daemons_back_is_not_a_deletion(tmp_path: Path)
     conn = sqlite3.connect(Path(home) / "journal.sqlite")
     with conn:
         conn.execute(
-            "DELETE FROM stored_events WHERE originator_id=?", (project_stream_id("cut").hex,)
+            "DELETE FROM stored_events WHERE originator_id=?", (project_stream_id("cut").bytes,)
         )
     conn.close()
     with run_daemon(tmp_path / "home"):

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from runtime.journal.stored import decode_state, encode_state
 from tests.integration.adversarial_helpers import run_daemon
 from tests.integration.conftest import REPO_ROOT, Daemon, daemon_env
 
@@ -29,12 +30,12 @@ def test_verify_reports_a_tampered_event_with_a_readable_diff(
     rowid, state = db.execute(
         "SELECT rowid, state FROM stored_events WHERE topic='user.message'"
     ).fetchone()
-    envelope = msgspec.msgpack.decode(state)
-    envelope["data"]["content"] = "tampered text"
+    envelope = decode_state(state, "user.message", rowid)
+    tampered = msgspec.structs.replace(envelope, data={**envelope.data, "content": "tampered text"})
     with db:
         db.execute(
             "UPDATE stored_events SET state=? WHERE rowid=?",
-            (msgspec.msgpack.encode(envelope), rowid),
+            (encode_state(tampered), rowid),
         )
     db.close()
     done = subprocess.run(
