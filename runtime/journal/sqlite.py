@@ -15,23 +15,19 @@ What we add to ``eventsourcing.sqlite``:
 - a project's deletion (``delete_stream``, ``drop_batches``, ``rewrite_batches`` of
   :meth:`RoostSQLiteRecorder.insert_events`) in the transaction of its deletion record.
 
-Two table layouts, told apart by ``PRAGMA user_version`` (the stored envelope's format is
-per row, :mod:`runtime.journal.stored`): a journal created now has layout 2 (the stream id
-as 16 bytes, a 64-bit digest of the correlation id for its index instead of the text,
-``roost_batches`` without a rowid); a journal created before has layout 1 (the stream id
-as 32 hex digits, ``correlation_id`` as text) and keeps it. The layout is chosen once,
-under the write lock, by the opener that creates the tables.
+A journal created now has table layout 2, one created before layout 1, which it keeps
+(:mod:`runtime.journal.sqlite_layout`); the layout is chosen once, under the write lock, by
+the opener that creates the tables.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteConnection,
@@ -42,6 +38,7 @@ from eventsourcing.sqlite import (
 )
 
 from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
+from runtime.journal.sqlite_layout import LAYOUT, Layout, layout_2_statements
 
 __all__ = ["RoostSQLiteFactory", "RoostSQLiteRecorder", "StreamRow"]
 
@@ -55,29 +52,6 @@ _INDEXES = {
 """Index per column; each is ``(originator_id, column)`` and ends with the rowid (the seq)."""
 
 _BACKFILL_PAGE = 20000
-
-LAYOUT = 2
-"""The table layout of a journal created now."""
-
-_LAYOUT_2 = (
-    "CREATE TABLE IF NOT EXISTS {table} (originator_id BLOB, originator_version INTEGER, "
-    "topic TEXT, state BLOB, conversation_id TEXT, correlation_key INTEGER, "
-    "PRIMARY KEY (originator_id, originator_version))",
-    "CREATE INDEX IF NOT EXISTS roost_events_by_conversation "
-    "ON {table} (originator_id, conversation_id)",
-    "CREATE INDEX IF NOT EXISTS roost_events_by_correlation ON {table} (correlation_key)",
-    "CREATE TABLE IF NOT EXISTS roost_batches (batch_key TEXT PRIMARY KEY, ranges BLOB NOT NULL) "
-    "WITHOUT ROWID",
-    f"PRAGMA user_version={LAYOUT}",
-)
-
-
-def correlation_key(correlation_id: str | None) -> int | None:
-    """The 64-bit digest of a correlation id that layout 2 indexes (signed, as SQLite's)."""
-    if correlation_id is None:
-        return None
-    digest = hashlib.blake2b(correlation_id.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 class _DurablePool(SQLiteConnectionPool):
@@ -104,14 +78,14 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name)
-        self._layout = 0
+        self._layout: Layout | None = None
 
     @property
-    def layout(self) -> int:
-        """The journal's table layout (1 or 2), read once."""
-        if not self._layout:
+    def layout(self) -> Layout:
+        """The journal's table layout, read once."""
+        if self._layout is None:
             with self.datastore.transaction(commit=False) as c:
-                self._layout = self._read_layout(c) or LAYOUT
+                self._layout = Layout(self._read_layout(c) or LAYOUT)
         return self._layout
 
     def _read_layout(self, c: SQLiteCursor) -> int:
@@ -124,27 +98,44 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         )
         return 1 if c.fetchone() is not None else 0
 
-    def _oid(self, originator_id: UUID) -> str | bytes:
-        """A stream id as this layout stores it."""
-        return originator_id.bytes if self.layout == 2 else originator_id.hex
-
     def convert_originator_id(self, originator_id: Any) -> UUID | str:
-        """A stored stream id as a UUID (layout 2 stores its 16 bytes)."""
-        if isinstance(originator_id, bytes):
-            return UUID(bytes=originator_id)
+        """A stored stream id as a UUID (layout 2 stores the stream's number).
+
+        A number this recorder has not seen (:meth:`select_notifications` loads them first;
+        a stream committed by another writer in between) is returned as it is.
+        """
+        if isinstance(originator_id, int):
+            known = self.layout.streams.get(originator_id)
+            return known if known is not None else originator_id  # type: ignore[return-value]
         return super().convert_originator_id(originator_id)
 
+    def select_notifications(self, *args: Any, **kwargs: Any) -> Sequence[Notification]:
+        """Read by position (eventsourcing's), with the stream numbers of layout 2 known."""
+        layout = self.layout
+        if layout.version == 2:
+            with self.datastore.transaction(commit=False) as c:
+                layout.load_streams(c.sqlite_cursor)
+        return super().select_notifications(*args, **kwargs)
+
     def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
-        """Eventsourcing's read of one stream, with the stream id as this layout stores it."""
-        if isinstance(originator_id, UUID) and self.layout == 2:
-            return super().select_events(originator_id.bytes, **kwargs)  # type: ignore[arg-type]
+        """Read one stream (eventsourcing's), its id as this layout stores it."""
+        layout = self.layout
+        if isinstance(originator_id, UUID) and layout.version == 2:
+            with self.datastore.transaction(commit=False) as c:
+                number = layout.number_of(c.sqlite_cursor, originator_id)
+            if number is None:
+                return []
+            return super().select_events(number, **kwargs)  # type: ignore[arg-type]
         return super().select_events(originator_id, **kwargs)
 
-    def _correlation(self) -> tuple[str, Callable[[str | None], Any]]:
-        """The correlation column of this layout and how a correlation id is stored in it."""
-        if self.layout == 2:
-            return "correlation_key", correlation_key
-        return "correlation_id", _same
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert in one transaction; stream numbers it gave are known once it is committed."""
+        fresh: dict[UUID, int] = {}
+        seqs = super().insert_events(stored_events, fresh_streams=fresh, **kwargs)
+        self.layout.committed(fresh)
+        return seqs
 
     def construct_create_table_statements(self) -> list[str]:
         """Add the batch-key table to eventsourcing's ``stored_events``."""
@@ -174,14 +165,14 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
                     c = SQLiteCursor(raw.cursor())
                     layout = self._read_layout(c)
                     if not layout:
-                        for statement in _LAYOUT_2:
-                            c.execute(statement.format(table=self.events_table_name))
+                        for statement in layout_2_statements(self.events_table_name):
+                            c.execute(statement)
                         layout = LAYOUT
                 except BaseException:
                     raw.rollback()
                     raise
                 raw.commit()
-        self._layout = layout
+        self._layout = Layout(layout)
         if layout == 2:
             return
         super().create_table()
@@ -245,27 +236,33 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         stored_events: Sequence[StoredEvent],
         **kwargs: Any,
     ) -> Sequence[int] | None:
+        layout = self.layout
         batch_rows: Sequence[tuple[str, bytes]] = kwargs.get("batch_rows") or ()
         if batch_rows:
-            c.executemany("INSERT INTO roost_batches VALUES (?, ?)", batch_rows)
-        column, stored = self._correlation()
+            c.executemany(
+                "INSERT INTO roost_batches VALUES (?, ?)",
+                [(layout.batch_key(key), ranges) for key, ranges in batch_rows],
+            )
+        fresh: dict[UUID, int] = kwargs.get("fresh_streams", {})
         params = []
         for s in stored_events:
             conversation, correlation = event_keys(s.state)
             oid = s.originator_id
             params.append(
                 (
-                    self._oid(oid) if isinstance(oid, UUID) else oid,
+                    layout.stream_for_insert(c.sqlite_cursor, oid, fresh)
+                    if isinstance(oid, UUID)
+                    else oid,
                     s.originator_version,
                     s.topic,
                     s.state,
                     conversation,
-                    stored(correlation),
+                    layout.correlation(correlation),
                 )
             )
         c.executemany(
             f"INSERT INTO {self.events_table_name} (originator_id, originator_version, topic, "
-            f"state, conversation_id, {column}) VALUES (?,?,?,?,?,?)",
+            f"state, conversation_id, {layout.correlation_column}) VALUES (?,?,?,?,?,?)",
             params,
         )
         c.execute("SELECT last_insert_rowid()")
@@ -274,14 +271,14 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         # A deletion goes after the insert: the table has no AUTOINCREMENT, so a rowid is
         # max(rowid) + 1, and the deletion record must take its place above the deleted
         # events, or the next events would reuse their global positions.
-        _delete_project(c, self.events_table_name, self._oid, kwargs)
+        _delete_project(c, self.events_table_name, layout, kwargs)
         return list(range(first, last + 1))
 
     def select_all_batches(self) -> list[tuple[str, bytes]]:
         """Every ``(batch_key, ranges)`` (for a project's deletion)."""
         with self.datastore.transaction(commit=False) as c:
             c.execute("SELECT batch_key, ranges FROM roost_batches")
-            return [(str(r[0]), bytes(r[1])) for r in c.fetchall()]
+            return [(self.layout.stored_key(r[0]), bytes(r[1])) for r in c.fetchall()]
 
     def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
         """Return ``(seq, version, topic, state)`` of a stream's events after version ``gt``."""
@@ -290,8 +287,9 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             raw.row_factory = None  # plain tuples: (int, int, str, bytes) as stored
             raw.execute(
                 f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
-                "WHERE originator_id=? AND originator_version>? ORDER BY originator_version",
-                (self._oid(originator_id), gt),
+                f"WHERE originator_id={self.layout.stream_sql} AND originator_version>? "
+                "ORDER BY originator_version",
+                (self.layout.stream(originator_id), gt),
             )
             rows: list[StreamRow] = raw.fetchall()
             return rows
@@ -301,9 +299,9 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=False) as c:
             c.execute(
                 f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
-                "WHERE originator_id=? AND originator_version>=? AND originator_version<=? "
-                "ORDER BY originator_version",
-                (self._oid(originator_id), first, last),
+                f"WHERE originator_id={self.layout.stream_sql} "
+                "AND originator_version>=? AND originator_version<=? ORDER BY originator_version",
+                (self.layout.stream(originator_id), first, last),
             )
             return [(int(r[0]), int(r[1]), str(r[2]), bytes(r[3])) for r in c.fetchall()]
 
@@ -312,17 +310,17 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         index = _INDEXES[
             "correlation_id" if scope.correlation_id is not None else "conversation_id"
         ]
-        where = ["originator_id=?"]
-        params: list[Any] = [self._oid(originator_id)]
+        layout = self.layout
+        where = [f"originator_id={layout.stream_sql}"]
+        params: list[Any] = [layout.stream(originator_id)]
         if scope.conversation_id is None:
             where.append("conversation_id IS NULL")
         else:
             where.append("conversation_id=?")
             params.append(scope.conversation_id)
         if scope.correlation_id is not None:
-            column, stored = self._correlation()
-            where.append(f"{column}=?")
-            params.append(stored(scope.correlation_id))
+            where.append(f"{layout.correlation_column}=?")
+            params.append(layout.correlation(scope.correlation_id))
         if scope.topics:
             where.append(f"topic IN ({','.join('?' * len(scope.topics))})")
             params.extend(scope.topics)
@@ -371,8 +369,9 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         """Whether the stream has any event."""
         with self.datastore.transaction(commit=False) as c:
             c.execute(
-                f"SELECT 1 FROM {self.events_table_name} WHERE originator_id=? LIMIT 1",
-                (self._oid(originator_id),),
+                f"SELECT 1 FROM {self.events_table_name} "
+                f"WHERE originator_id={self.layout.stream_sql} LIMIT 1",
+                (self.layout.stream(originator_id),),
             )
             return c.fetchone() is not None
 
@@ -380,13 +379,14 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         """Return the stored ranges of those batch keys that were already committed."""
         if not keys:
             return {}
+        stored = {self.layout.batch_key(key): key for key in keys}
         with self.datastore.transaction(commit=False) as c:
             marks = ",".join("?" * len(keys))
             c.execute(
                 f"SELECT batch_key, ranges FROM roost_batches WHERE batch_key IN ({marks})",
-                list(keys),
+                list(stored),
             )
-            return {str(r[0]): bytes(r[1]) for r in c.fetchall()}
+            return {stored[r[0]]: bytes(r[1]) for r in c.fetchall()}
 
     def integrity_check(self) -> str:
         """Run ``PRAGMA integrity_check`` and return its first line (``ok`` when sound)."""
@@ -395,25 +395,27 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             return str(c.fetchone()[0])
 
 
-def _same(value: str | None) -> str | None:
-    return value
+def _delete_project(c: SQLiteCursor, table: str, layout: Layout, kwargs: dict[str, Any]) -> None:
+    """Delete a stream's events and drop or rewrite its batch keys, if asked to.
 
-
-def _delete_project(
-    c: SQLiteCursor, table: str, oid: Callable[[UUID], str | bytes], kwargs: dict[str, Any]
-) -> None:
-    """Delete a stream's events and drop or rewrite its batch keys, if asked to."""
+    The keys are given as :meth:`RoostSQLiteRecorder.select_all_batches` returns them.
+    """
     stream: UUID | None = kwargs.get("delete_stream")
     if stream is None:
         return
-    c.execute(f"DELETE FROM {table} WHERE originator_id=?", (oid(stream),))
+    c.execute(
+        f"DELETE FROM {table} WHERE originator_id={layout.stream_sql}", (layout.stream(stream),)
+    )
     drop: Sequence[str] = kwargs.get("drop_batches") or ()
     if drop:
-        c.executemany("DELETE FROM roost_batches WHERE batch_key=?", [(k,) for k in drop])
+        c.executemany(
+            "DELETE FROM roost_batches WHERE batch_key=?", [(layout.key_of_text(k),) for k in drop]
+        )
     rewrite: Sequence[tuple[str, bytes]] = kwargs.get("rewrite_batches") or ()
     if rewrite:
         c.executemany(
-            "UPDATE roost_batches SET ranges=? WHERE batch_key=?", [(r, k) for k, r in rewrite]
+            "UPDATE roost_batches SET ranges=? WHERE batch_key=?",
+            [(r, layout.key_of_text(k)) for k, r in rewrite],
         )
 
 

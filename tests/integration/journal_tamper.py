@@ -21,6 +21,9 @@ from events.envelope import GENESIS_HASH, Envelope
 from runtime.journal.mapper import project_stream_id
 from runtime.journal.stored import decode_state, encode_state
 
+STREAM_NUMBER = "(SELECT number FROM roost_streams WHERE stream=?)"
+"""The ``originator_id`` of a project's stream in a journal of layout 2, by its UUID's bytes."""
+
 
 @dataclass
 class Row:
@@ -46,7 +49,7 @@ def rows(home: str, project: str) -> list[Row]:
     try:
         found = conn.execute(
             "SELECT rowid, originator_version, topic, state FROM stored_events "
-            "WHERE originator_id=? ORDER BY originator_version",
+            f"WHERE originator_id={STREAM_NUMBER} ORDER BY originator_version",
             (project_stream_id(project).bytes,),
         ).fetchall()
     finally:
@@ -99,7 +102,7 @@ def append_copy(home: str, project: str, template: Row) -> int:
     try:
         cursor = conn.execute(
             "INSERT INTO stored_events (originator_id, originator_version, topic, state) "
-            "VALUES (?, ?, ?, ?)",
+            f"VALUES ({STREAM_NUMBER}, ?, ?, ?)",
             (
                 project_stream_id(project).bytes,
                 last.version + 1,

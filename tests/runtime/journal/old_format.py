@@ -9,25 +9,31 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
+from collections.abc import Sequence
 
 import msgspec
 
+from runtime.journal.sqlite_layout import Layout
 from runtime.journal.stored import decode_state
 
 __all__ = ["to_layout_1"]
 
 
-def to_layout_1(path: str, *, index_columns: bool = True) -> None:
+def to_layout_1(path: str, *, index_columns: bool = True, batch_keys: Sequence[str] = ()) -> None:
     """Rewrite the SQLite journal at ``path`` as layout 1 with format-1 states.
 
     With ``index_columns`` the file has the ``conversation_id`` and ``correlation_id``
     columns and their indexes (what Roost wrote before format 2); without, it has neither
-    (what it wrote before those columns).
+    (what it wrote before those columns). Layout 2 keeps a digest of each batch key: the
+    keys in ``batch_keys`` are written back as text, the others are left out.
     """
+    layout = Layout(2)
+    texts = {layout.batch_key(key): key for key in batch_keys}
     with sqlite3.connect(path) as new:
         rows = new.execute(
-            "SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
-            "ORDER BY rowid"
+            "SELECT e.rowid, s.stream, e.originator_version, e.topic, e.state "
+            "FROM stored_events e JOIN roost_streams s ON s.number=e.originator_id "
+            "ORDER BY e.rowid"
         ).fetchall()
         batches = new.execute("SELECT batch_key, ranges FROM roost_batches").fetchall()
     new.close()
@@ -61,7 +67,10 @@ def to_layout_1(path: str, *, index_columns: bool = True) -> None:
                 f"VALUES ({marks})",
                 values,
             )
-        old.executemany("INSERT INTO roost_batches VALUES (?, ?)", batches)
+        old.executemany(
+            "INSERT INTO roost_batches VALUES (?, ?)",
+            [(texts[key], ranges) for key, ranges in batches if key in texts],
+        )
         if index_columns:
             for column in ("conversation_id", "correlation_id"):
                 old.execute(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import uuid
 from pathlib import Path
 
@@ -11,9 +12,10 @@ import pytest
 
 from events.chain import chain_hash
 from events.envelope import GENESIS_HASH, Envelope, NewEvent
+from runtime.journal.mapper import project_stream_id
 from runtime.journal.scope import Scope
 from runtime.journal.seal import AnchorStore, Sealer, SealSettings
-from runtime.journal.sqlite import correlation_key
+from runtime.journal.sqlite_layout import correlation_key
 from runtime.journal.store import Journal
 from runtime.journal.stored import decode_state, encode_state, state_keys
 from tests.runtime.journal.old_format import to_layout_1
@@ -124,7 +126,7 @@ def test_a_journal_of_layout_1_and_format_1_opens_reads_verifies_and_takes_appen
         for n in range(6):
             journal.append([_event(n, f"c{n % 2}", f"corr-{n}")], key=f"key-{n}")
         before = journal.read_project("p1")
-    to_layout_1(path)
+    to_layout_1(path, batch_keys=[f"key-{n}" for n in range(6)])
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
         (first,) = conn.execute("SELECT state FROM stored_events LIMIT 1").fetchone()
@@ -164,8 +166,10 @@ def test_a_new_journal_has_layout_2(tmp_path: Path) -> None:
         oid, key = conn.execute(
             "SELECT originator_id, correlation_key FROM stored_events"
         ).fetchone()
+        (stream,) = conn.execute("SELECT stream FROM roost_streams WHERE number=1").fetchone()
+        assert stream == project_stream_id("p1").bytes
     conn.close()
-    assert isinstance(oid, bytes) and len(oid) == 16
+    assert oid == 1  # the number of the journal's first stream in roost_streams
     assert key == correlation_key("corr-1")
 
 
@@ -184,3 +188,36 @@ def test_a_correlation_whose_digest_collides_is_left_out(tmp_path: Path) -> None
             journal.read_scope("p1", Scope(conversation_id="c1", correlation_id="corr-mine"))
             == mine
         )
+
+
+def test_two_journals_creating_a_file_at_once_create_one_layout(tmp_path: Path) -> None:
+    path = str(tmp_path / "journal.sqlite")
+    opened: list[Journal] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            opened.append(Journal("sqlite", sqlite_path=path))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    try:
+        for n, journal in enumerate(opened):  # each its own project: one writer per project
+            journal.append([msgspec.structs.replace(_event(n, "c1", "corr"), project_id=f"p{n}")])
+        for n, journal in enumerate(opened):
+            assert [e.project_id for e in opened[0].read_project(f"p{n}")] == [f"p{n}"]
+            assert journal.read_all()[n].project_id == f"p{n}"
+    finally:
+        for journal in opened:
+            journal.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        numbers = conn.execute("SELECT number FROM roost_streams ORDER BY number").fetchall()
+    conn.close()
+    assert numbers == [(1,), (2,), (3,), (4,)]
