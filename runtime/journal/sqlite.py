@@ -239,8 +239,9 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         layout = self.layout
         batch_rows: Sequence[tuple[str, bytes]] = kwargs.get("batch_rows") or ()
         if batch_rows:
+            table = layout.batch_table_for_insert(c.sqlite_cursor)
             c.executemany(
-                "INSERT INTO roost_batches VALUES (?, ?)",
+                f"INSERT INTO {table} VALUES (?, ?)",
                 [(layout.batch_key(key), ranges) for key, ranges in batch_rows],
             )
         fresh: dict[UUID, int] = kwargs.get("fresh_streams", {})
@@ -407,16 +408,17 @@ def _delete_project(c: SQLiteCursor, table: str, layout: Layout, kwargs: dict[st
         f"DELETE FROM {table} WHERE originator_id={layout.stream_sql}", (layout.stream(stream),)
     )
     drop: Sequence[str] = kwargs.get("drop_batches") or ()
-    if drop:
-        c.executemany(
-            "DELETE FROM roost_batches WHERE batch_key=?", [(layout.key_of_text(k),) for k in drop]
-        )
     rewrite: Sequence[tuple[str, bytes]] = kwargs.get("rewrite_batches") or ()
-    if rewrite:
-        c.executemany(
-            "UPDATE roost_batches SET ranges=? WHERE batch_key=?",
-            [(r, layout.key_of_text(k)) for k, r in rewrite],
-        )
+    for batches in layout.batch_tables:
+        if drop:
+            c.executemany(
+                f"DELETE FROM {batches} WHERE batch_key=?", [(layout.key_of_text(k),) for k in drop]
+            )
+        if rewrite:
+            c.executemany(
+                f"UPDATE {batches} SET ranges=? WHERE batch_key=?",
+                [(r, layout.key_of_text(k)) for k, r in rewrite],
+            )
 
 
 class RoostSQLiteFactory(SQLiteFactory):

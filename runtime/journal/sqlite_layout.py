@@ -11,8 +11,10 @@ format is per row (:mod:`runtime.journal.stored`) and the same in both.
 correlation, indexed      ``correlation_id`` (text), with the    ``correlation_key``: 64 bits of
                           stream: ``(originator_id,              BLAKE2b of the id, alone:
                           correlation_id)``                      ``(correlation_key)``
-``roost_batches``         the key as text; a rowid table         16 bytes of BLAKE2b of the
-                                                                 key; ``WITHOUT ROWID``
+batch keys                ``roost_batches``: the key as text,    16 bytes of BLAKE2b of the
+                          kept for good                          key, in two generations
+                                                                 (``roost_batches`` is their
+                                                                 union), kept 1 to 2 hours
 ========================  =====================================  ==============================
 
 A stream's number is given, in the transaction of its first event, by the writer that
@@ -22,19 +24,36 @@ Two correlations or two batch keys with the same digest are told apart where it 
 a scope's rows are checked against their decoded ``correlation_id``
 (:meth:`runtime.journal.store.Journal.read_scope`); a batch key collides with a chance of
 2^-128.
+
+A batch key only has to outlive every retry of its batch (a client's retry on a new
+connection, the journal link's resend for up to 30 s, an actor's resend to a restarted
+Journal), so layout 2 keeps each key for at least :data:`BATCH_KEY_RETENTION_S`: keys go into
+the current generation; when it is that old, the first append with a key empties the
+other generation (keys at least that old) and makes it the current one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-__all__ = ["LAYOUT", "Layout", "correlation_key", "layout_2_statements"]
+__all__ = [
+    "BATCH_KEY_RETENTION_S",
+    "LAYOUT",
+    "Layout",
+    "correlation_key",
+    "layout_2_statements",
+]
 
 LAYOUT = 2
 """The table layout of a journal created now."""
+
+BATCH_KEY_RETENTION_S = 3600
+"""How long layout 2 keeps a batch key at least (at most twice as long)."""
 
 
 def correlation_key(correlation_id: str | None) -> int | None:
@@ -60,8 +79,17 @@ def layout_2_statements(table: str) -> list[str]:
         "CREATE INDEX IF NOT EXISTS roost_events_by_conversation "
         f"ON {table} (originator_id, conversation_id)",
         f"CREATE INDEX IF NOT EXISTS roost_events_by_correlation ON {table} (correlation_key)",
-        "CREATE TABLE IF NOT EXISTS roost_batches (batch_key BLOB PRIMARY KEY, "
-        "ranges BLOB NOT NULL) WITHOUT ROWID",
+        *(
+            f"CREATE TABLE IF NOT EXISTS roost_batches_{g} (batch_key BLOB PRIMARY KEY, "
+            "ranges BLOB NOT NULL) WITHOUT ROWID"
+            for g in (0, 1)
+        ),
+        "CREATE VIEW IF NOT EXISTS roost_batches AS SELECT * FROM roost_batches_0 "
+        "UNION ALL SELECT * FROM roost_batches_1",
+        "CREATE TABLE IF NOT EXISTS roost_batch_generation (current INTEGER NOT NULL, "
+        "since INTEGER NOT NULL)",
+        "INSERT INTO roost_batch_generation SELECT 0, CAST(strftime('%s') AS INTEGER) "
+        "WHERE NOT EXISTS (SELECT 1 FROM roost_batch_generation)",
         f"PRAGMA user_version={LAYOUT}",
     ]
 
@@ -78,6 +106,12 @@ class Layout:
             "(SELECT number FROM roost_streams WHERE stream=?)" if version == 2 else "?"
         )
         """What a query compares ``originator_id`` with; its parameter is :meth:`stream`."""
+        self.clock: Callable[[], float] = time.time
+        """The wall clock that ages batch-key generations."""
+        self.batch_tables = (
+            ("roost_batches_0", "roost_batches_1") if version == 2 else ("roost_batches",)
+        )
+        """The tables that hold batch keys (``roost_batches`` reads them all)."""
         self._numbers: dict[UUID, int] = {}
         self.streams: dict[int, UUID] = {}
         """The streams whose number this recorder has seen (committed), by number."""
@@ -101,6 +135,23 @@ class Layout:
     def key_of_text(self, text: str) -> str | bytes:
         """The stored key of :meth:`stored_key`'s text."""
         return bytes.fromhex(text) if self.version == 2 else text
+
+    def batch_table_for_insert(self, c: sqlite3.Cursor) -> str:
+        """The table a batch key goes into, in the inserting transaction ``c``.
+
+        In layout 2, turns the generations over first when the current one is
+        :data:`BATCH_KEY_RETENTION_S` old.
+        """
+        if self.version != 2:
+            return "roost_batches"
+        c.execute("SELECT current, since FROM roost_batch_generation")
+        current, since = c.fetchone()
+        now = int(self.clock())
+        if now - int(since) >= BATCH_KEY_RETENTION_S:
+            current = 1 - int(current)
+            c.execute(f"DELETE FROM roost_batches_{current}")
+            c.execute("UPDATE roost_batch_generation SET current=?, since=?", (current, now))
+        return f"roost_batches_{int(current)}"
 
     def stream_for_insert(
         self, c: sqlite3.Cursor, originator_id: UUID, fresh: dict[UUID, int]

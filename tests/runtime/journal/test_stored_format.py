@@ -15,7 +15,8 @@ from events.envelope import GENESIS_HASH, Envelope, NewEvent
 from runtime.journal.mapper import project_stream_id
 from runtime.journal.scope import Scope
 from runtime.journal.seal import AnchorStore, Sealer, SealSettings
-from runtime.journal.sqlite_layout import correlation_key
+from runtime.journal.sqlite import RoostSQLiteRecorder
+from runtime.journal.sqlite_layout import BATCH_KEY_RETENTION_S, correlation_key
 from runtime.journal.store import Journal
 from runtime.journal.stored import decode_state, encode_state, state_keys
 from tests.runtime.journal.old_format import to_layout_1
@@ -221,3 +222,25 @@ def test_two_journals_creating_a_file_at_once_create_one_layout(tmp_path: Path) 
         numbers = conn.execute("SELECT number FROM roost_streams ORDER BY number").fetchall()
     conn.close()
     assert numbers == [(1,), (2,), (3,), (4,)]
+
+
+def test_a_batch_key_is_kept_for_its_retention_then_dropped(tmp_path: Path) -> None:
+    now = [1_800_000_000.0]
+    with Journal("sqlite", sqlite_path=str(tmp_path / "journal.sqlite")) as journal:
+        recorder = journal._recorder
+        assert isinstance(recorder, RoostSQLiteRecorder)
+        recorder.layout.clock = lambda: now[0]
+        first = journal.append([_event(1, "c1", "corr-1")], key="k1")
+        now[0] += BATCH_KEY_RETENTION_S  # k1's generation is old: k2 starts the other one
+        journal.append([_event(2, "c1", "corr-2")], key="k2")
+        assert journal.append([_event(9, "c1", "corr-9")], key="k1") == first  # still kept
+        now[0] += BATCH_KEY_RETENTION_S - 1
+        journal.append([_event(3, "c1", "corr-3")], key="k3")  # k2's generation is not old
+        assert journal.append([_event(9, "c1", "corr-9")], key="k1") == first
+        now[0] += 1
+        journal.append([_event(4, "c1", "corr-4")], key="k4")  # k1's generation is emptied
+        again = journal.append([_event(9, "c1", "corr-9")], key="k1")
+        assert again != first  # the key was dropped, so the batch is appended anew
+        assert journal.read_scope("p1", Scope(conversation_id="c1", correlation_id="corr-2"))
+        assert [len(journal.append([], key=k)) for k in ("k2", "k3", "k4")] == [1, 1, 1]
+        assert journal.verify("p1").ok
