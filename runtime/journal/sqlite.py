@@ -38,7 +38,7 @@ from eventsourcing.sqlite import (
 )
 
 from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
-from runtime.journal.sqlite_layout import LAYOUT, Layout, layout_2_statements
+from runtime.journal.sqlite_layout import LAYOUT, Fresh, Layout, layout_2_statements
 
 __all__ = ["RoostSQLiteFactory", "RoostSQLiteRecorder", "StreamRow"]
 
@@ -99,41 +99,92 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         return 1 if c.fetchone() is not None else 0
 
     def convert_originator_id(self, originator_id: Any) -> UUID | str:
-        """A stored stream id as a UUID (layout 2 stores the stream's number).
-
-        A number this recorder has not seen (:meth:`select_notifications` loads them first;
-        a stream committed by another writer in between) is returned as it is.
-        """
+        """A stored stream id as a UUID (layout 2 stores the stream's number)."""
         if isinstance(originator_id, int):
-            known = self.layout.streams.get(originator_id)
-            return known if known is not None else originator_id  # type: ignore[return-value]
+            with self.datastore.transaction(commit=False) as c:
+                self.layout.streams.load(c.sqlite_cursor)
+            return UUID(bytes=self.layout.streams.names[originator_id])
         return super().convert_originator_id(originator_id)
 
-    def select_notifications(self, *args: Any, **kwargs: Any) -> Sequence[Notification]:
-        """Read by position (eventsourcing's), with the stream numbers of layout 2 known."""
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Events by position (eventsourcing's read), with layout 2's streams and topics."""
         layout = self.layout
-        if layout.version == 2:
-            with self.datastore.transaction(commit=False) as c:
-                layout.load_streams(c.sqlite_cursor)
-        return super().select_notifications(*args, **kwargs)
+        if layout.version != 2:
+            return super().select_notifications(
+                start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+            )
+        table = self.events_table_name
+        where: list[str] = []
+        params: list[Any] = []
+        if start is not None:
+            where.append("rowid>=?" if inclusive_of_start else "rowid>?")
+            params.append(start)
+        if stop is not None:
+            where.append("rowid<=?")
+            params.append(stop)
+        if topics:
+            where.append(layout.topics_in(len(topics)))
+            params.extend(topics)
+        condition = f"WHERE {' AND '.join(where)} " if where else ""
+        with self.datastore.transaction(commit=False) as c:
+            raw = c.sqlite_cursor
+            raw.row_factory = None
+            layout.streams.load(raw)
+            raw.execute(
+                f"SELECT rowid, originator_id, originator_version, {layout.topic_sql(table)}, "
+                f"state FROM {table} {condition}ORDER BY rowid LIMIT ?",
+                [*params, limit],
+            )
+            rows = raw.fetchall()
+            names = layout.streams.names
+            if any(r[1] not in names for r in rows):  # committed since the load
+                layout.streams.load(raw)
+        return [
+            Notification(
+                id=seq,
+                originator_id=UUID(bytes=names[number]),
+                originator_version=version,
+                topic=topic,
+                state=state,
+            )
+            for seq, number, version, topic, state in rows
+        ]
 
     def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
-        """Read one stream (eventsourcing's), its id as this layout stores it."""
+        """Read one stream (eventsourcing's), its id and topics as this layout stores them."""
         layout = self.layout
-        if isinstance(originator_id, UUID) and layout.version == 2:
-            with self.datastore.transaction(commit=False) as c:
-                number = layout.number_of(c.sqlite_cursor, originator_id)
-            if number is None:
-                return []
-            return super().select_events(number, **kwargs)  # type: ignore[arg-type]
-        return super().select_events(originator_id, **kwargs)
+        if not isinstance(originator_id, UUID) or layout.version != 2:
+            return super().select_events(originator_id, **kwargs)
+        with self.datastore.transaction(commit=False) as c:
+            number = layout.streams.number_of(c.sqlite_cursor, originator_id.bytes)
+            layout.topics.load(c.sqlite_cursor)
+        if number is None:
+            return []
+        events = super().select_events(number, **kwargs)  # type: ignore[arg-type]
+        return [
+            StoredEvent(
+                originator_id=originator_id,
+                originator_version=e.originator_version,
+                topic=layout.topics.names[e.topic],  # type: ignore[index]
+                state=e.state,
+            )
+            for e in events
+        ]
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Insert in one transaction; stream numbers it gave are known once it is committed."""
-        fresh: dict[UUID, int] = {}
-        seqs = super().insert_events(stored_events, fresh_streams=fresh, **kwargs)
+        """Insert in one transaction; numbers it gave are known once it is committed."""
+        fresh: Fresh = {}
+        seqs = super().insert_events(stored_events, fresh_numbers=fresh, **kwargs)
         self.layout.committed(fresh)
         return seqs
 
@@ -244,18 +295,17 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
                 f"INSERT INTO {table} VALUES (?, ?)",
                 [(layout.batch_key(key), ranges) for key, ranges in batch_rows],
             )
-        fresh: dict[UUID, int] = kwargs.get("fresh_streams", {})
+        fresh: Fresh = kwargs.get("fresh_numbers", {})
+        raw = c.sqlite_cursor
         params = []
         for s in stored_events:
             conversation, correlation = event_keys(s.state)
             oid = s.originator_id
             params.append(
                 (
-                    layout.stream_for_insert(c.sqlite_cursor, oid, fresh)
-                    if isinstance(oid, UUID)
-                    else oid,
+                    layout.stream_for_insert(raw, oid, fresh) if isinstance(oid, UUID) else oid,
                     s.originator_version,
-                    s.topic,
+                    layout.topic_for_insert(raw, s.topic, fresh),
                     s.state,
                     conversation,
                     layout.correlation(correlation),
@@ -286,10 +336,11 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=False) as c:
             raw = c.sqlite_cursor
             raw.row_factory = None  # plain tuples: (int, int, str, bytes) as stored
+            table = self.events_table_name
             raw.execute(
-                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
-                f"WHERE originator_id={self.layout.stream_sql} AND originator_version>? "
-                "ORDER BY originator_version",
+                f"SELECT rowid, originator_version, {self.layout.topic_sql(table)}, state "
+                f"FROM {table} WHERE originator_id={self.layout.stream_sql} "
+                "AND originator_version>? ORDER BY originator_version",
                 (self.layout.stream(originator_id), gt),
             )
             rows: list[StreamRow] = raw.fetchall()
@@ -298,9 +349,10 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:
         """Return ``(seq, version, topic, state)`` for versions ``first..last`` of a stream."""
         with self.datastore.transaction(commit=False) as c:
+            table = self.events_table_name
             c.execute(
-                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
-                f"WHERE originator_id={self.layout.stream_sql} "
+                f"SELECT rowid, originator_version, {self.layout.topic_sql(table)}, state "
+                f"FROM {table} WHERE originator_id={self.layout.stream_sql} "
                 "AND originator_version>=? AND originator_version<=? ORDER BY originator_version",
                 (self.layout.stream(originator_id), first, last),
             )
@@ -323,7 +375,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             where.append(f"{layout.correlation_column}=?")
             params.append(layout.correlation(scope.correlation_id))
         if scope.topics:
-            where.append(f"topic IN ({','.join('?' * len(scope.topics))})")
+            where.append(layout.topics_in(len(scope.topics)))
             params.extend(scope.topics)
         where.append("rowid>?")
         params.append(scope.after_seq)
@@ -345,9 +397,10 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         correlation whose id has the same 64-bit digest is among them: the caller checks the
         decoded envelope's ``correlation_id``.
         """
-        sql, params = self._scope_sql(
-            "rowid, originator_version, topic, state", originator_id, scope
+        columns = (
+            f"rowid, originator_version, {self.layout.topic_sql(self.events_table_name)}, state"
         )
+        sql, params = self._scope_sql(columns, originator_id, scope)
         sql += " ORDER BY rowid DESC" if newest else " ORDER BY rowid"
         if limit is not None:
             sql += " LIMIT ?"

@@ -8,6 +8,7 @@ format is per row (:mod:`runtime.journal.stored`) and the same in both.
                           layout 1                               layout 2
 ========================  =====================================  ==============================
 ``originator_id``         the stream's UUID, 32 hex digits       its number in ``roost_streams``
+``topic``                 the event type                         its number in ``roost_topics``
 correlation, indexed      ``correlation_id`` (text), with the    ``correlation_key``: 64 bits of
                           stream: ``(originator_id,              BLAKE2b of the id, alone:
                           correlation_id)``                      ``(correlation_key)``
@@ -17,9 +18,9 @@ batch keys                ``roost_batches``: the key as text,    16 bytes of BLA
                                                                  union), kept 1 to 2 hours
 ========================  =====================================  ==============================
 
-A stream's number is given, in the transaction of its first event, by the writer that
-appends it (one writer per project); it is never reused, not even after the project's
-deletion. A read finds it by a subquery on ``roost_streams``, so a read needs no cache.
+A stream's (a topic's) number is given in the transaction of its first event, under the
+write lock; it is never reused, not even after the project's deletion. A read finds a
+number, and a topic by its number, by a subquery, so a read needs no cache.
 Two correlations or two batch keys with the same digest are told apart where it matters:
 a scope's rows are checked against their decoded ``correlation_id``
 (:meth:`runtime.journal.store.Journal.read_scope`); a batch key collides with a chance of
@@ -44,7 +45,9 @@ from uuid import UUID
 __all__ = [
     "BATCH_KEY_RETENTION_S",
     "LAYOUT",
+    "Fresh",
     "Layout",
+    "Numbering",
     "correlation_key",
     "layout_2_statements",
 ]
@@ -72,10 +75,12 @@ def layout_2_statements(table: str) -> list[str]:
     """The statements that create a journal of layout 2."""
     return [
         f"CREATE TABLE IF NOT EXISTS {table} (originator_id INTEGER, originator_version INTEGER, "
-        "topic TEXT, state BLOB, conversation_id TEXT, correlation_key INTEGER, "
+        "topic INTEGER, state BLOB, conversation_id TEXT, correlation_key INTEGER, "
         "PRIMARY KEY (originator_id, originator_version))",
         "CREATE TABLE IF NOT EXISTS roost_streams (number INTEGER PRIMARY KEY, "
         "stream BLOB NOT NULL UNIQUE)",
+        "CREATE TABLE IF NOT EXISTS roost_topics (number INTEGER PRIMARY KEY, "
+        "topic TEXT NOT NULL UNIQUE)",
         "CREATE INDEX IF NOT EXISTS roost_events_by_conversation "
         f"ON {table} (originator_id, conversation_id)",
         f"CREATE INDEX IF NOT EXISTS roost_events_by_correlation ON {table} (correlation_key)",
@@ -94,6 +99,71 @@ def layout_2_statements(table: str) -> list[str]:
     ]
 
 
+Fresh = dict[tuple[str, Any], int]
+"""Numbers given in a transaction not committed yet: ``(table, name) -> number``."""
+
+
+class Numbering:
+    """Numbers of names (stream ids, topics) in a table of layout 2, and those seen."""
+
+    def __init__(self, table: str, column: str) -> None:
+        self.table = table
+        self.column = column
+        self.sql = f"(SELECT number FROM {table} WHERE {column}=?)"
+        """A query's expression for the number of the name given as its parameter."""
+        self.numbers: dict[Any, int] = {}
+        self.names: dict[int, Any] = {}
+        """The committed numbers this recorder has seen, both ways."""
+
+    def _known(self, name: Any, number: int) -> int:
+        self.numbers[name] = number
+        self.names[number] = name
+        return number
+
+    def number_of(self, c: sqlite3.Cursor, name: Any) -> int | None:
+        """A name's number (None: no row has it yet)."""
+        number = self.numbers.get(name)
+        if number is None:
+            c.execute(f"SELECT number FROM {self.table} WHERE {self.column}=?", (name,))
+            row = c.fetchone()
+            if row is not None:
+                number = self._known(name, int(row[0]))
+        return number
+
+    def for_insert(self, c: sqlite3.Cursor, name: Any, fresh: Fresh) -> int:
+        """A name's number in the inserting transaction ``c``, given now if it has none.
+
+        A number given is added to ``fresh`` and is known once the transaction is
+        committed (:meth:`committed`).
+        """
+        number = self.numbers.get(name) or fresh.get((self.table, name))
+        if number is None:
+            number = self.number_of(c, name)
+        if number is None:
+            c.execute(f"INSERT INTO {self.table} ({self.column}) VALUES (?)", (name,))
+            number = fresh[(self.table, name)] = int(c.lastrowid or 0)
+        return number
+
+    def committed(self, fresh: Fresh) -> None:
+        """Remember the numbers given in a committed transaction."""
+        for (table, name), number in fresh.items():
+            if table == self.table:
+                self._known(name, number)
+
+    def load(self, c: sqlite3.Cursor) -> None:
+        """Learn every number committed so far, if some are not known yet.
+
+        The numbers are 1 to the highest (a row of these tables is never deleted).
+        """
+        c.execute(f"SELECT max(number) FROM {self.table}")
+        top = c.fetchone()[0]
+        if top is None or len(self.names) >= top:
+            return
+        c.execute(f"SELECT number, {self.column} FROM {self.table}")
+        for number, name in c.fetchall():
+            self._known(name, int(number))
+
+
 class Layout:
     """How one journal's layout stores what its queries look up."""
 
@@ -102,9 +172,11 @@ class Layout:
         """1 or 2."""
         self.correlation_column = "correlation_key" if version == 2 else "correlation_id"
         """The indexed correlation column."""
-        self.stream_sql = (
-            "(SELECT number FROM roost_streams WHERE stream=?)" if version == 2 else "?"
-        )
+        self.streams = Numbering("roost_streams", "stream")
+        """Layout 2's stream numbers (a stream's 16 bytes -> its number)."""
+        self.topics = Numbering("roost_topics", "topic")
+        """Layout 2's topic numbers."""
+        self.stream_sql = self.streams.sql if version == 2 else "?"
         """What a query compares ``originator_id`` with; its parameter is :meth:`stream`."""
         self.clock: Callable[[], float] = time.time
         """The wall clock that ages batch-key generations."""
@@ -112,13 +184,38 @@ class Layout:
             ("roost_batches_0", "roost_batches_1") if version == 2 else ("roost_batches",)
         )
         """The tables that hold batch keys (``roost_batches`` reads them all)."""
-        self._numbers: dict[UUID, int] = {}
-        self.streams: dict[int, UUID] = {}
-        """The streams whose number this recorder has seen (committed), by number."""
 
     def stream(self, originator_id: UUID) -> str | bytes:
         """The parameter of :attr:`stream_sql` for a stream."""
         return originator_id.bytes if self.version == 2 else originator_id.hex
+
+    def stream_for_insert(self, c: sqlite3.Cursor, originator_id: UUID, fresh: Fresh) -> Any:
+        """The ``originator_id`` of a row, in the inserting transaction ``c``."""
+        if self.version != 2:
+            return originator_id.hex
+        return self.streams.for_insert(c, originator_id.bytes, fresh)
+
+    def topic_for_insert(self, c: sqlite3.Cursor, topic: str, fresh: Fresh) -> Any:
+        """The ``topic`` of a row, in the inserting transaction ``c``."""
+        return self.topics.for_insert(c, topic, fresh) if self.version == 2 else topic
+
+    def topic_sql(self, table: str) -> str:
+        """A query's expression for the topic (text) of a row of ``table``."""
+        if self.version != 2:
+            return f"{table}.topic"
+        return f"(SELECT t.topic FROM roost_topics t WHERE t.number={table}.topic)"
+
+    def topics_in(self, count: int) -> str:
+        """A condition that a row's topic is one of ``count`` topics given as parameters."""
+        marks = ",".join("?" * count)
+        if self.version != 2:
+            return f"topic IN ({marks})"
+        return f"topic IN (SELECT number FROM roost_topics WHERE topic IN ({marks}))"
+
+    def committed(self, fresh: Fresh) -> None:
+        """Remember the numbers given in a committed transaction."""
+        self.streams.committed(fresh)
+        self.topics.committed(fresh)
 
     def correlation(self, correlation_id: str | None) -> Any:
         """A correlation id as :attr:`correlation_column` holds it."""
@@ -152,54 +249,3 @@ class Layout:
             c.execute(f"DELETE FROM roost_batches_{current}")
             c.execute("UPDATE roost_batch_generation SET current=?, since=?", (current, now))
         return f"roost_batches_{int(current)}"
-
-    def stream_for_insert(
-        self, c: sqlite3.Cursor, originator_id: UUID, fresh: dict[UUID, int]
-    ) -> str | int:
-        """The ``originator_id`` of a row, in the inserting transaction ``c``.
-
-        A stream without a number gets one; it is added to ``fresh`` and becomes known
-        once the transaction is committed (:meth:`committed`).
-        """
-        if self.version != 2:
-            return originator_id.hex
-        number = self._numbers.get(originator_id) or fresh.get(originator_id)
-        if number is None:
-            c.execute("SELECT number FROM roost_streams WHERE stream=?", (originator_id.bytes,))
-            row = c.fetchone()
-            if row is not None:
-                number = self._known(originator_id, int(row[0]))
-            else:
-                c.execute("INSERT INTO roost_streams (stream) VALUES (?)", (originator_id.bytes,))
-                number = fresh[originator_id] = int(c.lastrowid or 0)
-        return number
-
-    def committed(self, fresh: dict[UUID, int]) -> None:
-        """Remember the numbers given in a committed transaction."""
-        for originator_id, number in fresh.items():
-            self._known(originator_id, number)
-
-    def _known(self, originator_id: UUID, number: int) -> int:
-        self._numbers[originator_id] = number
-        self.streams[number] = originator_id
-        return number
-
-    def number_of(self, c: sqlite3.Cursor, originator_id: UUID) -> int | None:
-        """A stream's number in layout 2 (None: the stream has no event yet)."""
-        number = self._numbers.get(originator_id)
-        if number is None:
-            c.execute("SELECT number FROM roost_streams WHERE stream=?", (originator_id.bytes,))
-            row = c.fetchone()
-            if row is not None:
-                number = self._known(originator_id, int(row[0]))
-        return number
-
-    def load_streams(self, c: sqlite3.Cursor) -> None:
-        """Learn every stream's number committed so far, if some are not known yet."""
-        c.execute("SELECT max(number) FROM roost_streams")
-        top = c.fetchone()[0]
-        if top is None or top in self.streams:
-            return
-        c.execute("SELECT number, stream FROM roost_streams")
-        for number, stream in c.fetchall():
-            self._known(UUID(bytes=bytes(stream)), int(number))

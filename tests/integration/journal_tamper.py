@@ -24,6 +24,12 @@ from runtime.journal.stored import decode_state, encode_state
 STREAM_NUMBER = "(SELECT number FROM roost_streams WHERE stream=?)"
 """The ``originator_id`` of a project's stream in a journal of layout 2, by its UUID's bytes."""
 
+TOPIC = "(SELECT topic FROM roost_topics WHERE number=stored_events.topic)"
+"""A row's topic (its event type) in a journal of layout 2."""
+
+TOPIC_NUMBER = "(SELECT number FROM roost_topics WHERE topic=?)"
+"""The ``topic`` of an event type in a journal of layout 2."""
+
 
 @dataclass
 class Row:
@@ -48,7 +54,7 @@ def rows(home: str, project: str) -> list[Row]:
     conn = _connect(home)
     try:
         found = conn.execute(
-            "SELECT rowid, originator_version, topic, state FROM stored_events "
+            f"SELECT rowid, originator_version, {TOPIC}, state FROM stored_events "
             f"WHERE originator_id={STREAM_NUMBER} ORDER BY originator_version",
             (project_stream_id(project).bytes,),
         ).fetchall()
@@ -71,7 +77,7 @@ def edit(home: str, rowid: int, change: Callable[[dict[str, Any]], None]) -> Non
     conn = _connect(home)
     try:
         (topic, state) = conn.execute(
-            "SELECT topic, state FROM stored_events WHERE rowid=?", (rowid,)
+            f"SELECT {TOPIC}, state FROM stored_events WHERE rowid=?", (rowid,)
         ).fetchone()
         envelope = decode_state(state, topic, rowid)
         data = msgspec.to_builtins(envelope.data)
@@ -102,7 +108,7 @@ def append_copy(home: str, project: str, template: Row) -> int:
     try:
         cursor = conn.execute(
             "INSERT INTO stored_events (originator_id, originator_version, topic, state) "
-            f"VALUES ({STREAM_NUMBER}, ?, ?, ?)",
+            f"VALUES ({STREAM_NUMBER}, ?, {TOPIC_NUMBER}, ?)",
             (
                 project_stream_id(project).bytes,
                 last.version + 1,

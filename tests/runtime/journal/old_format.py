@@ -31,8 +31,9 @@ def to_layout_1(path: str, *, index_columns: bool = True, batch_keys: Sequence[s
     texts = {layout.batch_key(key): key for key in batch_keys}
     with sqlite3.connect(path) as new:
         rows = new.execute(
-            "SELECT e.rowid, s.stream, e.originator_version, e.topic, e.state "
+            "SELECT e.rowid, s.stream, e.originator_version, t.topic, e.state "
             "FROM stored_events e JOIN roost_streams s ON s.number=e.originator_id "
+            "JOIN roost_topics t ON t.number=e.topic "
             "ORDER BY e.rowid"
         ).fetchall()
         batches = new.execute("SELECT batch_key, ranges FROM roost_batches").fetchall()

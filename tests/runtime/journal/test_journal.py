@@ -368,7 +368,8 @@ class TestSQLiteJournal(JournalContract):
         journal.append([make_event(), make_event(), make_event()])
         conn = sqlite3.connect(self.path)
         row = conn.execute(
-            "SELECT rowid, topic, state FROM stored_events ORDER BY rowid LIMIT 1 OFFSET 1"
+            "SELECT rowid, (SELECT topic FROM roost_topics WHERE number=stored_events.topic), "
+            "state FROM stored_events ORDER BY rowid LIMIT 1 OFFSET 1"
         ).fetchone()
         envelope = decode_state(row[2], row[1], row[0])
         tampered = msgspec.structs.replace(envelope, data={**envelope.data, "content": "tampered"})
