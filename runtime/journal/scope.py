@@ -1,7 +1,7 @@
 """Which of a project's events a query reads: one conversation's, by index, in a seq window.
 
 Both stores keep each event's ``conversation_id`` and its ``correlation_id`` (or, in a
-SQLite journal of layout 2, a 64-bit digest of it) in columns of their own next to the
+SQLite journal of layout 2, a 32-bit digest of it) in columns of their own next to the
 stored envelope, indexed as ``(stream, conversation_id, seq)`` and ``(stream,
 correlation_id, seq)`` (layout 2: ``(correlation digest, seq)``). A :class:`Scope` names the
 rows a query wants in those terms, and each store turns it into one indexed ``SELECT``

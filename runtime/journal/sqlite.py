@@ -394,7 +394,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         """``(seq, version, topic, state)`` of the rows of ``scope``, at most ``limit``.
 
         In seq order, or newest first with ``newest``. In layout 2 a row of another
-        correlation whose id has the same 64-bit digest is among them: the caller checks the
+        correlation whose id has the same 32-bit digest is among them: the caller checks the
         decoded envelope's ``correlation_id``.
         """
         columns = (

@@ -9,7 +9,7 @@ format is per row (:mod:`runtime.journal.stored`) and the same in both.
 ========================  =====================================  ==============================
 ``originator_id``         the stream's UUID, 32 hex digits       its number in ``roost_streams``
 ``topic``                 the event type                         its number in ``roost_topics``
-correlation, indexed      ``correlation_id`` (text), with the    ``correlation_key``: 64 bits of
+correlation, indexed      ``correlation_id`` (text), with the    ``correlation_key``: 32 bits of
                           stream: ``(originator_id,              BLAKE2b of the id, alone:
                           correlation_id)``                      ``(correlation_key)``
 batch keys                ``roost_batches``: the key as text,    16 bytes of BLAKE2b of the
@@ -22,9 +22,10 @@ A stream's (a topic's) number is given in the transaction of its first event, un
 write lock; it is never reused, not even after the project's deletion. A read finds a
 number, and a topic by its number, by a subquery, so a read needs no cache.
 Two correlations or two batch keys with the same digest are told apart where it matters:
-a scope's rows are checked against their decoded ``correlation_id``
-(:meth:`runtime.journal.store.Journal.read_scope`); a batch key collides with a chance of
-2^-128.
+a scope's rows are checked against their decoded ``correlation_id``, and a correlation's
+events are counted by reading them (:meth:`runtime.journal.store.Journal.read_scope`,
+``count_scope``): a collision costs a few rows read, never a wrong answer. A batch key
+collides with a chance of 2^-128.
 
 A batch key only has to outlive every retry of its batch (a client's retry on a new
 connection, the journal link's resend for up to 30 s, an actor's resend to a restarted
@@ -60,10 +61,10 @@ BATCH_KEY_RETENTION_S = 3600
 
 
 def correlation_key(correlation_id: str | None) -> int | None:
-    """The 64-bit digest of a correlation id that layout 2 indexes (signed, as SQLite's)."""
+    """The 32-bit digest of a correlation id that layout 2 indexes (4 bytes in a row)."""
     if correlation_id is None:
         return None
-    digest = hashlib.blake2b(correlation_id.encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(correlation_id.encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big", signed=True)
 
 

@@ -667,7 +667,13 @@ class Journal:
         ]
 
     def count_scope(self, project_id: str, scope: Scope) -> int:
-        """How many of the project's events ``scope`` holds (counted in an index)."""
+        """How many of the project's events ``scope`` holds (counted in an index).
+
+        A correlation's events are counted by reading them (a turn's few events): the index
+        of a SQLite journal of layout 2 holds a digest of the correlation id, not the id.
+        """
+        if scope.correlation_id is not None:
+            return len(self.read_scope(project_id, scope))
         return self._store.count_scope(project_stream_id(project_id), scope)
 
     def has_project(self, project_id: str) -> bool:

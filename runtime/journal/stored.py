@@ -17,7 +17,6 @@ so a row verifies the same in either format. A format-1 state begins with a msgp
 
 from __future__ import annotations
 
-import uuid
 import zlib
 from datetime import UTC, datetime
 from typing import Any
@@ -33,8 +32,9 @@ FORMAT = 2
 
 _PLAIN = b"\x02"
 _DEFLATED = b"\x03"
-_DEFLATE_FROM = 256
-"""Arrays shorter than this are stored as they are (deflate wins nothing on ids and hashes)."""
+_DEFLATE_FROM = 512
+"""Arrays shorter than this are stored as they are: deflate wins little on them (ids and
+hashes do not compress) and costs more than the rest of the encoding."""
 
 
 class _Compact(msgspec.Struct, array_like=True):
@@ -77,16 +77,20 @@ _keys1 = msgspec.msgpack.Decoder(_Keys1)
 _format1 = msgspec.msgpack.Decoder(Envelope)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _seconds: dict[int, str] = {}
+_prefixes: dict[str, int] = {}
 
 
 def _pack_uuid(text: str | None) -> str | bytes | None:
-    if text is None or len(text) != 36:
+    if text is None or len(text) != 36 or text[8] != "-" or text[13] != "-":
         return text
+    digits = text[:8] + text[9:13] + text[14:18] + text[19:23] + text[24:]
     try:
-        packed = uuid.UUID(text)
+        packed = bytes.fromhex(digits)
     except ValueError:
         return text
-    return packed.bytes if str(packed) == text else text
+    if len(packed) != 16 or text[18] != "-" or text[23] != "-" or packed.hex() != digits:
+        return text
+    return packed
 
 
 def _unpack_uuid(value: Any) -> Any:
@@ -123,16 +127,32 @@ def _format_ms(ms: int) -> str:
     return f"{text}{millis:03d}Z"
 
 
+def _epoch_seconds(prefix: str) -> int | None:
+    """Seconds since the epoch of a canonical ``YYYY-MM-DDTHH:MM:SS`` (UTC), else None."""
+    seconds = _prefixes.get(prefix)
+    if seconds is None:
+        try:
+            moment = datetime.fromisoformat(prefix + "+00:00")
+        except ValueError:
+            return None
+        delta = moment - _EPOCH
+        seconds = delta.days * 86400 + delta.seconds
+        if seconds < 0 or _format_ms(seconds * 1000)[:19] != prefix:
+            return None
+        if len(_prefixes) > 4096:
+            _prefixes.clear()
+        _prefixes[prefix] = seconds
+    return seconds
+
+
 def _pack_at(at: str) -> str | int:
-    if len(at) != 24 or not at.endswith("Z"):
+    if len(at) != 24 or at[19] != "." or at[23] != "Z":
         return at
-    try:
-        moment = datetime.fromisoformat(at[:-1] + "+00:00")
-    except ValueError:
+    millis = at[20:23]
+    seconds = _epoch_seconds(at[:19])
+    if seconds is None or not (millis.isascii() and millis.isdigit()):
         return at
-    delta = moment - _EPOCH
-    ms = (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000
-    return ms if ms >= 0 and _format_ms(ms) == at else at
+    return seconds * 1000 + int(millis)
 
 
 def _unpack_at(value: Any) -> Any:

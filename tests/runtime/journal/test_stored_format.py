@@ -189,6 +189,8 @@ def test_a_correlation_whose_digest_collides_is_left_out(tmp_path: Path) -> None
             journal.read_scope("p1", Scope(conversation_id="c1", correlation_id="corr-mine"))
             == mine
         )
+        mine_only = Scope(conversation_id="c1", correlation_id="corr-mine")
+        assert journal.count_scope("p1", mine_only) == 1
 
 
 def test_two_journals_creating_a_file_at_once_create_one_layout(tmp_path: Path) -> None:
