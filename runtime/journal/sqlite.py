@@ -139,11 +139,11 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             raw.row_factory = None
             layout.streams.load(raw)
             raw.execute(
-                f"SELECT rowid, originator_id, originator_version, {layout.topic_sql(table)}, "
-                f"state FROM {table} {condition}ORDER BY rowid LIMIT ?",
+                f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
+                f"{condition}ORDER BY rowid LIMIT ?",
                 [*params, limit],
             )
-            rows = raw.fetchall()
+            rows = layout.named(raw, raw.fetchall(), 3)
             names = layout.streams.names
             if any(r[1] not in names for r in rows):  # committed since the load
                 layout.streams.load(raw)
@@ -338,25 +338,28 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             raw.row_factory = None  # plain tuples: (int, int, str, bytes) as stored
             table = self.events_table_name
             raw.execute(
-                f"SELECT rowid, originator_version, {self.layout.topic_sql(table)}, state "
-                f"FROM {table} WHERE originator_id={self.layout.stream_sql} "
+                f"SELECT rowid, originator_version, topic, state FROM {table} "
+                f"WHERE originator_id={self.layout.stream_sql} "
                 "AND originator_version>? ORDER BY originator_version",
                 (self.layout.stream(originator_id), gt),
             )
-            rows: list[StreamRow] = raw.fetchall()
+            rows: list[StreamRow] = self.layout.named(raw, raw.fetchall())
             return rows
 
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:
         """Return ``(seq, version, topic, state)`` for versions ``first..last`` of a stream."""
         with self.datastore.transaction(commit=False) as c:
             table = self.events_table_name
-            c.execute(
-                f"SELECT rowid, originator_version, {self.layout.topic_sql(table)}, state "
-                f"FROM {table} WHERE originator_id={self.layout.stream_sql} "
+            raw = c.sqlite_cursor
+            raw.row_factory = None
+            raw.execute(
+                f"SELECT rowid, originator_version, topic, state FROM {table} "
+                f"WHERE originator_id={self.layout.stream_sql} "
                 "AND originator_version>=? AND originator_version<=? ORDER BY originator_version",
                 (self.layout.stream(originator_id), first, last),
             )
-            return [(int(r[0]), int(r[1]), str(r[2]), bytes(r[3])) for r in c.fetchall()]
+            rows: list[StreamRow] = self.layout.named(raw, raw.fetchall())
+            return rows
 
     def _scope_sql(self, columns: str, originator_id: UUID, scope: Scope) -> tuple[str, list[Any]]:
         """The ``SELECT`` of ``columns`` for the rows of ``scope``, through its index."""
@@ -397,10 +400,9 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         correlation whose id has the same 32-bit digest is among them: the caller checks the
         decoded envelope's ``correlation_id``.
         """
-        columns = (
-            f"rowid, originator_version, {self.layout.topic_sql(self.events_table_name)}, state"
+        sql, params = self._scope_sql(
+            "rowid, originator_version, topic, state", originator_id, scope
         )
-        sql, params = self._scope_sql(columns, originator_id, scope)
         sql += " ORDER BY rowid DESC" if newest else " ORDER BY rowid"
         if limit is not None:
             sql += " LIMIT ?"
@@ -409,7 +411,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             raw = c.sqlite_cursor
             raw.row_factory = None
             raw.execute(sql, params)
-            rows: list[StreamRow] = raw.fetchall()
+            rows: list[StreamRow] = self.layout.named(raw, raw.fetchall())
             return rows
 
     def count_scope(self, originator_id: UUID, scope: Scope) -> int:

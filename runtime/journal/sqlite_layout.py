@@ -20,7 +20,8 @@ batch keys                ``roost_batches``: the key as text,    16 bytes of BLA
 
 A stream's (a topic's) number is given in the transaction of its first event, under the
 write lock; it is never reused, not even after the project's deletion. A read finds a
-number, and a topic by its number, by a subquery, so a read needs no cache.
+stream's number by a subquery, and the topics of the rows it read in the numbers it knows,
+learning them all again when a row has one it has not seen.
 Two correlations or two batch keys with the same digest are told apart where it matters:
 a scope's rows are checked against their decoded ``correlation_id``, and a correlation's
 events are counted by reading them (:meth:`runtime.journal.store.Journal.read_scope`,
@@ -200,11 +201,14 @@ class Layout:
         """The ``topic`` of a row, in the inserting transaction ``c``."""
         return self.topics.for_insert(c, topic, fresh) if self.version == 2 else topic
 
-    def topic_sql(self, table: str) -> str:
-        """A query's expression for the topic (text) of a row of ``table``."""
+    def named(self, c: sqlite3.Cursor, rows: list[Any], at: int = 2) -> list[Any]:
+        """``rows`` (tuples) with the topic number at index ``at`` replaced by the topic."""
         if self.version != 2:
-            return f"{table}.topic"
-        return f"(SELECT t.topic FROM roost_topics t WHERE t.number={table}.topic)"
+            return rows
+        names = self.topics.names
+        if any(row[at] not in names for row in rows):
+            self.topics.load(c)
+        return [(*row[:at], names[row[at]], *row[at + 1 :]) for row in rows]
 
     def topics_in(self, count: int) -> str:
         """A condition that a row's topic is one of ``count`` topics given as parameters."""
