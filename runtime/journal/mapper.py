@@ -18,7 +18,7 @@ import msgspec
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 
 from events.envelope import Envelope
-from runtime.journal.stored import decode_state, encode_state
+from runtime.journal.stored import decode_rows, decode_state, encode_state
 
 __all__ = ["JournalRecord", "MsgpackTranscoder", "MsgspecMapper", "project_stream_id"]
 
@@ -96,4 +96,4 @@ class MsgspecMapper(Mapper[uuid.UUID]):
 
     def decode_rows(self, rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
         """Decode ``(seq, version, topic, state)`` rows (the replay hot path)."""
-        return [decode_state(state, topic, seq) for seq, _version, topic, state in rows]
+        return decode_rows(rows)

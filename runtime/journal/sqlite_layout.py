@@ -208,6 +208,8 @@ class Layout:
         names = self.topics.names
         if any(row[at] not in names for row in rows):
             self.topics.load(c)
+        if at == 2:  # (seq, version, topic, state): the read paths, unpacked for speed
+            return [(seq, version, names[topic], state) for seq, version, topic, state in rows]
         return [(*row[:at], names[row[at]], *row[at + 1 :]) for row in rows]
 
     def topics_in(self, count: int) -> str:

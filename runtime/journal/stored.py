@@ -25,7 +25,7 @@ import msgspec
 
 from events.envelope import Envelope
 
-__all__ = ["FORMAT", "decode_state", "encode_state", "state_keys"]
+__all__ = ["FORMAT", "decode_rows", "decode_state", "encode_state", "state_keys"]
 
 FORMAT = 2
 """The format every row is written in."""
@@ -217,6 +217,60 @@ def decode_state(state: bytes, topic: str, seq: int) -> Envelope:
         hash=_unpack_hash(c.hash),
         prev_hash=_unpack_hash(c.prev_hash),
     )
+
+
+def decode_rows(rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
+    """Decode ``(seq, version, topic, state)`` rows: :func:`decode_state`, inlined for speed.
+
+    Replay and every query decode row after row; the per-field conversions are written out
+    here, and an id seen earlier in the rows (a causation is mostly an earlier event of the
+    same turn) is reused instead of formatted again.
+    """
+    out: list[Envelope] = []
+    append = out.append
+    decode = _compact.decode
+    seconds = _seconds
+    ids: dict[bytes, str] = {}
+    for seq, _version, topic, state in rows:
+        if state[:1] != _PLAIN:
+            append(decode_state(state, topic, seq))
+            continue
+        c = decode(memoryview(state)[1:])
+        event_id = c.event_id
+        if event_id.__class__ is bytes:
+            h = event_id.hex()
+            event_id = ids[c.event_id] = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        cause = c.causation_id
+        if cause.__class__ is bytes:
+            known = ids.get(cause)
+            if known is None:
+                h = cause.hex()
+                known = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+            cause = known
+        at = c.at
+        if at.__class__ is int:
+            second, millis = divmod(at, 1000)
+            prefix = seconds.get(second)
+            at = f"{prefix}{millis:03d}Z" if prefix is not None else _format_ms(at)
+        digest = c.hash
+        prev = c.prev_hash
+        append(
+            Envelope(
+                seq=seq,
+                stream_version=c.stream_version,
+                event_id=event_id,
+                type=topic,
+                at=at,
+                project_id=c.project_id,
+                conversation_id=c.conversation_id,
+                correlation_id=c.correlation_id,
+                causation_id=cause,
+                data=c.data,
+                hash=digest.hex() if digest.__class__ is bytes else digest,
+                prev_hash=prev.hex() if prev.__class__ is bytes else prev,
+            )
+        )
+    return out
 
 
 def state_keys(state: bytes) -> tuple[str | None, str | None]:

@@ -18,7 +18,7 @@ from runtime.journal.seal import AnchorStore, Sealer, SealSettings
 from runtime.journal.sqlite import RoostSQLiteRecorder
 from runtime.journal.sqlite_layout import BATCH_KEY_RETENTION_S, correlation_key
 from runtime.journal.store import Journal
-from runtime.journal.stored import decode_state, encode_state, state_keys
+from runtime.journal.stored import decode_rows, decode_state, encode_state, state_keys
 from tests.runtime.journal.old_format import to_layout_1
 
 
@@ -246,3 +246,17 @@ def test_a_batch_key_is_kept_for_its_retention_then_dropped(tmp_path: Path) -> N
         assert journal.read_scope("p1", Scope(conversation_id="c1", correlation_id="corr-2"))
         assert [len(journal.append([], key=k)) for k in ("k2", "k3", "k4")] == [1, 1, 1]
         assert journal.verify("p1").ok
+
+
+def test_rows_of_every_format_decode_as_each_state_does() -> None:
+    first = _envelope()
+    caused = _envelope(  # caused by the first: its causation is formatted once
+        event_id="0f3ac5e1-6c1d-4a43-9d43-1f0b0e7f9c11", causation_id=first.event_id
+    )
+    odd = _envelope(event_id="ev-later", causation_id=None, at="2026-11-27T07:35:29Z")
+    large = _envelope(data={"content": "a long result " * 100})
+    states = [encode_state(e) for e in (first, caused, odd, large)]
+    states.append(msgspec.msgpack.encode(first))  # format 1
+    rows = [(seq, seq, "tool.completed", state) for seq, state in enumerate(states, start=1)]
+    assert decode_rows(rows) == [decode_state(state, topic, seq) for seq, _, topic, state in rows]
+    assert [e.causation_id for e in decode_rows(rows)][:2] == [first.causation_id, first.event_id]
