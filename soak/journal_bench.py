@@ -105,10 +105,11 @@ def _bench_replay(path: str, project: str, rounds: int = 3) -> tuple[float, floa
     best_raw = 0.0
     for _ in range(rounds):
         start = time.perf_counter()
-        rows = conn.execute(
-            "SELECT rowid, originator_version, state FROM stored_events "
-            "WHERE originator_id=? ORDER BY originator_version",
-            (uuid.uuid5(uuid.UUID("5b1d7c52-6f0e-4c57-9a2a-52a6f2b1c0de"), project).hex,),
+        rows = conn.execute(  # the journal's table layout 2 (runtime/journal/sqlite_layout.py)
+            "SELECT rowid, originator_version, topic, state FROM stored_events "
+            "WHERE originator_id=(SELECT number FROM roost_streams WHERE stream=?) "
+            "ORDER BY originator_version",
+            (uuid.uuid5(uuid.UUID("5b1d7c52-6f0e-4c57-9a2a-52a6f2b1c0de"), project).bytes,),
         ).fetchall()
         best_raw = max(best_raw, len(rows) / (time.perf_counter() - start))
     conn.close()

@@ -1,9 +1,10 @@
 """The msgspec mapper: how an envelope becomes an eventsourcing ``StoredEvent`` and back.
 
 eventsourcing's default mapper reads ``vars(event)``, which msgspec Structs do not have.
-Ours stores each envelope as msgpack (without its ``seq``, which only exists after commit)
-in the project's stream: ``originator_id`` is the project's UUID, ``originator_version``
-its position in the project, ``topic`` the event type.
+Ours stores each envelope in its stored form (:mod:`runtime.journal.stored`: msgpack,
+without its ``seq``, which only exists after commit, nor its type) in the project's stream:
+``originator_id`` is the project's UUID, ``originator_version`` its position in the
+project, ``topic`` the event type.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import msgspec
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 
 from events.envelope import Envelope
+from runtime.journal.stored import decode_rows, decode_state, encode_state
 
 __all__ = ["JournalRecord", "MsgpackTranscoder", "MsgspecMapper", "project_stream_id"]
 
@@ -62,12 +64,10 @@ class MsgpackTranscoder(Transcoder):
 
 
 class MsgspecMapper(Mapper[uuid.UUID]):
-    """Maps :class:`JournalRecord` to ``StoredEvent`` with msgspec msgpack (~µs per event)."""
+    """Maps :class:`JournalRecord` to ``StoredEvent`` in the stored form (~µs per event)."""
 
     def __init__(self) -> None:
         super().__init__(transcoder=MsgpackTranscoder())
-        self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(Envelope)
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         """Encode a :class:`JournalRecord`."""
@@ -76,7 +76,7 @@ class MsgspecMapper(Mapper[uuid.UUID]):
             originator_id=record.originator_id,
             originator_version=record.originator_version,
             topic=record.envelope.type,
-            state=self._encoder.encode(record.envelope),
+            state=encode_state(record.envelope),
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
@@ -87,25 +87,13 @@ class MsgspecMapper(Mapper[uuid.UUID]):
         return JournalRecord(
             originator_id=originator_id,
             originator_version=stored_event.originator_version,
-            envelope=self._decoder.decode(stored_event.state),
+            envelope=decode_state(stored_event.state, stored_event.topic, 0),
         )
 
-    def decode_envelope(self, state: bytes, seq: int) -> Envelope:
-        """Decode stored bytes and set the committed ``seq``."""
-        envelope = self._decoder.decode(state)
-        return msgspec.structs.replace(envelope, seq=seq)
+    def decode_envelope(self, state: bytes, topic: str, seq: int) -> Envelope:
+        """Decode a row's stored bytes, with its topic and its committed ``seq``."""
+        return decode_state(state, topic, seq)
 
-    def decode_rows(self, rows: list[tuple[int, int, bytes]]) -> list[Envelope]:
-        """Decode ``(seq, version, state)`` rows (the replay hot path).
-
-        The stored envelope has ``seq`` 0; the fresh, unshared objects get their
-        position set in place rather than copied.
-        """
-        decode = self._decoder.decode
-        set_seq = msgspec.structs.force_setattr
-        out = []
-        for seq, _version, state in rows:
-            envelope = decode(state)
-            set_seq(envelope, "seq", seq)
-            out.append(envelope)
-        return out
+    def decode_rows(self, rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
+        """Decode ``(seq, version, topic, state)`` rows (the replay hot path)."""
+        return decode_rows(rows)

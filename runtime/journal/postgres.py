@@ -231,26 +231,23 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
             return curs.fetchall()
 
     def _stream(self, versions: str, params: Sequence[Any]) -> list[StreamRow]:
-        """``(seq, version, state)`` of a stream's events whose version matches ``versions``."""
+        """``(seq, version, topic, state)`` of the stream's events whose version is ``versions``."""
         rows = self._select(
             self._sql(
-                "SELECT notification_id, originator_version, state FROM {schema}.{table} "
+                "SELECT notification_id, originator_version, topic, state FROM {schema}.{table} "
                 f"WHERE originator_id=%s AND {versions} ORDER BY originator_version",
                 self.events_table_name,
             ),
             params,
         )
-        return [
-            (int(r["notification_id"]), int(r["originator_version"]), bytes(r["state"]))
-            for r in rows
-        ]
+        return [_row(r) for r in rows]
 
     def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
-        """Return ``(seq, version, state)`` of a stream's events after version ``gt``."""
+        """Return ``(seq, version, topic, state)`` of a stream's events after version ``gt``."""
         return self._stream("originator_version>%s", (originator_id, gt))
 
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:
-        """Return ``(seq, version, state)`` for versions ``first..last`` of a stream."""
+        """Return ``(seq, version, topic, state)`` for versions ``first..last`` of a stream."""
         return self._stream(
             "originator_version>=%s AND originator_version<=%s", (originator_id, first, last)
         )
@@ -279,23 +276,20 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
     def select_scope(
         self, originator_id: UUID, scope: Scope, *, limit: int | None = None, newest: bool = False
     ) -> list[StreamRow]:
-        """``(seq, version, state)`` of the rows of ``scope``, at most ``limit``.
+        """``(seq, version, topic, state)`` of the rows of ``scope``, at most ``limit``.
 
         In seq order, or newest first with ``newest``.
         """
         where, params = self._scope_where(originator_id, scope)
         text = (
-            "SELECT notification_id, originator_version, state FROM {schema}.{table} "
+            "SELECT notification_id, originator_version, topic, state FROM {schema}.{table} "
             f"WHERE {where} ORDER BY notification_id{' DESC' if newest else ''}"
         )
         if limit is not None:
             text += " LIMIT %s"
             params.append(limit)
         rows = self._select(self._sql(text, self.events_table_name), params)
-        return [
-            (int(r["notification_id"]), int(r["originator_version"]), bytes(r["state"]))
-            for r in rows
-        ]
+        return [_row(r) for r in rows]
 
     def count_scope(self, originator_id: UUID, scope: Scope) -> int:
         """How many rows ``scope`` holds."""
@@ -387,6 +381,15 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
         """PostgreSQL keeps its own integrity; report ``ok`` when a query succeeds."""
         self._select(SQL("SELECT 1"), ())
         return "ok"
+
+
+def _row(r: DictRow) -> StreamRow:
+    return (
+        int(r["notification_id"]),
+        int(r["originator_version"]),
+        str(r["topic"]),
+        bytes(r["state"]),
+    )
 
 
 class RoostPostgresFactory(PostgresFactory):

@@ -1,8 +1,9 @@
 """Which of a project's events a query reads: one conversation's, by index, in a seq window.
 
-Both stores keep each event's ``conversation_id`` and ``correlation_id`` in columns of their
-own next to the stored envelope, indexed with the project's stream: ``(stream,
-conversation_id, seq)`` and ``(stream, correlation_id, seq)``. A :class:`Scope` names the
+Both stores keep each event's ``conversation_id`` and its ``correlation_id`` (or, in a
+SQLite journal of layout 2, a 32-bit digest of it) in columns of their own next to the
+stored envelope, indexed as ``(stream, conversation_id, seq)`` and ``(stream,
+correlation_id, seq)`` (layout 2: ``(correlation digest, seq)``). A :class:`Scope` names the
 rows a query wants in those terms, and each store turns it into one indexed ``SELECT``
 whose ``ORDER BY seq`` and ``LIMIT`` the database applies, so a query reads the rows it
 returns, not the project's history.
@@ -14,6 +15,8 @@ for a journal written before they existed, once when the journal is opened.
 from __future__ import annotations
 
 import msgspec
+
+from runtime.journal.stored import state_keys
 
 __all__ = ["INDEX_COLUMNS", "Scope", "event_keys"]
 
@@ -36,23 +39,9 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
     """Only events whose ``seq`` is less than this (None: no upper bound)."""
 
 
-class _Keys(msgspec.Struct):
-    """The indexed fields of a stored envelope (the rest is skipped while decoding)."""
-
-    conversation_id: str | None = None
-    correlation_id: str | None = None
-
-
-_KEYS = msgspec.msgpack.Decoder(_Keys)
-
-
 def event_keys(state: bytes) -> tuple[str | None, str | None]:
-    """``(conversation_id, correlation_id)`` of a stored envelope's msgpack bytes.
+    """``(conversation_id, correlation_id)`` of a stored envelope (either stored format).
 
     Bytes that are no envelope (eventsourcing's own tests store such) give ``(None, None)``.
     """
-    try:
-        keys = _KEYS.decode(state)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None, None
-    return keys.conversation_id, keys.correlation_id
+    return state_keys(state)

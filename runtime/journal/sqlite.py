@@ -16,6 +16,16 @@ What we add to ``eventsourcing.sqlite``:
   ``delete_snapshots`` of :meth:`RoostSQLiteRecorder.insert_events`) in the transaction of
   its deletion record;
 - a ``roost_snapshots`` table, one row per conversation (:mod:`runtime.journal.snapshots`).
+
+A journal created now has table layout 2, one created before layout 1, which it keeps
+(:mod:`runtime.journal.sqlite_layout`); the layout is chosen once, under the write lock, by
+the opener that creates the tables.
+
+Why this module is long: it overrides eventsourcing's SQLite recorder at every read and
+write Roost uses (positions, batches, a project's deletion, the scoped reads, the
+snapshots) and, for layout 2, the reads eventsourcing itself makes (by position, by
+stream), each a few lines around one SQL statement; what differs between the layouts is
+apart, in ``sqlite_layout``.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteConnection,
@@ -36,14 +46,24 @@ from eventsourcing.sqlite import (
 )
 
 from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
+from runtime.journal.sqlite_layout import LAYOUT, Fresh, Layout, layout_2_statements
 
 __all__ = ["RoostSQLiteFactory", "RoostSQLiteRecorder", "SnapshotRow", "StreamRow"]
 
-StreamRow = tuple[int, int, bytes]
-"""``(seq, originator_version, state)`` of one stored event."""
+StreamRow = tuple[int, int, str, bytes]
+"""``(seq, originator_version, topic, state)`` of one stored event."""
 
 SnapshotRow = tuple[str, str, int, int, str, int, bytes]
 """``(project_id, conversation_id, seq, stream_version, head_hash, format, body)``."""
+
+_SNAPSHOTS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS roost_snapshots ("
+    "project_id TEXT NOT NULL, conversation_id TEXT NOT NULL, "
+    "seq INTEGER NOT NULL, stream_version INTEGER NOT NULL, head_hash TEXT NOT NULL, "
+    "format INTEGER NOT NULL, body BLOB NOT NULL, "
+    "PRIMARY KEY (project_id, conversation_id))"
+)
+"""The snapshots' table, in every layout."""
 
 _INDEXES = {
     "conversation_id": "roost_events_by_conversation",
@@ -78,11 +98,115 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name)
-        self.insert_events_statement = (
-            f"INSERT INTO {self.events_table_name} "
-            f"(originator_id, originator_version, topic, state, {', '.join(INDEX_COLUMNS)}) "
-            "VALUES (?,?,?,?,?,?)"
+        self._layout: Layout | None = None
+
+    @property
+    def layout(self) -> Layout:
+        """The journal's table layout, read once."""
+        if self._layout is None:
+            with self.datastore.transaction(commit=False) as c:
+                self._layout = Layout(self._read_layout(c) or LAYOUT)
+        return self._layout
+
+    def _read_layout(self, c: SQLiteCursor) -> int:
+        """2 or 1 for a journal whose tables exist, 0 before they do."""
+        c.execute("PRAGMA user_version")
+        if int(c.fetchone()[0]) >= 2:
+            return 2
+        c.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (self.events_table_name,)
         )
+        return 1 if c.fetchone() is not None else 0
+
+    def convert_originator_id(self, originator_id: Any) -> UUID | str:
+        """A stored stream id as a UUID (layout 2 stores the stream's number)."""
+        if isinstance(originator_id, int):
+            with self.datastore.transaction(commit=False) as c:
+                self.layout.streams.load(c.sqlite_cursor)
+            return UUID(bytes=self.layout.streams.names[originator_id])
+        return super().convert_originator_id(originator_id)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Events by position (eventsourcing's read), with layout 2's streams and topics."""
+        layout = self.layout
+        if layout.version != 2:
+            return super().select_notifications(
+                start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+            )
+        table = self.events_table_name
+        where: list[str] = []
+        params: list[Any] = []
+        if start is not None:
+            where.append("rowid>=?" if inclusive_of_start else "rowid>?")
+            params.append(start)
+        if stop is not None:
+            where.append("rowid<=?")
+            params.append(stop)
+        if topics:
+            where.append(layout.topics_in(len(topics)))
+            params.extend(topics)
+        condition = f"WHERE {' AND '.join(where)} " if where else ""
+        with self.datastore.transaction(commit=False) as c:
+            raw = c.sqlite_cursor
+            raw.row_factory = None
+            layout.streams.load(raw)
+            raw.execute(
+                f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
+                f"{condition}ORDER BY rowid LIMIT ?",
+                [*params, limit],
+            )
+            rows = layout.named(raw, raw.fetchall(), 3)
+            names = layout.streams.names
+            if any(r[1] not in names for r in rows):  # committed since the load
+                layout.streams.load(raw)
+        return [
+            Notification(
+                id=seq,
+                originator_id=UUID(bytes=names[number]),
+                originator_version=version,
+                topic=topic,
+                state=state,
+            )
+            for seq, number, version, topic, state in rows
+        ]
+
+    def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
+        """Read one stream (eventsourcing's), its id and topics as this layout stores them."""
+        layout = self.layout
+        if not isinstance(originator_id, UUID) or layout.version != 2:
+            return super().select_events(originator_id, **kwargs)
+        with self.datastore.transaction(commit=False) as c:
+            number = layout.streams.number_of(c.sqlite_cursor, originator_id.bytes)
+            layout.topics.load(c.sqlite_cursor)
+        if number is None:
+            return []
+        events = super().select_events(number, **kwargs)  # type: ignore[arg-type]
+        return [
+            StoredEvent(
+                originator_id=originator_id,
+                originator_version=e.originator_version,
+                topic=layout.topics.names[e.topic],  # type: ignore[index]
+                state=e.state,
+            )
+            for e in events
+        ]
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert in one transaction; numbers it gave are known once it is committed."""
+        fresh: Fresh = {}
+        seqs = super().insert_events(stored_events, fresh_numbers=fresh, **kwargs)
+        self.layout.committed(fresh)
+        return seqs
 
     def construct_create_table_statements(self) -> list[str]:
         """Add the batch-key table to eventsourcing's ``stored_events``."""
@@ -92,30 +216,54 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             "batch_key TEXT PRIMARY KEY, "
             "ranges BLOB NOT NULL)"
         )
-        statements.append(
-            "CREATE TABLE IF NOT EXISTS roost_snapshots ("
-            "project_id TEXT NOT NULL, conversation_id TEXT NOT NULL, "
-            "seq INTEGER NOT NULL, stream_version INTEGER NOT NULL, head_hash TEXT NOT NULL, "
-            "format INTEGER NOT NULL, body BLOB NOT NULL, "
-            "PRIMARY KEY (project_id, conversation_id))"
-        )
         return statements
 
     def create_table(self) -> None:
-        """Create the tables, then add and fill the index columns and indexes a journal lacks.
+        """Create the tables of layout 2, or add to a layout-1 journal what it lacks.
 
-        The check is a read; only a journal that lacks something is locked for writing
-        (``BEGIN IMMEDIATE``), checked again and migrated, so two processes opening an old
-        file at once migrate it once, the second waiting for the first.
+        The checks are reads; only a journal without tables, or a layout-1 journal that lacks
+        an index column or an index, is locked for writing (``BEGIN IMMEDIATE``), checked
+        again and created or migrated, so two processes opening a file at once create or
+        migrate it once, the second waiting for the first.
         """
-        super().create_table()
-        if not self._lacking():
+        with self.datastore.transaction(commit=False) as c:
+            layout = self._read_layout(c)
+        if not layout:
+            with self.datastore.get_connection(commit=True) as conn:
+                raw: sqlite3.Connection = conn._sqlite_conn
+                raw.execute("BEGIN IMMEDIATE")
+                try:
+                    c = SQLiteCursor(raw.cursor())
+                    layout = self._read_layout(c)
+                    if not layout:
+                        for statement in layout_2_statements(self.events_table_name):
+                            c.execute(statement)
+                        c.execute(_SNAPSHOTS_TABLE)
+                        layout = LAYOUT
+                except BaseException:
+                    raw.rollback()
+                    raise
+                raw.commit()
+        self._layout = Layout(layout)
+        if layout == 2:
+            if self._lacking():
+                self._migrate()
             return
+        super().create_table()
+        if self._lacking():
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Add what the journal lacks, under the write lock (checked again there)."""
         with self.datastore.get_connection(commit=True) as conn:
-            raw: sqlite3.Connection = conn._sqlite_conn
+            raw = conn._sqlite_conn
             raw.execute("BEGIN IMMEDIATE")
             try:
                 c = SQLiteCursor(raw.cursor())
+                c.execute(_SNAPSHOTS_TABLE)
+                if self.layout.version == 2:
+                    raw.commit()
+                    return
                 missing = self._missing_columns(c)
                 for column in missing:
                     c.execute(f"ALTER TABLE {self.events_table_name} ADD COLUMN {column} TEXT")
@@ -137,8 +285,13 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         return [column for column in INDEX_COLUMNS if column not in have]
 
     def _lacking(self) -> bool:
-        """Whether an index column or an index is missing (a read, no lock taken)."""
+        """Whether the snapshots' table, an index column or an index is missing (a read)."""
         with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='roost_snapshots'")
+            if c.fetchone() is None:
+                return True
+            if self.layout.version == 2:
+                return False
             if self._missing_columns(c):
                 return True
             c.execute("SELECT name FROM sqlite_master WHERE type='index'")
@@ -169,27 +322,42 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         stored_events: Sequence[StoredEvent],
         **kwargs: Any,
     ) -> Sequence[int] | None:
+        layout = self.layout
         batch_rows: Sequence[tuple[str, bytes]] = kwargs.get("batch_rows") or ()
         if batch_rows:
-            c.executemany("INSERT INTO roost_batches VALUES (?, ?)", batch_rows)
-        params = [
-            (
-                s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
-                s.originator_version,
-                s.topic,
-                s.state,
-                *event_keys(s.state),
+            table = layout.batch_table_for_insert(c.sqlite_cursor)
+            c.executemany(
+                f"INSERT INTO {table} VALUES (?, ?)",
+                [(layout.batch_key(key), ranges) for key, ranges in batch_rows],
             )
-            for s in stored_events
-        ]
-        c.executemany(self.insert_events_statement, params)
+        fresh: Fresh = kwargs.get("fresh_numbers", {})
+        raw = c.sqlite_cursor
+        params = []
+        for s in stored_events:
+            conversation, correlation = event_keys(s.state)
+            oid = s.originator_id
+            params.append(
+                (
+                    layout.stream_for_insert(raw, oid, fresh) if isinstance(oid, UUID) else oid,
+                    s.originator_version,
+                    layout.topic_for_insert(raw, s.topic, fresh),
+                    s.state,
+                    conversation,
+                    layout.correlation(correlation),
+                )
+            )
+        c.executemany(
+            f"INSERT INTO {self.events_table_name} (originator_id, originator_version, topic, "
+            f"state, conversation_id, {layout.correlation_column}) VALUES (?,?,?,?,?,?)",
+            params,
+        )
         c.execute("SELECT last_insert_rowid()")
         last = int(c.fetchone()[0])
         first = last - len(params) + 1
         # A deletion goes after the insert: the table has no AUTOINCREMENT, so a rowid is
         # max(rowid) + 1, and the deletion record must take its place above the deleted
         # events, or the next events would reuse their global positions.
-        _delete_project(c, self.events_table_name, kwargs)
+        _delete_project(c, self.events_table_name, layout, kwargs)
         return list(range(first, last + 1))
 
     def upsert_snapshot(self, row: SnapshotRow) -> None:
@@ -217,49 +385,56 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         """Every ``(batch_key, ranges)`` (for a project's deletion)."""
         with self.datastore.transaction(commit=False) as c:
             c.execute("SELECT batch_key, ranges FROM roost_batches")
-            return [(str(r[0]), bytes(r[1])) for r in c.fetchall()]
+            return [(self.layout.stored_key(r[0]), bytes(r[1])) for r in c.fetchall()]
 
     def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
-        """Return ``(seq, version, state)`` of a stream's events after version ``gt``."""
+        """Return ``(seq, version, topic, state)`` of a stream's events after version ``gt``."""
         with self.datastore.transaction(commit=False) as c:
             raw = c.sqlite_cursor
-            raw.row_factory = None  # plain tuples: (int, int, bytes) as stored
+            raw.row_factory = None  # plain tuples: (int, int, str, bytes) as stored
+            table = self.events_table_name
             raw.execute(
-                f"SELECT rowid, originator_version, state FROM {self.events_table_name} "
-                "WHERE originator_id=? AND originator_version>? ORDER BY originator_version",
-                (originator_id.hex, gt),
+                f"SELECT rowid, originator_version, topic, state FROM {table} "
+                f"WHERE originator_id={self.layout.stream_sql} "
+                "AND originator_version>? ORDER BY originator_version",
+                (self.layout.stream(originator_id), gt),
             )
-            rows: list[StreamRow] = raw.fetchall()
+            rows: list[StreamRow] = self.layout.named(raw, raw.fetchall())
             return rows
 
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:
-        """Return ``(seq, version, state)`` for versions ``first..last`` of a stream."""
+        """Return ``(seq, version, topic, state)`` for versions ``first..last`` of a stream."""
         with self.datastore.transaction(commit=False) as c:
-            c.execute(
-                f"SELECT rowid, originator_version, state FROM {self.events_table_name} "
-                "WHERE originator_id=? AND originator_version>=? AND originator_version<=? "
-                "ORDER BY originator_version",
-                (originator_id.hex, first, last),
+            table = self.events_table_name
+            raw = c.sqlite_cursor
+            raw.row_factory = None
+            raw.execute(
+                f"SELECT rowid, originator_version, topic, state FROM {table} "
+                f"WHERE originator_id={self.layout.stream_sql} "
+                "AND originator_version>=? AND originator_version<=? ORDER BY originator_version",
+                (self.layout.stream(originator_id), first, last),
             )
-            return [(int(r[0]), int(r[1]), bytes(r[2])) for r in c.fetchall()]
+            rows: list[StreamRow] = self.layout.named(raw, raw.fetchall())
+            return rows
 
     def _scope_sql(self, columns: str, originator_id: UUID, scope: Scope) -> tuple[str, list[Any]]:
         """The ``SELECT`` of ``columns`` for the rows of ``scope``, through its index."""
         index = _INDEXES[
             "correlation_id" if scope.correlation_id is not None else "conversation_id"
         ]
-        where = ["originator_id=?"]
-        params: list[Any] = [originator_id.hex]
+        layout = self.layout
+        where = [f"originator_id={layout.stream_sql}"]
+        params: list[Any] = [layout.stream(originator_id)]
         if scope.conversation_id is None:
             where.append("conversation_id IS NULL")
         else:
             where.append("conversation_id=?")
             params.append(scope.conversation_id)
         if scope.correlation_id is not None:
-            where.append("correlation_id=?")
-            params.append(scope.correlation_id)
+            where.append(f"{layout.correlation_column}=?")
+            params.append(layout.correlation(scope.correlation_id))
         if scope.topics:
-            where.append(f"topic IN ({','.join('?' * len(scope.topics))})")
+            where.append(layout.topics_in(len(scope.topics)))
             params.extend(scope.topics)
         where.append("rowid>?")
         params.append(scope.after_seq)
@@ -275,11 +450,15 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
     def select_scope(
         self, originator_id: UUID, scope: Scope, *, limit: int | None = None, newest: bool = False
     ) -> list[StreamRow]:
-        """``(seq, version, state)`` of the rows of ``scope``, at most ``limit``.
+        """``(seq, version, topic, state)`` of the rows of ``scope``, at most ``limit``.
 
-        In seq order, or newest first with ``newest``.
+        In seq order, or newest first with ``newest``. In layout 2 a row of another
+        correlation whose id has the same 32-bit digest is among them: the caller checks the
+        decoded envelope's ``correlation_id``.
         """
-        sql, params = self._scope_sql("rowid, originator_version, state", originator_id, scope)
+        sql, params = self._scope_sql(
+            "rowid, originator_version, topic, state", originator_id, scope
+        )
         sql += " ORDER BY rowid DESC" if newest else " ORDER BY rowid"
         if limit is not None:
             sql += " LIMIT ?"
@@ -288,7 +467,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             raw = c.sqlite_cursor
             raw.row_factory = None
             raw.execute(sql, params)
-            rows: list[StreamRow] = raw.fetchall()
+            rows: list[StreamRow] = self.layout.named(raw, raw.fetchall())
             return rows
 
     def count_scope(self, originator_id: UUID, scope: Scope) -> int:
@@ -302,8 +481,9 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         """Whether the stream has any event."""
         with self.datastore.transaction(commit=False) as c:
             c.execute(
-                f"SELECT 1 FROM {self.events_table_name} WHERE originator_id=? LIMIT 1",
-                (originator_id.hex,),
+                f"SELECT 1 FROM {self.events_table_name} "
+                f"WHERE originator_id={self.layout.stream_sql} LIMIT 1",
+                (self.layout.stream(originator_id),),
             )
             return c.fetchone() is not None
 
@@ -311,13 +491,14 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         """Return the stored ranges of those batch keys that were already committed."""
         if not keys:
             return {}
+        stored = {self.layout.batch_key(key): key for key in keys}
         with self.datastore.transaction(commit=False) as c:
             marks = ",".join("?" * len(keys))
             c.execute(
                 f"SELECT batch_key, ranges FROM roost_batches WHERE batch_key IN ({marks})",
-                list(keys),
+                list(stored),
             )
-            return {str(r[0]): bytes(r[1]) for r in c.fetchall()}
+            return {stored[r[0]]: bytes(r[1]) for r in c.fetchall()}
 
     def integrity_check(self) -> str:
         """Run ``PRAGMA integrity_check`` and return its first line (``ok`` when sound)."""
@@ -326,23 +507,32 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             return str(c.fetchone()[0])
 
 
-def _delete_project(c: SQLiteCursor, table: str, kwargs: dict[str, Any]) -> None:
-    """Delete a stream's events and drop or rewrite its batch keys, if asked to."""
+def _delete_project(c: SQLiteCursor, table: str, layout: Layout, kwargs: dict[str, Any]) -> None:
+    """Delete a stream's events and drop or rewrite its batch keys, if asked to.
+
+    The keys are given as :meth:`RoostSQLiteRecorder.select_all_batches` returns them.
+    """
     stream: UUID | None = kwargs.get("delete_stream")
     if stream is None:
         return
-    c.execute(f"DELETE FROM {table} WHERE originator_id=?", (stream.hex,))
+    c.execute(
+        f"DELETE FROM {table} WHERE originator_id={layout.stream_sql}", (layout.stream(stream),)
+    )
     project: str | None = kwargs.get("delete_snapshots")
     if project is not None:
         c.execute("DELETE FROM roost_snapshots WHERE project_id=?", (project,))
     drop: Sequence[str] = kwargs.get("drop_batches") or ()
-    if drop:
-        c.executemany("DELETE FROM roost_batches WHERE batch_key=?", [(k,) for k in drop])
     rewrite: Sequence[tuple[str, bytes]] = kwargs.get("rewrite_batches") or ()
-    if rewrite:
-        c.executemany(
-            "UPDATE roost_batches SET ranges=? WHERE batch_key=?", [(r, k) for k, r in rewrite]
-        )
+    for batches in layout.batch_tables:
+        if drop:
+            c.executemany(
+                f"DELETE FROM {batches} WHERE batch_key=?", [(layout.key_of_text(k),) for k in drop]
+            )
+        if rewrite:
+            c.executemany(
+                f"UPDATE {batches} SET ranges=? WHERE batch_key=?",
+                [(r, layout.key_of_text(k)) for k, r in rewrite],
+            )
 
 
 class RoostSQLiteFactory(SQLiteFactory):

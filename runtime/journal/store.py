@@ -131,21 +131,6 @@ class _Store(Protocol):
     ) -> list[SnapshotRow]: ...
 
 
-class _HeadView(msgspec.Struct):
-    """The few envelope fields needed to rebuild a project's head."""
-
-    type: str
-    conversation_id: str | None
-    stream_version: int
-    hash: str
-
-
-class _CheckpointView(msgspec.Struct):
-    """The data of a checkpoint event."""
-
-    data: dict[str, Any]
-
-
 @dataclass
 class _Head:
     """Where a project's stream stands: version, last hash, each stream's version, seals."""
@@ -189,6 +174,14 @@ class Audit:
     """The seals; None for a journal opened without a sealer."""
     anchored: bool
     """True when an anchor file exists for the project (even if its events do not)."""
+
+
+def _checkpoint_of(envelope: Envelope) -> JournalCheckpoint | None:
+    """The checkpoint a ``journal.checkpoint`` envelope carries (None if its data is not one)."""
+    try:
+        return msgspec.convert(envelope.data, JournalCheckpoint)
+    except msgspec.ValidationError:
+        return None
 
 
 class _JournalApp(Application[uuid.UUID]):
@@ -248,8 +241,6 @@ class Journal:
         self._heads: dict[str, _Head] = {}
         self._ranges_encoder = msgspec.msgpack.Encoder()
         self._ranges_decoder = msgspec.msgpack.Decoder(dict[str, tuple[int, int]])
-        self._head_decoder = msgspec.msgpack.Decoder(_HeadView)
-        self._checkpoint_decoder = msgspec.msgpack.Decoder(_CheckpointView)
 
     @classmethod
     def open(cls, home: str, *, redactor: Redactor | None = None) -> Journal:
@@ -501,15 +492,17 @@ class Journal:
             want = anchor.checkpoint.head_position if isinstance(anchor, Anchor) else -1
             want_hash: str | None = None
             checkpoints: list[tuple[int, int, JournalCheckpoint | None]] = []
-            for seq, version, state in self._store.select_stream(project_stream_id(project_id)):
-                view = self._head_decoder.decode(state)
+            rows = self._store.select_stream(project_stream_id(project_id))
+            for (seq, version, _, _), view in zip(
+                rows, self._mapper.decode_rows(rows), strict=True
+            ):
                 head.version = version
                 head.hash = view.hash
                 head.streams[view.conversation_id] = view.stream_version
                 if version == want:
                     want_hash = view.hash
                 if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
-                    checkpoints.append((version, seq, self._decode_checkpoint(state)))
+                    checkpoints.append((version, seq, _checkpoint_of(view)))
             if self.sealer is not None:
                 head.seal = self.sealer.resume(
                     project_id,
@@ -520,13 +513,6 @@ class Journal:
                 )
             self._heads[project_id] = head
         return head
-
-    def _decode_checkpoint(self, state: bytes) -> JournalCheckpoint | None:
-        try:
-            data = self._checkpoint_decoder.decode(state).data
-            return msgspec.convert(data, JournalCheckpoint)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return None
 
     def delete_project(self, project_id: str, *, deleted_by: str = "") -> dict[str, Any]:
         """Delete every event of ``project_id``, its batch keys and its anchor, as evidence.
@@ -541,11 +527,11 @@ class Journal:
         if project_id == DELETIONS_STREAM:
             raise JournalError(f"{DELETIONS_STREAM} is the journal's own deletion log")
         events, last_hash, checkpoint = 0, GENESIS_HASH, None
-        for _, version, state in self._store.select_stream(project_stream_id(project_id)):
-            view = self._head_decoder.decode(state)
+        rows = self._store.select_stream(project_stream_id(project_id))
+        for (_, version, _, _), view in zip(rows, self._mapper.decode_rows(rows), strict=True):
             events, last_hash = version, view.hash
             if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
-                checkpoint = self._decode_checkpoint(state) or checkpoint
+                checkpoint = _checkpoint_of(view) or checkpoint
         if events == 0:
             raise ProjectNotFoundError(
                 f"no project {project_id!r} in the journal", project_id=project_id
@@ -721,10 +707,22 @@ class Journal:
         if newest:
             rows.reverse()
         wanted = scope.conversation_id
-        return [e for e in self._mapper.decode_rows(rows) if e.conversation_id == wanted]
+        correlation = scope.correlation_id
+        return [
+            e
+            for e in self._mapper.decode_rows(rows)
+            if e.conversation_id == wanted
+            and (correlation is None or e.correlation_id == correlation)
+        ]
 
     def count_scope(self, project_id: str, scope: Scope) -> int:
-        """How many of the project's events ``scope`` holds (counted in an index)."""
+        """How many of the project's events ``scope`` holds (counted in an index).
+
+        A correlation's events are counted by reading them (a turn's few events): the index
+        of a SQLite journal of layout 2 holds a digest of the correlation id, not the id.
+        """
+        if scope.correlation_id is not None:
+            return len(self.read_scope(project_id, scope))
         return self._store.count_scope(project_stream_id(project_id), scope)
 
     def has_project(self, project_id: str) -> bool:
@@ -735,7 +733,7 @@ class Journal:
         """Events of every project after global position ``after_seq``, at most ``limit``."""
         notifications = self._recorder.select_notifications(start=after_seq + 1, limit=limit)
         decode = self._mapper.decode_envelope
-        return [decode(n.state, n.id) for n in notifications]
+        return [decode(n.state, n.topic, n.id) for n in notifications]
 
     def iter_all(self, *, after_seq: int = 0, page: int = 1000) -> Iterator[Envelope]:
         """Every event after ``after_seq``, page by page."""
@@ -758,7 +756,7 @@ class Journal:
             )
             if not chunk:
                 return out
-            out.extend(decode(n.state, n.id) for n in chunk)
+            out.extend(decode(n.state, n.topic, n.id) for n in chunk)
             cursor = chunk[-1].id
 
     def max_seq(self) -> int:
@@ -786,7 +784,7 @@ class Journal:
         seals = None
         if sealer is not None:
             seals = check_seals(
-                [(version, e) for (_, version, _), e in zip(rows, events, strict=True)],
+                [(version, e) for (_, version, _, _), e in zip(rows, events, strict=True)],
                 project_id=project_id,
                 key=sealer.key,
                 anchor=before,

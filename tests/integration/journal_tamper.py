@@ -19,6 +19,16 @@ import msgspec
 from events.chain import chain_hash
 from events.envelope import GENESIS_HASH, Envelope
 from runtime.journal.mapper import project_stream_id
+from runtime.journal.stored import decode_state, encode_state
+
+STREAM_NUMBER = "(SELECT number FROM roost_streams WHERE stream=?)"
+"""The ``originator_id`` of a project's stream in a journal of layout 2, by its UUID's bytes."""
+
+TOPIC = "(SELECT topic FROM roost_topics WHERE number=stored_events.topic)"
+"""A row's topic (its event type) in a journal of layout 2."""
+
+TOPIC_NUMBER = "(SELECT number FROM roost_topics WHERE topic=?)"
+"""The ``topic`` of an event type in a journal of layout 2."""
 
 
 @dataclass
@@ -44,13 +54,13 @@ def rows(home: str, project: str) -> list[Row]:
     conn = _connect(home)
     try:
         found = conn.execute(
-            "SELECT rowid, originator_version, state FROM stored_events "
-            "WHERE originator_id=? ORDER BY originator_version",
-            (project_stream_id(project).hex,),
+            f"SELECT rowid, originator_version, {TOPIC}, state FROM stored_events "
+            f"WHERE originator_id={STREAM_NUMBER} ORDER BY originator_version",
+            (project_stream_id(project).bytes,),
         ).fetchall()
     finally:
         conn.close()
-    return [Row(r[0], r[1], msgspec.msgpack.decode(r[2], type=Envelope)) for r in found]
+    return [Row(r[0], r[1], decode_state(r[3], r[2], r[0])) for r in found]
 
 
 def delete(home: str, rowids: list[int]) -> None:
@@ -66,16 +76,16 @@ def edit(home: str, rowid: int, change: Callable[[dict[str, Any]], None]) -> Non
     """Change one stored event's ``data`` in place (its hash is left as it was)."""
     conn = _connect(home)
     try:
-        (state,) = conn.execute(
-            "SELECT state FROM stored_events WHERE rowid=?", (rowid,)
+        (topic, state) = conn.execute(
+            f"SELECT {TOPIC}, state FROM stored_events WHERE rowid=?", (rowid,)
         ).fetchone()
-        envelope = msgspec.msgpack.decode(state, type=Envelope)
+        envelope = decode_state(state, topic, rowid)
         data = msgspec.to_builtins(envelope.data)
         change(data)
         changed = msgspec.structs.replace(envelope, data=data)
         conn.execute(
             "UPDATE stored_events SET state=? WHERE rowid=?",
-            (msgspec.msgpack.encode(changed), rowid),
+            (encode_state(changed), rowid),
         )
     finally:
         conn.close()
@@ -98,12 +108,12 @@ def append_copy(home: str, project: str, template: Row) -> int:
     try:
         cursor = conn.execute(
             "INSERT INTO stored_events (originator_id, originator_version, topic, state) "
-            "VALUES (?, ?, ?, ?)",
+            f"VALUES ({STREAM_NUMBER}, ?, {TOPIC_NUMBER}, ?)",
             (
-                project_stream_id(project).hex,
+                project_stream_id(project).bytes,
                 last.version + 1,
                 forged.type,
-                msgspec.msgpack.encode(forged),
+                encode_state(forged),
             ),
         )
         return int(cursor.lastrowid or 0)
@@ -154,7 +164,7 @@ def rehash(
             if fixed != row.envelope:
                 conn.execute(
                     "UPDATE stored_events SET state=? WHERE rowid=?",
-                    (msgspec.msgpack.encode(fixed), row.rowid),
+                    (encode_state(fixed), row.rowid),
                 )
             head = digest
         conn.execute("COMMIT")

@@ -21,6 +21,7 @@ from runtime.daemon import start_daemon, stop_daemon
 from runtime.journal.mapper import project_stream_id
 from tests.integration.adversarial_helpers import run_daemon
 from tests.integration.conftest import Daemon, alive, daemon_env, make_root
+from tests.integration.journal_tamper import STREAM_NUMBER
 from tests.integration.test_operator_cli import roost
 
 
@@ -98,7 +99,8 @@ def test_a_journal_cut_behind_the_daemons_back_is_not_a_deletion(tmp_path: Path)
     conn = sqlite3.connect(Path(home) / "journal.sqlite")
     with conn:
         conn.execute(
-            "DELETE FROM stored_events WHERE originator_id=?", (project_stream_id("cut").hex,)
+            f"DELETE FROM stored_events WHERE originator_id={STREAM_NUMBER}",
+            (project_stream_id("cut").bytes,),
         )
     conn.close()
     with run_daemon(tmp_path / "home"):

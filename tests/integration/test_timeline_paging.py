@@ -21,6 +21,7 @@ from runtime.errors import BadRequestError
 from tests.integration.adversarial_helpers import run_daemon
 from tests.integration.conftest import Daemon, make_root
 from tests.integration.test_operator_cli import roost
+from tests.runtime.journal.old_format import to_layout_1
 
 
 def _ok(home: str, *args: str) -> str:
@@ -129,11 +130,8 @@ def test_a_journal_of_the_old_schema_is_migrated_when_the_daemon_opens_it(
         _ok(daemon.home, "conversation", "start", "p1", "--id", "c1")
         _ok(daemon.home, "send", "p1", "c1", "hello", "--wait")
         before = _timeline(daemon.home)
-    with sqlite3.connect(home / "journal.sqlite") as conn:  # as older versions wrote it
-        for index in ("roost_events_by_conversation", "roost_events_by_correlation"):
-            conn.execute(f"DROP INDEX {index}")
-        for column in ("conversation_id", "correlation_id"):
-            conn.execute(f"ALTER TABLE stored_events DROP COLUMN {column}")
+    # as older versions wrote it: layout 1, format-1 states, no index columns
+    to_layout_1(str(home / "journal.sqlite"), index_columns=False)
     with run_daemon(home) as daemon:
         after = _timeline(daemon.home)
         assert _seqs(after)[: len(_seqs(before))] == _seqs(before)

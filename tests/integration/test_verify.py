@@ -13,8 +13,10 @@ from typing import Any
 
 import msgspec
 
+from runtime.journal.stored import decode_state, encode_state
 from tests.integration.adversarial_helpers import run_daemon
 from tests.integration.conftest import REPO_ROOT, Daemon, daemon_env
+from tests.integration.journal_tamper import TOPIC_NUMBER
 
 
 def test_verify_reports_a_tampered_event_with_a_readable_diff(
@@ -27,14 +29,14 @@ def test_verify_reports_a_tampered_event_with_a_readable_diff(
         assert c.verify("p1")["ok"] is True
     db = sqlite3.connect(os.path.join(daemon.home, "journal.sqlite"))
     rowid, state = db.execute(
-        "SELECT rowid, state FROM stored_events WHERE topic='user.message'"
+        f"SELECT rowid, state FROM stored_events WHERE topic={TOPIC_NUMBER}", ("user.message",)
     ).fetchone()
-    envelope = msgspec.msgpack.decode(state)
-    envelope["data"]["content"] = "tampered text"
+    envelope = decode_state(state, "user.message", rowid)
+    tampered = msgspec.structs.replace(envelope, data={**envelope.data, "content": "tampered text"})
     with db:
         db.execute(
             "UPDATE stored_events SET state=? WHERE rowid=?",
-            (msgspec.msgpack.encode(envelope), rowid),
+            (encode_state(tampered), rowid),
         )
     db.close()
     done = subprocess.run(

@@ -17,6 +17,7 @@ from events.seal import Anchor
 from runtime.errors import ConcurrencyError, JournalError
 from runtime.journal.seal import AnchorStore, Sealer, SealSettings
 from runtime.journal.store import Batch, Journal
+from runtime.journal.stored import decode_state, encode_state
 
 
 def _identity(value: Any) -> Any:
@@ -367,14 +368,15 @@ class TestSQLiteJournal(JournalContract):
         journal.append([make_event(), make_event(), make_event()])
         conn = sqlite3.connect(self.path)
         row = conn.execute(
-            "SELECT rowid, state FROM stored_events ORDER BY rowid LIMIT 1 OFFSET 1"
+            "SELECT rowid, (SELECT topic FROM roost_topics WHERE number=stored_events.topic), "
+            "state FROM stored_events ORDER BY rowid LIMIT 1 OFFSET 1"
         ).fetchone()
-        envelope = msgspec.msgpack.decode(row[1])
-        envelope["data"]["content"] = "tampered"
+        envelope = decode_state(row[2], row[1], row[0])
+        tampered = msgspec.structs.replace(envelope, data={**envelope.data, "content": "tampered"})
         with conn:
             conn.execute(
                 "UPDATE stored_events SET state=? WHERE rowid=?",
-                (msgspec.msgpack.encode(envelope), row[0]),
+                (encode_state(tampered), row[0]),
             )
         conn.close()
         report = journal.verify("p1")

@@ -28,6 +28,7 @@ from runtime.journal.seal import AnchorStore, Sealer, SealSettings
 from runtime.journal.store import Journal
 from tests.events.test_projections import Journal as Builder
 from tests.events.test_projections import incident_journal, journals
+from tests.runtime.journal.old_format import to_layout_1
 
 Opener = Callable[[], Journal]
 
@@ -209,12 +210,10 @@ def test_checkpoints_of_a_sealed_journal_stay_out_of_the_timeline(tmp_path: Path
 
 def _to_old_sqlite_schema(path: str) -> None:
     """Make the file what older Roost versions wrote: no index columns, no indexes."""
+    to_layout_1(path, index_columns=False)
     with sqlite3.connect(path) as conn:
-        for index in ("roost_events_by_conversation", "roost_events_by_correlation"):
-            conn.execute(f"DROP INDEX {index}")
-        for column in ("conversation_id", "correlation_id"):
-            conn.execute(f"ALTER TABLE stored_events DROP COLUMN {column}")
         columns = [row[1] for row in conn.execute("PRAGMA table_info(stored_events)")]
+    conn.close()
     assert columns == ["originator_id", "originator_version", "topic", "state"]
 
 
@@ -279,7 +278,7 @@ def test_a_timeline_page_decodes_the_rows_it_returns_not_the_project(tmp_path: P
         decoded: list[int] = []
         decode_rows = journal._mapper.decode_rows
 
-        def counting(rows: list[tuple[int, int, bytes]]) -> list[Envelope]:
+        def counting(rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
             decoded.append(len(rows))
             return decode_rows(rows)
 
@@ -300,7 +299,7 @@ def test_a_conversation_is_rehydrated_from_its_own_rows(tmp_path: Path) -> None:
         decoded: list[int] = []
         decode_rows = journal._mapper.decode_rows
 
-        def counting(rows: list[tuple[int, int, bytes]]) -> list[Envelope]:
+        def counting(rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
             decoded.append(len(rows))
             return decode_rows(rows)
 
