@@ -156,6 +156,7 @@ class ProjectActor(CoreShell):
 
         self.setup = setup
         self.journal = setup.journal
+        self.announce(self.supervisor, f"project:{setup.project_id}")  # its host's pid
         settings = link_settings()
         self.host = EntityHost(self, Appender(*settings) if settings is not None else None)
         self._serve_host_link(setup.project_id)

@@ -17,7 +17,6 @@ each need the whole of it.
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -54,6 +53,7 @@ from runtime.lifecycle.supervision import (
     ChildNames,
     RestartPolicy,
     crash_events,
+    process_exited,
     restarted_event,
 )
 from runtime.lifecycle.supervisor_core import utc_now
@@ -76,20 +76,6 @@ TOOLRUNNER = "toolrunner"
 def conversation_child(conversation_id: str) -> str:
     """A conversation's child name: ``conversation:<id>``."""
     return f"conversation:{conversation_id}"
-
-
-def process_exited(pid: int) -> bool:
-    """Whether the child process ``pid`` has exited (checked without reaping it).
-
-    An entity hosted in this process (``actors.hosting``) announces this process's pid: it
-    lives as long as we do.
-    """
-    if pid == os.getpid():
-        return False
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
 
 
 class ProjectCore:

@@ -8,6 +8,7 @@ crashed child is restarted (and after what delay) or the failure escalates to th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "RestartDecision",
     "RestartPolicy",
     "crash_events",
+    "process_exited",
     "restarted_event",
 ]
 
@@ -152,3 +154,17 @@ def restarted_event(
         correlation_id=correlation_id,
         causation_id=cause,
     )
+
+
+def process_exited(pid: int) -> bool:
+    """Whether the child process ``pid`` has exited (checked without reaping it).
+
+    An entity hosted in this process (``actors.hosting``) announces this process's pid: it
+    lives as long as we do.
+    """
+    if pid == os.getpid():
+        return False
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True

@@ -55,6 +55,7 @@ from runtime.lifecycle.supervision import (
     ChildNames,
     RestartPolicy,
     crash_events,
+    process_exited,
     restarted_event,
 )
 from runtime.wire.ops import minted_correlation, route_of
@@ -114,7 +115,10 @@ class SupervisorCore:
         new_id: Callable[[], str] = new_correlation_id,
         restarts: RestartPolicy | None = None,
         journal_restarts: RestartPolicy | None = None,
+        is_dead: Callable[[int], bool] = process_exited,
     ) -> None:
+        self.is_dead = is_dead
+        """Whether a project's host process has exited (checked before a request goes to it)."""
         self.clock = clock
         self.new_id = new_id
         self.home = ""
@@ -261,6 +265,12 @@ class SupervisorCore:
                 held.append((op, args, reply_to, message))
                 return []
             project = self.projects.get(str(args["project_id"]))
+            pid = self.pids.get(project_child(str(args["project_id"])))
+            if project is not None and pid is not None and self.is_dead(pid):
+                # killed, and Thespian has not told us yet: restart it, hold the request
+                crashed = self.child_exited(project.address)
+                if str(args["project_id"]) not in self.projects:
+                    return crashed + self._request(op, args, reply_to, message)
             if project is None:
                 raise ProjectNotFoundError(
                     f"no running project {args['project_id']!r}; start it with "

@@ -241,6 +241,22 @@ def test_requests_for_a_project_waiting_for_its_restart_are_held_and_then_sent(
     assert of(again, fx.Send) == [fx.Send(to=fx.Child("project:p1"), message="the-request")]
 
 
+def test_a_request_for_a_project_whose_host_died_unnoticed_restarts_it_and_waits(
+    tmp_path: Path,
+) -> None:
+    core, _ = make_core(tmp_path)
+    start(core, tmp_path / "r")
+    core.actor_started("project:p1", 4242)
+    dead = {4242}
+    core.is_dead = lambda pid: pid in dead
+    effects = core.request("describe_project", {"project_id": "p1"}, "client-2", "the-request")
+    assert [t for t, _ in appended(effects)] == ["actor.crashed"]  # not forwarded to the dead
+    assert of(effects, fx.Send) == []
+    (wakeup,) = of(effects, fx.Wakeup)
+    again = core.wakeup(wakeup.payload)
+    assert of(again, fx.Send) == [fx.Send(to=fx.Child("project:p1"), message="the-request")]
+
+
 def test_requests_held_for_a_project_that_is_not_restarted_are_refused(tmp_path: Path) -> None:
     core, _ = make_core(tmp_path, max_restarts=1)
     start(core, tmp_path / "r")
