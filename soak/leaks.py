@@ -3,9 +3,8 @@
 Every run reads the USS (memory unique to a process: ``psutil``'s
 ``memory_full_info().uss``) of the daemon and of each always-on process of its tree (the
 Thespian admin and logger, the Supervisor, the Journal,
-each project's Project, Policy and ToolRunner: the processes there once the projects have
-started and before any conversation has; conversations come and go with passivation)
-twice:
+each project's host, where its Conversations, Policy and ToolRunner live) twice, each
+time once every conversation has passivated (a host holds its live conversations):
 
 - *before*, after a warm-up round of turns, so what the first use of each code path, pool
   and allocator arena costs is not counted as growth;

@@ -63,7 +63,8 @@ def test_a_small_soak_run_passes_reports_every_figure_and_leaves_no_process(
     memory = report["memory"]
     assert 0 < memory["rss_start"] <= memory["rss_peak"]
     assert memory["rss_end"] > 0
-    assert memory["processes_peak"] >= memory["processes_start"] + 2  # the conversations
+    # the conversations are entities of the project's host: no process of their own
+    assert memory["processes_peak"] >= memory["processes_start"]
     assert memory["pss_peak"] >= memory["pss_start"] > 0
     assert memory["pss_per_live_conversation"] == (memory["pss_peak"] - memory["pss_start"]) // 2
     assert sum(report["throughput"]["per_minute"]) == 4
@@ -99,7 +100,7 @@ def test_a_soak_run_with_a_connection_per_turn_makes_the_leak_check(
     check = report["leaks"]
     assert (check["limit_pct"], check["settle_s"]) == (10.0, 3.0)
     names = [p["name"] for p in check["processes"]]
-    for always_on in ("daemon", "supervisor", "journal", "project", "policy", "toolrunner"):
+    for always_on in ("daemon", "supervisor", "journal", "project"):  # each project: one host
         assert always_on in names, names
     for process in check["processes"]:
         assert process["uss_before"] > 0 and process["uss_after"] > 0, process
