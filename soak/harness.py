@@ -462,12 +462,12 @@ def _passivated(
     """
 
     def quiet() -> bool:
-        for project_id in projects:
-            try:
-                if client.diagnostics(project_id).get("active_conversations"):
-                    return False
-            except RoostError:
-                continue  # a project chaos left failed has nothing live to wait for
+        try:  # status asks the hosts; diagnostics would read each project's whole history
+            live = client.status().get("live_conversations") or {}
+        except RoostError:
+            return False
+        if any(live.get(project_id) for project_id in projects):
+            return False
         return sampler.sample(refresh=True)[1] <= processes
 
     wait_until(quiet, _passivation_wait_s(config), 0.2)

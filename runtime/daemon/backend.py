@@ -50,6 +50,7 @@ from runtime.errors import (
     ProjectNotFoundError,
     RequestError,
     RequestTimeoutError,
+    RoostError,
     error_from_wire,
 )
 from runtime.guard import roost_home
@@ -316,6 +317,7 @@ class ActorBackend:
                 "endpoints": self.endpoint_counts(),
                 "host_links": self.host_links.stats(),
                 "counters": counters.snapshot(),
+                "live_conversations": self._live_conversations(live, deadline),
             }
         if op == "list_projects":
             if args.get("all"):
@@ -374,6 +376,23 @@ class ActorBackend:
         result = dict(self.ask("list_projects", {}, deadline))
         self._actors = dict(result.pop("_actors", {}))
         return result
+
+    def _live_conversations(self, live: dict[str, Any], deadline: float) -> dict[str, int]:
+        """Each running project's live (not passivated) conversations, asked of its host.
+
+        A cheap read for ``status`` (no journal read), which the soak harness polls to wait
+        for passivation.
+        """
+        counts: dict[str, int] = {}
+        for project_id, info in sorted(live.items()):
+            if info.get("status") != "running":
+                continue
+            try:
+                status = self.ask("live_status", {"project_id": project_id}, deadline)
+            except RoostError:
+                continue  # restarting or stopping: nothing to count now
+            counts[project_id] = len(status.get("active_conversations", []))
+        return counts
 
     def _project_events(self, project_id: str) -> list[Any]:
         events = self.journal.read_project(project_id)

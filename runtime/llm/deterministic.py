@@ -50,6 +50,12 @@ class DeterministicAdapter:
     instant: bool = True
     """It answers at once, without I/O: a host runs it inline (``caller.is_instant``)."""
 
+    def __init__(self) -> None:
+        self._counted: list[Any] = []
+        """The messages of the last request whose words are counted in :attr:`_sums`."""
+        self._sums: list[int] = []
+        """Words in the first ``i + 1`` of them."""
+
     def complete(self, request: ModelRequest) -> ModelReply:
         """Answer one round; raise ``ModelError(bad_response)`` for malformed directives."""
         directives = request.directives
@@ -69,8 +75,33 @@ class DeterministicAdapter:
             deltas=deltas,
             tool_calls=calls,
             finish_reason="tool_calls" if calls else "stop",
-            usage=_usage(request, text, calls),
+            usage=_usage(request, text, calls, self._message_words(request.messages)),
         )
+
+    def _message_words(self, messages: list[dict[str, Any]]) -> int:
+        """The words of ``messages``, counting only those not counted last time.
+
+        A conversation's settled context is the same message objects round after round
+        (``runtime.agent.rounds``); only the rounds since are new. The objects the last
+        request shared with this one are a prefix of both (the new tail is built afresh
+        each time), found by bisection on identity; counting every message of a long
+        history on every call made a turn cost its whole history.
+        """
+        counted, sums = self._counted, self._sums
+        low, high = 0, min(len(counted), len(messages))
+        while low < high:
+            middle = (low + high + 1) // 2
+            if messages[middle - 1] is counted[middle - 1]:
+                low = middle
+            else:
+                high = middle - 1
+        del counted[low:], sums[low:]
+        total = sums[-1] if sums else 0
+        for message in messages[low:]:
+            total += word_count(message.get("content"))
+            counted.append(message)
+            sums.append(total)
+        return total
 
 
 def _check_keys(given: dict[str, Any], known: tuple[str, ...] = (), where: str = "") -> None:
@@ -173,11 +204,11 @@ def _call(name: str, **args: Any) -> ToolCallRequest:
     return ToolCallRequest(id=None, name=name, args=args)
 
 
-def _usage(request: ModelRequest, text: str, calls: list[ToolCallRequest]) -> dict[str, int]:
-    """Word-count usage; see the module docstring."""
-    prompt = word_count(request.system_prompt) + sum(
-        word_count(m.get("content")) for m in request.messages
-    )
+def _usage(
+    request: ModelRequest, text: str, calls: list[ToolCallRequest], message_words: int
+) -> dict[str, int]:
+    """Word-count usage (``message_words``: the request's messages'); see the module doc."""
+    prompt = word_count(request.system_prompt) + message_words
     completion = word_count(text) + len(calls)
     return {
         "prompt_tokens": prompt,
