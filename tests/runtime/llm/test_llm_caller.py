@@ -185,9 +185,11 @@ def test_calls_beyond_the_limit_wait_for_a_slot() -> None:
     with ModelCaller(max_concurrent=2) as caller:
         for n in range(5):
             caller.submit(held, request(f"m{n}"), outcomes.done(n))
-        while held.running < 2:  # the first two run; the loop thread owns the event
+        for _ in range(1000):  # the first two run, the rest queue (the loop takes them)
+            if held.running == 2 and caller.in_flight == 5:
+                break
             threading.Event().wait(0.01)
-        assert caller.in_flight == 5
+        assert (held.running, caller.in_flight) == (2, 5)
         held.release_all()
         done = outcomes.wait(5)
     assert held.most == 2
