@@ -65,6 +65,9 @@ class HostLinkServer(LinkServer):
         self._numbers: dict[int, int] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        """Guards the connection tables (held for a lookup, never while sending)."""
+        self._sending: dict[int, threading.Lock] = {}
+        """One lock per connection: an answer is written whole, one at a time."""
         self.served = 0
         """Requests handed to the host."""
 
@@ -89,6 +92,7 @@ class HostLinkServer(LinkServer):
             number = self._numbers.pop(id(conn), None)
             if number is not None:
                 self._conns.pop(number, None)
+            self._sending.pop(id(conn), None)
         super()._drop(conn)
 
     def reply(self, address: Any, reply: Any) -> bool:
@@ -120,6 +124,8 @@ class HostLinkServer(LinkServer):
         sock: socket.socket = conn.sock
         try:
             with self._lock:
+                sending = self._sending.setdefault(id(conn), threading.Lock())
+            with sending:  # a slow reader holds up its own answers, not the others'
                 sock.settimeout(5.0)
                 sock.sendall(data)
                 sock.setblocking(False)

@@ -44,7 +44,7 @@ _ENCODER = msgspec.msgpack.Encoder()
 _REPLY = msgspec.msgpack.Decoder(HostReply)
 _MAX_REPLY = 64 * 1024 * 1024
 _MAX_IDLE_PER_PROJECT = 64
-SEND_WAIT_S = 1.0
+SEND_WAIT_S = 2.0
 """How long a request may wait for room on a host's socket before it is refused: the host
 reads its socket on a thread of its own, so a full socket means a host that stopped."""
 

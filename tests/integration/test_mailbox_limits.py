@@ -1,7 +1,7 @@
 """A real daemon at the mailboxes' limits: an actor that stops reading, a full disk.
 
 - A project's host that stops reading (SIGSTOP) while large requests keep coming: a
-  request that cannot be written to its socket within a second is answered `overloaded`
+  request that cannot be written to its socket within two seconds is answered `overloaded`
   (`host_not_reading`), so is the next one at once instead of waiting out its timeout,
   and once the host is killed and restarted everything works again. (A Thespian mailbox
   that fills is refused the same way and recorded as `actor.mailbox_overflow`:
@@ -72,7 +72,7 @@ def test_a_host_that_stops_reading_makes_requests_overloaded_at_once(
         assert "acknowledged" not in outcomes
 
         def restarted() -> bool:
-            try:  # refused for a second more, as the stopped host was
+            try:  # refused for two seconds more, as the stopped host was
                 return c.diagnostics("p1")["actors"].get("project") not in (None, host)
             except OverloadedError:
                 return False
