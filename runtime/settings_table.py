@@ -49,6 +49,7 @@ SETTINGS: tuple[Setting, ...] = (
             default=60.0),
     Setting(key="max_connections", env="ROOST_MAX_CONNECTIONS", rule="positive_count",
             default=1024),
+    Setting(key="max_inflight", env="ROOST_MAX_INFLIGHT", rule="positive_count", default=256),
     Setting(key="project_umask", env="ROOST_PROJECT_UMASK", rule="umask"),
     Setting(key="journal_key_file", env="ROOST_JOURNAL_KEY_FILE", rule="path"),
     Setting(key="seal_every_events", env="ROOST_SEAL_EVERY_EVENTS", rule="count", default=256),

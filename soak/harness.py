@@ -151,7 +151,12 @@ def run_soak(
     t0 = time.monotonic()
     run = _Run(config, on_progress)
     workdir = tempfile.mkdtemp(prefix="roost-soak-")
-    session = DaemonSession(config.home, workdir, faults=config.scenario == "chaos")
+    session = DaemonSession(
+        config.home,
+        workdir,
+        faults=config.scenario == "chaos",
+        clients=config.concurrency if config.scenario == "slow-model" else 0,
+    )
     sampler = MemorySampler(session.home)
     monkey: ChaosMonkey | None = None
     result = WorkloadResult(

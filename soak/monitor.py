@@ -54,7 +54,12 @@ class Failures:
 class DaemonSession:
     """The daemon a run talks to: an already running one, or one spawned (and stopped)."""
 
-    def __init__(self, home: str | None, workdir: str, *, faults: bool = False) -> None:
+    def __init__(
+        self, home: str | None, workdir: str, *, faults: bool = False, clients: int = 0
+    ) -> None:
+        self.clients = clients
+        """Clients that may wait at once (``slow-model``): the daemon started here serves
+        twice as many requests and connections, its limits are raised to that."""
         self.faults = faults
         """Start the daemon with ``ROOST_FAULT_INJECTION=1`` (``chaos`` crashes entities)."""
         self.owned = False
@@ -70,8 +75,11 @@ class DaemonSession:
         if running:
             self.pid = running
             return
-        env = {"ROOST_FAULT_INJECTION": "1"} if self.faults else None
-        self.pid = start_daemon(self.home, env=env)
+        env: dict[str, str] = {"ROOST_FAULT_INJECTION": "1"} if self.faults else {}
+        if self.clients:
+            limit = str(max(1024, 2 * self.clients))
+            env |= {"ROOST_MAX_INFLIGHT": limit, "ROOST_MAX_CONNECTIONS": limit}
+        self.pid = start_daemon(self.home, env=env or None)
         self.owned = True
 
     def stop(self, failures: Failures, timeout_s: float = 30.0) -> None:

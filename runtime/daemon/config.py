@@ -151,7 +151,8 @@ def config_for_home(
     Else (a client looking for the daemon's files): ``journal`` defaults to
     ``$ROOST_JOURNAL`` or ``sqlite``; any other value than ``sqlite``/``postgres`` raises
     ``ValueError``. ``$ROOST_IDLE_TIMEOUT_S`` (a positive number) and
-    ``$ROOST_MAX_CONNECTIONS`` (a positive integer) override the defaults; anything else
+    ``$ROOST_MAX_CONNECTIONS`` and ``$ROOST_MAX_INFLIGHT`` (positive integers) override the
+    defaults; anything else
     in them raises ``ValueError``.
     """
     root = resolve_home(home)
@@ -165,6 +166,7 @@ def config_for_home(
             log_path=os.path.join(root, LOG_NAME),
             idle_timeout_s=float(values["idle_timeout_s"]),
             max_connections=int(values["max_connections"]),
+            max_inflight=int(values["max_inflight"]),
             config_file=settings.config_file,
             settings=settings.report(),
         )
@@ -178,6 +180,9 @@ def config_for_home(
     connections = _positive_env("ROOST_MAX_CONNECTIONS", int, "a positive integer")
     if connections is not None:
         limits["max_connections"] = connections
+    inflight = _positive_env("ROOST_MAX_INFLIGHT", int, "a positive integer")
+    if inflight is not None:
+        limits["max_inflight"] = inflight
     return DaemonConfig(
         home=root,
         journal=kind,  # type: ignore[arg-type]  # checked just above
