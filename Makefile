@@ -24,9 +24,11 @@ $(STAMP): pyproject.toml
 demo: $(RUNTIME_STAMP)
 	$(BIN)/python scripts/demo.py
 
-# The whole suite, with its 25 slowest tests listed at the end.
+# The whole suite on two workers (a file's tests stay together: its module fixtures are made
+# once), with its 25 slowest tests listed at the end. PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 # The fast part (no daemon, no docs run word for word, no soak): for the edit-test loop.
 test-fast: $(STAMP)
