@@ -158,6 +158,7 @@ class SupervisorCore:
         project_id = name.split(":", 1)[1]
         self.projects[project_id].address = address
         self.by_address.add(address, project_id)
+        self.pids.pop(name, None)  # a former host's pid, until the new one announces its own
 
     def actor_started(self, role: str, pid: int) -> None:
         """A descendant announced its pid."""

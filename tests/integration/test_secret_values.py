@@ -30,10 +30,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import msgspec
 import pytest
 
 from runtime.client import Client
 from runtime.guard.secret_masking import SECRET_VALUE_MARKER
+from runtime.journal.store import Journal
 from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon
 from tests.integration.conftest import REPO_ROOT, Daemon, daemon_env, make_root
 from tests.integration.test_trust_boundary import git
@@ -262,7 +264,11 @@ def test_no_secret_value_reaches_the_journal_or_the_reports(daemon: Daemon, clie
     for command in COMMANDS.values():
         run(client, "command.run", {"command": command, "timeout_ms": 30000})
     run(client, "command.run", {"command": "base64 deploy-notes.txt", "timeout_ms": 30000})
+    # The file's bytes, and every event as the journal decodes it (a large envelope is
+    # stored deflated: a secret in it would not show in the raw bytes).
     stored = b"".join(p.read_bytes() for p in sorted(Path(daemon.home).glob("journal.sqlite*")))
+    with Journal.open(daemon.home) as journal:
+        stored += msgspec.json.encode(journal.read_project("p"))
     assert SECRET_VALUE_MARKER.encode() in stored
     reports = [
         roost(daemon, "timeline", "p", C, "--limit", "500"),

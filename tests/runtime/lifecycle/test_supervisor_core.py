@@ -255,6 +255,10 @@ def test_a_request_for_a_project_whose_host_died_unnoticed_restarts_it_and_waits
     (wakeup,) = of(effects, fx.Wakeup)
     again = core.wakeup(wakeup.payload)
     assert of(again, fx.Send) == [fx.Send(to=fx.Child("project:p1"), message="the-request")]
+    core.spawned("project:p1", "addr-project:p1-2")  # the new host, before it announces
+    later = core.request("describe_project", {"project_id": "p1"}, "client-3", "next")
+    assert of(later, fx.Send) == [fx.Send(to=fx.Child("project:p1"), message="next")]
+    assert appended(later) == []  # the dead pid was the former host's, not this one's
 
 
 def test_requests_held_for_a_project_that_is_not_restarted_are_refused(tmp_path: Path) -> None:
