@@ -42,7 +42,7 @@ SLOW_MODEL_DEFAULTS = {"events": 2, "concurrency": 1000, "timeout_ms": 120_000}
 a thousand live conversations, and room for two model rounds of ``--model-latency-ms``
 each (the time limit is at least four of them)."""
 _CHAOS_AND_PASSIVATION = (
-    ("--kills", "N", "chaos: kill at least N actor processes"),
+    ("--kills", "N", "chaos: kill or crash at least N actors (hosts, the Journal, entities)"),
     ("--kill-interval-ms", "MS", "chaos: pause between kills"),
     ("--idle-passivation-ms", "MS", "the soak projects' idle_passivation_ms"),
 )

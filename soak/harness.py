@@ -9,7 +9,7 @@
    daemon tree's memory, start the conversations, run a warm-up round (one turn each),
    wait for the conversations to be passivated and read the always-on processes' USS
    (``soak.leaks``);
-3. run the scenario's workload (``soak.scenarios``; ``chaos`` kills actor processes
+3. run the scenario's workload (``soak.scenarios``; ``chaos`` crashes entities and kills hosts
    meanwhile, ``soak.chaos``), then wait until no conversation has a turn running and the
    idle ones are passivated, settle, and read the always-on processes' USS again: one that
    grew by more than 10% fails the run;
