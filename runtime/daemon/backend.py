@@ -403,16 +403,28 @@ class ActorBackend:
         return events
 
     def _list_projects(self, deadline: float) -> list[dict[str, Any]]:
+        """The running projects; each one's conversations are counted by its host.
+
+        The host folds them from the same events (``conversation.started`` /
+        ``conversation.stopped``) the journal's project view does; asking it costs one
+        request, where reading the project back cost its whole history. A host that does
+        not answer (restarting) is counted from the journal.
+        """
         out = []
         for project_id, info in sorted(self._live(deadline).items()):
             if info.get("status") != "running":
                 continue
-            view = project_view(self.journal.read_project(project_id))
+            try:
+                status = self.ask("live_status", {"project_id": project_id}, deadline)
+                count = len(status.get("conversations", []))
+            except RoostError:
+                view = project_view(self.journal.read_project(project_id))
+                count = len(view.get("conversations", []))
             out.append(
                 {
                     "project_id": project_id,
                     "root": info.get("root"),
-                    "conversation_count": len(view.get("conversations", [])),
+                    "conversation_count": count,
                     "started_at": info.get("started_at"),
                 }
             )
