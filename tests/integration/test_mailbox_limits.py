@@ -2,8 +2,8 @@
 
 - A project's host that stops reading (SIGSTOP) while large requests keep coming: a
   request that cannot be written to its socket within two seconds is answered `overloaded`
-  (`host_not_reading`), so is the next one at once instead of waiting out its timeout,
-  and once the host is killed and restarted everything works again. (A Thespian mailbox
+  (`host_not_reading`), and so is every request for 2 s after, at once, instead of
+  waiting out its timeout; once the host is killed and restarted everything works again. (A Thespian mailbox
   that fills is refused the same way and recorded as `actor.mailbox_overflow`:
   `tests/runtime/test_mailbox.py`.)
 - `ROOST_HOME` on a full 3 MB filesystem (a tmpfs, so root only): appends fail with
@@ -60,7 +60,8 @@ def test_a_host_that_stops_reading_makes_requests_overloaded_at_once(
                 sender.start()
             wait_for(lambda: "overloaded" in outcomes, 60, "a request to be refused")
             with pytest.raises(OverloadedError) as refused:
-                c.send_message("p1", "c1", "one more", correlation_id="corr-refused")
+                # refused at once while the host is marked, or after its own 2 s wait
+                c.send_message("p1", "c1", "y" * BIG, correlation_id="corr-refused")
             assert refused.value.details == {"reason": "host_not_reading", "actor": "project:p1"}
             assert refused.value.message.startswith("the host of project p1 is not reading")
             assert c.status()["host_links"]["refused"] >= 2
