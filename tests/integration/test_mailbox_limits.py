@@ -3,9 +3,9 @@
 - A project's host that stops reading (SIGSTOP) while large requests keep coming: a
   request that cannot be written to its socket within two seconds is answered `overloaded`
   (`host_not_reading`), and so is every request for 2 s after, at once, instead of
-  waiting out its timeout; once the host is killed and restarted everything works again. (A Thespian mailbox
-  that fills is refused the same way and recorded as `actor.mailbox_overflow`:
-  `tests/runtime/test_mailbox.py`.)
+  waiting out its timeout; once the host is killed and restarted everything works again.
+  (A Thespian mailbox that fills is refused the same way and recorded as
+  `actor.mailbox_overflow`: `tests/runtime/test_mailbox.py`.)
 - `ROOST_HOME` on a full 3 MB filesystem (a tmpfs, so root only): appends fail with
   `journal_error`, large requests too (actor messages never touch the disk), the daemon
   keeps answering, and it works again by itself once space is back.
