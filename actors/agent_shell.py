@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from actors.base import RoostActor, batch_key
+from actors.base import RoostActor
 from actors.hosting import Deferred
 from actors.messages import (
     Appended,
@@ -197,14 +197,11 @@ class AgentShell(RoostActor):
         provisional, self.staged_envelopes = self.staged_envelopes, []
         events = [event for effect in staged for event in effect.events]
         self.waiting_append = True
-        then = functools.partial(self._flushed, events, provisional)
-        if not self._myRef.append_many([(events, batch_key(None))], then):
-            self.append(events, then=lambda answer: then([answer]))
+        self.append(events, then=functools.partial(self._flushed, events, provisional))
 
-    def _flushed(self, events: list[Any], provisional: list[Envelope], answers: list[Any]) -> None:
+    def _flushed(self, events: list[Any], provisional: list[Envelope], answer: Any) -> None:
         core = self.core
         assert core is not None
-        answer = answers[0]
         if not isinstance(answer, AppendFailed) and not core.confirm(provisional, answer.envelopes):
             error = {
                 "code": "internal_error",
@@ -252,12 +249,10 @@ class AgentShell(RoostActor):
             case fx.Append() if self._stages(effect):
                 self._stage(effect)
             case fx.Append(events=events, key=key) if self.hosted:
-                # The host's appender commits it (with its neighbours' batches); the answer
-                # comes back as a message, and nothing after the append runs before it.
+                # The host's appender commits it (``JournalAppends.append``, with its
+                # neighbours' batches); nothing after the append runs before the answer.
                 self.waiting_append = True
-                then = functools.partial(self._appended, effect)
-                if not self._myRef.append(events, batch_key(key), then):
-                    self.append(events, then=then, key=key)  # no link: the Journal actor
+                self.append(events, then=functools.partial(self._appended, effect), key=key)
             case fx.Append(events=events, key=key):
                 # Over the journal link: wait here for the commit; pump goes on after it.
                 answer = self.append_over_link(events, key)

@@ -159,12 +159,6 @@ class _Port:
         """Queue an append for the host's appender; ``then(answer)`` runs in our turn."""
         return self.host.append(self.address, [(events, key)], lambda answers: then(answers[0]))
 
-    def append_many(
-        self, batches: list[tuple[list[NewEvent], str]], then: Callable[[list[Any]], None]
-    ) -> bool:
-        """Queue batches to be sent together; ``then(answers)`` runs in our turn."""
-        return self.host.append(self.address, batches, then)
-
 
 class _Entity:
     __slots__ = ("actor", "address", "key", "mailbox", "scheduled")
