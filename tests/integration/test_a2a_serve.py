@@ -350,6 +350,12 @@ def test_cancel_mid_turn_cancels_the_conversation_and_the_next_message_runs(
     assert got.status.state == TaskState.TASK_STATE_CANCELED
     assert got.status.message.parts[0].text == "conversation_cancelled"
     conversation = f"a2a-{cancelled.context_id}"
+
+    def killed() -> bool:  # the worker records the kill after the cancel, on its own time
+        kinds = [e["type"] for e in journal(daemon, conversation, cancelled.id)]
+        return "tool.child_processes_terminated" in kinds
+
+    wait_for(killed, "the sleep's processes to be killed")
     turn = [(e["type"], e["data"]) for e in journal(daemon, conversation, cancelled.id)]
     kinds = [t for t, _ in turn]
     at = kinds.index("conversation.cancel")
