@@ -150,7 +150,7 @@ class ProjectActor(CoreShell):
             self.run(core.journal_changed())
 
     def _setup(self, setup: SetupProject) -> None:
-        from runtime.guard.sandbox import probe_layers  # noqa: PLC0415
+        from runtime.guard.sandbox.layers import probe_layers  # noqa: PLC0415
         from runtime.lifecycle.readme import describe  # noqa: PLC0415
         from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 

@@ -92,8 +92,8 @@ class ToolRunnerActor(WorkerThreads):
 
     def _recover_dead_runs(self) -> None:
         """Review the roots of this project's runs that a stop or crash cut; record them."""
-        from runtime.guard.leftovers import recover_runs  # noqa: PLC0415
-        from runtime.guard.run_ledger import close_run  # noqa: PLC0415
+        from runtime.guard.review.leftovers import recover_runs  # noqa: PLC0415
+        from runtime.guard.review.run_ledger import close_run  # noqa: PLC0415
 
         for record, report in recover_runs(self.project_id):
             batch = recovered_record(self.project_id, record.label, report, format_at(utc_now()))

@@ -5,7 +5,8 @@ records of other libraries (Thespian, eventsourcing, httpx) go through the same 
 and come out as the same JSON lines, with a ``component`` (the logger's name, ``thespian``
 for Thespian's records). Every line carries the ``project_id``, ``conversation_id`` and
 ``correlation_id`` bound with :func:`bind_context` (structlog contextvars) and passes
-through ``runtime.guard.redaction.redaction_processor`` when that module is available, so secrets
+through ``runtime.guard.secrets.redaction.redaction_processor`` when that module is available, so
+secrets
 never reach a log. Event names are fixed snake_case strings, data goes into keys:
 ``log.info("daemon_started", pid=123)``.
 
@@ -56,7 +57,7 @@ def json_serializer(value: Any, **_kw: Any) -> str:
 
 def _redaction_processor() -> Processor | None:
     try:
-        module = importlib.import_module("runtime.guard.redaction")
+        module = importlib.import_module("runtime.guard.secrets.redaction")
     except ImportError:
         return None
     processor = getattr(module, "redaction_processor", None)

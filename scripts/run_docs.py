@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runtime.guard.pidfile import locked_pid
+from runtime.guard.home.pidfile import locked_pid
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from runtime.guard.secret_masking import SecretMasker
-from runtime.guard.secret_sources import SecretSources
+from runtime.guard.secrets.masking import SecretMasker
+from runtime.guard.secrets.sources import SecretSources
 from runtime.option_table import RuntimeOptions
 
 _ALNUM = string.ascii_letters + string.digits

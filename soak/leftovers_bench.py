@@ -3,7 +3,7 @@
 Builds a root of ``--files`` small files (100 per directory), then ``--runs`` times: the
 walk every run makes before it starts (``rootscan``: the view's sensitive files and the
 directories to watch), the inotify watches, a handful of changes (files written, one
-deleted, a new directory, a FIFO), and the review (:mod:`runtime.guard.leftovers`), and
+deleted, a new directory, a FIFO), and the review (:mod:`runtime.guard.review.leftovers`), and
 prints the medians in milliseconds as JSON, with the review by a whole walk (what a dead
 run or an overflowed queue gets) beside it. It measures the guard itself, not the daemon
 (``soak.command_bench`` measures a whole ``command.run``). Figures are in
@@ -20,9 +20,9 @@ import statistics
 import tempfile
 import time
 
-from runtime.guard.leftovers import begin, review_walk
-from runtime.guard.pathrules import SensitiveRules
-from runtime.guard.rootscan import scan_paths
+from runtime.guard.paths.rules import SensitiveRules
+from runtime.guard.review.leftovers import begin, review_walk
+from runtime.guard.review.rootscan import scan_paths
 
 __all__ = ["main", "measure"]
 

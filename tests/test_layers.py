@@ -86,4 +86,4 @@ def test_an_upward_import_breaks_the_layers_contract(tree: Path) -> None:
     done = lint(tree)
     assert done.returncode == 1, done.stdout
     assert "runtime.guard is not allowed to import runtime.daemon:" in done.stdout
-    assert "runtime.guard.paths -> runtime.daemon" in done.stdout
+    assert "runtime.guard.workspace -> runtime.daemon" in done.stdout

@@ -76,7 +76,7 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def _tool_args(text: str) -> dict[str, Any]:
     """Tool arguments: a JSON object without duplicate keys and with bounded nesting."""
-    from runtime.guard.schema import parse_json_args  # noqa: PLC0415 - RE2 loads for --args only
+    from runtime.guard.shapes.schema import parse_json_args  # noqa: PLC0415 - RE2 loads for --args only
 
     try:
         return parse_json_args(text)

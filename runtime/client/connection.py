@@ -39,7 +39,7 @@ from runtime.errors import (
     RequestTimeoutError,
     error_from_wire,
 )
-from runtime.guard.roost_home import resolve_home, socket_path
+from runtime.guard.home.roost_home import resolve_home, socket_path
 from runtime.wire.ops import new_idempotency_key, normalize_event, op_timeout_s
 from runtime.wire.protocol import (
     DEFAULT_MAX_FRAME_BYTES,

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from runtime.errors import DaemonUnreachableError, error_from_wire
-from runtime.guard.pidfile import locked_pid
-from runtime.guard.roost_home import pid_path
+from runtime.guard.home.pidfile import locked_pid
+from runtime.guard.home.roost_home import pid_path
 from runtime.wire.protocol import (
     MalformedFrameError,
     ServerFrame,

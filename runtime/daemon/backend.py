@@ -53,7 +53,7 @@ from runtime.errors import (
     RoostError,
     error_from_wire,
 )
-from runtime.guard import roost_home
+from runtime.guard.home import roost_home
 from runtime.journal import link as journal_link
 from runtime.journal import views as journal_views
 from runtime.journal.scope import Scope
@@ -122,7 +122,7 @@ _PRELOAD = (
     "runtime.llm.resilience",
     "runtime.execution.results",
     "runtime.tools.registry",
-    "runtime.guard.sandbox",
+    "runtime.guard.sandbox.layers",
     "runtime.policy.decisions",
     "runtime.execution.runner",
     "runtime.policy.options",
@@ -156,13 +156,13 @@ def _thespian_logging(home: str) -> dict[str, Any]:
 
 
 def _review_dead_runs(when: str, wait_s: float = 0.0, project_id: str | None = None) -> None:
-    """Review the roots of runs a stop or crash cut (``runtime.guard.leftovers``), now.
+    """Review the roots of runs a stop or crash cut (``runtime.guard.review.leftovers``), now.
 
     At a stop, the actor processes that ran them are waited for (up to ``wait_s``) first.
     Their events are recorded when their project's ToolRunner starts again.
     """
-    from runtime.guard.leftovers import recover_runs  # noqa: PLC0415
-    from runtime.guard.run_ledger import live_runs  # noqa: PLC0415
+    from runtime.guard.review.leftovers import recover_runs  # noqa: PLC0415
+    from runtime.guard.review.run_ledger import live_runs  # noqa: PLC0415
 
     deadline = time.monotonic() + wait_s
     while live_runs(project_id) and time.monotonic() < deadline:

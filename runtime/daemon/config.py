@@ -54,7 +54,7 @@ from runtime.daemon.settings import (
     read_config_file,
     resolve_settings,
 )
-from runtime.guard.roost_home import PID_NAME, SOCKET_NAME, resolve_home
+from runtime.guard.home.roost_home import PID_NAME, SOCKET_NAME, resolve_home
 from runtime.wire.protocol import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = [

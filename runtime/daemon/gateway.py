@@ -4,9 +4,9 @@ One thread accepts; one thread serves each connection, its requests in order. Th
 file is created owner-only (mode 0600 in a 0700 directory). Each accepted connection, in
 this order, before a byte of it is read:
 
-1. its peer is examined (:func:`runtime.guard.peers.examine_peer`: uid, PID namespace, sandbox
-   ancestry, liveness); a refused peer gets ``bad_request {reason: peer_not_allowed,
-   check, uid}`` and is closed, without taking a connection slot;
+1. its peer is examined (:func:`runtime.guard.sandbox.peers.examine_peer`: uid, PID
+   namespace, sandbox ancestry, liveness); a refused peer gets ``bad_request {reason:
+   peer_not_allowed, check, uid}`` and is closed, without taking a connection slot;
 2. beyond ``max_connections`` open connections it gets ``overloaded {reason:
    too_many_connections}`` and is closed;
 3. then its own thread reads frames: the length prefix is checked against
@@ -55,7 +55,7 @@ from runtime.daemon.config import Backend, DaemonConfig, roost_version
 from runtime.daemon.streams import serve_stream
 from runtime.errors import BadRequestError, OverloadedError, RoostError
 from runtime.guard.ids import check_client_ids
-from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
+from runtime.guard.sandbox.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import bind_context, get_logger
 from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args, with_ids
 from runtime.wire.protocol import (

@@ -6,7 +6,7 @@
 of its process group. Files in ``ROOST_HOME``: ``roost.sock``, ``roost.pid``,
 ``logs/daemon.log`` (and the journal, which is the backend's).
 
-Start-up order: umask 077, make the home private (``runtime.guard.statedir.secure_home``: a
+Start-up order: umask 077, make the home private (``runtime.guard.home.statedir.secure_home``: a
 symlinked or foreign home is refused with ``bad_config``; the home becomes 0700 and
 everything in it 0600/0700), lock the pid file (a second daemon on the same home fails
 with ``daemon already running (pid N)``), clean a stale socket left by a crash, write the
@@ -54,8 +54,8 @@ from runtime.daemon.processes import (
 from runtime.daemon.settings import daemon_argv
 from runtime.daemon.start_failure import child_failure, failure_line
 from runtime.errors import DaemonUnreachableError, RoostError
-from runtime.guard.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
-from runtime.guard.statedir import private_umask, secure_home
+from runtime.guard.home.pidfile import DaemonAlreadyRunningError, PidFile, locked_pid
+from runtime.guard.home.statedir import private_umask, secure_home
 from runtime.journal.link import LINK_SOCKET_NAME
 from runtime.logging import configure_logging, get_logger
 

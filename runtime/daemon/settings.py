@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from runtime.errors import ConfigError
-from runtime.guard.roost_home import resolve_home
+from runtime.guard.home.roost_home import resolve_home
 from runtime.settings_table import CONFIG_NAME, FLAG_SETTINGS, SETTINGS, Setting
 
 __all__ = [

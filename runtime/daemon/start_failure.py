@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from runtime.errors import REQUEST_ERROR_CODES, RoostError, error_from_wire
-from runtime.guard.pidfile import DaemonAlreadyRunningError
+from runtime.guard.home.pidfile import DaemonAlreadyRunningError
 
 __all__ = ["child_failure", "failure_line"]
 

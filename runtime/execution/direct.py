@@ -13,9 +13,9 @@ from typing import Any
 from events import catalog as ev
 from events.envelope import NewEvent, new_call_id, new_correlation_id, new_event
 from runtime.execution.pipeline import Source
-from runtime.guard.leftover_events import change_events
-from runtime.guard.leftovers import ChangeReport
-from runtime.guard.run_ledger import RunLabel
+from runtime.guard.review.leftovers import ChangeReport
+from runtime.guard.review.report import change_events
+from runtime.guard.review.run_ledger import RunLabel
 from runtime.tools.base import CallSpec
 from runtime.wire.ops import minted_correlation
 

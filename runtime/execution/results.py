@@ -14,7 +14,7 @@ each measured as its own JSON encoding. The first artifact in document order lar
 ``tool_max_artifact_bytes`` fails the call with ``artifact_too_large {index, actual, max}``,
 where ``index`` is the artifact's JSONPath (``$.artifacts[2]``, ``$.content``).
 
-**Risk flags.** ``sensitive_artifact_detected`` when :func:`runtime.guard.redaction.scan`
+**Risk flags.** ``sensitive_artifact_detected`` when :func:`runtime.guard.secrets.redaction.scan`
 finds a secret;
 ``invisible_unicode`` when any string (or key) holds a zero-width, bidi, invisible-operator
 or tag character (:data:`INVISIBLE`); ``bidi_control`` in addition when one of them is a
@@ -32,8 +32,8 @@ import msgspec
 
 from events import catalog as ev
 from runtime.errors import ToolError
-from runtime.guard.redaction import Finding, SecretKind, finding_kinds, redact, scan
-from runtime.guard.secret_masking import SecretMasker
+from runtime.guard.secrets.masking import SecretMasker
+from runtime.guard.secrets.redaction import Finding, SecretKind, finding_kinds, redact, scan
 from runtime.tools.base import CallSpec, ToolSpec
 
 __all__ = [

@@ -53,9 +53,9 @@ from runtime.execution.results import (
     mask_events,
     tool_kind,
 )
-from runtime.guard.redaction import SecretKind, redact
-from runtime.guard.secret_masking import SecretMasker
-from runtime.guard.secret_sources import SecretSources, project_sources
+from runtime.guard.secrets.masking import SecretMasker
+from runtime.guard.secrets.redaction import SecretKind, redact
+from runtime.guard.secrets.sources import SecretSources, project_sources
 from runtime.option_table import RuntimeOptions
 from runtime.policy.decisions import Verdict
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
@@ -167,7 +167,7 @@ class ToolRunnerCore:
         self._secrets: SecretSources | None = None
 
     def secret_masker(self) -> SecretMasker:
-        """The masker of the secret values known now (``runtime.guard.secret_sources``)."""
+        """The masker of the secret values known now (``runtime.guard.secrets.sources``)."""
         if self._secrets is None:
             self._secrets = project_sources(self.root, self.options)
         return self._secrets.masker()

@@ -1,25 +1,20 @@
 """Guards at the boundary: everything Roost checks before a tool touches the world.
 
-General layout:
+General layout, one sub-package per concern (each ``__init__`` lists its modules):
 
-- Paths: ``paths`` (the ``Workspace``: confinement, sensitive and protected places),
-  ``pathrules`` (pure name rules), ``pathwalk`` / ``openat2`` (resolution beneath a root).
-- Network: ``network`` (the egress judgement), ``network_targets`` / ``network_commands``
-  (finding targets in arguments and command text).
-- Commands: ``command_controls`` (blocklist and environment), ``blocklist`` /
-  ``blocklist_rules`` / ``shellwords`` (reading shell text), ``sandbox`` (which kernel layers
-  work here), ``launcher`` (the one place every tool process starts: view, cgroups, limits,
-  kernel guards, post-run check), ``sandbox_run`` (a command run to completion),
-  ``server_process`` (a long-lived MCP server), ``sandbox_view`` (what a tool process
-  sees), ``cgroups`` (its limits and freezer), ``proctree`` (its process tree).
-- Secrets: ``redaction`` / ``redaction_patterns`` (shapes), ``secret_masking`` /
-  ``secret_sources`` (the exact values Roost knows).
-- Shapes: ``schema`` (JSON Schema for arguments and options), ``safe_json`` (bounded nesting,
-  no repeated keys), ``untrusted_regex`` (RE2).
-- Files a tool process can write, read from the daemon's side: ``safe_read`` (no link
-  followed, no FIFO or device, bounded), ``git_probe`` (the daemon's one hermetic git).
-- Roost's own state: ``roost_home`` (where it is, hidden from tools), ``statedir`` (its
-  modes), ``peers`` (who may use a Roost socket).
+- ``shapes``: untrusted input's shape (schemas, JSON, RE2, client ids).
+- ``home``: Roost's own state (``ROOST_HOME``, its modes, the pid file, socket peers).
+- ``paths``: workspace confinement and bounded reads of files a tool can write.
+- ``secrets``: redaction and masking of the secrets Roost knows.
+- ``network``: the egress judgement and finding targets.
+- ``commands``: the blocklist and the environment, decided before a command runs.
+- ``sandbox``: the one launcher and the kernel layers every tool process runs under.
+- ``review``: what a command leaves behind, reviewed after every run.
+
+Two modules at the root tie the sub-packages together: ``workspace`` (the ``Workspace``:
+every path a tool touches resolves inside the project root, away from sensitive and
+protected places) and ``ids`` (the ids and keys a client may choose). The sub-packages'
+order is an import contract (``guard`` in pyproject.toml).
 
 Imports ``events``, ``runtime.wire`` and the shared ``runtime.errors`` / ``runtime.logging``.
 """

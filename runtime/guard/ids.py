@@ -16,7 +16,7 @@ field                    shape                                  refused with
 ``idempotency_key``      ``[A-Za-z0-9._:-]{1,128}``             ``invalid_idempotency_key``
 =======================  =====================================  ==========================
 
-"Looks like a secret" means :func:`runtime.guard.redaction.redact_label` would change it
+"Looks like a secret" means :func:`runtime.guard.secrets.redaction.redact_label` would change it
 (``corr-ghp_…``, ``corr-sk-proj-…``, ``AKIA…``, ``x-api-key:…``). Every refusal is
 ``bad_request`` with ``{reason, field}``; the message never repeats the value. Ids that
 are only looked up (an existing project's id, a timeline's correlation filter) are not
@@ -30,7 +30,7 @@ import re
 from typing import Any
 
 from runtime.errors import BadRequestError
-from runtime.guard.redaction import redact_label
+from runtime.guard.secrets.redaction import redact_label
 
 __all__ = [
     "CORRELATION_ID",

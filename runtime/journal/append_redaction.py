@@ -3,7 +3,7 @@
 :class:`AppendRedaction` is the first step of an append (:class:`runtime.journal.store.Journal`):
 each model round's ``assistant.delta`` events are redacted as one text (a secret split over
 two deltas is only a secret in their concatenation), then every event's ``data``,
-``correlation_id`` and ``causation_id`` (:mod:`runtime.guard.redaction`). A test may give
+``correlation_id`` and ``causation_id`` (:mod:`runtime.guard.secrets.redaction`). A test may give
 its own redactor, which then replaces the whole step.
 """
 
@@ -25,7 +25,7 @@ StreamRedactor = Callable[[Sequence[str]], list[str]]
 
 
 def _default_redactors() -> tuple[Redactor, LabelRedactor, StreamRedactor]:
-    from runtime.guard.redaction import (  # noqa: PLC0415 - keeps events/ import-light
+    from runtime.guard.secrets.redaction import (  # noqa: PLC0415 - keeps events/ import-light
         redact,
         redact_label,
         redact_stream,
@@ -55,7 +55,8 @@ def _redact_streams(events: list[NewEvent], redact_stream: StreamRedactor) -> li
     A model round's ``assistant.delta`` events (same conversation and cause) are one text:
     a secret split over two deltas is only a secret in their concatenation. The same holds
     for the ``delta_chunks`` a ``user.message`` hands the deterministic model. Each delta
-    keeps its event; see :func:`runtime.guard.redaction.redact_stream` for where the text goes.
+    keeps its event; see :func:`runtime.guard.secrets.redaction.redact_stream` for where the text
+    goes.
     """
     rounds: dict[tuple[str, str | None, str | None], list[int]] = {}
     out = events

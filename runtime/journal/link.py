@@ -10,7 +10,7 @@ distance in the tree.
 - The socket lives in ``ROOST_HOME`` (``journal.sock``, mode 0600, directory 0700).
   Checked in this order, before anything a connection sent is buffered:
 
-  1. at accept, its peer (:func:`runtime.guard.peers.examine_peer`): the server's uid, the
+  1. at accept, its peer (:func:`runtime.guard.sandbox.peers.examine_peer`): the server's uid, the
      server's PID namespace, no Roost sandbox among its ancestors, and an ancestry that
      reaches one of ``tree_roots`` (the actor tree's Supervisor and the daemon); a
      refused peer is closed at once (``peer_rejected`` is logged);
@@ -42,7 +42,7 @@ Why this module is long: the link's messages, its server and its client are one 
 the server's checks (listed above) and the client's retries must agree on each frame, so
 they are kept side by side. The generic msgpack key walk is apart
 (:mod:`runtime.wire.msgpack_keys`); framing and peer checks are shared
-(:mod:`runtime.wire.framing`, :mod:`runtime.guard.peers`). The module's public names are
+(:mod:`runtime.wire.framing`, :mod:`runtime.guard.sandbox.peers`). The module's public names are
 imported by the Journal and Conversation actors.
 """
 
@@ -62,7 +62,7 @@ from typing import Any
 import msgspec
 
 from events.envelope import Envelope, NewEvent
-from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
+from runtime.guard.sandbox.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import get_logger
 from runtime.wire import counters
 from runtime.wire.framing import FrameTooLargeError, frame, read_frame, take_frame

@@ -1,7 +1,7 @@
 """A project's own description: the first paragraph of its ``README.md``, read confined.
 
 ``describe_project`` (``roost a2a serve``'s agent card) answers with it. The README is a
-file tools may write, so it is read as ``fs.read`` reads (``runtime.guard.paths``:
+file tools may write, so it is read as ``fs.read`` reads (``runtime.guard.workspace``:
 inside the root, through no symlink out, a regular file, no sensitive path) and at most
 :data:`README_READ_BYTES` of it; :func:`first_paragraph` is the plain part.
 """
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import RoostError
-from runtime.guard.paths import Workspace
+from runtime.guard.workspace import Workspace
 
 __all__ = ["DESCRIPTION_CHARS", "README", "README_READ_BYTES", "describe", "first_paragraph"]
 

@@ -35,7 +35,7 @@ from runtime.errors import (
     ProjectRunningError,
 )
 from runtime.guard.ids import NAME_ID, check_id
-from runtime.guard.paths import root_home_conflict
+from runtime.guard.workspace import root_home_conflict
 from runtime.lifecycle.effects import (
     Answer,
     Append,

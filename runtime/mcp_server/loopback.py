@@ -1,13 +1,13 @@
 """Who is on the other end of a loopback TCP connection: the daemon's peer checks, over TCP.
 
-The daemon's socket checks each peer (``runtime.guard.peers``: same uid, same PID
+The daemon's socket checks each peer (``runtime.guard.sandbox.peers``: same uid, same PID
 namespace, no Roost sandbox in its ancestry); a TCP port on 127.0.0.1 is open to every user
 of the machine, and to a sandboxed command when egress is allowed (it then shares the
 host's network namespace). So ``roost mcp serve --http`` finds the client's end of each
 connection in the kernel's socket tables (``/proc/net/tcp``, ``/proc/net/tcp6``: the entry
 whose local address is the client's and whose remote address is the server's), which gives
 its uid and inode, finds the processes holding that socket (``/proc/PID/fd``) and runs
-the same :func:`~runtime.guard.peers.peer_refusal` on each (:func:`holder_refusal`). Any
+the same :func:`~runtime.guard.sandbox.peers.peer_refusal` on each (:func:`holder_refusal`). Any
 refusal, or a connection it cannot find, is answered ``403`` (:class:`SameUserOnly`).
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from runtime.guard.peers import peer_refusal
+from runtime.guard.sandbox.peers import peer_refusal
 from runtime.wire.transport import PeerCredentials
 
 __all__ = [

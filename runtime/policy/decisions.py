@@ -3,7 +3,8 @@
 :func:`decide` is a plain function of a :class:`~runtime.tools.base.CallSpec` and a
 :class:`PolicyContext`; it returns a :class:`Verdict` whose ``events`` the conversation
 appends in order. Nothing here runs a tool; the only I/O is resolving path arguments
-through :class:`runtime.guard.paths.Workspace`. The order (SPEC section 6, ``docs/policy.md``):
+through :class:`runtime.guard.workspace.Workspace`. The order (SPEC section 6,
+``docs/policy.md``):
 
 1. **unknown tool** → ``invalid``: ``tool.failed {code: unknown_tool}``.
 2. **schema** → ``invalid``: ``tool.failed {code: invalid_tool_args, kind, ...}``.
@@ -46,14 +47,14 @@ import msgspec
 
 from events import catalog as ev
 from runtime.errors import InvalidRootPathError, ToolError
-from runtime.guard.command_controls import blocked_signal, build_env, check_blocklist, env_signal
-from runtime.guard.network import NetworkPolicy, check_args, denial_error, first_denial
-from runtime.guard.network import signal_for as network_signal
-from runtime.guard.network_targets import extract_targets, split_scheme
-from runtime.guard.pathrules import extract_paths
-from runtime.guard.paths import Workspace, exception_signal
-from runtime.guard.paths import signal_for as path_signal
-from runtime.guard.schema import validate_args
+from runtime.guard.commands.controls import blocked_signal, build_env, check_blocklist, env_signal
+from runtime.guard.network.egress import NetworkPolicy, check_args, denial_error, first_denial
+from runtime.guard.network.egress import signal_for as network_signal
+from runtime.guard.network.targets import extract_targets, split_scheme
+from runtime.guard.paths.rules import extract_paths
+from runtime.guard.shapes.schema import validate_args
+from runtime.guard.workspace import Workspace, exception_signal
+from runtime.guard.workspace import signal_for as path_signal
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import CallSpec, ToolSpec
 from runtime.tools.registry import ToolRegistry, list_rule

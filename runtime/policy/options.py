@@ -36,7 +36,11 @@ from typing import Any
 
 from events.catalog import PAYLOAD_TYPES
 from runtime.errors import InvalidRuntimeOptError
-from runtime.guard.safe_json import MAX_JSON_DEPTH, json_depth_exceeds, object_without_duplicates
+from runtime.guard.shapes.safe_json import (
+    MAX_JSON_DEPTH,
+    json_depth_exceeds,
+    object_without_duplicates,
+)
 from runtime.option_table import defaults
 from runtime.policy.a2a_agents import validate_a2a_agents
 from runtime.policy.mcp_servers import validate_mcp_servers

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ToolError
-from runtime.guard.network import NetworkPolicy, signal_for
-from runtime.guard.network_pinning import denial_in
+from runtime.guard.network.egress import NetworkPolicy, signal_for
+from runtime.guard.network.pinning import denial_in
 from runtime.tools.a2a_listing import fetch_cards
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.sdk_loop import short_error, submit

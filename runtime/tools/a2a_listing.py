@@ -3,7 +3,7 @@
 :func:`fetch_cards` runs ``python -m runtime.tools.a2a_listing`` with the agents and the
 options as JSON on stdin (:func:`runtime.tools.sdk_loop.child_answers`, as the MCP tool listing
 does); the child fetches each agent's card with the SDK's ``A2ACardResolver`` through a
-pinned client (:func:`runtime.guard.network_pinning.pinned_client`: the egress policy
+pinned client (:func:`runtime.guard.network.pinning.pinned_client`: the egress policy
 judges the URL and the addresses before any byte is sent), and prints ``{name: {card:
 {...}} | {error: {code, message}}}``.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.guard.network import NetworkPolicy
-from runtime.guard.network_pinning import denial_in
+from runtime.guard.network.egress import NetworkPolicy
+from runtime.guard.network.pinning import denial_in
 from runtime.tools.sdk_loop import child_answers, child_main, gather_by_name, short_error
 
 __all__ = ["FETCH_TIMEOUT_S", "fetch_cards"]
@@ -26,7 +26,7 @@ FETCH_TIMEOUT_S = 20.0
 async def _fetch_one(entry: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     from a2a.client import A2ACardResolver  # noqa: PLC0415 - the SDK loads only where used
 
-    from runtime.guard.network_pinning import pinned_client  # noqa: PLC0415
+    from runtime.guard.network.pinning import pinned_client  # noqa: PLC0415
     from runtime.tools.a2a_task import BINDINGS, card_to_json, open_client  # noqa: PLC0415
 
     policy = NetworkPolicy.from_options(options)

@@ -7,7 +7,7 @@ starts: over ``message/stream`` when the card says the agent streams, otherwise
 way the task id is known as soon as the agent has made one, so a timeout or a cancelled
 conversation can cancel the *remote* task (``tasks/cancel``, :func:`cancel_task`).
 
-Every HTTP connection is made through :func:`runtime.guard.network_pinning.pinned_client`:
+Every HTTP connection is made through :func:`runtime.guard.network.pinning.pinned_client`:
 the egress policy judges every request and pins every connection to an address it checked.
 
 :class:`Delegation` folds what the agent sends (task, status updates, artifact updates, or a
@@ -44,8 +44,8 @@ from google.protobuf.json_format import MessageToDict
 
 from events import catalog as ev
 from runtime.errors import ToolError
-from runtime.guard.network import NetworkPolicy
-from runtime.guard.network_pinning import pinned_client
+from runtime.guard.network.egress import NetworkPolicy
+from runtime.guard.network.pinning import pinned_client
 
 __all__ = [
     "BINDINGS",

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.guard.schema import validate_args
+from runtime.guard.shapes.schema import validate_args
 from runtime.tools.asset_store import (
     ASSET_TYPES,
     MAX_ASSETS_PER_TYPE,

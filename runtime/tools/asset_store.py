@@ -42,7 +42,7 @@ from typing import Any, Literal
 import msgspec
 
 from runtime.errors import AssetLoadFailedError, ToolError
-from runtime.guard.schema import check_schema, validate_args
+from runtime.guard.shapes.schema import check_schema, validate_args
 from runtime.tools.frontmatter import (
     FrontmatterError,
     parse_frontmatter,
@@ -427,7 +427,7 @@ def load_assets(root: str, *, strict: bool = False, generation: int = 1) -> Asse
 def resolve_inputs(asset: Asset, inputs: dict[str, Any]) -> dict[str, Any]:
     """Validate ``inputs`` against the asset's input schema; add declared defaults.
 
-    Raises ``ToolError("invalid_tool_args", kind=...)`` (see :mod:`runtime.guard.schema`).
+    Raises ``ToolError("invalid_tool_args", kind=...)`` (see :mod:`runtime.guard.shapes.schema`).
     """
     schema = asset.input_schema or EMPTY_SCHEMA
     validate_args(schema, inputs)

@@ -3,7 +3,7 @@
 Order of checks: the argument shapes, the non-bypassable blocklist (``command_blocked``
 plus ``security.command_blocked``), the environment (``env_vars_not_allowed`` /
 ``invalid_env_payload`` plus ``security.env_denied``), the working directory (inside the
-root), then the run (``runtime.guard.sandbox_run.run_command``) with the call's remaining time and
+root), then the run (``runtime.guard.sandbox.run.run_command``) with the call's remaining time and
 the project's egress policy. A non-zero exit is a normal result, not a failure; a
 timeout fails with ``timeout`` and a cancellation with ``conversation_cancelled``, and
 whenever processes had to be killed a ``tool.child_processes_terminated`` signal says how
@@ -21,11 +21,11 @@ import msgspec
 
 from events.catalog import ToolChildProcessesTerminated
 from runtime.errors import ToolError
-from runtime.guard.command_controls import blocked_signal, build_env, check_blocklist, env_signal
-from runtime.guard.leftover_events import change_events
-from runtime.guard.run_ledger import RunLabel
-from runtime.guard.sandbox import View, probe_layers, require_confinement
-from runtime.guard.sandbox_run import CommandResult, Limits, run_command
+from runtime.guard.commands.controls import blocked_signal, build_env, check_blocklist, env_signal
+from runtime.guard.review.report import change_events
+from runtime.guard.review.run_ledger import RunLabel
+from runtime.guard.sandbox.layers import View, probe_layers, require_confinement
+from runtime.guard.sandbox.run import CommandResult, Limits, run_command
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 
@@ -106,8 +106,8 @@ def _command(args: dict[str, Any]) -> str | list[str]:
 def _cwd(root: str, value: Any) -> str:
     """Resolve ``cwd`` (relative to the root) and require it to stay inside the root.
 
-    TODO(runtime/guard/paths.py): use the workspace confinement (openat2 / O_NOFOLLOW walk,
-    ``outside_root_allowlist``) once it is wired in; this is a realpath check.
+    TODO(runtime/guard/workspace.py): use the workspace confinement (openat2 / O_NOFOLLOW
+    walk, ``outside_root_allowlist``) once it is wired in; this is a realpath check.
     """
     real_root = os.path.realpath(root)
     if value is None:
@@ -222,7 +222,7 @@ def command_run(ctx: ToolContext, args: dict[str, Any], tool: str = TOOL) -> dic
 
 
 def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> View:
-    """Build what a command of this project sees (``runtime.guard.sandbox_view``).
+    """Build what a command of this project sees (``runtime.guard.sandbox.view``).
 
     The root and the scratch home writable, the project's extra read paths and sockets,
     its sensitive names hidden, its ``/tmp`` sized.

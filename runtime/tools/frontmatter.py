@@ -26,7 +26,11 @@ import re
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.guard.safe_json import MAX_JSON_DEPTH, json_depth_exceeds, object_without_duplicates
+from runtime.guard.shapes.safe_json import (
+    MAX_JSON_DEPTH,
+    json_depth_exceeds,
+    object_without_duplicates,
+)
 
 __all__ = [
     "FrontmatterError",

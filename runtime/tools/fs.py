@@ -1,7 +1,7 @@
 """The ``fs.*`` tools: read, write, edit, list and search files inside the workspace.
 
-Every open goes through :class:`runtime.guard.paths.Workspace`, so each tool is confined to the
-project root (plus ``outside_root_allowlist`` exceptions) and refuses sensitive and
+Every open goes through :class:`runtime.guard.workspace.Workspace`, so each tool is confined
+to the project root (plus ``outside_root_allowlist`` exceptions) and refuses sensitive and
 protected paths. Refusals are raised as ``ToolError`` after their security signal is put
 in ``ctx.signals``; an allowlist exception used is recorded the same way.
 
@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.guard.paths import PathDecision, Workspace, exception_signal, signal_for
-from runtime.guard.safe_read import bounded_lines
+from runtime.guard.paths.safe_read import bounded_lines
+from runtime.guard.workspace import PathDecision, Workspace, exception_signal, signal_for
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.fswalk import (
     SEARCH_MAX_PATTERN,

@@ -3,8 +3,8 @@
 The tree walk holds a directory fd at every level and opens each subdirectory relative to
 its parent with ``O_NOFOLLOW``, so it never leaves the directory it started in through a
 symlink, whatever changes meanwhile. Search patterns and globs come from the model, so
-they are matched with RE2 (:mod:`runtime.guard.untrusted_regex`), in time linear in the text and
-with the GIL released; a pattern RE2 cannot run is refused, never handed to ``re``.
+they are matched with RE2 (:mod:`runtime.guard.shapes.untrusted_regex`), in time linear in the text
+and with the GIL released; a pattern RE2 cannot run is refused, never handed to ``re``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import stat
 from collections.abc import Callable
 
 from runtime.errors import ToolError
-from runtime.guard.untrusted_regex import (
+from runtime.guard.shapes.untrusted_regex import (
     MAX_PATTERN_CHARS,
     UnsafePatternError,
     UntrustedRegex,
@@ -159,8 +159,8 @@ def compile_search(pattern: str, regex: bool) -> Callable[[str], bool]:
     """Return a line predicate for ``pattern``: plain substring, or an RE2 regex.
 
     Refuses (``invalid_tool_args``, ``kind: invalid_type``) patterns over 1000 characters
-    (``pattern_too_long``) and, with ``regex``, the :mod:`runtime.guard.untrusted_regex` reasons
-    ``invalid_regex``, ``unsupported_regex`` and ``regex_too_complex``.
+    (``pattern_too_long``) and, with ``regex``, the :mod:`runtime.guard.shapes.untrusted_regex`
+    reasons ``invalid_regex``, ``unsupported_regex`` and ``regex_too_complex``.
     """
     if len(pattern) > SEARCH_MAX_PATTERN:
         raise ToolError(

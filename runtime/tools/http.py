@@ -1,6 +1,6 @@
 """``http.fetch``: one HTTP(S) request inside the project's egress policy.
 
-Every hop — the first URL and each redirect — is judged by :mod:`runtime.guard.network`, its
+Every hop — the first URL and each redirect — is judged by :mod:`runtime.guard.network.egress`, its
 host resolved once and every address checked, and the connection made to the checked
 address itself (the URL's host replaced by the address; the original name sent as the
 ``Host`` header and, for HTTPS, as SNI and the name the certificate must match). A second
@@ -21,7 +21,7 @@ import httpx
 import msgspec
 
 from runtime.errors import ToolError
-from runtime.guard.network import (
+from runtime.guard.network.egress import (
     NetworkDeniedError,
     NetworkPolicy,
     Resolver,
@@ -31,7 +31,7 @@ from runtime.guard.network import (
     resolve_and_check,
     signal_for,
 )
-from runtime.guard.network_targets import DEFAULT_PORTS, ParsedTarget, parse_target, split_scheme
+from runtime.guard.network.targets import DEFAULT_PORTS, ParsedTarget, parse_target, split_scheme
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.http_decode import BoundedDecoder, DecodeError
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.guard.schema import check_schema
-from runtime.guard.secret_sources import project_sources
+from runtime.guard.secrets.sources import project_sources
+from runtime.guard.shapes.schema import check_schema
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.mcp_listing import list_servers
 from runtime.tools.mcp_session import COLD_START_S, session_for

@@ -1,18 +1,18 @@
 """One connection to an external MCP server (``mcp_servers``), on the official ``mcp`` SDK.
 
 **Confinement.** A stdio server is started by the one launcher that starts commands
-(:class:`runtime.guard.server_process.ServerProcess`): the project's command view
+(:class:`runtime.guard.sandbox.server_process.ServerProcess`): the project's command view
 (:func:`runtime.tools.command.command_view`: the system read-only, the project root and a
 scratch home writable, ``.roost`` and git's control files read-only, sensitive files
 hidden, nothing of ``$HOME`` or ``ROOST_HOME``), its own network namespace unless
 ``network_egress_policy`` is ``allow``, the rlimits, a ``pids`` cgroup holding its whole
 tree to ``tool_max_processes`` and a freezer cgroup, and a cleared environment holding only
-:func:`runtime.guard.command_controls.build_env`'s base plus the entry's ``env`` keys
+:func:`runtime.guard.commands.controls.build_env`'s base plus the entry's ``env`` keys
 ``tool_env_allowlist`` lets through. Without bubblewrap the server is not started
 (``isolation_unavailable``). The SDK's ``ClientSession`` talks to its pipes through
 :func:`runtime.tools.mcp_pipe.pipe_streams`. An HTTP server's URL is judged by the egress
-policy (:func:`runtime.guard.network.judge_target`, then its addresses by
-:func:`~runtime.guard.network.resolve_and_check`) before any connection.
+policy (:func:`runtime.guard.network.egress.judge_target`, then its addresses by
+:func:`~runtime.guard.network.egress.resolve_and_check`) before any connection.
 """
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ from typing import Any
 
 import msgspec
 
-from runtime.guard.command_controls import build_env
-from runtime.guard.launcher import Limits
-from runtime.guard.leftovers import ChangeReport
-from runtime.guard.network import (
+from runtime.guard.commands.controls import build_env
+from runtime.guard.network.egress import (
     NetworkPolicy,
     denial_error,
     judge_target,
     resolve_and_check,
 )
-from runtime.guard.run_ledger import RunLabel
-from runtime.guard.sandbox import View, probe_layers, require_confinement
-from runtime.guard.server_process import SERVER_CPU_SECONDS, ServerProcess
+from runtime.guard.review.leftovers import ChangeReport
+from runtime.guard.review.run_ledger import RunLabel
+from runtime.guard.sandbox.launcher import Limits
+from runtime.guard.sandbox.layers import View, probe_layers, require_confinement
+from runtime.guard.sandbox.server_process import SERVER_CPU_SECONDS, ServerProcess
 from runtime.option_table import RuntimeOptions
 from runtime.tools.command import command_view
 from runtime.tools.mcp_failure import start_failure

@@ -4,7 +4,7 @@ The SDK reports a server that died before it answered as an ``ExceptionGroup`` o
 group ("unhandled errors in a TaskGroup (1 sub-exception)"):
 :func:`runtime.tools.sdk_loop.root_cause` finds the error inside. :func:`start_failure`
 turns it, with the server's exit status and the tail of its stderr
-(:meth:`runtime.guard.server_process.ServerProcess.exit_report`), into the ``ToolError``
+(:meth:`runtime.guard.sandbox.server_process.ServerProcess.exit_report`), into the ``ToolError``
 that the tool listing at project start (``project.assets_loaded``'s ``errors``),
 ``diagnostics`` and ``roost project start`` show, and that a call meeting the same failure
 fails with. The stderr tail is the server's own output: secrets in known shapes are
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.guard.redaction import redact_text
+from runtime.guard.secrets.redaction import redact_text
 from runtime.tools.sdk_loop import root_cause
 
 __all__ = ["MAX_TAIL_CHARS", "clean_tail", "hint_for", "start_failure"]
@@ -78,7 +78,7 @@ def start_failure(
 ) -> ToolError:
     """The error of server ``server`` that failed to start with ``error``.
 
-    ``report`` is :meth:`~runtime.guard.server_process.ServerProcess.exit_report`'s
+    ``report`` is :meth:`~runtime.guard.sandbox.server_process.ServerProcess.exit_report`'s
     (``{}`` for an HTTP server or a process that was not started). The message names how
     the server ended and its last stderr line; the details carry ``exit_status``,
     ``stderr_tail`` and ``hint``.

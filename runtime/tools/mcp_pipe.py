@@ -1,7 +1,7 @@
 """The MCP SDK's client session over the pipes of a server Roost started itself.
 
 The SDK's ``stdio_client`` spawns the server on its own; Roost starts it through the one
-launcher (:class:`runtime.guard.server_process.ServerProcess`) and connects the SDK's
+launcher (:class:`runtime.guard.sandbox.server_process.ServerProcess`) and connects the SDK's
 ``ClientSession`` to its stdin and stdout here. The framing is the stdio transport's:
 one JSON-RPC message per line, UTF-8, parsed with the SDK's own message types
 (``jsonrpc_message_adapter``; a line that does not parse reaches the session as the

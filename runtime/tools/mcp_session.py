@@ -47,8 +47,8 @@ from typing import Any
 
 from events import catalog as ev
 from runtime.errors import ToolError
-from runtime.guard import cgroups
-from runtime.guard.leftover_events import change_events
+from runtime.guard.review.report import change_events
+from runtime.guard.sandbox import cgroups
 from runtime.logging import get_logger
 from runtime.tools.mcp_connection import Connection
 from runtime.tools.sdk_loop import event_loop, short_error, submit

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from runtime.errors import ToolError
-from runtime.guard.safe_read import read_pipe
+from runtime.guard.paths.safe_read import read_pipe
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -140,7 +140,8 @@ def child_answers(
     runs with ``-P`` from ``/``: the daemon's working directory may be a project root
     (`roost daemon start --foreground` run there), and ``python -m`` would import a planted
     ``runtime/`` package from it, outside every sandbox. What it prints is a tool process's
-    word (it talked to servers), so it is read bounded (:func:`runtime.guard.safe_read.read_pipe`).
+    word (it talked to servers), so it is read bounded
+    (:func:`runtime.guard.paths.safe_read.read_pipe`).
     """
     try:
         proc = subprocess.Popen(

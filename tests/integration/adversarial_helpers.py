@@ -30,7 +30,7 @@ import pytest
 
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
-from runtime.guard.sandbox import probe_layers
+from runtime.guard.sandbox.layers import probe_layers
 from tests.integration.conftest import Daemon, alive, daemon_env, make_root, tree
 
 __all__ = [

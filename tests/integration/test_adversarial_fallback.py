@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
-from runtime.guard.sandbox import DISABLE_ENV, FORCE_NO_OPENAT2_ENV
+from runtime.guard.sandbox.layers import DISABLE_ENV, FORCE_NO_OPENAT2_ENV
 from tests.integration.adversarial_helpers import (
     Call,
     Expect,

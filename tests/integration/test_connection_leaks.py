@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from runtime.guard.roost_home import socket_path
+from runtime.guard.home.roost_home import socket_path
 from runtime.wire.ops import normalize_event
 from runtime.wire.protocol import encode_request
 from tests.integration.conftest import Daemon

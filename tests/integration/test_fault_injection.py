@@ -25,7 +25,7 @@ import pytest
 from events.envelope import Envelope
 from events.projections import get_projection
 from runtime.client import Client
-from runtime.guard.sandbox import probe_layers
+from runtime.guard.sandbox.layers import probe_layers
 from runtime.journal.store import Journal
 from tests.integration.conftest import Daemon
 from tests.runtime.daemon_helpers import wait_for

@@ -2,7 +2,7 @@
 
 Issue 17's first property: whatever uid the daemon has (CI runs it as root, as operators in
 containers do), a process a tool starts has no capabilities, ``no_new_privs``, the seccomp
-filter of ``runtime.guard.seccomp``, the kernel's control files read-only or masked, no way
+filter of ``runtime.guard.sandbox.seccomp``, the kernel's control files read-only or masked, no way
 into the daemon user's keyrings, sized tmpfs, and a memory and CPU limit per call. Every
 attack runs by three routes -- ``command.run``, an asset command (``.roost/commands``) and a
 workflow step (``.roost/workflows``) -- and must fail by each.
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
-from runtime.guard import cgroups
+from runtime.guard.sandbox import cgroups
 from tests.integration.adversarial_helpers import LAYERS, needs_bwrap, run_daemon
 from tests.integration.conftest import make_root
 

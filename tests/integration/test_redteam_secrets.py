@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
-from runtime.guard.secret_masking import SECRET_VALUE_MARKER
+from runtime.guard.secrets.masking import SECRET_VALUE_MARKER
 from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon
 from tests.integration.conftest import make_root
 from tests.integration.test_secret_values import forms, squeezed

@@ -34,7 +34,7 @@ import msgspec
 import pytest
 
 from runtime.client import Client
-from runtime.guard.secret_masking import SECRET_VALUE_MARKER
+from runtime.guard.secrets.masking import SECRET_VALUE_MARKER
 from runtime.journal.store import Journal
 from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon
 from tests.integration.conftest import REPO_ROOT, Daemon, daemon_env, make_root

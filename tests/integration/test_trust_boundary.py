@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
-from runtime.guard.sandbox_view import SYSTEM_VISIBLE, _interpreter_places, listening_sockets
+from runtime.guard.sandbox.view import SYSTEM_VISIBLE, _interpreter_places, listening_sockets
 from tests.integration.adversarial_helpers import Call, first, needs_bwrap, recorded, run_daemon
 from tests.integration.conftest import make_root
 

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runtime.guard.proctree import MARKER_ENV
-from runtime.guard.sandbox_run import INIT_NAME
+from runtime.guard.sandbox.proctree import MARKER_ENV
+from runtime.guard.sandbox.run import INIT_NAME
 
 PROBE = str(Path(__file__).with_name("socket_probe.py"))
 """The probe script (standard library only)."""

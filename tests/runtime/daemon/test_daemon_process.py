@@ -21,7 +21,7 @@ from runtime.daemon.main import (
     stop_daemon,
 )
 from runtime.errors import DaemonUnreachableError
-from runtime.guard.pidfile import DaemonAlreadyRunningError
+from runtime.guard.home.pidfile import DaemonAlreadyRunningError
 from tests.runtime.daemon_helpers import (
     daemon_env,
     process_gone,

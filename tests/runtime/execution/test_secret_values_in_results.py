@@ -13,7 +13,7 @@ import pytest
 from events import catalog as ev
 from runtime.errors import ToolError
 from runtime.execution.pipeline import ToolPipeline
-from runtime.guard.secret_masking import SECRET_VALUE_MARKER
+from runtime.guard.secrets.masking import SECRET_VALUE_MARKER
 from runtime.policy.options import validate_options
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
 from runtime.tools.registry import ToolRegistry

@@ -1,4 +1,4 @@
-"""The command blocklist and the command environment (runtime.guard.command_controls)."""
+"""The command blocklist and the command environment (runtime.guard.commands.controls)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from events.catalog import SecurityCommandBlocked, SecurityEnvDenied
 from runtime.errors import ToolError
-from runtime.guard.command_controls import (
+from runtime.guard.commands.controls import (
     BASE_PATH,
     PATTERNS,
     blocked_signal,

@@ -1,10 +1,10 @@
-"""Credentials in a repository's git configuration (``runtime.guard.git_credentials``)."""
+"""Credentials in a repository's git configuration (``runtime.guard.secrets.git_credentials``)."""
 
 from __future__ import annotations
 
 import base64
 
-from runtime.guard.git_credentials import git_config_values
+from runtime.guard.secrets.git_credentials import git_config_values
 
 CONFIG = """[core]
 \trepositoryformatversion = 0

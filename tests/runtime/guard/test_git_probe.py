@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard.git_probe import GitProbeError, git_dir, hooks_paths
+from runtime.guard.review.git_probe import GitProbeError, git_dir, hooks_paths
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed here")
 
@@ -97,7 +97,7 @@ def test_a_checkout_another_user_owns_is_read_all_the_same(repo: Path) -> None:
 @pytest.mark.slow
 def test_a_write_decision_fails_closed_when_git_cannot_say_where_hooks_live(repo: Path) -> None:
     from runtime.errors import ToolError
-    from runtime.guard.paths import Workspace
+    from runtime.guard.workspace import Workspace
 
     os.mkfifo(repo / "pipe")
     with open(repo / ".git" / "config", "a", encoding="utf-8") as f:

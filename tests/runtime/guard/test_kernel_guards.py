@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard import seccomp
-from runtime.guard.sandbox import DISABLE_ENV, View, bwrap_argv, probe_layers
-from runtime.guard.sandbox_view import MASKED_PATHS, PROC_READ_ONLY, kernel_masks_argv
+from runtime.guard.sandbox.layers import DISABLE_ENV, View, bwrap_argv, probe_layers, seccomp
+from runtime.guard.sandbox.view import MASKED_PATHS, PROC_READ_ONLY, kernel_masks_argv
 
 GUARDS = ("seccomp", "no_new_privs", "proc_masks", "tmpfs_size")
 LIMITS = ("pids_limit", "memory_limit", "cpu_limit")
@@ -150,8 +149,8 @@ def test_a_bubblewrap_started_by_an_unprivileged_uid_holds_the_same_refusals(
 SPECIAL_MOUNTS = textwrap.dedent(
     """
     import json, subprocess
-    from runtime.guard.sandbox import View, bwrap_argv
-    from runtime.guard.sandbox_view import kernel_mounts
+    from runtime.guard.sandbox.layers import View, bwrap_argv
+    from runtime.guard.sandbox.view import kernel_mounts
     script = "for d in /sys/kernel/debug /sys/kernel/tracing; do ls -A $d | wc -l; done"
     outside = subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
     argv = bwrap_argv(False, View(writable=(), cwd="/"))

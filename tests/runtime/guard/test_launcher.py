@@ -1,4 +1,4 @@
-"""The one launcher (``guard.launcher``) and its long-lived shape (``guard.server_process``)."""
+"""The one launcher (``sandbox.launcher``) and its long-lived shape (``sandbox.server_process``)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runtime.guard import cgroups, roost_home
-from runtime.guard.launcher import Limits, prepare
-from runtime.guard.sandbox import DISABLE_ENV, View, probe_layers
-from runtime.guard.sandbox_run import run_command
-from runtime.guard.server_process import ServerProcess
+from runtime.guard.home import roost_home
+from runtime.guard.sandbox.launcher import Limits, prepare
+from runtime.guard.sandbox.layers import DISABLE_ENV, View, cgroups, probe_layers
+from runtime.guard.sandbox.run import run_command
+from runtime.guard.sandbox.server_process import ServerProcess
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 LIMITS = Limits(cpu_seconds=60, max_processes=16)
@@ -169,8 +169,8 @@ def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
 
 LAUNCH_AND_WAIT = """
 import os, subprocess, sys, time
-from runtime.guard.launcher import Limits, prepare
-from runtime.guard.sandbox import View
+from runtime.guard.sandbox.launcher import Limits, prepare
+from runtime.guard.sandbox.layers import View
 root = sys.argv[1]
 view = View(writable=(root,), cwd=root)
 launch = prepare(view=view, allow_network=False, limits=Limits(max_processes=16), timeout_s=60)

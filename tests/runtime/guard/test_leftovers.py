@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard import inotify, leftovers, roost_home, run_ledger
-from runtime.guard.leftovers import RootWatch, begin, recover_runs
-from runtime.guard.pathrules import SensitiveRules
-from runtime.guard.rootscan import scan_paths
-from runtime.guard.run_ledger import RunLabel, dead_runs
+from runtime.guard.home import roost_home
+from runtime.guard.paths.rules import SensitiveRules
+from runtime.guard.review import inotify, leftovers, run_ledger
+from runtime.guard.review.leftovers import RootWatch, begin, recover_runs
+from runtime.guard.review.rootscan import scan_paths
+from runtime.guard.review.run_ledger import RunLabel, dead_runs
 from tests import nobody
 
 
@@ -223,10 +224,10 @@ def test_the_review_works_for_an_unprivileged_daemon() -> None:
     os.chown(place, nobody.NOBODY, nobody.NOBODY)
     script = (
         "import os, sys\n"
-        "from runtime.guard import roost_home\n"
-        "from runtime.guard.leftovers import begin\n"
-        "from runtime.guard.rootscan import scan_paths\n"
-        "from runtime.guard.pathrules import SensitiveRules\n"
+        "from runtime.guard.home import roost_home\n"
+        "from runtime.guard.review.leftovers import begin\n"
+        "from runtime.guard.review.rootscan import scan_paths\n"
+        "from runtime.guard.paths.rules import SensitiveRules\n"
         "base = sys.argv[1]; root = os.path.join(base, 'root'); os.mkdir(root)\n"
         "roost_home.protect(os.path.join(base, 'home'))\n"
         "w = begin(root, scan_paths([root], SensitiveRules(())))\n"

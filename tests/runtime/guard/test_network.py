@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from events.catalog import SecurityNetworkDenied
 from runtime.errors import ToolError
-from runtime.guard.network import (
+from runtime.guard.network.egress import (
     NetworkDeniedError,
     NetworkPolicy,
     TargetDecision,
@@ -26,7 +26,7 @@ from runtime.guard.network import (
     resolve_and_check,
     signal_for,
 )
-from runtime.guard.network_targets import TargetParseError, parse_ipv4, parse_target
+from runtime.guard.network.targets import TargetParseError, parse_ipv4, parse_target
 
 ALLOW: dict[str, Any] = {"network_egress_policy": "allow"}
 DENY: dict[str, Any] = {"network_egress_policy": "deny"}

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime.guard.network import NetworkDeniedError, NetworkPolicy
-from runtime.guard.network_pinning import denial_in, pinned_client
+from runtime.guard.network.egress import NetworkDeniedError, NetworkPolicy
+from runtime.guard.network.pinning import denial_in, pinned_client
 from runtime.policy.options import validate_options
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import InvalidRuntimeOptError, ToolError
-from runtime.guard.pathrules import (
+from runtime.guard.paths.rules import (
     SensitiveRules,
     _fold_compat,
     extract_paths,

@@ -27,17 +27,17 @@ from events.catalog import (
     SecuritySensitivePathDenied,
 )
 from runtime.errors import InvalidRootPathError, InvalidRuntimeOptError, ToolError
-from runtime.guard import openat2
-from runtime.guard.paths import (
+from runtime.guard.home.roost_home import home as state_home
+from runtime.guard.home.roost_home import protect as protect_state_home
+from runtime.guard.workspace import (
     PathDecision,
     Workspace,
     check_all_paths,
     exception_signal,
+    openat2,
     root_home_conflict,
     signal_for,
 )
-from runtime.guard.roost_home import home as state_home
-from runtime.guard.roost_home import protect as protect_state_home
 
 MODES = {
     "openat2": {"force_fallback": False},

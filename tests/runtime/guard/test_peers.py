@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runtime.guard.peers import (
+from runtime.guard.sandbox.peers import (
     PeerRefusal,
     Throttle,
     ancestry,
@@ -23,7 +23,7 @@ from runtime.guard.peers import (
     peer_refusal,
     pid_namespace,
 )
-from runtime.guard.proctree import MARKER_ENV
+from runtime.guard.sandbox.proctree import MARKER_ENV
 from runtime.wire.transport import PeerCredentials, bind_unix_socket
 from tests.runtime.daemon_helpers import wait_for
 from tests.runtime.peer_helpers import (

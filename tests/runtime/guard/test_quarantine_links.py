@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard import roost_home
-from runtime.guard.leftovers import _Review
-from runtime.guard.pathrules import SensitiveRules
+from runtime.guard.home import roost_home
+from runtime.guard.paths.rules import SensitiveRules
+from runtime.guard.review.leftovers import _Review
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.guard.redaction import (
+from runtime.guard.secrets.redaction import (
     MAX_DEPTH,
     REDACTED,
     Finding,

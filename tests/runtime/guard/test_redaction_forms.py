@@ -10,7 +10,8 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.guard.redaction import (
+from runtime.guard.secrets.patterns import _GATE, RULES, Rule, has_trigger
+from runtime.guard.secrets.redaction import (
     is_sensitive_key,
     redact_label,
     redact_stream,
@@ -18,7 +19,6 @@ from runtime.guard.redaction import (
     redaction_processor,
     scan,
 )
-from runtime.guard.redaction_patterns import _GATE, RULES, Rule, has_trigger
 from tests.runtime.secret_shapes import SEPARATORS, SHAPES, SURROUNDING
 
 M = "[REDACTED:sensitive_key]"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard.safe_read import UnsafeFileError, bounded_lines, read_regular
+from runtime.guard.paths.safe_read import UnsafeFileError, bounded_lines, read_regular
 
 
 def test_a_regular_file_is_read_whole_when_it_fits(tmp_path: Path) -> None:

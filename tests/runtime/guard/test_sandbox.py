@@ -1,4 +1,4 @@
-"""The command sandbox (``runtime.guard.sandbox``, ``proctree``): layers, limits, process trees.
+"""The command sandbox (``guard.sandbox.layers``, ``proctree``): layers, limits, process trees.
 
 Tests run in three modes: ``bwrap`` and ``unshare`` (the kernel layers; skipped with the
 probe's reason where they cannot work on this machine) and ``fallback`` (both forced off
@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from runtime.errors import ToolError
-from runtime.guard.sandbox import DISABLE_ENV, disabled_layers, probe_layers
-from runtime.guard.sandbox_run import CommandResult, Limits, run_command
+from runtime.guard.sandbox.layers import DISABLE_ENV, disabled_layers, probe_layers
+from runtime.guard.sandbox.run import CommandResult, Limits, run_command
 from tests.runtime.sandbox_helpers import (
     CountingServer,
     counting_server,

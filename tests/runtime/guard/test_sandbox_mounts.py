@@ -1,4 +1,5 @@
-"""The sandbox's protected mounts and layer switches (``runtime.guard.sandbox``), as plain code."""
+"""The sandbox's protected mounts and layer switches (``runtime.guard.sandbox.layers``), as plain
+code."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard.paths import Workspace
-from runtime.guard.sandbox import (
+from runtime.guard.sandbox.layers import (
     DISABLE_ENV,
     FORCE_NO_OPENAT2_ENV,
     View,
@@ -17,6 +17,7 @@ from runtime.guard.sandbox import (
     executables,
     protected_mounts,
 )
+from runtime.guard.workspace import Workspace
 
 
 def test_every_git_and_the_assets_inside_writable_paths_are_protected(tmp_path: Path) -> None:
@@ -90,7 +91,8 @@ def test_an_interpreter_outside_the_system_is_bound_back_read_only(
 ) -> None:
     import sys
 
-    from runtime.guard import sandbox, sandbox_view
+    from runtime.guard.sandbox import layers as sandbox
+    from runtime.guard.sandbox import view as sandbox_view
 
     venv = Path("/tmp") / f"roost-venv-test-{os.getpid()}"
     venv.mkdir(exist_ok=True)

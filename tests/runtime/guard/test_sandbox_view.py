@@ -1,4 +1,4 @@
-"""What a command sees (``guard.sandbox_view``) and the per-run process limit (``cgroups``)."""
+"""What a command sees (``guard.sandbox.view``) and the per-run process limit (``cgroups``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard import cgroups, roost_home, rootscan, sandbox_view
-from runtime.guard.pathrules import SensitiveRules
-from runtime.guard.sandbox import DISABLE_ENV, View, probe_layers
-from runtime.guard.sandbox_run import run_command
-from runtime.guard.sandbox_view import (
+from runtime.guard.home import roost_home
+from runtime.guard.paths.rules import SensitiveRules
+from runtime.guard.review import rootscan
+from runtime.guard.sandbox import view as sandbox_view
+from runtime.guard.sandbox.layers import DISABLE_ENV, View, cgroups, probe_layers
+from runtime.guard.sandbox.run import run_command
+from runtime.guard.sandbox.view import (
     MAX_SCAN_ENTRIES,
     etc_secrets,
     hidden_state,

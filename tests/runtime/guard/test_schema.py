@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import ToolError
-from runtime.guard.safe_json import MAX_JSON_DEPTH, json_depth_exceeds, json_type_name
-from runtime.guard.schema import check_schema, parse_json_args, validate_args
+from runtime.guard.shapes.safe_json import MAX_JSON_DEPTH, json_depth_exceeds, json_type_name
+from runtime.guard.shapes.schema import check_schema, parse_json_args, validate_args
 
 FS_READ: dict[str, Any] = {
     "type": "object",

@@ -1,4 +1,4 @@
-"""The seccomp filter of tool processes (``runtime.guard.seccomp``).
+"""The seccomp filter of tool processes (``runtime.guard.sandbox.seccomp``).
 
 Two ways in: the compiled program is run by a small classic-BPF interpreter over
 ``struct seccomp_data`` values (every denied syscall, every argument rule, the foreign ABIs,
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from runtime.guard import seccomp
+from runtime.guard.sandbox import seccomp
 
 pytestmark = pytest.mark.skipif(
     not seccomp.available()[0], reason=f"no seccomp filter here: {seccomp.available()[1]}"

@@ -1,4 +1,4 @@
-"""Masking known secret values and their encodings (``runtime.guard.secret_masking``)."""
+"""Masking known secret values and their encodings (``runtime.guard.secrets.masking``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from runtime.guard.secret_masking import (
+from runtime.guard.secrets.masking import (
     MIN_SECRET_LENGTH,
     SECRET_VALUE_MARKER,
     SecretMasker,

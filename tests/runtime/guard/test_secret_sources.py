@@ -1,4 +1,4 @@
-"""Where masked values come from (``runtime.guard.secret_sources``): files and environment."""
+"""Where masked values come from (``runtime.guard.secrets.sources``): files and environment."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard.secret_masking import SECRET_VALUE_MARKER
-from runtime.guard.secret_sources import (
+from runtime.guard.secrets.masking import SECRET_VALUE_MARKER
+from runtime.guard.secrets.sources import (
     MAX_FILE_BYTES,
     SecretSources,
     environment_values,

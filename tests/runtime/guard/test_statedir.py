@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import ConfigError
-from runtime.guard.statedir import (
+from runtime.guard.home.statedir import (
     PRIVATE_UMASK,
     PROJECT_UMASK_ENV,
     ROOST_ENTRIES,

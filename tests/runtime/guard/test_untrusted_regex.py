@@ -7,7 +7,7 @@ import re
 import pytest
 import re2
 
-from runtime.guard.untrusted_regex import (
+from runtime.guard.shapes.untrusted_regex import (
     MAX_PATTERN_CHARS,
     MAX_PROGRAM_SIZE,
     UnsafePatternError,

@@ -33,7 +33,7 @@ from events import catalog as ev
 from events.envelope import Envelope, NewEvent, new_correlation_id, new_event
 from runtime.agent.core import ConversationCore
 from runtime.agent.effects import Append, CallModel, Effect
-from runtime.guard.redaction import redact_text
+from runtime.guard.secrets.redaction import redact_text
 from runtime.journal.store import Journal
 from runtime.llm.base import ModelReply
 from tests.runtime.secret_shapes import SEPARATORS, SHAPES, SURROUNDING

@@ -847,8 +847,8 @@ def test_every_option_of_the_table_has_its_default_there() -> None:
 
 
 def test_the_layers_below_the_policy_read_their_defaults_from_the_table(tmp_path: Path) -> None:
-    from runtime.guard.network import NetworkPolicy
-    from runtime.guard.paths import Workspace
+    from runtime.guard.network.egress import NetworkPolicy
+    from runtime.guard.workspace import Workspace
     from runtime.tools.base import ToolContext
 
     assert ToolContext(root=str(tmp_path), options={}).settings == RuntimeOptions()

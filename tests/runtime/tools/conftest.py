@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard import roost_home
+from runtime.guard.home import roost_home
 
 
 @pytest.fixture(autouse=True)

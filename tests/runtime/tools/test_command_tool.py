@@ -22,7 +22,7 @@ from events.catalog import (
     ToolChildProcessesTerminated,
 )
 from runtime.errors import ToolError
-from runtime.guard.sandbox import DISABLE_ENV, probe_layers
+from runtime.guard.sandbox.layers import DISABLE_ENV, probe_layers
 from runtime.tools.base import ToolContext
 from runtime.tools.command import SPECS, TOOL, TOOLS, _fit, command_run
 from tests.runtime.sandbox_helpers import (

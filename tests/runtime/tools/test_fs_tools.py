@@ -15,8 +15,8 @@ from events.catalog import (
     SecuritySensitivePathDenied,
 )
 from runtime.errors import ToolError
-from runtime.guard import openat2
-from runtime.guard.roost_home import protect as protect_state_home
+from runtime.guard.home.roost_home import protect as protect_state_home
+from runtime.guard.paths import openat2
 from runtime.tools.base import ToolContext
 from runtime.tools.fs import (
     LIST_MAX_ENTRIES,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from runtime.errors import InvalidRuntimeOptError, ToolError
-from runtime.guard.sandbox import probe_layers
+from runtime.guard.sandbox.layers import probe_layers
 from runtime.option_table import RuntimeOptions
 from runtime.policy.mcp_servers import PROBLEMS
 from runtime.policy.options import validate_options

@@ -1,0 +1,5 @@
+"""Command controls decided before anything runs.
+
+``controls`` (blocklist and environment), ``blocklist`` / ``blocklist_rules`` /
+``shellwords`` (reading shell text).
+"""

@@ -1,0 +1,518 @@
+"""The one launcher: every tool process starts here, with the same view, limits and checks.
+
+Commands (``command.run``), asset commands (``command.run.<name>``) and MCP stdio servers
+(``mcp_servers``) all start through :func:`prepare`, which builds everything one process
+gets from the sandbox:
+
+- its cgroups: a ``pids`` cgroup holding the whole tree to ``Limits.max_processes``, and for
+  a long-lived process (``shape="serve"``) a freezer cgroup, so it runs only while a call
+  is in flight (:mod:`runtime.guard.sandbox.cgroups`);
+- its prefix: the cgroup join, the rlimits (``prlimit``), the parent-death signal
+  (bubblewrap's own ``--die-with-parent``; ``setpriv --pdeathsig`` where there is no
+  bubblewrap), bubblewrap with the view of :mod:`runtime.guard.sandbox.view` passed
+  through a memory file (``--args``), and for a run to completion (``shape="run"``) the
+  init shell that runs the command and tells the daemon on a pipe that the command
+  exited (:data:`INIT_SCRIPT`), so the daemon counts what is left itself;
+- the descriptors it inherits (the ``--args`` memory file, the pipe);
+- what the post-run check compares with (:func:`watch`), and the state of what the view
+  hides (:func:`runtime.guard.sandbox.view.view_state`), so a long-lived process whose view
+  went stale can be started again with a fresh one.
+
+Two shapes use it: :func:`runtime.guard.sandbox.run.run_command` (run to completion) and
+:class:`runtime.guard.sandbox.server_process.ServerProcess` (long-lived, stdio pipes). Both end
+with :func:`post_run_check`, the one place a check of what a tool process left in the
+project plugs in (``docs/security.md``, "One launcher").
+
+Why this module is long: it is the one place that decides what a tool process gets (the
+issue it answers was several launchers drifting apart), so the limits, the prefix in the
+order it runs, the descriptors and the tests that tell the sandbox's own processes from
+the tool's stay together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import resource
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
+
+import msgspec
+import psutil
+
+from runtime.errors import ToolError
+from runtime.guard.home.statedir import project_umask
+from runtime.guard.paths.rules import SensitiveRules
+from runtime.guard.review import leftovers
+from runtime.guard.review.leftovers import ChangeReport
+from runtime.guard.review.rootscan import scan_paths
+from runtime.guard.review.run_ledger import RunLabel
+from runtime.guard.sandbox import cgroups
+from runtime.guard.sandbox.layers import (
+    View,
+    bwrap_argv,
+    executables,
+    kernel_filter_fd,
+    probe_layers,
+    require_isolation,
+    unshare_argv,
+)
+from runtime.guard.sandbox.view import PROTECTED_IN_WRITABLE, hooks_dirs, view_state
+from runtime.logging import get_logger
+
+log = get_logger("runtime.guard.sandbox.layers")
+
+__all__ = [
+    "INIT_NAME",
+    "INIT_SCRIPT",
+    "Launch",
+    "Limits",
+    "Shape",
+    "cgroup_layers",
+    "cgroup_limits",
+    "kernel_guard_layers",
+    "post_run_check",
+    "prepare",
+    "prlimit_argv",
+    "rlimit_values",
+    "watch",
+]
+
+INIT_NAME = "roost-sandbox-init"
+"""``$0`` of the shell that runs a command inside a namespace."""
+
+# Its stdin is the pipe's write end: it moves it to fd 3 and gives the command /dev/null,
+# runs "$@" without the pipe, reports the exit status on it (the daemon's signal that the
+# command exited), then waits to be killed: the namespace, and whatever the command left
+# in it, lives until the daemon has stopped and counted it.
+INIT_SCRIPT = (
+    'exec 3>&0 0</dev/null; "$@" 3>&-; rc=$?; echo "$rc" >&3; exec 3>&-; exec sleep infinity'
+)
+"""The init shell's script (``sh -c INIT_SCRIPT roost-sandbox-init ARGV...``)."""
+
+Shape = Literal["run", "serve"]
+"""``run``: to completion under the init shell; ``serve``: long-lived, frozen between calls."""
+
+
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
+    """Resource limits applied to every process of a tool (``setrlimit``, the pids cgroup)."""
+
+    cpu_seconds: int | None = None
+    """CPU seconds per process; ``None``: the timeout rounded up, plus one."""
+    address_space_bytes: int = 2 * 1024**3
+    """Virtual memory per process (``RLIMIT_AS``)."""
+    file_size_bytes: int = 1024**3
+    """Largest file a process may write (``RLIMIT_FSIZE``)."""
+    open_files: int = 1024
+    """Open file descriptors per process (``RLIMIT_NOFILE``)."""
+    max_processes: int = 512
+    """Tasks (processes and threads) of the whole tool at once (``pids`` cgroup)."""
+    memory_bytes: int | None = None
+    """Memory of the whole tool, tmpfs pages included (``memory`` cgroup); ``None``: none."""
+    cpu_cores: float | None = None
+    """CPU of the whole tool, in cores (``cpu`` cgroup quota); ``None``: none."""
+
+
+def rlimit_values(limits: Limits, timeout_s: float) -> dict[int, tuple[int, int]]:
+    """Compute the ``setrlimit`` values for a run: resource -> (soft, hard)."""
+    cpu = limits.cpu_seconds or math.ceil(timeout_s) + 1
+    wanted = {
+        resource.RLIMIT_CPU: (cpu, cpu + 1),
+        resource.RLIMIT_AS: (limits.address_space_bytes, limits.address_space_bytes),
+        resource.RLIMIT_FSIZE: (limits.file_size_bytes, limits.file_size_bytes),
+        resource.RLIMIT_NOFILE: (limits.open_files, limits.open_files),
+        resource.RLIMIT_CORE: (0, 0),
+    }
+    values: dict[int, tuple[int, int]] = {}
+    for which, (soft, hard) in wanted.items():
+        current = resource.getrlimit(which)[1]  # an unprivileged process cannot raise it
+        top = hard if current == resource.RLIM_INFINITY else min(hard, current)
+        values[which] = (min(soft, top), top)
+    return values
+
+
+def prlimit_argv(values: Mapping[int, tuple[int, int]]) -> list[str]:
+    """Build the ``prlimit`` prefix applying ``values``."""
+    names = {
+        resource.RLIMIT_CPU: "--cpu",
+        resource.RLIMIT_AS: "--as",
+        resource.RLIMIT_FSIZE: "--fsize",
+        resource.RLIMIT_NOFILE: "--nofile",
+        resource.RLIMIT_CORE: "--core",
+    }
+    return [
+        executables()["prlimit"],
+        *(f"{names[r]}={soft}:{hard}" for r, (soft, hard) in values.items()),
+        "--",
+    ]
+
+
+def cgroup_limits(limits: Limits, layers: Mapping[str, Any]) -> cgroups.CgroupLimits:
+    """The cgroup limits of a run: ``limits``, less those whose layer is unavailable here."""
+    return cgroups.CgroupLimits(
+        max_pids=limits.max_processes,
+        memory_bytes=limits.memory_bytes if layers["memory_limit"]["available"] else None,
+        cpu_cores=limits.cpu_cores if layers["cpu_limit"]["available"] else None,
+    )
+
+
+def cgroup_layers(group: cgroups.ToolCgroup) -> list[str]:
+    """The layer names a run's cgroup applies (``pids_limit``, ``memory_limit``, ...)."""
+    return [cgroups.LAYER_NAMES[c] for c in cgroups.CONTROLLERS if c in group.dirs]
+
+
+def kernel_guard_layers(layers: Mapping[str, Any], view: View) -> list[str]:
+    """The kernel guards a bubblewrap run under ``view`` gets (see ``probe_layers``)."""
+    names = ["seccomp", "no_new_privs", "proc_masks"]
+    if view.tmpfs_bytes:
+        names.append("tmpfs_size")
+    return [name for name in names if layers[name]["available"]]
+
+
+def _args_fd(args: Sequence[str]) -> int:
+    """A memory file holding ``args`` NUL-separated, at offset 0 (for ``bwrap --args``)."""
+    fd = os.memfd_create("roost-bwrap-args")
+    data = b"".join(os.fsencode(a) + b"\0" for a in args)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _apply_rlimits(values: Mapping[int, tuple[int, int]]) -> None:
+    """Set rlimits in the child before exec (used only when ``prlimit`` is missing)."""
+    for which, limit in values.items():
+        resource.setrlimit(which, limit)
+
+
+def _ns_pid(pid: int) -> int | None:
+    """``pid``'s number in its innermost PID namespace (``NSpid``, the kernel's), or None."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    """The children of ``pid``'s main thread (the kernel's list; bwrap is single-threaded)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def watch(
+    view: View, root: str | None, label: RunLabel | None = None
+) -> leftovers.RootWatch | None:
+    """What the post-run check compares with: a watch on ``root`` from before the process starts.
+
+    The watch (:func:`runtime.guard.review.leftovers.begin`) writes the run's durable record;
+    ``view.scan`` is the walk the view is built from (made here when missing).
+    """
+    if root is None:
+        return None
+    rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
+    scan = view.scan if view.scan is not None else scan_paths(view.writable, rules)
+    protected = [*view.hooks, *(os.path.join(root, p) for p in PROTECTED_IN_WRITABLE)]
+    return leftovers.begin(root, scan, protected=protected, rules=rules, label=label)
+
+
+def post_run_check(
+    before: leftovers.RootWatch | None, *, keep: bool = False
+) -> ChangeReport | None:
+    """Review what the tool process changed in the root and quarantine what may not stay.
+
+    ``keep`` for a long-lived process after one of its calls (the watch goes on);
+    :meth:`runtime.guard.review.leftovers.RootWatch.review`.
+    """
+    return None if before is None else before.review(keep=keep)
+
+
+def _command_umask() -> int:
+    """The user's umask for the tool (the daemon itself runs with 077), or -1: keep ours."""
+    umask = project_umask()
+    return -1 if umask is None else umask
+
+
+@dataclass
+class Launch:
+    """One prepared tool process: its prefix, descriptors, cgroups and post-run baseline."""
+
+    shape: Shape
+    """``run`` or ``serve``."""
+    view: View
+    """The view it sees (with the ``core.hooksPath`` directories filled in)."""
+    via: str | None
+    """The namespace layer (``bwrap``, ``unshare``) or None."""
+    prefix: list[str] = field(default_factory=list)
+    """What runs before the tool's own argv."""
+    layers: list[str] = field(default_factory=list)
+    """Layers applied, for the result."""
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the process inherits."""
+    preexec: Callable[[], None] | None = None
+    """Sets the rlimits in the child where ``prlimit`` is missing."""
+    pids: cgroups.ToolCgroup | None = None
+    """Its cgroups with limits (``pids``, and ``memory``/``cpu`` where they can be had)."""
+    freezer: cgroups.FreezerCgroup | None = None
+    """Its freezer cgroup (``serve`` only)."""
+    before: leftovers.RootWatch | None = None
+    """The post-run check's watch (:func:`watch`), started before the process starts."""
+    hidden: frozenset[tuple[str, int, int, int]] = frozenset()
+    """What the view hides and protects, as it was when the view was built (``serve``)."""
+    done_fd: int | None = None
+    """The daemon's end of the init shell's pipe (``run`` in a namespace)."""
+    init_stdin: int | None = None
+    """The init shell's stdin: the pipe's write end (``run`` in a namespace)."""
+    _child_fds: list[int] = field(default_factory=list)
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        stdin: int | IO[Any] | None,
+        stdout: int | IO[Any] | None,
+        stderr: int | IO[Any] | None,
+    ) -> subprocess.Popen[bytes]:
+        """Start ``argv`` behind the prefix; the child's ends of the descriptors are closed.
+
+        Under the init shell, ``stdin`` is replaced: the shell gets the pipe and gives the
+        command ``/dev/null``.
+        """
+        try:
+            return subprocess.Popen(
+                [*self.prefix, *argv],
+                stdin=stdin if self.init_stdin is None else self.init_stdin,
+                stdout=stdout,
+                stderr=stderr,
+                cwd=cwd,
+                env=dict(env),
+                umask=_command_umask(),
+                start_new_session=True,
+                pass_fds=self.pass_fds,
+                preexec_fn=self.preexec,  # noqa: PLW1509  (only without prlimit; rlimits only)
+            )
+        finally:
+            self._close_child_fds()
+
+    def init_finished(self, root_pid: int) -> Callable[[], bool]:
+        """Whether the init shell has finished waiting for the command (it then runs sleep).
+
+        A line on the pipe ends the run only then: a command that writes one itself (through
+        ``/proc``) does not end its run early. The init shell is found by the kernel's
+        numbers (PID 2 under bubblewrap, a child of the namespace's PID 1; PID 1 under
+        unshare), and judged by its executable, which no other process can change.
+        """
+        found: list[int] = []
+
+        def finished() -> bool:
+            if not found:
+                firsts = [c for c in _children(root_pid) if _ns_pid(c) == 1]
+                if self.via == "bwrap":
+                    firsts = [c for f in firsts for c in _children(f) if _ns_pid(c) == 2]
+                if not firsts:
+                    return True  # nothing left to wait for
+                found.append(firsts[0])
+            try:  # read afresh each time: it changes when the init shell execs sleep
+                return os.path.basename(os.readlink(f"/proc/{found[0]}/exe")) == "sleep"
+            except OSError:
+                return True  # gone: the run is over anyway
+
+        return finished
+
+    def is_wrapper(self, root_pid: int) -> Callable[[psutil.Process], bool]:
+        """Tell the sandbox's own processes (bwrap, its init, the init shell) from the tool's.
+
+        Judged by the kernel's numbers, never by a command line a tool can set: the process
+        that was started (``root_pid``), and PID 1 (and under bubblewrap PID 2, the init
+        shell) of the namespace.
+        """
+        own = {1, 2} if self.via == "bwrap" else {1}
+
+        def test(proc: psutil.Process) -> bool:
+            if proc.pid == root_pid:
+                return True
+            return self.via is not None and _ns_pid(proc.pid) in own
+
+        return test
+
+    @property
+    def cgroup_complete(self) -> bool:
+        """Whether the ``pids`` cgroup holds every process of the tool (it joined before exec)."""
+        return self.pids is not None
+
+    @property
+    def cgroup_sealed(self) -> bool:
+        """Whether no process of the tool can leave the ``pids`` cgroup it joined before exec.
+
+        Under bubblewrap: no capabilities, ``/sys`` (and the cgroup filesystem in it)
+        read-only, every mount, ``unshare`` and ``setns`` refused by the seccomp filter; a
+        process moves only by writing a ``cgroup.procs`` file, and none is writable there.
+        The cgroup then lists every process of the tool, and a walk of ``/proc`` for its
+        descendants finds nothing more.
+        """
+        return self.cgroup_complete and self.via == "bwrap" and "seccomp" in self.layers
+
+    def cgroup_pids(self) -> list[int]:
+        """Every process in the tool's cgroups now."""
+        found: set[int] = set()
+        for group in (self.pids, self.freezer):
+            if group is not None:
+                found.update(group.pids())
+        return sorted(found)
+
+    def _close_child_fds(self) -> None:
+        for fd in self._child_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._child_fds.clear()
+
+    def close(self) -> None:
+        """Kill what is left in the cgroups, remove them, close every descriptor.
+
+        A run whose post-run check has not run (it never started) is reviewed here.
+        """
+        self._close_child_fds()
+        if self.done_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.done_fd)
+            self.done_fd = None
+        for group in (self.freezer, self.pids):
+            if group is not None:
+                group.close()
+        self.freezer = self.pids = None
+        if self.before is not None:
+            self.before.review()  # once: a second call returns the first report
+
+
+def prepare(
+    *,
+    view: View,
+    allow_network: bool,
+    limits: Limits,
+    timeout_s: float,
+    shape: Shape = "run",
+    root: str | None = None,
+    label: RunLabel | None = None,
+) -> Launch:
+    """Build everything one tool process gets from the sandbox (see the module docstring).
+
+    Raises ``ToolError("isolation_unavailable")`` when the network must be denied and no
+    namespace can be made, or when the view cannot be built. The caller starts the process
+    with :meth:`Launch.spawn` and always calls :meth:`Launch.close`. ``root`` (default: the
+    first writable path) is watched for the post-run check; ``label`` names the run's
+    durable record.
+    """
+    layers = probe_layers()
+    via = require_isolation(layers, allow_network)
+    launch = Launch(shape=shape, view=view, via=via, layers=["rlimits"])
+    try:
+        review_root = root or (view.writable[0] if view.writable else None)
+        _prepare(launch, layers, allow_network, limits, timeout_s, root=review_root, label=label)
+    except BaseException:
+        launch.close()
+        raise
+    return launch
+
+
+def _prepare(
+    launch: Launch,
+    layers: Mapping[str, Any],
+    allow_network: bool,
+    limits: Limits,
+    timeout_s: float,
+    *,
+    root: str | None,
+    label: RunLabel | None,
+) -> None:
+    groups: list[cgroups.ToolCgroup | cgroups.FreezerCgroup] = []
+    if layers["pids_limit"]["available"]:
+        try:
+            launch.pids = cgroups.ToolCgroup.create(cgroup_limits(limits, layers))
+        except OSError as e:
+            log.warning("pids_cgroup_failed", error=str(e))
+        else:
+            groups.append(launch.pids)
+            launch.layers += cgroup_layers(launch.pids)
+            if launch.pids.skipped:
+                log.warning("cgroup_limits_skipped", skipped=launch.pids.skipped)
+    if launch.shape == "serve" and layers.get("freezer", {}).get("available"):
+        try:
+            launch.freezer = cgroups.FreezerCgroup.create()
+        except OSError as e:
+            log.warning("freezer_cgroup_failed", error=str(e))
+        else:
+            groups.append(launch.freezer)
+            launch.layers.append("freezer")
+    if groups:
+        launch.prefix += cgroups.join_argv(*groups)
+    values = rlimit_values(limits, timeout_s)
+    if layers["rlimits"]["via"] == "prlimit":
+        launch.prefix += prlimit_argv(values)
+    else:
+        launch.preexec = functools.partial(_apply_rlimits, values)
+    via, view = launch.via, launch.view
+    if via == "bwrap":
+        # bubblewrap's own --die-with-parent (``bwrap_argv``) sets the same parent-death
+        # SIGKILL on itself and on the namespace's init: a setpriv exec is not needed.
+        launch.layers.append("pdeathsig")
+    elif layers["pdeathsig"]["available"]:
+        launch.prefix += [executables()["setpriv"], "--pdeathsig", "KILL", "--"]
+        launch.layers.append("pdeathsig")
+    if via == "bwrap":
+        rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
+        try:
+            scan = scan_paths(view.writable, rules)  # one walk: the view's and the review's
+            view = launch.view = msgspec.structs.replace(
+                view, hooks=tuple(hooks_dirs(view.writable)), scan=scan
+            )
+            launch.before = watch(view, root, label)
+            if launch.shape == "serve":  # before the view is built: a later change shows
+                launch.hidden = view_state(view)
+            bwrap = bwrap_argv(allow_network, view)
+            filter_fd = kernel_filter_fd()
+            guards: list[str] = []
+            if filter_fd is not None:
+                launch._child_fds.append(filter_fd)
+                guards = ["--seccomp", str(filter_fd)]
+            # The view's arguments go through a file descriptor, so the tool cannot read
+            # which paths are hidden from /proc/1/cmdline (bwrap).
+            args_fd = _args_fd([*guards, *bwrap[1:-1]])
+        except OverflowError as e:
+            raise ToolError(
+                "isolation_unavailable",
+                f"the view cannot be built: {e}; sensitive files could not all be hidden, "
+                "so the process is not started",
+                layer="mount_isolation",
+            ) from e
+        launch._child_fds.append(args_fd)
+        launch.prefix += [bwrap[0], "--args", str(args_fd), "--"]
+        launch.layers += ["bwrap", "mount_isolation", *kernel_guard_layers(layers, view)]
+    elif via == "unshare":
+        unshare = layers["unshare"]
+        launch.prefix += unshare_argv(
+            allow_network, bool(unshare["user_namespace"]), bool(unshare["drop_caps"])
+        )
+        launch.layers.append("unshare")
+    if via:
+        launch.layers += ["pidns"] if allow_network else ["netns", "pidns"]
+    if via and launch.shape == "run":
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        launch.done_fd, launch.init_stdin = read_end, write_end
+        launch.prefix += ["/bin/sh", "-c", INIT_SCRIPT, INIT_NAME]
+    launch.pass_fds = tuple(launch._child_fds)
+    if launch.init_stdin is not None:
+        launch._child_fds.append(launch.init_stdin)
+    launch.layers += ["process_group_kill", "process_tree_kill"]
