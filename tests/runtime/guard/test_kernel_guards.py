@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.guard.sandbox.layers import DISABLE_ENV, View, bwrap_argv, probe_layers, seccomp
+from runtime.guard.sandbox import seccomp
+from runtime.guard.sandbox.layers import DISABLE_ENV, View, bwrap_argv, probe_layers
 from runtime.guard.sandbox.view import MASKED_PATHS, PROC_READ_ONLY, kernel_masks_argv
 
 GUARDS = ("seccomp", "no_new_privs", "proc_masks", "tmpfs_size")

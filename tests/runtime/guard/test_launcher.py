@@ -14,8 +14,9 @@ import psutil
 import pytest
 
 from runtime.guard.home import roost_home
+from runtime.guard.sandbox import cgroups
 from runtime.guard.sandbox.launcher import Limits, prepare
-from runtime.guard.sandbox.layers import DISABLE_ENV, View, cgroups, probe_layers
+from runtime.guard.sandbox.layers import DISABLE_ENV, View, probe_layers
 from runtime.guard.sandbox.run import run_command
 from runtime.guard.sandbox.server_process import ServerProcess
 

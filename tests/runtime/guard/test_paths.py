@@ -29,12 +29,12 @@ from events.catalog import (
 from runtime.errors import InvalidRootPathError, InvalidRuntimeOptError, ToolError
 from runtime.guard.home.roost_home import home as state_home
 from runtime.guard.home.roost_home import protect as protect_state_home
+from runtime.guard.paths import openat2
 from runtime.guard.workspace import (
     PathDecision,
     Workspace,
     check_all_paths,
     exception_signal,
-    openat2,
     root_home_conflict,
     signal_for,
 )

@@ -14,8 +14,9 @@ import pytest
 from runtime.guard.home import roost_home
 from runtime.guard.paths.rules import SensitiveRules
 from runtime.guard.review import rootscan
+from runtime.guard.sandbox import cgroups
 from runtime.guard.sandbox import view as sandbox_view
-from runtime.guard.sandbox.layers import DISABLE_ENV, View, cgroups, probe_layers
+from runtime.guard.sandbox.layers import DISABLE_ENV, View, probe_layers
 from runtime.guard.sandbox.run import run_command
 from runtime.guard.sandbox.view import (
     MAX_SCAN_ENTRIES,
