@@ -48,7 +48,7 @@ def tree(tmp_path: Path) -> Path:
 def test_the_tree_keeps_every_import_contract(tree: Path) -> None:
     done = lint(tree)
     assert done.returncode == 0, done.stdout
-    assert "Contracts: 6 kept, 0 broken." in done.stdout
+    assert "Contracts: 7 kept, 0 broken." in done.stdout
 
 
 def test_the_mcp_server_may_not_reach_past_the_client(tree: Path) -> None:
@@ -81,9 +81,17 @@ def test_a_client_command_may_not_load_the_daemon_not_even_inside_a_function(tre
 
 
 def test_an_upward_import_breaks_the_layers_contract(tree: Path) -> None:
-    paths = tree / "runtime" / "guard" / "paths.py"
+    paths = tree / "runtime" / "guard" / "workspace.py"
     paths.write_text(paths.read_text() + "\nfrom runtime.daemon import gateway  # upward\n")
     done = lint(tree)
     assert done.returncode == 1, done.stdout
     assert "runtime.guard is not allowed to import runtime.daemon:" in done.stdout
     assert "runtime.guard.workspace -> runtime.daemon" in done.stdout
+
+
+def test_a_guard_concern_may_not_import_one_above_it(tree: Path) -> None:
+    rules = tree / "runtime" / "guard" / "paths" / "rules.py"
+    rules.write_text(rules.read_text() + "\nfrom runtime.guard.sandbox import layers  # upward\n")
+    done = lint(tree)
+    assert done.returncode == 1, done.stdout
+    assert "runtime.guard.paths.rules -> runtime.guard.sandbox.layers" in done.stdout
