@@ -3,9 +3,10 @@
 General layout: ``supervisor`` (root: starts the Journal and Projects), ``journal`` (the
 single writer), ``project`` (owns Policy, ToolRunner, Conversations), ``conversation``
 (runs ``runtime.agent.ConversationCore``), ``policy``, ``toolrunner``; ``messages`` are
-the frozen msgspec Structs they exchange; ``base`` is what they share (over ``appends``,
-``mailboxes`` and ``process``); ``shell`` and ``agent_shell`` carry out the cores' effects;
-``workers`` runs slow work on threads.
+the frozen msgspec Structs they exchange; ``base`` is what they share (it holds an
+``appends`` and a ``mailboxes`` helper as objects; ``process`` is per-process set-up);
+``shell`` and ``agent_shell`` carry out the cores' effects; ``workers`` is a helper that
+runs slow work on threads.
 """
 
 from actors.conversation import ConversationActor

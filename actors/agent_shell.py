@@ -90,6 +90,7 @@ class AgentShell(RoostActor):
         """An append failed: state is uncertain, nothing more runs until the restart."""
         self.stop_error: dict[str, Any] | None = None
         """That append's error: requests that wait behind it get it as their answer."""
+        self.appends.routes_alerts = False  # _settle queues a commit's alerts (either path)
 
     def input(self, message: Any, sender: Any) -> None:
         """Hand one queued input to the core (subclasses)."""
@@ -214,7 +215,7 @@ class AgentShell(RoostActor):
         else:
             self.waiting_append = False
             self.effects = deque(self._recomputed(effect) for effect in self.effects)
-            alerts = self.alerts_for(answer.envelopes)
+            alerts = self.appends.alerts_for(answer.envelopes)
             if alerts:
                 self.effects.append(fx.Append(events=alerts))
         self.pump()
@@ -255,7 +256,7 @@ class AgentShell(RoostActor):
                 self.append(events, then=functools.partial(self._appended, effect), key=key)
             case fx.Append(events=events, key=key):
                 # Over the journal link: wait here for the commit; pump goes on after it.
-                answer = self.append_over_link(events, key)
+                answer = self.appends.over_link(events, key)
                 if answer is not None:
                     self._settle(effect, answer)
                 else:  # to the Journal actor: wait for its answer message
@@ -357,9 +358,6 @@ class AgentShell(RoostActor):
             return
         self.effects.extend(core.acknowledged(effect, answer.envelopes))
         # Routed alerts go through the effect queue, so the core folds them too.
-        alerts = self.alerts_for(answer.envelopes)
+        alerts = self.appends.alerts_for(answer.envelopes)
         if alerts:
             self.effects.append(fx.Append(events=alerts))
-
-    def route_alerts(self, envelopes: list[Envelope]) -> None:
-        """Nothing here: :meth:`_settle` queues a commit's alerts (either append path)."""

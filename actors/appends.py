@@ -1,7 +1,8 @@
 """Journal appends an actor sends and tracks.
 
-The answer runs a callback, a restarted Journal gets the unanswered ones again (same
-keys), a commit routes its alerts.
+:class:`JournalAppends` is a helper every Roost actor holds (``actors.base.RoostActor``'s
+``appends``): the answer runs a callback, a restarted Journal gets the unanswered ones
+again (same keys), a commit routes its alerts.
 """
 
 from __future__ import annotations
@@ -9,14 +10,14 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from actors.mailboxes import MailboxSends, utc_now
+from actors.mailboxes import utc_now
 from actors.messages import Appended, AppendFailed, AppendRequest
 from events.envelope import Envelope, NewEvent
 from runtime.journal.link import LinkClient, LinkFailed, link_settings
 
-__all__ = ["JournalAppends", "batch_key"]
+__all__ = ["Appending", "JournalAppends", "batch_key"]
 
 
 def batch_key(key: str | None) -> str:
@@ -24,27 +25,39 @@ def batch_key(key: str | None) -> str:
 
     Not a request id: a batch the runtime appends on its own (a model round, a crash
     record) gets a random key so that resending it to a restarted Journal (the journal
-    link's resend, :meth:`RoostActor.resend_appends`) never commits it twice. A client's
+    link's resend, :meth:`JournalAppends.resend`) never commits it twice. A client's
     ``send_event`` brings the idempotency key the gateway checked or minted.
     """
     return key or str(uuid.uuid4())
 
 
-class JournalAppends(MailboxSends):
-    """Fire-and-track appends to the Journal actor."""
+class Appending(Protocol):
+    """What :class:`JournalAppends` needs of the actor that owns it (``RoostActor``)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    log: Any
+    hosted: bool
+    _myRef: Any
+    """The actor's Thespian manager; a hosted entity's ``actors.hosting`` port."""
+
+    def send(self, targetAddr: Any, msg: Any) -> bool:
+        """Send an actor message (checked: ``actors.mailboxes.MailboxSends``)."""
+
+
+class JournalAppends:
+    """Fire-and-track appends to the Journal actor, for the actor that owns them."""
+
+    def __init__(self, owner: Appending) -> None:
+        self.owner = owner
         self._tokens = itertools.count(1)
         self._appends: dict[int, tuple[AppendRequest, Callable[[Any], None] | None]] = {}
         self.journal: Any = None
         self.alert_options: Mapping[str, Any] | None = None
         """Options whose ``alert_signal_events`` this actor routes after its appends."""
         self.link_client: LinkClient | None = None
+        self.routes_alerts = True
+        """Whether a commit's routed alerts are appended here (the agent shell queues them)."""
 
-    def append_over_link(
-        self, events: list[NewEvent], key: str | None
-    ) -> Appended | AppendFailed | None:
+    def over_link(self, events: list[NewEvent], key: str | None) -> Appended | AppendFailed | None:
         """Commit ``events`` over the journal link and wait: the answer, or None (no link).
 
         The link of this process is made on first use; it resends the same batch, with the
@@ -66,7 +79,7 @@ class JournalAppends(MailboxSends):
             return False
         _request, then = self._appends.pop(message.token)
         if isinstance(message, AppendFailed):
-            self.log.error("append_failed", error=message.error)
+            self.owner.log.error("append_failed", error=message.error)
         if then is not None:
             then(message)
         if isinstance(message, Appended):
@@ -82,19 +95,19 @@ class JournalAppends(MailboxSends):
     ) -> AppendRequest:
         """Send ``events`` to the journal; ``then(Appended | AppendFailed)`` on the answer."""
         request = AppendRequest(key=batch_key(key), events=events, token=next(self._tokens))
-        if getattr(self, "hosted", False):  # an entity: through its host's appender, no relay
-            port = self._myRef
+        if self.owner.hosted:  # an entity: through its host's appender, no relay
+            port = self.owner._myRef
             if port.append(events, request.key, lambda answer: self._answered(answer, then)):
                 return request
         self._appends[request.token] = (request, then)
         if self.journal is not None:
-            self.send(self.journal, request)
+            self.owner.send(self.journal, request)
         return request
 
     def _answered(self, answer: Any, then: Callable[[Any], None] | None) -> None:
         """The host's appender answered an append (in this entity's turn)."""
         if isinstance(answer, AppendFailed):
-            self.log.error("append_failed", error=answer.error)
+            self.owner.log.error("append_failed", error=answer.error)
         if then is not None:
             then(answer)
         if isinstance(answer, Appended):
@@ -110,11 +123,13 @@ class JournalAppends(MailboxSends):
 
     def route_alerts(self, envelopes: list[Envelope]) -> None:
         """After a commit: dispatch routed signals and append the outcomes (best-effort)."""
+        if not self.routes_alerts:
+            return
         alerts = self.alerts_for(envelopes)
         if alerts:
             self.append(alerts)
 
-    def resend_appends(self) -> None:
+    def resend(self) -> None:
         """Send unanswered appends again (same keys: the journal drops duplicates)."""
         for request, _ in self._appends.values():
-            self.send(self.journal, request)
+            self.owner.send(self.journal, request)

@@ -6,25 +6,29 @@ themselves, reply with an error where someone waits, and count them: a storm (mo
 ``STORM_LIMIT`` within ``STORM_WINDOW_S``) makes the actor exit, so its parent sees
 ``ChildActorExited`` and restarts it from its events.
 
-The layers under :class:`RoostActor`: ``actors.mailboxes`` (sends a full mailbox refuses,
-overflow events), ``actors.appends`` (tracked journal appends), ``actors.process`` (what
-each actor process sets up once).
+The helpers a :class:`RoostActor` holds (objects, not base classes): ``outbox``
+(``actors.mailboxes``: sends a full mailbox refuses, overflow events) and ``appends``
+(``actors.appends``: tracked journal appends); ``actors.process`` is what each actor
+process sets up once.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
-from thespian.actors import ActorExitRequest
+from thespian.actors import Actor, ActorExitRequest
 
 from actors.appends import JournalAppends, batch_key
 from actors.hosting import Deferred
-from actors.mailboxes import error_reply, utc_now
-from actors.messages import ActorStarted
+from actors.mailboxes import MailboxSends, error_reply, utc_now
+from actors.messages import ActorStarted, AppendRequest
 from actors.process import configure_process_logging, die_with_parent, dump_profile
+from events.envelope import NewEvent
 
 __all__ = [
     "STORM_LIMIT",
@@ -41,15 +45,22 @@ STORM_WINDOW_S = 10.0
 """The storm window."""
 
 
-class RoostActor(JournalAppends):
-    """Base actor: per-process logging, storm counting and fire-and-track appends."""
+class RoostActor(Actor):  # type: ignore[misc]
+    """Base actor: per-process logging, storm counting; holds its sends and appends."""
 
+    kind = "actor"
+    parent_kind = "parent"
+    """What the actor's parent is, to name it in mailbox overflow events."""
     hosted = False
     """True for an entity hosted in a host actor's process (``actors.hosting``): the
     process-wide set-up (logging, death with the parent, the profile) is the host's."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.outbox = MailboxSends(self, functools.partial(Actor.send, self))
+        """Sends a full mailbox refuses, and this process's overflow events."""
+        self.appends = JournalAppends(self)
+        """Tracked appends to the Journal actor (or over the journal link)."""
         self._errors: list[float] = []
         # Configure first: binding materializes a logger on the current output, and
         # configuring closes the file inherited from the parent process.
@@ -73,7 +84,7 @@ class RoostActor(JournalAppends):
         try:
             if isinstance(message, Deferred):
                 message.run()
-            elif not self.take_answer(message):
+            elif not self.appends.take_answer(message):
                 self.handle(message, sender)
         except Exception as e:
             self.log.exception("actor_error", message=type(message).__name__)
@@ -83,7 +94,47 @@ class RoostActor(JournalAppends):
             if len(self._errors) > STORM_LIMIT:
                 self.log.error("actor_error_storm", errors=len(self._errors))
                 self.send(self.myAddress, ActorExitRequest())
-        self.record_overflows()
+        self.outbox.record_overflows()
+
+    def send(self, targetAddr: Any, msg: Any) -> bool:
+        """Send ``msg``; False when its mailbox refused it (:meth:`MailboxSends.send`)."""
+        return self.outbox.send(targetAddr, msg)
+
+    def append(
+        self,
+        events: list[NewEvent],
+        then: Callable[[Any], None] | None = None,
+        *,
+        key: str | None = None,
+    ) -> AppendRequest:
+        """Commit ``events``; ``then(Appended | AppendFailed)`` (:meth:`JournalAppends.append`)."""
+        return self.appends.append(events, then, key=key)
+
+    @property
+    def journal(self) -> Any:
+        """The Journal actor's address: where this actor's appends and reads go."""
+        return self.appends.journal
+
+    @journal.setter
+    def journal(self, address: Any) -> None:
+        self.appends.journal = address
+
+    def child_name(self, address: Any) -> str | None:
+        """The name of the child at ``address`` (subclasses that have children)."""
+        return None
+
+    def overflow_scope(self, name: str) -> str | None:
+        """The project whose record gets an overflow of ``name``'s mailbox, or None.
+
+        None: nowhere (it is logged). By default the project this actor serves, when it
+        has one. The event is project-level, like ``actor.crashed``: a conversation's own
+        stream only holds what its core appended (its live projection is compared with
+        the journal); ``actor: "conversation:ID"`` puts it in that conversation's
+        incident views.
+        """
+        setup = getattr(self, "setup", None)
+        project_id = getattr(setup, "project_id", None) or getattr(self, "project_id", None)
+        return str(project_id) if project_id else None
 
     def handle(self, message: Any, sender: Any) -> None:
         """Handle one message (subclasses)."""

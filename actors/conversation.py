@@ -100,7 +100,7 @@ class ConversationActor(AgentShell):
         self.settings = RuntimeOptions.of(setup.options)
         self.announce(sender, f"conversation:{setup.conversation_id}")
         self.journal, self.policy, self.runner = setup.journal, setup.policy, setup.runner
-        self.alert_options = setup.options
+        self.appends.alert_options = setup.options
         self.fold_tools = frozenset(setup.fold_tools)
         self.adapter = make_adapter(setup.options)
         self.core = ConversationCore(
@@ -141,7 +141,7 @@ class ConversationActor(AgentShell):
     def _peers(self, update: PeerUpdate) -> None:
         if update.journal is not None:
             self.journal = update.journal
-            self.resend_appends()
+            self.appends.resend()
             if self.loading:  # the read died with the journal
                 self._read()
         if update.policy is not None:

@@ -160,7 +160,7 @@ class ProjectActor(CoreShell):
         settings = link_settings()
         self.host = EntityHost(self, Appender(*settings) if settings is not None else None)
         self._serve_host_link(setup.project_id)
-        self.alert_options = setup.options
+        self.appends.alert_options = setup.options
         registry = self.registry = ToolRegistry.for_project(setup.root, setup.options)
         self.tools = registry.model_tools(setup.options)
         self.fold_tools = sorted(
@@ -207,7 +207,7 @@ class ProjectActor(CoreShell):
             case fx.RunDirect(request=request, reply_to=reply_to):
                 self.send(core.runner, RunDirect(request=request, reply_to=reply_to))
             case fx.PeerChanged(peer="journal"):
-                self.resend_appends()
+                self.appends.resend()
                 for address in (core.runner, *core.live.values()):
                     self.send(self.to(address), PeerUpdate(journal=self.journal))
             case fx.PeerChanged(peer=peer, lost=lost):

@@ -117,7 +117,7 @@ class SupervisorActor(CoreShell):
                 update = PeerUpdate(journal=self.journal)
                 for project in self.core.projects.values():
                     self.send(project.address, update)
-                self.resend_appends()
+                self.appends.resend()
 
     def _spawn(self, spawn: fx.Spawn) -> None:
         core = self.core

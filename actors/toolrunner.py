@@ -22,7 +22,7 @@ from typing import Any
 
 from thespian.actors import WakeupMessage
 
-from actors.base import utc_now
+from actors.base import RoostActor, utc_now
 from actors.messages import (
     AppendFailed,
     CallCancel,
@@ -50,7 +50,7 @@ from runtime.tools.base import CallSpec
 __all__ = ["ToolRunnerActor"]
 
 
-class ToolRunnerActor(WorkerThreads):
+class ToolRunnerActor(RoostActor):
     """Runs allowed calls and answers with their terminal events."""
 
     kind = "toolrunner"
@@ -61,6 +61,8 @@ class ToolRunnerActor(WorkerThreads):
         self.core: Any = None
         self.project_id = ""
         self.cancels: dict[str, threading.Event] = {}
+        self.workers = WorkerThreads(self)
+        """Commands, fetches, workflows and ``async`` calls run on its threads."""
 
     def handle(self, message: Any, sender: Any) -> None:
         """Configure, run, cancel, or collect finished threads."""
@@ -70,7 +72,7 @@ class ToolRunnerActor(WorkerThreads):
 
             self.project_id = message.project_id
             self.journal = message.journal
-            self.alert_options = message.options
+            self.appends.alert_options = message.options
             self.core = ToolPipeline(
                 message.project_id, message.root, message.options, message.registry
             )
@@ -88,7 +90,7 @@ class ToolRunnerActor(WorkerThreads):
             self._collect()
         elif isinstance(message, PeerUpdate) and message.journal is not None:
             self.journal = message.journal  # the journal was restarted
-            self.resend_appends()
+            self.appends.resend()
 
     def _recover_dead_runs(self) -> None:
         """Review the roots of this project's runs that a stop or crash cut; record them."""
@@ -136,7 +138,7 @@ class ToolRunnerActor(WorkerThreads):
                 events = crashed(call, e)
             return call.call_id, sender, CallDone(call_id=call.call_id, events=events)
 
-        self.start_work(work)
+        self.workers.start(work)
 
     def _direct(self, message: RunDirect, sender: Any) -> None:
         call = direct_call(message.request, message.conversation_id)
@@ -161,10 +163,10 @@ class ToolRunnerActor(WorkerThreads):
                 return call.call_id, sender, done
             return call.call_id, "journal", (record, correlation, message.reply_to, result)
 
-        self.start_work(work)
+        self.workers.start(work)
 
     def _collect(self) -> None:
-        for call_id, target, payload in self.collect_work():
+        for call_id, target, payload in self.workers.collect():
             self._release(call_id)
             if target == "journal":
                 events, correlation, reply_to, result = payload

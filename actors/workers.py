@@ -1,11 +1,11 @@
 """Slow work on threads, for an actor: started, then collected when it finished.
 
 An actor whose work may take long (the ToolRunner: commands, HTTP fetches, workflows,
-``async`` calls) runs it on a worker thread that leaves its answer in a queue. Hosted in a
-host actor (``actors.hosting``), the thread then posts a :class:`WorkDone` to it, which the
-host delivers as a message. Thespian delivers no messages from threads, so an actor that is
-a process of its own instead wakes up every few milliseconds while any is in flight and
-collects what finished.
+``async`` calls) holds a :class:`WorkerThreads`, which runs it on a worker thread that
+leaves its answer in a queue. Hosted in a host actor (``actors.hosting``), the thread then
+posts a :class:`WorkDone` to it, which the host delivers as a message. Thespian delivers no
+messages from threads, so an actor that is a process of its own instead wakes up every few
+milliseconds while any is in flight and collects what finished.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from actors.base import RoostActor
-
 __all__ = ["WorkDone", "WorkerThreads"]
 
 _POLL = timedelta(milliseconds=5)
@@ -27,20 +25,24 @@ class WorkDone:
     """A worker thread finished (posted to a hosted entity; it collects what finished)."""
 
 
-class WorkerThreads(RoostActor):
-    """A :class:`RoostActor` that runs work on threads and collects their answers."""
+class WorkerThreads:
+    """Runs an actor's work on threads and collects their answers.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    ``owner``: the ``RoostActor`` (its ``hosted``, its ``_myRef`` port when hosted, its
+    ``wakeupAfter``).
+    """
+
+    def __init__(self, owner: Any) -> None:
+        self.owner = owner
         self.done: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         self.in_threads = 0
         self.polling = False
 
-    def start_work(self, work: Callable[[], tuple[str, Any, Any]]) -> None:
+    def start(self, work: Callable[[], tuple[str, Any, Any]]) -> None:
         """Run ``work`` on a thread; what it returns (key, target, payload) is collected."""
         self.in_threads += 1
-        if self.hosted:  # the host delivers the answer as a message: no polling
-            port = self._myRef
+        if self.owner.hosted:  # the host delivers the answer as a message: no polling
+            port = self.owner._myRef
 
             def run() -> None:
                 self.done.put(work())
@@ -51,7 +53,7 @@ class WorkerThreads(RoostActor):
         threading.Thread(target=lambda: self.done.put(work()), daemon=True).start()
         self._poll()
 
-    def collect_work(self) -> list[tuple[str, Any, Any]]:
+    def collect(self) -> list[tuple[str, Any, Any]]:
         """The answers of the work that finished since the last poll (on its wakeup)."""
         self.polling = False
         finished = []
@@ -61,11 +63,11 @@ class WorkerThreads(RoostActor):
             except queue.Empty:
                 break
         self.in_threads -= len(finished)
-        if self.in_threads > 0 and not self.hosted:
+        if self.in_threads > 0 and not self.owner.hosted:
             self._poll()
         return finished
 
     def _poll(self) -> None:
         if not self.polling:
             self.polling = True
-            self.wakeupAfter(_POLL)
+            self.owner.wakeupAfter(_POLL)

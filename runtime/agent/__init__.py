@@ -1,10 +1,10 @@
 """The agent loop's core: a conversation as a plain step function.
 
-General layout, one class built in layers from the bottom: ``state`` (``LoopState``: the
-fold, the turn being run, event construction, budgets), ``calls`` (tool-call bookkeeping),
-``rounds`` (model rounds), ``inbound`` (the requests a conversation serves), ``core``
-(``ConversationCore``: what comes next, waiters, recovery); ``effects`` (what it asks its
-actor shell to do).
+General layout: ``state`` (``LoopState``: the fold, the turn being run, event
+construction, budgets); three groups of steps over it, side by side (none extends
+another): ``calls`` (tool-call bookkeeping), ``rounds`` (model rounds), ``inbound`` (the
+requests a conversation serves); ``core`` (``ConversationCore`` joins them: what comes
+next, waiters, recovery); ``effects`` (what it asks its actor shell to do).
 
 Imports ``runtime.llm`` and the layers below it; never an actor.
 """

@@ -23,19 +23,7 @@ __all__ = ["ToolCalls"]
 
 
 class ToolCalls(LoopState):
-    """The steps that follow a call through policy and runner."""
-
-    def _spec_of(self, requested: NewEvent) -> CallSpec:
-        d = requested.data
-        return CallSpec(
-            call_id=d["call_id"],
-            name=d["name"],
-            args=d.get("args", {}),
-            run_mode=d.get("run_mode", "sync"),
-            conversation_id=self.conversation_id,
-            correlation_id=requested.correlation_id,
-            causation_id=requested.event_id,
-        )
+    """The steps that follow a call through policy and runner (one group of the core's)."""
 
     def _decide_draft(self, call_id: str, events: list[ev.Event]) -> list[Effect]:
         """Record one verdict for the drafted round; commit the round once all are in."""
@@ -63,9 +51,6 @@ class ToolCalls(LoopState):
             )
         self._drop_draft()
         return [Append(events=batch)]
-
-    def _drop_draft(self) -> None:
-        self._draft, self._draft_calls, self._draft_verdicts = [], {}, {}
 
     def policy_restarted(self) -> list[Effect]:
         """The Policy actor was restarted: ask again for every verdict still missing."""

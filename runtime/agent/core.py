@@ -27,6 +27,7 @@ from typing import Any
 
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent
+from runtime.agent.calls import ToolCalls
 from runtime.agent.effects import (
     Answer,
     Append,
@@ -37,6 +38,7 @@ from runtime.agent.effects import (
     Effect,
 )
 from runtime.agent.inbound import INBOUND_TYPES, Inbound
+from runtime.agent.rounds import ModelRounds
 from runtime.agent.snapshot import restore
 
 __all__ = ["INBOUND_TYPES", "ConversationCore", "provisional"]
@@ -72,8 +74,12 @@ def provisional(events: list[NewEvent], after_seq: int) -> list[Envelope]:
     ]
 
 
-class ConversationCore(Inbound):
-    """One conversation's agent loop, folded from its events."""
+class ConversationCore(Inbound, ModelRounds, ToolCalls):
+    """One conversation's agent loop, folded from its events.
+
+    The state (``LoopState``) and three groups of steps over it, side by side: client
+    requests (``Inbound``), model rounds (``ModelRounds``), tool calls (``ToolCalls``).
+    """
 
     def committed(self, envelopes: list[Envelope]) -> list[Effect]:
         """The journal committed ``envelopes``: fold them, then decide what comes next."""

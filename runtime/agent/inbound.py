@@ -23,7 +23,7 @@ from runtime.agent.effects import (
     Effect,
     RunDirect,
 )
-from runtime.agent.rounds import ModelRounds
+from runtime.agent.state import LoopState
 from runtime.errors import BadRequestError, RoostError
 from runtime.wire.ops import event_type_of, minted_correlation, minted_idempotency_key
 
@@ -35,8 +35,8 @@ INBOUND_TYPES = frozenset(
 """Event types a client may send into a conversation."""
 
 
-class Inbound(ModelRounds):
-    """The steps a client's request starts."""
+class Inbound(LoopState):
+    """The steps a client's request starts (one group of the core's)."""
 
     def request(self, op: str, args: dict[str, Any], reply_to: Any) -> list[Effect]:
         """A client request the Project forwarded: its effects, or ``BadRequestError``.

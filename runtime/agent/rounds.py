@@ -6,13 +6,12 @@ from typing import Any
 
 from events import catalog as ev
 from events.envelope import NewEvent, new_call_id
-from runtime.agent.calls import ToolCalls
 from runtime.agent.effects import (
     Append,
     AskPolicy,
     Effect,
 )
-from runtime.agent.state import TurnState
+from runtime.agent.state import LoopState, TurnState
 from runtime.llm.base import ModelReply, ModelRequest
 from runtime.llm.resilience import ModelNote
 
@@ -67,8 +66,8 @@ def note_payload(note: ModelNote, round_: int) -> ev.Event:
     )
 
 
-class ModelRounds(ToolCalls):
-    """The steps of a model round."""
+class ModelRounds(LoopState):
+    """The steps of a model round (one group of the core's)."""
 
     def _noted(self, notes: list[ModelNote], round_: int, corr: str, cause: str | None) -> Any:
         return [

@@ -4,8 +4,9 @@
 projections' own :class:`events.conversation_fold.ConversationFold`: status, open turns,
 pending calls), the turn in progress (:class:`TurnState`) and the bookkeeping of calls and
 drafts; it builds events (``_new``) and opens model rounds within the budgets
-(``_start_turn``). The steps are layered on it: ``calls`` (tool-call bookkeeping),
-``rounds`` (model rounds), ``inbound`` (client requests), ``core`` (what comes next).
+(``_start_turn``). The groups of steps each extend it, side by side, never one another:
+``calls`` (tool-call bookkeeping), ``rounds`` (model rounds), ``inbound`` (client
+requests); ``core`` joins them (what comes next).
 """
 
 from __future__ import annotations
@@ -280,6 +281,21 @@ class LoopState:
             correlation_id=call.correlation_id,
             causation_id=call.last_event_id,
         )
+
+    def _spec_of(self, requested: NewEvent) -> CallSpec:
+        d = requested.data
+        return CallSpec(
+            call_id=d["call_id"],
+            name=d["name"],
+            args=d.get("args", {}),
+            run_mode=d.get("run_mode", "sync"),
+            conversation_id=self.conversation_id,
+            correlation_id=requested.correlation_id,
+            causation_id=requested.event_id,
+        )
+
+    def _drop_draft(self) -> None:
+        self._draft, self._draft_calls, self._draft_verdicts = [], {}, {}
 
     def status(self) -> str:
         """``idle``, ``running``, ``awaiting_approval`` or ``cancelled`` (the fold's)."""

@@ -59,9 +59,11 @@ from runtime.guard.sandbox.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import bind_context, get_logger
 from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args, with_ids
 from runtime.wire.protocol import (
+    DuplicateKeyError,
     FrameTooLargeError,
     MalformedFrameError,
     Request,
+    TooDeeplyNestedError,
     TruncatedFrameError,
     decode_request,
     encode_error,
@@ -337,7 +339,7 @@ class Gateway:
                 return
             try:
                 request = decode_request(body)
-            except MalformedFrameError as e:
+            except (MalformedFrameError, TooDeeplyNestedError, DuplicateKeyError) as e:
                 log.warning("bad_frame", reason=e.details["reason"], problem=e.message)
                 conn.sendall(encode_error(e.request_id, e))
                 continue

@@ -12,7 +12,7 @@ import socket
 import struct
 import time
 
-from runtime.errors import BadRequestError
+from runtime.errors import RequestError
 
 __all__ = [
     "HEADER_SIZE",
@@ -29,8 +29,12 @@ HEADER_SIZE = _HEADER.size
 """Bytes of the length prefix."""
 
 
-class FrameTooLargeError(BadRequestError):
-    """A frame's announced length exceeds the maximum; ``details`` ``{reason, size, max}``."""
+class FrameTooLargeError(RequestError):
+    """A frame's announced length exceeds the maximum; ``details`` ``{reason, size, max}``.
+
+    Code ``bad_request`` (``RequestError``'s); a sibling of ``BadRequestError``, not a kind
+    of it, so that Roost's error classes stay three levels deep.
+    """
 
     def __init__(self, size: int, max_bytes: int) -> None:
         super().__init__(

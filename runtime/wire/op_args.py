@@ -60,9 +60,11 @@ class ProjectArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The project."""
 
 
-class ConversationArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ConversationArgs(Args, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """An op on one conversation."""
 
+    project_id: str
+    """The project."""
     conversation_id: str
     """The conversation."""
 
@@ -204,9 +206,11 @@ class CallArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_field
     """The call."""
 
 
-class RejectArgs(CallArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class RejectArgs(ConversationArgs, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``reject``: reject a call awaiting approval."""
 
+    call_id: str
+    """The call."""
     reason: str | None = None
     """Why, recorded in ``tool.rejected``."""
 

@@ -13,7 +13,10 @@ the daemon cannot read gets an error frame (``id`` 0 when its id is unknown) wit
 ``malformed_frame``, ``too_deeply_nested`` (objects and arrays nested deeper than
 :data:`MAX_DEPTH`), ``duplicate_key`` (a key given twice in one object, at any depth:
 JSON parsers disagree on which one wins, so none is chosen), ``unknown_op`` or
-``invalid_args``.
+``invalid_args``. The frame errors (:class:`MalformedFrameError`,
+:class:`TooDeeplyNestedError`, :class:`DuplicateKeyError`, :class:`FrameTooLargeError`) are
+``RequestError`` siblings of ``BadRequestError`` with its code, ``bad_request``: a reader
+of a request frame catches the three decoding ones by name.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from runtime.errors import BadRequestError, RoostError
+from runtime.errors import RequestError, RoostError
 from runtime.wire.framing import (
     HEADER_SIZE,
     FrameTooLargeError,
@@ -74,7 +77,7 @@ _BRACKET_STEP[ord("[")] = _BRACKET_STEP[ord("{")] = 1
 _BRACKET_STEP[ord("]")] = _BRACKET_STEP[ord("}")] = -1
 
 
-class MalformedFrameError(BadRequestError):
+class MalformedFrameError(RequestError):
     """A frame body is not JSON or not the expected shape; ``request_id`` if it was readable."""
 
     def __init__(self, problem: str, request_id: int = 0) -> None:
@@ -82,12 +85,11 @@ class MalformedFrameError(BadRequestError):
         self.request_id = request_id
 
 
-class TooDeeplyNestedError(MalformedFrameError):
+class TooDeeplyNestedError(RequestError):
     """Objects and arrays nested deeper than the limit; ``details`` ``{reason, max_depth}``."""
 
     def __init__(self, max_depth: int, request_id: int = 0) -> None:
-        BadRequestError.__init__(
-            self,
+        super().__init__(
             f"frame nested deeper than {max_depth} levels of objects and arrays",
             reason="too_deeply_nested",
             max_depth=max_depth,
@@ -95,12 +97,11 @@ class TooDeeplyNestedError(MalformedFrameError):
         self.request_id = request_id
 
 
-class DuplicateKeyError(MalformedFrameError):
+class DuplicateKeyError(RequestError):
     """An object gives a key twice; ``details`` ``{reason, key, path}`` (the first found)."""
 
     def __init__(self, key: str, path: str, request_id: int = 0) -> None:
-        BadRequestError.__init__(
-            self,
+        super().__init__(
             f"key {key!r} appears more than once in the object at {path}",
             reason="duplicate_key",
             key=key,
@@ -223,7 +224,8 @@ def decode_request(body: bytes) -> Request:
     """Decode a request body; raise :class:`MalformedFrameError` on a wrong shape.
 
     Nesting deeper than :data:`MAX_DEPTH` and duplicate keys anywhere are refused
-    (:func:`decode_json_strict`). The op and its arguments are checked separately
+    (:func:`decode_json_strict`: :class:`TooDeeplyNestedError`, :class:`DuplicateKeyError`,
+    with the request's id when it can be read). The op and its arguments are checked separately
     (``runtime.wire.ops.validate_args``).
     """
     try:
@@ -248,7 +250,7 @@ def decode_request(body: bytes) -> Request:
     return Request(id=request_id, op=op, args=args)
 
 
-def _readable_id(body: bytes, error: MalformedFrameError) -> int:
+def _readable_id(body: bytes, error: TooDeeplyNestedError | DuplicateKeyError) -> int:
     """The request id of a refused body when it can be told for sure, else 0."""
     if isinstance(error, DuplicateKeyError) and (error.details["path"], error.details["key"]) == (
         "$",
