@@ -200,35 +200,22 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
         deletion: StreamDeletion | None = kwargs.get("deletion")
         if deletion is None:
             return
+        where = "DELETE FROM {schema}.{table} WHERE "
         curs.execute(
-            self._sql(
-                "DELETE FROM {schema}.{table} WHERE originator_id=%s", self.events_table_name
-            ),
-            (deletion.stream,),
+            self._sql(where + "originator_id=%s", self.events_table_name), (deletion.stream,)
         )
         curs.execute(
-            self._sql(
-                "DELETE FROM {schema}.{table} WHERE project_id=%s", self.snapshots_table_name
-            ),
-            (deletion.project_id,),
+            self._sql(where + "project_id=%s", self.snapshots_table_name), (deletion.project_id,)
         )
-        drop = deletion.drop_batches
-        if drop:
+        batches = self.batches_table_name
+        if deletion.drop_batches:
             curs.execute(
-                self._sql(
-                    "DELETE FROM {schema}.{table} WHERE batch_key = ANY(%s)",
-                    self.batches_table_name,
-                ),
-                (list(drop),),
+                self._sql(where + "batch_key = ANY(%s)", batches), (list(deletion.drop_batches),)
             )
-        rewrite = deletion.rewrite_batches
-        if rewrite:
+        if deletion.rewrite_batches:
             curs.executemany(
-                self._sql(
-                    "UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s",
-                    self.batches_table_name,
-                ),
-                [(r, k) for k, r in rewrite],
+                self._sql("UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s", batches),
+                [(r, k) for k, r in deletion.rewrite_batches],
             )
 
     def _select(self, statement: Composed | SQL, params: Sequence[Any]) -> list[DictRow]:
