@@ -149,7 +149,7 @@ class JournalActor(RoostActor):
     def _setup(self, message: SetupJournal, sender: Any) -> None:
         """Open the store; answer with ``message``, carrying the error if it did not open."""
         try:
-            opened = self.writer.open(message.home)
+            opened = self.writer.open(message.home, message.journal)
         except Exception as e:  # the Supervisor fails the boot with it, at once
             self.log.error("journal_open_failed", error=f"{type(e).__name__}: {e}")
             self.announce(sender, "journal")

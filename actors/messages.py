@@ -20,6 +20,7 @@ import msgspec
 
 from events.catalog import Event
 from events.envelope import Envelope, NewEvent
+from runtime.settings_table import JournalKind
 from runtime.tools.base import CallSpec
 from runtime.tools.registry import ToolRegistry
 
@@ -87,6 +88,8 @@ class SetupJournal(Message, frozen=True, kw_only=True):
 
     home: str
     """ROOST_HOME (the SQLite file lives there)."""
+    journal: JournalKind
+    """The journal's kind (the daemon's ``DaemonConfig.journal``)."""
     peer_roots: list[int] = []
     """Pids one of which every journal-link peer must descend from (the Supervisor, the
     daemon); empty: the Journal's own process."""
@@ -388,6 +391,8 @@ class Boot(Message, frozen=True, kw_only=True):
 
     home: str
     """ROOST_HOME."""
+    journal: JournalKind
+    """The journal's kind (``DaemonConfig.journal``), handed to the Journal actor."""
     daemon_pid: int = 0
     """The daemon process: when it dies, the actor tree takes itself down (0: no watch)."""
     daemon_started: float = 0.0

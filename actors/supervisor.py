@@ -34,6 +34,7 @@ from actors.shell import CoreShell
 from runtime.lifecycle import effects as fx
 from runtime.lifecycle.daemon_watch import watch_daemon
 from runtime.lifecycle.supervisor_core import JOURNAL, SupervisorCore
+from runtime.settings_table import JOURNAL_KINDS, JournalKind
 
 __all__ = ["SupervisorActor"]
 
@@ -48,11 +49,14 @@ class SupervisorActor(CoreShell):
         super().__init__(*args, **kwargs)
         self.core = SupervisorCore()
         self.daemon_pid = 0
+        self.journal_kind: JournalKind = JOURNAL_KINDS[0]
+        """The journal's kind, from :class:`Boot` (before it: the default)."""
 
     def handle(self, message: Any, sender: Any) -> None:
         """Hand ``message`` to the core; carry out its effects."""
         core = self.core
         if isinstance(message, Boot):
+            self.journal_kind = message.journal
             if message.daemon_pid:
                 self.daemon_pid = message.daemon_pid
                 watch_daemon(message.daemon_pid, message.daemon_started)
@@ -127,7 +131,9 @@ class SupervisorActor(CoreShell):
             self.journal = address
             # Every actor that appends over the journal link descends from this process.
             roots = [os.getpid(), *([self.daemon_pid] if self.daemon_pid else [])]
-            self.send(address, SetupJournal(home=core.home, peer_roots=roots))
+            self.send(
+                address, SetupJournal(home=core.home, journal=self.journal_kind, peer_roots=roots)
+            )
             return
         address = self.createActor(ProjectActor)
         core.spawned(spawn.name, address)

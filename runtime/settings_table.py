@@ -8,13 +8,28 @@ must stay thin: this module imports nothing of Roost's and no third-party packag
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-__all__ = ["CONFIG_NAME", "FLAG_SETTINGS", "SETTINGS", "Rule", "Setting"]
+__all__ = [
+    "CONFIG_NAME",
+    "FLAG_SETTINGS",
+    "JOURNAL_KINDS",
+    "SETTINGS",
+    "JournalKind",
+    "Rule",
+    "Setting",
+]
 
 
 CONFIG_NAME = "config.toml"
 """The config file a daemon reads from its home when ``--config`` names none."""
+
+JournalKind = Literal["sqlite", "postgres"]
+"""The journal backends, closed here only: each is the module ``runtime.journal.<kind>``,
+whose ``BACKEND`` implements :mod:`runtime.journal.recorder` (``docs/architecture.md``)."""
+
+JOURNAL_KINDS: tuple[JournalKind, ...] = get_args(JournalKind)
+"""The kinds ``ROOST_JOURNAL`` (``journal``) may name; the first is the default."""
 
 Rule = Literal[
     "choice", "count", "positive_count", "seconds", "positive_seconds", "umask", "text", "path"
@@ -39,8 +54,8 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting(key="journal", env="ROOST_JOURNAL", rule="choice", default="sqlite",
-            choices=("sqlite", "postgres")),
+    Setting(key="journal", env="ROOST_JOURNAL", rule="choice", default=JOURNAL_KINDS[0],
+            choices=JOURNAL_KINDS),
     Setting(key="log_level", env="ROOST_LOG_LEVEL", rule="choice", default="info",
             choices=("debug", "info", "warning", "error")),
     Setting(key="log_max_bytes", env="ROOST_LOG_MAX_BYTES", rule="count", default=10485760),

@@ -109,7 +109,7 @@ def _thespian_logging() -> dict[str, Any]:
     }
 
 
-class _Store:
+class _BaselineStore:
     """eventsourcing's SQLite application recorder, one writer at a time."""
 
     def __init__(self, path: str) -> None:
@@ -181,7 +181,7 @@ def run_baseline(shape: BaselineShape, workdir: str) -> BaselineSummary:
     turns = max(shape.turns, 1)
     batches = _deal(shape.batch_sizes, turns)
     asks = asks_per_turn()
-    store = _Store(os.path.join(workdir, "baseline.sqlite"))
+    store = _BaselineStore(os.path.join(workdir, "baseline.sqlite"))
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
     system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(), transientUnique=True)

@@ -1,6 +1,6 @@
 """Queries of one conversation on a large project: ``python -m soak.query_bench``.
 
-1. Builds a journal of ``--events`` events on a fresh ``ROOST_HOME`` with the real writer
+1. Builds a SQLite journal of ``--events`` events on a fresh ``ROOST_HOME`` with the real writer
    (:meth:`runtime.journal.Journal.open`: redaction, hash chain, seals, batch commits of
    ``--batch`` events): one project of ``--conversations`` conversations whose turns are
    ten events each (a message, two model rounds, a tool call with its policy decision), the
@@ -121,7 +121,7 @@ def build_journal(home: str, events: int, conversations: int, batch: int = 5000)
     os.makedirs(root, exist_ok=True)
     started = time.perf_counter()
     written = 0
-    with Journal.open(home) as journal:
+    with Journal.open(home, "sqlite") as journal:
         pending: list[NewEvent] = []
         for event in _stream(events, conversations, os.path.abspath(root)):
             pending.append(event)

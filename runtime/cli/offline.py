@@ -25,13 +25,13 @@ T = TypeVar("T")
 
 def _open_journal(home: str | None, unreachable: DaemonUnreachableError) -> Journal:
     config = config_for_home(home)
-    if config.journal == "sqlite" and not os.path.isfile(
-        os.path.join(config.home, "journal.sqlite")
-    ):
-        raise unreachable
-    from runtime.journal.store import Journal  # noqa: PLC0415 - only without a daemon
+    from runtime.journal.recorder import journal_backend  # noqa: PLC0415 - only without a daemon
+    from runtime.journal.store import Journal  # noqa: PLC0415
 
-    path = os.path.join(config.home, "journal.sqlite") if config.journal == "sqlite" else None
+    home_file = journal_backend(config.journal).home_file
+    if home_file is not None and not os.path.isfile(os.path.join(config.home, home_file)):
+        raise unreachable
+    path = os.path.join(config.home, home_file) if home_file is not None else None
     return Journal(config.journal, sqlite_path=path)
 
 

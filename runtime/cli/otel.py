@@ -57,10 +57,11 @@ def cmd_export_otel(ns: argparse.Namespace) -> int:
             "no trace exporter is configured: set OTEL_EXPORTER_OTLP_ENDPOINT (or "
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp)"
         )
-    home = config_for_home(ns.home).home
+    config = config_for_home(ns.home)
+    home = config.home
     if not os.path.isdir(home):
         raise ProjectNotFoundError(f"no project {ns.project!r}: {home} does not exist")
-    with Journal.open(home) as journal:
+    with Journal.open(home, config.journal) as journal:
         events = journal.read_project(ns.project)
     if not events:
         raise ProjectNotFoundError(

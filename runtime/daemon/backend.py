@@ -214,14 +214,19 @@ class ActorBackend:
                 SupervisorActor, globalName="roost-supervisor"
             )
             me = psutil.Process()
-            boot = Boot(home=config.home, daemon_pid=me.pid, daemon_started=me.create_time())
+            boot = Boot(
+                home=config.home,
+                journal=config.journal,
+                daemon_pid=me.pid,
+                daemon_started=me.create_time(),
+            )
             reply = self.system.ask(self.supervisor, boot, boot_timeout_s)
             if isinstance(reply, Reply) and not reply.ok and reply.error:
                 raise error_from_wire(reply.error)  # e.g. the Journal's store did not open
             if not isinstance(reply, Reply) or not reply.ok:
                 raise DaemonUnreachableError(f"the actor system did not boot: {reply!r}")
             self.restored: list[str] = list((reply.result or {}).get("restored", []))
-            self.journal = Journal.open(config.home)
+            self.journal = Journal.open(config.home, config.journal)
             # OpenTelemetry: None (and no SDK loaded) unless OTEL_* configure an exporter.
             self.telemetry = start_telemetry(
                 os.environ,

@@ -41,7 +41,7 @@ import importlib.metadata
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -55,6 +55,7 @@ from runtime.daemon.settings import (
     resolve_settings,
 )
 from runtime.guard.home.roost_home import PID_NAME, SOCKET_NAME, resolve_home
+from runtime.settings_table import JOURNAL_KINDS, JournalKind
 from runtime.wire.protocol import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = [
@@ -89,8 +90,9 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     home: str
     """``ROOST_HOME``: absolute path of the state directory."""
-    journal: Literal["sqlite", "postgres"] = "sqlite"
-    """Journal kind (``ROOST_JOURNAL``); SQLite lives in ``home/journal.sqlite``."""
+    journal: JournalKind = JOURNAL_KINDS[0]
+    """Journal kind (``ROOST_JOURNAL``), resolved once: the daemon opens this one (and hands
+    it to the Journal actor); SQLite lives in ``home/journal.sqlite``."""
     socket_path: str
     """The Unix socket clients connect to."""
     pid_path: str
@@ -149,11 +151,11 @@ def config_for_home(
 
     With ``settings`` (:func:`resolve_settings`, what a daemon runs with), its values.
     Else (a client looking for the daemon's files): ``journal`` defaults to
-    ``$ROOST_JOURNAL`` or ``sqlite``; any other value than ``sqlite``/``postgres`` raises
-    ``ValueError``. ``$ROOST_IDLE_TIMEOUT_S`` (a positive number) and
-    ``$ROOST_MAX_CONNECTIONS`` and ``$ROOST_MAX_INFLIGHT`` (positive integers) override the
-    defaults; anything else
-    in them raises ``ValueError``.
+    ``$ROOST_JOURNAL`` or ``sqlite``; a value that is no kind of
+    :data:`runtime.settings_table.JOURNAL_KINDS` raises ``ValueError``.
+    ``$ROOST_IDLE_TIMEOUT_S`` (a positive number) and ``$ROOST_MAX_CONNECTIONS`` and
+    ``$ROOST_MAX_INFLIGHT`` (positive integers) override the defaults; anything else in them
+    raises ``ValueError``.
     """
     root = resolve_home(home)
     if settings is not None:
@@ -170,9 +172,10 @@ def config_for_home(
             config_file=settings.config_file,
             settings=settings.report(),
         )
-    kind = journal or os.environ.get("ROOST_JOURNAL") or "sqlite"
-    if kind not in ("sqlite", "postgres"):
-        raise ValueError(f"ROOST_JOURNAL must be 'sqlite' or 'postgres', got {kind!r}")
+    kind = journal or os.environ.get("ROOST_JOURNAL") or JOURNAL_KINDS[0]
+    if kind not in JOURNAL_KINDS:
+        choices = " or ".join(repr(k) for k in JOURNAL_KINDS)
+        raise ValueError(f"ROOST_JOURNAL must be {choices}, got {kind!r}")
     limits: dict[str, Any] = {}
     idle = _positive_env("ROOST_IDLE_TIMEOUT_S", float, "a positive number of seconds")
     if idle is not None:
@@ -185,7 +188,7 @@ def config_for_home(
         limits["max_inflight"] = inflight
     return DaemonConfig(
         home=root,
-        journal=kind,  # type: ignore[arg-type]  # checked just above
+        journal=kind,
         socket_path=os.path.join(root, SOCKET_NAME),
         pid_path=os.path.join(root, PID_NAME),
         log_path=os.path.join(root, LOG_NAME),

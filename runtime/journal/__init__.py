@@ -2,7 +2,8 @@
 
 General layout: ``store`` (the eventsourcing application: append, read, hash chain),
 ``append_redaction`` (what an append hides before it links a batch),
-``sqlite`` / ``postgres`` (recorders; ``sqlite_layout``: the SQLite tables' two layouts),
+``recorder`` (what a backend provides: the recorder interface, ``JournalBackend``),
+``sqlite`` / ``postgres`` (the backends; ``sqlite_layout``: the SQLite tables' two layouts),
 ``mapper`` (envelopes in and out of eventsourcing) over ``stored`` (an envelope's stored
 bytes, format 2 and format 1),
 ``scope`` (the indexed selection of one conversation's events) and ``queries`` (the

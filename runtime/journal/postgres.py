@@ -1,5 +1,6 @@
 """The PostgreSQL journal store: eventsourcing's PostgreSQL recorder plus batch keys.
 
+It implements :mod:`runtime.journal.recorder` (``BACKEND``).
 eventsourcing already serialises inserts with a table lock (so ``notification_id`` order is
 commit order) and ``NOTIFY``s a channel on every insert. We add the ``roost_batches``
 idempotency table, written in the same transaction as the events, positioned reads, a
@@ -24,13 +25,20 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
+from runtime.journal.pg_check import check_postgres_settings
+from runtime.journal.recorder import (
+    JournalBackend,
+    JournalRecorder,
+    SnapshotRow,
+    StreamDeletion,
+    StreamRow,
+)
 from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
-from runtime.journal.sqlite import SnapshotRow, StreamRow
 
-__all__ = ["RoostPostgresFactory", "RoostPostgresRecorder"]
+__all__ = ["BACKEND", "RoostPostgresFactory", "RoostPostgresRecorder"]
 
 
-class RoostPostgresRecorder(PostgresApplicationRecorder):
+class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
     """Application recorder with idempotency keys and positioned reads."""
 
     def __init__(self, datastore: Any, *, events_table_name: str = "stored_events") -> None:
@@ -189,40 +197,25 @@ class RoostPostgresRecorder(PostgresApplicationRecorder):
                 ),
                 list(batch_rows),
             )
-        stream: UUID | None = kwargs.get("delete_stream")
-        if stream is None:
+        deletion: StreamDeletion | None = kwargs.get("deletion")
+        if deletion is None:
             return
+        where = "DELETE FROM {schema}.{table} WHERE "
         curs.execute(
-            self._sql(
-                "DELETE FROM {schema}.{table} WHERE originator_id=%s", self.events_table_name
-            ),
-            (stream,),
+            self._sql(where + "originator_id=%s", self.events_table_name), (deletion.stream,)
         )
-        project: str | None = kwargs.get("delete_snapshots")
-        if project is not None:
+        curs.execute(
+            self._sql(where + "project_id=%s", self.snapshots_table_name), (deletion.project_id,)
+        )
+        batches = self.batches_table_name
+        if deletion.drop_batches:
             curs.execute(
-                self._sql(
-                    "DELETE FROM {schema}.{table} WHERE project_id=%s", self.snapshots_table_name
-                ),
-                (project,),
+                self._sql(where + "batch_key = ANY(%s)", batches), (list(deletion.drop_batches),)
             )
-        drop: Sequence[str] = kwargs.get("drop_batches") or ()
-        if drop:
-            curs.execute(
-                self._sql(
-                    "DELETE FROM {schema}.{table} WHERE batch_key = ANY(%s)",
-                    self.batches_table_name,
-                ),
-                (list(drop),),
-            )
-        rewrite: Sequence[tuple[str, bytes]] = kwargs.get("rewrite_batches") or ()
-        if rewrite:
+        if deletion.rewrite_batches:
             curs.executemany(
-                self._sql(
-                    "UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s",
-                    self.batches_table_name,
-                ),
-                [(r, k) for k, r in rewrite],
+                self._sql("UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s", batches),
+                [(r, k) for k, r in deletion.rewrite_batches],
             )
 
     def _select(self, statement: Composed | SQL, params: Sequence[Any]) -> list[DictRow]:
@@ -396,3 +389,7 @@ class RoostPostgresFactory(PostgresFactory):
     """eventsourcing factory for the PostgreSQL store (``PERSISTENCE_MODULE``)."""
 
     application_recorder_class = RoostPostgresRecorder
+
+
+BACKEND = JournalBackend(factory=RoostPostgresFactory, check=check_postgres_settings)
+"""The PostgreSQL journal: a shared server (``POSTGRES_*``), checked before it is opened."""

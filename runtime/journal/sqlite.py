@@ -1,6 +1,7 @@
 """The SQLite journal store: eventsourcing's SQLite recorder, made durable and batched.
 
-What we add to ``eventsourcing.sqlite``:
+It implements :mod:`runtime.journal.recorder` (``BACKEND``). What we add to
+``eventsourcing.sqlite``:
 
 - every connection runs in WAL mode with ``synchronous=FULL`` (a commit survives a crash);
 - a batch of events is written with one ``executemany`` in one transaction, and its global
@@ -12,9 +13,8 @@ What we add to ``eventsourcing.sqlite``:
 - each event's ``conversation_id`` and ``correlation_id`` in columns of their own, indexed
   with the stream (:mod:`runtime.journal.scope`), so a conversation's events are read by
   index; a journal written before those columns gets them, filled in, when it is opened.
-- a project's deletion (``delete_stream``, ``drop_batches``, ``rewrite_batches``,
-  ``delete_snapshots`` of :meth:`RoostSQLiteRecorder.insert_events`) in the transaction of
-  its deletion record;
+- a project's deletion (the ``deletion`` of :meth:`RoostSQLiteRecorder.insert_events`) in
+  the transaction of its deletion record;
 - a ``roost_snapshots`` table, one row per conversation (:mod:`runtime.journal.snapshots`).
 
 A journal created now has table layout 2, one created before layout 1, which it keeps
@@ -45,16 +45,17 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
+from runtime.journal.recorder import (
+    JournalBackend,
+    JournalRecorder,
+    SnapshotRow,
+    StreamDeletion,
+    StreamRow,
+)
 from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
 from runtime.journal.sqlite_layout import LAYOUT, Fresh, Layout, layout_2_statements
 
-__all__ = ["RoostSQLiteFactory", "RoostSQLiteRecorder", "SnapshotRow", "StreamRow"]
-
-StreamRow = tuple[int, int, str, bytes]
-"""``(seq, originator_version, topic, state)`` of one stored event."""
-
-SnapshotRow = tuple[str, str, int, int, str, int, bytes]
-"""``(project_id, conversation_id, seq, stream_version, head_hash, format, body)``."""
+__all__ = ["BACKEND", "RoostSQLiteFactory", "RoostSQLiteRecorder"]
 
 _SNAPSHOTS_TABLE = (
     "CREATE TABLE IF NOT EXISTS roost_snapshots ("
@@ -93,7 +94,7 @@ class _DurableDatastore(SQLiteDatastore):
         self.pool = _DurablePool(db_name=db_name, lock_timeout=lock_timeout)
 
 
-class RoostSQLiteRecorder(SQLiteApplicationRecorder):
+class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
     """Application recorder with batched inserts, idempotency keys and positioned reads."""
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
@@ -200,11 +201,18 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         ]
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        batch_rows: Sequence[tuple[str, bytes]] = (),
+        deletion: StreamDeletion | None = None,
+        **kwargs: Any,
     ) -> Sequence[int] | None:
         """Insert in one transaction; numbers it gave are known once it is committed."""
         fresh: Fresh = {}
-        seqs = super().insert_events(stored_events, fresh_numbers=fresh, **kwargs)
+        seqs = super().insert_events(
+            stored_events, fresh_numbers=fresh, batch_rows=batch_rows, deletion=deletion, **kwargs
+        )
         self.layout.committed(fresh)
         return seqs
 
@@ -357,7 +365,9 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
         # A deletion goes after the insert: the table has no AUTOINCREMENT, so a rowid is
         # max(rowid) + 1, and the deletion record must take its place above the deleted
         # events, or the next events would reuse their global positions.
-        _delete_project(c, self.events_table_name, layout, kwargs)
+        deletion: StreamDeletion | None = kwargs.get("deletion")
+        if deletion is not None:
+            _delete_project(c, self.events_table_name, layout, deletion)
         return list(range(first, last + 1))
 
     def upsert_snapshot(self, row: SnapshotRow) -> None:
@@ -507,22 +517,17 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder):
             return str(c.fetchone()[0])
 
 
-def _delete_project(c: SQLiteCursor, table: str, layout: Layout, kwargs: dict[str, Any]) -> None:
-    """Delete a stream's events and drop or rewrite its batch keys, if asked to.
+def _delete_project(c: SQLiteCursor, table: str, layout: Layout, deletion: StreamDeletion) -> None:
+    """Delete a stream's events and snapshots and drop or rewrite its batch keys.
 
     The keys are given as :meth:`RoostSQLiteRecorder.select_all_batches` returns them.
     """
-    stream: UUID | None = kwargs.get("delete_stream")
-    if stream is None:
-        return
     c.execute(
-        f"DELETE FROM {table} WHERE originator_id={layout.stream_sql}", (layout.stream(stream),)
+        f"DELETE FROM {table} WHERE originator_id={layout.stream_sql}",
+        (layout.stream(deletion.stream),),
     )
-    project: str | None = kwargs.get("delete_snapshots")
-    if project is not None:
-        c.execute("DELETE FROM roost_snapshots WHERE project_id=?", (project,))
-    drop: Sequence[str] = kwargs.get("drop_batches") or ()
-    rewrite: Sequence[tuple[str, bytes]] = kwargs.get("rewrite_batches") or ()
+    c.execute("DELETE FROM roost_snapshots WHERE project_id=?", (deletion.project_id,))
+    drop, rewrite = deletion.drop_batches, deletion.rewrite_batches
     for batches in layout.batch_tables:
         if drop:
             c.executemany(
@@ -546,3 +551,12 @@ class RoostSQLiteFactory(SQLiteFactory):
         lock_timeout = self.datastore.pool.lock_timeout
         self.datastore.close()
         self.datastore = _DurableDatastore(db_name, lock_timeout=lock_timeout)
+
+
+BACKEND = JournalBackend(
+    factory=RoostSQLiteFactory,
+    home_file="journal.sqlite",
+    path_setting="SQLITE_DBNAME",
+    settings={"SQLITE_LOCK_TIMEOUT": "30"},
+)
+"""The SQLite journal: one file in ``ROOST_HOME``, WAL mode, ``synchronous=FULL``."""

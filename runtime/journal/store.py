@@ -1,11 +1,12 @@
 """The journal: the durable, append-only event store every state change goes through.
 
-It is an eventsourcing ``Application`` (SQLite by default, PostgreSQL with
-``ROOST_JOURNAL=postgres``) with the msgspec mapper of :mod:`runtime.journal.mapper`. One stream per
-project holds all its events; the global position ``seq`` is eventsourcing's notification
-id. On append the journal redacts secrets, assigns each event its stream version (the
-project's or the conversation's), links it into the project's SHA-256 hash chain and
-commits a whole batch in one transaction, together with the batch's idempotency key.
+It is an eventsourcing ``Application`` on a backend's recorder (SQLite by default, or
+PostgreSQL: :mod:`runtime.journal.recorder`) with the msgspec mapper of
+:mod:`runtime.journal.mapper`. One stream per project holds all its events; the global
+position ``seq`` is eventsourcing's notification id. On append the journal redacts secrets,
+assigns each event its stream version (the project's or the conversation's), links it into
+the project's SHA-256 hash chain and commits a whole batch in one transaction, together with
+the batch's idempotency key.
 Redaction covers each event's ``data``, its ``correlation_id`` and ``causation_id``, and
 each streamed text of a batch as a whole (a model round's ``assistant.delta`` events), so
 a secret split over two deltas is found as in the whole message.
@@ -38,11 +39,12 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import msgspec
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError
+from eventsourcing.utils import get_topic
 
 from events.catalog import JournalCheckpoint, JournalProjectDeleted, payload_to_data
 from events.chain import ChainReport, chain_hash, verify_chain
@@ -70,11 +72,11 @@ from runtime.errors import (
 )
 from runtime.journal.append_redaction import AppendRedaction, Redactor
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
-from runtime.journal.pg_check import check_postgres_settings
+from runtime.journal.recorder import JournalRecorder, StreamDeletion, journal_backend
 from runtime.journal.scope import Scope
 from runtime.journal.seal import Sealer, SealState
 from runtime.journal.snapshots import StoredSnapshot
-from runtime.journal.sqlite import SnapshotRow, StreamRow
+from runtime.settings_table import JournalKind
 
 __all__ = ["Audit", "Batch", "Journal", "JournalKind", "journal_env"]
 
@@ -84,9 +86,6 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-JournalKind = Literal["sqlite", "postgres"]
-
-
 class Batch(msgspec.Struct, frozen=True, kw_only=True):
     """Events to commit together, and the key that makes a retry harmless."""
 
@@ -94,41 +93,6 @@ class Batch(msgspec.Struct, frozen=True, kw_only=True):
     """The events, in order."""
     key: str | None = None
     """Idempotency key: a batch with a key already committed is not appended again."""
-
-
-class _Store(Protocol):
-    """The recorder methods the journal uses beyond eventsourcing's interface."""
-
-    def select_stream(self, originator_id: uuid.UUID, *, gt: int = 0) -> list[StreamRow]: ...
-
-    def select_stream_range(
-        self, originator_id: uuid.UUID, first: int, last: int
-    ) -> list[StreamRow]: ...
-
-    def select_scope(
-        self,
-        originator_id: uuid.UUID,
-        scope: Scope,
-        *,
-        limit: int | None = None,
-        newest: bool = False,
-    ) -> list[StreamRow]: ...
-
-    def count_scope(self, originator_id: uuid.UUID, scope: Scope) -> int: ...
-
-    def has_stream(self, originator_id: uuid.UUID) -> bool: ...
-
-    def select_batches(self, keys: Sequence[str]) -> dict[str, bytes]: ...
-
-    def integrity_check(self) -> str: ...
-
-    def select_all_batches(self) -> list[tuple[str, bytes]]: ...
-
-    def upsert_snapshot(self, row: SnapshotRow) -> None: ...
-
-    def select_snapshots(
-        self, project_id: str, conversation_id: str | None = None
-    ) -> list[SnapshotRow]: ...
 
 
 @dataclass
@@ -196,18 +160,17 @@ class _JournalApp(Application[uuid.UUID]):
 def journal_env(
     kind: JournalKind, *, sqlite_path: str | None = None, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """Return the eventsourcing environment for a journal of ``kind``."""
-    env: dict[str, str] = {}
-    if kind == "sqlite":
+    """Return the eventsourcing environment for a journal of ``kind``.
+
+    ``sqlite_path`` is the store's file, for a kind whose store is one (SQLite).
+    """
+    backend = journal_backend(kind)
+    env = {"PERSISTENCE_MODULE": get_topic(backend.factory)}
+    if backend.path_setting is not None:
         if not sqlite_path:
-            raise JournalError("the SQLite journal needs a file path")
-        env["PERSISTENCE_MODULE"] = "runtime.journal.sqlite:RoostSQLiteFactory"
-        env["SQLITE_DBNAME"] = sqlite_path
-        env["SQLITE_LOCK_TIMEOUT"] = "30"
-    elif kind == "postgres":
-        env["PERSISTENCE_MODULE"] = "runtime.journal.postgres:RoostPostgresFactory"
-    else:
-        raise JournalError(f"unknown journal kind {kind!r}; use 'sqlite' or 'postgres'")
+            raise JournalError(f"the {kind} journal needs a file path")
+        env[backend.path_setting] = sqlite_path
+    env.update(backend.settings)
     if extra:
         env.update(extra)
     return env
@@ -228,32 +191,37 @@ class Journal:
         self.kind = kind
         self.sealer = sealer
         """Seals project heads (None: this journal neither seals nor checks seals)."""
-        if kind == "postgres":
-            check_postgres_settings({**os.environ, **(env or {})})
+        settings = journal_env(kind, sqlite_path=sqlite_path, extra=env)
+        check = journal_backend(kind).check
+        if check is not None:
+            check({**os.environ, **(env or {})})
         try:
-            self._app = _JournalApp(env=journal_env(kind, sqlite_path=sqlite_path, extra=env))
+            self._app = _JournalApp(env=settings)
         except (PersistenceError, OSError) as e:
             raise JournalError(f"cannot open the {kind} journal: {e}") from e
         self._mapper: MsgspecMapper = self._app.mapper  # type: ignore[assignment]
-        self._recorder = self._app.recorder
-        self._store: _Store = self._app.recorder  # type: ignore[assignment]
+        recorder = self._app.recorder
+        if not isinstance(recorder, JournalRecorder):
+            self._app.close()
+            self._app.factory.close()
+            raise JournalError(f"the {kind} journal's recorder is no JournalRecorder")
+        self._recorder: JournalRecorder = recorder
         self._redaction = AppendRedaction(redactor)
         self._heads: dict[str, _Head] = {}
         self._ranges_encoder = msgspec.msgpack.Encoder()
         self._ranges_decoder = msgspec.msgpack.Decoder(dict[str, tuple[int, int]])
 
     @classmethod
-    def open(cls, home: str, *, redactor: Redactor | None = None) -> Journal:
-        """Open the journal configured for ``home`` (``ROOST_JOURNAL``, default SQLite).
+    def open(cls, home: str, kind: JournalKind, *, redactor: Redactor | None = None) -> Journal:
+        """Open the journal of ``kind`` for ``home`` (the daemon's ``DaemonConfig.journal``).
 
-        It seals with the key and anchors of ``home`` (:meth:`Sealer.for_home`).
+        A file-backed kind keeps its file in ``home``; the journal seals with the key and
+        anchors of ``home`` (:meth:`Sealer.for_home`).
         """
-        kind = os.environ.get("ROOST_JOURNAL", "sqlite").strip().lower() or "sqlite"
-        if kind not in ("sqlite", "postgres"):
-            raise JournalError(f"ROOST_JOURNAL must be 'sqlite' or 'postgres', got {kind!r}")
-        path = os.path.join(home, "journal.sqlite") if kind == "sqlite" else None
+        home_file = journal_backend(kind).home_file
+        path = os.path.join(home, home_file) if home_file is not None else None
         sealer = Sealer.for_home(home)
-        return cls(kind, sqlite_path=path, redactor=redactor, sealer=sealer)  # type: ignore[arg-type]
+        return cls(kind, sqlite_path=path, redactor=redactor, sealer=sealer)
 
     def close(self) -> None:
         """Close database connections."""
@@ -290,12 +258,14 @@ class Journal:
     def _committed(self, keys: Sequence[str]) -> dict[str, list[Envelope]]:
         if not keys:
             return {}
-        found = self._store.select_batches(keys)
+        found = self._recorder.select_batches(keys)
         out: dict[str, list[Envelope]] = {}
         for key, raw in found.items():
             envelopes: list[Envelope] = []
             for project_id, (first, last) in self._ranges_decoder.decode(raw).items():
-                rows = self._store.select_stream_range(project_stream_id(project_id), first, last)
+                rows = self._recorder.select_stream_range(
+                    project_stream_id(project_id), first, last
+                )
                 envelopes.extend(self._mapper.decode_rows(rows))
             envelopes.sort(key=lambda e: e.seq)
             out[key] = envelopes
@@ -362,17 +332,17 @@ class Journal:
         if not records and not batches:
             return []
         stored = [self._mapper.to_stored_event(r) for r in records]
-        deleting: dict[str, Any] = {}
+        deleting: StreamDeletion | None = None
         if deletion is not None:
-            deleting = {
-                "delete_stream": project_stream_id(deletion.project_id),
-                "drop_batches": deletion.drop_batches,
-                "rewrite_batches": deletion.rewrite_batches,
-                "delete_snapshots": deletion.project_id,
-            }
+            deleting = StreamDeletion(
+                stream=project_stream_id(deletion.project_id),
+                project_id=deletion.project_id,
+                drop_batches=deletion.drop_batches,
+                rewrite_batches=deletion.rewrite_batches,
+            )
             heads[deletion.project_id] = _Head()  # dropped from the cache below
         try:
-            seqs = self._recorder.insert_events(stored, batch_rows=batch_rows, **deleting)
+            seqs = self._recorder.insert_events(stored, batch_rows=batch_rows, deletion=deleting)
         except IntegrityError as e:
             for project in heads:
                 self._heads.pop(project, None)
@@ -492,7 +462,7 @@ class Journal:
             want = anchor.checkpoint.head_position if isinstance(anchor, Anchor) else -1
             want_hash: str | None = None
             checkpoints: list[tuple[int, int, JournalCheckpoint | None]] = []
-            rows = self._store.select_stream(project_stream_id(project_id))
+            rows = self._recorder.select_stream(project_stream_id(project_id))
             for (seq, version, _, _), view in zip(
                 rows, self._mapper.decode_rows(rows), strict=True
             ):
@@ -527,7 +497,7 @@ class Journal:
         if project_id == DELETIONS_STREAM:
             raise JournalError(f"{DELETIONS_STREAM} is the journal's own deletion log")
         events, last_hash, checkpoint = 0, GENESIS_HASH, None
-        rows = self._store.select_stream(project_stream_id(project_id))
+        rows = self._recorder.select_stream(project_stream_id(project_id))
         for (_, version, _, _), view in zip(rows, self._mapper.decode_rows(rows), strict=True):
             events, last_hash = version, view.hash
             if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
@@ -592,7 +562,7 @@ class Journal:
         """
         drop: list[str] = []
         rewrite: list[tuple[str, bytes]] = []
-        for key, raw in self._store.select_all_batches():
+        for key, raw in self._recorder.select_all_batches():
             ranges = self._ranges_decoder.decode(raw)
             if project_id not in ranges:
                 continue
@@ -643,7 +613,7 @@ class Journal:
         s = snapshot
         row = (s.project_id, s.conversation_id, s.seq, s.stream_version, s.head_hash, s.format)
         try:
-            self._store.upsert_snapshot((*row, s.body))
+            self._recorder.upsert_snapshot((*row, s.body))
         except PersistenceError as e:
             raise JournalError(f"storing a snapshot failed: {e}") from e
 
@@ -661,7 +631,7 @@ class Journal:
                 format=fmt,
                 body=body,
             )
-            for p, c, seq, version, head, fmt, body in self._store.select_snapshots(
+            for p, c, seq, version, head, fmt, body in self._recorder.select_snapshots(
                 project_id, conversation_id
             )
         ]
@@ -677,7 +647,7 @@ class Journal:
 
     def read_project(self, project_id: str, *, after_version: int = 0) -> list[Envelope]:
         """Every event of a project (and its conversations), in ``seq`` order."""
-        rows = self._store.select_stream(project_stream_id(project_id), gt=after_version)
+        rows = self._recorder.select_stream(project_stream_id(project_id), gt=after_version)
         return self._mapper.decode_rows(rows)
 
     def read_conversation(
@@ -701,7 +671,7 @@ class Journal:
         A row whose envelope names another conversation than its index column (a row
         changed behind the journal's back) is left out, as a whole-project read would.
         """
-        rows = self._store.select_scope(
+        rows = self._recorder.select_scope(
             project_stream_id(project_id), scope, limit=limit, newest=newest
         )
         if newest:
@@ -723,11 +693,11 @@ class Journal:
         """
         if scope.correlation_id is not None:
             return len(self.read_scope(project_id, scope))
-        return self._store.count_scope(project_stream_id(project_id), scope)
+        return self._recorder.count_scope(project_stream_id(project_id), scope)
 
     def has_project(self, project_id: str) -> bool:
         """Whether the project has any event."""
-        return self._store.has_stream(project_stream_id(project_id))
+        return self._recorder.has_stream(project_stream_id(project_id))
 
     def read_all(self, *, after_seq: int = 0, limit: int = 1000) -> list[Envelope]:
         """Events of every project after global position ``after_seq``, at most ``limit``."""
@@ -777,7 +747,7 @@ class Journal:
         """
         sealer = self.sealer
         before = sealer.anchors.read(project_id) if sealer is not None else None
-        rows = self._store.select_stream(project_stream_id(project_id))
+        rows = self._recorder.select_stream(project_stream_id(project_id))
         after = sealer.anchors.read(project_id) if sealer is not None else None
         events = self._mapper.decode_rows(rows)
         chain = verify_chain(events)
@@ -796,6 +766,6 @@ class Journal:
     def integrity_check(self) -> str:
         """The database's own integrity check (``ok`` when sound)."""
         try:
-            return self._store.integrity_check()
+            return self._recorder.integrity_check()
         except PersistenceError as e:
             raise JournalIntegrityError(f"integrity check failed: {e}") from e

@@ -32,6 +32,7 @@ from runtime.errors import JournalError, RequestError
 from runtime.journal.scope import Scope
 from runtime.journal.snapshots import SnapshotCodec, SnapshotSchedule, StoredSnapshot
 from runtime.journal.store import Batch, Journal
+from runtime.settings_table import JournalKind
 from runtime.wire import counters
 
 __all__ = ["JournalWriter", "Rehydration"]
@@ -73,12 +74,12 @@ class JournalWriter:
     def _options_of(self, project_id: str) -> dict[str, Any] | None:
         return self.store.project_options(project_id) if self.store is not None else None
 
-    def open(self, home: str) -> bool:
-        """Open the store of ``home`` once; True when this call opened it."""
+    def open(self, home: str, kind: JournalKind) -> bool:
+        """Open the ``kind`` store of ``home`` once; True when this call opened it."""
         with self.lock:
             if self.store is not None:
                 return False
-            self.store = Journal.open(home)
+            self.store = Journal.open(home, kind)
             return True
 
     def commit(

@@ -24,6 +24,7 @@ from typing import Any
 
 from events.catalog import AlertDispatched, AlertFailed
 from events.envelope import Envelope, NewEvent, format_at, new_event
+from runtime.option_table import RuntimeOptions
 
 __all__ = ["ROUTER_TIMEOUT_S", "alert_events", "dispatch", "load_router"]
 
@@ -91,8 +92,9 @@ def alert_events(
     Nothing is dispatched without an ``alert_router``; ``alert.*`` events themselves are
     never routed (option validation refuses them in ``alert_signal_events`` too).
     """
-    router = options.get("alert_router")
-    routed = set(options.get("alert_signal_events") or ())
+    settings = RuntimeOptions.of(options)
+    router = settings.alert_router
+    routed = set(settings.alert_signal_events)
     if not router or not routed:
         return []
     out: list[NewEvent] = []

@@ -57,6 +57,7 @@ from runtime.lifecycle.supervision import (
     restarted_event,
 )
 from runtime.lifecycle.supervisor_core import utc_now
+from runtime.option_table import RuntimeOptions
 from runtime.wire.ops import minted_correlation, route_of, waits_for_turn
 
 __all__ = [
@@ -99,6 +100,8 @@ class ProjectCore:
     ) -> None:
         self.project_id = project_id
         self.options = options
+        self.settings = RuntimeOptions.of(options)
+        """The options, typed; their defaults are written once, in ``runtime.option_table``."""
         self.restore = restore
         self.reply_to = reply_to
         self.list_tools = list_tools
@@ -113,9 +116,7 @@ class ProjectCore:
         """The ``start_project`` request's correlation (a new project records its start under
         it; a restored one records none)."""
         self.restarts = RestartPolicy(
-            int(options.get("max_restarts", 3)),
-            int(options.get("restart_period_ms", 5000)),
-            clock=monotonic,
+            self.settings.max_restarts, self.settings.restart_period_ms, clock=monotonic
         )
         self.policy: Any = None
         self.runner: Any = None
@@ -333,7 +334,7 @@ class ProjectCore:
         the answer.
         """
         protocol = str(args["protocol"])
-        allowed = protocol in (self.options.get("protocol_allowlist") or [])
+        allowed = protocol in self.settings.protocol_allowlist
         result = {"protocol": protocol, "allowed": allowed}
         if allowed:
             return [Answer(to=reply_to, ok=True, result=result)]

@@ -58,6 +58,7 @@ from runtime.lifecycle.supervision import (
     process_exited,
     restarted_event,
 )
+from runtime.option_table import RuntimeOptions
 from runtime.wire.ops import minted_correlation, route_of
 
 __all__ = ["JOURNAL", "ProjectRecord", "SupervisorCore", "project_child", "utc_now"]
@@ -87,13 +88,13 @@ class ProjectRecord:
         """Set by :meth:`SupervisorCore.spawned` once the shell created the actor."""
 
 
-def _check_api_key_env(options: dict[str, Any]) -> None:
+def _check_api_key_env(settings: RuntimeOptions) -> None:
     """Refuse a model key variable the daemon does not have: every turn would fail on it.
 
     The daemon's environment is fixed when it starts, so the variable cannot appear later.
     """
-    name = options.get("llm_api_key_env")
-    if options.get("llm_adapter") != "openai" or not name or os.environ.get(name):
+    name = settings.llm_api_key_env
+    if settings.llm_adapter != "openai" or not name or os.environ.get(name):
         return
     raise InvalidRuntimeOptError(
         f"llm_api_key_env names {name}, which is not set in the daemon's environment, so "
@@ -298,7 +299,8 @@ class SupervisorCore:
         correlation = minted_correlation("start_project", args)
         root = self.check_root(args.get("root"))
         options = validate_options(args.get("options") or {})
-        _check_api_key_env(options)
+        settings = RuntimeOptions.of(options)
+        _check_api_key_env(settings)
         project_id = args.get("project_id") or f"p-{secrets.token_hex(4)}"
         check_id(
             project_id,
@@ -318,7 +320,7 @@ class SupervisorCore:
                 project_id=project_id,
                 reason="deleting",
             )
-        if options.get("strict_asset_loading"):
+        if settings.strict_asset_loading:
             from runtime.tools.asset_store import load_assets  # noqa: PLC0415
 
             load_assets(root, strict=True)

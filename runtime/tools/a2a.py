@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from runtime.errors import ToolError
 from runtime.guard.network.egress import NetworkPolicy, signal_for
 from runtime.guard.network.pinning import denial_in
+from runtime.option_table import RuntimeOptions
 from runtime.tools.a2a_listing import fetch_cards
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.sdk_loop import short_error, submit
@@ -227,10 +228,11 @@ def a2a_tools(
 ) -> tuple[list[ToolSpec], dict[str, ToolFn], list[dict[str, Any]]]:
     """The tools of the project's ``a2a_agents``: ``(specs, fns, errors)`` (see module doc)."""
     del root  # remote agents see nothing of the project
-    agents: list[Mapping[str, Any]] = list(options.get("a2a_agents") or ())
+    settings = RuntimeOptions.of(options)
+    agents: list[Mapping[str, Any]] = list(settings.a2a_agents)
     if not agents:
         return [], {}, []
-    if "a2a" not in (options.get("protocol_allowlist") or ()):
+    if "a2a" not in settings.protocol_allowlist:
         reason = "protocol_not_allowed: a2a is not in protocol_allowlist; no card was fetched"
         return (
             [],

@@ -24,6 +24,7 @@ from typing import Any
 from runtime.errors import ToolError
 from runtime.guard.secrets.sources import project_sources
 from runtime.guard.shapes.schema import check_schema
+from runtime.option_table import RuntimeOptions
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.mcp_listing import list_servers
 from runtime.tools.mcp_session import COLD_START_S, session_for
@@ -101,10 +102,11 @@ def mcp_tools(
     root: str, options: Mapping[str, Any]
 ) -> tuple[list[ToolSpec], dict[str, ToolFn], list[dict[str, Any]]]:
     """The tools of the project's ``mcp_servers``: ``(specs, fns, errors)`` (see module doc)."""
-    servers: list[Mapping[str, Any]] = list(options.get("mcp_servers") or ())
+    settings = RuntimeOptions.of(options)
+    servers: list[Mapping[str, Any]] = list(settings.mcp_servers)
     if not servers:
         return [], {}, []
-    if "mcp" not in (options.get("protocol_allowlist") or ()):
+    if "mcp" not in settings.protocol_allowlist:
         reason = "protocol_not_allowed: mcp is not in protocol_allowlist; no server was started"
         return (
             [],

@@ -63,9 +63,10 @@ def list_rule(name: str, options: Mapping[str, Any]) -> str | None:
     ``deny_tools`` wins over ``allow_tools``; ``allow_tools: null`` allows every tool.
     Entries are exact names or ``fnmatch`` globs (``command.run.*``).
     """
-    if _matches(name, options.get("deny_tools") or ()):
+    settings = RuntimeOptions.of(options)
+    if _matches(name, settings.deny_tools):
         return "deny_tools"
-    allow = options.get("allow_tools")
+    allow = settings.allow_tools
     if allow is not None and not _matches(name, allow):
         return "allow_tools"
     return None

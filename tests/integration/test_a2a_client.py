@@ -125,7 +125,7 @@ def _updates(c: Client, project: str, corr: str) -> list[dict[str, Any]]:
 
 
 def _asset_errors(daemon: Daemon, project: str) -> list[dict[str, Any]]:
-    with Journal.open(daemon.home) as journal:
+    with Journal.open(daemon.home, "sqlite") as journal:
         loaded = [e for e in journal.read_project(project) if e.type == "project.assets_loaded"]
     return list(loaded[-1].data["errors"])
 

@@ -62,7 +62,7 @@ def test_after_the_daemon_is_killed_a_new_start_restores_every_acknowledged_even
 ) -> None:
     config = config_for_home(home)
     first = start_daemon(home, env=daemon_env(), timeout_s=60)
-    with Client.connect(home, timeout_s=10) as c, Journal.open(home) as journal:
+    with Client.connect(home, timeout_s=10) as c, Journal.open(home, "sqlite") as journal:
         c.start_project(project_root, project_id="p1", options=command_options())
         c.start_conversation("p1", "c1")
         c.start_conversation("p1", "c2")
@@ -83,7 +83,7 @@ def test_after_the_daemon_is_killed_a_new_start_restores_every_acknowledged_even
     assert second != first
     assert [r["stale_pid"] for r in log_events(home, "stale_pid_file_found")] == [first]
     assert [r["path"] for r in log_events(home, "stale_socket_removed")] == [config.socket_path]
-    with Client.connect(home, timeout_s=10) as c, Journal.open(home) as journal:
+    with Client.connect(home, timeout_s=10) as c, Journal.open(home, "sqlite") as journal:
         projects = c.list_projects()
         assert [(p["project_id"], p["conversation_count"]) for p in projects] == [("p1", 2)]
         events = journal.read_project("p1")

@@ -30,7 +30,7 @@ def test_a_child_crashing_beyond_the_intensity_escalates_and_the_supervisor_rest
     daemon: Daemon, project_root: str
 ) -> None:
     options = {"max_restarts": 1, "restart_period_ms": 60000}
-    with daemon.client() as c, Journal.open(daemon.home) as journal:
+    with daemon.client() as c, Journal.open(daemon.home, "sqlite") as journal:
         c.start_project(project_root, project_id="p1", options=options)
         c.start_conversation("p1", "c1")
         first_project = c.diagnostics("p1")["actors"]["project"]
@@ -83,7 +83,7 @@ def test_a_child_crashing_beyond_the_intensity_escalates_and_the_supervisor_rest
 def test_a_project_escalating_beyond_the_supervisor_intensity_is_marked_failed(
     daemon: Daemon, project_root: str
 ) -> None:
-    with daemon.client() as c, Journal.open(daemon.home) as journal:
+    with daemon.client() as c, Journal.open(daemon.home, "sqlite") as journal:
         c.start_project(project_root, project_id="p1", options={"max_restarts": 0})
         for count in range(1, 5):
             kill_runner(c, "p1")

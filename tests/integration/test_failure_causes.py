@@ -65,7 +65,7 @@ def test_an_mcp_server_that_fails_to_start_is_named_with_its_status_and_stderr(
     assert "[REDACTED:github_token]" in tail and TOKEN not in tail
     assert "roost_missing_sdk" in problem["hint"]
 
-    with Journal.open(daemon.home) as journal:
+    with Journal.open(daemon.home, "sqlite") as journal:
         [loaded] = [e for e in journal.read_project("p1") if e.type == "project.assets_loaded"]
     [error] = loaded.data["errors"]
     assert error["exit_status"] == 1 and "roost_missing_sdk" in error["stderr_tail"]

@@ -64,7 +64,7 @@ def command_options() -> dict[str, Any]:
 @pytest.fixture
 def journal(daemon: Daemon) -> Iterator[Journal]:
     """The daemon's journal, opened for reading from the test process."""
-    with Journal.open(daemon.home) as opened:
+    with Journal.open(daemon.home, "sqlite") as opened:
         yield opened
 
 

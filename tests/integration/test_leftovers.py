@@ -355,7 +355,7 @@ def _start_cut_run(home: str, root: Path) -> None:
 
 
 def _recovered(home: str) -> list[dict[str, Any]]:
-    with Journal.open(home) as journal:
+    with Journal.open(home, "sqlite") as journal:
         return [
             e.data
             for e in journal.read_project("p")

@@ -37,7 +37,7 @@ BIG = 6 * 1024 * 1024
 def test_a_host_that_stops_reading_makes_requests_overloaded_at_once(
     daemon: Daemon, project_root: str, tmp_path: Path
 ) -> None:
-    with daemon.client(timeout_s=30) as c, Journal.open(daemon.home) as journal:
+    with daemon.client(timeout_s=30) as c, Journal.open(daemon.home, "sqlite") as journal:
         c.start_project(project_root, project_id="p1")
         c.start_conversation("p1", "c1")
         c.send_message("p1", "c1", "hello", correlation_id="corr-before", wait=True)

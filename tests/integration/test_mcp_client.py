@@ -69,7 +69,7 @@ def _types(c: Client, project: str, corr: str) -> list[str]:
 
 def _asset_errors(daemon: Daemon, project: str) -> list[dict[str, Any]]:
     """The ``errors`` of the project's ``project.assets_loaded`` event."""
-    with Journal.open(daemon.home) as journal:
+    with Journal.open(daemon.home, "sqlite") as journal:
         loaded = [e for e in journal.read_project(project) if e.type == "project.assets_loaded"]
     return list(loaded[-1].data["errors"])
 

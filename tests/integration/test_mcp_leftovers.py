@@ -57,7 +57,7 @@ def test_what_a_server_planted_before_a_kill_9_is_reviewed_at_the_next_start(
     assert (root / "cut" / "half.txt").read_text() == "half\n"
 
     def recovered() -> list[dict[str, object]]:
-        with Journal.open(home) as journal:
+        with Journal.open(home, "sqlite") as journal:
             return [
                 e.data
                 for e in journal.read_project("p")

@@ -159,7 +159,7 @@ def test_a_turn_with_a_tool_call_and_a_denial_becomes_one_trace_of_spans(
         telemetry = c.status()["telemetry"]
     # no OTEL_* variable: the daemon exported nothing and never loaded the SDK
     assert telemetry == {"enabled": False, "sdk_loaded": False}
-    with Journal.open(daemon.home) as journal:
+    with Journal.open(daemon.home, "sqlite") as journal:
         events = journal.read_project("p1")
     memory = InMemorySpanExporter()
     summary = replay_turns(events, Exporter(Resource.create({}), memory), conversation_id="c1")

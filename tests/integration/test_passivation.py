@@ -88,7 +88,7 @@ def test_a_thousand_passivated_conversations_stay_under_the_memory_bound_and_reh
 ) -> None:
     ids = [f"c{i:04d}" for i in range(CONVERSATIONS)]
     sample = ids[:: CONVERSATIONS // 4]
-    with daemon.client(timeout_s=30) as c, Journal.open(daemon.home) as journal:
+    with daemon.client(timeout_s=30) as c, Journal.open(daemon.home, "sqlite") as journal:
         c.start_project(project_root, project_id="p1", options={"idle_passivation_ms": 50})
         before = tree_memory(daemon.home)
         create_conversations(daemon.home, "p1", ids)

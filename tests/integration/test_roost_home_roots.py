@@ -152,7 +152,7 @@ def journal_a_started_project(home: Path, project_id: str, root: Path) -> None:
         at=format_at(datetime.now(UTC)),
         correlation_id=new_correlation_id(),
     )
-    with Journal.open(str(home)) as journal:
+    with Journal.open(str(home), "sqlite") as journal:
         journal.append([started])
 
 
@@ -202,7 +202,7 @@ def test_a_journaled_project_with_such_a_root_does_not_stop_the_daemon_from_rest
             verified = c.verify(project_id)
             assert (verified["ok"], verified["chain_ok"]) == (True, True)
 
-    with Journal.open(str(home)) as journal:
+    with Journal.open(str(home), "sqlite") as journal:
         for project_id, conflict in (("wide", "contains"), ("inner", "inside")):
             # the journal seals a project in the transaction of its project.stopped
             events = [e for e in journal.read_project(project_id) if e.type != "journal.checkpoint"]

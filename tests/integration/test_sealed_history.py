@@ -212,7 +212,7 @@ def test_a_small_chaos_soak_leaves_every_project_sealed_and_verified(
             ), project
             assert result["seal"]["checkpoints"] >= 1
     stop_daemon(home, timeout_s=30)  # a clean stop after the chaos seals every project
-    with Journal.open(home) as journal:
+    with Journal.open(home, "sqlite") as journal:
         for project in projects:
             seals = journal.audit(project).seals
             assert seals is not None

@@ -267,7 +267,7 @@ def test_no_secret_value_reaches_the_journal_or_the_reports(daemon: Daemon, clie
     # The file's bytes, and every event as the journal decodes it (a large envelope is
     # stored deflated: a secret in it would not show in the raw bytes).
     stored = b"".join(p.read_bytes() for p in sorted(Path(daemon.home).glob("journal.sqlite*")))
-    with Journal.open(daemon.home) as journal:
+    with Journal.open(daemon.home, "sqlite") as journal:
         stored += msgspec.json.encode(journal.read_project("p"))
     assert SECRET_VALUE_MARKER.encode() in stored
     reports = [

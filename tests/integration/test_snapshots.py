@@ -48,7 +48,7 @@ def test_a_passivated_conversation_comes_back_from_its_snapshot(
     daemon: Daemon, project_root: str
 ) -> None:
     db_path = os.path.join(daemon.home, "journal.sqlite")
-    with daemon.client(timeout_s=30) as c, Journal.open(daemon.home) as journal:
+    with daemon.client(timeout_s=30) as c, Journal.open(daemon.home, "sqlite") as journal:
         c.start_project(project_root, project_id="p1", options=OPTIONS)
         c.start_conversation("p1", conversation_id="c1")
         for i in range(3):

@@ -137,7 +137,7 @@ def test_a_workflow_with_an_unknown_step_refuses_to_run_and_its_listing_says_so(
         assert [(d["tool"], d["reason"]) for d in denied] == [
             ("workflow.run.missing", "unknown_step_tool")
         ]
-    with Journal.open(daemon.home) as journal:
+    with Journal.open(daemon.home, "sqlite") as journal:
         loaded = [e for e in journal.read_project(project) if e.type == "project.assets_loaded"]
     errors = loaded[-1].data["errors"]
     assert {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -45,6 +46,9 @@ def make_event(
 
 class JournalContract(ABC):
     """Behaviour every journal store must have."""
+
+    writers = 1
+    """Journals that may append to the store at once (each to its own projects)."""
 
     @abstractmethod
     def open_journal(self, **kwargs: Any) -> Journal:
@@ -331,9 +335,45 @@ class JournalContract(ABC):
         journal.append([make_event()])
         assert journal.integrity_check() == "ok"
 
+    def test_a_tailing_reader_misses_no_event_that_concurrent_writers_commit(self) -> None:
+        # seq is commit order, which `tail` relies on: a reader that asks for what comes
+        # after the last seq it saw never finds a lower seq committed later.
+        writers = [self.open_journal() for _ in range(self.writers)]
+        reader = self.open_journal()
+        start = reader.max_seq()
+        errors: list[BaseException] = []
+
+        def write(journal: Journal, project: str) -> None:
+            try:
+                for _ in range(80 // len(writers)):
+                    journal.append([make_event(project) for _ in range(3)])
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=write, args=(w, f"p{i}")) for i, w in enumerate(writers)]
+        for t in threads:
+            t.start()
+        seen: list[int] = []
+        cursor = start
+        try:
+            while any(t.is_alive() for t in threads):
+                chunk = reader.read_all(after_seq=cursor, limit=1000)
+                seen.extend(e.seq for e in chunk)
+                cursor = chunk[-1].seq if chunk else cursor
+            for t in threads:
+                t.join()
+            seen.extend(e.seq for e in reader.read_all(after_seq=cursor, limit=1000))
+            everything = [e.seq for e in reader.read_all(after_seq=start, limit=1000)]
+        finally:
+            for j in (*writers, reader):
+                j.close()
+        assert errors == []
+        assert len(everything) == 80 * 3
+        assert seen == everything
+
 
 class TestSQLiteJournal(JournalContract):
-    """The contract on the default SQLite file."""
+    """The contract on the default SQLite file (its one writer is the Journal actor)."""
 
     @pytest.fixture(autouse=True)
     def _path(self, tmp_path: Path) -> None:
@@ -401,6 +441,8 @@ class TestSQLiteJournal(JournalContract):
 
 class TestPostgresJournal(JournalContract):
     """The same contract on the real PostgreSQL server (skipped when none answers)."""
+
+    writers = 2  # daemons sharing the server
 
     @pytest.fixture(autouse=True)
     def _env(self, postgres_env: dict[str, str]) -> None:

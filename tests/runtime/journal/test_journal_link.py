@@ -59,7 +59,7 @@ class _Store:
     """A real journal behind the server, with a record of how batches were grouped."""
 
     def __init__(self, home: Path) -> None:
-        self.journal = Journal.open(str(home))
+        self.journal = Journal.open(str(home), "sqlite")
         self.groups: list[int] = []
         self.lock = threading.Lock()
 

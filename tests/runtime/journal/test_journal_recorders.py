@@ -1,4 +1,9 @@
-"""eventsourcing's own recorder test cases, run against Roost's recorder subclasses."""
+"""The recorder interface (runtime.journal.recorder), run on every backend.
+
+eventsourcing's own recorder test cases (its application-recorder suite, and its check that
+two writers' positions never interleave, on which "seq is commit order" rests) run against
+Roost's recorder of each kind; the journal-level contract is ``test_journal.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +13,41 @@ import uuid
 from typing import Any
 
 import pytest
-from eventsourcing.tests.persistence import ApplicationRecorderTestCase
+from eventsourcing.persistence import InfrastructureFactory
+from eventsourcing.tests.persistence import (
+    ApplicationRecorderTestCase,
+    NonInterleavingNotificationIDsBaseCase,
+)
 
+from runtime.errors import JournalError
 from runtime.journal.postgres import RoostPostgresRecorder
+from runtime.journal.recorder import JournalBackend, JournalRecorder, journal_backend
 from runtime.journal.sqlite import RoostSQLiteRecorder
 from runtime.journal.store import journal_env
+from runtime.settings_table import JOURNAL_KINDS
 from tests.conftest import postgres_skip_reason
 
 _SKIP_TIMED = "benchmarks are measured by soak.journal_bench, never by timed tests"
 
 
-class TestRoostSQLiteRecorder(ApplicationRecorderTestCase[RoostSQLiteRecorder]):
-    """eventsourcing's application-recorder suite on the durable SQLite recorder."""
+@pytest.mark.parametrize("kind", JOURNAL_KINDS)
+def test_every_journal_kind_has_a_backend_whose_recorder_is_a_journal_recorder(
+    kind: str,
+) -> None:
+    backend = journal_backend(kind)
+    assert isinstance(backend, JournalBackend)
+    assert issubclass(backend.factory.application_recorder_class, JournalRecorder)
+
+
+def test_a_kind_outside_the_settings_table_has_no_backend() -> None:
+    with pytest.raises(
+        JournalError, match=r"^unknown journal kind 'mysql'; use one of 'sqlite', 'postgres'$"
+    ):
+        journal_backend("mysql")
+
+
+class SQLiteRecorders:
+    """Recorders on a SQLite file in a temporary directory."""
 
     def setUp(self) -> None:
         self._dir = tempfile.TemporaryDirectory()
@@ -32,8 +60,6 @@ class TestRoostSQLiteRecorder(ApplicationRecorderTestCase[RoostSQLiteRecorder]):
         self._dir.cleanup()
 
     def create_recorder(self) -> RoostSQLiteRecorder:
-        from eventsourcing.persistence import InfrastructureFactory
-
         path = os.path.join(self._dir.name, "recorder.sqlite")
         factory = InfrastructureFactory.construct(journal_env("sqlite", sqlite_path=path))
         self._factories.append(factory)
@@ -41,15 +67,9 @@ class TestRoostSQLiteRecorder(ApplicationRecorderTestCase[RoostSQLiteRecorder]):
         assert isinstance(recorder, RoostSQLiteRecorder)
         return recorder
 
-    def test_performance(self) -> None:
-        pytest.skip(_SKIP_TIMED)
 
-    def test_concurrent_throughput(self) -> None:
-        pytest.skip(_SKIP_TIMED)
-
-
-class TestRoostPostgresRecorder(ApplicationRecorderTestCase[RoostPostgresRecorder]):
-    """eventsourcing's application-recorder suite on the PostgreSQL recorder."""
+class PostgresRecorders:
+    """Recorders in a fresh schema of the real PostgreSQL server (skipped without one)."""
 
     def setUp(self) -> None:
         reason = postgres_skip_reason()
@@ -81,16 +101,38 @@ class TestRoostPostgresRecorder(ApplicationRecorderTestCase[RoostPostgresRecorde
             conn.execute(f'DROP SCHEMA IF EXISTS "{self._schema}" CASCADE')
 
     def create_recorder(self) -> RoostPostgresRecorder:
-        from eventsourcing.persistence import InfrastructureFactory
-
         factory = InfrastructureFactory.construct(journal_env("postgres", extra=self._env))
         self._factories.append(factory)
         recorder = factory.application_recorder()
         assert isinstance(recorder, RoostPostgresRecorder)
         return recorder
 
+
+class TestRoostSQLiteRecorder(SQLiteRecorders, ApplicationRecorderTestCase[RoostSQLiteRecorder]):
+    """eventsourcing's application-recorder suite on the durable SQLite recorder."""
+
     def test_performance(self) -> None:
         pytest.skip(_SKIP_TIMED)
 
     def test_concurrent_throughput(self) -> None:
         pytest.skip(_SKIP_TIMED)
+
+
+class TestRoostPostgresRecorder(
+    PostgresRecorders, ApplicationRecorderTestCase[RoostPostgresRecorder]
+):
+    """eventsourcing's application-recorder suite on the PostgreSQL recorder."""
+
+    def test_performance(self) -> None:
+        pytest.skip(_SKIP_TIMED)
+
+    def test_concurrent_throughput(self) -> None:
+        pytest.skip(_SKIP_TIMED)
+
+
+class TestSQLiteSeqIsCommitOrder(SQLiteRecorders, NonInterleavingNotificationIDsBaseCase):
+    """Two writers' inserts on SQLite get positions that do not interleave."""
+
+
+class TestPostgresSeqIsCommitOrder(PostgresRecorders, NonInterleavingNotificationIDsBaseCase):
+    """Two writers' inserts on PostgreSQL get positions that do not interleave."""

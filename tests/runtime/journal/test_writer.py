@@ -32,8 +32,8 @@ def test_before_the_store_is_open_every_batch_fails_and_reads_are_empty() -> Non
 
 def test_batches_that_queued_up_commit_together_in_order(tmp_path: Path) -> None:
     writer = JournalWriter()
-    assert writer.open(str(tmp_path)) is True
-    assert writer.open(str(tmp_path)) is False  # once
+    assert writer.open(str(tmp_path), "sqlite") is True
+    assert writer.open(str(tmp_path), "sqlite") is False  # once
     try:
         first, second = writer.commit([("k1", [message("a")]), ("k2", [message("b", "c2")])])
         assert isinstance(first, list) and isinstance(second, list)
@@ -47,7 +47,7 @@ def test_batches_that_queued_up_commit_together_in_order(tmp_path: Path) -> None
 
 def test_a_resent_batch_is_not_committed_twice(tmp_path: Path) -> None:
     writer = JournalWriter()
-    writer.open(str(tmp_path))
+    writer.open(str(tmp_path), "sqlite")
     try:
         (committed,) = writer.commit([("k1", [message("a")])])
         # the same key twice in one flush: written one by one, the second is the first
@@ -60,7 +60,7 @@ def test_a_resent_batch_is_not_committed_twice(tmp_path: Path) -> None:
 
 def test_a_closed_writer_reads_nothing(tmp_path: Path) -> None:
     writer = JournalWriter()
-    writer.open(str(tmp_path))
+    writer.open(str(tmp_path), "sqlite")
     writer.commit([("k1", [message("a")])])
     assert isinstance(writer.seal("shutdown"), int)
     writer.close()
@@ -70,7 +70,7 @@ def test_a_closed_writer_reads_nothing(tmp_path: Path) -> None:
 def test_a_deletion_answers_its_summary_or_a_wire_error(tmp_path: Path) -> None:
     writer = JournalWriter()
     assert writer.delete_project("p1", "ops")["error"]["code"] == "journal_error"
-    writer.open(str(tmp_path))
+    writer.open(str(tmp_path), "sqlite")
     try:
         writer.commit([("k1", [message("a"), message("b")])])
         assert writer.delete_project("p1", "ops")["result"]["deleted_events"] == 2
