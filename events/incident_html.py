@@ -14,9 +14,6 @@ The page: a summary with the first error linked from the top; a waterfall of eve
 for its latency) with denials, failures, timeouts, crashes, restarts and cancellations
 marked on the same time axis; the causal tree; then the report's lists and tables.
 Elements carry ``data-stage``, ``data-mark`` and ``data-seq`` attributes for tools.
-
-Why this module is long: every section is escaped by the same few helpers, which must stay
-next to the markup they guard. The page's stylesheet is in ``events.incident_style``.
 """
 
 from __future__ import annotations

@@ -9,11 +9,6 @@ Conversation-scoped functions take all events of one project and keep those whos
 ``conversation_id`` is the conversation's (signals with that ``conversation_id`` belong to
 it; project-level events and signals with no conversation do not). The rules each
 projection follows are written down in ``docs/projections.md``.
-
-Why this module is long: it holds one fold per projection of ``docs/projections.md``, each
-a ``match`` over the payload types it reads (the tables of which it names up front), and
-they share the ordering and selection helpers; the conversation's status and pending
-calls are apart (:mod:`events.conversation_fold`), as are the incident views.
 """
 
 from __future__ import annotations

@@ -15,10 +15,6 @@ Everything here is pure (MACs and comparisons). Reading and writing the key and 
 files is :mod:`runtime.journal.seal`'s. A *position* is a 1-based place in the project's
 stream (eventsourcing's ``originator_version``): position N is the project's N-th event,
 checkpoints included.
-
-Why this module is long: making a checkpoint and checking a chain of them must agree on
-every field the MAC covers, so both live here; most of the length is :func:`check_seals`'
-walk, one problem kind per branch, each of which ``roost verify`` reports.
 """
 
 from __future__ import annotations

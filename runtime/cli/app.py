@@ -9,10 +9,6 @@ error (``roost: usage: <message>``); 3 no daemon answers (``daemon_unreachable``
 command. ``roost soak`` hands its arguments to ``soak.cli:main``. Shell completion comes
 from ``argcomplete`` (``roost completion bash``). The commands that need the daemon's
 modules are registered with :func:`_later`: this module loads only the client side.
-
-Why this module is long: it is the parser, one short block of argparse declarations per
-command of ``docs/cli.md``; the commands' behaviour is apart (``runtime.cli.commands``) and
-new commands add only registration lines here.
 """
 
 from __future__ import annotations

@@ -7,10 +7,6 @@ as tables and ``key: value`` blocks (``runtime.cli.format``).
 
 This module and what it imports load no daemon module (the ``thin-client`` contract in
 ``pyproject.toml``); ``daemon start|stop|status`` are in ``runtime.cli.daemonctl``.
-
-Why this module is long: one short ``cmd_*`` function per ``roost`` command, each a call and
-its output; they share the client set-up and the output helpers, and other commands are
-added as separate modules.
 """
 
 from __future__ import annotations

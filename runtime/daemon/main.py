@@ -13,9 +13,6 @@ with ``daemon already running (pid N)``), clean a stale socket left by a crash, 
 pid, build the backend (``$ROOST_BACKEND``, default ``runtime.daemon.backend:create_backend``),
 then open the socket. SIGTERM, SIGINT and the ``shutdown`` op stop it the same way: close the
 socket, ``backend.close()``, remove the socket and the pid file, exit 0.
-
-Why this module is long: it is the daemon's process from both sides, running it and
-starting, stopping and inspecting it; the settings are apart (``runtime.daemon.settings``).
 """
 
 from __future__ import annotations

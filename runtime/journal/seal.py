@@ -19,10 +19,6 @@ What :mod:`events.seal` computes, this module keeps outside the database:
   checkpoint, with the sealed head unchanged and nothing appended after a clean shutdown,
   is sealed further; otherwise the writer keeps appending but never seals that project
   again nor touches its anchor, so the evidence stays for ``roost verify``.
-
-Why this module is long: the key, the anchor files and the :class:`Sealer` that decides when
-to seal are one mechanism with one set of file modes and failure rules; what is computed
-(the MACs, the checks) is already apart in :mod:`events.seal`.
 """
 
 from __future__ import annotations

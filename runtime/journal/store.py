@@ -21,12 +21,6 @@ Exactly one writer may append to a project at a time. Two writers racing on a pr
 collide on eventsourcing's ``(originator_id, originator_version)`` key, and the loser
 gets :class:`runtime.errors.ConcurrencyError`; that is how ownership is fenced when
 several daemons share a PostgreSQL journal.
-
-Why this module is long: :class:`Journal` is the single writer's whole append path (redact,
-stream versions, hash chain, idempotent batch commit, seals) and its reads, over one
-eventsourcing application; the steps of an append share its caches (heads, checkpoints,
-batch keys) and one transaction. The redaction step, the recorders and the mapper are
-apart (``append_redaction``, ``sqlite``, ``postgres``, ``mapper``).
 """
 
 from __future__ import annotations
