@@ -1,14 +1,9 @@
 """Pure projections of a project's events: timeline, pending calls, model context, status.
 
-Every function here is a fold over committed envelopes. Each one sorts its input by
-``seq`` itself, so the order it is given in does not matter, and returns plain dicts and
-lists: ``canonical_json`` of the result is byte-identical for the same events. Nothing
-reads the clock, the environment or any state outside its arguments.
-
-Conversation-scoped functions take all events of one project and keep those whose
-``conversation_id`` is the conversation's (signals with that ``conversation_id`` belong to
-it; project-level events and signals with no conversation do not). The rules each
-projection follows are written down in ``docs/projections.md``.
+Every function is a fold over committed envelopes that sorts its input by ``seq`` itself
+and returns plain dicts and lists, so ``canonical_json`` of the result is byte-identical
+for the same events. Conversation-scoped functions keep the events whose
+``conversation_id`` is the conversation's. Each projection's rules: ``docs/projections.md``.
 """
 
 from __future__ import annotations
