@@ -55,7 +55,8 @@ from events.envelope import (
     new_correlation_id,
     new_event_id,
 )
-from events.seal import CHECKPOINT_TYPE, Anchor, SealReport, check_seals
+from events.seal import CHECKPOINT_TYPE, Anchor
+from events.seal_check import SealReport, check_seals
 from runtime.errors import (
     ConcurrencyError,
     JournalError,
@@ -767,7 +768,7 @@ class Journal:
         """Read the project's events and check their hash chain and their seals.
 
         The anchor is read before the events and again after them (see
-        :func:`events.seal.check_seals`), so a writer sealing meanwhile is no false alarm.
+        :func:`events.seal_check.check_seals`), so a writer sealing meanwhile is no false alarm.
         """
         sealer = self.sealer
         before = sealer.anchors.read(project_id) if sealer is not None else None
