@@ -32,7 +32,8 @@ from actors.supervisor import SupervisorActor
 from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
 from events.project_history import RECENT_PROBLEMS_LIMIT, project_problems, unresolved
-from events.projections import get_projection, project_view
+from events.project_view import project_view
+from events.projections import get_projection
 from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.daemon.endpoints import EndpointPool
