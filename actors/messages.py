@@ -6,10 +6,6 @@ forwarded Supervisor → Project → Conversation costs no extra hop on the way 
 
 :class:`Reply` is the one message that answers a request, whoever answers; the cores ask
 for it with their ``Answer`` effect (``runtime.agent.effects``).
-
-Why this module is long: it is the actor tree's whole vocabulary, declarations only (no
-logic), each message next to the one that answers it; split by actor, a request and its
-answer would live in different files.
 """
 
 from __future__ import annotations

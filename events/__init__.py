@@ -8,9 +8,10 @@ General layout:
 - ``chain``: the per-project SHA-256 hash chain.
 - ``conversation_fold``: a conversation's status and pending calls, one event at a time
   (the fold the live conversation and the projections share).
-- ``seal``: signed checkpoints of a chain's head, the anchor kept outside the journal, and
-  checking both.
-- ``projections``: timeline, pending tool calls, model context, diagnostics, project view.
+- ``seal``: signed checkpoints of a chain's head and the anchor kept outside the journal.
+- ``seal_check``: checking a project's checkpoints and its anchor (``roost verify``).
+- ``projections``: timeline, pending tool calls, model context, diagnostics.
+- ``project_view``: a project's state for its diagnostics.
 - ``incidents`` / ``report``: incident timelines and reports (JSON and Markdown).
 - ``incident_html``: the incident report as one self-contained HTML page.
 
@@ -31,9 +32,10 @@ from events.envelope import (
 )
 from events.incident_html import render_incident_html
 from events.incidents import incident_report, incident_timeline
-from events.projections import get_projection, project_view
+from events.project_view import project_view
+from events.projections import get_projection
 from events.report import render_incident_markdown
-from events.seal import SealReport, check_seals
+from events.seal_check import SealReport, check_seals
 
 __all__ = [
     "GENESIS_HASH",

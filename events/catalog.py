@@ -3,10 +3,6 @@
 Each Struct is the typed payload (the envelope's ``data``) of one event type; its tag is
 the dotted type name. Payloads only grow: a new field always has a default and a field's
 type never changes, so old journal bytes keep decoding (see ``docs/events.md``).
-
-Why this module is long: it is the catalog, one short frozen Struct per event type with a
-docstring per field (``docs/events.md`` is generated from it); one file keeps every type's
-definition in one place.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """The incident report as one self-contained HTML page: ``render_incident_html(report)``.
 
-A pure function of the JSON form built by ``events.incidents.incident_report``: no clock,
-no random ids, no network. The page carries its own CSS, draws with HTML and CSS only (no
-script at all) and declares a Content-Security-Policy that forbids loading anything, so
-even a mistake here cannot make a browser fetch a byte. Every string in the report was
-written by users, models or tools: all of it goes through ``html.escape`` (text and
-attributes alike), and none of it is ever placed in a URL, a style or a script: styles and
-link targets are built from fixed names (stage kinds, marks) and the events' integer
-``seq`` and millisecond offsets only.
-
-The page: a summary with the first error linked from the top; a waterfall of every stage
-(turns, model rounds, policy decisions, approvals, tool calls: a bar from its start offset
-for its latency) with denials, failures, timeouts, crashes, restarts and cancellations
-marked on the same time axis; the causal tree; then the report's lists and tables.
-Elements carry ``data-stage``, ``data-mark`` and ``data-seq`` attributes for tools.
-
-Why this module is long: every section is escaped by the same few helpers, which must stay
-next to the markup they guard. The page's stylesheet is in ``events.incident_style``.
+A pure function of ``events.incidents.incident_report``'s JSON form, with no script. Every
+string in the report was written by users, models or tools: it goes through ``html.escape``
+and never into a URL, a style or a script; styles and link targets are built from fixed
+names and integers only. The page and its CSP: ``docs/projections.md``, "The HTML page".
 """
 
 from __future__ import annotations

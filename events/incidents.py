@@ -6,10 +6,6 @@ every mapping with sorted or fixed keys, so the same events give the same bytes 
 ``canonical_json`` whatever order they were given in. ``render_incident_markdown`` (from
 ``events.report``, re-exported here) renders the report as Markdown. The sections are
 described in ``docs/projections.md``.
-
-Why this module is long: the timeline and the report are two pure folds over the same
-selection of events and share its helpers (selection, entries, call ids); the Markdown
-rendering is apart (``events.report``).
 """
 
 from __future__ import annotations

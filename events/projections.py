@@ -1,19 +1,9 @@
 """Pure projections of a project's events: timeline, pending calls, model context, status.
 
-Every function here is a fold over committed envelopes. Each one sorts its input by
-``seq`` itself, so the order it is given in does not matter, and returns plain dicts and
-lists: ``canonical_json`` of the result is byte-identical for the same events. Nothing
-reads the clock, the environment or any state outside its arguments.
-
-Conversation-scoped functions take all events of one project and keep those whose
-``conversation_id`` is the conversation's (signals with that ``conversation_id`` belong to
-it; project-level events and signals with no conversation do not). The rules each
-projection follows are written down in ``docs/projections.md``.
-
-Why this module is long: it holds one fold per projection of ``docs/projections.md``, each
-a ``match`` over the payload types it reads (the tables of which it names up front), and
-they share the ordering and selection helpers; the conversation's status and pending
-calls are apart (:mod:`events.conversation_fold`), as are the incident views.
+Every function is a fold over committed envelopes that sorts its input by ``seq`` itself
+and returns plain dicts and lists, so ``canonical_json`` of the result is byte-identical
+for the same events. Conversation-scoped functions keep the events whose
+``conversation_id`` is the conversation's. Each projection's rules: ``docs/projections.md``.
 """
 
 from __future__ import annotations
@@ -24,7 +14,7 @@ from typing import Any, Final
 import msgspec
 
 from events import catalog as ev
-from events.catalog import SIGNAL_TYPES, decode_data, type_names
+from events.catalog import decode_data, type_names
 from events.codecs import canonical_json
 from events.conversation_fold import TURN_END_TYPES, ConversationFold
 from events.envelope import Envelope
@@ -32,7 +22,6 @@ from events.envelope import Envelope
 __all__ = [
     "DECISION_TYPES",
     "PROJECTION_KEYS",
-    "RECENT_DECISIONS_LIMIT",
     "TURN_END_TYPES",
     "LlmContextFold",
     "conversation_events",
@@ -44,7 +33,6 @@ __all__ = [
     "llm_context",
     "orchestration_enabled",
     "pending_tool_calls",
-    "project_view",
     "timeline",
 ]
 
@@ -55,9 +43,6 @@ PROJECTION_KEYS: Final[tuple[str, ...]] = (
     "timeline",
 )
 """The projection names ``get_projection`` accepts, sorted."""
-
-RECENT_DECISIONS_LIMIT: Final = 200
-"""How many policy decisions ``project_view`` keeps (the most recent ones)."""
 
 DECISION_TYPES: Final[dict[str, str]] = {
     "policy.allowed": "allow",
@@ -93,16 +78,6 @@ _CONTEXT_READS: Final = type_names(
     ev.LlmFailed,
     ev.BudgetExceeded,
     ev.ConversationCancel,
-)
-_PROJECT_READS: Final = type_names(
-    ev.ProjectStarted,
-    ev.ProjectStopped,
-    ev.ConversationStarted,
-    ev.ConversationStopped,
-    ev.ToolRequested,
-    ev.ToolApprovalRequested,
-    ev.PolicyAllowed,
-    ev.PolicyDenied,
 )
 
 
@@ -312,89 +287,6 @@ def conversation_status(events: Iterable[Envelope], conversation_id: str) -> str
 def diagnostics(events: Iterable[Envelope], conversation_id: str) -> dict[str, Any]:
     """Return ``{event_count, pending_tool_call_count, last_event_type, status}``."""
     return _fold(events, conversation_id).diagnostics()
-
-
-# --- the project ------------------------------------------------------------------------
-
-
-def _decision(
-    event: Envelope,
-    payload: ev.ToolApprovalRequested | ev.PolicyAllowed | ev.PolicyDenied,
-    tool_names: dict[str, str],
-) -> dict[str, Any]:
-    match payload:
-        case ev.ToolApprovalRequested(call_id=call_id):
-            decision, tool, reason, source = (
-                "ask",
-                tool_names.get(call_id),
-                "approval_required",
-                "policy",
-            )
-        case ev.PolicyAllowed(tool=tool, reason=reason, source=source):
-            decision = "allow"
-        case ev.PolicyDenied(tool=tool, reason=reason, source=source):
-            decision = "deny"
-    return {
-        "at": event.at,
-        "project_id": event.project_id,
-        "conversation_id": event.conversation_id,
-        "correlation_id": event.correlation_id,
-        "tool": tool,
-        "decision": decision,
-        "reason": reason,
-        "source": source,
-    }
-
-
-def project_view(events: Iterable[Envelope]) -> dict[str, Any]:
-    """Return the project's state for its diagnostics.
-
-    ``{project_id, root, options, sandbox_layers, status, conversations, started_at,
-    signal_counts, recent_decisions}``: root, options, sandbox layers and ``started_at``
-    come from the last ``project.started``; ``status`` is ``running`` after it and
-    ``stopped`` after ``project.stopped`` (or before any start); ``conversations`` are the
-    sorted ids started and not stopped; ``recent_decisions`` the last 200
-    ``policy.allowed`` / ``policy.denied`` / ``tool.approval_requested`` (decision ``ask``).
-    """
-    ordered = in_seq_order(events)
-    project_id: str | None = ordered[0].project_id if ordered else None
-    started: Envelope | None = None
-    start = ev.ProjectStarted(root="")
-    running = False
-    conversations: set[str] = set()
-    signal_counts: dict[str, int] = {}
-    tool_names: dict[str, str] = {}
-    decisions: list[dict[str, Any]] = []
-    for event in ordered:
-        payload: ev.Event | None = None
-        if event.type in _PROJECT_READS:
-            payload = decode_data(event.type, event.data)
-        match payload:
-            case ev.ProjectStarted():
-                started, start, running, project_id = event, payload, True, event.project_id
-            case ev.ProjectStopped():
-                running = False
-            case ev.ConversationStarted() if event.conversation_id is not None:
-                conversations.add(event.conversation_id)
-            case ev.ConversationStopped() if event.conversation_id is not None:
-                conversations.discard(event.conversation_id)
-            case ev.ToolRequested(call_id=call_id, name=name):
-                tool_names.setdefault(call_id, name)
-            case ev.ToolApprovalRequested() | ev.PolicyAllowed() | ev.PolicyDenied():
-                decisions.append(_decision(event, payload, tool_names))
-        if event.type in SIGNAL_TYPES:
-            signal_counts[event.type] = signal_counts.get(event.type, 0) + 1
-    return {
-        "project_id": project_id,
-        "root": start.root if started is not None else None,
-        "options": msgspec.to_builtins(start.options),
-        "sandbox_layers": msgspec.to_builtins(start.sandbox_layers),
-        "status": "running" if running else "stopped",
-        "conversations": sorted(conversations),
-        "started_at": started.at if started is not None else None,
-        "signal_counts": dict(sorted(signal_counts.items())),
-        "recent_decisions": decisions[-RECENT_DECISIONS_LIMIT:],
-    }
 
 
 # --- dispatch ---------------------------------------------------------------------------

@@ -26,11 +26,6 @@ The daemon's ``status`` counters are read just before and just after the workloa
 projects' model from ``soak.model_server`` for the whole run, starts no conversation and
 sends no warm-up before the workload: its workload starts every conversation at once
 (``start_conversation`` timed) and then sends its turns.
-
-Why this module is long: :func:`run_soak` is the run's script, the numbered steps above in
-order, kept linear so a reader follows one run top to bottom; the scenarios, monitoring,
-integrity checks and the report are apart (``scenarios``, ``monitor``, ``integrity``,
-``report``).
 """
 
 from __future__ import annotations

@@ -3,10 +3,6 @@
 Plain data (frozen msgspec Structs, encoded as the ``--json`` file) and plain functions.
 The integrity checks that fill :class:`Integrity` are in ``soak.integrity``, the leak check
 that fills :class:`LeakCheck` in ``soak.leaks``.
-
-Why this module is long: it is the report's whole shape, one Struct per section with every
-field documented (the ``--json`` file's reference), next to the two small functions that
-fill or compare it.
 """
 
 from __future__ import annotations

@@ -24,9 +24,6 @@ counts as failed. A worker keeps its connection from turn to turn, or, with
 as the CLI, scripts and ``roost mcp serve`` do. When no turn at all finishes for
 ``stall_s`` (default: twice the turn time limit, at least 30 s) the daemon is taken to be
 wedged and no further turn is issued.
-
-Why this module is long: :class:`Workload` is one class, the workers, their retries, the
-watchdog and the counters they share; split, each part would need all of them.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def test_a_client_command_may_not_load_the_daemon_not_even_inside_a_function(tre
     commands.write_text(
         commands.read_text()
         + "\n\ndef cmd_late(ns: Namespace) -> int:\n"
-        + "    from runtime.daemon.main import daemon_pid  # noqa: PLC0415\n"
+        + "    from runtime.daemon.control import daemon_pid  # noqa: PLC0415\n"
         + "    return 0 if daemon_pid(ns.home) else 1\n"
     )
     done = lint(tree)

@@ -40,11 +40,6 @@ Messages are what the standard queue carries (pickles, read and written only by 
 daemon's own processes); a chunk frame starts with a zero byte, which no pickle does.
 :func:`install` makes Thespian create every mailbox this way; it must run before the
 actor system starts, in the process that forks the actors.
-
-Why this module is long: it replaces one class of CPython's (``multiprocessing.Queue``),
-and its parts share one frame format and one set of invariants: the writer's frames, the
-reader's reassembly, the feeder's backlog and the overflow accounting change together, and
-``tests/runtime/test_mailbox.py`` tests each against the others.
 """
 
 from __future__ import annotations

@@ -9,10 +9,6 @@ error (``roost: usage: <message>``); 3 no daemon answers (``daemon_unreachable``
 command. ``roost soak`` hands its arguments to ``soak.cli:main``. Shell completion comes
 from ``argcomplete`` (``roost completion bash``). The commands that need the daemon's
 modules are registered with :func:`_later`: this module loads only the client side.
-
-Why this module is long: it is the parser, one short block of argparse declarations per
-command of ``docs/cli.md``; the commands' behaviour is apart (``runtime.cli.commands``) and
-new commands add only registration lines here.
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runtime.cli import commands as cmd
+from runtime.cli import history as cli_history
 from runtime.cli import projects as cli_projects
 from runtime.cli.a2a import add_a2a_commands
 from runtime.cli.commands import (
@@ -247,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         project,
         "start",
-        cmd.cmd_project_start,
+        cli_projects.cmd_project_start,
         "start a project on a directory",
         "roost project start . --id p1 --opt approval_mode=sensitive",
     )
@@ -258,22 +255,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--options-file", metavar="FILE", help="runtime options (.json or .toml)")
     for name, func, text, example in (
-        ("stop", cmd.cmd_project_stop, "stop a project", "roost project stop p1"),
+        ("stop", cli_projects.cmd_project_stop, "stop a project", "roost project stop p1"),
         (
             "diagnostics",
-            cmd.cmd_project_diagnostics,
+            cli_projects.cmd_project_diagnostics,
             "show a project's diagnostics",
             "roost project diagnostics p1",
         ),
         (
             "tools",
-            cmd.cmd_project_tools,
+            cli_projects.cmd_project_tools,
             "list the tools a project may use",
             "roost project tools p1",
         ),
     ):
         leaf(project, name, func, text, example).add_argument("project", metavar="ID")
-    p = leaf(project, "list", cmd.cmd_project_list, "list running projects", "roost project list")
+    p = leaf(
+        project,
+        "list",
+        cli_projects.cmd_project_list,
+        "list running projects",
+        "roost project list",
+    )
     p.add_argument(
         "-a",
         "--all",
@@ -443,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         commands,
         "projection",
-        cmd.cmd_projection,
+        cli_history.cmd_projection,
         "show a projection",
         "roost projection p1 c1 pending_tool_calls",
     )
@@ -453,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         commands,
         "timeline",
-        cmd.cmd_timeline,
+        cli_history.cmd_timeline,
         "show the incident timeline",
         "roost timeline p1 c1 --limit 50 --before-seq 1200",
     )
@@ -478,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         commands,
         "incident",
-        cmd.cmd_incident,
+        cli_history.cmd_incident,
         "show the incident report",
         "roost incident p1 c1 --format html -o incident.html",
     )
@@ -491,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         commands,
         "tail",
-        cmd.cmd_tail,
+        cli_history.cmd_tail,
         "follow events live until Ctrl-C (or --until)",
         "roost tail p1 c1 --correlation-id corr-1 --until llm.completed",
     )
@@ -510,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = leaf(
         commands,
         "verify",
-        cmd.cmd_verify,
+        cli_history.cmd_verify,
         "replay a project and check its hash chain (exit 1 when not ok)",
         "roost verify p1",
     )

@@ -16,7 +16,7 @@ from runtime.cli.commands import EXIT_NOT_RUNNING, EXIT_UNREACHABLE, print_error
 from runtime.cli.format import cell, kv_block
 from runtime.client.connection import Client
 from runtime.daemon.config import CONFIG_NAME, resolve_home, resolve_settings
-from runtime.daemon.main import daemon_pid, daemon_status, start_daemon, stop_daemon
+from runtime.daemon.control import daemon_pid, daemon_status, start_daemon, stop_daemon
 from runtime.logfiles import rotation_settings
 
 __all__ = ["cmd_daemon_restart", "cmd_daemon_start", "cmd_daemon_status", "cmd_daemon_stop"]

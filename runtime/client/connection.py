@@ -16,11 +16,6 @@ of its wire code, with ``.code`` and ``.details``. A dead or absent daemon raise
 the connection); a dropped connection is reopened by the next call, and so is one the
 daemon closed while it was idle (``idle_timeout_s``): a call first looks whether its
 connection was hung up, and reconnects before sending if so.
-
-Why this module is long: :class:`Client` has one short method per daemon operation (SPEC
-section 2), each a typed wrapper of one request; the methods share the connection, its
-retries and its error mapping. The subscription iterator is apart
-(``runtime.client.subscription``).
 """
 
 from __future__ import annotations

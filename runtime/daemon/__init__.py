@@ -1,10 +1,11 @@
 """The daemon: its process, the socket gateway, the actor backend and its configuration.
 
-General layout: ``main`` (``start_daemon`` / ``stop_daemon``, the process and its
-signals), ``gateway`` (the socket: peers, frames, requests), ``streams`` (``subscribe``),
-``backend`` (the Thespian actor system behind the gateway), ``config`` (``DaemonConfig``
-and the backend interface), ``pidfile``, ``processes`` (the daemon's process tree),
-``unused_imports`` (what the daemon's processes never load).
+General layout: ``main`` (the process and its signals), ``control`` (``start_daemon`` /
+``stop_daemon`` / ``daemon_status``, from outside the process), ``gateway`` (the socket:
+peers, frames, requests), ``streams`` (``subscribe``), ``backend`` (the Thespian actor
+system behind the gateway), ``config`` (``DaemonConfig`` and the backend interface),
+``pidfile``, ``processes`` (the daemon's process tree), ``unused_imports`` (what the
+daemon's processes never load).
 
 The public API (used by the CLI and the soak harness) is re-exported here, loaded on first
 use: ``python -m runtime.daemon`` imports this package before its ``__main__``, which must
@@ -17,15 +18,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runtime.daemon.main import daemon_pid, start_daemon, stop_daemon
+    from runtime.daemon.control import daemon_pid, start_daemon, stop_daemon
     from runtime.daemon.processes import daemon_processes, reap_stragglers
 
 __all__ = ["daemon_pid", "daemon_processes", "reap_stragglers", "start_daemon", "stop_daemon"]
 
 _HOME = {
-    "daemon_pid": "runtime.daemon.main",
-    "start_daemon": "runtime.daemon.main",
-    "stop_daemon": "runtime.daemon.main",
+    "daemon_pid": "runtime.daemon.control",
+    "start_daemon": "runtime.daemon.control",
+    "stop_daemon": "runtime.daemon.control",
     "daemon_processes": "runtime.daemon.processes",
     "reap_stragglers": "runtime.daemon.processes",
 }

@@ -10,11 +10,6 @@ The actor system is ``multiprocQueueBase``: actors are processes talking over
 multiprocessing queues, and nothing listens on a network interface. It is started before
 the daemon opens its own (read-only) journal connection, so no actor process inherits an
 open SQLite handle.
-
-Why this module is long: :class:`ActorBackend` is one class, the daemon's side of every op:
-one short method per op route plus the actor system's start, preload and shutdown. Its
-methods share the endpoint pool and the journal reader; the op table
-(``runtime.wire.ops``) already holds each op's declaration.
 """
 
 from __future__ import annotations
@@ -37,7 +32,8 @@ from actors.supervisor import SupervisorActor
 from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
 from events.project_history import RECENT_PROBLEMS_LIMIT, project_problems, unresolved
-from events.projections import get_projection, project_view
+from events.project_view import project_view
+from events.projections import get_projection
 from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.daemon.endpoints import EndpointPool

@@ -26,10 +26,6 @@ and idempotency key a client left out are minted (:func:`runtime.wire.ops.with_i
 is the only place the daemon mints them: the actors and cores below only read them, and
 refuse a request without them as an internal error.
 
-Why this module is long: one connection's whole life (peer check, connection and
-in-flight limits, frame reading with its idle cut, the answer, a stream) shares the
-server's counters and its stop; split up, each part would need all of them.
-
 A ``subscribe`` request turns its connection into a stream: event frames until the
 backend's iterator ends (then an ``end`` frame and the connection closes), the client
 closes the connection or sends anything, or the gateway stops. A stream is not idle

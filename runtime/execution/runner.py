@@ -24,11 +24,6 @@ each decided by the ``decide_step`` the pipeline gives (its ``decide`` with sour
 timeouts) are kept; their terminal events are not (the workflow call has one). The first
 step refused or failed fails the workflow with that step's reason plus ``step`` (index) and
 ``step_tool``.
-
-Why this module is long: :class:`ToolRunnerCore` is one cohesive state holder (quotas,
-running calls, their cancel events, stats); admit, execute and release read and change the
-same state under one lock, so they stay in one class. Caps, scans and redaction are apart
-(``runtime.execution.results``).
 """
 
 from __future__ import annotations

@@ -23,12 +23,6 @@ Refusals (``ToolError`` codes and ``reason``):
 ``outside_root_allowlist`` entries let an outside path through with their reason code
 (never past the sensitive denylist); :func:`exception_signal` and :func:`signal_for` turn
 decisions and refusals into the security signals a tool appends to ``ctx.signals``.
-
-Why this module is long: :class:`Workspace` is the single door tools go through to the
-filesystem, and its check (``check_path``) and its enforcement points (``open_for_read`` /
-``open_for_write`` / ``open_dir``) must read the same rules from the same state; split over
-modules, a change to one could drift from the other. The pure name rules and the fd walk
-already live apart (``paths.rules``, ``paths.walk``).
 """
 
 from __future__ import annotations

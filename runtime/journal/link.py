@@ -37,13 +37,6 @@ distance in the tree.
 
 Actors whose parent restarts the Journal (the Supervisor) keep using actor messages: they
 must not block while the Journal is down.
-
-Why this module is long: the link's messages, its server and its client are one protocol;
-the server's checks (listed above) and the client's retries must agree on each frame, so
-they are kept side by side. The generic msgpack key walk is apart
-(:mod:`runtime.wire.msgpack_keys`); framing and peer checks are shared
-(:mod:`runtime.wire.framing`, :mod:`runtime.guard.sandbox.peers`). The module's public names are
-imported by the Journal and Conversation actors.
 """
 
 from __future__ import annotations

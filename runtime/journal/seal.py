@@ -1,28 +1,12 @@
 """The journal's seals on disk: the key, the anchor files, when to seal, and resuming.
 
-What :mod:`events.seal` computes, this module keeps outside the database:
-
-- **The key.** 32 random bytes in ``ROOST_HOME/journal.key`` (mode 0600), made at the
-  first start; or the file ``ROOST_JOURNAL_KEY_FILE`` names, which must already exist, be
-  readable by its owner only and hold at least 32 bytes (for a PostgreSQL journal, keep the
-  key on the daemon's host, never in the database).
-- **The anchors.** ``ROOST_HOME/anchors/<project>.json`` (directory 0700, files 0600): each
-  project's latest :class:`events.seal.Anchor`, replaced atomically (write a temporary
-  file, fsync, rename, fsync the directory), always *after* the checkpoint it names is
-  committed.
-- **When.** Every ``ROOST_SEAL_EVERY_EVENTS`` events of a project (default 256, 0 = off),
-  every ``ROOST_SEAL_INTERVAL_S`` seconds for each project with unsealed events (default 5,
-  0 = off; the Journal actor's timer), when a project stops, and when the journal closes
-  at a clean shutdown (which marks each anchor ``closed``).
-- **Resuming.** The first time a writer appends to a project it compares the journal with
-  the anchor (:meth:`Sealer.resume`). Only a journal that still holds the anchor's
-  checkpoint, with the sealed head unchanged and nothing appended after a clean shutdown,
-  is sealed further; otherwise the writer keeps appending but never seals that project
-  again nor touches its anchor, so the evidence stays for ``roost verify``.
-
-Why this module is long: the key, the anchor files and the :class:`Sealer` that decides when
-to seal are one mechanism with one set of file modes and failure rules; what is computed
-(the MACs, the checks) is already apart in :mod:`events.seal`.
+What :mod:`events.seal` computes, this module keeps outside the database: the key
+(:func:`load_key`), each project's latest anchor, replaced atomically and always *after*
+the checkpoint it names is committed (:class:`AnchorStore`), and the :class:`Sealer`,
+which decides when to seal and whether a project it resumes may be sealed further (a
+journal that disagrees with its anchor never is, so the evidence stays for ``roost
+verify``). The files, their modes, the settings and the rules: ``docs/security.md``,
+"Sealed history".
 """
 
 from __future__ import annotations

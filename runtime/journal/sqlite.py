@@ -20,12 +20,6 @@ It implements :mod:`runtime.journal.recorder` (``BACKEND``). What we add to
 A journal created now has table layout 2, one created before layout 1, which it keeps
 (:mod:`runtime.journal.sqlite_layout`); the layout is chosen once, under the write lock, by
 the opener that creates the tables.
-
-Why this module is long: it overrides eventsourcing's SQLite recorder at every read and
-write Roost uses (positions, batches, a project's deletion, the scoped reads, the
-snapshots) and, for layout 2, the reads eventsourcing itself makes (by position, by
-stream), each a few lines around one SQL statement; what differs between the layouts is
-apart, in ``sqlite_layout``.
 """
 
 from __future__ import annotations

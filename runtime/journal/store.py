@@ -22,12 +22,6 @@ Exactly one writer may append to a project at a time. Two writers racing on a pr
 collide on eventsourcing's ``(originator_id, originator_version)`` key, and the loser
 gets :class:`runtime.errors.ConcurrencyError`; that is how ownership is fenced when
 several daemons share a PostgreSQL journal.
-
-Why this module is long: :class:`Journal` is the single writer's whole append path (redact,
-stream versions, hash chain, idempotent batch commit, seals) and its reads, over one
-eventsourcing application; the steps of an append share its caches (heads, checkpoints,
-batch keys) and one transaction. The redaction step, the recorders and the mapper are
-apart (``append_redaction``, ``sqlite``, ``postgres``, ``mapper``).
 """
 
 from __future__ import annotations
@@ -63,7 +57,8 @@ from events.envelope import (
     new_correlation_id,
     new_event_id,
 )
-from events.seal import CHECKPOINT_TYPE, Anchor, SealReport, check_seals
+from events.seal import CHECKPOINT_TYPE, Anchor
+from events.seal_check import SealReport, check_seals
 from runtime.errors import (
     ConcurrencyError,
     JournalError,
@@ -743,7 +738,7 @@ class Journal:
         """Read the project's events and check their hash chain and their seals.
 
         The anchor is read before the events and again after them (see
-        :func:`events.seal.check_seals`), so a writer sealing meanwhile is no false alarm.
+        :func:`events.seal_check.check_seals`), so a writer sealing meanwhile is no false alarm.
         """
         sealer = self.sealer
         before = sealer.anchors.read(project_id) if sealer is not None else None

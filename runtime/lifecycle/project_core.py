@@ -9,10 +9,6 @@ decides about each crash: restart after a backoff, or escalate to the Supervisor
 returns :mod:`effects <runtime.lifecycle.effects>`; ``actors/project.py`` carries them
 out. Clocks, ids and the process check are injected, so the core is unit-tested without an
 actor system (``tests/runtime/lifecycle``).
-
-Why this module is long: routing, the held requests, the waiters and the restart
-decisions share one state (which conversations exist and run), and split apart they would
-each need the whole of it.
 """
 
 from __future__ import annotations

@@ -8,9 +8,6 @@ about each message: which projects to restore at boot (not one whose root reache
 Journal or of a Project leads to. It returns :mod:`effects <runtime.lifecycle.effects>`;
 ``actors/supervisor.py`` carries them out. Clocks and the id generator are injected, so
 the core is unit-tested without an actor system (``tests/runtime/lifecycle``).
-
-Why this module is long: boot, ``start_project``'s checks and the restarts share one
-state (the running and failed projects, the Journal) that splitting would spread out.
 """
 
 from __future__ import annotations

@@ -16,10 +16,6 @@ that still import them from this one.
 The CLI gathers options with :func:`load_options_file` (``--options-file``) and
 :func:`parse_opt_pairs` (``--opt KEY=VALUE``) and combines them with :func:`merge_options`.
 The reference for users is ``docs/configuration.md``.
-
-Why this module is long: it is the table of SPEC section 5's options (each with its
-validator) and the validators themselves, one short function per kind of value; an
-option is added with one entry, so the table stays whole.
 """
 
 from __future__ import annotations

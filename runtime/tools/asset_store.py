@@ -25,10 +25,6 @@ read (files past it are ``too_large``).
 Templating (:func:`render_argv`, :func:`render_step_args`) substitutes ``{{name}}``
 placeholders inside one string at a time: an input never splits into several argv
 elements and is never read by a shell.
-
-Why this module is long: parsing, loading (no symlink out of the root) and rendering an
-asset's inputs share the asset's types and its reason codes; the frontmatter grammar is
-apart (:mod:`runtime.tools.frontmatter`).
 """
 
 from __future__ import annotations

@@ -27,11 +27,6 @@ again (``mcp.server_restarted``) after a bounded backoff, at most :data:`MAX_RES
 times per process. A call in flight when its server dies fails with ``tool_error {kind:
 mcp_server_exited}``. :func:`close_sessions` stops every server of the process (the
 ToolRunner calls it when it exits).
-
-Why this module is long: the loop thread, the call's freeze/check cycle and restarts act
-on one session object (a restart re-runs the confinement; a call waits on the loop and
-triggers the restart), so they are kept together rather than split across modules that
-share its state.
 """
 
 from __future__ import annotations

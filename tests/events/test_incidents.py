@@ -578,7 +578,8 @@ FIELDS = ("call_id", "name", "args", "reason", "content", "tool", "result", "rou
 def test_reports_and_projections_never_fail_on_odd_payloads(
     specs: list[tuple[str, dict[str, Any], str]],
 ) -> None:
-    from events.projections import PROJECTION_KEYS, get_projection, project_view
+    from events.project_view import project_view
+    from events.projections import PROJECTION_KEYS, get_projection
 
     j = started_project()
     for kind, data, corr in specs:

@@ -15,6 +15,7 @@ from events import catalog as ev
 from events.chain import chain_hash, verify_chain
 from events.codecs import canonical_json
 from events.envelope import GENESIS_HASH, Envelope, NewEvent, format_at
+from events.project_view import project_view
 from events.projections import (
     PROJECTION_KEYS,
     LlmContextFold,
@@ -24,7 +25,6 @@ from events.projections import (
     in_seq_order,
     llm_context,
     pending_tool_calls,
-    project_view,
     timeline,
 )
 

@@ -14,11 +14,11 @@ from events.seal import (
     GENESIS_MAC,
     Anchor,
     AnchorUnreadable,
-    check_seals,
     key_id,
     make_checkpoint,
     sign_anchor,
 )
+from events.seal_check import check_seals
 
 KEY = b"k" * 32
 AT = "2026-11-22T10:00:00.000Z"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.client import Client
-from runtime.daemon.main import start_daemon, stop_daemon
+from runtime.daemon.control import start_daemon, stop_daemon
 
 C = "c"
 

@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from runtime.client import Client
-from runtime.daemon.main import stop_daemon
+from runtime.daemon.control import stop_daemon
 from tests import nobody
 from tests.integration.adversarial_helpers import Call, needs_bwrap, run_daemon, wait_until
 from tests.integration.conftest import Daemon, daemon_env, make_root

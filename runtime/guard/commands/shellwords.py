@@ -15,10 +15,6 @@ will really run, and errs on the side of seeing *more* commands, never fewer:
   simple commands (:class:`Segment`), ``|`` marks a pipeline;
 - here-document bodies are read as commands (an over-approximation; see
   ``docs/security-commands.md``).
-
-Why this module is long: :class:`_Lexer` is one lexer: quoting, expansions, nesting and
-operators interact (a quote changes what an operator is), so its states stay together;
-splitting it would scatter one grammar.
 """
 
 from __future__ import annotations

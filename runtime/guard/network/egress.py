@@ -20,11 +20,6 @@ project's options (``network_egress_policy``, ``network_allowlist``,
 that passes the policy cannot point at an internal address (DNS rebinding); ``http.fetch``
 then connects to exactly the address that was checked. Finding targets and parsing them
 lives in :mod:`runtime.guard.network.targets`.
-
-Why this module is long: it is the whole egress decision, in the order listed above (scheme,
-parse, special address, allowlist, resolution), plus the signal and error it gives; each
-step is short, and keeping them in one file keeps that order readable. Finding targets in
-arguments and command text is apart (``targets``, ``commands``).
 """
 
 from __future__ import annotations

@@ -24,10 +24,6 @@ overflowed, and for a run that a stop or crash cut (:func:`review_walk`), the re
 the whole root and judges by ``ctime`` (which no process can set back). Either way it
 returns a :class:`ChangeReport`: created, modified and deleted entries with sizes and
 SHA-256 (capped), and what was quarantined and why.
-
-Why this module is long: the review is one pass with two sources of candidates (events,
-or a walk) and one set of rules; the rules, the safe file access they need (no symlink on
-the way, nothing opened but regular files) and the quarantine stay together.
 """
 
 from __future__ import annotations

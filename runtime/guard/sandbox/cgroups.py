@@ -25,10 +25,6 @@ stop its whole tree between calls; :func:`probe_freezer` says whether one can be
 runner killed while its tools ran cannot remove their cgroups: the next cgroup made under
 the same parent kills what is left in those of dead owners (thawing a frozen one first, so
 its tasks can die of it) and removes them (:func:`sweep_stale`).
-
-Why this module is long: each controller's files differ between v1 and v2, and the
-freezer's lifecycle (freeze, thaw, the sweep of a dead runner's frozen tree) shares the
-parent lookup, the join and the removal with the limits.
 """
 
 from __future__ import annotations

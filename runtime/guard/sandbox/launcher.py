@@ -22,11 +22,6 @@ Two shapes use it: :func:`runtime.guard.sandbox.run.run_command` (run to complet
 :class:`runtime.guard.sandbox.server_process.ServerProcess` (long-lived, stdio pipes). Both end
 with :func:`post_run_check`, the one place a check of what a tool process left in the
 project plugs in (``docs/security.md``, "One launcher").
-
-Why this module is long: it is the one place that decides what a tool process gets (the
-issue it answers was several launchers drifting apart), so the limits, the prefix in the
-order it runs, the descriptors and the tests that tell the sandbox's own processes from
-the tool's stay together.
 """
 
 from __future__ import annotations

@@ -30,9 +30,6 @@ the network namespace (when egress is denied).
 What mounts cannot prevent (a new ``.git`` or bare-repository shape, set-id files, special
 files, a new ``.roost``) is found after the run by :mod:`runtime.guard.review.leftovers`; the one
 walk both need is :mod:`runtime.guard.review.rootscan`'s.
-
-Why this module is long: it builds one mount list, in the order listed above; each step is a
-short function and their order is the security property, so they stay in one file.
 """
 
 from __future__ import annotations

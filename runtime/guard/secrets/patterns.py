@@ -9,10 +9,6 @@ Every pattern is linear: possessive quantifiers or bounded repeats, no nested qu
 over the same characters, and most start with a literal so ``re`` can skip ahead quickly.
 A rule that needs judgement (is this name sensitive? is this value a placeholder?) matches
 generously and then declines in its ``accept`` hook, which keeps the regexes simple.
-
-Why this module is long: most of it is the pattern table, one :class:`Rule` per secret shape
-with its triggers and acceptance check; a pattern and its check are read together when
-reviewing a false positive or a miss, so the table stays in one file.
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def test_a_client_command_loads_the_client_but_not_the_daemon(tmp_path: Path) ->
 def test_a_daemon_command_still_loads_the_daemon_when_it_runs(tmp_path: Path) -> None:
     done, loaded = run_loaded("--home", str(tmp_path / "none"), "daemon", "status")
     assert done.returncode == 3, stderr_text(done)
-    assert "runtime.daemon.main" in loaded
+    assert "runtime.daemon.control" in loaded
 
 
 # --- completion ------------------------------------------------------------------------

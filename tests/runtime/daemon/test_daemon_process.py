@@ -13,13 +13,8 @@ import psutil
 import pytest
 
 from runtime.client import Client
-from runtime.daemon.main import (
-    daemon_pid,
-    daemon_processes,
-    daemon_status,
-    start_daemon,
-    stop_daemon,
-)
+from runtime.daemon.control import daemon_pid, daemon_status, start_daemon, stop_daemon
+from runtime.daemon.processes import daemon_processes
 from runtime.errors import DaemonUnreachableError
 from runtime.guard.home.pidfile import DaemonAlreadyRunningError
 from tests.runtime.daemon_helpers import (
