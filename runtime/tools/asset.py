@@ -36,7 +36,7 @@ import functools
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from runtime.errors import ToolError
 from runtime.guard.shapes.schema import validate_args
@@ -78,6 +78,9 @@ SPECS: list[ToolSpec] = [
             "additionalProperties": False,
         },
         read_only=True,
+        path_args=(),
+        inline=True,
+        kind="asset",
     ),
     ToolSpec(
         name="asset.search",
@@ -95,6 +98,9 @@ SPECS: list[ToolSpec] = [
             "additionalProperties": False,
         },
         read_only=True,
+        path_args=(),
+        inline=True,
+        kind="asset",
     ),
     ToolSpec(
         name="asset.get",
@@ -110,6 +116,9 @@ SPECS: list[ToolSpec] = [
             "additionalProperties": False,
         },
         read_only=True,
+        path_args=(),
+        inline=True,
+        kind="asset",
     ),
 ]
 """The ``asset.*`` specs."""
@@ -313,7 +322,14 @@ def _workflow_fn(asset: Asset) -> ToolFn:
     return functools.partial(_plan_workflow, asset)
 
 
-def _workflow_flags(steps: list[dict[str, Any]], known: Mapping[str, ToolSpec]) -> dict[str, bool]:
+class _Flags(TypedDict):
+    read_only: bool
+    writes: bool
+    network_capable: bool
+    runs_commands: bool
+
+
+def _workflow_flags(steps: list[dict[str, Any]], known: Mapping[str, ToolSpec]) -> _Flags:
     specs = [known.get(step["tool"]) for step in steps]
     return {
         "read_only": all(s is not None and s.read_only for s in specs),
@@ -388,6 +404,7 @@ def asset_tools(
                 description=asset.description or f"Run the {asset.key} workflow.",
                 input_schema=dict(asset.input_schema or {}),
                 **_workflow_flags(asset.steps or [], lookup),
+                kind="workflow",
             )
         )
         fns[name] = _workflow_fn(asset)
