@@ -35,7 +35,6 @@ from actors.messages import (
 from actors.policy import PolicyActor
 from actors.shell import CoreShell
 from actors.toolrunner import ToolRunnerActor
-from runtime.execution.direct import INLINE_PREFIXES
 from runtime.journal.link import daemon_pid, link_settings
 from runtime.lifecycle import effects as fx
 from runtime.lifecycle.project_core import POLICY, TOOLRUNNER, ProjectCore
@@ -164,9 +163,7 @@ class ProjectActor(CoreShell):
         registry = self.registry = ToolRegistry.for_project(setup.root, setup.options)
         self.tools = registry.model_tools(setup.options)
         self.fold_tools = sorted(
-            spec.name
-            for spec in registry.visible(setup.options)
-            if spec.read_only and spec.name.startswith(INLINE_PREFIXES)
+            spec.name for spec in registry.visible(setup.options) if spec.read_only and spec.inline
         )
         self.core = ProjectCore(
             project_id=setup.project_id,

@@ -43,7 +43,6 @@ from runtime.execution.direct import (
     project_record,
     recorded,
     recovered_record,
-    runs_inline,
 )
 from runtime.tools.base import CallSpec
 
@@ -123,7 +122,7 @@ class ToolRunnerActor(RoostActor):
             self.send(sender, CallDone(call_id=call.call_id, events=refused))
             return
         flag = self.cancels[call.call_id] = threading.Event()
-        if runs_inline(call):
+        if self.core.runs_inline(call):
             try:
                 events = self.core.execute(call, flag)
             finally:

@@ -41,7 +41,11 @@ RECENT_PROBLEMS_LIMIT: Final = 20
 """How many problems ``diagnostics`` shows (the most recent ones)."""
 
 _LOADS: Final = (ev.ProjectAssetsLoaded, ev.ProjectAssetsReloaded)
-_LOAD_KINDS: Final = {"mcp_server": "mcp_server_failed", "mcp_tool": "mcp_tool_refused"}
+_LOAD_KINDS: Final = {
+    "mcp_server": "mcp_server_failed",
+    "mcp_tool": "mcp_tool_refused",
+    "tool_module": "tool_module_failed",
+}
 
 
 def _project_level(events: Iterable[Envelope], project_id: str) -> list[Envelope]:
@@ -169,7 +173,12 @@ def _resolves(payload: ev.Event | None, problem: dict[str, Any]) -> bool:
         case ev.ProjectStarted():
             return True
         case ev.ProjectAssetsLoaded() | ev.ProjectAssetsReloaded():
-            return kind in ("asset_load_failed", "mcp_server_failed", "mcp_tool_refused")
+            return kind in (
+                "asset_load_failed",
+                "mcp_server_failed",
+                "mcp_tool_refused",
+                "tool_module_failed",
+            )
         case ev.ActorRestarted(actor=actor):
             return kind in ("crash", "escalation") and (
                 actor == subject or actor.startswith("project:")
@@ -220,8 +229,9 @@ def project_problems(events: Iterable[Envelope], project_id: str) -> list[dict[s
 
     Each is ``{seq, event_id, at, type, correlation_id, kind, subject, summary, resolved,
     resolved_seq, data}`` (``resolved_seq``: the event that resolved it). Kinds:
-    ``asset_load_failed``, ``mcp_server_failed``, ``mcp_tool_refused`` (an entry of a
-    ``project.assets_loaded``/``reloaded``'s ``errors``; resolved by the next load),
+    ``asset_load_failed``, ``mcp_server_failed``, ``mcp_tool_refused``,
+    ``tool_module_failed`` (an entry of a ``project.assets_loaded``/``reloaded``'s
+    ``errors``; resolved by the next load),
     ``crash`` and ``escalation`` (``actor.crashed``/``escalated``; resolved when that actor
     or its project is restarted), ``mailbox_full`` (resolved when it clears),
     ``mcp_server_exited`` (resolved when the server starts again), ``alert_failed``

@@ -1,9 +1,10 @@
-"""The ToolRunner's decisions as plain code: a client's ``run_tool``, a crash, inline runs.
+"""The ToolRunner's decisions as plain code: a client's ``run_tool``, a crash, a dead run.
 
 The ToolRunner actor (``actors/toolrunner.py``) runs the pipeline and does the I/O (worker
-threads, messages); what a direct call is, what its record holds, what a tool that raised
-records and which calls run inline is decided here, so it is unit-tested without
-an actor system (``tests/runtime/execution``).
+threads, messages); what a direct call is, what its record holds and what a tool that
+raised records is decided here, so it is unit-tested without an actor system
+(``tests/runtime/execution``). Which calls run inline is the tool's own fact
+(``ToolSpec.inline``, read by ``ToolPipeline.runs_inline``).
 """
 
 from __future__ import annotations
@@ -20,26 +21,13 @@ from runtime.tools.base import CallSpec
 from runtime.wire.ops import minted_correlation
 
 __all__ = [
-    "INLINE_PREFIXES",
     "crashed",
     "direct_call",
     "direct_source",
     "project_record",
     "recorded",
     "recovered_record",
-    "runs_inline",
 ]
-
-INLINE_PREFIXES = ("fs.", "asset.")
-"""Tools that take milliseconds: run on the runner's own thread when ``sync``."""
-
-
-def runs_inline(call: CallSpec) -> bool:
-    """Whether the runner runs ``call`` itself (file and asset tools, ``sync``).
-
-    Commands, HTTP fetches, workflows and ``async`` calls run on worker threads.
-    """
-    return call.name.startswith(INLINE_PREFIXES) and call.run_mode == "sync"
 
 
 def direct_call(request: dict[str, Any], conversation_id: str | None) -> CallSpec:

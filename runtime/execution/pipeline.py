@@ -112,7 +112,7 @@ class ToolPipeline:
 
         ``workflow`` is the spec of the workflow a ``workflow`` step belongs to.
         """
-        if source == "workflow" and call.name.startswith("workflow.run."):
+        if source == "workflow" and self._kind(call) == "workflow":
             reason = {
                 "code": "denied",
                 "message": "a workflow step cannot run another workflow",
@@ -145,7 +145,19 @@ class ToolPipeline:
         )
         return Verdict(outcome="deny", events=[denied, failed])
 
+    def _kind(self, call: CallSpec) -> str | None:
+        entry = self.policy.registry.get(call.name)
+        return None if entry is None else entry[0].kind
+
     # --- admit, execute, release --------------------------------------------------------
+
+    def runs_inline(self, call: CallSpec) -> bool:
+        """Whether the ToolRunner's own thread waits on ``call`` (an ``inline`` tool, ``sync``).
+
+        File and asset tools are ``inline``; other calls go to its worker threads.
+        """
+        entry = self.policy.registry.get(call.name)
+        return entry is not None and entry[0].inline and call.run_mode == "sync"
 
     def admit(self, call: CallSpec) -> list[ev.Event] | None:
         """Count an allowed call in flight (None), or return its quota refusal."""

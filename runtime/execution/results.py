@@ -228,11 +228,9 @@ def wrap_for_model(call_id: str, text: str) -> str:
 
 
 def tool_kind(spec: ToolSpec) -> str:
-    """``read``, ``write``, ``command``, ``network``, ``asset`` or ``workflow``."""
-    if spec.name.startswith("workflow.run."):
-        return "workflow"
-    if spec.name.startswith("asset."):
-        return "asset"
+    """The spec's declared ``kind``, else ``command``, ``network``, ``write`` or ``read``."""
+    if spec.kind is not None:
+        return spec.kind
     if spec.runs_commands:
         return "command"
     if spec.network_capable:

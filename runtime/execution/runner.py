@@ -8,19 +8,22 @@ step returns event payloads (signals first, the terminal ``tool.completed`` /
 ``tool.failed`` last); the caller appends them.
 
 **Timeouts.** A call may run ``tool_timeout_ms`` (or its ``timeout_ms`` argument, capped by
-it). Every tool runs on a worker thread. Tools that run processes or reach the network
-enforce the timeout themselves (killing the process tree) and get :data:`SELF_ENFORCED_GRACE_S`
-more before the runner gives up on them; in-process tools (``fs.*``, ``asset.*``) are
-abandoned at the deadline: Python cannot kill a thread, so an abandoned tool keeps running
-in the background until it returns, and its result is thrown away. Every timeout counts
+it). Every tool function runs on one of this core's worker threads, which the caller waits
+on: the ToolRunner actor's own thread for a ``sync`` call of an ``inline`` tool
+(``ToolSpec.inline``: file and asset tools), one of its worker threads for every other call.
+Tools that run processes or reach the network enforce the timeout themselves (killing the
+process tree) and get :data:`SELF_ENFORCED_GRACE_S` more before the runner gives up on them;
+in-process tools (files, assets) are abandoned at the deadline: Python cannot kill a
+thread, so an abandoned tool keeps running in the background until it returns, and its
+result is thrown away. Every timeout counts
 per (project, tool) for the life of the runner: ``tool.timeout`` carries the count, and
 ``security.repeated_timeout_failures`` is added when the count reaches
 ``tool_timeout_alert_threshold`` and again at every multiple of it.
 
-**Workflows.** ``workflow.run.<key>`` returns a plan; the runner runs its steps in order,
-each decided by the ``decide_step`` the pipeline gives (its ``decide`` with source
-``workflow`` and the workflow's spec) and run through the same path (no second quota), as call
-``<call_id>.step-<index>``. Step signals (decisions, security signals,
+**Workflows.** A ``workflow`` tool (``workflow.run.<key>``) returns a plan; the runner runs
+its steps in order, each decided by the ``decide_step`` the pipeline gives (its ``decide``
+with source ``workflow`` and the workflow's spec) and run through the same path (no second
+quota), as call ``<call_id>.step-<index>``. Step signals (decisions, security signals,
 timeouts) are kept; their terminal events are not (the workflow call has one). The first
 step refused or failed fails the workflow with that step's reason plus ``step`` (index) and
 ``step_tool``.
@@ -261,7 +264,7 @@ class ToolRunnerCore:
         spec, fn = entry
         timeout_s = self._timeout_s(call.args, limit_s)
         steps: ScanSummary | None = None
-        if spec.name.startswith("workflow.run."):
+        if spec.kind == "workflow":
             signals, outcome, steps = self._workflow(call, spec, fn, cancelled, timeout_s)
         else:
             signals, outcome = self._attempt(call, spec, fn, cancelled, timeout_s)

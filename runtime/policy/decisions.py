@@ -22,9 +22,11 @@ through :class:`runtime.guard.workspace.Workspace`. The order (SPEC section 6,
       ``network_protocol_denied``;
    c. the command blocklist (``command.run``, and ``command.run.<key>`` on its rendered
       argv) → ``security.command_blocked``, ``command_blocked``;
-   d. every path argument → ``security.sandbox_violation`` / ``outside_root``,
-      ``security.sensitive_path_denied`` / ``sensitive_path_denied``, or
-      ``not_a_regular_file``;
+   d. every path argument (the spec's ``path_args``; for a spec that declares none, an MCP
+      or asset tool's, the arguments named like paths) and every path found in the other
+      arguments' text (not its ``data_args``) → ``security.sandbox_violation`` /
+      ``outside_root``, ``security.sensitive_path_denied`` / ``sensitive_path_denied``,
+      or ``not_a_regular_file``;
    e. network targets (network-capable tools and tools that run commands) →
       ``security.network_denied`` with ``network_denied``, ``network_endpoint_denied`` or
       ``network_protocol_denied``.
@@ -60,7 +62,6 @@ from runtime.tools.base import CallSpec, ToolSpec
 from runtime.tools.registry import ToolRegistry, list_rule
 
 __all__ = [
-    "DATA_ARGS",
     "PROTOCOLS",
     "Outcome",
     "PolicyContext",
@@ -75,14 +76,6 @@ Outcome = Literal["allow", "deny", "ask", "invalid"]
 
 PROTOCOLS: tuple[str, ...] = ("a2a", "mcp")
 """Protocol entry points ``protocol_allowlist`` governs (tool-name prefix or URL scheme)."""
-
-DATA_ARGS: Mapping[str, frozenset[str]] = {
-    "fs.write": frozenset({"content"}),
-    "fs.edit": frozenset({"old", "new"}),
-    "fs.search": frozenset({"pattern"}),
-    "http.fetch": frozenset({"body"}),
-}
-"""Arguments that are data, not paths: not searched for ``key=value`` path text."""
 
 
 @dataclass(frozen=True)
@@ -317,9 +310,14 @@ def _check_blocklist(call: CallSpec, command: str | list[str] | None) -> None:
     raise _Refusal(error, [blocked_signal(pattern, call.call_id)])
 
 
-def _path_args(call: CallSpec) -> dict[str, Any]:
-    data = DATA_ARGS.get(call.name, frozenset())
-    return {k: v for k, v in call.args.items() if k not in data}
+def _paths(call: CallSpec, spec: ToolSpec) -> list[str]:
+    """The paths in ``call``'s arguments (see the module doc, rule d).
+
+    The spec's ``path_args`` and what the text of the others (not its ``data_args``)
+    holds; when the spec declares none, every argument named like a path.
+    """
+    searched = {k: v for k, v in call.args.items() if k not in spec.data_args}
+    return extract_paths(searched, path_keys=spec.path_args)
 
 
 def _exception_code(ws: Workspace, path: str) -> str | None:
@@ -338,7 +336,7 @@ def _check_paths(
     exceptions: list[ev.Event],
     codes: list[str],
 ) -> None:
-    paths = extract_paths(_path_args(call))
+    paths = _paths(call, spec)
     if not paths:
         return
     try:

@@ -1,7 +1,9 @@
 """Built-in tools: each module has ``SPECS`` (descriptions) and ``TOOLS`` (name -> function).
 
-- ``base``: ``ToolSpec``, ``ToolContext``, ``ToolFn``.
-- ``fs``: ``fs.read``, ``fs.write``, ``fs.edit``, ``fs.list``, ``fs.search``.
+- ``base``: ``ToolSpec`` (a tool's description and the facts the policy and the runner
+  read: path and data arguments, inline, kind), ``ToolContext``, ``ToolFn``.
+- ``registry``: the tools of a project; a module's ``SPECS`` and ``TOOLS`` must pair up.
+- ``fs``: the file tools (``fs.*``).
 - ``command``: ``command.run``. ``http``: ``http.fetch``.
 - ``asset``: ``asset.list``, ``asset.search``, ``asset.get`` and the generated
   ``command.run.<name>`` / ``workflow.run.<name>`` tools.

@@ -78,6 +78,9 @@ SPECS: list[ToolSpec] = [
             "additionalProperties": False,
         },
         read_only=True,
+        path_args=(),
+        inline=True,
+        kind="asset",
     ),
     ToolSpec(
         name="asset.search",
@@ -95,6 +98,9 @@ SPECS: list[ToolSpec] = [
             "additionalProperties": False,
         },
         read_only=True,
+        path_args=(),
+        inline=True,
+        kind="asset",
     ),
     ToolSpec(
         name="asset.get",
@@ -110,6 +116,9 @@ SPECS: list[ToolSpec] = [
             "additionalProperties": False,
         },
         read_only=True,
+        path_args=(),
+        inline=True,
+        kind="asset",
     ),
 ]
 """The ``asset.*`` specs."""
@@ -313,14 +322,18 @@ def _workflow_fn(asset: Asset) -> ToolFn:
     return functools.partial(_plan_workflow, asset)
 
 
-def _workflow_flags(steps: list[dict[str, Any]], known: Mapping[str, ToolSpec]) -> dict[str, bool]:
-    specs = [known.get(step["tool"]) for step in steps]
-    return {
-        "read_only": all(s is not None and s.read_only for s in specs),
-        "writes": any(s is None or s.writes for s in specs),
-        "network_capable": any(s is None or s.network_capable for s in specs),
-        "runs_commands": any(s is None or s.runs_commands for s in specs),
-    }
+def _workflow_spec(asset: Asset, name: str, known: Mapping[str, ToolSpec]) -> ToolSpec:
+    specs = [known.get(step["tool"]) for step in asset.steps or []]
+    return ToolSpec(
+        name=name,
+        description=asset.description or f"Run the {asset.key} workflow.",
+        input_schema=dict(asset.input_schema or {}),
+        read_only=all(s is not None and s.read_only for s in specs),
+        writes=any(s is None or s.writes for s in specs),
+        network_capable=any(s is None or s.network_capable for s in specs),
+        runs_commands=any(s is None or s.runs_commands for s in specs),
+        kind="workflow",
+    )
 
 
 def unavailable_workflows(
@@ -382,13 +395,6 @@ def asset_tools(
         name = tool_name(asset)
         if name is None or asset.type != "workflows":
             continue
-        specs.append(
-            ToolSpec(
-                name=name,
-                description=asset.description or f"Run the {asset.key} workflow.",
-                input_schema=dict(asset.input_schema or {}),
-                **_workflow_flags(asset.steps or [], lookup),
-            )
-        )
+        specs.append(_workflow_spec(asset, name, lookup))
         fns[name] = _workflow_fn(asset)
     return specs, fns

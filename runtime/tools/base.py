@@ -13,18 +13,26 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from events.catalog import Event
 from runtime.option_table import RuntimeOptions
 
-__all__ = ["CallSpec", "ToolContext", "ToolFn", "ToolSpec"]
+__all__ = ["CallSpec", "ToolContext", "ToolFn", "ToolKind", "ToolSpec"]
+
+ToolKind = Literal["read", "write", "command", "network", "asset", "workflow"]
+"""What ``tool.completed`` reports as a call's ``kind``."""
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool's public description, as ``list_tools`` returns it."""
+    """A tool's public description, as ``list_tools`` returns it, and the facts callers need.
+
+    Whatever the policy or the runner needs to know about a tool is declared here, by the
+    tool, never guessed from its name: which arguments are paths and which are data,
+    whether it runs inline, what kind of call it is.
+    """
 
     name: str
     """Dotted tool name, e.g. ``fs.read``."""
@@ -43,6 +51,21 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     cold_start_s: float = 0.0
     """Seconds it may spend starting a long-lived process (an MCP stdio server) before its
     call's own timeout starts; it then enforces that timeout itself."""
+    path_args: tuple[str, ...] | None = None
+    """The arguments whose values are paths (a string or a list of strings), each checked
+    against the workspace by the policy. ``None``: not declared (an MCP tool, a command or
+    workflow asset's arguments): the policy then takes every argument named like a path
+    (``runtime.guard.paths.rules.PATH_KEYS``) as one."""
+    data_args: tuple[str, ...] = ()
+    """The arguments whose values are data (a file's content, a search pattern, a request
+    body): never searched for paths, so ``dest=/usr/local`` in a script is not one."""
+    inline: bool = False
+    """Takes milliseconds: a ``sync`` call is waited on by the ToolRunner's own thread, not
+    handed to one of its workers (and a hosted conversation folds a read-only one at once)."""
+    kind: ToolKind | None = None
+    """The call's ``kind`` in ``tool.completed``; ``workflow`` also makes the runner run the
+    plan the tool returns. ``None``: from the flags (``command``, ``network``, ``write``,
+    ``read``)."""
 
 
 @dataclass

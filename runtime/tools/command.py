@@ -73,6 +73,7 @@ SPECS: list[ToolSpec] = [
             "additionalProperties": False,
         },
         runs_commands=True,
+        path_args=("cwd",),
     )
 ]
 """The ``command.run`` spec."""

@@ -79,12 +79,17 @@ SPECS: list[ToolSpec] = [
             ["path"],
         ),
         read_only=True,
+        path_args=("path",),
+        inline=True,
     ),
     ToolSpec(
         name="fs.write",
         description="Write a text file, replacing it; missing parent directories are created.",
         input_schema=_schema({"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
         writes=True,
+        path_args=("path",),
+        data_args=("content",),
+        inline=True,
     ),
     ToolSpec(
         name="fs.edit",
@@ -99,12 +104,17 @@ SPECS: list[ToolSpec] = [
             ["path", "old", "new"],
         ),
         writes=True,
+        path_args=("path",),
+        data_args=("old", "new"),
+        inline=True,
     ),
     ToolSpec(
         name="fs.list",
         description="List a directory (default the root); a glob such as **/*.py recurses.",
         input_schema=_schema({"path": _PATH, "glob": {"type": "string", "minLength": 1}}, []),
         read_only=True,
+        path_args=("path",),
+        inline=True,
     ),
     ToolSpec(
         name="fs.search",
@@ -121,6 +131,9 @@ SPECS: list[ToolSpec] = [
             ["pattern"],
         ),
         read_only=True,
+        path_args=("path",),
+        data_args=("pattern",),
+        inline=True,
     ),
 ]
 """The ``fs.*`` tool specs."""

@@ -88,6 +88,8 @@ SPECS: list[ToolSpec] = [
             "additionalProperties": False,
         },
         network_capable=True,
+        path_args=(),
+        data_args=("body",),
     )
 ]
 """The specs of the tools in this module."""

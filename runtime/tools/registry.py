@@ -8,7 +8,10 @@
 (``a2a.<agent>.send``, :mod:`runtime.tools.a2a`); servers and agents that could not be
 listed are in :attr:`ToolRegistry.remote_errors`. A built-in module that fails to import is
 left out and named in :attr:`ToolRegistry.import_errors`, so one broken module never takes
-the others down.
+the others down; it is recorded with the asset errors (``project.assets_loaded``, type
+``tool_module``), a project problem like them. A module whose ``SPECS`` and ``TOOLS`` do not
+pair up (a spec without a function, a function without a spec, a ``TOOLS`` key that is not
+its spec's name) is a programming error: :func:`paired` raises ``tool_spec_mismatch``.
 
 The registry is read-only once built, and picklable (the generated tools are partials of
 module functions): a project builds it once, at its start, and hands that one value to its
@@ -30,12 +33,12 @@ from typing import Any
 
 import msgspec
 
-from runtime.errors import AssetLoadFailedError
+from runtime.errors import AssetLoadFailedError, RoostError
 from runtime.option_table import RuntimeOptions
 from runtime.tools.asset_store import AssetCatalog, load_assets
 from runtime.tools.base import ToolFn, ToolSpec
 
-__all__ = ["BUILTIN_MODULES", "REMOTE_TOOL_BUILDERS", "ToolRegistry", "list_rule"]
+__all__ = ["BUILTIN_MODULES", "REMOTE_TOOL_BUILDERS", "ToolRegistry", "list_rule", "paired"]
 
 BUILTIN_MODULES: tuple[str, ...] = (
     "runtime.tools.fs",
@@ -51,6 +54,40 @@ REMOTE_TOOL_BUILDERS: tuple[tuple[str, str, str], ...] = (
 )
 """``(option, module, function)``: the tools of remote servers and agents, built when the
 option is set by ``function(root, options) -> (specs, fns, errors)``; imported only then."""
+
+
+def paired(
+    source: str, specs: Iterable[ToolSpec], fns: Mapping[str, ToolFn]
+) -> dict[str, tuple[ToolSpec, ToolFn]]:
+    """``{name: (spec, fn)}`` for the tools of ``source`` (a module, a tool builder).
+
+    Raises ``RoostError`` (reason ``tool_spec_mismatch``) when a spec has no function, a
+    function no spec, or two specs one name: a tool is never dropped without a word.
+    """
+    out: dict[str, tuple[ToolSpec, ToolFn]] = {}
+    names: set[str] = set()
+    twice: set[str] = set()
+    for spec in specs:
+        if spec.name in names:
+            twice.add(spec.name)
+        names.add(spec.name)
+        fn = fns.get(spec.name)
+        if fn is not None:
+            out[spec.name] = (spec, fn)
+    no_fn = sorted(names - set(fns))
+    no_spec = sorted(set(fns) - names)
+    if no_fn or no_spec or twice:
+        raise RoostError(
+            f"{source}: the tool specs and functions do not pair up (specs without a "
+            f"function: {no_fn}, functions without a spec: {no_spec}, names declared twice: "
+            f"{sorted(twice)}); each spec's name must be its function's TOOLS key",
+            reason="tool_spec_mismatch",
+            source=source,
+            without_function=no_fn,
+            without_spec=no_spec,
+            declared_twice=sorted(twice),
+        )
+    return out
 
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:
@@ -85,7 +122,8 @@ class ToolRegistry:
         self.catalog: AssetCatalog = catalog if catalog is not None else AssetCatalog()
         """The project's asset catalog the generated tools were built from."""
         self.import_errors: dict[str, str] = dict(import_errors or {})
-        """Built-in modules that could not be imported, with the error."""
+        """Tool modules that could not be imported, with the error (also in
+        :meth:`asset_summary`'s ``errors``)."""
         self.remote_errors: list[dict[str, Any]] = []
         """``mcp_servers`` / ``a2a_agents`` entries or tools left out: ``{type, key, reason}``."""
         self.unavailable: dict[str, dict[str, Any]] = {}
@@ -98,7 +136,8 @@ class ToolRegistry:
         """Build the registry for the project at ``root`` with its normalized ``options``.
 
         With ``strict_asset_loading`` an invalid asset, or a workflow with a step that
-        names no tool, raises ``AssetLoadFailedError``.
+        names no tool, raises ``AssetLoadFailedError``; a module whose specs and functions
+        do not pair up raises ``tool_spec_mismatch`` (:func:`paired`).
         """
         tools: dict[str, tuple[ToolSpec, ToolFn]] = {}
         errors: dict[str, str] = {}
@@ -111,10 +150,7 @@ class ToolRegistry:
             except Exception as e:  # a module being written must not break the others
                 errors[module_name] = f"{type(e).__name__}: {e}"
                 continue
-            for spec in specs:
-                fn = fns.get(spec.name)
-                if fn is not None:
-                    tools[spec.name] = (spec, fn)
+            tools.update(paired(module_name, specs, fns))
             if module_name == "runtime.tools.asset":
                 asset_module = module
         strict = RuntimeOptions.of(options).strict_asset_loading
@@ -130,17 +166,17 @@ class ToolRegistry:
                 errors[module_name] = f"{type(e).__name__}: {e}"
                 continue
             remote_errors.extend(left_out)
-            for spec in remote_specs:
-                tools.setdefault(spec.name, (spec, remote_fns[spec.name]))
+            for name, entry in paired(f"{module_name}.{builder}", remote_specs, remote_fns).items():
+                tools.setdefault(name, entry)
         unavailable: dict[str, dict[str, Any]] = {}
         if asset_module is not None and hasattr(asset_module, "asset_tools"):
             # Last, once every other tool (MCP and A2A tools included) is known: a
             # workflow's flags are its steps' and a step naming no tool makes it unavailable.
             known = {name: spec for name, (spec, _) in tools.items()}
             generated_specs, generated_fns = asset_module.asset_tools(catalog, known)
-            for spec in generated_specs:
-                if spec.name not in tools and spec.name in generated_fns:
-                    tools[spec.name] = (spec, generated_fns[spec.name])
+            generated = paired("runtime.tools.asset.asset_tools", generated_specs, generated_fns)
+            for name, entry in generated.items():
+                tools.setdefault(name, entry)
             complete = {name: spec for name, (spec, _) in tools.items()}
             unavailable = asset_module.unavailable_workflows(catalog, complete)
         if strict and unavailable:
@@ -215,5 +251,16 @@ class ToolRegistry:
         return {
             "generation": self.catalog.generation,
             "counts": self.catalog.counts(),
-            "errors": [*self.catalog.errors(), *self._workflow_errors(), *self.remote_errors],
+            "errors": [
+                *self.catalog.errors(),
+                *self._workflow_errors(),
+                *self.remote_errors,
+                *self._module_errors(),
+            ],
         }
+
+    def _module_errors(self) -> list[dict[str, Any]]:
+        return [
+            {"type": "tool_module", "key": module, "reason": f"import_failed: {error}"}
+            for module, error in sorted(self.import_errors.items())
+        ]

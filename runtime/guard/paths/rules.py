@@ -18,7 +18,7 @@ import fnmatch
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -67,7 +67,11 @@ PATH_KEYS = frozenset(
         "destination",
     }
 )
-"""Argument keys whose values are paths, compared lower-cased with ``_`` and ``-`` removed."""
+"""Argument keys whose values are paths, compared lower-cased with ``_`` and ``-`` removed.
+
+The name heuristics for arguments no trusted spec describes (an MCP tool's, a command or
+workflow asset's) and for keys inside text or nested objects; a built-in tool declares its
+path arguments (``ToolSpec.path_args``)."""
 
 _KV_RE = re.compile(
     r"(?<!\w)(path|paths|file|files|filename|file_path|filepath|cwd|dir|directory|workdir"
@@ -339,7 +343,7 @@ def _is_path_key(key: object) -> bool:
     return isinstance(key, str) and key.lower().replace("_", "").replace("-", "") in PATH_KEYS
 
 
-def extract_paths(args: Any) -> list[str]:
+def extract_paths(args: Any, *, path_keys: Collection[str] | None = None) -> list[str]:
     """Every path-like value in ``args``, in first-seen order, without duplicates.
 
     Found: values of keys named like ``path``/``file``/``cwd``/``dir``/``target``/``source``/
@@ -347,6 +351,10 @@ def extract_paths(args: Any) -> list[str]:
     of JSON-encoded strings (objects and arrays, parsed and searched the same way),
     ``key=value`` text in any string (``"path=../../etc/passwd"``, ``--cwd='/x'``), and
     ``file:`` URLs. Nesting deeper than 32 levels or beyond 10,000 values is not searched.
+
+    ``path_keys`` (a trusted spec's declared path arguments): the top-level keys of
+    ``args`` that are paths, whatever they are called; the other top-level keys are not
+    paths by their name, only by what their values hold.
     """
     found: dict[str, None] = {}
     budget = [_MAX_NODES]
@@ -366,6 +374,11 @@ def extract_paths(args: Any) -> list[str]:
         if parsed is not None:
             visit(parsed, in_path_key, depth + 1)
 
+    def is_path_key(key: object, depth: int) -> bool:
+        if path_keys is not None and depth == 0:
+            return key in path_keys
+        return _is_path_key(key)
+
     def visit(value: Any, in_path_key: bool, depth: int) -> None:
         budget[0] -= 1
         if depth > _MAX_DEPTH or budget[0] < 0:
@@ -374,7 +387,7 @@ def extract_paths(args: Any) -> list[str]:
             visit_text(value, in_path_key, depth)
         elif isinstance(value, dict):
             for key, item in value.items():
-                visit(item, _is_path_key(key), depth + 1)
+                visit(item, is_path_key(key, depth), depth + 1)
         elif isinstance(value, list | tuple):
             for item in value:
                 visit(item, in_path_key, depth + 1)

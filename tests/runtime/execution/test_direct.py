@@ -6,8 +6,7 @@ import pytest
 
 from events import catalog as ev
 from runtime.errors import RoostError
-from runtime.execution.direct import crashed, direct_call, project_record, recorded, runs_inline
-from runtime.tools.base import CallSpec
+from runtime.execution.direct import crashed, direct_call, project_record, recorded
 from runtime.wire.ops import with_ids
 
 
@@ -56,13 +55,3 @@ def test_a_run_naming_no_conversation_is_recorded_at_project_level() -> None:
     assert [(e.project_id, e.conversation_id, e.correlation_id) for e in batch] == [
         ("p1", None, "corr-1")
     ]
-
-
-def test_only_sync_file_and_asset_calls_run_inline() -> None:
-    def call(name: str, run_mode: str = "sync") -> CallSpec:
-        return CallSpec(call_id="call-1", name=name, args={}, run_mode=run_mode)
-
-    assert runs_inline(call("fs.read")) and runs_inline(call("asset.list"))
-    assert not runs_inline(call("fs.read", "async"))
-    assert not runs_inline(call("command.run"))
-    assert not runs_inline(call("http.fetch"))

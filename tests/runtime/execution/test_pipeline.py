@@ -320,3 +320,25 @@ def test_strict_loading_refuses_a_workflow_naming_no_tool(root: Path) -> None:
         pipeline_for(root, strict_asset_loading=True)
     assert caught.value.details["reason"] == "unknown_step_tool"
     assert caught.value.details["key"] == "gone"
+
+
+def test_a_sync_call_runs_inline_when_its_tool_declares_it(root: Path) -> None:
+    quick = ToolSpec(
+        name="demo.quick", description="Quick.", input_schema={"type": "object"}, inline=True
+    )
+    tools = ToolRegistry.for_project(str(root), validate_options({}))
+    entries = {spec.name: tools.get(spec.name) for spec in tools.specs()}
+    entries["demo.quick"] = (quick, lambda ctx, args: {})
+    pipeline = ToolPipeline(
+        "p1", str(root), validate_options({}), ToolRegistry({k: v for k, v in entries.items() if v})
+    )
+
+    def inline(name: str, run_mode: str = "sync") -> bool:
+        return pipeline.runs_inline(CallSpec(call_id="c", name=name, args={}, run_mode=run_mode))
+
+    assert inline("demo.quick") and inline("fs.read") and inline("fs.write")
+    assert inline("asset.list")
+    assert not inline("demo.quick", "async")
+    assert not inline("command.run")
+    assert not inline("http.fetch")
+    assert not inline("fs.no_such_tool")

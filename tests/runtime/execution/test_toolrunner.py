@@ -503,14 +503,32 @@ def test_a_generated_github_token_never_reaches_the_completed_event(
         ("command.run", {"runs_commands": True}, "command"),
         ("command.run.greet", {"runs_commands": True}, "command"),
         ("http.fetch", {"network_capable": True}, "network"),
-        ("asset.list", {"read_only": True}, "asset"),
-        ("workflow.run.x", {"writes": True}, "workflow"),
+        ("asset.list", {"read_only": True, "kind": "asset"}, "asset"),
+        ("workflow.run.x", {"writes": True, "kind": "workflow"}, "workflow"),
+        ("demo.workflow", {"writes": True, "kind": "workflow"}, "workflow"),
+        ("workflow.run.y", {"writes": True}, "write"),
     ],
 )
-def test_the_kind_follows_the_name_and_the_safety_flags(
-    name: str, flags: dict[str, bool], kind: str
+def test_the_kind_is_the_declared_one_or_follows_the_safety_flags(
+    name: str, flags: dict[str, Any], kind: str
 ) -> None:
-    assert tool_kind(spec(name, **flags)) == kind
+    assert tool_kind(ToolSpec(name=name, description=name, input_schema=OPEN, **flags)) == kind
+
+
+def test_asset_and_workflow_tools_declare_their_kind(root: Path) -> None:
+    workflows = root / ".roost" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "read.md").write_text('---\nsteps: [{"tool": "fs.read", "args": {}}]\n---\n')
+    registry = ToolRegistry.for_project(str(root), validate_options({}))
+
+    kinds = {s.name: s.kind for s in registry.specs() if s.kind is not None}
+
+    assert kinds == {
+        "asset.get": "asset",
+        "asset.list": "asset",
+        "asset.search": "asset",
+        "workflow.run.read": "workflow",
+    }
 
 
 def test_result_of_a_failure_has_the_error_shape(root: Path) -> None:

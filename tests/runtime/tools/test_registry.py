@@ -8,10 +8,13 @@ from typing import Any
 
 import pytest
 
-from runtime.errors import AssetLoadFailedError
+from events import catalog as ev
+from events.project_history import project_problems
+from runtime.errors import AssetLoadFailedError, RoostError
 from runtime.policy.options import validate_options
 from runtime.tools.base import ToolContext, ToolSpec
-from runtime.tools.registry import ToolRegistry, list_rule
+from runtime.tools.registry import ToolRegistry, list_rule, paired
+from tests.events.test_projections import Journal
 
 BUILTINS = [
     "asset.get",
@@ -195,6 +198,82 @@ def test_a_tool_module_that_fails_to_import_is_reported_and_the_others_still_loa
     assert list(reg.import_errors) == ["runtime.tools.not_written_yet"]
     assert reg.import_errors["runtime.tools.not_written_yet"].startswith("ModuleNotFoundError")
     assert reg.get("fs.read") is not None
+
+
+def test_a_tool_module_that_fails_to_import_is_a_project_problem_until_the_next_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import runtime.tools.registry as registry_module
+
+    modules = (*registry_module.BUILTIN_MODULES, "runtime.tools.not_written_yet")
+    monkeypatch.setattr(registry_module, "BUILTIN_MODULES", modules)
+    summary = registry(tmp_path).asset_summary()
+    journal = Journal()
+    loaded = ev.ProjectAssetsLoaded(counts=summary["counts"], errors=summary["errors"])
+    journal.add(loaded, conversation_id=None, correlation_id="corr-p")
+
+    problems = project_problems(journal.events, "p1")
+
+    assert summary["errors"] == [
+        {
+            "type": "tool_module",
+            "key": "runtime.tools.not_written_yet",
+            "reason": "import_failed: ModuleNotFoundError: No module named "
+            "'runtime.tools.not_written_yet'",
+        }
+    ]
+    assert [(p["kind"], p["subject"], p["resolved"]) for p in problems] == [
+        ("tool_module_failed", "tool_module runtime.tools.not_written_yet", False)
+    ]
+
+
+MISSPELT_MODULE = """
+from runtime.tools.base import ToolSpec
+
+SPECS = [ToolSpec(name="fs.move", description="Move a file.", input_schema={"type": "object"})]
+TOOLS = {"fs.mvoe": lambda ctx, args: {}}
+"""
+
+
+def test_a_tools_key_that_is_not_its_specs_name_fails_the_registry_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import runtime.tools.registry as registry_module
+
+    (tmp_path / "misspelt_tools_module.py").write_text(MISSPELT_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    modules = (*registry_module.BUILTIN_MODULES, "misspelt_tools_module")
+    monkeypatch.setattr(registry_module, "BUILTIN_MODULES", modules)
+
+    with pytest.raises(RoostError) as caught:
+        registry(tmp_path)
+
+    assert caught.value.details == {
+        "reason": "tool_spec_mismatch",
+        "source": "misspelt_tools_module",
+        "without_function": ["fs.move"],
+        "without_spec": ["fs.mvoe"],
+        "declared_twice": [],
+    }
+
+
+def test_two_specs_of_one_name_fail_the_registry_loudly() -> None:
+    spec = ToolSpec(name="demo.echo", description="Echo.", input_schema={"type": "object"})
+
+    with pytest.raises(RoostError, match=r"names declared twice: \['demo.echo'\]"):
+        paired("demo", [spec, spec], {"demo.echo": lambda ctx, args: {}})
+
+
+def test_every_builtin_tool_declares_its_path_arguments(tmp_path: Path) -> None:
+    declared = {spec.name: spec.path_args for spec in registry(tmp_path).specs()}
+
+    assert sorted(declared) == BUILTINS
+    assert [name for name, path_args in declared.items() if path_args is None] == []
+    assert (declared["fs.read"], declared["command.run"], declared["http.fetch"]) == (
+        ("path",),
+        ("cwd",),
+        (),
+    )
 
 
 def test_a_registry_can_be_built_from_explicit_tools() -> None:
