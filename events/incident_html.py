@@ -63,8 +63,10 @@ FIRST_ERROR_CHARS: Final = 600
 """The first error's message is shown whole up to this length, else cut at a word, with
 the whole text in a ``<details>`` below and in the ``title``."""
 
-_STAGE_NAMES: Final = {stage: info.name for stage, info in STAGES.items() if info.measured}
-_DEPTH: Final = {stage: info.depth for stage, info in STAGES.items()}
+_STAGE_NAMES: Final[dict[str, str]] = {
+    stage: info.name for stage, info in STAGES.items() if info.measured
+}
+_DEPTH: Final[dict[str, int]] = {stage: info.depth for stage, info in STAGES.items()}
 _MARKS: Final = frozenset(get_args(Mark))
 _CONTROL: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
