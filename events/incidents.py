@@ -4,8 +4,9 @@ Both are pure functions of a project's events. They sort by ``seq`` themselves, 
 clock (latencies come from the events' ``at``), and build every list in ``seq`` order and
 every mapping with sorted or fixed keys, so the same events give the same bytes through
 ``canonical_json`` whatever order they were given in. ``render_incident_markdown`` (from
-``events.report``, re-exported here) renders the report as Markdown. The sections are
-described in ``docs/projections.md``.
+``events.report``, re-exported here) renders the report as Markdown; the stages come from
+``events.stages`` and what each event type means (kind, section) from its payload's
+``facts``. The sections are described in ``docs/projections.md``.
 
 Why this module is long: the timeline and the report are two pure folds over the same
 selection of events and share its helpers (selection, entries, call ids); the Markdown

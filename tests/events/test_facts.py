@@ -64,11 +64,8 @@ def test_a_stage_ends_in_a_denial_failure_cancel_or_nothing_marked() -> None:
 
 def test_every_policy_decision_closes_the_policy_stage() -> None:
     decisions = {name for name, cls in PAYLOAD_TYPES.items() if cls.facts.decision}
-    assert decisions == CLOSERS["policy"] == {
-        "policy.allowed",
-        "policy.denied",
-        "tool.approval_requested",
-    }
+    assert decisions == CLOSERS["policy"]
+    assert decisions == {"policy.allowed", "policy.denied", "tool.approval_requested"}
 
 
 def test_an_unknown_security_type_is_a_security_signal_and_other_unknowns_are_plain() -> None:
