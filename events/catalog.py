@@ -2,14 +2,20 @@
 
 Each Struct is the typed payload (the envelope's ``data``) of one event type; its tag is
 the dotted type name. Payloads only grow: a new field always has a default and a field's
-type never changes, so old journal bytes keep decoding (see ``docs/events.md``).
+type never changes, so old journal bytes keep decoding (see ``docs/events.md``). Each
+also declares, once, what it means to the incident views (``facts``: its error kind,
+report section, timeline mark, stage boundaries, describer, signal-ness; see
+``events.facts``); the tables below and in the views are derived from them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Final
 
 import msgspec
+
+from events import describe as d
+from events.facts import PLAIN, EventFacts, Stage
 
 __all__ = [
     "PAYLOAD_TYPES",
@@ -69,6 +75,7 @@ __all__ = [
     "ToolTimeout",
     "UserMessage",
     "decode_data",
+    "facts_of",
     "payload_to_data",
     "type_names",
     "validate_data",
@@ -78,12 +85,23 @@ __all__ = [
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     """Base of every domain event payload; the tag is the event's dotted type."""
 
+    facts: ClassVar[EventFacts]
+    """What the type means to the incident views; each payload class declares its own."""
+
+
+_TURN_END: Final[tuple[Stage, ...]] = ("turn", "model_round")
+_CALL_END: Final[tuple[Stage, ...]] = ("tool_call", "tool_run")
+SECURITY_ERROR: Final = EventFacts(kind="security", section="security_signals", signal=True)
+SECURITY_SIGNAL: Final = EventFacts(mark="security", section="security_signals", signal=True)
+
 
 # --- project ---------------------------------------------------------------------------
 
 
 class ProjectStarted(Event, frozen=True, kw_only=True, tag="project.started"):
     """A project was started (or restored) with validated options."""
+
+    facts = PLAIN
 
     root: str
     """Absolute, resolved project root."""
@@ -96,12 +114,16 @@ class ProjectStarted(Event, frozen=True, kw_only=True, tag="project.started"):
 class ProjectStopped(Event, frozen=True, kw_only=True, tag="project.stopped"):
     """A project was stopped on request, or not restored at daemon start."""
 
+    facts = PLAIN
+
     reason: str = "requested"
     """Why: ``requested``, or ``invalid_root_path: <reason>`` when it was not restored."""
 
 
 class ProjectAssetsLoaded(Event, frozen=True, kw_only=True, tag="project.assets_loaded"):
     """The project's assets (skills, commands, workflows) were loaded."""
+
+    facts = PLAIN
 
     generation: int = 1
     """Monotonic asset generation."""
@@ -114,6 +136,8 @@ class ProjectAssetsLoaded(Event, frozen=True, kw_only=True, tag="project.assets_
 
 class ProjectAssetsReloaded(Event, frozen=True, kw_only=True, tag="project.assets_reloaded"):
     """The project's assets were reloaded."""
+
+    facts = PLAIN
 
     generation: int = 1
     """Monotonic asset generation."""
@@ -129,9 +153,13 @@ class ProjectAssetsReloaded(Event, frozen=True, kw_only=True, tag="project.asset
 class ConversationStarted(Event, frozen=True, kw_only=True, tag="conversation.started"):
     """A conversation was opened."""
 
+    facts = PLAIN
+
 
 class ConversationStopped(Event, frozen=True, kw_only=True, tag="conversation.stopped"):
     """A conversation was closed on request."""
+
+    facts = EventFacts(describe=d.reason_only)
 
     reason: str = "requested"
     """Why the conversation stopped."""
@@ -139,6 +167,8 @@ class ConversationStopped(Event, frozen=True, kw_only=True, tag="conversation.st
 
 class UserMessage(Event, frozen=True, kw_only=True, tag="user.message"):
     """A message from the user; starts a turn."""
+
+    facts = EventFacts(opens=("turn",), describe=d.message)
 
     content: str = ""
     """The message text."""
@@ -148,6 +178,8 @@ class UserMessage(Event, frozen=True, kw_only=True, tag="user.message"):
 
 class LlmStarted(Event, frozen=True, kw_only=True, tag="llm.started"):
     """A model round began."""
+
+    facts = EventFacts(opens=("model_round",), closes=("model_round",), describe=d.llm_started)
 
     provider: str
     """Adapter name (``deterministic``, ``openai``)."""
@@ -160,12 +192,16 @@ class LlmStarted(Event, frozen=True, kw_only=True, tag="llm.started"):
 class AssistantDelta(Event, frozen=True, kw_only=True, tag="assistant.delta"):
     """A streamed chunk of assistant text."""
 
+    facts = EventFacts(describe=d.message)
+
     content: str
     """The chunk."""
 
 
 class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested"):
     """The model asked for a tool call."""
+
+    facts = EventFacts(opens=("policy", "tool_call"), closes=("model_round",), describe=d.requested)
 
     call_id: str
     """Unique id of this call; every later event about it carries it."""
@@ -182,12 +218,16 @@ class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested"):
 class ToolApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_requested"):
     """The policy asked a person to approve a call."""
 
+    facts = EventFacts(opens=("approval",), closes=("policy",), decision="ask", describe=d.approval)
+
     call_id: str
     """The call awaiting approval."""
 
 
 class ToolApproved(Event, frozen=True, kw_only=True, tag="tool.approved"):
     """A person approved a call."""
+
+    facts = EventFacts(opens=("policy",), closes=("approval",), describe=d.approval)
 
     call_id: str
     """The approved call."""
@@ -198,6 +238,14 @@ class ToolApproved(Event, frozen=True, kw_only=True, tag="tool.approved"):
 class ToolRejected(Event, frozen=True, kw_only=True, tag="tool.rejected"):
     """A person rejected a call."""
 
+    facts = EventFacts(
+        kind="denial",
+        section="denials",
+        opens=("policy",),
+        closes=("approval",),
+        describe=d.approval,
+    )
+
     call_id: str
     """The rejected call."""
     reason: str | None = None
@@ -207,6 +255,8 @@ class ToolRejected(Event, frozen=True, kw_only=True, tag="tool.rejected"):
 class ToolStarted(Event, frozen=True, kw_only=True, tag="tool.started"):
     """A tool call began running."""
 
+    facts = EventFacts(opens=("tool_run",), describe=d.call)
+
     call_id: str
     """The call."""
     name: str
@@ -215,6 +265,8 @@ class ToolStarted(Event, frozen=True, kw_only=True, tag="tool.started"):
 
 class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     """A tool call succeeded (terminal)."""
+
+    facts = EventFacts(closes=_CALL_END, describe=d.completed)
 
     call_id: str
     """The call this result closes."""
@@ -231,6 +283,8 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
 class ToolFailed(Event, frozen=True, kw_only=True, tag="tool.failed"):
     """A tool call failed (terminal)."""
 
+    facts = EventFacts(kind="failure", section="failures", closes=_CALL_END, describe=d.failed)
+
     call_id: str
     """The call this failure closes."""
     name: str
@@ -244,6 +298,10 @@ class ToolFailed(Event, frozen=True, kw_only=True, tag="tool.failed"):
 class ToolCancelled(Event, frozen=True, kw_only=True, tag="tool.cancelled"):
     """A tool call was cancelled (terminal)."""
 
+    facts = EventFacts(
+        mark="cancel", section="cancellations", closes=_CALL_END, describe=d.cancelled
+    )
+
     call_id: str
     """The cancelled call."""
     name: str
@@ -254,6 +312,8 @@ class ToolCancelled(Event, frozen=True, kw_only=True, tag="tool.cancelled"):
 
 class AssistantMessage(Event, frozen=True, kw_only=True, tag="assistant.message"):
     """The model's reply for one round (its text may be empty when it only calls tools)."""
+
+    facts = EventFacts(closes=("model_round",), describe=d.message)
 
     content: str
     """The message text."""
@@ -266,6 +326,8 @@ class AssistantMessage(Event, frozen=True, kw_only=True, tag="assistant.message"
 class LlmCompleted(Event, frozen=True, kw_only=True, tag="llm.completed"):
     """The turn ended normally."""
 
+    facts = EventFacts(closes=_TURN_END, describe=d.llm_completed)
+
     finish_reason: str = "stop"
     """``stop``, ``tool_calls``, ``length``..."""
     tool_call_count: int = 0
@@ -277,6 +339,14 @@ class LlmCompleted(Event, frozen=True, kw_only=True, tag="llm.completed"):
 class LlmFailed(Event, frozen=True, kw_only=True, tag="llm.failed"):
     """The turn ended because the model failed."""
 
+    facts = EventFacts(
+        kind="failure",
+        section="failures",
+        closes=_TURN_END,
+        describe=d.llm_failed,
+        timeout_when=lambda payload: payload.reason == "timeout",
+    )
+
     reason: str
     """Why, a stable code (``timeout``, ``provider_error``, ``circuit_open``, ...)."""
     message: str = ""
@@ -285,6 +355,8 @@ class LlmFailed(Event, frozen=True, kw_only=True, tag="llm.failed"):
 
 class LlmRetried(Event, frozen=True, kw_only=True, tag="llm.retried"):
     """A model call's attempt failed with a retryable error and was tried again."""
+
+    facts = EventFacts(section="model_retries", describe=d.llm_retried)
 
     round: int = 1
     """Model round within the turn, from 1."""
@@ -306,6 +378,8 @@ class LlmRetried(Event, frozen=True, kw_only=True, tag="llm.retried"):
 
 class LlmBreakerChanged(Event, frozen=True, kw_only=True, tag="llm.breaker_changed"):
     """The model provider's circuit breaker changed state (the conversation's own breaker)."""
+
+    facts = EventFacts(section="model_retries", describe=d.breaker)
 
     provider: str = ""
     """Adapter name (``openai``)."""
@@ -329,6 +403,8 @@ class LlmBreakerChanged(Event, frozen=True, kw_only=True, tag="llm.breaker_chang
 class BudgetExceeded(Event, frozen=True, kw_only=True, tag="budget.exceeded"):
     """A budget stopped the turn."""
 
+    facts = EventFacts(kind="failure", section="failures", closes=_TURN_END, describe=d.budget)
+
     budget: str
     """``max_rounds``, ``token_budget`` or ``duration_budget_ms``."""
     limit: int
@@ -340,6 +416,8 @@ class BudgetExceeded(Event, frozen=True, kw_only=True, tag="budget.exceeded"):
 class ConversationCancel(Event, frozen=True, kw_only=True, tag="conversation.cancel"):
     """The conversation was cancelled; pending calls are cancelled with it."""
 
+    facts = EventFacts(mark="cancel", section="cancellations", describe=d.reason_only)
+
     reason: str = "user_cancelled"
     """Why."""
 
@@ -347,12 +425,16 @@ class ConversationCancel(Event, frozen=True, kw_only=True, tag="conversation.can
 class ConversationResume(Event, frozen=True, kw_only=True, tag="conversation.resume"):
     """A cancelled conversation was reopened."""
 
+    facts = PLAIN
+
 
 # --- signals ---------------------------------------------------------------------------
 
 
 class PolicyAllowed(Event, frozen=True, kw_only=True, tag="policy.allowed"):
     """The policy allowed a tool call."""
+
+    facts = EventFacts(closes=("policy",), decision="allow", signal=True, describe=d.policy)
 
     tool: str
     """Tool name."""
@@ -366,6 +448,15 @@ class PolicyAllowed(Event, frozen=True, kw_only=True, tag="policy.allowed"):
 
 class PolicyDenied(Event, frozen=True, kw_only=True, tag="policy.denied"):
     """The policy denied a tool call."""
+
+    facts = EventFacts(
+        kind="denial",
+        section="denials",
+        closes=("policy",),
+        decision="deny",
+        signal=True,
+        describe=d.policy,
+    )
 
     tool: str
     """Tool name."""
@@ -382,6 +473,8 @@ class PolicyDenied(Event, frozen=True, kw_only=True, tag="policy.denied"):
 class ToolTimeout(Event, frozen=True, kw_only=True, tag="tool.timeout"):
     """A tool call hit its timeout."""
 
+    facts = EventFacts(kind="timeout", section="timeouts", signal=True, describe=d.timeout)
+
     call_id: str
     """The call."""
     timeout_count: int = 1
@@ -394,6 +487,8 @@ class ToolChildProcessesTerminated(
     Event, frozen=True, kw_only=True, tag="tool.child_processes_terminated"
 ):
     """Processes left by a tool call were killed."""
+
+    facts = EventFacts(signal=True)
 
     call_id: str
     """The call."""
@@ -410,6 +505,8 @@ class ToolChanges(Event, frozen=True, kw_only=True, tag="tool.changes"):
     to the root; ``sha256`` of regular files up to 4 MiB, not of sensitive ones); each list
     keeps its first 200 entries, the counts are exact.
     """
+
+    facts = EventFacts(signal=True)
 
     call_id: str
     """The call whose run this was."""
@@ -445,6 +542,8 @@ class SecurityLeftoverQuarantined(
 ):
     """A tool process left something in the root that may not stay; it was taken out."""
 
+    facts = SECURITY_SIGNAL
+
     path: str
     """Relative to the project root."""
     reason: str
@@ -467,6 +566,8 @@ class SecurityLeftoverQuarantined(
 class SecuritySandboxViolation(Event, frozen=True, kw_only=True, tag="security.sandbox_violation"):
     """A tool tried to reach outside the workspace."""
 
+    facts = SECURITY_ERROR
+
     tool: str | None = None
     """Tool name."""
     path: str | None = None
@@ -481,6 +582,8 @@ class SecuritySandboxExceptionUsed(
     Event, frozen=True, kw_only=True, tag="security.sandbox_exception_used"
 ):
     """An ``outside_root_allowlist`` entry let a path through."""
+
+    facts = SECURITY_SIGNAL
 
     reason_code: str
     """The entry's reason code."""
@@ -497,6 +600,8 @@ class SecuritySensitivePathDenied(
 ):
     """A tool touched a sensitive or protected path."""
 
+    facts = SECURITY_ERROR
+
     tool: str | None = None
     """Tool name."""
     path: str | None = None
@@ -509,6 +614,8 @@ class SecuritySensitivePathDenied(
 
 class SecurityNetworkDenied(Event, frozen=True, kw_only=True, tag="security.network_denied"):
     """A network target was refused."""
+
+    facts = SECURITY_ERROR
 
     target: str
     """The target as found (redacted)."""
@@ -523,6 +630,8 @@ class SecurityNetworkDenied(Event, frozen=True, kw_only=True, tag="security.netw
 class SecurityEnvDenied(Event, frozen=True, kw_only=True, tag="security.env_denied"):
     """A command's environment was refused."""
 
+    facts = SECURITY_ERROR
+
     denied_keys: list[str] = []
     """Keys that were not allowed."""
     reason: str | None = None
@@ -536,6 +645,8 @@ class SecurityEnvDenied(Event, frozen=True, kw_only=True, tag="security.env_deni
 class SecurityProtocolDenied(Event, frozen=True, kw_only=True, tag="security.protocol_denied"):
     """A protocol entry point (MCP, A2A) was refused."""
 
+    facts = SECURITY_ERROR
+
     protocol: str
     """The protocol."""
     operation: str
@@ -546,6 +657,8 @@ class SecuritySensitiveArtifactDetected(
     Event, frozen=True, kw_only=True, tag="security.sensitive_artifact_detected"
 ):
     """A tool result contained sensitive material."""
+
+    facts = SECURITY_SIGNAL
 
     finding_count: int
     """Number of findings."""
@@ -562,6 +675,8 @@ class SecurityRepeatedTimeoutFailures(
 ):
     """A tool timed out as often as the alert threshold."""
 
+    facts = SECURITY_ERROR
+
     tool: str
     """Tool name."""
     timeout_count: int
@@ -573,6 +688,8 @@ class SecurityRepeatedTimeoutFailures(
 class SecurityCommandBlocked(Event, frozen=True, kw_only=True, tag="security.command_blocked"):
     """A command matched the non-bypassable blocklist."""
 
+    facts = SECURITY_ERROR
+
     pattern: str
     """The blocklist pattern that matched."""
     call_id: str | None = None
@@ -581,6 +698,8 @@ class SecurityCommandBlocked(Event, frozen=True, kw_only=True, tag="security.com
 
 class ActorCrashed(Event, frozen=True, kw_only=True, tag="actor.crashed"):
     """A supervised actor died."""
+
+    facts = EventFacts(kind="crash", section="actor_events", signal=True, describe=d.actor)
 
     actor: str
     """Actor kind and id, e.g. ``conversation:c1``."""
@@ -593,6 +712,8 @@ class ActorCrashed(Event, frozen=True, kw_only=True, tag="actor.crashed"):
 class ActorRestarted(Event, frozen=True, kw_only=True, tag="actor.restarted"):
     """A supervised actor was restarted from its events."""
 
+    facts = EventFacts(mark="restart", section="actor_events", signal=True, describe=d.actor)
+
     actor: str
     """Actor kind and id."""
     reason: str
@@ -604,6 +725,8 @@ class ActorRestarted(Event, frozen=True, kw_only=True, tag="actor.restarted"):
 class ActorEscalated(Event, frozen=True, kw_only=True, tag="actor.escalated"):
     """Restart intensity was exceeded; the failure went to the parent."""
 
+    facts = EventFacts(kind="crash", section="actor_events", signal=True, describe=d.actor)
+
     actor: str
     """Actor kind and id."""
     reason: str
@@ -614,6 +737,8 @@ class ActorEscalated(Event, frozen=True, kw_only=True, tag="actor.escalated"):
 
 class ActorMailboxOverflow(Event, frozen=True, kw_only=True, tag="actor.mailbox_overflow"):
     """An actor's mailbox reached its bound: sends to it were refused, or it cleared again."""
+
+    facts = EventFacts(mark="failure", section="actor_events", signal=True)
 
     actor: str
     """Whose mailbox (kind and id, e.g. ``conversation:c1``; the sender's parent by kind)."""
@@ -634,6 +759,8 @@ class ActorMailboxOverflow(Event, frozen=True, kw_only=True, tag="actor.mailbox_
 class AlertDispatched(Event, frozen=True, kw_only=True, tag="alert.dispatched"):
     """An alert was delivered to the configured router."""
 
+    facts = EventFacts(signal=True)
+
     event: str
     """The signal type alerted on."""
     router: str
@@ -642,6 +769,8 @@ class AlertDispatched(Event, frozen=True, kw_only=True, tag="alert.dispatched"):
 
 class AlertFailed(Event, frozen=True, kw_only=True, tag="alert.failed"):
     """An alert could not be delivered."""
+
+    facts = EventFacts(kind="failure", section="failures", signal=True)
 
     event: str
     """The signal type alerted on."""
@@ -661,6 +790,8 @@ class JournalCheckpoint(Event, frozen=True, kw_only=True, tag="journal.checkpoin
     seconds, when the project stops and when the daemon stops. Not part of any
     conversation, timeline or incident report.
     """
+
+    facts = PLAIN
 
     index: int
     """The project's checkpoint number: 1 for its first, then one more each time."""
@@ -690,6 +821,8 @@ class JournalProjectDeleted(Event, frozen=True, kw_only=True, tag="journal.proje
     from tampering.
     """
 
+    facts = PLAIN
+
     project_id: str
     """The project whose events were deleted."""
     events: int
@@ -713,6 +846,8 @@ class JournalProjectDeleted(Event, frozen=True, kw_only=True, tag="journal.proje
 class McpServerStarted(Event, frozen=True, kw_only=True, tag="mcp.server_started"):
     """An external MCP server (``mcp_servers``) was started and initialized for tool calls."""
 
+    facts = PLAIN
+
     server: str
     """The server's name in ``mcp_servers``."""
     transport: str = "stdio"
@@ -725,6 +860,8 @@ class McpServerStarted(Event, frozen=True, kw_only=True, tag="mcp.server_started
 
 class McpServerExited(Event, frozen=True, kw_only=True, tag="mcp.server_exited"):
     """An external MCP server stopped answering (its process exited or the connection broke)."""
+
+    facts = PLAIN
 
     server: str
     """The server's name in ``mcp_servers``."""
@@ -739,6 +876,8 @@ class McpServerExited(Event, frozen=True, kw_only=True, tag="mcp.server_exited")
 
 class McpServerRestarted(Event, frozen=True, kw_only=True, tag="mcp.server_restarted"):
     """An external MCP server that had exited was started again."""
+
+    facts = PLAIN
 
     server: str
     """The server's name in ``mcp_servers``."""
@@ -758,6 +897,8 @@ class A2aTaskUpdated(Event, frozen=True, kw_only=True, tag="a2a.task_updated"):
     Appended with the call's end (``elapsed_ms`` says when each was seen); a signal, so it is
     recorded also for a call cancelled while it ran.
     """
+
+    facts = EventFacts(signal=True, describe=d.a2a_task)
 
     agent: str
     """The agent's name in ``a2a_agents``."""
@@ -835,16 +976,26 @@ PAYLOAD_TYPES: dict[str, type[Event]] = {
 """Every event type name mapped to its payload Struct."""
 
 SIGNAL_TYPES: frozenset[str] = frozenset(
-    name
-    for name in PAYLOAD_TYPES
-    if name.startswith(("policy.", "security.", "actor.", "alert."))
-    or name
-    in ("tool.timeout", "tool.child_processes_terminated", "tool.changes", "a2a.task_updated")
+    name for name, cls in PAYLOAD_TYPES.items() if cls.facts.signal
 )
 """Event types that are signals (``source: signal`` in incident timelines)."""
 
-TERMINAL_TOOL_TYPES: frozenset[str] = frozenset({"tool.completed", "tool.failed", "tool.cancelled"})
+TERMINAL_TOOL_TYPES: frozenset[str] = frozenset(
+    name for name, cls in PAYLOAD_TYPES.items() if "tool_call" in cls.facts.closes
+)
 """The event types that close a ``tool.requested``."""
+
+
+def facts_of(event_type: str) -> EventFacts:
+    """The facts of ``event_type``, as its payload class declares them.
+
+    A type the catalog does not know (a newer writer's) has a security signal's facts when
+    it is a ``security.*`` one, else ``PLAIN``.
+    """
+    cls = PAYLOAD_TYPES.get(event_type)
+    if cls is not None:
+        return cls.facts
+    return SECURITY_SIGNAL if event_type.startswith("security.") else PLAIN
 
 
 def payload_to_data(payload: Event) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from events.catalog import (
+    PAYLOAD_TYPES,
     PolicyAllowed,
     PolicyDenied,
     ToolApprovalRequested,
@@ -61,9 +62,11 @@ __all__ = [
 ]
 
 TURN_END_TYPES: Final[frozenset[str]] = frozenset(
-    {"llm.completed", "llm.failed", "budget.exceeded"}
+    name for name, cls in PAYLOAD_TYPES.items() if "turn" in cls.facts.closes
 )
-"""Event types that end the turn opened by the ``user.message`` of the same correlation."""
+"""Event types that end the turn opened by the ``user.message`` of the same correlation
+(those whose facts close the ``turn`` stage: ``llm.completed``, ``llm.failed``,
+``budget.exceeded``)."""
 
 CONVERSATION_STATUSES: Final[tuple[str, ...]] = (
     "idle",

@@ -1,8 +1,9 @@
-"""One-line summaries of events: what an operator reads next to an event in a report.
+"""The describers: one-line summaries of events, what an operator reads next to an event.
 
-``describe_event`` gives the short text of the report's causal chain and problem lists
-(and of ``project events``); ``clip`` and ``cut_at_word`` are how such text is cut. Pure:
-the same input gives the same text. ``events.report`` re-exports them.
+Each payload class names its describer in its facts (``events.catalog``);
+``events.report.describe_event`` picks it (``generic`` when there is none) and runs it
+through ``summarize``, which sets how far quoted values are cut. ``clip`` and
+``cut_at_word`` are how such text is cut. Pure: the same input gives the same text.
 """
 
 from __future__ import annotations
@@ -11,13 +12,43 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, Final
 
-from events.codecs import canonical_json
+import msgspec
 
-__all__ = ["SUMMARY_MAX_CHARS", "clip", "cut_at_word", "describe_event", "plain", "quote"]
+__all__ = [
+    "SUMMARY_MAX_CHARS",
+    "a2a_task",
+    "actor",
+    "approval",
+    "breaker",
+    "budget",
+    "call",
+    "cancelled",
+    "clip",
+    "completed",
+    "cut_at_word",
+    "failed",
+    "generic",
+    "llm_completed",
+    "llm_failed",
+    "llm_retried",
+    "llm_started",
+    "message",
+    "plain",
+    "policy",
+    "quote",
+    "reason_only",
+    "requested",
+    "summarize",
+    "timeout",
+]
 
 SUMMARY_MAX_CHARS: Final = 160
 """Longest quoted value (message text, arguments) shown in a one-line summary."""
 
+
+_SORTED_JSON: Final = msgspec.json.Encoder(order="sorted")
+"""``events.codecs.canonical_json``'s encoding (the catalog imports this module, so it
+cannot import the codecs, which read the envelopes, which read the catalog)."""
 
 _LIMIT: ContextVar[int | None] = ContextVar("summary_limit", default=SUMMARY_MAX_CHARS)
 
@@ -25,7 +56,7 @@ _LIMIT: ContextVar[int | None] = ContextVar("summary_limit", default=SUMMARY_MAX
 def clip(text: str, limit: int | None = None) -> str:
     """Return ``text`` cut to ``limit`` characters, ending in an ellipsis when cut.
 
-    Without ``limit``, the one :func:`describe_event` was given (None: never cut).
+    Without ``limit``, the one :func:`summarize` was given (None: never cut).
     """
     limit = _LIMIT.get() if limit is None else limit
     return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
@@ -48,14 +79,15 @@ def cut_at_word(text: str, limit: int) -> str:
 
 def _quote(value: Any) -> str:
     """Return ``value`` as clipped JSON: strings quoted, newlines and quotes escaped."""
-    return clip(canonical_json(value).decode())
+    return clip(_SORTED_JSON.encode(value).decode())
 
 
 def _plain(value: Any) -> str:
-    return value if isinstance(value, str) else canonical_json(value).decode()
+    return value if isinstance(value, str) else _SORTED_JSON.encode(value).decode()
 
 
-def _call(data: dict[str, Any]) -> str:
+def call(data: dict[str, Any]) -> str:
+    """``name call_id`` of a call's event."""
     name, call_id = data.get("name") or data.get("tool"), data.get("call_id")
     return " ".join(_plain(part) for part in (name, call_id) if part is not None)
 
@@ -70,84 +102,100 @@ def _suffix(value: Any, template: str) -> str:
     return template.format(_plain(value)) if value is not None else ""
 
 
-def _message(data: dict[str, Any]) -> str:
+def message(data: dict[str, Any]) -> str:
+    """A message's text, quoted and cut."""
     return _quote(data.get("content", ""))
 
 
-def _llm_started(data: dict[str, Any]) -> str:
+def llm_started(data: dict[str, Any]) -> str:
+    """``round N (provider/model)``."""
     provider = _plain(data.get("provider", "?"))
     model = data.get("model")
     where = provider if model is None else f"{provider}/{_plain(model)}"
     return f"round {_plain(data.get('round', 1))} ({where})"
 
 
-def _requested(data: dict[str, Any]) -> str:
-    return f"{_call(data)} {_quote(data.get('args', {}))}"
+def requested(data: dict[str, Any]) -> str:
+    """The call and its arguments, quoted and cut."""
+    return f"{call(data)} {_quote(data.get('args', {}))}"
 
 
-def _approval(data: dict[str, Any]) -> str:
+def approval(data: dict[str, Any]) -> str:
+    """The call and the person's note."""
     return _plain(data.get("call_id", "?")) + _suffix(data.get("reason"), ": {}")
 
 
-def _completed(data: dict[str, Any]) -> str:
-    return f"{_call(data)} ok in {_plain(data.get('duration_ms', 0))} ms"
+def completed(data: dict[str, Any]) -> str:
+    """The call and how long it ran."""
+    return f"{call(data)} ok in {_plain(data.get('duration_ms', 0))} ms"
 
 
-def _failed(data: dict[str, Any]) -> str:
-    return f"{_call(data)}: {_reason_code(data.get('reason', {}))}"
+def failed(data: dict[str, Any]) -> str:
+    """The call and its failure's code."""
+    return f"{call(data)}: {_reason_code(data.get('reason', {}))}"
 
 
-def _cancelled(data: dict[str, Any]) -> str:
-    return f"{_call(data)}: {_plain(data.get('reason', 'conversation_cancelled'))}"
+def cancelled(data: dict[str, Any]) -> str:
+    """The call and why it was cancelled."""
+    return f"{call(data)}: {_plain(data.get('reason', 'conversation_cancelled'))}"
 
 
-def _llm_completed(data: dict[str, Any]) -> str:
+def llm_completed(data: dict[str, Any]) -> str:
+    """How the turn finished and how many calls it made."""
     finish = _plain(data.get("finish_reason", "stop"))
     return f"{finish}, {_plain(data.get('tool_call_count', 0))} tool call(s)"
 
 
-def _budget(data: dict[str, Any]) -> str:
+def budget(data: dict[str, Any]) -> str:
+    """Which budget stopped the turn, and how much of it was used."""
     used, limit = _plain(data.get("used", "?")), _plain(data.get("limit", "?"))
     return f"{_plain(data.get('budget', '?'))} used {used} of {limit}"
 
 
-def _policy(data: dict[str, Any]) -> str:
+def policy(data: dict[str, Any]) -> str:
+    """The tool, the call, the reason and who decided."""
     tool = _plain(data.get("tool", "?"))
     call = _suffix(data.get("call_id"), " {}")
     reason, source = _plain(data.get("reason", "?")), _plain(data.get("source", "policy"))
     return f"{tool}{call}: {reason} (source {source})"
 
 
-def _timeout(data: dict[str, Any]) -> str:
+def timeout(data: dict[str, Any]) -> str:
+    """The tool, the call and how many timeouts it has had."""
     tool = _suffix(data.get("tool"), "{} ")
     call, count = _plain(data.get("call_id", "?")), _plain(data.get("timeout_count", 1))
     return f"{tool}{call} (timeout #{count})"
 
 
-def _actor(data: dict[str, Any]) -> str:
+def actor(data: dict[str, Any]) -> str:
+    """The actor, why, and its restart count."""
     actor, reason = _plain(data.get("actor", "?")), _plain(data.get("reason", "?"))
     return f"{actor}: {reason} (restart count {_plain(data.get('restart_count', 0))})"
 
 
-def _reason_only(data: dict[str, Any]) -> str:
+def reason_only(data: dict[str, Any]) -> str:
+    """The event's ``reason``."""
     return _plain(data.get("reason", "?"))
 
 
-def _llm_failed(data: dict[str, Any]) -> str:
+def llm_failed(data: dict[str, Any]) -> str:
+    """The model's failure: its code and message."""
     message = data.get("message")
-    return clip(_reason_only(data) + (f": {_plain(message)}" if message else ""))
+    return clip(reason_only(data) + (f": {_plain(message)}" if message else ""))
 
 
-def _llm_retried(data: dict[str, Any]) -> str:
+def llm_retried(data: dict[str, Any]) -> str:
+    """A retried attempt: its error, status and wait."""
     status = _suffix(data.get("status"), " (HTTP {})")
     after = _suffix(data.get("retry_after_ms"), ", Retry-After {} ms")
     wait = f"waited {_plain(data.get('delay_ms', 0))} ms{after}"
     attempt = _plain(data.get("attempt", 1))
     message = _suffix(data.get("message") or None, ": {}")
-    return clip(f"attempt {attempt} {_reason_only(data)}{status}, {wait}{message}")
+    return clip(f"attempt {attempt} {reason_only(data)}{status}, {wait}{message}")
 
 
-def _breaker(data: dict[str, Any]) -> str:
+def breaker(data: dict[str, Any]) -> str:
+    """A circuit breaker's transition and why."""
     provider, state = _plain(data.get("provider", "?")), _plain(data.get("state", "?"))
     failures = _plain(data.get("consecutive_failures", 0))
     threshold = _plain(data.get("failure_threshold", 0))
@@ -156,13 +204,14 @@ def _breaker(data: dict[str, Any]) -> str:
     return clip(f"{provider} {previous} → {state} ({failures}/{threshold} failures){last}")
 
 
-def _a2a_task(data: dict[str, Any]) -> str:
+def a2a_task(data: dict[str, Any]) -> str:
+    """A remote task's new state."""
     agent, task = _plain(data.get("agent", "?")), _plain(data.get("task_id", "?"))
     detail = _suffix(data.get("detail") or None, " ({})")
     return f"{agent} task {task}: {_plain(data.get('state', '?'))}{detail}"
 
 
-def _generic(data: dict[str, Any]) -> str:
+def generic(data: dict[str, Any]) -> str:
     """Return the payload's set fields as sorted ``key=value`` pairs (empty values left out)."""
     pairs = [
         f"{key}={_plain(value)}"
@@ -172,44 +221,12 @@ def _generic(data: dict[str, Any]) -> str:
     return clip(" ".join(pairs))
 
 
-_DESCRIBERS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
-    "user.message": _message,
-    "assistant.delta": _message,
-    "assistant.message": _message,
-    "llm.started": _llm_started,
-    "tool.requested": _requested,
-    "tool.approval_requested": _approval,
-    "tool.approved": _approval,
-    "tool.rejected": _approval,
-    "tool.started": _call,
-    "tool.completed": _completed,
-    "tool.failed": _failed,
-    "tool.cancelled": _cancelled,
-    "llm.completed": _llm_completed,
-    "llm.failed": _llm_failed,
-    "llm.retried": _llm_retried,
-    "llm.breaker_changed": _breaker,
-    "budget.exceeded": _budget,
-    "conversation.cancel": _reason_only,
-    "conversation.stopped": _reason_only,
-    "policy.allowed": _policy,
-    "policy.denied": _policy,
-    "tool.timeout": _timeout,
-    "actor.crashed": _actor,
-    "actor.restarted": _actor,
-    "actor.escalated": _actor,
-    "a2a.task_updated": _a2a_task,
-}
-
-
-def describe_event(
-    event_type: str, data: dict[str, Any], limit: int | None = SUMMARY_MAX_CHARS
+def summarize(
+    describer: Callable[[dict[str, Any]], str],
+    data: dict[str, Any],
+    limit: int | None = SUMMARY_MAX_CHARS,
 ) -> str:
-    """Return a one-line summary of an event's payload (empty when there is nothing to say).
-
-    Quoted values and messages are cut to ``limit`` characters (None: the whole text).
-    """
-    describer = _DESCRIBERS.get(event_type, _generic)
+    """Return ``describer(data)`` with quoted values and messages cut to ``limit`` (None: whole)."""
     token = _LIMIT.set(limit)
     try:
         return describer(data)

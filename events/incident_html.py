@@ -11,10 +11,11 @@ from __future__ import annotations
 import html
 import json
 import re
-from typing import Any, Final
+from typing import Any, Final, get_args
 
+from events.catalog import PAYLOAD_TYPES, facts_of
+from events.facts import SECTIONS, STAGES, Mark
 from events.incident_style import CSS as _CSS
-from events.incidents import ERROR_KINDS
 from events.report import (
     CHANGE_HEADERS,
     LATENCY_HEADERS,
@@ -36,49 +37,27 @@ CONTENT_SECURITY_POLICY: Final = (
 )
 """The page's policy: inline styles and ``data:`` images only; no script, font or fetch."""
 
-MARK_KINDS: Final[dict[str, str]] = {
-    **ERROR_KINDS,
-    "actor.restarted": "restart",
-    "actor.mailbox_overflow": "failure",
-    "conversation.cancel": "cancel",
-    "tool.cancelled": "cancel",
+MARK_KINDS: Final[dict[str, Mark]] = {
+    name: mark for name, cls in PAYLOAD_TYPES.items() if (mark := cls.facts.marked) is not None
 }
-"""Event types marked on the waterfall and in the tree, mapped to their mark.
+"""Event types marked on the waterfall and in the tree, mapped to their mark (each payload
+class's ``facts.mark``, else its error kind).
 
-Every other ``security.*`` event is marked ``security`` too (:func:`_mark_of`): one mark
-per event, the same name as its chip (``security_signals``)."""
+Every ``security.*`` signal is marked ``security``: one mark per event, the same name as
+its chip (``security_signals``)."""
 
 FIRST_ERROR_CHARS: Final = 600
 """The first error's message is shown whole up to this length, else cut at a word, with
 the whole text in a ``<details>`` below and in the ``title``."""
 
-_STAGE_NAMES: Final = {
-    "turn": "turn",
-    "model_round": "model round",
-    "policy": "policy",
-    "approval": "approval",
-    "tool_call": "tool call",
+_STAGE_NAMES: Final[dict[str, str]] = {
+    stage: info.name for stage, info in STAGES.items() if info.measured
 }
-_DEPTH: Final = {"turn": 0, "model_round": 1, "policy": 2, "approval": 2, "tool_call": 2}
-_END_MARKS: Final = {
-    "policy.denied": "denial",
-    "tool.rejected": "denial",
-    "tool.failed": "failure",
-    "llm.failed": "failure",
-    "budget.exceeded": "failure",
-    "tool.cancelled": "cancel",
-    "conversation.cancel": "cancel",
-}
+_DEPTH: Final[dict[str, int]] = {stage: info.depth for stage, info in STAGES.items()}
+_MARKS: Final = frozenset(get_args(Mark))
 _CONTROL: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
-_CHIPS: Final = {
-    "denials": ("denial", "denials", "denial"),
-    "failures": ("failure", "failures", "failure"),
-    "timeouts": ("timeout", "timeouts", "timeout"),
-    "cancellations": ("cancellation", "cancellations", "cancel"),
-    "security_signals": ("security signal", "security signals", "security"),
-    "actor_events": ("actor crash or restart", "actor crashes and restarts", "crash"),
-}
+_CHIPS: Final = {key: info.chip for key, info in SECTIONS.items() if info.chip is not None}
 
 _LATENCIES: Final = (
     "A tool call has two times. Its latency (its bar, the right column, “requested → done” "
@@ -111,16 +90,15 @@ def _pct(value: float, total: int) -> str:
     return f"{max(0.0, min(100.0, 100.0 * value / total)):.3f}%"
 
 
-def _mark_of(event_type: str) -> str | None:
-    if event_type.startswith("security."):
-        return "security"
-    return MARK_KINDS.get(event_type)
+def _mark_of(event_type: str) -> Mark | None:
+    return facts_of(event_type).marked
 
 
 def _stage_mark(stage: dict[str, Any]) -> str:
+    """How a stage ended: ``open``, the mark of the event that closed it, else ``ok``."""
     if stage["end_type"] is None:
         return "open"
-    return _END_MARKS.get(stage["end_type"], "ok")
+    return _mark_of(stage["end_type"]) or "ok"
 
 
 def _header(report: dict[str, Any], span_ms: int) -> str:
@@ -158,7 +136,7 @@ def _first_error(report: dict[str, Any], offsets: dict[int, int | None]) -> str:
     if first is None:
         return '<section id="first-error"><h2>First error</h2><p class="none">None.</p></section>'
     seq, kind = first["seq"], first["kind"]
-    color = kind if kind in {*MARK_KINDS.values(), "security"} else "failure"  # a CSS name
+    color = kind if kind in _MARKS else "failure"  # a CSS name
     whole = describe_event(first["type"], first["data"], limit=None)
     shown = cut_at_word(whole, FIRST_ERROR_CHARS)
     rest = (

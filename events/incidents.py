@@ -4,8 +4,9 @@ Both are pure functions of a project's events. They sort by ``seq`` themselves, 
 clock (latencies come from the events' ``at``), and build every list in ``seq`` order and
 every mapping with sorted or fixed keys, so the same events give the same bytes through
 ``canonical_json`` whatever order they were given in. ``render_incident_markdown`` (from
-``events.report``, re-exported here) renders the report as Markdown. The sections are
-described in ``docs/projections.md``.
+``events.report``, re-exported here) renders the report as Markdown; the stages come from
+``events.stages`` and what each event type means (kind, section) from its payload's
+``facts``. The sections are described in ``docs/projections.md``.
 """
 
 from __future__ import annotations
@@ -17,17 +18,13 @@ from typing import Any, Final
 import msgspec
 
 from events import catalog as ev
-from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES, decode_data, type_names
+from events.catalog import PAYLOAD_TYPES, decode_data, facts_of, type_names
 from events.envelope import Envelope
+from events.facts import SECTIONS, ErrorKind, Section
 from events.project_history import problems_during, project_problems
-from events.projections import (
-    DECISION_TYPES,
-    TURN_END_TYPES,
-    fold_status,
-    in_seq_order,
-    orchestration_enabled,
-)
+from events.projections import DECISION_TYPES, fold_status, in_seq_order, orchestration_enabled
 from events.report import LATENCY_STAGES, describe_event, render_incident_markdown
+from events.stages import StageSpan, cause_indexes, stage_spans
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -49,38 +46,16 @@ DEFAULT_LIMIT: Final = 100
 MAX_LIMIT: Final = 500
 """The most entries an incident timeline keeps."""
 
-ERROR_KINDS: Final[dict[str, str]] = {
-    "policy.denied": "denial",
-    "tool.rejected": "denial",
-    "security.sandbox_violation": "security",
-    "security.sensitive_path_denied": "security",
-    "security.network_denied": "security",
-    "security.env_denied": "security",
-    "security.protocol_denied": "security",
-    "security.command_blocked": "security",
-    "tool.failed": "failure",
-    "llm.failed": "failure",
-    "budget.exceeded": "failure",
-    "alert.failed": "failure",
-    "tool.timeout": "timeout",
-    "security.repeated_timeout_failures": "security",
-    "actor.crashed": "crash",
-    "actor.escalated": "crash",
+ERROR_KINDS: Final[dict[str, ErrorKind]] = {
+    name: cls.facts.kind for name, cls in PAYLOAD_TYPES.items() if cls.facts.kind is not None
 }
-"""Event types that count as an error (for ``first_error``), mapped to their kind.
+"""Event types that count as an error (for ``first_error``), mapped to their kind (each
+payload class's ``facts.kind``).
 
-Every ``security.*`` signal is of kind ``security``, as in the report's
+Every ``security.*`` error is of kind ``security``, as in the report's
 ``security_signals``: the denial it comes with is the ``policy.denied`` beside it, which
 ``denials`` lists, so the page counts and marks each event once, under one name."""
 
-_DENIALS: Final = frozenset({"policy.denied", "tool.rejected"})
-_FAILURES: Final = frozenset({"tool.failed", "llm.failed", "budget.exceeded", "alert.failed"})
-_CANCELLATIONS: Final = frozenset({"conversation.cancel", "tool.cancelled"})
-_MODEL_RETRIES: Final = type_names(ev.LlmRetried, ev.LlmBreakerChanged)
-_ACTOR_EVENTS: Final = frozenset(
-    {"actor.crashed", "actor.restarted", "actor.escalated", "actor.mailbox_overflow"}
-)
-_ROUND_ENDS: Final = frozenset({"assistant.message", "tool.requested", *TURN_END_TYPES})
 _ACTOR_READS: Final = type_names(
     ev.ActorCrashed, ev.ActorRestarted, ev.ActorEscalated, ev.ActorMailboxOverflow
 )
@@ -95,7 +70,6 @@ _CALL_READS: Final = type_names(
     ev.ToolCancelled,
     ev.A2aTaskUpdated,
 )
-_TIMEOUT_READS: Final = type_names(ev.ToolTimeout, ev.LlmFailed)
 PROJECT_LEVEL_READS: Final = _ACTOR_READS | _RECOVERED_READS
 """Types of the project-level events (no conversation id) ``concerns`` may count in."""
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -160,7 +134,7 @@ def _select(
 
 
 def _source(event: Envelope) -> str:
-    return "signal" if event.type in SIGNAL_TYPES else "conversation"
+    return "signal" if facts_of(event.type).signal else "conversation"
 
 
 def incident_timeline(
@@ -234,22 +208,6 @@ def _entry(event: Envelope) -> dict[str, Any]:
     }
 
 
-def cause_indexes(ordered: list[Envelope]) -> list[int | None]:
-    """Return, for each event of ``ordered``, the index of its cause in ``ordered``.
-
-    The cause is the event named by its ``causation_id``; None when it has none in the
-    list (a root) or names itself.
-    """
-    index_of: dict[str, int] = {}
-    for index, event in enumerate(ordered):
-        index_of.setdefault(event.event_id, index)
-    parent: list[int | None] = []
-    for index, event in enumerate(ordered):
-        cause = index_of.get(event.causation_id) if event.causation_id is not None else None
-        parent.append(None if cause == index else cause)
-    return parent
-
-
 def _causal_chain(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
     """Return the causation forest as a pre-order list of nodes with their depth.
 
@@ -315,29 +273,6 @@ def _stats(values: list[int]) -> dict[str, int | None]:
     }
 
 
-class _Span:
-    """An open stage: its kind, label and first event (closed by ``_Stages.close``)."""
-
-    __slots__ = ("at", "event", "label", "stage")
-
-    def __init__(self, stage: str, label: str, event: Envelope, at: int) -> None:
-        self.stage, self.label, self.event, self.at = stage, label, event, at
-
-
-class _Stages:
-    """Collects stage spans: each from the ``at`` of its first event to that of its last."""
-
-    def __init__(self) -> None:
-        self.spans: list[tuple[_Span, Envelope | None, int | None]] = []
-
-    def close(self, span: _Span | None, event: Envelope, at: int) -> None:
-        if span is not None:
-            self.spans.append((span, event, at))
-
-    def leave_open(self, spans: Iterable[_Span]) -> None:
-        self.spans.extend((span, None, None) for span in spans)
-
-
 def _label(event: Envelope) -> str:
     if event.type in ("llm.started", "user.message"):
         return describe_event(event.type, event.data)
@@ -345,66 +280,14 @@ def _label(event: Envelope) -> str:
     return " ".join(str(part) for part in (name, call_id) if isinstance(part, str))
 
 
-def _name_remote_task(span: _Span, event: Envelope) -> None:
-    """Add a delegated call's remote task id to its stage's label, once."""
-    task_id = event.data.get("task_id")
-    if isinstance(task_id, str) and task_id and " · remote task " not in span.label:
-        span.label = f"{span.label} · remote task {task_id}"
-
-
-def _stage_spans(ordered: list[Envelope]) -> _Stages:
-    """Walk the events once and return every stage span, closed or still open."""
-    found = _Stages()
-    turns: dict[str, list[_Span]] = {}
-    rounds: dict[str, _Span] = {}
-    requested: dict[str, _Span] = {}
-    request_of_event: dict[str, str] = {}
-    decided: set[str] = set()
-    asked: dict[str, _Span] = {}
-    closed: set[str] = set()
+def _remote_tasks(ordered: list[Envelope]) -> dict[str, str]:
+    """The first remote task id each delegated call saw (its ``a2a.task_updated``)."""
+    found: dict[str, str] = {}
     for event in ordered:
-        at = epoch_ms(event.at)
-        if at is None:
-            continue
-        kind, correlation, call_id = event.type, event.correlation_id, _call_id(event.data)
-        if kind in _ROUND_ENDS or kind == "llm.started":
-            found.close(rounds.pop(correlation, None), event, at)
-            if kind == "llm.started":
-                rounds[correlation] = _Span("model_round", _label(event), event, at)
-        if kind == "user.message":
-            turns.setdefault(correlation, []).append(_Span("turn", _label(event), event, at))
-        elif kind in TURN_END_TYPES:
-            for span in turns.pop(correlation, []):
-                found.close(span, event, at)
-        elif kind == "tool.requested" and call_id is not None and call_id not in requested:
-            requested[call_id] = _Span("tool_call", _label(event), event, at)
-            request_of_event[event.event_id] = call_id
-        if kind in DECISION_TYPES:
-            if call_id is None and event.causation_id is not None:
-                call_id = request_of_event.get(event.causation_id)
-            if call_id in requested and call_id not in decided:
-                decided.add(call_id)
-                request = requested[call_id]
-                found.close(_Span("policy", request.label, request.event, request.at), event, at)
-            if kind == "tool.approval_requested" and call_id is not None and call_id not in asked:
-                label = requested[call_id].label if call_id in requested else call_id
-                asked[call_id] = _Span("approval", label, event, at)
-        elif kind in ("tool.approved", "tool.rejected") and call_id in asked:
-            found.close(asked.pop(call_id), event, at)
-        elif kind in TERMINAL_TOOL_TYPES and call_id in requested and call_id not in closed:
-            closed.add(call_id)
-            found.close(requested[call_id], event, at)
-        elif kind == "a2a.task_updated" and call_id in requested:
-            _name_remote_task(requested[call_id], event)
-    found.leave_open(span for spans in turns.values() for span in spans)
-    found.leave_open(rounds.values())
-    found.leave_open(
-        _Span("policy", span.label, span.event, span.at)
-        for call_id, span in requested.items()
-        if call_id not in decided
-    )
-    found.leave_open(asked.values())
-    found.leave_open(span for call_id, span in requested.items() if call_id not in closed)
+        if event.type == "a2a.task_updated":
+            call_id, task_id = _call_id(event.data), event.data.get("task_id")
+            if call_id is not None and isinstance(task_id, str) and task_id:
+                found.setdefault(call_id, task_id)
     return found
 
 
@@ -420,28 +303,52 @@ def _offset(event: Envelope, origin: int) -> int | None:
 
 
 def _stages(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
-    """Return every stage span in start order (``seq``, then ``LATENCY_STAGES`` order).
+    """Return every measured stage span in start order (``seq``, then ``LATENCY_STAGES``).
 
-    A stage still open at the end of the scope has no end and no latency.
+    The spans are ``events.stages``'s. A call's stages are labelled with its request (a
+    delegated call's ``tool_call`` also with its remote task); events with no valid ``at``
+    are left out. A stage still open at the end of the scope has no end and no latency.
     """
+    timed = [event for event in ordered if epoch_ms(event.at) is not None]
+    walk = stage_spans(timed)
+    requests = {
+        span.call_id: _label(timed[span.start])
+        for span in walk.spans
+        if span.stage == "tool_call" and span.call_id is not None
+    }
+    remote = _remote_tasks(timed)
+
+    def label(span: StageSpan) -> str:
+        opener = timed[span.start]
+        if span.call_id is None:
+            return _label(opener)
+        text = requests.get(span.call_id) or _label(opener)
+        task = remote.get(span.call_id) if span.stage == "tool_call" else None
+        return text if task is None else f"{text} · remote task {task}"
+
     rank = {stage: index for index, stage in enumerate(LATENCY_STAGES)}
     spans = sorted(
-        _stage_spans(ordered).spans,
-        key=lambda item: (item[0].event.seq, rank[item[0].stage], item[1] is None),
+        (span for span in walk.spans if span.stage in rank),
+        key=lambda span: (timed[span.start].seq, rank[span.stage], span.end is None),
     )
-    return [
-        {
-            "stage": span.stage,
-            "label": span.label,
-            "correlation_id": span.event.correlation_id,
-            "start_seq": span.event.seq,
-            "end_seq": None if end is None else end.seq,
-            "end_type": None if end is None else end.type,
-            "offset_ms": span.at - origin,
-            "latency_ms": None if end_at is None else end_at - span.at,
-        }
-        for span, end, end_at in spans
-    ]
+    stages: list[dict[str, Any]] = []
+    for span in spans:
+        start, end = timed[span.start], None if span.end is None else timed[span.end]
+        start_at = epoch_ms(start.at) or 0
+        end_at = None if end is None else epoch_ms(end.at)
+        stages.append(
+            {
+                "stage": span.stage,
+                "label": label(span),
+                "correlation_id": start.correlation_id,
+                "start_seq": start.seq,
+                "end_seq": None if end is None else end.seq,
+                "end_type": None if end is None else end.type,
+                "offset_ms": start_at - origin,
+                "latency_ms": None if end_at is None else end_at - start_at,
+            }
+        )
+    return stages
 
 
 def _latency(stages: list[dict[str, Any]]) -> dict[str, dict[str, int | None]]:
@@ -512,13 +419,22 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
     return list(calls.values())
 
 
-def _is_timeout(event: Envelope) -> bool:
-    if event.type not in _TIMEOUT_READS:
-        return False
-    match decode_data(event.type, event.data):
-        case ev.ToolTimeout() | ev.LlmFailed(reason="timeout"):
-            return True
-    return False
+def _sections(ordered: list[Envelope]) -> dict[Section, list[dict[str, Any]]]:
+    """Each problem list: the events whose type declares it (``facts.section``), in order.
+
+    An event whose type says so (``facts.timeout_when``, an ``llm.failed`` of reason
+    ``timeout``) is listed under ``timeouts`` too.
+    """
+    found: dict[Section, list[dict[str, Any]]] = {key: [] for key in SECTIONS}
+    for event in ordered:
+        facts = facts_of(event.type)
+        if facts.section is not None:
+            found[facts.section].append(_entry(event))
+        if facts.timeout_when is not None:
+            payload = decode_data(event.type, event.data)
+            if payload is not None and facts.timeout_when(payload):
+                found["timeouts"].append(_entry(event))
+    return found
 
 
 def _changes(ordered: list[Envelope]) -> list[dict[str, Any]]:
@@ -580,7 +496,7 @@ def incident_report(
     tool_calls = _tool_calls(selected)
     origin = _origin(selected)
     stages = _stages(selected, origin)
-    cancellations = [_entry(event) for event in selected if event.type in _CANCELLATIONS]
+    sections = _sections(selected)
     shown = {event.seq for event in selected}
     project = [
         {
@@ -603,7 +519,7 @@ def incident_report(
         status = "empty"
     elif first_error is not None:
         status = "error"
-    elif cancellations:
+    elif sections["cancellations"]:
         status = "cancelled"
     elif fold_status(selected, orchestration=orchestration) != "idle":
         status = "in_progress"
@@ -634,16 +550,14 @@ def incident_report(
         ],
         "causal_chain": _causal_chain(selected, origin),
         "tool_calls": tool_calls,
-        "denials": [_entry(event) for event in selected if event.type in _DENIALS],
-        "failures": [_entry(event) for event in selected if event.type in _FAILURES],
-        "timeouts": [_entry(event) for event in selected if _is_timeout(event)],
-        "cancellations": cancellations,
-        "security_signals": [
-            _entry(event) for event in selected if event.type.startswith("security.")
-        ],
-        "actor_events": [_entry(event) for event in selected if event.type in _ACTOR_EVENTS],
+        "denials": sections["denials"],
+        "failures": sections["failures"],
+        "timeouts": sections["timeouts"],
+        "cancellations": sections["cancellations"],
+        "security_signals": sections["security_signals"],
+        "actor_events": sections["actor_events"],
         "project_problems": project,
-        "model_retries": [_entry(event) for event in selected if event.type in _MODEL_RETRIES],
+        "model_retries": sections["model_retries"],
         "changes": _changes(selected),
         "stages": stages,
         "latency": _latency(stages),

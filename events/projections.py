@@ -14,10 +14,11 @@ from typing import Any, Final
 import msgspec
 
 from events import catalog as ev
-from events.catalog import decode_data, type_names
+from events.catalog import PAYLOAD_TYPES, decode_data, type_names
 from events.codecs import canonical_json
 from events.conversation_fold import TURN_END_TYPES, ConversationFold
 from events.envelope import Envelope
+from events.facts import Decision
 
 __all__ = [
     "DECISION_TYPES",
@@ -44,12 +45,11 @@ PROJECTION_KEYS: Final[tuple[str, ...]] = (
 )
 """The projection names ``get_projection`` accepts, sorted."""
 
-DECISION_TYPES: Final[dict[str, str]] = {
-    "policy.allowed": "allow",
-    "policy.denied": "deny",
-    "tool.approval_requested": "ask",
+DECISION_TYPES: Final[dict[str, Decision]] = {
+    name: cls.facts.decision for name, cls in PAYLOAD_TYPES.items() if cls.facts.decision
 }
-"""Event types that record a policy decision, mapped to the decision they record."""
+"""Event types that record a policy decision, mapped to the decision they record (their
+facts' ``decision``: ``policy.allowed``, ``policy.denied``, ``tool.approval_requested``)."""
 
 
 # --- ordering and selection -------------------------------------------------------------

@@ -1,7 +1,8 @@
 """One-line event summaries and the Markdown rendering of an incident report.
 
 ``describe_event`` gives the short text an operator reads next to an event in the report's
-causal chain and problem lists; ``render_incident_markdown`` turns the JSON form built by
+causal chain and problem lists (with the describer its type declares);
+``render_incident_markdown`` turns the JSON form built by
 ``events.incidents.incident_report`` into Markdown. Both are pure: the same input gives
 the same text.
 """
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from events.describe import SUMMARY_MAX_CHARS, clip, cut_at_word, describe_event
+from events.catalog import facts_of
+from events.describe import SUMMARY_MAX_CHARS, clip, cut_at_word, generic, summarize
 from events.describe import plain as _plain
 from events.describe import quote as _quote
+from events.facts import SECTIONS, STAGES
 
 __all__ = [
     "CHANGE_HEADERS",
@@ -30,8 +33,21 @@ __all__ = [
     "tool_call_rows",
 ]
 
-LATENCY_STAGES: Final[tuple[str, ...]] = ("turn", "model_round", "policy", "approval", "tool_call")
+LATENCY_STAGES: Final[tuple[str, ...]] = tuple(
+    stage for stage, info in STAGES.items() if info.measured
+)
 """The stages an incident report measures, in the order they are shown."""
+
+
+def describe_event(
+    event_type: str, data: dict[str, Any], limit: int | None = SUMMARY_MAX_CHARS
+) -> str:
+    """Return a one-line summary of an event's payload (empty when there is nothing to say).
+
+    Quoted values and messages are cut to ``limit`` characters (None: the whole text).
+    """
+    return summarize(facts_of(event_type).describe or generic, data, limit)
+
 
 # --- Markdown ---------------------------------------------------------------------------
 
@@ -136,14 +152,8 @@ def change_rows(changes: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
-PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
-    ("denials", "Denials"),
-    ("failures", "Failures"),
-    ("timeouts", "Timeouts"),
-    ("cancellations", "Cancellations"),
-    ("security_signals", "Security signals"),
-    ("actor_events", "Actor crashes, restarts and escalations"),
-    ("model_retries", "Model retries and circuit breaker"),
+PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = tuple(
+    (key, info.title) for key, info in SECTIONS.items()
 )
 """The report's problem lists (key, title), in the order both renderings show them."""
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from events import catalog as ev
-from events.catalog import TERMINAL_TOOL_TYPES
+from events.catalog import decode_data, type_names
 from events.conversation_fold import TURN_END_TYPES, ConversationFold, PendingCall
 from events.envelope import Envelope, NewEvent, format_at, new_event
 from events.projections import PROJECTION_KEYS, LlmContextFold
@@ -27,6 +27,16 @@ from runtime.tools.base import CallSpec
 __all__ = ["Clock", "LoopState", "TurnRecord", "TurnState"]
 
 Clock = Callable[[], datetime]
+
+_READS = type_names(
+    ev.LlmStarted,
+    ev.AssistantMessage,
+    ev.ToolRequested,
+    ev.ToolCompleted,
+    ev.ToolFailed,
+    ev.ToolCancelled,
+)
+"""The payloads ``_apply`` reads (the rest it folds without decoding)."""
 
 _REMEMBERED_CANCELS = 1024
 """Cancelled running calls whose late signals are still awaited (the oldest are dropped)."""
@@ -156,51 +166,52 @@ class LoopState:
     def _apply(self, e: Envelope) -> None:
         self.last_seq = e.seq
         # A call cancelled while it ran: its runner still answers later (with signals).
-        cancelled = e.data.get("call_id") if e.type == "tool.cancelled" else None
-        closing = self.fold.calls.get(cancelled) if isinstance(cancelled, str) else None
+        payload = decode_data(e.type, e.data) if e.type in _READS else None
+        closing = (
+            self.fold.calls.get(payload.call_id) if isinstance(payload, ev.ToolCancelled) else None
+        )
         if e.conversation_id == self.conversation_id:
             self._context.apply(e)
             self.fold.apply(e)
             self._record_turn(e)
-        t, d = e.type, e.data
-        if t == "llm.started":
-            user = self._user_message(e.correlation_id)
-            if self.turn is None or self.turn.correlation_id != e.correlation_id:
-                self.turn = TurnState(
-                    correlation_id=e.correlation_id,
-                    user_event_id=user.event_id if user else None,
-                    started_at=user.at if user else e.at,
-                    directives=(user.data.get("llm") if user else None),
-                )
-            self.turn.round = int(d.get("round", self.turn.round + 1))
-            self.turn.round_event_id = e.event_id
-            self.turn.model_done = False
-        elif t == "assistant.message":
-            usage = d.get("usage") or {}
-            self.tokens_used += int(usage.get("total_tokens", 0))
-            if self.turn is not None:
-                self.turn.model_done = True
-                self.turn.last_event_id = e.event_id
-                for key, value in usage.items():
-                    self.turn.usage[key] = self.turn.usage.get(key, 0) + int(value)
-        elif t == "tool.requested":
-            if self.turn is not None:
-                self.turn.tool_call_count += 1
-        elif t in TERMINAL_TOOL_TYPES:
-            call_id = d.get("call_id")
-            if closing is not None and call_id in self._dispatched:
-                self._await_late_signals(closing, e.event_id)
-            self._dispatched.discard(call_id)
-            self._asked.discard(call_id)
-            if self.turn is not None and e.correlation_id == self.turn.correlation_id:
-                self.turn.last_event_id = e.event_id
-        elif (
-            t in TURN_END_TYPES
-            and self.turn is not None
-            and self.turn.correlation_id == e.correlation_id
-        ):
-            self.turn = None
-            self._model_round = None
+        turn = self.turn
+        match payload:
+            case ev.LlmStarted(round=round_):
+                if turn is None or turn.correlation_id != e.correlation_id:
+                    user = self._user_message(e.correlation_id)
+                    turn = self.turn = TurnState(
+                        correlation_id=e.correlation_id,
+                        user_event_id=user.event_id if user else None,
+                        started_at=user.at if user else e.at,
+                        directives=(user.data.get("llm") if user else None),
+                    )
+                turn.round, turn.round_event_id, turn.model_done = round_, e.event_id, False
+            case ev.AssistantMessage(usage=usage):
+                self.tokens_used += usage.get("total_tokens", 0)
+                if turn is not None:
+                    turn.model_done, turn.last_event_id = True, e.event_id
+                    for key, value in usage.items():
+                        turn.usage[key] = turn.usage.get(key, 0) + value
+            case ev.ToolRequested() if turn is not None:
+                turn.tool_call_count += 1
+            case (
+                ev.ToolCompleted(call_id=call_id)
+                | ev.ToolFailed(call_id=call_id)
+                | ev.ToolCancelled(call_id=call_id)
+            ):
+                if closing is not None and call_id in self._dispatched:
+                    self._await_late_signals(closing, e.event_id)
+                self._dispatched.discard(call_id)
+                self._asked.discard(call_id)
+                if turn is not None and e.correlation_id == turn.correlation_id:
+                    turn.last_event_id = e.event_id
+            case _ if (
+                e.type in TURN_END_TYPES
+                and turn is not None
+                and turn.correlation_id == e.correlation_id
+            ):
+                self.turn = None
+                self._model_round = None
 
     def _record_turn(self, e: Envelope) -> None:
         """Keep what a ``wait`` on the event's turn answers (``_turn_outcome``)."""

@@ -4,26 +4,18 @@ One trace per turn: its id is derived from the correlation id, each span's id fr
 event that opens it and the span's kind, so building the same turn twice (live, or later
 from the journal) gives the same trace. Times are the events' ``at``.
 
-- ``roost.turn`` (turn): ``user.message`` to the turn's end (``TURN_END_TYPES``); the root.
-- ``roost.llm.round`` (round): ``llm.started`` to the round's ``assistant.message`` (or the
-  turn's end); in the turn.
-- ``roost.tool.call`` (tool_call): ``tool.requested`` to its terminal ``tool.*``; in the
-  round that asked for it.
-- ``roost.policy.decision`` (policy): from the request to the decision
-  (``DECISION_TYPES``); in the call.
-- ``roost.approval.wait`` (approval): ``tool.approval_requested`` to ``tool.approved`` /
-  ``tool.rejected``; in the call.
-- ``roost.tool.run`` (tool_run): ``tool.started`` to its terminal ``tool.*``; in the call.
-- ``roost.journal.commit`` (commit): the turn's first committed event to its last (each one
-  a span event); in the turn.
+The stages are the incident report's, from the same builder (``events.stages``): each
+stage is a span (``SPAN_NAMES``), plus ``roost.journal.commit`` (commit), the turn's first
+committed event to its last (each one a span event). A ``policy`` span is its decision's
+(the event it is identified by), so a decision not yet made has none; the turn's spans are
+its first ``user.message``'s. A span still open at the turn's end runs to its last event.
 
-A span's parent is found up the causation chain of its opening event
-(``events.incidents.cause_indexes``): the nearest event that opens a span of the parent's
+A span's parent is found up the causation chain of its identifying event
+(``events.stages.cause_indexes``): the nearest event that opens a span of the parent's
 kind (a later round, caused by a tool result, still belongs to the turn); a call's spans
 that follow a user's decision (a new causal chain from ``tool.approved``) hang from the
-call's ``tool.requested``. A span is an
-error when an event of ``events.incidents.ERROR_KINDS`` (a failure, denial or timeout)
-belongs to it.
+call's ``tool.requested``. A span is an error when an event of
+``events.incidents.ERROR_KINDS`` (a failure, denial or timeout) belongs to it.
 """
 
 from __future__ import annotations
@@ -36,8 +28,10 @@ import msgspec
 
 from events.catalog import TERMINAL_TOOL_TYPES
 from events.envelope import Envelope
-from events.incidents import ERROR_KINDS, cause_indexes, epoch_ms
+from events.facts import STAGES, Stage
+from events.incidents import ERROR_KINDS, epoch_ms
 from events.projections import DECISION_TYPES, TURN_END_TYPES, in_seq_order
+from events.stages import StageSpan, StageWalk, stage_spans
 
 __all__ = [
     "SPAN_NAMES",
@@ -51,15 +45,15 @@ __all__ = [
     "turn_spans",
 ]
 
-SpanKind = Literal["turn", "round", "tool_call", "policy", "approval", "tool_run", "commit"]
-"""What a span stands for."""
+SpanKind = Stage | Literal["commit"]
+"""What a span stands for: a stage (``events.facts.STAGES``) or the journal commit."""
 
 AttributeValue = str | int | bool
 """A span attribute's value."""
 
 SPAN_NAMES: Final[dict[SpanKind, str]] = {
     "turn": "roost.turn",
-    "round": "roost.llm.round",
+    "model_round": "roost.llm.round",
     "tool_call": "roost.tool.call",
     "policy": "roost.policy.decision",
     "approval": "roost.approval.wait",
@@ -68,22 +62,19 @@ SPAN_NAMES: Final[dict[SpanKind, str]] = {
 }
 """The span name of each kind."""
 
-_PARENT_KIND: Final[dict[SpanKind, SpanKind]] = {
-    "round": "turn",
-    "tool_call": "round",
+_PARENT_KIND: Final[dict[SpanKind, Stage]] = {
+    "model_round": "turn",
+    "tool_call": "model_round",
     "policy": "tool_call",
     "approval": "tool_call",
     "tool_run": "tool_call",
 }
-_OPENS: Final[dict[str, SpanKind]] = {
-    "user.message": "turn",
-    "llm.started": "round",
-    "tool.requested": "tool_call",
-    "tool.started": "tool_run",
-}
-_ROUND_ENDS: Final = frozenset({"assistant.message", *TURN_END_TYPES})
-_APPROVAL_ENDS: Final = frozenset({"tool.approved", "tool.rejected"})
+_ID_KINDS: Final[dict[SpanKind, str]] = {"model_round": "round"}
+"""Kinds whose span ids are derived from the name they had before the stages were named
+once (``round``), so a replay still matches what was exported before."""
 _RUN_ERRORS: Final = frozenset({"tool.failed", "tool.timeout"})
+_APPROVAL_ENDS: Final = frozenset({"tool.approved", "tool.rejected"})
+_RANK: Final = {stage: rank for rank, stage in enumerate(STAGES)}
 _NS_PER_MS: Final = 1_000_000
 
 
@@ -136,7 +127,9 @@ def trace_id_of(correlation_id: str) -> int:
 
 def span_id_of(event_id: str, kind: SpanKind) -> int:
     """The 64-bit span id of the ``kind`` span opened by ``event_id`` (never 0)."""
-    return int.from_bytes(_digest("roost.span", kind, event_id)[:8], "big") or 1
+    return (
+        int.from_bytes(_digest("roost.span", _ID_KINDS.get(kind, kind), event_id)[:8], "big") or 1
+    )
 
 
 def turn_correlations(events: Iterable[Envelope], conversation_id: str | None = None) -> list[str]:
@@ -176,40 +169,39 @@ def _ids(event: Envelope) -> dict[str, AttributeValue]:
     return attributes
 
 
-def _call_id(event: Envelope) -> str | None:
-    value = event.data.get("call_id")
-    return value if isinstance(value, str) else None
-
-
 class _Turn:
-    """The events of one turn and the lookups the spans need."""
+    """The events of one turn, their stages and the lookups the spans need."""
 
     def __init__(self, events: list[Envelope]) -> None:
         self.events = events
-        self.cause = cause_indexes(events)
         self.end = events[-1]
+        walk: StageWalk = stage_spans(events)
+        self.cause = walk.causes
+        self.call_of = walk.calls
         self.calls: dict[str, list[Envelope]] = {}
-        self.call_of: dict[int, str] = {}
-        self.request: dict[str, int] = {}
-        for index, event in enumerate(events):
-            call_id = _call_id(event)
-            cause = self.cause[index]
-            if call_id is None and cause is not None:
-                call_id = (
-                    self.call_of.get(cause) if events[cause].type == "tool.requested" else None
-                )
-            if call_id is None:
-                continue
-            if event.type == "tool.requested":
-                self.request.setdefault(call_id, index)
-            self.call_of[index] = call_id
-            self.calls.setdefault(call_id, []).append(event)
+        for event, call_id in zip(events, walk.calls, strict=True):
+            if call_id is not None:
+                self.calls.setdefault(call_id, []).append(event)
+        self.request = {
+            span.call_id: span.start
+            for span in reversed(walk.spans)
+            if span.stage == "tool_call" and span.call_id is not None
+        }
+        self.stages = sorted(
+            (
+                (self.anchor(span), span)
+                for span in walk.spans
+                if (span.stage != "turn" or span.start == 0)
+                and (span.stage != "policy" or span.end is not None)
+            ),
+            key=lambda item: (item[0], _RANK[item[1].stage]),
+        )
+        self.anchored = {(index, span.stage) for index, span in self.stages}
 
-    def kind_of(self, index: int) -> SpanKind | None:
-        event = self.events[index]
-        if event.type in DECISION_TYPES:
-            return "policy"
-        return _OPENS.get(event.type)
+    @staticmethod
+    def anchor(span: StageSpan) -> int:
+        """The index of the event a span is identified by: a decision's, else its opener's."""
+        return span.end if span.stage == "policy" and span.end is not None else span.start
 
     def parent(self, index: int, kind: SpanKind) -> int | None:
         """The index of the event opening ``kind``'s parent span, up the causation chain."""
@@ -218,20 +210,14 @@ class _Turn:
             return None
         up, steps = self.cause[index], 0
         while up is not None and steps <= len(self.events):
-            if self.kind_of(up) == wanted:
+            if (up, wanted) in self.anchored:
                 return up
             up, steps = self.cause[up], steps + 1
-        if wanted == "tool_call" and index in self.call_of:
+        call_id = self.call_of[index]
+        if wanted == "tool_call" and call_id is not None:
             # a user's decision starts a new causal chain (``tool.approved``): same call
-            return self.request.get(self.call_of[index], 0)
+            return self.request.get(call_id, 0)
         return 0  # the user.message: a span whose parent cannot be found hangs from the turn
-
-    def after(self, index: int, types: frozenset[str], call_id: str | None = None) -> Envelope:
-        """The first event of ``types`` after ``index`` (of the call), else the turn's end."""
-        for event in self.events[index + 1 :]:
-            if event.type in types and (call_id is None or _call_id(event) == call_id):
-                return event
-        return self.end
 
 
 def _first_error(events: Iterable[Envelope], types: frozenset[str] | None = None) -> str:
@@ -258,45 +244,42 @@ def turn_spans(events: Iterable[Envelope], correlation_id: str) -> list[SpanReco
     end = next((i for i in range(start, len(selected)) if selected[i].type in TURN_END_TYPES), -1)
     turn = _Turn(selected[start:] if end < 0 else selected[start : end + 1])
     trace_id = trace_id_of(correlation_id)
-    opened: dict[int, int] = {}
+    opened: dict[tuple[int, SpanKind], int] = {}
     spans: list[SpanRecord] = []
-    for index, event in enumerate(turn.events):
-        kind = turn.kind_of(index)
-        if kind is None or (kind == "turn" and index != 0):
-            continue
+    for index, stage in turn.stages:
+        kind = stage.stage
         parent = turn.parent(index, kind)
-        parent_span_id = opened.get(parent) if parent is not None else None
-        span = _span(turn, index, kind, trace_id, parent_span_id)
-        opened[index] = span.span_id
+        wanted = _PARENT_KIND.get(kind)
+        parent_span_id = None if parent is None or wanted is None else opened.get((parent, wanted))
+        span = _span(turn, index, stage, trace_id, parent_span_id)
+        opened[(index, kind)] = span.span_id
         spans.append(span)
-        if event.type == "tool.approval_requested":  # a decision, then a wait
-            spans.append(_span(turn, index, "approval", trace_id, parent_span_id))
     spans.append(_commit(turn, trace_id, spans[0].span_id))
     return spans
 
 
 def _span(
-    turn: _Turn, index: int, kind: SpanKind, trace_id: int, parent_span_id: int | None
+    turn: _Turn, index: int, stage: StageSpan, trace_id: int, parent_span_id: int | None
 ) -> SpanRecord:
+    kind: SpanKind = stage.stage
     event = turn.events[index]
-    call_id = turn.call_of.get(index)
+    call_id = turn.call_of[index]
     call = turn.calls.get(call_id, []) if call_id is not None else []
-    start, end = event, turn.end
+    start = turn.events[stage.start]
+    end = turn.end if stage.end is None else turn.events[stage.end]
     attributes = _ids(event)
     message = ""
     if kind == "turn":
         outcome = turn.end.type if turn.end.type in TURN_END_TYPES else "incomplete"
         attributes["roost.turn.outcome"] = outcome
         message = _first_error([turn.end])
-    elif kind == "round":
-        end = turn.after(index, _ROUND_ENDS)
+    elif kind == "model_round":
         attributes["roost.llm.round"] = int(event.data.get("round", 0) or 0)
         attributes["gen_ai.system"] = str(event.data.get("provider", ""))
         if isinstance(event.data.get("model"), str):
             attributes["gen_ai.request.model"] = event.data["model"]
         message = _first_error([end])
     elif kind == "tool_call":
-        end = turn.after(index, TERMINAL_TOOL_TYPES, call_id)
         outcome = end.type.removeprefix("tool.") if end.type in TERMINAL_TOOL_TYPES else "pending"
         attributes.update(
             {
@@ -309,21 +292,17 @@ def _span(
             attributes["roost.tool.error_code"] = _reason(end)
         message = _first_error(call)
     elif kind == "policy":
-        request = turn.cause[index]
-        start = turn.events[request] if request is not None else event
         attributes["roost.policy.decision"] = DECISION_TYPES[event.type]
         attributes["roost.policy.reason"] = _reason(event) or "approval_required"
         attributes["roost.policy.source"] = str(event.data.get("source", "policy"))
         attributes["roost.tool.name"] = str(event.data.get("tool", ""))
-        end, message = event, _first_error([event])
+        message = _first_error([event])
     elif kind == "approval":
-        end = turn.after(index, _APPROVAL_ENDS, call_id)
         attributes["roost.approval.outcome"] = (
             end.type.removeprefix("tool.") if end.type in _APPROVAL_ENDS else "pending"
         )
         message = _first_error([end], frozenset({"tool.rejected"}))
     elif kind == "tool_run":
-        end = turn.after(index, TERMINAL_TOOL_TYPES, call_id)
         attributes["roost.tool.name"] = str(event.data.get("name", ""))
         message = _first_error([e for e in call if event.seq <= e.seq <= end.seq], _RUN_ERRORS)
     attributes["roost.end_event_id"] = end.event_id

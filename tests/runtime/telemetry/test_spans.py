@@ -9,6 +9,7 @@ import pytest
 
 from events import catalog as ev
 from events.envelope import Envelope
+from events.incidents import incident_report
 from runtime.telemetry.measures import restarted_actor, turn_measures
 from runtime.telemetry.spans import (
     SpanRecord,
@@ -34,6 +35,8 @@ def test_the_trace_id_is_derived_from_the_correlation_id_and_pinned() -> None:
     assert f"{span_id_of('ev-0003', 'turn'):016x}" == "437f2f5771d05eae"
     assert trace_id_of("corr-1") != trace_id_of("corr-2")
     assert span_id_of("ev-0003", "turn") != span_id_of("ev-0003", "commit")
+    # the model round was the ``round`` kind before the stages were named once: same ids
+    assert f"{span_id_of('ev-0004', 'model_round'):016x}" == "cf43d67b3511704c"
 
 
 def test_a_turn_is_one_trace_whose_tree_follows_causation() -> None:
@@ -41,27 +44,27 @@ def test_a_turn_is_one_trace_whose_tree_follows_causation() -> None:
     assert {s.trace_id for s in spans} == {trace_id_of("corr-1")}
     assert [(s.kind, s.attributes["roost.event_id"]) for s in spans] == [
         ("turn", "ev-0003"),
-        ("round", "ev-0004"),
+        ("model_round", "ev-0004"),
         ("tool_call", "ev-0006"),
         ("tool_call", "ev-0007"),
         ("policy", "ev-0008"),
         ("policy", "ev-0009"),
         ("tool_run", "ev-0012"),
-        ("round", "ev-0017"),
+        ("model_round", "ev-0017"),
         ("commit", "ev-0003"),
     ]
     ids = {(s.kind, s.attributes["roost.event_id"]): s.span_id for s in spans}
     parents = {(s.kind, s.attributes["roost.event_id"]): s.parent_span_id for s in spans}
     assert parents == {
         ("turn", "ev-0003"): None,
-        ("round", "ev-0004"): ids[("turn", "ev-0003")],
-        ("tool_call", "ev-0006"): ids[("round", "ev-0004")],
-        ("tool_call", "ev-0007"): ids[("round", "ev-0004")],
+        ("model_round", "ev-0004"): ids[("turn", "ev-0003")],
+        ("tool_call", "ev-0006"): ids[("model_round", "ev-0004")],
+        ("tool_call", "ev-0007"): ids[("model_round", "ev-0004")],
         ("policy", "ev-0008"): ids[("tool_call", "ev-0006")],
         ("policy", "ev-0009"): ids[("tool_call", "ev-0007")],
         ("tool_run", "ev-0012"): ids[("tool_call", "ev-0006")],
         # round 2 was caused by a tool result; it still belongs to the turn
-        ("round", "ev-0017"): ids[("turn", "ev-0003")],
+        ("model_round", "ev-0017"): ids[("turn", "ev-0003")],
         ("commit", "ev-0003"): ids[("turn", "ev-0003")],
     }
     assert all(s.span_id == span_id_of(str(s.attributes["roost.event_id"]), s.kind) for s in spans)
@@ -99,6 +102,16 @@ def test_denials_failures_and_timeouts_make_their_spans_errors() -> None:
     }
     assert by_event(spans, "ev-0006", "tool_call").attributes["roost.tool.error_code"] == "timeout"
     assert by_event(spans, "ev-0003", "turn").attributes["roost.turn.outcome"] == "llm.completed"
+
+
+def test_a_round_ends_where_the_report_says_the_model_answered() -> None:
+    j = approval_journal(None)  # llm.started, then tool.requested (no assistant.message yet)
+    spans = turn_spans(j.events, "corr-2")
+    round_ = next(s for s in spans if s.kind == "model_round")
+    assert round_.attributes["roost.end_event_type"] == "tool.requested"
+    report = incident_report(j.events, "p1", "c1")
+    stage = next(s for s in report["stages"] if s["stage"] == "model_round")
+    assert stage["end_type"] == round_.attributes["roost.end_event_type"]
 
 
 def test_span_times_are_the_events_times() -> None:
