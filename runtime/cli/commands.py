@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runtime.cli.format import (
+    UsageError,
     cell,
     dumps_json,
     event_line,
@@ -31,7 +32,6 @@ from runtime.cli.format import (
     table,
 )
 from runtime.cli.querying import query
-from runtime.errors import RoostError
 
 if TYPE_CHECKING:
     from runtime.client.connection import Client
@@ -101,12 +101,6 @@ def exit_status(code: str) -> int:
 
 
 Namespace = argparse.Namespace
-
-
-class UsageError(RoostError):
-    """A combination of options the parser cannot refuse by itself (exit 2)."""
-
-    code = "usage"
 
 
 _ERRORS = {"json": False}
