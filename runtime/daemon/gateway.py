@@ -61,7 +61,7 @@ from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args, with_ids
 from runtime.wire.protocol import (
     FrameTooLargeError,
     MalformedFrameError,
-    Request,
+    RequestFrame,
     TruncatedFrameError,
     decode_request,
     encode_error,
@@ -350,7 +350,7 @@ class Gateway:
 
     # --- requests -------------------------------------------------------------------
 
-    def _answer(self, request: Request) -> bytes:
+    def _answer(self, request: RequestFrame) -> bytes:
         try:
             args = validate_args(request.op, request.args)
             check_client_ids(request.op, args)
@@ -399,7 +399,7 @@ class Gateway:
         with self._lock:
             self._requests += 1
 
-    def _serve(self, request: Request, args: dict[str, Any]) -> bytes:
+    def _serve(self, request: RequestFrame, args: dict[str, Any]) -> bytes:
         op = request.op
         started = time.monotonic()
         with bind_context(
@@ -466,7 +466,7 @@ class Gateway:
 
     # --- streams --------------------------------------------------------------------
 
-    def _stream(self, conn: socket.socket, request: Request) -> None:
+    def _stream(self, conn: socket.socket, request: RequestFrame) -> None:
         try:
             args = validate_args(request.op, request.args)
         except BadRequestError as e:
