@@ -12,7 +12,7 @@ from events import catalog as ev
 from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
 from events.envelope import NewEvent
 from runtime.agent.effects import (
-    Append,
+    AppendBatch,
     AskPolicy,
     Effect,
 )
@@ -62,7 +62,7 @@ class ToolCalls(LoopState):
                 )
             )
         self._drop_draft()
-        return [Append(events=batch)]
+        return [AppendBatch(events=batch)]
 
     def _drop_draft(self) -> None:
         self._draft, self._draft_calls, self._draft_verdicts = [], {}, {}
@@ -108,7 +108,7 @@ class ToolCalls(LoopState):
         if call is None or call.phase != "requested":
             return []
         batch = self._record_verdict(self._spec(call), events, call.last_event_id)
-        return [Append(events=self._then_next_round(batch))] if batch else []
+        return [AppendBatch(events=self._then_next_round(batch))] if batch else []
 
     def tool_finished(self, call_id: str, events: list[ev.Event]) -> list[Effect]:
         """A call's terminal event and its signals.
@@ -127,7 +127,7 @@ class ToolCalls(LoopState):
             self._new(p, correlation_id=call.correlation_id, causation_id=call.last_event_id)
             for p in events
         ]
-        return [Append(events=self._then_next_round(batch))] if batch else []
+        return [AppendBatch(events=self._then_next_round(batch))] if batch else []
 
     def _late_signals(self, call_id: str, events: list[ev.Event]) -> list[Effect]:
         """The signals of a call cancelled while it ran; its own terminal event is dropped."""
@@ -140,7 +140,7 @@ class ToolCalls(LoopState):
             for p in events
             if p.__struct_config__.tag in SIGNAL_TYPES
         ]
-        return [Append(events=batch)] if batch else []
+        return [AppendBatch(events=batch)] if batch else []
 
     def runner_lost(self, reason: str) -> list[Effect]:
         """The ToolRunner died: every dispatched call ends with ``tool_crashed``."""
@@ -157,7 +157,7 @@ class ToolCalls(LoopState):
             for call in sorted(self.pending.values(), key=lambda c: c.call_id)
             if call.phase == "started"
         ]
-        return [Append(events=self._then_next_round(batch))] if batch else []
+        return [AppendBatch(events=self._then_next_round(batch))] if batch else []
 
     def _then_next_round(self, batch: list[NewEvent]) -> list[NewEvent]:
         """Add the next round's start to a batch that closes the turn's last call.

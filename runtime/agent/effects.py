@@ -18,7 +18,7 @@ from runtime.tools.base import CallSpec
 
 __all__ = [
     "Answer",
-    "Append",
+    "AppendBatch",
     "AskPolicy",
     "CallModel",
     "CancelCalls",
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-class Append(msgspec.Struct, frozen=True, kw_only=True):
+class AppendBatch(msgspec.Struct, frozen=True, kw_only=True):
     """Commit these events; then (if set) acknowledge the first to ``ack_to``."""
 
     events: list[NewEvent]
@@ -97,5 +97,5 @@ class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
     """The client."""
 
 
-Effect = Append | Answer | CallModel | AskPolicy | Dispatch | CancelCalls | RunDirect
+Effect = AppendBatch | Answer | CallModel | AskPolicy | Dispatch | CancelCalls | RunDirect
 """Any effect."""
