@@ -24,7 +24,7 @@ from runtime.errors import wire_error
 
 __all__ = [
     "Answer",
-    "Append",
+    "AppendThen",
     "Child",
     "Crash",
     "DeleteHistory",
@@ -91,7 +91,7 @@ class Crash(msgspec.Struct, frozen=True, kw_only=True):
     to: Any
 
 
-class Append(msgspec.Struct, frozen=True, kw_only=True):
+class AppendThen(msgspec.Struct, frozen=True, kw_only=True):
     """Commit ``events``; then, on the journal's answer, run ``then``.
 
     The shell calls ``then(error)`` (``None`` when committed, else the wire error) and
@@ -161,7 +161,7 @@ class Log(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Effect = (
-    (Send | Answer | Spawn | Stop | Append | Wakeup | ReadLifecycle | ReadProject | RunDirect)
+    (Send | Answer | Spawn | Stop | AppendThen | Wakeup | ReadLifecycle | ReadProject | RunDirect)
     | PeerChanged
     | Crash
     | DeleteHistory

@@ -34,7 +34,7 @@ from runtime.errors import (
 )
 from runtime.lifecycle.effects import (
     Answer,
-    Append,
+    AppendThen,
     Child,
     Crash,
     Effect,
@@ -215,7 +215,7 @@ class ProjectCore:
             self.reading = True
             return [ReadProject()]
 
-        return [*effects, Append(events=[started, loaded], then=done)]
+        return [*effects, AppendThen(events=[started, loaded], then=done)]
 
     def restored(self, events: Iterable[Envelope]) -> list[Effect]:
         """Fold which conversations exist; answer the start; serve what waited."""
@@ -347,7 +347,7 @@ class ProjectCore:
                 return [Answer(to=reply_to, ok=False, error=error)]
             return [Answer(to=reply_to, ok=True, result=result)]
 
-        return [Append(events=[denied], then=answer)]
+        return [AppendThen(events=[denied], then=answer)]
 
     def _start_conversation(
         self, conversation_id: str | None, reply_to: Any, correlation_id: str
@@ -552,7 +552,7 @@ class ProjectCore:
         if not decision.restart:
             fields = {"child": child, "restart_count": decision.restart_count}
             return [
-                Append(events=events),
+                AppendThen(events=events),
                 Log(level="error", event="actor_escalated", fields=fields),
                 Escalate(child=child),
             ]
@@ -564,7 +564,7 @@ class ProjectCore:
             "cause": events[0].event_id,
             "correlation": correlation,
         }
-        return [Append(events=events), WakeupEffect(delay_s=decision.delay_s, payload=payload)]
+        return [AppendThen(events=events), WakeupEffect(delay_s=decision.delay_s, payload=payload)]
 
     def _restart_after_refusal(self, child: str) -> list[Effect]:
         """Restart a conversation the journal refused an append of, at once.
@@ -613,7 +613,7 @@ class ProjectCore:
         fields = {"child": child, "restart_count": payload["restart_count"]}
         return [
             *effects,
-            Append(events=[restarted]),
+            AppendThen(events=[restarted]),
             Log(level="info", event="actor_restarted", fields=fields),
         ]
 

@@ -69,13 +69,13 @@ def test_a_new_project_starts_its_children_and_records_its_start() -> None:
         ("project.started", {"root": "/root", "options": {}, "sandbox_layers": ["bwrap"]}),
         ("project.assets_loaded", {"generation": 2, "counts": {"skills": 1}, "errors": []}),
     ]
-    (append,) = of(effects, fx.Append)
+    (append,) = of(effects, fx.AppendThen)
     assert append.events[1].causation_id == append.events[0].event_id
 
 
 def test_a_recorded_start_reads_the_projects_conversations_before_answering() -> None:
     core, _ = make_core()
-    (append,) = of(core.start("/root", SUMMARY, []), fx.Append)
+    (append,) = of(core.start("/root", SUMMARY, []), fx.AppendThen)
     assert append.then is not None
     assert append.then(None) == [fx.ReadProject()]
     effects = core.restored([envelope("conversation.started", "p1", {}, "c1")])
@@ -85,7 +85,7 @@ def test_a_recorded_start_reads_the_projects_conversations_before_answering() ->
 
 def test_a_start_the_journal_refuses_answers_its_error_and_has_the_supervisor_forget_it() -> None:
     core, _ = make_core()
-    (append,) = of(core.start("/root", SUMMARY, []), fx.Append)
+    (append,) = of(core.start("/root", SUMMARY, []), fx.AppendThen)
     assert append.then is not None
     ask(core, "list_tools")  # waits for the start
     error = {"code": "journal_error", "message": "disk full", "details": {}}
@@ -385,7 +385,7 @@ def test_a_refused_stop_leaves_the_conversation_existing() -> None:
 
 def test_a_new_project_records_its_start_under_the_start_requests_correlation() -> None:
     core, _ = make_core()
-    (append,) = of(core.start("/root", SUMMARY, []), fx.Append)
+    (append,) = of(core.start("/root", SUMMARY, []), fx.AppendThen)
     assert {e.correlation_id for e in append.events} == {"corr-start"}
 
 
@@ -423,7 +423,7 @@ def test_check_protocol_records_security_protocol_denied_before_answering_a_refu
     assert appended(effects) == [
         ("security.protocol_denied", {"protocol": "a2a", "operation": "POST /"})
     ]
-    (append,) = of(effects, fx.Append)
+    (append,) = of(effects, fx.AppendThen)
     assert append.events[0].correlation_id == "corr-1"
     assert append.events[0].conversation_id is None
     assert append.then is not None
