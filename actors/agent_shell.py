@@ -299,7 +299,7 @@ class AgentShell(RoostActor):
                 self.send(self.runner, RunCall(call=call))
             case fx.CancelCalls(call_ids=call_ids):
                 self.send(self.runner, CallCancel(call_ids=call_ids))
-            case fx.RunDirect(request=request, reply_to=reply_to):
+            case fx.RunDirectForConversation(request=request, reply_to=reply_to):
                 direct = RunDirect(
                     request=request, reply_to=reply_to, conversation_id=core.conversation_id
                 )

@@ -24,7 +24,7 @@ __all__ = [
     "CancelCalls",
     "Dispatch",
     "Effect",
-    "RunDirect",
+    "RunDirectForConversation",
 ]
 
 
@@ -84,10 +84,11 @@ class CancelCalls(msgspec.Struct, frozen=True, kw_only=True):
     """The calls."""
 
 
-class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
+class RunDirectForConversation(msgspec.Struct, frozen=True, kw_only=True):
     """Have the ToolRunner run a client's ``run_tool`` whose events this conversation records.
 
-    The runner answers with the events and the result; the conversation appends them, then
+    The shell sends the runner the actor message ``actors.messages.RunDirect``; the runner
+    answers with the events and the result; the conversation appends them, then
     answers ``reply_to`` (:meth:`runtime.agent.core.ConversationCore.direct_done`).
     """
 
@@ -97,5 +98,7 @@ class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
     """The client."""
 
 
-Effect = AppendBatch | Answer | CallModel | AskPolicy | Dispatch | CancelCalls | RunDirect
+Effect = (
+    AppendBatch | Answer | CallModel | AskPolicy | Dispatch | CancelCalls | RunDirectForConversation
+)
 """Any effect."""

@@ -21,7 +21,7 @@ from runtime.agent.effects import (
     AppendBatch,
     CancelCalls,
     Effect,
-    RunDirect,
+    RunDirectForConversation,
 )
 from runtime.agent.rounds import ModelRounds
 from runtime.errors import BadRequestError, RoostError
@@ -77,7 +77,7 @@ class Inbound(ModelRounds):
             return [AppendBatch(events=[stopped]), Answer(to=reply_to, result=result)]
         if op == "run_tool":
             minted_correlation(op, args)  # the runner records the call under it
-            return [RunDirect(request=args["request"], reply_to=reply_to)]
+            return [RunDirectForConversation(request=args["request"], reply_to=reply_to)]
         raise BadRequestError(
             f"operation {op!r} does not apply to a conversation", reason="unknown_op"
         )

@@ -17,7 +17,7 @@ import pytest
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent
 from runtime.agent.core import ConversationCore
-from runtime.agent.effects import Answer, AppendBatch, RunDirect
+from runtime.agent.effects import Answer, AppendBatch, RunDirectForConversation
 from runtime.errors import BadRequestError, RoostError
 from runtime.policy.options import validate_options
 from runtime.wire.ops import with_ids
@@ -130,7 +130,7 @@ def test_run_tool_naming_the_conversation_goes_to_the_runner() -> None:
     request = {"name": "fs.read", "args": {}, "meta": {"conversation_id": "c1"}}
     args = gateway("run_tool", request=request)
     (effect,) = core.request("run_tool", args, CLIENT)
-    assert effect == RunDirect(request=args["request"], reply_to=CLIENT)
+    assert effect == RunDirectForConversation(request=args["request"], reply_to=CLIENT)
     assert effect.request["meta"]["correlation_id"].startswith("corr-")
 
 
