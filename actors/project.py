@@ -204,7 +204,7 @@ class ProjectActor(CoreShell):
                 self._spawn(effect)
             case fx.ReadProject():
                 self.send(self.journal, ReadProject(project_id=project_id))
-            case fx.RunDirect(request=request, reply_to=reply_to):
+            case fx.RunDirectForProject(request=request, reply_to=reply_to):
                 self.send(core.runner, RunDirect(request=request, reply_to=reply_to))
             case fx.PeerChanged(peer="journal"):
                 self.resend_appends()

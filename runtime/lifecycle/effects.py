@@ -34,7 +34,7 @@ __all__ = [
     "PeerChanged",
     "ReadLifecycle",
     "ReadProject",
-    "RunDirect",
+    "RunDirectForProject",
     "Send",
     "Spawn",
     "Stop",
@@ -125,8 +125,11 @@ class ReadProject(msgspec.Struct, frozen=True):
     """Read this project's events (for the Project's start)."""
 
 
-class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
-    """Have the ToolRunner run a ``run_tool`` request that names no conversation."""
+class RunDirectForProject(msgspec.Struct, frozen=True, kw_only=True):
+    """Have the ToolRunner run a ``run_tool`` request that names no conversation.
+
+    The shell sends the runner the actor message ``actors.messages.RunDirect``.
+    """
 
     request: dict[str, Any]
     reply_to: Any
@@ -161,7 +164,8 @@ class Log(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Effect = (
-    (Send | Answer | Spawn | Stop | AppendThen | Wakeup | ReadLifecycle | ReadProject | RunDirect)
+    (Send | Answer | Spawn | Stop | AppendThen | Wakeup | ReadLifecycle | ReadProject)
+    | RunDirectForProject
     | PeerChanged
     | Crash
     | DeleteHistory

@@ -42,7 +42,7 @@ from runtime.lifecycle.effects import (
     Log,
     PeerChanged,
     ReadProject,
-    RunDirect,
+    RunDirectForProject,
     Send,
     Spawn,
     Stop,
@@ -285,7 +285,7 @@ class ProjectCore:
                 if meta.get("conversation_id"):
                     request = (op, args, reply_to, message)
                     return self._forward(str(meta["conversation_id"]), request)[0]
-                return [RunDirect(request=args["request"], reply_to=reply_to)]
+                return [RunDirectForProject(request=args["request"], reply_to=reply_to)]
             if op == "list_tools":
                 return [Answer(to=reply_to, ok=True, result=self.list_tools(args.get("source")))]
             if op == "describe_project":

@@ -204,7 +204,7 @@ def test_run_tool_without_a_conversation_goes_straight_to_the_tool_runner() -> N
     ready(core)
     request = {"name": "fs.read", "args": {}, "meta": {}}
     assert ask(core, "run_tool", request=request) == [
-        fx.RunDirect(request=request, reply_to="client")
+        fx.RunDirectForProject(request=request, reply_to="client")
     ]
 
 
