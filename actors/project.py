@@ -202,7 +202,7 @@ class ProjectActor(CoreShell):
         match effect:
             case fx.Spawn():
                 self._spawn(effect)
-            case fx.ReadProject():
+            case fx.ReadHistory():
                 self.send(self.journal, ReadProject(project_id=project_id))
             case fx.RunDirectForProject(request=request, reply_to=reply_to):
                 self.send(core.runner, RunDirect(request=request, reply_to=reply_to))

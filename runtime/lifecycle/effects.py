@@ -32,8 +32,8 @@ __all__ = [
     "Escalate",
     "Log",
     "PeerChanged",
+    "ReadHistory",
     "ReadLifecycle",
-    "ReadProject",
     "RunDirectForProject",
     "Send",
     "Spawn",
@@ -121,8 +121,11 @@ class ReadLifecycle(msgspec.Struct, frozen=True):
     """Read every ``project.started`` / ``project.stopped`` (for the Supervisor's boot)."""
 
 
-class ReadProject(msgspec.Struct, frozen=True):
-    """Read this project's events (for the Project's start)."""
+class ReadHistory(msgspec.Struct, frozen=True):
+    """Read this project's events (for the Project's start).
+
+    The shell sends the Journal the actor message ``actors.messages.ReadProject``.
+    """
 
 
 class RunDirectForProject(msgspec.Struct, frozen=True, kw_only=True):
@@ -164,7 +167,7 @@ class Log(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Effect = (
-    (Send | Answer | Spawn | Stop | AppendThen | Wakeup | ReadLifecycle | ReadProject)
+    (Send | Answer | Spawn | Stop | AppendThen | Wakeup | ReadLifecycle | ReadHistory)
     | RunDirectForProject
     | PeerChanged
     | Crash

@@ -41,7 +41,7 @@ from runtime.lifecycle.effects import (
     Escalate,
     Log,
     PeerChanged,
-    ReadProject,
+    ReadHistory,
     RunDirectForProject,
     Send,
     Spawn,
@@ -181,7 +181,7 @@ class ProjectCore:
         effects: list[Effect] = [Spawn(name=POLICY), Spawn(name=TOOLRUNNER)]
         self.problems = server_problems(asset_summary.get("errors") or [])
         if self.restore:
-            return [*effects, ReadProject()]
+            return [*effects, ReadHistory()]
         correlation = self.correlation_id
         if not correlation:
             raise RoostError(
@@ -213,7 +213,7 @@ class ProjectCore:
             # A project started again under an id it had before keeps its conversations:
             # read them, then answer (``restored``).
             self.reading = True
-            return [ReadProject()]
+            return [ReadHistory()]
 
         return [*effects, AppendThen(events=[started, loaded], then=done)]
 
@@ -238,7 +238,7 @@ class ProjectCore:
         """The Journal restarted: tell the children; read again if a read was lost."""
         effects: list[Effect] = [PeerChanged(peer="journal")]
         if not self.ready and (self.restore or self.reading):
-            effects.append(ReadProject())
+            effects.append(ReadHistory())
         return effects
 
     def _drain(self) -> list[Effect]:

@@ -77,7 +77,7 @@ def test_a_recorded_start_reads_the_projects_conversations_before_answering() ->
     core, _ = make_core()
     (append,) = of(core.start("/root", SUMMARY, []), fx.AppendThen)
     assert append.then is not None
-    assert append.then(None) == [fx.ReadProject()]
+    assert append.then(None) == [fx.ReadHistory()]
     effects = core.restored([envelope("conversation.started", "p1", {}, "c1")])
     assert effects == [fx.Answer(to="starter", ok=True, result="p1")]
     assert core.known == {"c1"}
@@ -110,7 +110,7 @@ def test_a_conversation_whose_start_was_not_recorded_is_forgotten_not_restarted(
 def test_a_restored_project_reads_its_events_and_records_no_start() -> None:
     core, _ = make_core(restore=True)
     effects = core.start("/root", SUMMARY, None)
-    assert effects == [fx.Spawn(name="policy"), fx.Spawn(name="toolrunner"), fx.ReadProject()]
+    assert effects == [fx.Spawn(name="policy"), fx.Spawn(name="toolrunner"), fx.ReadHistory()]
     assert core.restored([]) == []
 
 
@@ -330,7 +330,7 @@ def test_a_child_crashing_beyond_the_intensity_escalates_to_the_supervisor() -> 
 def test_a_lost_journal_read_is_asked_again_when_the_journal_returns() -> None:
     core, _ = make_core(restore=True)
     run(core, core.start("/root", SUMMARY, None))
-    assert core.journal_changed() == [fx.PeerChanged(peer="journal"), fx.ReadProject()]
+    assert core.journal_changed() == [fx.PeerChanged(peer="journal"), fx.ReadHistory()]
     core.restored([])
     assert core.journal_changed() == [fx.PeerChanged(peer="journal")]
 
@@ -394,7 +394,7 @@ def test_a_new_project_without_the_gateways_correlation_is_refused() -> None:
     with pytest.raises(RoostError, match="without the correlation id"):
         core.start("/root", SUMMARY, [])
     restored = ProjectCore(project_id="p1", options={}, restore=True)
-    assert of(restored.start("/root", SUMMARY, None), fx.ReadProject) == [fx.ReadProject()]
+    assert of(restored.start("/root", SUMMARY, None), fx.ReadHistory) == [fx.ReadHistory()]
 
 
 def test_an_error_reply_carries_the_errors_wire_shape() -> None:
