@@ -221,7 +221,7 @@ class ProjectActor(CoreShell):
             case fx.Crash(to=to):
                 assert self.host is not None
                 self.host.crash(to)
-            case fx.Escalate(child=child, error=error):
+            case fx.EscalateChild(child=child, error=error):
                 self.send(
                     self.supervisor, Escalate(project_id=project_id, child=child, error=error)
                 )

@@ -29,7 +29,7 @@ __all__ = [
     "Crash",
     "DeleteHistory",
     "Effect",
-    "Escalate",
+    "EscalateChild",
     "Log",
     "PeerChanged",
     "ReadHistory",
@@ -149,8 +149,11 @@ class PeerChanged(msgspec.Struct, frozen=True, kw_only=True):
     """Why the old one went (calls in flight fail as crashed)."""
 
 
-class Escalate(msgspec.Struct, frozen=True, kw_only=True):
-    """Tell the Supervisor that ``child`` failed beyond the restart intensity."""
+class EscalateChild(msgspec.Struct, frozen=True, kw_only=True):
+    """Tell the Supervisor that ``child`` failed beyond the restart intensity.
+
+    The shell sends the Supervisor the actor message ``actors.messages.Escalate``.
+    """
 
     child: str
     error: dict[str, Any] | None = None
@@ -172,7 +175,7 @@ Effect = (
     | PeerChanged
     | Crash
     | DeleteHistory
-    | Escalate
+    | EscalateChild
     | Log
 )
 """Any effect."""

@@ -38,7 +38,7 @@ from runtime.lifecycle.effects import (
     Child,
     Crash,
     Effect,
-    Escalate,
+    EscalateChild,
     Log,
     PeerChanged,
     ReadHistory,
@@ -205,7 +205,7 @@ class ProjectCore:
 
         def done(error: dict[str, Any] | None) -> list[Effect]:
             if error is not None:  # not recorded: the Supervisor forgets this project
-                failed: list[Effect] = [Escalate(child="start", error=error)]
+                failed: list[Effect] = [EscalateChild(child="start", error=error)]
                 waiting, self.waiting = self.waiting, []
                 if self.reply_to is not None:
                     failed.append(Answer(to=self.reply_to, ok=False, error=error))
@@ -554,7 +554,7 @@ class ProjectCore:
             return [
                 AppendThen(events=events),
                 Log(level="error", event="actor_escalated", fields=fields),
-                Escalate(child=child),
+                EscalateChild(child=child),
             ]
         if child.startswith("conversation:"):
             self.held.setdefault(child.split(":", 1)[1], [])

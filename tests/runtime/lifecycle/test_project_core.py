@@ -90,7 +90,7 @@ def test_a_start_the_journal_refuses_answers_its_error_and_has_the_supervisor_fo
     ask(core, "list_tools")  # waits for the start
     error = {"code": "journal_error", "message": "disk full", "details": {}}
     assert append.then(error) == [
-        fx.Escalate(child="start", error=error),
+        fx.EscalateChild(child="start", error=error),
         fx.Answer(to="starter", ok=False, error=error),
         fx.Answer(to="client", ok=False, error=error),
     ]
@@ -275,7 +275,7 @@ def test_a_conversation_the_journal_refused_restarts_at_once_and_never_escalates
         assert core.failed("c1", code="journal_error") == [fx.Stop(to=address)]
         effects = run(core, core.child_exited(address))
         assert of(effects, fx.Spawn) == [fx.Spawn(name="conversation:c1", recovering=True)]
-        assert of(effects, fx.Escalate) == [] and of(effects, fx.Wakeup) == []
+        assert of(effects, fx.EscalateChild) == [] and of(effects, fx.Wakeup) == []
         assert [t for t, _ in appended(effects)] == ["actor.restarted"]
     core.failed("c1", code="journal_conflict")  # another writer: a crash as before
     assert of(core.child_exited(core.live["c1"]), fx.Wakeup) != []
@@ -323,7 +323,7 @@ def test_a_child_crashing_beyond_the_intensity_escalates_to_the_supervisor() -> 
         "actor.escalated",
         {"actor": "policy", "reason": "more than 1 restarts within 1000 ms", "restart_count": 2},
     )
-    assert of(effects, fx.Escalate) == [fx.Escalate(child="policy")]
+    assert of(effects, fx.EscalateChild) == [fx.EscalateChild(child="policy")]
     assert of(effects, fx.Wakeup) == []
 
 
