@@ -4,7 +4,7 @@ General layout: ``supervisor`` (root: starts the Journal and Projects), ``journa
 single writer), ``project`` (owns Policy, ToolRunner, Conversations), ``conversation``
 (runs ``runtime.agent.ConversationCore``), ``policy``, ``toolrunner``; ``messages`` are
 the frozen msgspec Structs they exchange; ``base`` is what they share (over ``appends``,
-``mailboxes`` and ``process``); ``shell`` and ``agent_shell`` carry out the cores' effects;
+``sends`` and ``process``); ``shell`` and ``agent_shell`` carry out the cores' effects;
 ``workers`` runs slow work on threads.
 """
 

@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from actors.mailboxes import MailboxSends, utc_now
 from actors.messages import Appended, AppendFailed, AppendRequest
+from actors.sends import MailboxSends, utc_now
 from events.envelope import Envelope, NewEvent
 from runtime.journal.link import LinkClient, LinkFailed, link_settings
 

@@ -6,7 +6,7 @@ themselves, reply with an error where someone waits, and count them: a storm (mo
 ``STORM_LIMIT`` within ``STORM_WINDOW_S``) makes the actor exit, so its parent sees
 ``ChildActorExited`` and restarts it from its events.
 
-The layers under :class:`RoostActor`: ``actors.mailboxes`` (sends a full mailbox refuses,
+The layers under :class:`RoostActor`: ``actors.sends`` (sends a full mailbox refuses,
 overflow events), ``actors.appends`` (tracked journal appends), ``actors.process`` (what
 each actor process sets up once).
 """
@@ -22,9 +22,9 @@ from thespian.actors import ActorExitRequest
 
 from actors.appends import JournalAppends, batch_key
 from actors.hosting import Deferred
-from actors.mailboxes import error_reply, utc_now
 from actors.messages import ActorStarted
 from actors.process import configure_process_logging, die_with_parent, dump_profile
+from actors.sends import error_reply, utc_now
 
 __all__ = [
     "STORM_LIMIT",
