@@ -13,8 +13,8 @@ from typing import Any
 
 from thespian.actors import ChildActorExited, WakeupMessage
 
-from actors.appender import Appender
 from actors.conversation import ConversationActor
+from actors.host_appender import Appender
 from actors.host_link import HostLinkServer, is_link_address
 from actors.hosting import EntityHost, HostWake
 from actors.messages import (
