@@ -15,7 +15,7 @@ from thespian.actors import ChildActorExited, WakeupMessage
 
 from actors.conversation import ConversationActor
 from actors.host_appender import Appender
-from actors.host_link import HostLinkServer, is_link_address
+from actors.host_link_server import HostLinkServer, is_link_address
 from actors.hosting import EntityHost, HostWake
 from actors.messages import (
     ActorStarted,
