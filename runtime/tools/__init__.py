@@ -7,6 +7,9 @@
   ``command.run.<name>`` / ``workflow.run.<name>`` tools.
 - ``mcp_client``: the ``mcp.<server>.<tool>`` tools of the ``mcp_servers`` option, Roost
   as a client of external MCP servers (serving MCP is ``runtime.mcp_server``).
+- ``a2a_client``: the ``a2a.<agent>.send`` tools of the ``a2a_agents`` option, Roost as a
+  client of remote A2A agents (serving A2A is ``runtime.a2a_server``).
+- ``sdk_loop``: the event-loop thread and child listing both clients' SDKs use.
 """
 
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
