@@ -126,7 +126,7 @@ def mcp_tools(
             error = answer["error"]
             reason = f"{error.get('code', 'tool_error')}: {error.get('message', '')}"
             found = {"type": "mcp_server", "key": server, "reason": reason}
-            # how it ended, in its own words (bounded and redacted by mcp_failure)
+            # how it ended, in its own words (bounded and redacted by failure.clean_tail)
             found |= {k: error[k] for k in ("exit_status", "stderr_tail", "hint") if k in error}
             errors.append(found)
             continue
