@@ -4,7 +4,7 @@ General layout: ``supervisor`` (root: starts the Journal and Projects), ``journa
 single writer), ``project`` (owns Policy, ToolRunner, Conversations), ``conversation``
 (runs ``runtime.agent.ConversationCore``), ``policy``, ``toolrunner``; ``messages`` are
 the frozen msgspec Structs they exchange; ``base`` is what they share (it holds an
-``appends`` and a ``mailboxes`` helper as objects; ``process`` is per-process set-up);
+``appends`` and a ``sends`` helper as objects; ``process`` is per-process set-up);
 ``shell`` and ``agent_shell`` carry out the cores' effects; ``workers`` is a helper that
 runs slow work on threads.
 """

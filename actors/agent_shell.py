@@ -1,7 +1,7 @@
 """What the Conversation actor does for its core: carry out the agent loop's effects.
 
 :class:`AgentShell` runs a :class:`runtime.agent.ConversationCore`'s effects one at a time
-and feeds what they bring back (a commit, a model reply) to the core. An ``Append`` goes
+and feeds what they bring back (a commit, a model reply) to the core. An ``AppendBatch`` goes
 over the journal link (or, without one, to the Journal actor) and nothing after it runs
 before the journal's answer; inputs that arrive meanwhile are queued, so the core only ever
 sees committed state. A failed append stops the loop: the state is uncertain until the
@@ -76,7 +76,7 @@ class AgentShell(RoostActor):
         self.waiting_append = False
         self.waiting_model = False
         """A hosted entity's model call runs on a thread: nothing else runs meanwhile."""
-        self.staged: list[fx.Append] = []
+        self.staged: list[fx.AppendBatch] = []
         """The loop's own batches, folded ahead of their commit (hosted: see ``_stages``)."""
         self.staged_envelopes: list[Envelope] = []
         """Their provisional envelopes, in order (``ConversationCore.confirm``)."""
@@ -134,7 +134,7 @@ class AgentShell(RoostActor):
             for effect in effects:  # e.g. a start's answer, due after its commit
                 if isinstance(effect, fx.Answer):
                     waiting.append(effect.to)
-                elif isinstance(effect, fx.Append):
+                elif isinstance(effect, fx.AppendBatch):
                     waiting.append(effect.ack_to)
             for reply_to in waiting:
                 if reply_to is not None and self.stop_error is not None:
@@ -149,7 +149,7 @@ class AgentShell(RoostActor):
 
     # --- stages: one commit per step that waits on nothing outside the host -------------
 
-    def _stages(self, effect: fx.Append) -> bool:
+    def _stages(self, effect: fx.AppendBatch) -> bool:
         """Whether ``effect`` is folded now and committed with the rest of its stage.
 
         Only in a host, and only the loop's own batches: a client's append (its key, its
@@ -165,7 +165,7 @@ class AgentShell(RoostActor):
         file or asset tool the runner runs inline, a cancel, a direct run.
         """
         match effect:
-            case fx.Append():
+            case fx.AppendBatch():
                 return not self._stages(effect)
             case fx.AskPolicy():
                 return False
@@ -176,7 +176,7 @@ class AgentShell(RoostActor):
             case _:
                 return True
 
-    def _stage(self, effect: fx.Append) -> None:
+    def _stage(self, effect: fx.AppendBatch) -> None:
         """Fold ``effect`` now with provisional envelopes; commit it with its stage.
 
         Its events are redacted first, as the journal redacts a batch
@@ -211,13 +211,13 @@ class AgentShell(RoostActor):
             }
             answer = AppendFailed(token=0, error=error)  # restarted from what it kept
         if isinstance(answer, AppendFailed):
-            self._settle(fx.Append(events=events), answer)
+            self._settle(fx.AppendBatch(events=events), answer)
         else:
             self.waiting_append = False
             self.effects = deque(self._recomputed(effect) for effect in self.effects)
             alerts = self.appends.alerts_for(answer.envelopes)
             if alerts:
-                self.effects.append(fx.Append(events=alerts))
+                self.effects.append(fx.AppendBatch(events=alerts))
         self.pump()
 
     def _recomputed(self, effect: fx.Effect) -> fx.Effect:
@@ -247,14 +247,14 @@ class AgentShell(RoostActor):
         core = self.core
         assert core is not None
         match effect:
-            case fx.Append() if self._stages(effect):
+            case fx.AppendBatch() if self._stages(effect):
                 self._stage(effect)
-            case fx.Append(events=events, key=key) if self.hosted:
+            case fx.AppendBatch(events=events, key=key) if self.hosted:
                 # The host's appender commits it (``JournalAppends.append``, with its
                 # neighbours' batches); nothing after the append runs before the answer.
                 self.waiting_append = True
                 self.append(events, then=functools.partial(self._appended, effect), key=key)
-            case fx.Append(events=events, key=key):
+            case fx.AppendBatch(events=events, key=key):
                 # Over the journal link: wait here for the commit; pump goes on after it.
                 answer = self.appends.over_link(events, key)
                 if answer is not None:
@@ -300,7 +300,7 @@ class AgentShell(RoostActor):
                 self.send(self.runner, RunCall(call=call))
             case fx.CancelCalls(call_ids=call_ids):
                 self.send(self.runner, CallCancel(call_ids=call_ids))
-            case fx.RunDirect(request=request, reply_to=reply_to):
+            case fx.RunDirectForConversation(request=request, reply_to=reply_to):
                 direct = RunDirect(
                     request=request, reply_to=reply_to, conversation_id=core.conversation_id
                 )
@@ -323,12 +323,12 @@ class AgentShell(RoostActor):
         take = getattr(self.adapter, "take_notes", None)  # the resilient adapter's only
         return list(take()) if take is not None else []
 
-    def _appended(self, effect: fx.Append, answer: Any) -> None:
+    def _appended(self, effect: fx.AppendBatch, answer: Any) -> None:
         """An append's answer arrived as an actor message."""
         self._settle(effect, answer)
         self.pump()
 
-    def _settle(self, effect: fx.Append, answer: Appended | AppendFailed) -> None:
+    def _settle(self, effect: fx.AppendBatch, answer: Appended | AppendFailed) -> None:
         """Hand a commit to the core, or stop on a failed append."""
         core = self.core
         assert core is not None
@@ -360,4 +360,4 @@ class AgentShell(RoostActor):
         # Routed alerts go through the effect queue, so the core folds them too.
         alerts = self.appends.alerts_for(answer.envelopes)
         if alerts:
-            self.effects.append(fx.Append(events=alerts))
+            self.effects.append(fx.AppendBatch(events=alerts))

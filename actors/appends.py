@@ -12,8 +12,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from actors.mailboxes import utc_now
 from actors.messages import Appended, AppendFailed, AppendRequest
+from actors.sends import utc_now
 from events.envelope import Envelope, NewEvent
 from runtime.journal.link import LinkClient, LinkFailed, link_settings
 
@@ -40,7 +40,7 @@ class Appending(Protocol):
     """The actor's Thespian manager; a hosted entity's ``actors.hosting`` port."""
 
     def send(self, targetAddr: Any, msg: Any) -> bool:
-        """Send an actor message (checked: ``actors.mailboxes.MailboxSends``)."""
+        """Send an actor message (checked: ``actors.sends.MailboxSends``)."""
 
 
 class JournalAppends:

@@ -7,7 +7,7 @@ themselves, reply with an error where someone waits, and count them: a storm (mo
 ``ChildActorExited`` and restarts it from its events.
 
 The helpers a :class:`RoostActor` holds (objects, not base classes): ``outbox``
-(``actors.mailboxes``: sends a full mailbox refuses, overflow events) and ``appends``
+(``actors.sends``: sends a full mailbox refuses, overflow events) and ``appends``
 (``actors.appends``: tracked journal appends); ``actors.process`` is what each actor
 process sets up once.
 """
@@ -25,9 +25,9 @@ from thespian.actors import Actor, ActorExitRequest
 
 from actors.appends import JournalAppends, batch_key
 from actors.hosting import Deferred
-from actors.mailboxes import MailboxSends, error_reply, utc_now
 from actors.messages import ActorStarted, AppendRequest
 from actors.process import configure_process_logging, die_with_parent, dump_profile
+from actors.sends import MailboxSends, error_reply, utc_now
 from events.envelope import NewEvent
 
 __all__ = [

@@ -53,7 +53,7 @@ from events.envelope import NewEvent
 from runtime.logging import get_logger
 
 if TYPE_CHECKING:
-    from actors.appender import Appender
+    from actors.host_appender import Appender
 
 __all__ = [
     "Deferred",
@@ -175,7 +175,7 @@ class EntityHost:
     """The entities of one host actor, their mailboxes and the loop that runs them."""
 
     def __init__(self, owner: HostOwner, appender: Appender | None = None) -> None:
-        """``appender``: the host's (``actors.appender``); None without a journal link."""
+        """``appender``: the host's (``actors.host_appender``); None without a journal link."""
         self.owner = owner
         self.entities: dict[Any, _Entity] = {}
         self.runnable: deque[_Entity] = deque()

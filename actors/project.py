@@ -13,9 +13,9 @@ from typing import Any
 
 from thespian.actors import ChildActorExited, WakeupMessage
 
-from actors.appender import Appender
 from actors.conversation import ConversationActor
-from actors.host_link import HostLinkServer, is_link_address
+from actors.host_appender import Appender
+from actors.host_link_server import HostLinkServer, is_link_address
 from actors.hosting import EntityHost, HostWake
 from actors.messages import (
     ActorStarted,
@@ -199,9 +199,9 @@ class ProjectActor(CoreShell):
         match effect:
             case fx.Spawn():
                 self._spawn(effect)
-            case fx.ReadProject():
+            case fx.ReadHistory():
                 self.send(self.journal, ReadProject(project_id=project_id))
-            case fx.RunDirect(request=request, reply_to=reply_to):
+            case fx.RunDirectForProject(request=request, reply_to=reply_to):
                 self.send(core.runner, RunDirect(request=request, reply_to=reply_to))
             case fx.PeerChanged(peer="journal"):
                 self.appends.resend()
@@ -218,7 +218,7 @@ class ProjectActor(CoreShell):
             case fx.Crash(to=to):
                 assert self.host is not None
                 self.host.crash(to)
-            case fx.Escalate(child=child, error=error):
+            case fx.EscalateChild(child=child, error=error):
                 self.send(
                     self.supervisor, Escalate(project_id=project_id, child=child, error=error)
                 )

@@ -46,7 +46,7 @@ class CoreShell(RoostActor):
                     self.send(to, Reply(ok=ok, result=result, error=error))
                 case fx.Stop(to=to):
                     self.send(self.to(to), ActorExitRequest())
-                case fx.Append(events=events, then=then):
+                case fx.AppendThen(events=events, then=then):
                     self.append(events, then=None if then is None else self._after(then))
                 case fx.Wakeup(delay_s=delay_s, payload=payload):
                     self.wakeupAfter(timedelta(seconds=delay_s), payload=payload)

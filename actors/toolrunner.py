@@ -110,7 +110,7 @@ class ToolRunnerActor(RoostActor):
 
     def on_exit(self) -> None:
         """Stopping: stop every call still running and every MCP server this runner started."""
-        from runtime.tools.mcp_session import close_sessions  # noqa: PLC0415
+        from runtime.tools.mcp_client.session import close_sessions  # noqa: PLC0415
 
         for flag in self.cancels.values():
             flag.set()

@@ -1,27 +1,28 @@
 """Roost's exceptions. Every one has a stable ``code`` (SPEC.md) and keeps its values.
 
-The tree::
+The tree of this module's classes, each with its ``code`` (a test holds it to the code)::
 
-    RoostError                         code
-    ├── RequestError                   (a request the daemon could not serve)
+    RoostError                         internal_error
+    ├── RequestError                   bad_request (a request the daemon could not serve)
     │   ├── DaemonUnreachableError     daemon_unreachable
     │   ├── BadRequestError            bad_request
     │   ├── ProjectNotFoundError       project_not_found
     │   ├── ConversationNotFoundError  conversation_not_found
     │   ├── AlreadyStartedError        already_started
+    │   ├── ProjectRunningError        project_running
     │   ├── ConversationAlreadyStartedError  conversation_already_started
     │   ├── InvalidRootPathError       invalid_root_path
     │   ├── InvalidRuntimeOptError     invalid_runtime_opt  {key, reason}
     │   ├── AssetLoadFailedError       asset_load_failed
-    │   ├── TimeoutError_              timeout
+    │   ├── RequestTimeoutError        timeout
     │   └── OverloadedError            overloaded
     ├── ConfigError                    bad_config  {reason, ...} (a setting or ROOST_HOME)
     ├── JournalError                   journal_error
     │   ├── ConcurrencyError           journal_conflict (another writer owns the project)
-    │   └── IntegrityError_            integrity_error
-    └── ToolError                      (a tool call's failure; becomes a ``reason`` dict)
-        └── one subclass per tool error code, see ``TOOL_ERROR_CODES``
+    │   └── JournalIntegrityError      integrity_error
+    └── ToolError                      (a tool call's failure; its code: ``TOOL_ERROR_CODES``)
 
+Other layers subclass these for their own failures (``ModelError``, the CLI's ``UsageError``).
 A tool failure is not raised to clients: ``run_tool`` returns ``{status: "error", reason}``.
 ``ToolError.reason()`` gives that dict.
 """

@@ -31,7 +31,7 @@ from google.protobuf.json_format import MessageToDict
 
 from runtime.a2a_server.mapping import (
     RESPONSE_ARTIFACT,
-    TurnState,
+    TaskProgress,
     agent_message,
     parse_task_id,
     task_from_entries,
@@ -177,7 +177,7 @@ class RoostAgent(AgentExecutor):
         self, updater: TaskUpdater, conversation: str, task_id: str, seq: int
     ) -> None:
         """Publish the turn's updates, from its ``user.message`` (``seq``) to its end."""
-        turn = TurnState(project_id=self.project_id, conversation_id=conversation)
+        turn = TaskProgress(project_id=self.project_id, conversation_id=conversation)
         stream = await self.daemon.ask(
             lambda c: c.subscribe(self.project_id, conversation, after_seq=seq - 1)
         )
@@ -215,7 +215,7 @@ class RoostAgent(AgentExecutor):
             stream.close()
 
     async def _publish(
-        self, updater: TaskUpdater, turn: TurnState, state: int, event: dict[str, Any]
+        self, updater: TaskUpdater, turn: TaskProgress, state: int, event: dict[str, Any]
     ) -> bool:
         """Publish the task's new ``state``; True when it is the last."""
         text = turn.status_text()

@@ -39,7 +39,7 @@ __all__ = [
     "CONVERSATION_PREFIX",
     "RESPONSE_ARTIFACT",
     "TURN_END_TYPES",
-    "TurnState",
+    "TaskProgress",
     "agent_card",
     "agent_message",
     "approval_text",
@@ -177,8 +177,8 @@ def approval_text(project_id: str, conversation_id: str, call_id: str, tool: str
 
 
 @dataclass
-class TurnState:
-    """One turn's state, folded from its events (live or from the journal)."""
+class TaskProgress:
+    """An A2A task's progress: its turn's state, folded from its events (live or journal)."""
 
     project_id: str
     """The project."""
@@ -258,7 +258,7 @@ def task_from_entries(
 ) -> Task | None:
     """The task ``task_id`` from its correlation's timeline entries; None without its message."""
     conversation_id = CONVERSATION_PREFIX + context_id
-    turn = TurnState(project_id=project_id, conversation_id=conversation_id)
+    turn = TaskProgress(project_id=project_id, conversation_id=conversation_id)
     user: dict[str, Any] | None = None
     for entry in entries:
         if entry.get("correlation_id") != task_id:

@@ -12,7 +12,7 @@ from events import catalog as ev
 from events.catalog import SIGNAL_TYPES, TERMINAL_TOOL_TYPES
 from events.envelope import NewEvent
 from runtime.agent.effects import (
-    Append,
+    AppendBatch,
     AskPolicy,
     Effect,
 )
@@ -50,7 +50,7 @@ class ToolCalls(LoopState):
                 )
             )
         self._drop_draft()
-        return [Append(events=batch)]
+        return [AppendBatch(events=batch)]
 
     def policy_restarted(self) -> list[Effect]:
         """The Policy actor was restarted: ask again for every verdict still missing."""
@@ -93,7 +93,7 @@ class ToolCalls(LoopState):
         if call is None or call.phase != "requested":
             return []
         batch = self._record_verdict(self._spec(call), events, call.last_event_id)
-        return [Append(events=self._then_next_round(batch))] if batch else []
+        return [AppendBatch(events=self._then_next_round(batch))] if batch else []
 
     def tool_finished(self, call_id: str, events: list[ev.Event]) -> list[Effect]:
         """A call's terminal event and its signals.
@@ -112,7 +112,7 @@ class ToolCalls(LoopState):
             self._new(p, correlation_id=call.correlation_id, causation_id=call.last_event_id)
             for p in events
         ]
-        return [Append(events=self._then_next_round(batch))] if batch else []
+        return [AppendBatch(events=self._then_next_round(batch))] if batch else []
 
     def _late_signals(self, call_id: str, events: list[ev.Event]) -> list[Effect]:
         """The signals of a call cancelled while it ran; its own terminal event is dropped."""
@@ -125,7 +125,7 @@ class ToolCalls(LoopState):
             for p in events
             if p.__struct_config__.tag in SIGNAL_TYPES
         ]
-        return [Append(events=batch)] if batch else []
+        return [AppendBatch(events=batch)] if batch else []
 
     def runner_lost(self, reason: str) -> list[Effect]:
         """The ToolRunner died: every dispatched call ends with ``tool_crashed``."""
@@ -142,7 +142,7 @@ class ToolCalls(LoopState):
             for call in sorted(self.pending.values(), key=lambda c: c.call_id)
             if call.phase == "started"
         ]
-        return [Append(events=self._then_next_round(batch))] if batch else []
+        return [AppendBatch(events=self._then_next_round(batch))] if batch else []
 
     def _then_next_round(self, batch: list[NewEvent]) -> list[NewEvent]:
         """Add the next round's start to a batch that closes the turn's last call.

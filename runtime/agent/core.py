@@ -14,7 +14,7 @@ projections replay from the journal, and reads its calls, turns and flags from i
 ``diagnostics`` and ``pending_tool_calls`` cannot differ from a replay's.
 
 The rule that keeps it crash-safe: state changes only when the journal acknowledges the
-events (:meth:`ConversationCore.committed`). An ``Append`` effect is always the first of
+events (:meth:`ConversationCore.committed`). An ``AppendBatch`` effect is always the first of
 the effects returned, and the shell runs the others only after the acknowledgement. A
 restarted conversation folds its events again (from a snapshot, :mod:`runtime.agent.
 snapshot`, and the events after it, when the journal has one) and
@@ -30,7 +30,7 @@ from events.envelope import Envelope, NewEvent
 from runtime.agent.calls import ToolCalls
 from runtime.agent.effects import (
     Answer,
-    Append,
+    AppendBatch,
     AskPolicy,
     CallModel,
     CancelCalls,
@@ -99,7 +99,7 @@ class ConversationCore(Inbound, ModelRounds, ToolCalls):
             if self.inbox and self._orchestration:
                 nxt = self.inbox[0]
                 return [
-                    Append(
+                    AppendBatch(
                         events=self._start_turn(nxt.correlation_id, nxt.event_id, nxt.at, round_=1)
                     ),
                     *effects,
@@ -128,12 +128,12 @@ class ConversationCore(Inbound, ModelRounds, ToolCalls):
                 self._dispatched.add(call.call_id)
                 effects.append(Dispatch(call=self._spec(call)))
         if to_start:
-            return [Append(events=to_start), *effects]
+            return [AppendBatch(events=to_start), *effects]
         if self.pending:
             return effects
         cause = turn.last_event_id or turn.round_event_id
         return [
-            Append(
+            AppendBatch(
                 events=self._start_turn(
                     turn.correlation_id, cause or "", turn.started_at, round_=turn.round + 1
                 )
@@ -185,7 +185,7 @@ class ConversationCore(Inbound, ModelRounds, ToolCalls):
             }
         return None
 
-    def acknowledged(self, append: Append, envelopes: list[Envelope]) -> list[Effect]:
+    def acknowledged(self, append: AppendBatch, envelopes: list[Envelope]) -> list[Effect]:
         """The journal committed ``append``: answer its client, fold it, decide what's next.
 
         The client (``ack_to``) gets the first event's ``seq``, ``event_id`` and

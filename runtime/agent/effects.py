@@ -18,17 +18,17 @@ from runtime.tools.base import CallSpec
 
 __all__ = [
     "Answer",
-    "Append",
+    "AppendBatch",
     "AskPolicy",
     "CallModel",
     "CancelCalls",
     "Dispatch",
     "Effect",
-    "RunDirect",
+    "RunDirectForConversation",
 ]
 
 
-class Append(msgspec.Struct, frozen=True, kw_only=True):
+class AppendBatch(msgspec.Struct, frozen=True, kw_only=True):
     """Commit these events; then (if set) acknowledge the first to ``ack_to``."""
 
     events: list[NewEvent]
@@ -84,10 +84,11 @@ class CancelCalls(msgspec.Struct, frozen=True, kw_only=True):
     """The calls."""
 
 
-class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
+class RunDirectForConversation(msgspec.Struct, frozen=True, kw_only=True):
     """Have the ToolRunner run a client's ``run_tool`` whose events this conversation records.
 
-    The runner answers with the events and the result; the conversation appends them, then
+    The shell sends the runner the actor message ``actors.messages.RunDirect``; the runner
+    answers with the events and the result; the conversation appends them, then
     answers ``reply_to`` (:meth:`runtime.agent.core.ConversationCore.direct_done`).
     """
 
@@ -97,5 +98,7 @@ class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
     """The client."""
 
 
-Effect = Append | Answer | CallModel | AskPolicy | Dispatch | CancelCalls | RunDirect
+Effect = (
+    AppendBatch | Answer | CallModel | AskPolicy | Dispatch | CancelCalls | RunDirectForConversation
+)
 """Any effect."""

@@ -18,10 +18,10 @@ from events import catalog as ev
 from events.envelope import NewEvent
 from runtime.agent.effects import (
     Answer,
-    Append,
+    AppendBatch,
     CancelCalls,
     Effect,
-    RunDirect,
+    RunDirectForConversation,
 )
 from runtime.agent.state import LoopState
 from runtime.errors import BadRequestError, RoostError
@@ -74,10 +74,10 @@ class Inbound(LoopState):
                 causation_id=None,
             )
             result = {"conversation_id": self.conversation_id, "stopped": True}
-            return [Append(events=[stopped]), Answer(to=reply_to, result=result)]
+            return [AppendBatch(events=[stopped]), Answer(to=reply_to, result=result)]
         if op == "run_tool":
             minted_correlation(op, args)  # the runner records the call under it
-            return [RunDirect(request=args["request"], reply_to=reply_to)]
+            return [RunDirectForConversation(request=args["request"], reply_to=reply_to)]
         raise BadRequestError(
             f"operation {op!r} does not apply to a conversation", reason="unknown_op"
         )
@@ -96,7 +96,7 @@ class Inbound(LoopState):
         event = self._new(
             ev.ConversationStarted(), correlation_id=correlation_id, causation_id=None
         )
-        effects: list[Effect] = [Append(events=[event])]
+        effects: list[Effect] = [AppendBatch(events=[event])]
         if reply_to is not None:
             effects.append(Answer(to=reply_to, result=self.conversation_id))
         return effects
@@ -106,7 +106,7 @@ class Inbound(LoopState):
     ) -> list[Effect]:
         """A ``run_tool`` naming this conversation ran: record its events, then answer."""
         batch = [self._new(p, correlation_id=correlation_id, causation_id=None) for p in events]
-        return [Append(events=batch), Answer(to=reply_to, result=result)]
+        return [AppendBatch(events=batch), Answer(to=reply_to, result=result)]
 
     def inbound(
         self,
@@ -116,7 +116,7 @@ class Inbound(LoopState):
         wait: bool = False,
         key: str | None = None,
     ) -> list[Effect]:
-        """A client's event. Returns ``[Append(ack_to), ...]`` or raises ``BadRequestError``.
+        """A client's event. Returns ``[AppendBatch(ack_to), ...]`` or raises ``BadRequestError``.
 
         ``event["correlation_id"]`` is required (the gateway minted it when the client gave
         none): one missing is an internal error.
@@ -174,7 +174,7 @@ class Inbound(LoopState):
         if wait and kind == "user.message":
             self.waiters.setdefault(correlation, []).append(reply_to)
         ack_to = None if wait and kind == "user.message" else reply_to
-        return [Append(events=batch, ack_to=ack_to, key=key), *after]
+        return [AppendBatch(events=batch, ack_to=ack_to, key=key), *after]
 
     def _cancel(
         self, cancel: NewEvent, batch: list[NewEvent]

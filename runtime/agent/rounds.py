@@ -7,7 +7,7 @@ from typing import Any
 from events import catalog as ev
 from events.envelope import NewEvent, new_call_id
 from runtime.agent.effects import (
-    Append,
+    AppendBatch,
     AskPolicy,
     Effect,
 )
@@ -124,7 +124,7 @@ class ModelRounds(LoopState):
                     causation_id=message.event_id,
                 )
             )
-            return [Append(events=batch)]
+            return [AppendBatch(events=batch)]
         # The calls are decided before anything of this round is committed: the round's
         # reply, its calls and their decisions then go to the journal in one batch (one
         # commit instead of two). Nothing is lost by a crash meanwhile: the round had not
@@ -150,7 +150,7 @@ class ModelRounds(LoopState):
             return []
         corr, cause = turn.correlation_id, turn.round_event_id
         return [
-            Append(
+            AppendBatch(
                 events=[
                     *self._noted(notes or [], round_, corr, cause),
                     self._new(

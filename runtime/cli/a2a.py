@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from runtime.cli.commands import EXIT_OK, UsageError
+from runtime.cli.commands import EXIT_OK
+from runtime.cli.format import UsageError
 
 __all__ = ["DEFAULT_ADDRESS", "add_a2a_commands", "cmd_a2a_serve"]
 

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runtime.cli.format import (
+    UsageError,
     dumps_json,
     kv_block,
     render,
     table,
 )
-from runtime.errors import RoostError
 
 if TYPE_CHECKING:
     from runtime.client.connection import Client
@@ -85,12 +85,6 @@ def exit_status(code: str) -> int:
 
 
 Namespace = argparse.Namespace
-
-
-class UsageError(RoostError):
-    """A combination of options the parser cannot refuse by itself (exit 2)."""
-
-    code = "usage"
 
 
 _ERRORS = {"json": False}

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
+from runtime.errors import RoostError
+
 __all__ = [
     "DefaultsHelpFormatter",
     "UsageError",
@@ -111,8 +113,14 @@ def number_type(
     return parse
 
 
-class UsageError(Exception):
-    """The command line is wrong; the message says what and where to look."""
+class UsageError(RoostError):
+    """The command line is wrong; the message says what and where to look (exit 2).
+
+    Raised by the parser (:class:`UsageParser`) and by a command for a combination of
+    options the parser cannot refuse by itself.
+    """
+
+    code = "usage"
 
 
 class UsageParser(argparse.ArgumentParser):

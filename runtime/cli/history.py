@@ -13,13 +13,21 @@ from typing import Any
 
 from runtime.cli.commands import (
     EXIT_FAILURE,
-    UsageError,
     connect,
     print_error,
     print_ids,
     print_result,
 )
-from runtime.cli.format import cell, dumps_json, event_line, kv_block, render, seal_lines, table
+from runtime.cli.format import (
+    UsageError,
+    cell,
+    dumps_json,
+    event_line,
+    kv_block,
+    render,
+    seal_lines,
+    table,
+)
 from runtime.cli.querying import query
 
 __all__ = ["cmd_incident", "cmd_projection", "cmd_tail", "cmd_timeline", "cmd_verify"]

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from runtime.cli.commands import EXIT_OK, UsageError
+from runtime.cli.commands import EXIT_OK
+from runtime.cli.format import UsageError
 
 __all__ = ["add_mcp_commands", "cmd_mcp_serve"]
 

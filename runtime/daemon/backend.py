@@ -37,7 +37,7 @@ from events.projections import get_projection
 from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.daemon.endpoints import EndpointPool
-from runtime.daemon.host_links import HostLinks
+from runtime.daemon.host_link_client import HostLinks
 from runtime.daemon.snapshot_check import snapshot_mismatches
 from runtime.errors import (
     BadRequestError,
@@ -196,7 +196,7 @@ class ActorBackend:
         # Inherited by every actor process (forks of this one); never written to disk.
         token = secrets.token_hex(16)
         journal_link.configure(os.path.join(config.home, journal_link.LINK_SOCKET_NAME), token)
-        # A project's requests go straight to its host (runtime.daemon.host_links).
+        # A project's requests go straight to its host (runtime.daemon.host_link_client).
         self.host_links = HostLinks(config.home, token)
         # Inherited too: no tool's Workspace reads or writes this home, whatever its options.
         roost_home.protect(config.home)

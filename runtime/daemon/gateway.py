@@ -58,7 +58,7 @@ from runtime.wire.protocol import (
     DuplicateKeyError,
     FrameTooLargeError,
     MalformedFrameError,
-    Request,
+    RequestFrame,
     TooDeeplyNestedError,
     TruncatedFrameError,
     decode_request,
@@ -348,7 +348,7 @@ class Gateway:
 
     # --- requests -------------------------------------------------------------------
 
-    def _answer(self, request: Request) -> bytes:
+    def _answer(self, request: RequestFrame) -> bytes:
         try:
             args = validate_args(request.op, request.args)
             check_client_ids(request.op, args)
@@ -397,7 +397,7 @@ class Gateway:
         with self._lock:
             self._requests += 1
 
-    def _serve(self, request: Request, args: dict[str, Any]) -> bytes:
+    def _serve(self, request: RequestFrame, args: dict[str, Any]) -> bytes:
         op = request.op
         started = time.monotonic()
         with bind_context(
@@ -464,7 +464,7 @@ class Gateway:
 
     # --- streams --------------------------------------------------------------------
 
-    def _stream(self, conn: socket.socket, request: Request) -> None:
+    def _stream(self, conn: socket.socket, request: RequestFrame) -> None:
         try:
             args = validate_args(request.op, request.args)
         except BadRequestError as e:

@@ -225,7 +225,7 @@ class LinkServer:
     (the Journal writes the snapshots they made due). The other keywords are the limits of
     the module docstring. A subclass may serve other requests on the same checks
     (``requests``: their decoder, with the hello; :meth:`_answer`: what it does with them):
-    the host link (``actors.host_link``).
+    the host link (``actors.host_link_server``).
     """
 
     requests: msgspec.msgpack.Decoder[Any] = _REQUESTS

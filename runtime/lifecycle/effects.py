@@ -24,17 +24,17 @@ from runtime.errors import wire_error
 
 __all__ = [
     "Answer",
-    "Append",
+    "AppendThen",
     "Child",
     "Crash",
     "DeleteHistory",
     "Effect",
-    "Escalate",
+    "EscalateChild",
     "Log",
     "PeerChanged",
+    "ReadHistory",
     "ReadLifecycle",
-    "ReadProject",
-    "RunDirect",
+    "RunDirectForProject",
     "Send",
     "Spawn",
     "Stop",
@@ -91,7 +91,7 @@ class Crash(msgspec.Struct, frozen=True, kw_only=True):
     to: Any
 
 
-class Append(msgspec.Struct, frozen=True, kw_only=True):
+class AppendThen(msgspec.Struct, frozen=True, kw_only=True):
     """Commit ``events``; then, on the journal's answer, run ``then``.
 
     The shell calls ``then(error)`` (``None`` when committed, else the wire error) and
@@ -121,12 +121,18 @@ class ReadLifecycle(msgspec.Struct, frozen=True):
     """Read every ``project.started`` / ``project.stopped`` (for the Supervisor's boot)."""
 
 
-class ReadProject(msgspec.Struct, frozen=True):
-    """Read this project's events (for the Project's start)."""
+class ReadHistory(msgspec.Struct, frozen=True):
+    """Read this project's events (for the Project's start).
+
+    The shell sends the Journal the actor message ``actors.messages.ReadProject``.
+    """
 
 
-class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
-    """Have the ToolRunner run a ``run_tool`` request that names no conversation."""
+class RunDirectForProject(msgspec.Struct, frozen=True, kw_only=True):
+    """Have the ToolRunner run a ``run_tool`` request that names no conversation.
+
+    The shell sends the runner the actor message ``actors.messages.RunDirect``.
+    """
 
     request: dict[str, Any]
     reply_to: Any
@@ -143,8 +149,11 @@ class PeerChanged(msgspec.Struct, frozen=True, kw_only=True):
     """Why the old one went (calls in flight fail as crashed)."""
 
 
-class Escalate(msgspec.Struct, frozen=True, kw_only=True):
-    """Tell the Supervisor that ``child`` failed beyond the restart intensity."""
+class EscalateChild(msgspec.Struct, frozen=True, kw_only=True):
+    """Tell the Supervisor that ``child`` failed beyond the restart intensity.
+
+    The shell sends the Supervisor the actor message ``actors.messages.Escalate``.
+    """
 
     child: str
     error: dict[str, Any] | None = None
@@ -161,11 +170,12 @@ class Log(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Effect = (
-    (Send | Answer | Spawn | Stop | Append | Wakeup | ReadLifecycle | ReadProject | RunDirect)
+    (Send | Answer | Spawn | Stop | AppendThen | Wakeup | ReadLifecycle | ReadHistory)
+    | RunDirectForProject
     | PeerChanged
     | Crash
     | DeleteHistory
-    | Escalate
+    | EscalateChild
     | Log
 )
 """Any effect."""

@@ -30,15 +30,15 @@ from runtime.errors import (
 )
 from runtime.lifecycle.effects import (
     Answer,
-    Append,
+    AppendThen,
     Child,
     Crash,
     Effect,
-    Escalate,
+    EscalateChild,
     Log,
     PeerChanged,
-    ReadProject,
-    RunDirect,
+    ReadHistory,
+    RunDirectForProject,
     Send,
     Spawn,
     Stop,
@@ -178,7 +178,7 @@ class ProjectCore:
         effects: list[Effect] = [Spawn(name=POLICY), Spawn(name=TOOLRUNNER)]
         self.problems = server_problems(asset_summary.get("errors") or [])
         if self.restore:
-            return [*effects, ReadProject()]
+            return [*effects, ReadHistory()]
         correlation = self.correlation_id
         if not correlation:
             raise RoostError(
@@ -202,7 +202,7 @@ class ProjectCore:
 
         def done(error: dict[str, Any] | None) -> list[Effect]:
             if error is not None:  # not recorded: the Supervisor forgets this project
-                failed: list[Effect] = [Escalate(child="start", error=error)]
+                failed: list[Effect] = [EscalateChild(child="start", error=error)]
                 waiting, self.waiting = self.waiting, []
                 if self.reply_to is not None:
                     failed.append(Answer(to=self.reply_to, ok=False, error=error))
@@ -210,9 +210,9 @@ class ProjectCore:
             # A project started again under an id it had before keeps its conversations:
             # read them, then answer (``restored``).
             self.reading = True
-            return [ReadProject()]
+            return [ReadHistory()]
 
-        return [*effects, Append(events=[started, loaded], then=done)]
+        return [*effects, AppendThen(events=[started, loaded], then=done)]
 
     def restored(self, events: Iterable[Envelope]) -> list[Effect]:
         """Fold which conversations exist; answer the start; serve what waited."""
@@ -235,7 +235,7 @@ class ProjectCore:
         """The Journal restarted: tell the children; read again if a read was lost."""
         effects: list[Effect] = [PeerChanged(peer="journal")]
         if not self.ready and (self.restore or self.reading):
-            effects.append(ReadProject())
+            effects.append(ReadHistory())
         return effects
 
     def _drain(self) -> list[Effect]:
@@ -282,7 +282,7 @@ class ProjectCore:
                 if meta.get("conversation_id"):
                     request = (op, args, reply_to, message)
                     return self._forward(str(meta["conversation_id"]), request)[0]
-                return [RunDirect(request=args["request"], reply_to=reply_to)]
+                return [RunDirectForProject(request=args["request"], reply_to=reply_to)]
             if op == "list_tools":
                 return [Answer(to=reply_to, ok=True, result=self.list_tools(args.get("source")))]
             if op == "describe_project":
@@ -344,7 +344,7 @@ class ProjectCore:
                 return [Answer(to=reply_to, ok=False, error=error)]
             return [Answer(to=reply_to, ok=True, result=result)]
 
-        return [Append(events=[denied], then=answer)]
+        return [AppendThen(events=[denied], then=answer)]
 
     def _start_conversation(
         self, conversation_id: str | None, reply_to: Any, correlation_id: str
@@ -549,9 +549,9 @@ class ProjectCore:
         if not decision.restart:
             fields = {"child": child, "restart_count": decision.restart_count}
             return [
-                Append(events=events),
+                AppendThen(events=events),
                 Log(level="error", event="actor_escalated", fields=fields),
-                Escalate(child=child),
+                EscalateChild(child=child),
             ]
         if child.startswith("conversation:"):
             self.held.setdefault(child.split(":", 1)[1], [])
@@ -561,7 +561,7 @@ class ProjectCore:
             "cause": events[0].event_id,
             "correlation": correlation,
         }
-        return [Append(events=events), WakeupEffect(delay_s=decision.delay_s, payload=payload)]
+        return [AppendThen(events=events), WakeupEffect(delay_s=decision.delay_s, payload=payload)]
 
     def _restart_after_refusal(self, child: str) -> list[Effect]:
         """Restart a conversation the journal refused an append of, at once.
@@ -610,7 +610,7 @@ class ProjectCore:
         fields = {"child": child, "restart_count": payload["restart_count"]}
         return [
             *effects,
-            Append(events=[restarted]),
+            AppendThen(events=[restarted]),
             Log(level="info", event="actor_restarted", fields=fields),
         ]
 

@@ -35,7 +35,7 @@ from runtime.guard.ids import NAME_ID, check_id
 from runtime.guard.workspace import root_home_conflict
 from runtime.lifecycle.effects import (
     Answer,
-    Append,
+    AppendThen,
     Child,
     DeleteHistory,
     Effect,
@@ -221,7 +221,7 @@ class SupervisorCore:
         fields = {"project_id": project_id, "root": root, "reason": reason}
         return [
             Log(level="error", event="project_restore_refused", fields=fields),
-            Append(events=[self._stopped_event(project_id, reason)]),
+            AppendThen(events=[self._stopped_event(project_id, reason)]),
         ]
 
     def _stopped_event(
@@ -375,7 +375,7 @@ class SupervisorCore:
             return [Answer(to=reply_to, ok=True, result=result)]
 
         stopped = self._stopped_event(project_id, correlation_id=correlation)
-        return [Stop(to=project.address), Append(events=[stopped], then=done)]
+        return [Stop(to=project.address), AppendThen(events=[stopped], then=done)]
 
     def _delete_project(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
         """Delete a stopped project's history through the Journal (its answer: :meth:`deleted`).
@@ -552,7 +552,7 @@ class SupervisorCore:
                 )
                 refused.append(error_reply(waiting, error))
             return [
-                Append(events=events),
+                AppendThen(events=events),
                 Log(level="error", event="project_failed", fields=fields),
                 *refused,
             ]
@@ -564,7 +564,7 @@ class SupervisorCore:
             "cause": events[0].event_id,
             "correlation": correlation,
         }
-        return [Append(events=events), Wakeup(delay_s=decision.delay_s, payload=payload)]
+        return [AppendThen(events=events), Wakeup(delay_s=decision.delay_s, payload=payload)]
 
     def wakeup(self, payload: Any) -> list[Effect]:
         """A restart's backoff is over: restart the Journal or the project."""
@@ -591,7 +591,7 @@ class SupervisorCore:
             correlation_id=payload["correlation"],
             cause=payload["cause"],
         )
-        return [*effects, Append(events=[restarted])]
+        return [*effects, AppendThen(events=[restarted])]
 
     def _journal_restarted(self) -> list[Effect]:
         """``actor.crashed`` / ``actor.restarted`` of the Journal in every running project.
@@ -623,7 +623,7 @@ class SupervisorCore:
                 correlation_id=correlation,
                 cause=crashed.event_id,
             )
-            effects.append(Append(events=[crashed, restarted]))
+            effects.append(AppendThen(events=[crashed, restarted]))
         return effects
 
     def exit(self) -> None:

@@ -2,7 +2,8 @@
 
 Each entry is ``{name, url}``: ``url`` is the agent's base ``http(s)`` URL, where its agent
 card is served (``<url>/.well-known/agent-card.json``); the agent becomes the tool
-``a2a.<name>.send`` (:mod:`runtime.tools.a2a`). The normalized entries are sorted by name.
+``a2a.<name>.send`` (:mod:`runtime.tools.a2a_client.tools`). The normalized entries are
+sorted by name.
 
 A bad entry raises :class:`InvalidRuntimeOptError` with ``key="a2a_agents"``,
 ``reason="invalid_entry"``, its ``index`` and a stable ``problem``: :data:`PROBLEMS`.

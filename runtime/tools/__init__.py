@@ -7,11 +7,11 @@
 - ``command``: ``command.run``. ``http``: ``http.fetch``.
 - ``asset``: ``asset.list``, ``asset.search``, ``asset.get`` and the generated
   ``command.run.<name>`` / ``workflow.run.<name>`` tools.
-- ``mcp``: the ``mcp.<server>.<tool>`` tools of the ``mcp_servers`` option;
-  ``mcp_connection``: one sandboxed or egress-checked connection to such a server;
-  ``mcp_pipe``: the SDK's session over a server's pipes; ``mcp_session``: a server's calls
-  (frozen between them, restarted when gone or when its view went stale);
-  ``mcp_listing``: their tool listing at project start.
+- ``mcp_client``: the ``mcp.<server>.<tool>`` tools of the ``mcp_servers`` option, Roost
+  as a client of external MCP servers (serving MCP is ``runtime.mcp_server``).
+- ``a2a_client``: the ``a2a.<agent>.send`` tools of the ``a2a_agents`` option, Roost as a
+  client of remote A2A agents (serving A2A is ``runtime.a2a_server``).
+- ``sdk_loop``: the event-loop thread and child listing both clients' SDKs use.
 """
 
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec

@@ -4,8 +4,8 @@
 ``runtime.tools.command``, ``runtime.tools.http``, ``runtime.tools.asset``; each exports
 ``SPECS`` and ``TOOLS``) and the tools generated from the project's assets
 (``command.run.<key>``, ``workflow.run.<key>``), from its ``mcp_servers``
-(``mcp.<server>.<tool>``, :mod:`runtime.tools.mcp`) and from its ``a2a_agents``
-(``a2a.<agent>.send``, :mod:`runtime.tools.a2a`); servers and agents that could not be
+(``mcp.<server>.<tool>``, :mod:`runtime.tools.mcp_client.tools`) and from its ``a2a_agents``
+(``a2a.<agent>.send``, :mod:`runtime.tools.a2a_client.tools`); servers and agents that could not be
 listed are in :attr:`ToolRegistry.remote_errors`. A built-in module that fails to import is
 left out and named in :attr:`ToolRegistry.import_errors`, so one broken module never takes
 the others down; it is recorded with the asset errors (``project.assets_loaded``, type
@@ -49,8 +49,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
 """Modules whose ``SPECS`` and ``TOOLS`` make up the built-in tools."""
 
 REMOTE_TOOL_BUILDERS: tuple[tuple[str, str, str], ...] = (
-    ("mcp_servers", "runtime.tools.mcp", "mcp_tools"),
-    ("a2a_agents", "runtime.tools.a2a", "a2a_tools"),
+    ("mcp_servers", "runtime.tools.mcp_client.tools", "mcp_tools"),
+    ("a2a_agents", "runtime.tools.a2a_client.tools", "a2a_tools"),
 )
 """``(option, module, function)``: the tools of remote servers and agents, built when the
 option is set by ``function(root, options) -> (specs, fns, errors)``; imported only then."""

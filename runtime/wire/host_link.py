@@ -3,10 +3,10 @@
 A request for a project (``route`` ``project`` or ``conversation`` in
 :data:`runtime.wire.ops.OP_TABLE`) used to travel daemon → admin → Supervisor → Project and
 its answer back the same way, unpickled and pickled again by each relay. The project's
-host process (``actors.host_link``) serves the same requests on a Unix socket of its own,
+host process (``actors.host_link_server``) serves the same requests on a Unix socket of its own,
 ``ROOST_HOME/hosts/<project id>.sock``, behind the journal link's checks (the peer must be
 the daemon's, unsandboxed, with the link token first); the daemon
-(``runtime.daemon.host_links``) sends each request there when the socket answers and
+(``runtime.daemon.host_link_client``) sends each request there when the socket answers and
 through the actor tree when it does not (the project is not running, or its host is being
 restarted). Frames are msgpack with the length prefix of ``runtime.wire.framing``.
 """

@@ -47,7 +47,7 @@ __all__ = [
     "DuplicateKeyError",
     "FrameTooLargeError",
     "MalformedFrameError",
-    "Request",
+    "RequestFrame",
     "ServerFrame",
     "TooDeeplyNestedError",
     "TruncatedFrameError",
@@ -110,7 +110,7 @@ class DuplicateKeyError(RequestError):
         self.request_id = request_id
 
 
-class Request(msgspec.Struct, frozen=True, kw_only=True):
+class RequestFrame(msgspec.Struct, frozen=True, kw_only=True):
     """A decoded request frame."""
 
     id: int
@@ -220,7 +220,7 @@ def decode_json_strict(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
     return raw
 
 
-def decode_request(body: bytes) -> Request:
+def decode_request(body: bytes) -> RequestFrame:
     """Decode a request body; raise :class:`MalformedFrameError` on a wrong shape.
 
     Nesting deeper than :data:`MAX_DEPTH` and duplicate keys anywhere are refused
@@ -247,7 +247,7 @@ def decode_request(body: bytes) -> Request:
     extra = sorted(set(raw) - {"id", "op", "args"})
     if extra:
         raise MalformedFrameError(f"unexpected keys {extra}", request_id)
-    return Request(id=request_id, op=op, args=args)
+    return RequestFrame(id=request_id, op=op, args=args)
 
 
 def _readable_id(body: bytes, error: TooDeeplyNestedError | DuplicateKeyError) -> int:

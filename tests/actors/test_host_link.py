@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from actors.host_link import HostLinkServer, is_link_address
+from actors.host_link_server import HostLinkServer, is_link_address
 from actors.messages import Reply, Request
-from runtime.daemon.host_links import HostLinks
+from runtime.daemon.host_link_client import HostLinks
 from runtime.journal.link import LinkHello
 from runtime.wire.host_link import HostRequest, host_socket_path
 from tests.runtime.daemon_helpers import wait_for

@@ -169,8 +169,8 @@ def test_a_package_a_command_plants_in_the_daemons_working_directory_is_never_im
 ) -> None:
     """``roost daemon start --foreground`` run in the project root: the root is its cwd.
 
-    A command plants ``runtime/tools/mcp_listing.py`` there; the Project actor then lists
-    another project's MCP servers in a child ``python -m runtime.tools.mcp_listing``, which
+    A command plants ``runtime/tools/mcp_client/listing.py`` there; the Project actor then lists
+    another project's MCP servers in a child ``python -m runtime.tools.mcp_client.listing``, which
     must import Roost's module, not the planted one (``-P``, cwd ``/``).
     """
     root = Path(make_root(tmp_path / "repo"))
@@ -195,8 +195,9 @@ def test_a_package_a_command_plants_in_the_daemons_working_directory_is_never_im
             c.start_conversation("p", conversation_id=C)
             code = PLANTED.format(outside=str(escaped))
             plant = (
-                "mkdir -p runtime/tools && touch runtime/__init__.py runtime/tools/__init__.py"
-                f" && cat > runtime/tools/mcp_listing.py <<'EOF'\n{code}EOF\necho planted"
+                "mkdir -p runtime/tools/mcp_client && touch runtime/__init__.py"
+                " runtime/tools/__init__.py runtime/tools/mcp_client/__init__.py"
+                f" && cat > runtime/tools/mcp_client/listing.py <<'EOF'\n{code}EOF\necho planted"
             )
             planted = _run(c, "p", plant)
             assert planted["result"]["stdout"] == "planted\n", planted

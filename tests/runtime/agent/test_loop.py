@@ -17,7 +17,7 @@ from events.projections import pending_tool_calls
 from runtime.agent.core import ConversationCore
 from runtime.agent.effects import (
     Answer,
-    Append,
+    AppendBatch,
     AskPolicy,
     CallModel,
     CancelCalls,
@@ -94,7 +94,7 @@ class Harness:
         queue = list(effects)
         while queue:
             effect = queue.pop(0)
-            if isinstance(effect, Append):
+            if isinstance(effect, AppendBatch):
                 committed = self.commit(effect.events)
                 if effect.ack_to is not None:
                     self.acks.append((effect.ack_to, committed[0]))
@@ -491,7 +491,7 @@ def test_a_restart_during_a_model_round_calls_the_model_again() -> None:
     h.core.inbound(hi, CLIENT)
     effects = h.core.inbound(hi, CLIENT)
     first = effects[0]
-    assert isinstance(first, Append)
+    assert isinstance(first, AppendBatch)
     h.commit(first.events)  # committed, but the actor died before the model call
     fresh = h.new_core()
     fresh.load(list(h.journal))

@@ -17,7 +17,7 @@ import pytest
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent
 from runtime.agent.core import ConversationCore
-from runtime.agent.effects import Answer, Append, RunDirect
+from runtime.agent.effects import Answer, AppendBatch, RunDirectForConversation
 from runtime.errors import BadRequestError, RoostError
 from runtime.policy.options import validate_options
 from runtime.wire.ops import with_ids
@@ -58,7 +58,7 @@ def test_send_event_appends_the_event_under_the_gateways_ids() -> None:
     event = {"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-a"}
     args = gateway("send_event", event=event, idempotency_key="k-1")
     (append,) = core.request("send_event", args, CLIENT)
-    assert isinstance(append, Append)
+    assert isinstance(append, AppendBatch)
     assert append.key == "p1/c1/k-1"  # scoped to the conversation
     assert append.ack_to == CLIENT
     assert [(e.type, e.correlation_id) for e in append.events] == [("user.message", "corr-a")]
@@ -93,7 +93,7 @@ def test_cancel_with_a_reason_records_conversation_cancel_under_its_correlation(
     core = make_core()
     args = gateway("cancel", correlation_id="corr-c", reason="enough")
     (append,) = core.request("cancel", args, CLIENT)
-    assert isinstance(append, Append)
+    assert isinstance(append, AppendBatch)
     (event,) = append.events
     assert (event.type, event.data, event.correlation_id) == (
         "conversation.cancel",
@@ -106,7 +106,7 @@ def test_stop_conversation_records_the_stop_then_answers() -> None:
     core = make_core()
     args = gateway("stop_conversation")
     append, answer = core.request("stop_conversation", args, CLIENT)
-    assert isinstance(append, Append)
+    assert isinstance(append, AppendBatch)
     assert [e.type for e in append.events] == ["conversation.stopped"]
     assert append.events[0].correlation_id == args["correlation_id"]
     assert answer == Answer(to=CLIENT, result={"conversation_id": "c1", "stopped": True})
@@ -130,7 +130,7 @@ def test_run_tool_naming_the_conversation_goes_to_the_runner() -> None:
     request = {"name": "fs.read", "args": {}, "meta": {"conversation_id": "c1"}}
     args = gateway("run_tool", request=request)
     (effect,) = core.request("run_tool", args, CLIENT)
-    assert effect == RunDirect(request=args["request"], reply_to=CLIENT)
+    assert effect == RunDirectForConversation(request=args["request"], reply_to=CLIENT)
     assert effect.request["meta"]["correlation_id"].startswith("corr-")
 
 
@@ -142,7 +142,7 @@ def test_an_op_that_does_not_apply_to_a_conversation_is_a_bad_request() -> None:
 def test_a_new_conversation_records_its_start_under_the_requests_correlation() -> None:
     core = make_core()
     append, answer = core.started("corr-s", CLIENT)
-    assert isinstance(append, Append)
+    assert isinstance(append, AppendBatch)
     assert [(e.type, e.correlation_id) for e in append.events] == [
         ("conversation.started", "corr-s")
     ]
@@ -155,7 +155,7 @@ def test_a_direct_run_is_recorded_then_answered() -> None:
     core = make_core()
     payloads: list[ev.Event] = [ev.ToolRequested(call_id="call-1", name="fs.read", args={})]
     append, answer = core.direct_done(payloads, {"status": "ok"}, "corr-d", CLIENT)
-    assert isinstance(append, Append)
+    assert isinstance(append, AppendBatch)
     assert [(e.type, e.correlation_id) for e in append.events] == [("tool.requested", "corr-d")]
     assert answer == Answer(to=CLIENT, result={"status": "ok"})
 
@@ -164,7 +164,7 @@ def test_a_commit_acknowledges_its_first_event_to_the_client() -> None:
     core = make_core(orchestration=False)
     event = {"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-a"}
     (append,) = core.request("send_event", gateway("send_event", event=event), CLIENT)
-    assert isinstance(append, Append)
+    assert isinstance(append, AppendBatch)
     envelopes = commit(append.events, first_seq=7)
     effects = core.acknowledged(append, envelopes)
     ack = {"seq": 7, "event_id": envelopes[0].event_id, "correlation_id": "corr-a"}
@@ -178,7 +178,7 @@ def test_busy_while_a_client_waits_for_its_turn() -> None:
     event = {"type": "user.message", "data": {"content": "hi"}}
     args = gateway("send_event", event=event, wait=True)
     (append, *_rest) = core.request("send_event", args, CLIENT)
-    assert isinstance(append, Append)
+    assert isinstance(append, AppendBatch)
     assert append.ack_to is None  # answered at the end of the turn instead
     assert core.busy() is True
 
@@ -188,7 +188,7 @@ def test_a_rehydrated_conversation_answers_the_waiters_of_the_one_that_died() ->
     event = {"type": "user.message", "data": {"content": "hi"}}
     args = gateway("send_event", event=event, wait=True)
     (append, *_rest) = first.request("send_event", args, "old-client")
-    assert isinstance(append, Append)
+    assert isinstance(append, AppendBatch)
     committed = commit(append.events)
     correlation = args["event"]["correlation_id"]
     fresh = make_core()

@@ -18,7 +18,7 @@ import pytest
 from events import catalog as ev
 from events.envelope import Envelope
 from runtime.agent.core import ConversationCore
-from runtime.agent.effects import Append, CancelCalls
+from runtime.agent.effects import AppendBatch, CancelCalls
 from runtime.agent.snapshot import CODEC, SNAPSHOT_FORMAT, SnapshotRejected, encode_snapshot
 from runtime.agent.state import REMEMBERED_TURNS
 from tests.runtime.agent.test_loop import Harness
@@ -53,7 +53,7 @@ def same_effects(a: list[object], b: list[object]) -> None:
     def shape(effects: list[object]) -> list[object]:
         out: list[object] = []
         for effect in effects:
-            if isinstance(effect, Append):
+            if isinstance(effect, AppendBatch):
                 out.append([(e.type, e.correlation_id, e.data) for e in effect.events])
             else:
                 out.append(effect)
@@ -109,7 +109,7 @@ def test_a_started_call_cut_off_is_recovered_as_crashed_from_a_snapshot() -> Non
     for cut in range(len(h.journal) + 1):
         _, effects = assert_same(h, cut)
         append = effects[0]
-        assert isinstance(append, Append)
+        assert isinstance(append, AppendBatch)
         assert [e.data["reason"]["code"] for e in append.events if e.type == "tool.failed"] == [
             "tool_crashed"
         ]

@@ -15,7 +15,7 @@ import msgspec
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent
 from runtime.agent.core import ConversationCore, provisional
-from runtime.agent.effects import Answer, Append, AskPolicy, CallModel, Dispatch
+from runtime.agent.effects import Answer, AppendBatch, AskPolicy, CallModel, Dispatch
 from tests.runtime.agent.test_loop import Harness
 
 
@@ -64,13 +64,13 @@ class StagingHarness(Harness):
         queue = list(effects)
         while queue:
             effect = queue.pop(0)
-            if isinstance(effect, Append) and effect.ack_to is None and effect.key is None:
+            if isinstance(effect, AppendBatch) and effect.ack_to is None and effect.key is None:
                 last = self.core.last_seq
                 envelopes = provisional(effect.events, last)
                 self.staged.extend(effect.events)
                 self.provisional.extend(envelopes)
                 queue = self.core.acknowledged(effect, envelopes) + queue
-            elif isinstance(effect, Append):
+            elif isinstance(effect, AppendBatch):
                 self.flush()
                 committed = self.commit(effect.events)
                 queue = self.core.acknowledged(effect, committed) + queue

@@ -642,7 +642,7 @@ def test_pipelined_batches_unanswered_when_the_journal_died_are_sent_again(
 def test_the_hosts_appender_answers_every_batch_in_one_callback(
     tmp_path: Path, store: _Store
 ) -> None:
-    from actors.appender import Appender
+    from actors.host_appender import Appender
     from actors.messages import Appended
 
     path = tmp_path / "j.sock"

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent, new_correlation_id, new_event
 from runtime.agent.core import ConversationCore
-from runtime.agent.effects import Append, CallModel, Effect
+from runtime.agent.effects import AppendBatch, CallModel, Effect
 from runtime.guard.secrets.redaction import redact_text
 from runtime.journal.store import Journal
 from runtime.llm.base import ModelReply
@@ -72,7 +72,7 @@ def _turn(
     reply = ModelReply(text="".join(stream), deltas=stream)
     while queue:
         effect = queue.pop(0)
-        if isinstance(effect, Append):
+        if isinstance(effect, AppendBatch):
             committed = journal.append(effect.events, key=effect.key)
             queue = core.committed(committed) + queue
         elif isinstance(effect, CallModel):

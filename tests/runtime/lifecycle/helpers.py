@@ -55,7 +55,7 @@ def of(effects: list[fx.Effect], kind: type[Any]) -> list[Any]:
 
 def appended(effects: list[fx.Effect]) -> list[tuple[str, dict[str, Any]]]:
     """``(type, data)`` of every event the effects append, in order."""
-    return [(e.type, dict(e.data)) for a in of(effects, fx.Append) for e in a.events]
+    return [(e.type, dict(e.data)) for a in of(effects, fx.AppendThen) for e in a.events]
 
 
 def error_of(effects: list[fx.Effect]) -> dict[str, Any]:

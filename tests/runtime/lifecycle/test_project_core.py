@@ -69,15 +69,15 @@ def test_a_new_project_starts_its_children_and_records_its_start() -> None:
         ("project.started", {"root": "/root", "options": {}, "sandbox_layers": ["bwrap"]}),
         ("project.assets_loaded", {"generation": 2, "counts": {"skills": 1}, "errors": []}),
     ]
-    (append,) = of(effects, fx.Append)
+    (append,) = of(effects, fx.AppendThen)
     assert append.events[1].causation_id == append.events[0].event_id
 
 
 def test_a_recorded_start_reads_the_projects_conversations_before_answering() -> None:
     core, _ = make_core()
-    (append,) = of(core.start("/root", SUMMARY, []), fx.Append)
+    (append,) = of(core.start("/root", SUMMARY, []), fx.AppendThen)
     assert append.then is not None
-    assert append.then(None) == [fx.ReadProject()]
+    assert append.then(None) == [fx.ReadHistory()]
     effects = core.restored([envelope("conversation.started", "p1", {}, "c1")])
     assert effects == [fx.Answer(to="starter", ok=True, result="p1")]
     assert core.known == {"c1"}
@@ -85,12 +85,12 @@ def test_a_recorded_start_reads_the_projects_conversations_before_answering() ->
 
 def test_a_start_the_journal_refuses_answers_its_error_and_has_the_supervisor_forget_it() -> None:
     core, _ = make_core()
-    (append,) = of(core.start("/root", SUMMARY, []), fx.Append)
+    (append,) = of(core.start("/root", SUMMARY, []), fx.AppendThen)
     assert append.then is not None
     ask(core, "list_tools")  # waits for the start
     error = {"code": "journal_error", "message": "disk full", "details": {}}
     assert append.then(error) == [
-        fx.Escalate(child="start", error=error),
+        fx.EscalateChild(child="start", error=error),
         fx.Answer(to="starter", ok=False, error=error),
         fx.Answer(to="client", ok=False, error=error),
     ]
@@ -110,7 +110,7 @@ def test_a_conversation_whose_start_was_not_recorded_is_forgotten_not_restarted(
 def test_a_restored_project_reads_its_events_and_records_no_start() -> None:
     core, _ = make_core(restore=True)
     effects = core.start("/root", SUMMARY, None)
-    assert effects == [fx.Spawn(name="policy"), fx.Spawn(name="toolrunner"), fx.ReadProject()]
+    assert effects == [fx.Spawn(name="policy"), fx.Spawn(name="toolrunner"), fx.ReadHistory()]
     assert core.restored([]) == []
 
 
@@ -204,7 +204,7 @@ def test_run_tool_without_a_conversation_goes_straight_to_the_tool_runner() -> N
     ready(core)
     request = {"name": "fs.read", "args": {}, "meta": {}}
     assert ask(core, "run_tool", request=request) == [
-        fx.RunDirect(request=request, reply_to="client")
+        fx.RunDirectForProject(request=request, reply_to="client")
     ]
 
 
@@ -275,7 +275,7 @@ def test_a_conversation_the_journal_refused_restarts_at_once_and_never_escalates
         assert core.failed("c1", code="journal_error") == [fx.Stop(to=address)]
         effects = run(core, core.child_exited(address))
         assert of(effects, fx.Spawn) == [fx.Spawn(name="conversation:c1", recovering=True)]
-        assert of(effects, fx.Escalate) == [] and of(effects, fx.Wakeup) == []
+        assert of(effects, fx.EscalateChild) == [] and of(effects, fx.Wakeup) == []
         assert [t for t, _ in appended(effects)] == ["actor.restarted"]
     core.failed("c1", code="journal_conflict")  # another writer: a crash as before
     assert of(core.child_exited(core.live["c1"]), fx.Wakeup) != []
@@ -323,14 +323,14 @@ def test_a_child_crashing_beyond_the_intensity_escalates_to_the_supervisor() -> 
         "actor.escalated",
         {"actor": "policy", "reason": "more than 1 restarts within 1000 ms", "restart_count": 2},
     )
-    assert of(effects, fx.Escalate) == [fx.Escalate(child="policy")]
+    assert of(effects, fx.EscalateChild) == [fx.EscalateChild(child="policy")]
     assert of(effects, fx.Wakeup) == []
 
 
 def test_a_lost_journal_read_is_asked_again_when_the_journal_returns() -> None:
     core, _ = make_core(restore=True)
     run(core, core.start("/root", SUMMARY, None))
-    assert core.journal_changed() == [fx.PeerChanged(peer="journal"), fx.ReadProject()]
+    assert core.journal_changed() == [fx.PeerChanged(peer="journal"), fx.ReadHistory()]
     core.restored([])
     assert core.journal_changed() == [fx.PeerChanged(peer="journal")]
 
@@ -385,7 +385,7 @@ def test_a_refused_stop_leaves_the_conversation_existing() -> None:
 
 def test_a_new_project_records_its_start_under_the_start_requests_correlation() -> None:
     core, _ = make_core()
-    (append,) = of(core.start("/root", SUMMARY, []), fx.Append)
+    (append,) = of(core.start("/root", SUMMARY, []), fx.AppendThen)
     assert {e.correlation_id for e in append.events} == {"corr-start"}
 
 
@@ -394,7 +394,7 @@ def test_a_new_project_without_the_gateways_correlation_is_refused() -> None:
     with pytest.raises(RoostError, match="without the correlation id"):
         core.start("/root", SUMMARY, [])
     restored = ProjectCore(project_id="p1", options={}, restore=True)
-    assert of(restored.start("/root", SUMMARY, None), fx.ReadProject) == [fx.ReadProject()]
+    assert of(restored.start("/root", SUMMARY, None), fx.ReadHistory) == [fx.ReadHistory()]
 
 
 def test_an_error_reply_carries_the_errors_wire_shape() -> None:
@@ -423,7 +423,7 @@ def test_check_protocol_records_security_protocol_denied_before_answering_a_refu
     assert appended(effects) == [
         ("security.protocol_denied", {"protocol": "a2a", "operation": "POST /"})
     ]
-    (append,) = of(effects, fx.Append)
+    (append,) = of(effects, fx.AppendThen)
     assert append.events[0].correlation_id == "corr-1"
     assert append.events[0].conversation_id is None
     assert append.then is not None

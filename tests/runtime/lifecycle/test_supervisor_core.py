@@ -77,7 +77,7 @@ def test_a_project_whose_start_was_not_recorded_is_forgotten_not_restarted(
     error = {"code": "journal_error", "message": "disk full", "details": {}}
     effects = core.escalated("p1", "start", error)
     assert of(effects, fx.Stop) == [fx.Stop(to="addr-project:p1")]
-    assert of(effects, fx.Append) == []  # nothing to record on a full disk, no restart
+    assert of(effects, fx.AppendThen) == []  # nothing to record on a full disk, no restart
     assert "p1" not in core.projects and "p1" not in core.failed
     assert "p1" not in core.list_projects()
 
@@ -188,7 +188,7 @@ def test_stop_project_stops_it_and_answers_once_project_stopped_is_committed(
         "stop_project", with_ids("stop_project", {"project_id": "p1"}), "client", None
     )
     assert effects[0] == fx.Stop(to="addr-project:p1")
-    (append,) = of(effects, fx.Append)
+    (append,) = of(effects, fx.AppendThen)
     assert appended(effects) == [("project.stopped", {"reason": "requested"})]
     assert append.then is not None
     result = {"project_id": "p1", "stopped": True}
@@ -205,7 +205,7 @@ def test_stop_project_answers_the_journals_error_when_the_stop_is_not_committed(
         core.request(
             "stop_project", with_ids("stop_project", {"project_id": "p1"}), "client", None
         ),
-        fx.Append,
+        fx.AppendThen,
     )
     assert append.then is not None
     error = {"code": "journal_error", "message": "disk full", "details": {}}
@@ -220,10 +220,10 @@ def test_a_crashed_project_is_restarted_from_its_events_after_a_backoff(tmp_path
     assert appended(effects) == [("actor.crashed", crash)]
     (wakeup,) = of(effects, fx.Wakeup)
     assert wakeup.delay_s == 0.05
-    crashed = of(effects, fx.Append)[0].events[0]
+    crashed = of(effects, fx.AppendThen)[0].events[0]
     again = core.wakeup(wakeup.payload)
     assert of(again, fx.Spawn) == [fx.Spawn(name="project:p1", restore=True)]
-    (restarted,) = of(again, fx.Append)[0].events
+    (restarted,) = of(again, fx.AppendThen)[0].events
     assert (restarted.type, restarted.causation_id) == ("actor.restarted", crashed.event_id)
     assert restarted.correlation_id == crashed.correlation_id
 
@@ -305,7 +305,7 @@ def test_a_dead_journal_is_restarted_and_its_crash_recorded_in_every_project(
     assert of(effects, fx.Wakeup) == [fx.Wakeup(delay_s=0.05, payload="journal")]
     again = core.wakeup("journal")
     assert again[:2] == [fx.Spawn(name="journal"), fx.PeerChanged(peer="journal")]
-    events = [e for a in of(again, fx.Append) for e in a.events]
+    events = [e for a in of(again, fx.AppendThen) for e in a.events]
     assert [(e.project_id, e.type) for e in events] == [
         ("pa", "actor.crashed"),
         ("pa", "actor.restarted"),
@@ -349,7 +349,7 @@ def test_start_and_stop_are_recorded_under_the_requests_correlation(tmp_path: Pa
     (spawn,) = start(core, tmp_path / "r", correlation_id="corr-begin")
     assert spawn.correlation_id == "corr-begin"
     effects = ask(core, "stop_project", {"project_id": "p1", "correlation_id": "corr-end"})
-    (append,) = of(effects, fx.Append)
+    (append,) = of(effects, fx.AppendThen)
     assert [e.correlation_id for e in append.events] == ["corr-end"]
 
 

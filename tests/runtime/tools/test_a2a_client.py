@@ -28,8 +28,8 @@ from events import catalog as ev
 from runtime.errors import InvalidRuntimeOptError
 from runtime.policy.a2a_agents import PROBLEMS
 from runtime.policy.options import validate_options
-from runtime.tools.a2a import a2a_tools, describe_card, tool_name
-from runtime.tools.a2a_task import Delegation, card_from_json, card_to_json, open_client
+from runtime.tools.a2a_client.task import Delegation, card_from_json, card_to_json, open_client
+from runtime.tools.a2a_client.tools import a2a_tools, describe_card, tool_name
 
 
 def _problem(agents: Any) -> tuple[str, int | None]:

@@ -13,8 +13,8 @@ from runtime.guard.sandbox.layers import probe_layers
 from runtime.option_table import RuntimeOptions
 from runtime.policy.mcp_servers import PROBLEMS
 from runtime.policy.options import validate_options
-from runtime.tools.mcp import mcp_tools, split_tool_name, tool_name
-from runtime.tools.mcp_connection import check_url, stdio_spec
+from runtime.tools.mcp_client.connection import check_url, stdio_spec
+from runtime.tools.mcp_client.tools import mcp_tools, split_tool_name, tool_name
 
 
 def _problem(servers: Any) -> tuple[str, int | None]:

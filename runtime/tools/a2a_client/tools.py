@@ -2,7 +2,7 @@
 
 :func:`a2a_tools` runs when the project's registry is built (project start): with ``a2a``
 in ``protocol_allowlist``, it fetches every ``a2a_agents`` entry's agent card
-(:func:`runtime.tools.a2a_listing.fetch_cards`) and makes each agent one tool named
+(:func:`runtime.tools.a2a_client.listing.fetch_cards`) and makes each agent one tool named
 :func:`tool_name`, described from its card (name, description, skills). An agent whose
 card cannot be fetched (refused by the egress policy, unreachable, not an agent card) is
 left out and named in the errors (``{type: "a2a_agent", key, reason}``, shown in
@@ -10,7 +10,7 @@ left out and named in the errors (``{type: "a2a_agent", key, reason}``, shown in
 ``protocol_allowlist`` no card is fetched and one error per agent says so.
 
 A call runs :func:`call_a2a_agent` (a partial, so the registry stays picklable) in the
-process that runs tools: :func:`runtime.tools.a2a_task.send_and_follow` on the SDK event
+process that runs tools: :func:`runtime.tools.a2a_client.task.send_and_follow` on the SDK event
 loop (:mod:`runtime.tools.sdk_loop`) with the call's remaining time. On a timeout or a
 cancelled conversation the remote task is cancelled too (``tasks/cancel``), each step
 recorded as ``a2a.task_updated``; a refused connection is ``security.network_denied`` and
@@ -28,12 +28,12 @@ from runtime.errors import ToolError
 from runtime.guard.network.egress import NetworkPolicy, signal_for
 from runtime.guard.network.pinning import denial_in
 from runtime.option_table import RuntimeOptions
-from runtime.tools.a2a_listing import fetch_cards
+from runtime.tools.a2a_client.listing import fetch_cards
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.sdk_loop import short_error, submit
 
 if TYPE_CHECKING:  # the SDK is imported where a call runs, not where the registry is built
-    from runtime.tools.a2a_task import Delegation
+    from runtime.tools.a2a_client.task import Delegation
 
 __all__ = [
     "CANCEL_TIMEOUT_S",
@@ -102,7 +102,7 @@ def describe_card(agent: str, card: Mapping[str, Any]) -> str:
 
 def _cancel_remote(card: Any, policy: NetworkPolicy, delegation: Delegation, why: str) -> None:
     """Cancel the remote task after a timeout or a cancel; record each step."""
-    from runtime.tools.a2a_task import cancel_task  # noqa: PLC0415
+    from runtime.tools.a2a_client.task import cancel_task  # noqa: PLC0415
 
     if not delegation.task_id or not delegation.waiting:
         return
@@ -181,7 +181,7 @@ def call_a2a_agent(
     entry: Mapping[str, Any], card_json: Mapping[str, Any], ctx: ToolContext, args: dict[str, Any]
 ) -> dict[str, Any]:
     """Send ``args`` to agent ``entry`` and follow its task; the result or ``ToolError``."""
-    from runtime.tools.a2a_task import Delegation, card_from_json, send_and_follow  # noqa: PLC0415
+    from runtime.tools.a2a_client.task import Delegation, card_from_json, send_and_follow  # noqa: PLC0415
 
     agent = str(entry["name"])
     card = card_from_json(card_json)

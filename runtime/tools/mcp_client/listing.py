@@ -1,8 +1,8 @@
 """The tool listing of ``mcp_servers`` at project start, in a short-lived child process.
 
-:func:`list_servers` runs ``python -m runtime.tools.mcp_listing`` with the servers, the
+:func:`list_servers` runs ``python -m runtime.tools.mcp_client.listing`` with the servers, the
 root and the options as JSON on stdin; the child starts each server (confined as for
-calls, :class:`runtime.tools.mcp_session.Connection`), lists its tools, stops it, and
+calls, :class:`runtime.tools.mcp_client.connection.Connection`), lists its tools, stops it, and
 prints ``{name: {tools: [...]} | {error: {...}}}`` (with ``removed``: what the check took
 away). The process that builds the registry
 (the Project actor, which forks its children) so never starts a thread or an event loop.
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.tools.mcp_connection import Connection
+from runtime.tools.mcp_client.connection import Connection
 from runtime.tools.sdk_loop import (
     MAX_ANSWER_BYTES,
     child_answers,

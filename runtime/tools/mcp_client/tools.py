@@ -2,16 +2,16 @@
 
 :func:`mcp_tools` runs when the project's registry is built (project start): with
 ``mcp`` in ``protocol_allowlist``, it lists every ``mcp_servers`` entry's tools
-(:func:`runtime.tools.mcp_listing.list_servers`) and makes each one a tool named
+(:func:`runtime.tools.mcp_client.listing.list_servers`) and makes each one a tool named
 :func:`tool_name` whose ``input_schema`` is the server's ``inputSchema``. A server that
 cannot start, or a tool whose name or schema Roost cannot carry, is left out and named in
 the errors (``{type: "mcp_server" | "mcp_tool", key, reason}``, shown in
 ``project.assets_loaded``; a server that exited adds ``exit_status``, ``stderr_tail`` and
-maybe ``hint``, :mod:`runtime.tools.mcp_failure`); the project still starts. Without ``mcp`` in
-``protocol_allowlist`` no server is started and one error says so.
+maybe ``hint``, :mod:`runtime.tools.mcp_client.failure`); the project still starts.
+Without ``mcp`` in ``protocol_allowlist`` no server is started and one error says so.
 
 A call runs :func:`call_mcp_tool` (a partial, so the registry stays picklable) in the
-process that runs tools, through :func:`runtime.tools.mcp_session.session_for`.
+process that runs tools, through :func:`runtime.tools.mcp_client.session.session_for`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from runtime.guard.secrets.sources import project_sources
 from runtime.guard.shapes.schema import check_schema
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
-from runtime.tools.mcp_listing import list_servers
-from runtime.tools.mcp_session import COLD_START_S, session_for
+from runtime.tools.mcp_client.listing import list_servers
+from runtime.tools.mcp_client.session import COLD_START_S, session_for
 
 __all__ = ["PREFIX", "TOOL_PATTERN", "call_mcp_tool", "mcp_tools", "split_tool_name", "tool_name"]
 
@@ -128,7 +128,7 @@ def mcp_tools(
             error = answer["error"]
             reason = f"{error.get('code', 'tool_error')}: {error.get('message', '')}"
             found = {"type": "mcp_server", "key": server, "reason": reason}
-            # how it ended, in its own words (bounded and redacted by mcp_failure)
+            # how it ended, in its own words (bounded and redacted by failure.clean_tail)
             found |= {k: error[k] for k in ("exit_status", "stderr_tail", "hint") if k in error}
             errors.append(found)
             continue

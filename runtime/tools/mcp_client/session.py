@@ -1,6 +1,6 @@
 """Sessions with external MCP servers (``mcp_servers``) in the process that runs tools.
 
-A server's connection and confinement are :mod:`runtime.tools.mcp_connection`'s; this
+A server's connection and confinement are :mod:`runtime.tools.mcp_client.connection`'s; this
 module keeps one :class:`ServerSession` per configured server and drives its calls.
 
 **Threads and forks.** The SDK is async (anyio); tools run synchronously. A
@@ -9,7 +9,7 @@ no actors): the event-loop thread of :mod:`runtime.tools.sdk_loop`, started at t
 call, holds every server's connection; a call is submitted to it with the call's
 remaining time and abandoned (its task cancelled) on timeout or cancellation. The
 project's tool listing, at project start, runs in a short-lived child process
-(:mod:`runtime.tools.mcp_listing`) so the Project actor, which forks its children,
+(:mod:`runtime.tools.mcp_client.listing`) so the Project actor, which forks its children,
 never starts a thread or a loop.
 
 **A call, like a command.** Between calls a stdio server's whole tree is frozen (its
@@ -45,7 +45,7 @@ from runtime.errors import ToolError
 from runtime.guard.review.report import change_events
 from runtime.guard.sandbox import cgroups
 from runtime.logging import get_logger
-from runtime.tools.mcp_connection import Connection
+from runtime.tools.mcp_client.connection import Connection
 from runtime.tools.sdk_loop import event_loop, short_error, submit
 
 __all__ = ["COLD_START_S", "MAX_RESTARTS", "ServerSession", "close_sessions", "session_for"]

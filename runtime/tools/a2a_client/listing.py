@@ -1,6 +1,6 @@
 """The agent cards of ``a2a_agents`` at project start, fetched in a short-lived child process.
 
-:func:`fetch_cards` runs ``python -m runtime.tools.a2a_listing`` with the agents and the
+:func:`fetch_cards` runs ``python -m runtime.tools.a2a_client.listing`` with the agents and the
 options as JSON on stdin (:func:`runtime.tools.sdk_loop.child_answers`, as the MCP tool listing
 does); the child fetches each agent's card with the SDK's ``A2ACardResolver`` through a
 pinned client (:func:`runtime.guard.network.pinning.pinned_client`: the egress policy
@@ -27,7 +27,7 @@ async def _fetch_one(entry: Mapping[str, Any], options: Mapping[str, Any]) -> di
     from a2a.client import A2ACardResolver  # noqa: PLC0415 - the SDK loads only where used
 
     from runtime.guard.network.pinning import pinned_client  # noqa: PLC0415
-    from runtime.tools.a2a_task import BINDINGS, card_to_json, open_client  # noqa: PLC0415
+    from runtime.tools.a2a_client.task import BINDINGS, card_to_json, open_client  # noqa: PLC0415
 
     policy = NetworkPolicy.from_options(options)
     try:

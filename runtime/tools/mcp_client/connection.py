@@ -10,7 +10,7 @@ tree to ``tool_max_processes`` and a freezer cgroup, and a cleared environment h
 :func:`runtime.guard.commands.controls.build_env`'s base plus the entry's ``env`` keys
 ``tool_env_allowlist`` lets through. Without bubblewrap the server is not started
 (``isolation_unavailable``). The SDK's ``ClientSession`` talks to its pipes through
-:func:`runtime.tools.mcp_pipe.pipe_streams`. An HTTP server's URL is judged by the egress
+:func:`runtime.tools.mcp_client.pipe.pipe_streams`. An HTTP server's URL is judged by the egress
 policy (:func:`runtime.guard.network.egress.judge_target`, then its addresses by
 :func:`~runtime.guard.network.egress.resolve_and_check`) before any connection.
 """
@@ -41,8 +41,8 @@ from runtime.guard.sandbox.layers import View, probe_layers, require_confinement
 from runtime.guard.sandbox.server_process import SERVER_CPU_SECONDS, ServerProcess
 from runtime.option_table import RuntimeOptions
 from runtime.tools.command import command_view
-from runtime.tools.mcp_failure import start_failure
-from runtime.tools.mcp_pipe import pipe_streams
+from runtime.tools.mcp_client.failure import start_failure
+from runtime.tools.mcp_client.pipe import pipe_streams
 
 __all__ = ["Connection", "StdioSpec", "check_url", "stdio_spec"]
 
