@@ -18,6 +18,7 @@ from typing import Any
 
 from runtime.cli.format import UsageError, dumps_json, table
 from runtime.cli.querying import query
+from runtime.wire.ops import validate_args
 
 __all__ = ["cmd_project_delete", "cmd_project_events"]
 
@@ -58,7 +59,9 @@ def cmd_project_events(ns: argparse.Namespace) -> int:
     value = query(
         ns.home,
         lambda c: c.call("project_events", args),
-        lambda views, journal: views.project_events_view(journal, args),
+        lambda views, journal: views.project_events_view(
+            journal, validate_args("project_events", args)
+        ),
     )
     print(dumps_json(value) if ns.json else _text(value), flush=True)
     return 0

@@ -21,6 +21,7 @@ import msgspec
 from events.envelope import NewEvent
 from runtime.agent.effects import Answer
 from runtime.errors import wire_error
+from runtime.wire.op_args import ToolRequest
 
 __all__ = [
     "Answer",
@@ -128,7 +129,7 @@ class ReadProject(msgspec.Struct, frozen=True):
 class RunDirect(msgspec.Struct, frozen=True, kw_only=True):
     """Have the ToolRunner run a ``run_tool`` request that names no conversation."""
 
-    request: dict[str, Any]
+    request: ToolRequest
     reply_to: Any
 
 

@@ -74,6 +74,7 @@ __all__ = [
     "Route",
     "ToolMeta",
     "ToolRequest",
+    "call_from_wire",
     "event_type_of",
     "id_at",
     "new_idempotency_key",
@@ -293,6 +294,17 @@ def _minted(op: str, value: str | None, what: str) -> str:
             op=op,
         )
     return value
+
+
+def call_from_wire(call: Call[Any]) -> Call[Args]:
+    """A request decoded from a frame (its arguments a map), with its op's Struct again."""
+    args = msgspec.convert(call.args, OP_TABLE[call.op].args)
+    return Call(
+        op=call.op,
+        args=args,
+        correlation_id=call.correlation_id,
+        idempotency_key=call.idempotency_key,
+    )
 
 
 Handlers = dict[str, Callable[..., Any]]
