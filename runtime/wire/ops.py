@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import msgspec
 
@@ -163,7 +163,7 @@ class Op(msgspec.Struct, frozen=True, kw_only=True):
     def levels(self) -> tuple[Level, ...]:
         """Every level a request for this op may pass, from the gateway down."""
         last = self.route if self.route in _LEVELS else "daemon"
-        return (*_LEVELS[: _LEVELS.index(last) + 1], *self.reaches)  # type: ignore[arg-type]
+        return (*_LEVELS[: _LEVELS.index(last) + 1], *self.reaches)
 
     def serves(self, level: Level) -> bool:
         """Whether ``level`` answers this op itself (rather than passing it down)."""
@@ -336,7 +336,10 @@ def op_handlers(owner: Any, level: Level, *, forward: Callable[..., Any] | None 
             f"{getattr(owner, '__name__', type(owner).__name__)} at level {level}: "
             f"no handler for ops {missing}, handlers for no such ops {stray} (runtime.wire.ops)"
         )
-    return {name: getattr(owner, "op_" + name, forward) for name in sorted(wanted)}
+    # every name has a method or ``forward`` (checked above)
+    return {
+        name: cast(Callable[..., Any], getattr(owner, "op_" + name, forward)) for name in wanted
+    }
 
 
 def route_of(op: str) -> str | None:
