@@ -277,7 +277,12 @@ class ProjectCore:
 
     def _request(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
         try:
-            effects: list[Effect] = _OPS[call.op](self, call, reply_to, message)
+            handler = _OPS.get(call.op)
+            if handler is None:
+                raise BadRequestError(
+                    f"operation {call.op!r} does not apply to a project", reason="unknown_op"
+                )
+            effects: list[Effect] = handler(self, call, reply_to, message)
             return effects
         except Exception as e:
             return [error_reply(reply_to, e)]

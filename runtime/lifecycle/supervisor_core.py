@@ -27,6 +27,7 @@ from events import catalog as ev
 from events.envelope import Envelope, format_at, new_correlation_id, new_event
 from runtime.errors import (
     AlreadyStartedError,
+    BadRequestError,
     InvalidRootPathError,
     InvalidRuntimeOptError,
     JournalError,
@@ -251,7 +252,12 @@ class SupervisorCore:
     def request(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
         """Serve or route a client request (``message`` is passed on as it came)."""
         try:
-            effects: list[Effect] = _OPS[call.op](self, call, reply_to, message)
+            handler = _OPS.get(call.op)
+            if handler is None:
+                raise BadRequestError(
+                    f"unknown operation {call.op!r}", reason="unknown_op", op=call.op
+                )
+            effects: list[Effect] = handler(self, call, reply_to, message)
             return effects
         except Exception as e:
             return [error_reply(reply_to, e)]
