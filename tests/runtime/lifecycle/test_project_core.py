@@ -9,7 +9,7 @@ import pytest
 from runtime.errors import RoostError
 from runtime.lifecycle import effects as fx
 from runtime.lifecycle.project_core import ProjectCore
-from runtime.wire.op_args import NoArgs
+from runtime.wire.op_args import NoArgs, StartConversationArgs
 from runtime.wire.ops import Call
 from tests.runtime.calls import call_of
 from tests.runtime.lifecycle.helpers import NOW, Clock, appended, envelope, error_of, ids, of
@@ -145,7 +145,8 @@ def test_start_conversation_spawns_a_new_conversation() -> None:
 def test_a_start_conversation_without_the_gateways_correlation_is_an_internal_error() -> None:
     core, _ = make_core()
     ready(core)
-    error = error_of(ask(core, "start_conversation", conversation_id="c1"))
+    args = StartConversationArgs(project_id="p1", conversation_id="c1")
+    error = error_of(core.request(Call(op="start_conversation", args=args), "client", "m"))
     assert (error["code"], error["details"]["reason"]) == (
         "internal_error",
         "missing_correlation_id",
@@ -163,7 +164,7 @@ def test_starting_a_conversation_that_exists_is_conversation_already_started() -
 def test_a_request_for_a_passivated_conversation_starts_it_again_then_passes_it_on() -> None:
     core, _ = make_core()
     ready(core, "c1")
-    effects = ask(core, "get_projection", conversation_id="c1")
+    effects = ask(core, "get_projection", conversation_id="c1", key="diagnostics")
     assert effects == [
         fx.Spawn(name="conversation:c1"),
         fx.Send(to=fx.Child("conversation:c1"), message="get_projection-request"),
@@ -303,7 +304,13 @@ def test_a_conversation_found_dead_while_forwarding_counts_as_a_crash() -> None:
     effects = ask(core, "cancel", conversation_id="c1")
     assert [t for t, _ in appended(effects)] == ["actor.crashed"]
     assert of(effects, fx.Send) == []
-    assert core.held == {"c1": [("cancel", {"conversation_id": "c1"}, "client", "cancel-request")]}
+    ((held, to, message),) = core.held["c1"]
+    assert (held.op, held.args.conversation_id, to, message) == (
+        "cancel",
+        "c1",
+        "client",
+        "cancel-request",
+    )
 
 
 def test_a_crashed_tool_runner_is_restarted_and_the_conversations_told() -> None:
