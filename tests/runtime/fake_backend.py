@@ -105,6 +105,7 @@ class FakeBackend:
         self.cond = threading.Condition()
         self.closed = False
         self._ids = 0
+        self._ops = op_handlers(self, "daemon")  # a subclass's own op methods included
 
     # --- helpers --------------------------------------------------------------------
 
@@ -170,7 +171,7 @@ class FakeBackend:
     def handle(self, call: Call[Any], *, deadline: float) -> Any:
         """Serve one op with its ``op_<name>`` method (``_OPS``, built from the op table)."""
         with self.cond:
-            return _OPS[call.op](self, call, deadline)
+            return self._ops[call.op](call, deadline)
 
     def status(self, *, deadline: float) -> dict[str, Any]:
         """The backend's part of ``status``."""
