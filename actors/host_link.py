@@ -24,9 +24,9 @@ from thespian.actors import ActorAddress
 from actors.messages import Reply, Request
 from runtime.journal.link import LinkFailed, LinkHello, LinkServer, Pending
 from runtime.wire import counters
+from runtime.wire.dispatch import call_from_wire
 from runtime.wire.framing import frame
 from runtime.wire.host_link import HostReply, HostRequest
-from runtime.wire.ops import call_from_wire
 
 __all__ = ["HostLinkServer", "is_link_address", "link_address"]
 

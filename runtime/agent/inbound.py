@@ -25,6 +25,7 @@ from runtime.agent.effects import (
 )
 from runtime.agent.rounds import ModelRounds
 from runtime.errors import BadRequestError, RoostError
+from runtime.wire.dispatch import op_handlers
 from runtime.wire.op_args import (
     CallArgs,
     CancelArgs,
@@ -34,7 +35,7 @@ from runtime.wire.op_args import (
     RunToolArgs,
     SendEventArgs,
 )
-from runtime.wire.ops import Call, event_type_of, op_handlers
+from runtime.wire.ops import Call, event_type_of
 
 __all__ = ["INBOUND_TYPES", "Inbound"]
 

@@ -62,6 +62,7 @@ from runtime.journal.store import Journal
 from runtime.logging import get_logger
 from runtime.telemetry import start_telemetry, telemetry_status
 from runtime.wire import counters
+from runtime.wire.dispatch import op_handlers
 from runtime.wire.op_args import (
     DeleteProjectArgs,
     InjectFaultArgs,
@@ -74,7 +75,7 @@ from runtime.wire.op_args import (
     SubscribeArgs,
     TimelineArgs,
 )
-from runtime.wire.ops import Call, op_handlers, route_of, waits_for_turn
+from runtime.wire.ops import Call, route_of, waits_for_turn
 
 __all__ = ["ActorBackend", "create_backend"]
 

@@ -57,12 +57,12 @@ from runtime.errors import BadRequestError, OverloadedError, RoostError
 from runtime.guard.ids import check_client_ids
 from runtime.guard.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import bind_context, get_logger
+from runtime.wire.dispatch import op_handlers
 from runtime.wire.op_args import NoArgs, SubscribeArgs
 from runtime.wire.ops import (
     OP_TABLE,
     STREAM_OPS,
     Call,
-    op_handlers,
     op_timeout_s,
     validate_args,
     with_ids,

@@ -57,6 +57,7 @@ from runtime.lifecycle.supervision import (
     restarted_event,
 )
 from runtime.lifecycle.supervisor_core import utc_now
+from runtime.wire.dispatch import op_handlers
 from runtime.wire.op_args import (
     ConversationArgs,
     InjectFaultArgs,
@@ -66,7 +67,7 @@ from runtime.wire.op_args import (
     RunToolArgs,
     StartConversationArgs,
 )
-from runtime.wire.ops import Call, op_handlers, waits_for_turn
+from runtime.wire.ops import Call, waits_for_turn
 
 __all__ = [
     "POLICY",

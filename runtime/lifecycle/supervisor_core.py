@@ -58,13 +58,14 @@ from runtime.lifecycle.supervision import (
     process_exited,
     restarted_event,
 )
+from runtime.wire.dispatch import op_handlers
 from runtime.wire.op_args import (
     DeleteProjectArgs,
     ListProjectsArgs,
     ProjectArgs,
     StartProjectArgs,
 )
-from runtime.wire.ops import Call, op_handlers
+from runtime.wire.ops import Call
 
 __all__ = ["JOURNAL", "ProjectRecord", "SupervisorCore", "project_child", "utc_now"]
 

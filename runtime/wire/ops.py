@@ -1,33 +1,27 @@
-"""The daemon's operations: their names, the arguments each takes, and their time limits.
+"""The daemon's operations, each declared once in :data:`OP_TABLE`.
 
-Every request names an operation (``op``) and carries its arguments (``args``, an object).
-:func:`validate_args` checks them against the op's argument Struct (unknown keys, missing
-keys and wrong types are ``bad_request {reason: invalid_args}``; an unknown op is
-``bad_request {reason: unknown_op}``) and returns them as that Struct with every default
-filled in; :func:`with_ids` wraps it in a :class:`Call` with the ids the gateway gives it,
-which is what each level below receives, as the Struct, never as a dict again.
-
-Each op is declared once, in :data:`OP_TABLE`: its argument Struct (``op_args``), its
-route (who serves it), its time limit, its waiting rule and where its ids live (checked by
-``runtime.guard.ids``, minted here, once, for the gateway). Every level a route passes
-(gateway, backend, Supervisor, Project, Conversation) serves an op with its method
-``op_<name>``, or passes it down; :func:`op_handlers` builds each level's dispatch from the
-table and fails at import when a method is missing, so adding an op is a row here and a
-method where its route ends. ``subscribe`` is the one ``stream`` op.
+A row holds the op's argument Struct (``op_args``), its route (who serves it), its time
+limit, its waiting rule and where its ids live (checked by ``runtime.guard.ids``, minted
+here by :func:`with_ids`). :func:`validate_args` turns a request's arguments into that
+Struct (``bad_request`` with ``reason`` ``unknown_op`` or ``invalid_args``); a
+:class:`~runtime.wire.op_args.Call` carries it down, and each level serves the op with its
+method ``op_<name>`` (``runtime.wire.dispatch``).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Literal
 
 import msgspec
 
-from runtime.errors import BadRequestError, RoostError
+from runtime.errors import BadRequestError
 from runtime.wire.op_args import (
     PROJECTION_KEYS,
+    A,
     Args,
+    Call,
     CallArgs,
     CancelArgs,
     ConversationArgs,
@@ -64,7 +58,6 @@ __all__ = [
     "STREAM_OPS",
     "Args",
     "Call",
-    "Handlers",
     "IdKind",
     "IdPath",
     "InboundEvent",
@@ -74,12 +67,10 @@ __all__ = [
     "Route",
     "ToolMeta",
     "ToolRequest",
-    "call_from_wire",
     "event_type_of",
     "id_at",
     "new_idempotency_key",
     "normalize_event",
-    "op_handlers",
     "op_timeout_s",
     "route_of",
     "validate_args",
@@ -92,13 +83,11 @@ DEFAULT_OP_TIMEOUT_S = 60.0
 
 
 Route = Literal["gateway", "stream", "daemon", "supervisor", "project", "conversation"]
-"""Who serves an op: the gateway itself, a stream, the daemon's backend (from the
-journal), or an actor: the Supervisor, the project's Project actor, or the conversation's
-Conversation actor (the requests for an actor go down the tree to it)."""
+"""Who serves an op: the gateway, a stream, the daemon's backend (from the journal), or an
+actor of the tree (the Supervisor, the project's Project, the conversation's Conversation)."""
 
 Level = Literal["gateway", "daemon", "supervisor", "project", "conversation"]
-"""A place a request passes on its way down: the gateway, the daemon's backend, then the
-actors. Each level serves an op with its method ``op_<name>`` (:func:`op_handlers`)."""
+"""A place a request passes on its way down; each serves an op with its ``op_<name>``."""
 
 _LEVELS: tuple[Level, ...] = ("gateway", "daemon", "supervisor", "project", "conversation")
 
@@ -129,10 +118,7 @@ def _wait_timeout(args: Any) -> float:
 
 
 class Op(msgspec.Struct, frozen=True, kw_only=True):
-    """One operation, declared once: its arguments, route, ids, time and waiting rules.
-
-    Each level its route passes serves it with the method ``op_<name>`` (:func:`op_handlers`).
-    """
+    """One op: its arguments, route, ids, time and waiting rules; served by ``op_<name>``."""
 
     args: type[Args]
     """The Struct its arguments must match; handlers receive it as that Struct (:class:`Call`)."""
@@ -257,89 +243,6 @@ GATEWAY_OPS: frozenset[str] = frozenset(n for n in OPS if OP_TABLE[n].route == "
 
 STREAM_OPS: frozenset[str] = frozenset(n for n in OPS if OP_TABLE[n].route == "stream")
 """Ops answered with a stream of event frames."""
-
-A = TypeVar("A", bound=Args)
-
-
-class Call(msgspec.Struct, Generic[A], frozen=True, kw_only=True):
-    """One request on its way down: its op, its arguments Struct, the ids the gateway gave it.
-
-    The gateway makes it (:func:`with_ids`); every level below only reads it.
-    """
-
-    op: str
-    """The operation."""
-    args: A
-    """Its arguments, validated (every default filled in)."""
-    correlation_id: str | None = None
-    """The correlation of what it records (``correlated`` ops): the client's or minted."""
-    idempotency_key: str | None = None
-    """Its idempotency key (``send_event``): the client's or minted."""
-
-    def correlation(self) -> str:
-        """The correlation id the gateway gave it (``internal_error`` when none)."""
-        return _minted(self.op, self.correlation_id, "correlation_id")
-
-    def idempotency(self) -> str:
-        """The idempotency key the gateway gave it (``internal_error`` when none)."""
-        return _minted(self.op, self.idempotency_key, "idempotency_key")
-
-
-def _minted(op: str, value: str | None, what: str) -> str:
-    if not value:
-        raise RoostError(
-            f"{op} reached the runtime without its {what}: the gateway mints it, so this "
-            "request did not come through the gateway",
-            reason=f"missing_{what}",
-            op=op,
-        )
-    return value
-
-
-def call_from_wire(call: Call[Any]) -> Call[Args]:
-    """A request decoded from a frame (its arguments a map), with its op's Struct again."""
-    args = msgspec.convert(call.args, OP_TABLE[call.op].args)
-    return Call(
-        op=call.op,
-        args=args,
-        correlation_id=call.correlation_id,
-        idempotency_key=call.idempotency_key,
-    )
-
-
-Handlers = dict[str, Callable[..., Any]]
-"""Op name → the handler one level serves it with."""
-
-
-def op_handlers(owner: Any, level: Level, *, forward: Callable[..., Any] | None = None) -> Handlers:
-    """Each op that reaches ``level``, and the method ``op_<name>`` of ``owner`` serving it.
-
-    An op ``level`` only passes down is served by ``forward`` unless ``owner`` has a method
-    of its own for it; without ``forward``, every op needs one. Raises ``TypeError`` (at
-    import or start, never on a request) when a method is missing or one names no such op.
-    """
-    wanted = {
-        name: op
-        for name, op in OP_TABLE.items()
-        if op.route != "stream" and level in op.levels() and (op.client or level in ACTOR_ROUTES)
-    }
-    stray = sorted(
-        name[3:] for name in dir(owner) if name.startswith("op_") and name[3:] not in wanted
-    )
-    missing = sorted(
-        name
-        for name, op in wanted.items()
-        if not hasattr(owner, "op_" + name) and (op.serves(level) or forward is None)
-    )
-    if stray or missing:
-        raise TypeError(
-            f"{getattr(owner, '__name__', type(owner).__name__)} at level {level}: "
-            f"no handler for ops {missing}, handlers for no such ops {stray} (runtime.wire.ops)"
-        )
-    # every name has a method or ``forward`` (checked above)
-    return {
-        name: cast(Callable[..., Any], getattr(owner, "op_" + name, forward)) for name in wanted
-    }
 
 
 def route_of(op: str) -> str | None:

@@ -39,6 +39,7 @@ from runtime.errors import (
     ProjectRunningError,
     RequestTimeoutError,
 )
+from runtime.wire.dispatch import op_handlers
 from runtime.wire.op_args import (
     CallArgs,
     CancelArgs,
@@ -51,7 +52,7 @@ from runtime.wire.op_args import (
     RejectArgs,
     SubscribeArgs,
 )
-from runtime.wire.ops import Call, event_type_of, op_handlers
+from runtime.wire.ops import Call, event_type_of
 
 KNOWN_OPTIONS = {"tool_timeout_ms": 30000, "max_rounds": 25, "approval_mode": "never"}
 

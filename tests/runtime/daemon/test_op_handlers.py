@@ -10,7 +10,8 @@ from runtime.agent import inbound
 from runtime.daemon import backend
 from runtime.daemon.gateway import Gateway
 from runtime.lifecycle import project_core, supervisor_core
-from runtime.wire.ops import OP_TABLE, OPS, Level, op_handlers
+from runtime.wire.dispatch import op_handlers
+from runtime.wire.ops import OP_TABLE, OPS, Level
 from tests.runtime import fake_backend
 
 SERVERS: dict[Level, tuple[type[Any], dict[str, Any]]] = {

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from runtime.errors import BadRequestError, RoostError
+from runtime.wire.dispatch import call_from_wire
 from runtime.wire.host_link import HostRequest
 from runtime.wire.op_args import ConversationArgs
 from runtime.wire.ops import (
@@ -18,7 +19,6 @@ from runtime.wire.ops import (
     OPS,
     STREAM_OPS,
     Call,
-    call_from_wire,
     event_type_of,
     op_timeout_s,
     route_of,
