@@ -30,9 +30,8 @@ from runtime.cli.format import (
     seal_lines,
     table,
 )
-from runtime.cli.querying import query
+from runtime.cli.querying import offline_args, query
 from runtime.errors import RoostError
-from runtime.wire.ops import validate_args
 
 if TYPE_CHECKING:
     from runtime.client.connection import Client
@@ -632,7 +631,7 @@ def cmd_timeline(ns: Namespace) -> int:
             before_seq=before,
         ),
         lambda views, journal: views.timeline_view(
-            journal, validate_args("incident_timeline", args)
+            journal, offline_args("incident_timeline", args)
         ),
     )
     _out(ns, value, _timeline_text)
@@ -657,7 +656,7 @@ def cmd_incident(ns: Namespace) -> int:
     report = query(
         ns.home,
         lambda c: c.call("incident_report", args),
-        lambda views, journal: views.report_view(journal, validate_args("incident_report", args)),
+        lambda views, journal: views.report_view(journal, offline_args("incident_report", args)),
     )
     text = dumps_json(report) if ns.json or fmt == "json" else str(report)
     text = text if text.endswith("\n") else f"{text}\n"

@@ -17,8 +17,7 @@ import socket
 from typing import Any
 
 from runtime.cli.format import UsageError, dumps_json, table
-from runtime.cli.querying import query
-from runtime.wire.ops import validate_args
+from runtime.cli.querying import offline_args, query
 
 __all__ = ["cmd_project_delete", "cmd_project_events"]
 
@@ -60,7 +59,7 @@ def cmd_project_events(ns: argparse.Namespace) -> int:
         ns.home,
         lambda c: c.call("project_events", args),
         lambda views, journal: views.project_events_view(
-            journal, validate_args("project_events", args)
+            journal, offline_args("project_events", args)
         ),
     )
     print(dumps_json(value) if ns.json else _text(value), flush=True)
