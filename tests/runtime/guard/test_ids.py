@@ -83,6 +83,12 @@ def send(**fields: Any) -> dict[str, Any]:
             "invalid_correlation_id",
             "correlation_id",
         ),
+        (  # recorded in security.protocol_denied: checked like every stored correlation
+            "check_protocol",
+            {"project_id": "p", "protocol": "a2a", "operation": "POST /", "correlation_id": "a b"},
+            "invalid_correlation_id",
+            "correlation_id",
+        ),
         (
             "run_tool",
             {
