@@ -78,7 +78,7 @@ class ConversationActor(AgentShell):
         if isinstance(message, Request):
             self.handled += 1
             try:
-                self.effects.extend(core.request(message.op, message.args, message.reply_to))
+                self.effects.extend(core.request(message.call, message.reply_to))
             except RoostError as e:
                 self.send(message.reply_to, error_reply(e))
         elif isinstance(message, CallDecision):

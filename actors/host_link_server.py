@@ -24,6 +24,7 @@ from thespian.actors import ActorAddress
 from actors.messages import Reply, Request
 from runtime.journal.link import LinkFailed, LinkHello, LinkServer, Pending
 from runtime.wire import counters
+from runtime.wire.dispatch import call_from_wire
 from runtime.wire.framing import frame
 from runtime.wire.host_link import HostReply, HostRequest
 
@@ -85,7 +86,7 @@ class HostLinkServer(LinkServer):
                     self._conns[number] = conn
             self.served += 1
             reply_to = link_address(self.server_id, number, request.id)
-            self.deliver(Request(op=request.op, args=request.args, reply_to=reply_to))
+            self.deliver(Request(call=call_from_wire(request.call), reply_to=reply_to))
 
     def _drop(self, conn: Any) -> None:
         with self._lock:

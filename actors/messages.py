@@ -19,6 +19,7 @@ from events.envelope import Envelope, NewEvent
 from runtime.settings_table import JournalKind
 from runtime.tools.base import CallSpec
 from runtime.tools.registry import ToolRegistry
+from runtime.wire.ops import Call, ToolRequest
 
 __all__ = [
     "ActorStarted",
@@ -60,10 +61,8 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
 class Request(Message, frozen=True, kw_only=True):
     """A client operation routed down the tree until an actor can serve it."""
 
-    op: str
-    """Operation name (``runtime.wire.ops``)."""
-    args: dict[str, Any]
-    """Validated arguments."""
+    call: Call[Any]
+    """The op, its arguments Struct and its ids (``runtime.wire.ops``)."""
     reply_to: Any
     """The daemon endpoint waiting for the :class:`Reply`."""
 
@@ -313,7 +312,7 @@ class ConversationFailed(Message, frozen=True, kw_only=True):
 class RunDirect(Message, frozen=True, kw_only=True):
     """A client's ``run_tool``: decide, run and answer ``reply_to`` directly."""
 
-    request: dict[str, Any]
+    request: ToolRequest
     """``{name, args, meta: {conversation_id?, correlation_id?}}``."""
     reply_to: Any
     """The client."""

@@ -129,7 +129,7 @@ class ProjectActor(CoreShell):
         if isinstance(message, ReadResult):
             self.run(core.restored(message.events))
         elif isinstance(message, Request):
-            self.run(core.request(message.op, message.args, message.reply_to, message))
+            self.run(core.request(message.call, message.reply_to, message))
         elif isinstance(message, ActorStarted):
             core.actor_started(message.role, message.pid)
         elif isinstance(message, ConversationIdle):

@@ -67,8 +67,8 @@ class SupervisorActor(CoreShell):
             self.run(core.restore(message.events))
         elif isinstance(message, Request):
             if message.reply_to is None:
-                message = Request(op=message.op, args=message.args, reply_to=sender)
-            self.run(core.request(message.op, message.args, message.reply_to, message))
+                message = Request(call=message.call, reply_to=sender)
+            self.run(core.request(message.call, message.reply_to, message))
         elif isinstance(message, ActorStarted):
             core.actor_started(message.role, message.pid)
         elif isinstance(message, ChildActorExited):

@@ -15,6 +15,7 @@ import msgspec
 from events.envelope import NewEvent
 from runtime.llm.base import ModelRequest
 from runtime.tools.base import CallSpec
+from runtime.wire.op_args import ToolRequest
 
 __all__ = [
     "Answer",
@@ -92,7 +93,7 @@ class RunDirectForConversation(msgspec.Struct, frozen=True, kw_only=True):
     answers ``reply_to`` (:meth:`runtime.agent.core.ConversationCore.direct_done`).
     """
 
-    request: dict[str, Any]
+    request: ToolRequest
     """``{name, args, meta: {conversation_id, correlation_id}}``, as the gateway left it."""
     reply_to: Any
     """The client."""

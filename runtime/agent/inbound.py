@@ -25,7 +25,17 @@ from runtime.agent.effects import (
 )
 from runtime.agent.state import LoopState
 from runtime.errors import BadRequestError, RoostError
-from runtime.wire.ops import event_type_of, minted_correlation, minted_idempotency_key
+from runtime.wire.dispatch import op_handlers
+from runtime.wire.op_args import (
+    CallArgs,
+    CancelArgs,
+    ConversationArgs,
+    ProjectionArgs,
+    RejectArgs,
+    RunToolArgs,
+    SendEventArgs,
+)
+from runtime.wire.ops import Call, event_type_of
 
 __all__ = ["INBOUND_TYPES", "Inbound"]
 
@@ -38,49 +48,72 @@ INBOUND_TYPES = frozenset(
 class Inbound(LoopState):
     """The steps a client's request starts (one group of the core's)."""
 
-    def request(self, op: str, args: dict[str, Any], reply_to: Any) -> list[Effect]:
+    def request(self, call: Call[Any], reply_to: Any) -> list[Effect]:
         """A client request the Project forwarded: its effects, or ``BadRequestError``.
 
         The ids come from the gateway (``runtime.wire.ops.with_ids``); a request without
         them is refused as an internal error, never given new ones here.
         """
-        if op == "send_event":
-            key = minted_idempotency_key(op, args)
-            event = {**args["event"], "correlation_id": minted_correlation(op, args)}
-            wait = bool(args.get("wait", False))
-            scoped = f"{self.project_id}/{self.conversation_id}/{key}"
-            return self.inbound(event, reply_to, wait=wait, key=scoped)
-        event_type = event_type_of(op)
-        if event_type is not None:
-            data: dict[str, Any] = {}
-            if op in ("approve", "reject"):
-                data["call_id"] = args["call_id"]
-            if op in ("reject", "cancel") and args.get("reason"):
-                data["reason"] = args["reason"]
-            correlation = minted_correlation(op, args)
-            return self.inbound(
-                {"type": event_type, "data": data, "correlation_id": correlation}, reply_to
+        handler = _OPS.get(call.op)
+        if handler is None:
+            raise BadRequestError(
+                f"operation {call.op!r} does not apply to a conversation", reason="unknown_op"
             )
-        if op == "get_projection":
-            try:
-                result = self.projection(args["key"])
-            except KeyError as e:
-                raise BadRequestError(str(e), reason="unknown_projection", key=args["key"]) from e
-            return [Answer(to=reply_to, result=result)]
-        if op == "stop_conversation":
-            stopped = self._new(
-                ev.ConversationStopped(),
-                correlation_id=minted_correlation(op, args),
-                causation_id=None,
-            )
-            result = {"conversation_id": self.conversation_id, "stopped": True}
-            return [AppendBatch(events=[stopped]), Answer(to=reply_to, result=result)]
-        if op == "run_tool":
-            minted_correlation(op, args)  # the runner records the call under it
-            return [RunDirectForConversation(request=args["request"], reply_to=reply_to)]
-        raise BadRequestError(
-            f"operation {op!r} does not apply to a conversation", reason="unknown_op"
+        effects: list[Effect] = handler(self, call, reply_to)
+        return effects
+
+    def op_send_event(self, call: Call[SendEventArgs], reply_to: Any) -> list[Effect]:
+        """``send_event``: the client's event, under the request's ids."""
+        args = call.args
+        event = {"type": args.event.type, "data": args.event.data}
+        event["correlation_id"] = call.correlation()
+        scoped = f"{self.project_id}/{self.conversation_id}/{call.idempotency()}"
+        return self.inbound(event, reply_to, wait=args.wait, key=scoped)
+
+    def _op_event(self, call: Call[Any], reply_to: Any, **data: Any) -> list[Effect]:
+        """An op that is an inbound event of its own (its row's ``event_type``)."""
+        event = {"type": event_type_of(call.op), "data": data, "correlation_id": call.correlation()}
+        return self.inbound(event, reply_to)
+
+    def op_cancel(self, call: Call[CancelArgs], reply_to: Any) -> list[Effect]:
+        """``cancel``: ``conversation.cancel`` (with its reason, if any)."""
+        reason = {"reason": call.args.reason} if call.args.reason else {}
+        return self._op_event(call, reply_to, **reason)
+
+    def op_resume(self, call: Call[ConversationArgs], reply_to: Any) -> list[Effect]:
+        """``resume``: ``conversation.resume``."""
+        return self._op_event(call, reply_to)
+
+    def op_approve(self, call: Call[CallArgs], reply_to: Any) -> list[Effect]:
+        """``approve``: ``tool.approved`` for the call."""
+        return self._op_event(call, reply_to, call_id=call.args.call_id)
+
+    def op_reject(self, call: Call[RejectArgs], reply_to: Any) -> list[Effect]:
+        """``reject``: ``tool.rejected`` for the call (with its reason, if any)."""
+        reason = {"reason": call.args.reason} if call.args.reason else {}
+        return self._op_event(call, reply_to, call_id=call.args.call_id, **reason)
+
+    def op_get_projection(self, call: Call[ProjectionArgs], reply_to: Any) -> list[Effect]:
+        """``get_projection``: one of the conversation's projections, from its state."""
+        key = call.args.key
+        try:
+            result = self.projection(key)
+        except KeyError as e:
+            raise BadRequestError(str(e), reason="unknown_projection", key=key) from e
+        return [Answer(to=reply_to, result=result)]
+
+    def op_stop_conversation(self, call: Call[ConversationArgs], reply_to: Any) -> list[Effect]:
+        """``stop_conversation``: record ``conversation.stopped``, then answer."""
+        stopped = self._new(
+            ev.ConversationStopped(), correlation_id=call.correlation(), causation_id=None
         )
+        result = {"conversation_id": self.conversation_id, "stopped": True}
+        return [AppendBatch(events=[stopped]), Answer(to=reply_to, result=result)]
+
+    def op_run_tool(self, call: Call[RunToolArgs], reply_to: Any) -> list[Effect]:
+        """``run_tool`` naming this conversation: the runner records the call under it."""
+        call.correlation()
+        return [RunDirectForConversation(request=call.args.request, reply_to=reply_to)]
 
     def started(self, correlation_id: str | None, reply_to: Any) -> list[Effect]:
         """A new conversation records ``conversation.started``, then answers its starter.
@@ -258,3 +291,7 @@ class Inbound(LoopState):
                 )
             )
         return batch
+
+
+_OPS = op_handlers(Inbound, "conversation")
+"""Each op that reaches a conversation, and the method serving it."""

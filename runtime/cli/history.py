@@ -28,7 +28,7 @@ from runtime.cli.format import (
     seal_lines,
     table,
 )
-from runtime.cli.querying import query
+from runtime.cli.querying import offline_args, query
 
 __all__ = ["cmd_incident", "cmd_projection", "cmd_tail", "cmd_timeline", "cmd_verify"]
 
@@ -164,7 +164,9 @@ def cmd_timeline(ns: argparse.Namespace) -> int:
             after_seq=after,
             before_seq=before,
         ),
-        lambda views, journal: views.timeline_view(journal, args),
+        lambda views, journal: views.timeline_view(
+            journal, offline_args("incident_timeline", args)
+        ),
     )
     print_result(ns, value, _timeline_text)
     return 0
@@ -188,7 +190,7 @@ def cmd_incident(ns: argparse.Namespace) -> int:
     report = query(
         ns.home,
         lambda c: c.call("incident_report", args),
-        lambda views, journal: views.report_view(journal, args),
+        lambda views, journal: views.report_view(journal, offline_args("incident_report", args)),
     )
     text = dumps_json(report) if ns.json or fmt == "json" else str(report)
     text = text if text.endswith("\n") else f"{text}\n"

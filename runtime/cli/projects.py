@@ -19,7 +19,7 @@ from typing import Any
 
 from runtime.cli.commands import EXIT_FAILURE, connect, print_error, print_ids, print_result
 from runtime.cli.format import UsageError, dumps_json, kv_block, table
-from runtime.cli.querying import query
+from runtime.cli.querying import offline_args, query
 
 __all__ = [
     "cmd_project_delete",
@@ -68,7 +68,9 @@ def cmd_project_events(ns: argparse.Namespace) -> int:
     value = query(
         ns.home,
         lambda c: c.call("project_events", args),
-        lambda views, journal: views.project_events_view(journal, args),
+        lambda views, journal: views.project_events_view(
+            journal, offline_args("project_events", args)
+        ),
     )
     print(dumps_json(value) if ns.json else _text(value), flush=True)
     return 0

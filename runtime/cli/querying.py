@@ -17,7 +17,7 @@ from runtime.errors import DaemonUnreachableError
 if TYPE_CHECKING:
     from runtime.client.connection import Client
 
-__all__ = ["query"]
+__all__ = ["offline_args", "query"]
 
 T = TypeVar("T")
 
@@ -41,3 +41,13 @@ def query(
         return answer
     with client:
         return online(client)
+
+
+def offline_args(op: str, args: dict[str, Any]) -> Any:
+    """``args`` as ``op``'s Struct, checked as the daemon would, for a journal view.
+
+    Imported here, on the offline path only: ``roost --version`` loads no codec.
+    """
+    from runtime.wire.ops import validate_args  # noqa: PLC0415
+
+    return validate_args(op, args)

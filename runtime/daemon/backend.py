@@ -58,7 +58,20 @@ from runtime.journal.store import Journal
 from runtime.logging import get_logger
 from runtime.telemetry import start_telemetry, telemetry_status
 from runtime.wire import counters
-from runtime.wire.ops import ACTOR_ROUTES, route_of, waits_for_turn
+from runtime.wire.dispatch import op_handlers
+from runtime.wire.op_args import (
+    DeleteProjectArgs,
+    InjectFaultArgs,
+    ListProjectsArgs,
+    ProjectArgs,
+    ProjectEventsArgs,
+    ProjectionArgs,
+    ReportArgs,
+    SendEventArgs,
+    SubscribeArgs,
+    TimelineArgs,
+)
+from runtime.wire.ops import Call, route_of, waits_for_turn
 
 __all__ = ["ActorBackend", "create_backend"]
 
@@ -76,12 +89,9 @@ def _diff(live: Any, replayed: Any, limit: int = 40) -> list[str]:
     return lines[:limit] + ([f"... {len(lines) - limit} more lines"] if len(lines) > limit else [])
 
 
-def _expected_correlation(op: str, args: dict[str, Any]) -> str | None:
+def _expected_correlation(call: Call[Any]) -> str | None:
     """The correlation of the turn a request waits for (the gateway minted it), or None."""
-    if not waits_for_turn(op, args):
-        return None
-    correlation = args["event"].get("correlation_id")
-    return correlation if isinstance(correlation, str) else None
+    return call.correlation_id if waits_for_turn(call) else None
 
 
 def _stale_outcome(reply: Any, expected: str | None) -> bool:
@@ -92,10 +102,10 @@ def _stale_outcome(reply: Any, expected: str | None) -> bool:
     return "outcome" in result and result.get("correlation_id") != expected
 
 
-def _turn_wait_timeout(args: dict[str, Any], correlation_id: str) -> RequestTimeoutError:
+def _turn_wait_timeout(args: SendEventArgs, correlation_id: str) -> RequestTimeoutError:
     """The ``timeout`` of a client that waited ``wait_timeout_s`` for a turn still running."""
-    wait_s = args.get("wait_timeout_s")
-    project, conversation = args.get("project_id"), args.get("conversation_id")
+    wait_s = args.wait_timeout_s
+    project, conversation = args.project_id, args.conversation_id
     return RequestTimeoutError(
         f"turn {correlation_id} did not end within the {wait_s:g} s waited for it "
         f"(--wait-timeout); it goes on: follow it with "
@@ -105,6 +115,11 @@ def _turn_wait_timeout(args: dict[str, Any], correlation_id: str) -> RequestTime
         timeout_s=wait_s,
         correlation_id=correlation_id,
     )
+
+
+def _live_status(project_id: str) -> Call[ProjectArgs]:
+    """The daemon's own ``live_status`` request for a running project."""
+    return Call(op="live_status", args=ProjectArgs(project_id=project_id))
 
 
 def create_backend(config: DaemonConfig) -> ActorBackend:
@@ -253,16 +268,17 @@ class ActorBackend:
             counts["transport"] = sum(1 for q in queues.values() if q is not None)
         return counts
 
-    def ask(self, op: str, args: dict[str, Any], deadline: float) -> Any:
+    def ask(self, call: Call[Any], deadline: float) -> Any:
         """Send a request down the actor tree and wait for its reply.
 
         A turn's outcome (``send_event`` with ``wait``) may be answered twice: by the
         conversation, and again by its replacement if it crashed after answering. Such an
         answer names its correlation, and one that is not for this request is dropped.
         """
-        expected = _expected_correlation(op, args)
+        op, args = call.op, call.args
+        expected = _expected_correlation(call)
         if route_of(op) in ("project", "conversation"):
-            answer = self.host_links.ask(str(args["project_id"]), op, args, deadline)
+            answer = self.host_links.ask(args.project_id, call, deadline)
             if answer is not None:
                 if answer.ok:
                     return answer.result
@@ -277,7 +293,7 @@ class ActorBackend:
         with self._endpoints.lease() as lease:
             endpoint = lease.endpoint
             refused = mailbox.refusals()
-            request = Request(op=op, args=args, reply_to=None)
+            request = Request(call=call, reply_to=None)
             reply = endpoint.ask(self.supervisor, request, timeout)
             if reply is None and mailbox.refusals() != refused:
                 raise OverloadedError(
@@ -305,61 +321,90 @@ class ActorBackend:
 
     # --- Backend interface --------------------------------------------------------------
 
-    def handle(self, op: str, args: dict[str, Any], *, deadline: float) -> Any:
-        """Serve one request."""
-        if op == "status":
-            live = self._live(deadline)
-            return {
-                "projects": sum(1 for p in live.values() if p.get("status") == "running"),
-                "actor_system": "multiprocQueueBase",
-                "actors": self._actors,
-                "admin_pid": self._admin_pid(),
-                "telemetry": telemetry_status(self.telemetry),
-                "endpoints": self.endpoint_counts(),
-                "host_links": self.host_links.stats(),
-                "counters": counters.snapshot(),
-                "live_conversations": self._live_conversations(live, deadline),
-            }
-        if op == "list_projects":
-            if args.get("all"):
-                return self._all_projects(deadline)
-            return self._list_projects(deadline)
-        if op == "project_events":
-            return journal_views.project_events_view(self.journal, args)
-        if op == "inject_fault" and os.environ.get("ROOST_FAULT_INJECTION") != "1":
+    def handle(self, call: Call[Any], *, deadline: float) -> Any:
+        """Serve one request with its ``op_<name>`` method, or down the actor tree."""
+        return _OPS[call.op](self, call, deadline)
+
+    def status(self, *, deadline: float) -> dict[str, Any]:
+        """The backend's part of ``status``: the actors, links, telemetry and counters."""
+        live = self._live(deadline)
+        return {
+            "projects": sum(1 for p in live.values() if p.get("status") == "running"),
+            "actor_system": "multiprocQueueBase",
+            "actors": self._actors,
+            "admin_pid": self._admin_pid(),
+            "telemetry": telemetry_status(self.telemetry),
+            "endpoints": self.endpoint_counts(),
+            "host_links": self.host_links.stats(),
+            "counters": counters.snapshot(),
+            "live_conversations": self._live_conversations(live, deadline),
+        }
+
+    # --- ops the backend serves itself (the others go down the actor tree: ``ask``) ------
+
+    def op_list_projects(self, call: Call[ListProjectsArgs], deadline: float) -> Any:
+        """The running projects; with ``all``, every project the journal knows."""
+        return self._all_projects(deadline) if call.args.all else self._list_projects(deadline)
+
+    def op_project_events(self, call: Call[ProjectEventsArgs], deadline: float) -> Any:
+        """The project's own history, from the journal."""
+        return journal_views.project_events_view(self.journal, call.args)
+
+    def op_inject_fault(self, call: Call[InjectFaultArgs], deadline: float) -> Any:
+        """Crash a hosted child, only when the daemon runs with ``ROOST_FAULT_INJECTION=1``."""
+        if os.environ.get("ROOST_FAULT_INJECTION") != "1":
             raise BadRequestError(
                 "inject_fault is refused: the daemon was not started with "
                 "ROOST_FAULT_INJECTION=1 (a testing aid)",
                 reason="fault_injection_disabled",
             )
-        if op == "get_projection" and args.get("key") == "timeline":
-            return self._timeline(args, deadline)
-        if route_of(op) in ACTOR_ROUTES:
-            result = self.ask(op, args, deadline)
-            if op in ("stop_project", "delete_project"):
-                self.host_links.forget(str(args["project_id"]))
-            if op == "stop_project":  # the runs the stop ended are reviewed before it returns
-                _review_dead_runs("project_stop", wait_s=5.0, project_id=str(args["project_id"]))
-            return result
-        if op == "diagnostics":
-            return self._diagnostics(str(args["project_id"]), deadline)
-        if op == "incident_timeline":  # one page, through the conversation's index
-            return journal_views.timeline_view(self.journal, args)
-        if op == "incident_report":
-            return journal_views.report_view(self.journal, args)
-        if op == "verify":
-            return self._verify(str(args["project_id"]), deadline)
-        raise RequestError(f"unknown operation {op!r}", reason="unknown_op")
+        return self.ask(call, deadline)
 
-    def _timeline(self, args: dict[str, Any], deadline: float) -> Any:
+    def op_get_projection(self, call: Call[ProjectionArgs], deadline: float) -> Any:
+        """A conversation's projection; the ``timeline`` one is read from the journal."""
+        if call.args.key == "timeline":
+            return self._timeline(call, deadline)
+        return self.ask(call, deadline)
+
+    def op_stop_project(self, call: Call[ProjectArgs], deadline: float) -> Any:
+        """Stop the project; the runs the stop ended are reviewed before it returns."""
+        result = self.ask(call, deadline)
+        self.host_links.forget(call.args.project_id)
+        _review_dead_runs("project_stop", wait_s=5.0, project_id=call.args.project_id)
+        return result
+
+    def op_delete_project(self, call: Call[DeleteProjectArgs], deadline: float) -> Any:
+        """Delete a stopped project's history (through the Supervisor and the Journal)."""
+        result = self.ask(call, deadline)
+        self.host_links.forget(call.args.project_id)
+        return result
+
+    def op_diagnostics(self, call: Call[ProjectArgs], deadline: float) -> Any:
+        """The project's health, options, decisions and problems."""
+        return self._diagnostics(call.args.project_id, deadline)
+
+    def op_incident_timeline(self, call: Call[TimelineArgs], deadline: float) -> Any:
+        """One page of the timeline, through the conversation's index."""
+        return journal_views.timeline_view(self.journal, call.args)
+
+    def op_incident_report(self, call: Call[ReportArgs], deadline: float) -> Any:
+        """The incident report, from the journal."""
+        return journal_views.report_view(self.journal, call.args)
+
+    def op_verify(self, call: Call[ProjectArgs], deadline: float) -> Any:
+        """The hash chain, the snapshots and the live projections, checked."""
+        return self._verify(call.args.project_id, deadline)
+
+    def _timeline(self, call: Call[ProjectionArgs], deadline: float) -> Any:
         """The ``timeline`` projection: every event of the conversation, read from the journal.
 
         The live conversation keeps its folded state, not its events (``runtime.agent.
         state``); it is asked for its diagnostics first, so a conversation that does not run
         gets the same error as for any projection, and the read sees what it committed.
         """
-        self.ask("get_projection", {**args, "key": "diagnostics"}, deadline)
-        project_id, conversation_id = str(args["project_id"]), str(args["conversation_id"])
+        diagnostics = msgspec.structs.replace(call.args, key="diagnostics")
+        self.ask(msgspec.structs.replace(call, args=diagnostics), deadline)
+        project_id, conversation_id = call.args.project_id, call.args.conversation_id
         events = self.journal.read_conversation(project_id, conversation_id)
         return get_projection(events, conversation_id, "timeline")
 
@@ -374,7 +419,7 @@ class ActorBackend:
             return None
 
     def _live(self, deadline: float) -> dict[str, Any]:
-        result = dict(self.ask("list_projects", {}, deadline))
+        result = dict(self.ask(Call(op="list_projects", args=ListProjectsArgs()), deadline))
         self._actors = dict(result.pop("_actors", {}))
         return result
 
@@ -389,7 +434,7 @@ class ActorBackend:
             if info.get("status") != "running":
                 continue
             try:
-                status = self.ask("live_status", {"project_id": project_id}, deadline)
+                status = self.ask(_live_status(project_id), deadline)
             except RoostError:
                 continue  # restarting or stopping: nothing to count now
             counts[project_id] = len(status.get("active_conversations", []))
@@ -416,7 +461,7 @@ class ActorBackend:
             if info.get("status") != "running":
                 continue
             try:
-                status = self.ask("live_status", {"project_id": project_id}, deadline)
+                status = self.ask(_live_status(project_id), deadline)
                 count = len(status.get("conversations", []))
             except RoostError:
                 view = project_view(self.journal.read_project(project_id))
@@ -455,7 +500,7 @@ class ActorBackend:
         active: list[str] = []
         pids: dict[str, int] = {}
         if live is not None and live.get("status") == "running":
-            status = self.ask("live_status", {"project_id": project_id}, deadline)
+            status = self.ask(_live_status(project_id), deadline)
             health = status.get("health", {"status": "ok"})
             active = status.get("active_conversations", [])
             pids = status.get("pids", {})
@@ -517,16 +562,15 @@ class ActorBackend:
         compared: list[str] = []
         live = self._live(deadline).get(project_id)
         if live is not None and live.get("status") == "running":
-            status = self.ask("live_status", {"project_id": project_id}, deadline)
+            status = self.ask(_live_status(project_id), deadline)
             fresh = self._project_events(project_id)
             for conversation_id in status.get("active_conversations", []):
                 # The timeline is read from the journal on both sides (``_timeline``).
                 for key in ("pending_tool_calls", "llm_context", "diagnostics"):
-                    live_value = self.ask(
-                        "get_projection",
-                        {"project_id": project_id, "conversation_id": conversation_id, "key": key},
-                        deadline,
+                    args = ProjectionArgs(
+                        project_id=project_id, conversation_id=conversation_id, key=key
                     )
+                    live_value = self.ask(Call(op="get_projection", args=args), deadline)
                     replayed = get_projection(fresh, conversation_id, key)
                     if msgspec.json.encode(live_value) != msgspec.json.encode(replayed):
                         mismatches.append(
@@ -562,18 +606,16 @@ class ActorBackend:
             },
         }
 
-    def subscribe(self, args: dict[str, Any], stop: threading.Event) -> Iterator[dict[str, Any]]:
+    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[dict[str, Any]]:
         """Poll the journal for the project's events after ``after_seq``."""
-        project_id = str(args["project_id"])
-        conversation_id = args.get("conversation_id")
-        cursor = int(args.get("after_seq", 0))
+        project_id, conversation_id, cursor = args.project_id, args.conversation_id, args.after_seq
         if not self.journal.has_project(project_id):
             raise ProjectNotFoundError(
                 f"no project {project_id!r} in the journal", project_id=project_id
             )
         while not stop.is_set() and not self.closed:
             if conversation_id is not None:  # one conversation: through its index
-                scope = Scope(conversation_id=str(conversation_id), after_seq=cursor)
+                scope = Scope(conversation_id=conversation_id, after_seq=cursor)
                 chunk = self.journal.read_scope(project_id, scope, limit=500)
             else:
                 chunk = self.journal.read_all(after_seq=cursor, limit=500)
@@ -607,3 +649,7 @@ class ActorBackend:
                     self.telemetry.stop()
             finally:
                 self.journal.close()
+
+
+_OPS = op_handlers(ActorBackend, "daemon", forward=ActorBackend.ask)
+"""Each op that reaches the backend, and the method serving it (``ask``: the actors)."""

@@ -6,29 +6,11 @@ answers requests is a :class:`Backend`, made once by a :data:`BackendFactory` fr
 system; tests use ``tests.runtime.fake_backend:create``. ``ROOST_BACKEND="module:function"``
 chooses the factory.
 
-What ``Backend.handle`` receives and returns, per op (``runtime.wire.ops`` checks the arguments
-and fills in their defaults before the backend sees them):
-
-========================  =============================================================
-op                        result
-========================  =============================================================
-``status``                ``{projects: int, ...}`` merged into the gateway's status
-``start_project``         the project id (str)
-``stop_project``          anything JSON-able (``{project_id, stopped: true}``)
-``list_projects``         ``[{project_id, root, conversation_count, started_at}]``
-``diagnostics``           ``{project_id, root, options, health, sandbox_layers, ...}``
-``list_tools``            ``[{name, description, input_schema, read_only, writes, ...}]``
-``run_tool``              the tool result dict (``status: ok|error``), never raised
-``start_conversation``    the conversation id (str)
-``stop_conversation``     anything JSON-able
-``send_event``            ``{seq, event_id, correlation_id}`` (+ the turn outcome with wait)
-``cancel``/``resume``     an ack dict
-``approve``/``reject``    an ack dict
-``get_projection``        the projection (timeline list, pending list, context, dict)
-``incident_timeline``     ``{project_id, conversation_id, correlation_id, limit, ...}``
-``incident_report``       a dict (``format: json``), a Markdown or HTML str (``md``, ``html``)
-``verify``                ``{ok, checked_events, chain_ok, mismatches, anchor_ok, ...}``
-========================  =============================================================
+``Backend.handle`` receives each op that reaches the backend (every client op but the
+gateway's own and ``subscribe``) as a :class:`runtime.wire.ops.Call`: the op, its arguments
+Struct (checked, defaults filled in) and the ids the gateway gave it. Each backend serves
+it with its method ``op_<name>`` (:func:`runtime.wire.ops.op_handlers` builds the dispatch
+from the op table); what each op returns is SPEC section 2's.
 
 Failures are raised as :class:`runtime.errors.RoostError` subclasses (the request error
 codes of SPEC section 2); anything else becomes an ``internal_error`` reply.
@@ -56,6 +38,8 @@ from runtime.daemon.settings import (
 )
 from runtime.guard.home.roost_home import PID_NAME, SOCKET_NAME, resolve_home
 from runtime.settings_table import JOURNAL_KINDS, JournalKind
+from runtime.wire.op_args import SubscribeArgs
+from runtime.wire.ops import Call
 from runtime.wire.protocol import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = [
@@ -117,21 +101,24 @@ class DaemonConfig(msgspec.Struct, frozen=True, kw_only=True):
 class Backend(Protocol):
     """What serves requests inside the daemon."""
 
-    def handle(self, op: str, args: dict[str, Any], *, deadline: float) -> Any:
+    def handle(self, call: Call[Any], *, deadline: float) -> Any:
         """Serve one request; return a JSON-able result or raise a ``RoostError``.
 
-        ``args`` are validated and complete (``runtime.wire.ops``); ``deadline`` is a
-        ``time.monotonic()`` value after which the caller has given up.
+        ``call.args`` is its op's Struct, validated and complete (``runtime.wire.ops``);
+        ``deadline`` is a ``time.monotonic()`` value after which the caller has given up.
         """
         ...
 
-    def subscribe(self, args: dict[str, Any], stop: threading.Event) -> Iterator[dict[str, Any]]:
+    def status(self, *, deadline: float) -> dict[str, Any]:
+        """The backend's part of ``status`` (``{projects, ...}``), merged into the gateway's."""
+        ...
+
+    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[dict[str, Any]]:
         """Yield committed envelopes (as dicts) in ``seq`` order, blocking for new ones.
 
-        ``args`` is ``{project_id, conversation_id | None, after_seq}``. The iterator
-        returns soon after ``stop`` is set (the client left or the daemon stops) and may
-        return on its own when the stream is over (the project stopped). Errors such as
-        ``project_not_found`` are raised from the first ``next()``.
+        The iterator returns soon after ``stop`` is set (the client left or the daemon
+        stops) and may return on its own when the stream is over (the project stopped).
+        Errors such as ``project_not_found`` are raised from the first ``next()``.
         """
         ...
 

@@ -53,7 +53,16 @@ from runtime.errors import BadRequestError, OverloadedError, RoostError
 from runtime.guard.ids import check_client_ids
 from runtime.guard.sandbox.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import bind_context, get_logger
-from runtime.wire.ops import STREAM_OPS, op_timeout_s, validate_args, with_ids
+from runtime.wire.dispatch import op_handlers
+from runtime.wire.op_args import NoArgs, SubscribeArgs
+from runtime.wire.ops import (
+    OP_TABLE,
+    STREAM_OPS,
+    Call,
+    op_timeout_s,
+    validate_args,
+    with_ids,
+)
 from runtime.wire.protocol import (
     DuplicateKeyError,
     FrameTooLargeError,
@@ -139,6 +148,7 @@ class Gateway:
         self._socket_ino: int | None = None
         self._wake: tuple[int, int] | None = None
         self._accept_thread: threading.Thread | None = None
+        self._ops = op_handlers(self, "gateway", forward=self._to_backend)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -352,20 +362,13 @@ class Gateway:
         try:
             args = validate_args(request.op, request.args)
             check_client_ids(request.op, args)
-            args = with_ids(request.op, args)
+            call = with_ids(request.op, args)
         except BadRequestError as e:
             self._count_request()
             return encode_error(request.id, e)
-        if request.op == "ping":
+        if not OP_TABLE[call.op].limited:
             self._count_request()
-            return encode_reply(request.id, {"pong": True, "pid": os.getpid()})
-        if request.op == "shutdown":
-            self._count_request()
-            if self._on_shutdown is None:
-                err = BadRequestError("this gateway cannot be shut down remotely")
-                return encode_error(request.id, err)
-            log.info("shutdown_requested")
-            return encode_reply(request.id, {"stopping": True, "pid": os.getpid()})
+            return self._serve(request.id, call)
         if not self._enter():
             return encode_error(
                 request.id,
@@ -376,7 +379,7 @@ class Gateway:
                 ),
             )
         try:
-            return self._serve(request, args)
+            return self._serve(request.id, call)
         finally:
             self._leave()
 
@@ -397,33 +400,29 @@ class Gateway:
         with self._lock:
             self._requests += 1
 
-    def _serve(self, request: RequestFrame, args: dict[str, Any]) -> bytes:
-        op = request.op
+    def _serve(self, request_id: int, call: Call[Any]) -> bytes:
+        op = call.op
         started = time.monotonic()
         with bind_context(
             op=op,
-            request_id=request.id,
-            project_id=args.get("project_id"),
-            conversation_id=args.get("conversation_id"),
-            correlation_id=args.get("correlation_id"),
+            request_id=request_id,
+            project_id=getattr(call.args, "project_id", None),
+            conversation_id=getattr(call.args, "conversation_id", None),
+            correlation_id=call.correlation_id,
         ):
             try:
-                if op == "status":
-                    result = self.status()
-                else:
-                    deadline = started + op_timeout_s(op, args)
-                    result = self._backend.handle(op, args, deadline=deadline)
-                frame = encode_reply(request.id, result)
+                deadline = started + op_timeout_s(op, call.args)
+                frame = encode_reply(request_id, self._ops[op](call, deadline))
             except RoostError as e:
                 log.info("request_failed", code=e.code, message=e.message)
-                return encode_error(request.id, e)
+                return encode_error(request_id, e)
             except Exception as e:
                 log.exception("request_crashed")
-                return encode_error(request.id, internal_error(op, e))
+                return encode_error(request_id, internal_error(op, e))
             if len(frame) - 4 > self._config.max_frame_bytes:
                 log.warning("reply_too_large", size=len(frame) - 4)
                 return encode_error(
-                    request.id,
+                    request_id,
                     BadRequestError(
                         f"the reply to {op} is {len(frame) - 4} bytes, over the "
                         f"{self._config.max_frame_bytes}-byte frame limit; ask for less",
@@ -434,6 +433,26 @@ class Gateway:
                 )
             log.debug("request_served", ms=round((time.monotonic() - started) * 1000, 3))
             return frame
+
+    # --- the gateway's own ops (``route`` ``gateway``); the others go to the backend -----
+
+    def op_ping(self, call: Call[NoArgs], deadline: float) -> dict[str, Any]:
+        """``ping``: the daemon answers (even when ``max_inflight`` requests run)."""
+        return {"pong": True, "pid": os.getpid()}
+
+    def op_shutdown(self, call: Call[NoArgs], deadline: float) -> dict[str, Any]:
+        """``shutdown``: acknowledged here; the daemon stops once the answer is sent."""
+        if self._on_shutdown is None:
+            raise BadRequestError("this gateway cannot be shut down remotely")
+        log.info("shutdown_requested")
+        return {"stopping": True, "pid": os.getpid()}
+
+    def op_status(self, call: Call[NoArgs], deadline: float) -> dict[str, Any]:
+        """``status``: the gateway's fields merged with the backend's (:meth:`status`)."""
+        return self.status()
+
+    def _to_backend(self, call: Call[Any], deadline: float) -> Any:
+        return self._backend.handle(call, deadline=deadline)
 
     def status(self) -> dict[str, Any]:
         """Return the status: the gateway's fields merged with the backend's ``status``."""
@@ -452,7 +471,7 @@ class Gateway:
             "inflight": stats.inflight,
         }
         try:
-            extra = self._backend.handle("status", {}, deadline=time.monotonic() + 10.0)
+            extra = self._backend.status(deadline=time.monotonic() + 10.0)
         except Exception as e:
             log.warning("backend_status_failed", error=str(e))
             extra = {"backend_error": str(e)}
@@ -473,7 +492,8 @@ class Gateway:
         stop = threading.Event()
         with self._lock:
             self._streams.add(stop)
-        log.info("stream_opened", project_id=args["project_id"], after_seq=args["after_seq"])
+        assert isinstance(args, SubscribeArgs)  # the op table's Struct for ``subscribe``
+        log.info("stream_opened", project_id=args.project_id, after_seq=args.after_seq)
         # Waiting for events is not idleness: the timeout now bounds only each frame's send.
         try:
             serve_stream(conn, request.id, lambda: self._backend.subscribe(args, stop), stop)

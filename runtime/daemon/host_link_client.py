@@ -34,6 +34,7 @@ from runtime.logging import get_logger
 from runtime.wire import counters
 from runtime.wire.framing import FrameTooLargeError, TruncatedFrameError, frame, read_frame
 from runtime.wire.host_link import HostReply, HostRequest, host_socket_path
+from runtime.wire.ops import Call
 from runtime.wire.transport import connect_unix_socket
 
 __all__ = ["HostLinks"]
@@ -66,9 +67,7 @@ class HostLinks:
         """Requests refused because their host was not reading."""
         self._stuck_until: dict[str, tuple[int | None, float]] = {}
 
-    def ask(
-        self, project_id: str, op: str, args: dict[str, Any], deadline: float
-    ) -> HostReply | None:
+    def ask(self, project_id: str, call: Call[Any], deadline: float) -> HostReply | None:
         """The host's answer, or None (no host answers: ask the actor tree)."""
         self._refuse_if_stuck(project_id)
         sock = self._take(project_id)
@@ -79,7 +78,7 @@ class HostLinks:
         try:
             sock.settimeout(min(SEND_WAIT_S, max(0.05, deadline - time.monotonic())))
             try:
-                sock.sendall(frame(_ENCODER.encode(HostRequest(id=number, op=op, args=args))))
+                sock.sendall(frame(_ENCODER.encode(HostRequest(id=number, call=call))))
             except TimeoutError:
                 self._stuck(project_id)
                 sock.close()

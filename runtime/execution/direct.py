@@ -9,16 +9,15 @@ raised records is decided here, so it is unit-tested without an actor system
 
 from __future__ import annotations
 
-from typing import Any
-
 from events import catalog as ev
 from events.envelope import NewEvent, new_call_id, new_correlation_id, new_event
+from runtime.errors import RoostError
 from runtime.execution.pipeline import Source
 from runtime.guard.review.leftovers import ChangeReport
 from runtime.guard.review.report import change_events
 from runtime.guard.review.run_ledger import RunLabel
 from runtime.tools.base import CallSpec
-from runtime.wire.ops import minted_correlation
+from runtime.wire.op_args import ToolRequest
 
 __all__ = [
     "crashed",
@@ -30,24 +29,34 @@ __all__ = [
 ]
 
 
-def direct_call(request: dict[str, Any], conversation_id: str | None) -> CallSpec:
+def direct_call(request: ToolRequest, conversation_id: str | None) -> CallSpec:
     """The call a ``run_tool`` request makes, under the correlation the gateway gave it.
 
     A request without that correlation did not come through the gateway: ``internal_error``.
     """
     return CallSpec(
         call_id=new_call_id(),
-        name=str(request.get("name", "")),
-        args=request.get("args") or {},
+        name=request.name,
+        args=request.args,
         conversation_id=conversation_id,
-        correlation_id=minted_correlation("run_tool", {"request": request}),
+        correlation_id=_minted(request.meta.correlation_id),
     )
 
 
-def direct_source(request: dict[str, Any]) -> Source:
+def _minted(correlation_id: str | None) -> str:
+    if not correlation_id:
+        raise RoostError(
+            "run_tool reached the runtime without its correlation_id: the gateway mints it, "
+            "so this request did not come through the gateway",
+            reason="missing_correlation_id",
+            op="run_tool",
+        )
+    return correlation_id
+
+
+def direct_source(request: ToolRequest) -> Source:
     """Who made a ``run_tool`` call: ``mcp`` when ``roost mcp serve`` did, else ``run_tool``."""
-    meta = request.get("meta") or {}
-    return "mcp" if meta.get("source") == "mcp" else "run_tool"
+    return request.meta.source
 
 
 def recorded(call: CallSpec, events: list[ev.Event], source: Source) -> list[ev.Event]:

@@ -5,7 +5,8 @@ printed by ``roost timeline``, ``roost tail`` and ``roost incident``, bound to e
 line, and used to filter; a project or conversation id names streams and rows; an
 idempotency key is stored with its batch. Redacting one would break what it identifies,
 so a client-chosen id is checked where it enters (the gateway, through
-:func:`check_client_ids`) and refused when it has another shape or looks like a secret:
+:func:`check_client_ids`, at the paths its op's row in ``runtime.wire.ops.OP_TABLE``
+declares) and refused when it has another shape or looks like a secret:
 
 =======================  =====================================  ==========================
 field                    shape                                  refused with
@@ -31,6 +32,7 @@ from typing import Any
 
 from runtime.errors import BadRequestError
 from runtime.guard.secrets.redaction import redact_label
+from runtime.wire.ops import OP_TABLE, Args, IdKind, id_at
 
 __all__ = [
     "CORRELATION_ID",
@@ -64,43 +66,22 @@ def check_id(value: Any, *, name: str, shape: re.Pattern[str], reason: str, fiel
     raise BadRequestError(f"{name} {problem}; choose another", reason=reason, field=field)
 
 
-def _get(args: dict[str, Any], *path: str) -> Any:
-    value: Any = args
-    for key in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
-_CHECKS: dict[str, tuple[tuple[tuple[str, ...], str, re.Pattern[str], str], ...]] = {
-    "start_project": ((("project_id",), "project id", NAME_ID, "invalid_project_id"),),
-    "start_conversation": (
-        (("conversation_id",), "conversation id", NAME_ID, "invalid_conversation_id"),
-    ),
-    "send_event": (
-        (("event", "correlation_id"), "correlation_id", CORRELATION_ID, "invalid_correlation_id"),
-        (("idempotency_key",), "idempotency_key", IDEMPOTENCY_KEY, "invalid_idempotency_key"),
-    ),
-    "cancel": ((("correlation_id",), "correlation_id", CORRELATION_ID, "invalid_correlation_id"),),
-    "run_tool": (
-        (
-            ("request", "meta", "correlation_id"),
-            "correlation_id",
-            CORRELATION_ID,
-            "invalid_correlation_id",
-        ),
-    ),
+_KINDS: dict[IdKind, tuple[str, re.Pattern[str], str]] = {
+    "project_id": ("project id", NAME_ID, "invalid_project_id"),
+    "conversation_id": ("conversation id", NAME_ID, "invalid_conversation_id"),
+    "correlation_id": ("correlation_id", CORRELATION_ID, "invalid_correlation_id"),
+    "idempotency_key": ("idempotency_key", IDEMPOTENCY_KEY, "invalid_idempotency_key"),
 }
-"""Per op: (where in the args, what to call it, its shape, the refusal's reason)."""
+"""Per kind of id: what to call it, its shape, the refusal's reason."""
 
 
-def check_client_ids(op: str, args: dict[str, Any]) -> None:
-    """Check every id ``op``'s validated ``args`` would store.
+def check_client_ids(op: str, args: Args) -> None:
+    """Check every id ``op``'s validated ``args`` would store (its row's ``ids`` say where).
 
     An absent id (null or ``""``) is minted by the daemon and needs no check.
     """
-    for path, name, shape, reason in _CHECKS.get(op, ()):
-        value = _get(args, *path)
+    for kind, path in OP_TABLE[op].ids:
+        value = id_at(args, path)
         if value is not None and value != "":
+            name, shape, reason = _KINDS[kind]
             check_id(value, name=name, shape=shape, reason=reason, field=".".join(path))

@@ -22,6 +22,7 @@ from events.report import render_incident_markdown
 from runtime.errors import ProjectNotFoundError
 from runtime.journal.queries import conversation_report, conversation_timeline
 from runtime.journal.store import Journal
+from runtime.wire.op_args import ProjectEventsArgs, ReportArgs, TimelineArgs
 
 __all__ = [
     "LIFECYCLE_TYPES",
@@ -51,42 +52,42 @@ def project_events(journal: Journal, project_id: str) -> list[Envelope]:
     return events
 
 
-def timeline_view(journal: Journal, args: dict[str, Any]) -> dict[str, Any]:
+def timeline_view(journal: Journal, args: TimelineArgs) -> dict[str, Any]:
     """``incident_timeline`` with the op's arguments: one page, read through the index."""
     return conversation_timeline(
         journal,
-        str(args["project_id"]),
-        str(args["conversation_id"]),
-        limit=args.get("limit", 100),
-        correlation_id=args.get("correlation_id"),
-        after_seq=args.get("after_seq"),
-        before_seq=args.get("before_seq"),
+        args.project_id,
+        args.conversation_id,
+        limit=args.limit,
+        correlation_id=args.correlation_id,
+        after_seq=args.after_seq,
+        before_seq=args.before_seq,
     )
 
 
-def report_view(journal: Journal, args: dict[str, Any]) -> Any:
+_RENDERERS = {"md": render_incident_markdown, "html": render_incident_html}
+"""``incident_report``'s formats other than ``json`` (the report itself)."""
+
+
+def report_view(journal: Journal, args: ReportArgs) -> Any:
     """``incident_report`` with the op's arguments: JSON, Markdown or the HTML page."""
     report = conversation_report(
-        journal, str(args["project_id"]), str(args["conversation_id"]), args.get("correlation_id")
+        journal, args.project_id, args.conversation_id, args.correlation_id
     )
-    if args.get("format") == "md":
-        return render_incident_markdown(report)
-    if args.get("format") == "html":
-        return render_incident_html(report)
-    return report
+    render = _RENDERERS.get(args.format)
+    return render(report) if render is not None else report
 
 
-def project_events_view(journal: Journal, args: dict[str, Any]) -> dict[str, Any]:
+def project_events_view(journal: Journal, args: ProjectEventsArgs) -> dict[str, Any]:
     """``project_events``: the project's own history and its unresolved problems.
 
     ``{project_id, limit, total_entries, entries, problems, unresolved_problems}``, with
     ``problems_only`` keeping only the entries that record a problem.
     """
-    project_id = str(args["project_id"])
-    limit = int(args.get("limit", 100))
+    project_id, limit = args.project_id, args.limit
     events = project_events(journal, project_id)
     problems = project_problems(events, project_id)
-    if args.get("problems_only"):
+    if args.problems_only:
         kept = problems[-limit:]
         result: dict[str, Any] = {
             "project_id": project_id,

@@ -21,6 +21,7 @@ import msgspec
 from events.envelope import NewEvent
 from runtime.agent.effects import Answer
 from runtime.errors import wire_error
+from runtime.wire.op_args import ToolRequest
 
 __all__ = [
     "Answer",
@@ -134,7 +135,7 @@ class RunDirectForProject(msgspec.Struct, frozen=True, kw_only=True):
     The shell sends the runner the actor message ``actors.messages.RunDirect``.
     """
 
-    request: dict[str, Any]
+    request: ToolRequest
     reply_to: Any
 
 

@@ -54,7 +54,17 @@ from runtime.lifecycle.supervision import (
 )
 from runtime.lifecycle.supervisor_core import utc_now
 from runtime.option_table import RuntimeOptions
-from runtime.wire.ops import minted_correlation, route_of, waits_for_turn
+from runtime.wire.dispatch import op_handlers
+from runtime.wire.op_args import (
+    ConversationArgs,
+    InjectFaultArgs,
+    ListToolsArgs,
+    ProjectArgs,
+    ProtocolArgs,
+    RunToolArgs,
+    StartConversationArgs,
+)
+from runtime.wire.ops import Call, waits_for_turn
 
 __all__ = [
     "POLICY",
@@ -131,8 +141,8 @@ class ProjectCore:
         self.reading = False
         self.exiting = False
         self.pids: dict[str, int] = {"project": pid}
-        self.waiting: list[tuple[str, dict[str, Any], Any, Any]] = []  # until ready
-        self.held: dict[str, list[tuple[str, dict[str, Any], Any, Any]]] = {}
+        self.waiting: list[tuple[Call[Any], Any, Any]] = []  # until ready
+        self.held: dict[str, list[tuple[Call[Any], Any, Any]]] = {}
         """Requests for a crashed conversation, until its restart."""
         self.waiters: dict[str, dict[str, tuple[Any, float]]] = {}
         """Conversation -> correlation -> (client waiting for that turn, wait deadline)."""
@@ -206,7 +216,7 @@ class ProjectCore:
                 waiting, self.waiting = self.waiting, []
                 if self.reply_to is not None:
                     failed.append(Answer(to=self.reply_to, ok=False, error=error))
-                return failed + [Answer(to=w[2], ok=False, error=error) for w in waiting]
+                return failed + [Answer(to=w[1], ok=False, error=error) for w in waiting]
             # A project started again under an id it had before keeps its conversations:
             # read them, then answer (``restored``).
             self.reading = True
@@ -256,55 +266,84 @@ class ProjectCore:
 
     # --- routing -------------------------------------------------------------------------
 
-    def request(self, op: str, args: dict[str, Any], reply_to: Any, message: Any) -> list[Effect]:
+    def request(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
         """Serve or route a client request (held until the project is ready)."""
         if not self.ready:
-            self.waiting.append((op, args, reply_to, message))
+            self.waiting.append((call, reply_to, message))
             return []
-        return self._request(op, args, reply_to, message)
+        return self._request(call, reply_to, message)
 
-    def _request(self, op: str, args: dict[str, Any], reply_to: Any, message: Any) -> list[Effect]:
+    def _request(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
         try:
-            if op == "start_conversation":
-                correlation = minted_correlation(op, args)
-                return self._start_conversation(args.get("conversation_id"), reply_to, correlation)
-            if route_of(op) == "conversation":
-                self._note_waiter(op, args, reply_to)
-                conversation_id = str(args["conversation_id"])
-                effects, forwarded = self._forward(conversation_id, (op, args, reply_to, message))
-                if op == "stop_conversation" and forwarded:
-                    self.known.discard(conversation_id)
-                    self.stopped.add(conversation_id)
-                    self.stopping.add(conversation_id)
-                return effects
-            if op == "run_tool":
-                meta = (args.get("request") or {}).get("meta") or {}
-                if meta.get("conversation_id"):
-                    request = (op, args, reply_to, message)
-                    return self._forward(str(meta["conversation_id"]), request)[0]
-                return [RunDirectForProject(request=args["request"], reply_to=reply_to)]
-            if op == "list_tools":
-                return [Answer(to=reply_to, ok=True, result=self.list_tools(args.get("source")))]
-            if op == "describe_project":
-                result = {"project_id": self.project_id, **self.describe()}
-                return [Answer(to=reply_to, ok=True, result=result)]
-            if op == "check_protocol":
-                return self._check_protocol(args, reply_to)
-            if op == "inject_fault":
-                return self._inject_fault(str(args["target"]), reply_to)
-            if op == "live_status":
-                status = {
-                    "conversations": sorted(self.known),
-                    "active_conversations": sorted(self.live),
-                    "health": health(self.problems),
-                    "pids": self.live_pids(),
-                }
-                return [Answer(to=reply_to, ok=True, result=status)]
-            raise BadRequestError(
-                f"operation {op!r} does not apply to a project", reason="unknown_op"
-            )
+            handler = _OPS.get(call.op)
+            if handler is None:
+                raise BadRequestError(
+                    f"operation {call.op!r} does not apply to a project", reason="unknown_op"
+                )
+            effects: list[Effect] = handler(self, call, reply_to, message)
+            return effects
         except Exception as e:
             return [error_reply(reply_to, e)]
+
+    # --- ops the Project serves (the conversation ops go on: ``_to_conversation``) -------
+
+    def op_start_conversation(
+        self, call: Call[StartConversationArgs], reply_to: Any, message: Any
+    ) -> list[Effect]:
+        """``start_conversation``: spawn it; it records its start and answers."""
+        correlation = call.correlation()
+        return self._start_conversation(call.args.conversation_id, reply_to, correlation)
+
+    def _to_conversation(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
+        """A request for one conversation: on to it (started again when passivated)."""
+        self._note_waiter(call, reply_to)
+        return self._forward(str(call.args.conversation_id), (call, reply_to, message))[0]
+
+    def op_stop_conversation(
+        self, call: Call[ConversationArgs], reply_to: Any, message: Any
+    ) -> list[Effect]:
+        """``stop_conversation``: on to it; once it has it, the conversation is stopped."""
+        conversation_id = call.args.conversation_id
+        effects, forwarded = self._forward(conversation_id, (call, reply_to, message))
+        if forwarded:
+            self.known.discard(conversation_id)
+            self.stopped.add(conversation_id)
+            self.stopping.add(conversation_id)
+        return effects
+
+    def op_run_tool(self, call: Call[RunToolArgs], reply_to: Any, message: Any) -> list[Effect]:
+        """``run_tool``: by the conversation it names, else by the ToolRunner directly."""
+        conversation_id = call.args.request.meta.conversation_id
+        if conversation_id:
+            return self._forward(conversation_id, (call, reply_to, message))[0]
+        return [RunDirectForProject(request=call.args.request, reply_to=reply_to)]
+
+    def op_list_tools(self, call: Call[ListToolsArgs], reply_to: Any, message: Any) -> list[Effect]:
+        """``list_tools``: the tools the options let through (for a source: its offer)."""
+        return [Answer(to=reply_to, ok=True, result=self.list_tools(call.args.source))]
+
+    def op_describe_project(
+        self, call: Call[ProjectArgs], reply_to: Any, message: Any
+    ) -> list[Effect]:
+        """``describe_project``: the project's id, root and options."""
+        result = {"project_id": self.project_id, **self.describe()}
+        return [Answer(to=reply_to, ok=True, result=result)]
+
+    def op_inject_fault(
+        self, call: Call[InjectFaultArgs], reply_to: Any, message: Any
+    ) -> list[Effect]:
+        """``inject_fault``: crash a live hosted child (:meth:`_inject_fault`)."""
+        return self._inject_fault(call.args.target, reply_to)
+
+    def op_live_status(self, call: Call[ProjectArgs], reply_to: Any, message: Any) -> list[Effect]:
+        """``live_status`` (the daemon's own): conversations, health and pids."""
+        status = {
+            "conversations": sorted(self.known),
+            "active_conversations": sorted(self.live),
+            "health": health(self.problems),
+            "pids": self.live_pids(),
+        }
+        return [Answer(to=reply_to, ok=True, result=status)]
 
     def _inject_fault(self, target: str, reply_to: Any) -> list[Effect]:
         """``inject_fault``: crash a live hosted child, as a SIGKILL would a process.
@@ -323,20 +362,22 @@ class ProjectCore:
             )
         return [Crash(to=address), Answer(to=reply_to, ok=True, result={"crashed": target})]
 
-    def _check_protocol(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
+    def op_check_protocol(
+        self, call: Call[ProtocolArgs], reply_to: Any, message: Any
+    ) -> list[Effect]:
         """``check_protocol``: allowed when ``protocol_allowlist`` names the protocol.
 
         When it does not, ``security.protocol_denied`` is journaled (SPEC section 7) before
         the answer.
         """
-        protocol = str(args["protocol"])
+        protocol = call.args.protocol
         allowed = protocol in self.settings.protocol_allowlist
         result = {"protocol": protocol, "allowed": allowed}
         if allowed:
             return [Answer(to=reply_to, ok=True, result=result)]
         denied = self._event(
-            ev.SecurityProtocolDenied(protocol=protocol, operation=str(args["operation"])),
-            minted_correlation("check_protocol", args),
+            ev.SecurityProtocolDenied(protocol=protocol, operation=call.args.operation),
+            call.correlation(),
         )
 
         def answer(error: dict[str, Any] | None) -> list[Effect]:
@@ -360,20 +401,20 @@ class ProjectCore:
         spawn = self._spawn(conversation_id, new=True, reply_to=reply_to)
         return [msgspec.structs.replace(s, correlation_id=correlation_id) for s in spawn]
 
-    def _note_waiter(self, op: str, args: dict[str, Any], reply_to: Any) -> None:
+    def _note_waiter(self, call: Call[Any], reply_to: Any) -> None:
         """Remember a client that waits for a turn, until its wait would have timed out.
 
         If the conversation dies, its replacement gets these waiters and answers them when
         it has finished the turn (the daemon ignores an answer whose request is over).
         """
-        if not waits_for_turn(op, args):
+        if not waits_for_turn(call):
             return
-        correlation = args["event"]["correlation_id"]  # the daemon gave it one
+        correlation = call.correlation()
         now = self.monotonic()
-        waits = self.waiters.setdefault(str(args["conversation_id"]), {})
+        waits = self.waiters.setdefault(call.args.conversation_id, {})
         for key in [k for k, (_, until) in waits.items() if until < now]:
             del waits[key]
-        waits[correlation] = (reply_to, now + float(args["wait_timeout_s"]))
+        waits[correlation] = (reply_to, now + call.args.wait_timeout_s)
 
     def waiters_of(self, conversation_id: str) -> list[tuple[str, Any]]:
         """``(correlation_id, reply_to)`` of the clients still waiting on a turn there."""
@@ -382,7 +423,7 @@ class ProjectCore:
         return [(corr, to) for corr, (to, until) in sorted(waits.items()) if until >= now]
 
     def _forward(
-        self, conversation_id: str, request: tuple[str, dict[str, Any], Any, Any]
+        self, conversation_id: str, request: tuple[Call[Any], Any, Any]
     ) -> tuple[list[Effect], bool]:
         """Pass ``request`` to the conversation (True), or hold it while it restarts."""
         effects: list[Effect] = []
@@ -397,7 +438,7 @@ class ProjectCore:
         if conversation_id not in self.live:
             effects += self._spawn(conversation_id, new=False)
         self.forwarded[conversation_id] = self.forwarded.get(conversation_id, 0) + 1
-        effects.append(Send(to=Child(conversation_child(conversation_id)), message=request[3]))
+        effects.append(Send(to=Child(conversation_child(conversation_id)), message=request[2]))
         return effects, True
 
     def _check_exists(self, conversation_id: str) -> None:
@@ -642,3 +683,7 @@ def health(problems: list[dict[str, Any]]) -> dict[str, Any]:
         return {"status": "ok"}
     by_server = {str(p["server"]): {k: v for k, v in p.items() if k != "server"} for p in problems}
     return {"status": "degraded", "problems": by_server}
+
+
+_OPS = op_handlers(ProjectCore, "project", forward=ProjectCore._to_conversation)
+"""Each op that reaches a Project, and its method (``_to_conversation``: on to it)."""

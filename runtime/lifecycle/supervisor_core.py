@@ -56,7 +56,14 @@ from runtime.lifecycle.supervision import (
     restarted_event,
 )
 from runtime.option_table import RuntimeOptions
-from runtime.wire.ops import minted_correlation, route_of
+from runtime.wire.dispatch import op_handlers
+from runtime.wire.op_args import (
+    DeleteProjectArgs,
+    ListProjectsArgs,
+    ProjectArgs,
+    StartProjectArgs,
+)
+from runtime.wire.ops import Call
 
 __all__ = ["JOURNAL", "ProjectRecord", "SupervisorCore", "project_child", "utc_now"]
 
@@ -125,7 +132,7 @@ class SupervisorCore:
         self.by_address = ChildNames()
         self.stopping: set[str] = set()
         self.failed: dict[str, str] = {}
-        self.restarting: dict[str, list[tuple[str, dict[str, Any], Any, Any]]] = {}
+        self.restarting: dict[str, list[tuple[Call[Any], Any, Any]]] = {}
         """Projects waiting for their restart's backoff, with the requests held for them."""
         self.deleting: dict[str, DeleteHistory] = {}
         """Projects whose deletion is under way (sent to the Journal, or waiting for the
@@ -241,43 +248,50 @@ class SupervisorCore:
 
     # --- requests ------------------------------------------------------------------------
 
-    def request(self, op: str, args: dict[str, Any], reply_to: Any, message: Any) -> list[Effect]:
+    def request(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
         """Serve or route a client request (``message`` is passed on as it came)."""
         try:
-            return self._request(op, args, reply_to, message)
+            handler = _OPS.get(call.op)
+            if handler is None:
+                raise BadRequestError(
+                    f"unknown operation {call.op!r}", reason="unknown_op", op=call.op
+                )
+            effects: list[Effect] = handler(self, call, reply_to, message)
+            return effects
         except Exception as e:
             return [error_reply(reply_to, e)]
 
-    def _request(self, op: str, args: dict[str, Any], reply_to: Any, message: Any) -> list[Effect]:
-        if op == "start_project":
-            return self._start_project(args, reply_to)
-        if op == "stop_project":
-            correlation = minted_correlation(op, args)
-            return self._stop_project(str(args["project_id"]), reply_to, correlation)
-        if op == "list_projects":
-            return [Answer(to=reply_to, ok=True, result=self.list_projects())]
-        if op == "delete_project":
-            return self._delete_project(args, reply_to)
-        if route_of(op) in ("project", "conversation"):
-            held = self.restarting.get(str(args["project_id"]))
-            if held is not None:  # its host is being restarted: served by the new one
-                held.append((op, args, reply_to, message))
-                return []
-            project = self.projects.get(str(args["project_id"]))
-            pid = self.pids.get(project_child(str(args["project_id"])))
-            if project is not None and pid is not None and self.is_dead(pid):
-                # killed, and Thespian has not told us yet: restart it, hold the request
-                crashed = self.child_exited(project.address)
-                if str(args["project_id"]) not in self.projects:
-                    return crashed + self._request(op, args, reply_to, message)
-            if project is None:
-                raise ProjectNotFoundError(
-                    f"no running project {args['project_id']!r}; start it with "
-                    "`roost project start ROOT --id ID`",
-                    project_id=args["project_id"],
-                )
-            return [Send(to=Child(project_child(str(args["project_id"]))), message=message)]
-        raise BadRequestError(f"unknown operation {op!r}", reason="unknown_op", op=op)
+    def op_stop_project(self, call: Call[ProjectArgs], reply_to: Any, message: Any) -> list[Effect]:
+        """``stop_project``: stop its actors, then record ``project.stopped``."""
+        return self._stop_project(call.args.project_id, reply_to, call.correlation())
+
+    def op_list_projects(
+        self, call: Call[ListProjectsArgs], reply_to: Any, message: Any
+    ) -> list[Effect]:
+        """``list_projects``: the running and failed projects (the daemon adds the rest)."""
+        return [Answer(to=reply_to, ok=True, result=self.list_projects())]
+
+    def _to_project(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
+        """A request for a project or one of its conversations: on to its Project actor."""
+        project_id = str(call.args.project_id)
+        held = self.restarting.get(project_id)
+        if held is not None:  # its host is being restarted: served by the new one
+            held.append((call, reply_to, message))
+            return []
+        project = self.projects.get(project_id)
+        pid = self.pids.get(project_child(project_id))
+        if project is not None and pid is not None and self.is_dead(pid):
+            # killed, and Thespian has not told us yet: restart it, hold the request
+            crashed = self.child_exited(project.address)
+            if project_id not in self.projects:
+                return crashed + self._to_project(call, reply_to, message)
+        if project is None:
+            raise ProjectNotFoundError(
+                f"no running project {project_id!r}; start it with "
+                "`roost project start ROOT --id ID`",
+                project_id=project_id,
+            )
+        return [Send(to=Child(project_child(project_id)), message=message)]
 
     def list_projects(self) -> dict[str, Any]:
         """Running and failed projects, and the pids of the actors (``_actors``)."""
@@ -290,15 +304,19 @@ class SupervisorCore:
             live.setdefault(pid, {"status": "failed", "reason": reason})
         return live
 
-    def _start_project(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
+    def op_start_project(
+        self, call: Call[StartProjectArgs], reply_to: Any, message: Any
+    ) -> list[Effect]:
+        """``start_project``: check the root, options and id, then spawn the project."""
         from runtime.policy.options import validate_options  # noqa: PLC0415
 
-        correlation = minted_correlation("start_project", args)
-        root = self.check_root(args.get("root"))
-        options = validate_options(args.get("options") or {})
+        args = call.args
+        correlation = call.correlation()
+        root = self.check_root(args.root)
+        options = validate_options(args.options)
         settings = RuntimeOptions.of(options)
         _check_api_key_env(settings)
-        project_id = args.get("project_id") or f"p-{secrets.token_hex(4)}"
+        project_id = args.project_id or f"p-{secrets.token_hex(4)}"
         check_id(
             project_id,
             name="project id",
@@ -377,14 +395,16 @@ class SupervisorCore:
         stopped = self._stopped_event(project_id, correlation_id=correlation)
         return [Stop(to=project.address), AppendThen(events=[stopped], then=done)]
 
-    def _delete_project(self, args: dict[str, Any], reply_to: Any) -> list[Effect]:
+    def op_delete_project(
+        self, call: Call[DeleteProjectArgs], reply_to: Any, message: Any
+    ) -> list[Effect]:
         """Delete a stopped project's history through the Journal (its answer: :meth:`deleted`).
 
         Refused with ``project_running`` while the project runs or is being deleted; a
         project whose stop is still under way (its actors exiting) is deleted once its
         actor is gone, so no late append of theirs outlives the deletion.
         """
-        project_id = str(args["project_id"])
+        project_id = call.args.project_id
         check_id(
             project_id,
             name="project id",
@@ -412,7 +432,7 @@ class SupervisorCore:
             )
         delete = DeleteHistory(
             project_id=project_id,
-            deleted_by=str(args.get("deleted_by") or ""),
+            deleted_by=call.args.deleted_by,
             reply_to=reply_to,
         )
         self.deleting[project_id] = delete
@@ -545,7 +565,7 @@ class SupervisorCore:
             self.failed[project_id] = reason
             fields = {"project_id": project_id, "reason": reason}
             refused: list[Effect] = []
-            for _op, _args, waiting, _message in held:
+            for _call, waiting, _message in held:
                 error = ProjectNotFoundError(
                     f"project {project_id} failed ({reason}) and is not restarted",
                     project_id=project_id,
@@ -629,3 +649,7 @@ class SupervisorCore:
     def exit(self) -> None:
         """The actor system is shutting down: restart nothing from now on."""
         self.exiting = True
+
+
+_OPS = op_handlers(SupervisorCore, "supervisor", forward=SupervisorCore._to_project)
+"""Each op that reaches the Supervisor, and its method (``_to_project``: on to the project)."""

@@ -2,7 +2,8 @@
 
 General layout: ``ops`` (the op table: route, time limit, waiting rule and ids of every
 operation, its arguments checked once; the one place request ids are minted), ``op_args``
-(each op's argument Struct), ``framing`` (the
+(each op's argument Struct, and the ``Call`` that carries it down), ``dispatch`` (each
+level's op → ``op_<name>`` method, built from the table), ``framing`` (the
 4-byte length prefix every socket uses, read and written once), ``protocol`` (msgspec
 JSON frames: requests, replies, errors, events), ``transport``
 (Unix sockets: bind owner-only, connect, peer credentials), ``msgpack_keys`` (repeated map

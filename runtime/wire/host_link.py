@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from runtime.wire.ops import Call
+
 __all__ = ["HOSTS_DIR", "HostReply", "HostRequest", "host_socket_path"]
 
 HOSTS_DIR = "hosts"
@@ -29,10 +31,9 @@ class HostRequest(msgspec.Struct, frozen=True, kw_only=True, tag="request"):
 
     id: int
     """The request's number on its connection (its answer names it)."""
-    op: str
-    """The operation."""
-    args: dict[str, Any]
-    """Its arguments, with the ids the gateway minted."""
+    call: Call[Any]
+    """The request, with the ids the gateway minted; its arguments arrive as a map, which
+    :func:`runtime.wire.ops.call_from_wire` turns back into the op's Struct."""
 
 
 class HostReply(msgspec.Struct, frozen=True, kw_only=True, tag="reply"):

@@ -1,20 +1,24 @@
 """Each op's argument Struct: what a client may send, field by field.
 
 :data:`runtime.wire.ops.OP_TABLE` names the Struct of each op; ``validate_args`` checks a
-request's arguments against it (unknown keys refused). Declarations only.
+request's arguments against it (unknown keys refused); a :class:`Call` carries them down,
+as that Struct, with the ids the gateway gave the request. Declarations only.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 import msgspec
 
+from runtime.errors import RoostError
 from runtime.wire.names import PROJECTION_KEYS
 
 __all__ = [
     "PROJECTION_KEYS",
+    "A",
     "Args",
+    "Call",
     "CallArgs",
     "CancelArgs",
     "ConversationArgs",
@@ -252,3 +256,42 @@ class SubscribeArgs(ProjectArgs, frozen=True, kw_only=True, forbid_unknown_field
     """Only this conversation's events (signals included); the whole project when null."""
     after_seq: Seq = 0
     """Stream events whose ``seq`` is greater than this."""
+
+
+A = TypeVar("A", bound=Args)
+"""An op's arguments Struct."""
+
+
+class Call(msgspec.Struct, Generic[A], frozen=True, kw_only=True):
+    """One request on its way down: its op, its arguments Struct, the ids the gateway gave it.
+
+    The gateway makes it (``runtime.wire.ops.with_ids``); every level below only reads it.
+    """
+
+    op: str
+    """The operation."""
+    args: A
+    """Its arguments, validated (every default filled in)."""
+    correlation_id: str | None = None
+    """The correlation of what it records (``correlated`` ops): the client's or minted."""
+    idempotency_key: str | None = None
+    """Its idempotency key (``send_event``): the client's or minted."""
+
+    def correlation(self) -> str:
+        """The correlation id the gateway gave it (``internal_error`` when none)."""
+        return _minted(self.op, self.correlation_id, "correlation_id")
+
+    def idempotency(self) -> str:
+        """The idempotency key the gateway gave it (``internal_error`` when none)."""
+        return _minted(self.op, self.idempotency_key, "idempotency_key")
+
+
+def _minted(op: str, value: str | None, what: str) -> str:
+    if not value:
+        raise RoostError(
+            f"{op} reached the runtime without its {what}: the gateway mints it, so this "
+            "request did not come through the gateway",
+            reason=f"missing_{what}",
+            op=op,
+        )
+    return value

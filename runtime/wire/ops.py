@@ -1,17 +1,11 @@
-"""The daemon's operations: their names, the arguments each takes, and their time limits.
+"""The daemon's operations, each declared once in :data:`OP_TABLE`.
 
-Every request names an operation (``op``) and carries its arguments (``args``, an object).
-:func:`validate_args` checks them against the op's argument Struct (unknown keys, missing
-keys and wrong types are ``bad_request {reason: invalid_args}``; an unknown op is
-``bad_request {reason: unknown_op}``) and returns them as a plain dict with every default
-filled in, which is what :meth:`runtime.daemon.config.Backend.handle` receives.
-
-Each op is declared once, in :data:`OP_TABLE`: its argument Struct (``op_args``), its
-route (who serves it), its time limit, its waiting rule and where its ids live (minted
-here, once, for the gateway: :func:`with_ids`). The gateway answers the ``gateway`` ops itself
-(``status`` merges the backend's own); ``subscribe`` is the one ``stream`` op; the backend
-serves the ``daemon`` ops from the journal and sends the others down the actor tree, where
-the Supervisor, the Project and the Conversation each read their route from the table.
+A row holds the op's argument Struct (``op_args``), its route (who serves it), its time
+limit, its waiting rule and where its ids live (checked by ``runtime.guard.ids``, minted
+here by :func:`with_ids`). :func:`validate_args` turns a request's arguments into that
+Struct (``bad_request`` with ``reason`` ``unknown_op`` or ``invalid_args``); a
+:class:`~runtime.wire.op_args.Call` carries it down, and each level serves the op with its
+method ``op_<name>`` (``runtime.wire.dispatch``).
 """
 
 from __future__ import annotations
@@ -22,10 +16,12 @@ from typing import Any, Literal
 
 import msgspec
 
-from runtime.errors import BadRequestError, RoostError
+from runtime.errors import BadRequestError
 from runtime.wire.op_args import (
     PROJECTION_KEYS,
+    A,
     Args,
+    Call,
     CallArgs,
     CancelArgs,
     ConversationArgs,
@@ -61,15 +57,18 @@ __all__ = [
     "PROJECTION_KEYS",
     "STREAM_OPS",
     "Args",
+    "Call",
+    "IdKind",
+    "IdPath",
     "InboundEvent",
+    "Level",
     "ListToolsArgs",
     "Op",
     "Route",
     "ToolMeta",
     "ToolRequest",
     "event_type_of",
-    "minted_correlation",
-    "minted_idempotency_key",
+    "id_at",
     "new_idempotency_key",
     "normalize_event",
     "op_timeout_s",
@@ -84,100 +83,145 @@ DEFAULT_OP_TIMEOUT_S = 60.0
 
 
 Route = Literal["gateway", "stream", "daemon", "supervisor", "project", "conversation"]
-"""Who serves an op: the gateway itself, a stream, the daemon's backend (from the
-journal), or an actor: the Supervisor, the project's Project actor, or the conversation's
-Conversation actor (the requests for an actor go down the tree to it)."""
+"""Who serves an op: the gateway, a stream, the daemon's backend (from the journal), or an
+actor of the tree (the Supervisor, the project's Project, the conversation's Conversation)."""
+
+Level = Literal["gateway", "daemon", "supervisor", "project", "conversation"]
+"""A place a request passes on its way down; each serves an op with its ``op_<name>``."""
+
+_LEVELS: tuple[Level, ...] = ("gateway", "daemon", "supervisor", "project", "conversation")
 
 ACTOR_ROUTES: frozenset[str] = frozenset({"supervisor", "project", "conversation"})
 """Routes served by the actor tree."""
 
+IdKind = Literal["project_id", "conversation_id", "correlation_id", "idempotency_key"]
+"""The ids a client may choose, each with its own shape (``runtime.guard.ids``)."""
 
-def _user_message_wait(args: dict[str, Any]) -> bool:
-    event = args.get("event")
-    return (
-        bool(args.get("wait")) and isinstance(event, dict) and event.get("type") == "user.message"
-    )
+IdPath = tuple[IdKind, tuple[str, ...]]
+"""An id a client may choose, and where in the arguments it lives."""
 
 
-def _wait_timeout(args: dict[str, Any]) -> float:
-    if not args.get("wait"):
+def _arg(args: Any, name: str, default: Any = None) -> Any:
+    """A field of an op's arguments: its Struct's, or (a client's) its dict's."""
+    return args.get(name, default) if isinstance(args, dict) else getattr(args, name, default)
+
+
+def _user_message_wait(args: Any) -> bool:
+    return bool(_arg(args, "wait")) and _arg(_arg(args, "event"), "type") == "user.message"
+
+
+def _wait_timeout(args: Any) -> float:
+    if not _arg(args, "wait"):
         return 0.0
-    wait = args.get("wait_timeout_s", 60.0)
+    wait = _arg(args, "wait_timeout_s", 60.0)
     return float(wait) if isinstance(wait, int | float) else 60.0
 
 
 class Op(msgspec.Struct, frozen=True, kw_only=True):
-    """One operation, declared once: its arguments, its route, its time and waiting rules."""
+    """One op: its arguments, route, ids, time and waiting rules; served by ``op_<name>``."""
 
     args: type[Args]
-    """The Struct its arguments must match."""
+    """The Struct its arguments must match; handlers receive it as that Struct (:class:`Call`)."""
     route: Route
     """Who serves it."""
+    reaches: tuple[Level, ...] = ()
+    """Levels below its route that serve it too (``run_tool`` naming a conversation)."""
     timeout_s: float = DEFAULT_OP_TIMEOUT_S
     """Seconds it may take inside the daemon."""
-    extra_timeout: Callable[[dict[str, Any]], float] | None = None
+    extra_timeout: Callable[[Any], float] | None = None
     """Seconds added to ``timeout_s`` for these arguments (``send_event``'s wait)."""
-    waits: Callable[[dict[str, Any]], bool] | None = None
+    waits: Callable[[Any], bool] | None = None
     """Whether a request is answered at the end of the turn it starts, not at commit."""
     event_type: str | None = None
     """For a conversation op that is an inbound event: that event's type."""
     client: bool = True
     """False for an op only the daemon asks its actors (``live_status``)."""
-    correlation: tuple[str, ...] | None = None
-    """Where in the arguments the correlation id of the event it records lives; the
-    gateway mints one there when the client gave none (:func:`with_ids`). An op whose
-    Struct has no such field (``start_conversation``, ``stop_conversation``) always gets
-    one minted: the client cannot choose it."""
-    idempotency: tuple[str, ...] | None = None
-    """Where its idempotency key lives; minted by the gateway when the client gave none."""
+    limited: bool = True
+    """Counted against ``max_inflight``; ``ping`` and ``shutdown`` are answered at once."""
+    correlated: bool = False
+    """It records events under a correlation id: the client's (at its ``correlation_id``
+    path in :attr:`ids`) or one the gateway mints (:func:`with_ids`). An op with no such
+    path (``start_conversation``, ``stop_conversation``) always gets one minted."""
+    ids: tuple[IdPath, ...] = ()
+    """The ids a client may choose and where they live: checked by the gateway
+    (``runtime.guard.ids``); an ``idempotency_key`` is minted when the client gave none."""
+
+    def levels(self) -> tuple[Level, ...]:
+        """Every level a request for this op may pass, from the gateway down."""
+        last = self.route if self.route in _LEVELS else "daemon"
+        return (*_LEVELS[: _LEVELS.index(last) + 1], *self.reaches)
+
+    def serves(self, level: Level) -> bool:
+        """Whether ``level`` answers this op itself (rather than passing it down)."""
+        return level == self.route or level in self.reaches
+
+    def id_path(self, kind: IdKind) -> tuple[str, ...] | None:
+        """Where in the arguments the client may give the id ``kind``, or None."""
+        return next((path for k, path in self.ids if k == kind), None)
 
 
-_CORRELATION = ("correlation_id",)
+_CORRELATION: tuple[IdPath, ...] = (("correlation_id", ("correlation_id",)),)
 
 OP_TABLE: dict[str, Op] = {
-    "ping": Op(args=NoArgs, route="gateway"),
+    "ping": Op(args=NoArgs, route="gateway", limited=False),
     "status": Op(args=NoArgs, route="gateway"),
-    "shutdown": Op(args=NoArgs, route="gateway"),
-    "start_project": Op(args=StartProjectArgs, route="supervisor", correlation=_CORRELATION),
-    "stop_project": Op(args=ProjectArgs, route="supervisor", correlation=_CORRELATION),
+    "shutdown": Op(args=NoArgs, route="gateway", limited=False),
+    "start_project": Op(
+        args=StartProjectArgs,
+        route="supervisor",
+        correlated=True,
+        ids=(("project_id", ("project_id",)),),
+    ),
+    "stop_project": Op(args=ProjectArgs, route="supervisor", correlated=True),
     "list_projects": Op(args=ListProjectsArgs, route="supervisor"),
     "delete_project": Op(args=DeleteProjectArgs, route="supervisor", timeout_s=600.0),
     "diagnostics": Op(args=ProjectArgs, route="daemon"),
     "list_tools": Op(args=ListToolsArgs, route="project"),
     "describe_project": Op(args=ProjectArgs, route="project"),
-    "check_protocol": Op(args=ProtocolArgs, route="project", correlation=_CORRELATION),
+    "check_protocol": Op(args=ProtocolArgs, route="project", correlated=True, ids=_CORRELATION),
     "run_tool": Op(
-        args=RunToolArgs, route="project", correlation=("request", "meta", "correlation_id")
+        args=RunToolArgs,
+        route="project",
+        reaches=("conversation",),
+        correlated=True,
+        ids=(("correlation_id", ("request", "meta", "correlation_id")),),
     ),
-    "start_conversation": Op(args=StartConversationArgs, route="project", correlation=_CORRELATION),
+    "start_conversation": Op(
+        args=StartConversationArgs,
+        route="project",
+        correlated=True,
+        ids=(("conversation_id", ("conversation_id",)),),
+    ),
     "live_status": Op(args=ProjectArgs, route="project", client=False),
     "inject_fault": Op(args=InjectFaultArgs, route="project"),
-    "stop_conversation": Op(args=ConversationArgs, route="conversation", correlation=_CORRELATION),
+    "stop_conversation": Op(args=ConversationArgs, route="conversation", correlated=True),
     "send_event": Op(
         args=SendEventArgs,
         route="conversation",
         extra_timeout=_wait_timeout,
         waits=_user_message_wait,
-        correlation=("event", "correlation_id"),
-        idempotency=("idempotency_key",),
+        correlated=True,
+        ids=(
+            ("correlation_id", ("event", "correlation_id")),
+            ("idempotency_key", ("idempotency_key",)),
+        ),
     ),
     "cancel": Op(
         args=CancelArgs,
         route="conversation",
         event_type="conversation.cancel",
-        correlation=_CORRELATION,
+        correlated=True,
+        ids=_CORRELATION,
     ),
     "resume": Op(
         args=ConversationArgs,
         route="conversation",
         event_type="conversation.resume",
-        correlation=_CORRELATION,
+        correlated=True,
     ),
-    "approve": Op(
-        args=CallArgs, route="conversation", event_type="tool.approved", correlation=_CORRELATION
-    ),
+    "approve": Op(args=CallArgs, route="conversation", event_type="tool.approved", correlated=True),
     "reject": Op(
-        args=RejectArgs, route="conversation", event_type="tool.rejected", correlation=_CORRELATION
+        args=RejectArgs, route="conversation", event_type="tool.rejected", correlated=True
     ),
     "get_projection": Op(args=ProjectionArgs, route="conversation"),
     "incident_timeline": Op(args=TimelineArgs, route="daemon"),
@@ -252,8 +296,8 @@ def normalize_event(event: dict[str, Any]) -> dict[str, Any]:
     return {"type": event["type"], "data": data, "correlation_id": correlation_id}
 
 
-def validate_args(op: str, args: Any) -> dict[str, Any]:
-    """Check ``args`` for ``op``; return them as a dict with every default filled in.
+def validate_args(op: str, args: Any) -> Args:
+    """Check ``args`` for ``op``; return them as its Struct with every default filled in.
 
     Raises :class:`BadRequestError` with ``reason`` ``unknown_op`` (and ``op``) or
     ``invalid_args`` (with ``op`` and msgspec's ``problem``, e.g. "Object missing required
@@ -273,13 +317,11 @@ def validate_args(op: str, args: Any) -> dict[str, Any]:
             problem="args is not an object",
         )
     try:
-        checked = msgspec.convert(args, cls)
+        return msgspec.convert(args, cls)
     except msgspec.ValidationError as e:
         raise BadRequestError(
             f"invalid arguments for {op}: {e}", reason="invalid_args", op=op, problem=str(e)
         ) from e
-    result: dict[str, Any] = msgspec.to_builtins(checked)
-    return result
 
 
 def new_idempotency_key() -> str:
@@ -287,93 +329,71 @@ def new_idempotency_key() -> str:
     return str(uuid.uuid4())
 
 
-def _mint(args: dict[str, Any], path: tuple[str, ...], new: Callable[[], str]) -> dict[str, Any]:
-    """``args`` with ``new()`` at ``path`` when nothing is there (copies, never mutates)."""
-    *parents, key = path
-    copy = dict(args)
-    holder = copy
-    for name in parents:
-        inner = holder.get(name)
-        if not isinstance(inner, dict):
-            return args
-        holder[name] = dict(inner)
-        holder = holder[name]
-    if holder.get(key) in (None, ""):
-        holder[key] = new()
-        return copy
-    return args
+def id_at(args: Any, path: tuple[str, ...] | None) -> Any:
+    """The value at ``path`` in an op's arguments Struct (None when absent)."""
+    value = args if path else None
+    for name in path or ():
+        value = getattr(value, name, None)
+    return value
 
 
-def with_ids(op: str, args: dict[str, Any]) -> dict[str, Any]:
-    """``args`` with a fresh correlation id and idempotency key where the client gave none.
+def _put(args: A, path: tuple[str, ...] | None, value: str | None) -> A:
+    """``args`` with ``value`` at ``path`` (a copy; unchanged without a path)."""
+    if not path or value is None:
+        return args
+    name, *rest = path
+    inner = value if not rest else _put(getattr(args, name), tuple(rest), value)
+    return msgspec.structs.replace(args, **{name: inner})
 
-    Only where ``op`` has them. The one place the daemon mints a request's correlation id
-    and idempotency key (the gateway calls it once the ids the client gave were checked);
-    the caller's dict is left alone. Ops that record neither come back unchanged. Below
-    the gateway they are only read (:func:`minted_correlation`, :func:`minted_idempotency_key`).
+
+def with_ids(op: str, args: A) -> Call[A]:
+    """The request ``op`` with ``args``, with the ids the gateway gives it.
+
+    A ``correlated`` op gets the client's correlation id, or a fresh one (written at its
+    path too, when it has one); an op with an ``idempotency_key`` path gets the client's
+    key or a fresh one. The one place the daemon mints them (the gateway calls it once the
+    ids the client gave were checked); below the gateway they are only read
+    (:meth:`Call.correlation`, :meth:`Call.idempotency`).
     """
     # the events package is the daemon's: a client (``roost send``) imports this module
     # without it (the ``thin-client`` contract in pyproject.toml)
     from events.envelope import new_correlation_id  # noqa: PLC0415
 
-    spec = OP_TABLE.get(op)
-    if spec is None:
-        return args
-    if spec.correlation is not None:
-        args = _mint(args, spec.correlation, new_correlation_id)
-    if spec.idempotency is not None:
-        args = _mint(args, spec.idempotency, new_idempotency_key)
-    return args
+    spec = OP_TABLE[op]
+    correlation_path = spec.id_path("correlation_id")
+    key_path = spec.id_path("idempotency_key")
+    correlation = (
+        (id_at(args, correlation_path) or new_correlation_id()) if spec.correlated else None
+    )
+    key = (id_at(args, key_path) or new_idempotency_key()) if key_path else None
+    args = _put(_put(args, correlation_path, correlation), key_path, key)
+    return Call(op=op, args=args, correlation_id=correlation, idempotency_key=key)
 
 
-def _minted(op: str, args: dict[str, Any], path: tuple[str, ...] | None, what: str) -> str:
-    value: Any = args
-    for name in path or ():
-        value = value.get(name) if isinstance(value, dict) else None
-    if path is None or not isinstance(value, str) or not value:
-        raise RoostError(
-            f"{op} reached {what} without its {path[-1] if path else what}: the gateway mints "
-            "it, so this request did not come through the gateway",
-            reason=f"missing_{path[-1] if path else 'id'}",
-            op=op,
-        )
-    return value
-
-
-def minted_correlation(op: str, args: dict[str, Any]) -> str:
-    """The correlation id the gateway gave ``op``'s request (``internal_error`` when none)."""
-    spec = OP_TABLE.get(op)
-    return _minted(op, args, spec.correlation if spec else None, "the runtime")
-
-
-def minted_idempotency_key(op: str, args: dict[str, Any]) -> str:
-    """The idempotency key the gateway gave ``op``'s request (``internal_error`` when none)."""
-    spec = OP_TABLE.get(op)
-    return _minted(op, args, spec.idempotency if spec else None, "the runtime")
-
-
-def waits_for_turn(op: str, args: dict[str, Any]) -> bool:
-    """Whether a validated request sends a ``user.message`` and waits for its turn to end.
+def waits_for_turn(call: Call[Any]) -> bool:
+    """Whether a request sends a ``user.message`` and waits for its turn to end.
 
     Such a request is answered with the turn's outcome; the daemon gives it a correlation
     id when the client gave none, and the Project remembers it (a conversation restarted
     after a crash answers it).
     """
-    spec = OP_TABLE.get(op)
-    return spec is not None and spec.waits is not None and spec.waits(args)
+    spec = OP_TABLE.get(call.op)
+    return spec is not None and spec.waits is not None and spec.waits(call.args)
 
 
-def op_timeout_s(op: str, args: dict[str, Any]) -> float:
+def op_timeout_s(op: str, args: Args | dict[str, Any]) -> float:
     """Seconds the daemon gives a request before its deadline (the client waits a bit longer).
 
     ``send_event`` with ``wait`` gets its ``wait_timeout_s`` on top of the default; one
     that waits for the turn it starts (a ``user.message``) gets its ``wait_timeout_s``
-    alone: the client gives up on the turn after that many seconds (``timeout``).
+    alone: the client gives up on the turn after that many seconds (``timeout``). The
+    arguments are the op's Struct, or a client's dict.
     """
     spec = OP_TABLE.get(op)
     if spec is None:
         return DEFAULT_OP_TIMEOUT_S
-    if spec.waits is not None and spec.waits(args) and spec.extra_timeout is not None:
+    if spec.extra_timeout is None:
+        return spec.timeout_s
+    if spec.waits is not None and spec.waits(args):
         return spec.extra_timeout(args)
-    extra = spec.extra_timeout(args) if spec.extra_timeout is not None else 0.0
-    return spec.timeout_s + extra
+    return spec.timeout_s + spec.extra_timeout(args)

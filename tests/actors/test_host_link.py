@@ -16,6 +16,7 @@ from actors.messages import Reply, Request
 from runtime.daemon.host_link_client import HostLinks
 from runtime.journal.link import LinkHello
 from runtime.wire.host_link import HostRequest, host_socket_path
+from tests.runtime.calls import call_of
 from tests.runtime.daemon_helpers import wait_for
 
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -41,15 +42,16 @@ def test_a_request_is_answered_over_the_hosts_socket(tmp_path: Path) -> None:
 
     def answer(request: Request) -> Reply:
         seen.append(request)
-        return Reply(ok=True, result={"op": request.op, "args": request.args})
+        return Reply(ok=True, result=request.call.op)
 
     server = serve(tmp_path, answer)
     links = HostLinks(str(tmp_path), TOKEN)
     try:
         for i in range(3):  # the second and third reuse the pooled connection
-            reply = links.ask("p1", "describe_project", {"project_id": "p1", "n": i}, _later())
-            assert reply is not None and reply.ok
-            assert reply.result == {"op": "describe_project", "args": {"project_id": "p1", "n": i}}
+            call = call_of("project_events", limit=i + 1)
+            reply = links.ask("p1", call, _later())
+            assert reply is not None and (reply.ok, reply.result) == (True, "project_events")
+            assert seen[-1].call == call  # its arguments are the op's Struct again
         assert links.idle_count() == 1 and links.sent == 3
         assert all(is_link_address(r.reply_to) for r in seen)
         assert server.served == 3
@@ -64,7 +66,7 @@ def test_an_error_keeps_its_wire_shape(tmp_path: Path) -> None:
     server = serve(tmp_path, lambda _request: Reply(ok=False, error=error))
     links = HostLinks(str(tmp_path), TOKEN)
     try:
-        reply = links.ask("p1", "get_projection", {"project_id": "p1"}, _later())
+        reply = links.ask("p1", call_of("describe_project"), _later())
         assert reply is not None and (reply.ok, reply.error) == (False, error)
     finally:
         links.close()
@@ -73,12 +75,12 @@ def test_an_error_keeps_its_wire_shape(tmp_path: Path) -> None:
 
 def test_no_host_socket_or_a_host_that_dies_means_ask_the_actor_tree(tmp_path: Path) -> None:
     links = HostLinks(str(tmp_path), TOKEN)
-    assert links.ask("p1", "describe_project", {"project_id": "p1"}, _later()) is None
+    assert links.ask("p1", call_of("describe_project"), _later()) is None
     never = threading.Event()
     server = serve(tmp_path, lambda _request: never.wait(30) and Reply(ok=True))
     result: list[Any] = []
     thread = threading.Thread(
-        target=lambda: result.append(links.ask("p1", "x", {"project_id": "p1"}, _later()))
+        target=lambda: result.append(links.ask("p1", call_of("describe_project"), _later()))
     )
     thread.start()
     wait_for(lambda: server.served == 1, what="the request to reach the host")
@@ -93,14 +95,14 @@ def test_an_answer_to_an_earlier_request_on_the_connection_is_skipped(tmp_path: 
 
     def answer(request: Request) -> Reply:
         answers.append(request.reply_to)
-        return Reply(ok=True, result=request.args["n"])
+        return Reply(ok=True, result=request.call.args.limit)
 
     server = serve(tmp_path, answer)
     links = HostLinks(str(tmp_path), TOKEN)
     try:
-        assert links.ask("p1", "x", {"project_id": "p1", "n": 1}, _later()).result == 1  # type: ignore[union-attr]
+        assert links.ask("p1", call_of("project_events", limit=1), _later()).result == 1  # type: ignore[union-attr]
         server.reply(answers[0], Reply(ok=True, result="late duplicate"))  # the first, again
-        assert links.ask("p1", "x", {"project_id": "p1", "n": 2}, _later()).result == 2  # type: ignore[union-attr]
+        assert links.ask("p1", call_of("project_events", limit=2), _later()).result == 2  # type: ignore[union-attr]
     finally:
         links.close()
         server.close()
@@ -113,7 +115,10 @@ def test_a_wrong_token_is_cut_before_any_request_reaches_the_host(tmp_path: Path
     sock.settimeout(10)
     try:
         frames = b""
-        for message in (LinkHello(token="f" * 32), HostRequest(id=1, op="x", args={})):
+        for message in (
+            LinkHello(token="f" * 32),
+            HostRequest(id=1, call=call_of("describe_project")),
+        ):
             body = msgspec.msgpack.encode(message)
             frames += struct.pack("!I", len(body)) + body
         try:  # both at once: the server may close while a second write is still on its way

@@ -1,7 +1,10 @@
 """An in-memory Backend with every op, to test the transport, client and CLI for real.
 
 ``ROOST_BACKEND=tests.runtime.fake_backend:create`` makes a real daemon process serve
-requests from this. Shapes are plausible, not faithful; errors use the real codes.
+requests from this. Shapes are plausible, not faithful; errors use the real codes. Its
+dispatch is built from the op table as the real backend's is
+(``runtime.wire.ops.op_handlers``, with no fallback to actors): an op the table gains fails
+this module's import until the fake serves it too, so the two cannot drift apart.
 
 Hooks for tests: a ``send_event`` whose ``data`` has ``"hang": true`` and ``wait`` never
 finishes its turn (so ``wait`` ends with ``timeout``); ``run_tool`` of ``fake.crash``
@@ -33,8 +36,23 @@ from runtime.errors import (
     InvalidRootPathError,
     InvalidRuntimeOptError,
     ProjectNotFoundError,
+    ProjectRunningError,
     RequestTimeoutError,
 )
+from runtime.wire.dispatch import op_handlers
+from runtime.wire.op_args import (
+    CallArgs,
+    CancelArgs,
+    ConversationArgs,
+    DeleteProjectArgs,
+    InjectFaultArgs,
+    ProjectArgs,
+    ProjectEventsArgs,
+    ProtocolArgs,
+    RejectArgs,
+    SubscribeArgs,
+)
+from runtime.wire.ops import Call, event_type_of
 
 KNOWN_OPTIONS = {"tool_timeout_ms": 30000, "max_rounds": 25, "approval_mode": "never"}
 
@@ -88,6 +106,7 @@ class FakeBackend:
         self.cond = threading.Condition()
         self.closed = False
         self._ids = 0
+        self._ops = op_handlers(self, "daemon")  # a subclass's own op methods included
 
     # --- helpers --------------------------------------------------------------------
 
@@ -150,19 +169,19 @@ class FakeBackend:
 
     # --- Backend --------------------------------------------------------------------
 
-    def handle(self, op: str, args: dict[str, Any], *, deadline: float) -> Any:
-        """Serve one op."""
-        method = getattr(self, "op_" + op, None)
-        if method is None:
-            raise BadRequestError(f"fake backend has no op {op!r}", reason="unknown_op", op=op)
+    def handle(self, call: Call[Any], *, deadline: float) -> Any:
+        """Serve one op with its ``op_<name>`` method (``_OPS``, built from the op table)."""
         with self.cond:
-            return method(args, deadline)
+            return self._ops[call.op](call, deadline)
 
-    def subscribe(self, args: dict[str, Any], stop: threading.Event) -> Iterator[dict[str, Any]]:
+    def status(self, *, deadline: float) -> dict[str, Any]:
+        """The backend's part of ``status``."""
+        with self.cond:
+            return {"projects": len(self.projects), "backend": "fake"}
+
+    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[dict[str, Any]]:
         """Yield the project's events after ``after_seq``; end when the project stops."""
-        project_id = args["project_id"]
-        conversation_id = args.get("conversation_id")
-        cursor = int(args.get("after_seq", 0))
+        project_id, conversation_id, cursor = args.project_id, args.conversation_id, args.after_seq
         with self.cond:
             self._project(project_id)
         while not stop.is_set() and not self.closed:
@@ -191,36 +210,35 @@ class FakeBackend:
 
     # --- ops ------------------------------------------------------------------------
 
-    def op_status(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        return {"projects": len(self.projects), "backend": "fake"}
-
-    def op_start_project(self, args: dict[str, Any], deadline: float) -> str:
-        root = args["root"]
+    def op_start_project(self, call: Call[Any], deadline: float) -> str:
+        args = call.args
+        root = args.root
         if not os.path.isdir(root):
             raise InvalidRootPathError(f"project root {root!r} is not a directory", root=root)
-        for key in args["options"]:
+        for key in args.options:
             if key not in KNOWN_OPTIONS:
                 raise InvalidRuntimeOptError(
                     f"unknown option {key!r}", key=key, reason="unknown_option"
                 )
-        project_id = args["project_id"] or self._next_id("proj")
+        project_id = args.project_id or self._next_id("proj")
         if project_id in self.projects:
             raise AlreadyStartedError(
                 f"project {project_id!r} is already running", project_id=project_id
             )
-        options = {**KNOWN_OPTIONS, **args["options"]}
+        options = {**KNOWN_OPTIONS, **args.options}
         project = Project(project_id, root, options, format_at(datetime.now(UTC)))
         self.projects[project_id] = project
         self._append(project, None, "project.started", {"root": root, "options": options})
         return project_id
 
-    def op_stop_project(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        project = self._project(args["project_id"])
+    def op_stop_project(self, call: Call[Any], deadline: float) -> dict[str, Any]:
+        args = call.args
+        project = self._project(args.project_id)
         self._append(project, None, "project.stopped", {})
         del self.projects[project.project_id]
         return {"project_id": project.project_id, "stopped": True}
 
-    def op_list_projects(self, args: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
+    def op_list_projects(self, call: Call[Any], deadline: float) -> list[dict[str, Any]]:
         return [
             {
                 "project_id": p.project_id,
@@ -231,8 +249,9 @@ class FakeBackend:
             for p in sorted(self.projects.values(), key=lambda p: p.project_id)
         ]
 
-    def op_diagnostics(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        p = self._project(args["project_id"])
+    def op_diagnostics(self, call: Call[Any], deadline: float) -> dict[str, Any]:
+        args = call.args
+        p = self._project(args.project_id)
         return {
             "project_id": p.project_id,
             "root": p.root,
@@ -244,41 +263,42 @@ class FakeBackend:
             "conversations": sorted(p.conversations),
         }
 
-    def op_list_tools(self, args: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
-        self._project(args["project_id"])
+    def op_list_tools(self, call: Call[Any], deadline: float) -> list[dict[str, Any]]:
+        args = call.args
+        self._project(args.project_id)
         return TOOLS
 
-    def op_run_tool(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        p = self._project(args["project_id"])
-        request = args["request"]
-        meta = request["meta"]
-        if meta["conversation_id"] is not None:
-            self._conversation(p.project_id, meta["conversation_id"])
-        name = request["name"]
+    def op_run_tool(self, call: Call[Any], deadline: float) -> dict[str, Any]:
+        args = call.args
+        p = self._project(args.project_id)
+        request = args.request
+        meta = request.meta
+        if meta.conversation_id is not None:
+            self._conversation(p.project_id, meta.conversation_id)
+        name = request.name
         if name == "fake.crash":
             raise RuntimeError("the fake tool crashed")
         base = {
             "tool": name,
             "call_id": self._next_id("call"),
-            "conversation_id": meta["conversation_id"],
-            "correlation_id": meta["correlation_id"] or new_correlation_id(),
+            "conversation_id": meta.conversation_id,
+            "correlation_id": call.correlation(),
             "duration_ms": 1,
         }
         if name == "fake.big":
-            return {**base, "status": "ok", "kind": "sync", "result": "x" * request["args"]["size"]}
+            return {**base, "status": "ok", "kind": "sync", "result": "x" * request.args["size"]}
         if name not in {t["name"] for t in TOOLS}:
             reason = {"code": "unknown_tool", "message": f"no tool {name!r}"}
             return {**base, "status": "error", "reason": reason}
-        result = {**base, "status": "ok", "kind": "sync", "result": {"args": request["args"]}}
-        if meta["conversation_id"] is not None:
-            self._append(
-                p, meta["conversation_id"], "tool.completed", result, base["correlation_id"]
-            )
+        result = {**base, "status": "ok", "kind": "sync", "result": {"args": request.args}}
+        if meta.conversation_id is not None:
+            self._append(p, meta.conversation_id, "tool.completed", result, base["correlation_id"])
         return result
 
-    def op_start_conversation(self, args: dict[str, Any], deadline: float) -> str:
-        p = self._project(args["project_id"])
-        conversation_id = args["conversation_id"] or self._next_id("conv")
+    def op_start_conversation(self, call: Call[Any], deadline: float) -> str:
+        args = call.args
+        p = self._project(args.project_id)
+        conversation_id = args.conversation_id or self._next_id("conv")
         if conversation_id in p.conversations:
             raise ConversationAlreadyStartedError(
                 f"conversation {conversation_id!r} already exists",
@@ -289,20 +309,22 @@ class FakeBackend:
         self._append(p, conversation_id, "conversation.started", {})
         return conversation_id
 
-    def op_stop_conversation(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        p = self._conversation(args["project_id"], args["conversation_id"])
-        self._append(p, args["conversation_id"], "conversation.stopped", {})
-        del p.conversations[args["conversation_id"]]
-        return {"conversation_id": args["conversation_id"], "stopped": True}
+    def op_stop_conversation(self, call: Call[Any], deadline: float) -> dict[str, Any]:
+        args = call.args
+        p = self._conversation(args.project_id, args.conversation_id)
+        self._append(p, args.conversation_id, "conversation.stopped", {})
+        del p.conversations[args.conversation_id]
+        return {"conversation_id": args.conversation_id, "stopped": True}
 
-    def op_send_event(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        p = self._conversation(args["project_id"], args["conversation_id"])
-        key = args["idempotency_key"]
+    def op_send_event(self, call: Call[Any], deadline: float) -> dict[str, Any]:
+        args = call.args
+        p = self._conversation(args.project_id, args.conversation_id)
+        key = args.idempotency_key
         if key is not None and key in self.acks:
             return self.acks[key]
-        inbound = args["event"]
+        inbound = args.event
         event = self._append(
-            p, args["conversation_id"], inbound["type"], inbound["data"], inbound["correlation_id"]
+            p, args.conversation_id, inbound.type, inbound.data, call.correlation()
         )
         ack: dict[str, Any] = {
             "seq": event["seq"],
@@ -311,56 +333,60 @@ class FakeBackend:
         }
         if key is not None:
             self.acks[key] = ack
-        if not args["wait"]:
+        if not args.wait:
             return ack
-        if inbound["data"].get("hang"):
-            limit = time.monotonic() + args["wait_timeout_s"]
+        if inbound.data.get("hang"):
+            limit = time.monotonic() + args.wait_timeout_s
             while time.monotonic() < limit:
                 self.cond.wait(limit - time.monotonic())
             raise RequestTimeoutError(
-                f"the turn did not end within {args['wait_timeout_s']} s",
-                timeout_s=args["wait_timeout_s"],
+                f"the turn did not end within {args.wait_timeout_s} s",
+                timeout_s=args.wait_timeout_s,
             )
-        content = inbound["data"].get("content", "")
+        content = inbound.data.get("content", "")
         corr = event["correlation_id"]
         self._append(
             p,
-            args["conversation_id"],
+            args.conversation_id,
             "assistant.message",
             {"content": f"Acknowledged: {content}"},
             corr,
         )
         done = self._append(
             p,
-            args["conversation_id"],
+            args.conversation_id,
             "llm.completed",
             {"finish_reason": "stop", "tool_call_count": 0, "usage": {}},
             corr,
         )
         return {**ack, "outcome": "completed", "final_seq": done["seq"]}
 
-    def _ack(self, args: dict[str, Any], type_: str, data: dict[str, Any]) -> dict[str, Any]:
-        p = self._conversation(args["project_id"], args["conversation_id"])
-        event = self._append(p, args["conversation_id"], type_, data, args.get("correlation_id"))
+    def _ack(self, call: Call[Any], data: dict[str, Any]) -> dict[str, Any]:
+        """Record the op's own inbound event (its row's ``event_type``); answer its ack."""
+        args = call.args
+        p = self._conversation(args.project_id, args.conversation_id)
+        type_ = event_type_of(call.op)
+        assert type_ is not None
+        event = self._append(p, args.conversation_id, type_, data, call.correlation())
         return {k: event[k] for k in ("seq", "event_id", "correlation_id")}
 
-    def op_cancel(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        return self._ack(args, "conversation.cancel", {"reason": args["reason"] or "user"})
+    def op_cancel(self, call: Call[CancelArgs], deadline: float) -> dict[str, Any]:
+        return self._ack(call, {"reason": call.args.reason or "user"})
 
-    def op_resume(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        return self._ack(args, "conversation.resume", {})
+    def op_resume(self, call: Call[ConversationArgs], deadline: float) -> dict[str, Any]:
+        return self._ack(call, {})
 
-    def op_approve(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        return self._ack(args, "tool.approved", {"call_id": args["call_id"], "reason": None})
+    def op_approve(self, call: Call[CallArgs], deadline: float) -> dict[str, Any]:
+        return self._ack(call, {"call_id": call.args.call_id, "reason": None})
 
-    def op_reject(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        data = {"call_id": args["call_id"], "reason": args["reason"]}
-        return self._ack(args, "tool.rejected", data)
+    def op_reject(self, call: Call[RejectArgs], deadline: float) -> dict[str, Any]:
+        return self._ack(call, {"call_id": call.args.call_id, "reason": call.args.reason})
 
-    def op_get_projection(self, args: dict[str, Any], deadline: float) -> Any:
-        self._conversation(args["project_id"], args["conversation_id"])
-        events = self._conv_events(args["project_id"], args["conversation_id"])
-        key = args["key"]
+    def op_get_projection(self, call: Call[Any], deadline: float) -> Any:
+        args = call.args
+        self._conversation(args.project_id, args.conversation_id)
+        events = self._conv_events(args.project_id, args.conversation_id)
+        key = args.key
         if key == "timeline":
             return events
         if key == "pending_tool_calls":
@@ -378,16 +404,17 @@ class FakeBackend:
             "status": "idle",
         }
 
-    def op_incident_timeline(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        self._conversation(args["project_id"], args["conversation_id"])
-        limit = args["limit"]
+    def op_incident_timeline(self, call: Call[Any], deadline: float) -> dict[str, Any]:
+        args = call.args
+        self._conversation(args.project_id, args.conversation_id)
+        limit = args.limit
         if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
             limit = 100
         limit = min(limit, 500)
-        corr = args["correlation_id"]
+        corr = args.correlation_id
         events = [
             e
-            for e in self._conv_events(args["project_id"], args["conversation_id"])
+            for e in self._conv_events(args.project_id, args.conversation_id)
             if corr is None or e["correlation_id"] == corr
         ]
         entries = [
@@ -404,34 +431,78 @@ class FakeBackend:
             for e in events[-limit:]
         ]
         return {
-            "project_id": args["project_id"],
-            "conversation_id": args["conversation_id"],
+            "project_id": args.project_id,
+            "conversation_id": args.conversation_id,
             "correlation_id": corr,
             "limit": limit,
             "total_entries": len(events),
             "entries": entries,
         }
 
-    def op_incident_report(self, args: dict[str, Any], deadline: float) -> Any:
-        self._conversation(args["project_id"], args["conversation_id"])
-        events = self._conv_events(args["project_id"], args["conversation_id"])
+    def op_incident_report(self, call: Call[Any], deadline: float) -> Any:
+        args = call.args
+        self._conversation(args.project_id, args.conversation_id)
+        events = self._conv_events(args.project_id, args.conversation_id)
         asked = [e["data"].get("content") for e in events if e["type"] == "user.message"]
         report = {
-            "project_id": args["project_id"],
-            "conversation_id": args["conversation_id"],
-            "correlation_id": args["correlation_id"],
+            "project_id": args.project_id,
+            "conversation_id": args.conversation_id,
+            "correlation_id": args.correlation_id,
             "asked": asked,
             "event_count": len(events),
             "first_error": None,
         }
-        if args["format"] == "md":
-            lines = [f"# Incident report: {args['conversation_id']}", ""]
+        if args.format == "md":
+            lines = [f"# Incident report: {args.conversation_id}", ""]
             lines += [f"- asked: {text}" for text in asked]
             return "\n".join(lines) + "\n"
         return report
 
-    def op_verify(self, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        p = self._project(args["project_id"])
+    def op_delete_project(self, call: Call[DeleteProjectArgs], deadline: float) -> Any:
+        project_id = call.args.project_id
+        if project_id in self.projects:
+            raise ProjectRunningError(
+                f"project {project_id} is running; stop it first",
+                project_id=project_id,
+                reason="running",
+            )
+        kept = [e for e in self.events if e["project_id"] != project_id]
+        if len(kept) == len(self.events):
+            raise ProjectNotFoundError(f"no project {project_id!r}", project_id=project_id)
+        deleted, self.events[:] = len(self.events) - len(kept), kept
+        return {"project_id": project_id, "deleted_events": deleted}
+
+    def op_describe_project(self, call: Call[ProjectArgs], deadline: float) -> Any:
+        p = self._project(call.args.project_id)
+        return {"project_id": p.project_id, "root": p.root, "options": p.options}
+
+    def op_check_protocol(self, call: Call[ProtocolArgs], deadline: float) -> Any:
+        p = self._project(call.args.project_id)
+        allowed = call.args.protocol in p.options.get("protocol_allowlist", [])
+        return {"protocol": call.args.protocol, "allowed": allowed}
+
+    def op_inject_fault(self, call: Call[InjectFaultArgs], deadline: float) -> Any:
+        self._project(call.args.project_id)
+        raise BadRequestError(
+            "inject_fault is refused: the fake backend has no hosted children",
+            reason="fault_injection_disabled",
+        )
+
+    def op_project_events(self, call: Call[ProjectEventsArgs], deadline: float) -> Any:
+        p = self._project(call.args.project_id)
+        own = [e for e in self.events if e["project_id"] == p.project_id]
+        own = [e for e in own if e["conversation_id"] is None]
+        entries = [{"seq": e["seq"], "at": e["at"], "type": e["type"]} for e in own]
+        return {
+            "project_id": p.project_id,
+            "limit": call.args.limit,
+            "total_entries": len(entries),
+            "entries": entries[-call.args.limit :],
+        }
+
+    def op_verify(self, call: Call[Any], deadline: float) -> dict[str, Any]:
+        args = call.args
+        p = self._project(args.project_id)
         count = sum(1 for e in self.events if e["project_id"] == p.project_id)
         if os.path.exists(os.path.join(p.root, ".fake-verify-mismatch")):
             mismatch = {"kind": "projection", "conversation_id": "c1", "projection": "timeline"}
@@ -442,6 +513,11 @@ class FakeBackend:
                 "mismatches": [mismatch],
             }
         return {"ok": True, "checked_events": count, "chain_ok": True, "mismatches": []}
+
+
+_OPS = op_handlers(FakeBackend, "daemon")
+"""Every op that reaches a backend, and the fake's method for it: importing this module
+fails when the op table has an op the fake does not serve, or the fake one the table lacks."""
 
 
 def create(config: DaemonConfig) -> FakeBackend:

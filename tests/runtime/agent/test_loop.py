@@ -29,7 +29,7 @@ from runtime.llm.base import ModelError, ModelReply
 from runtime.llm.deterministic import DeterministicAdapter
 from runtime.llm.resilience import CircuitBreaker, ResilientAdapter
 from runtime.policy.options import validate_options
-from runtime.wire.ops import with_ids
+from tests.runtime.calls import call_of
 
 CLIENT = "client-address"
 
@@ -129,8 +129,7 @@ class Harness:
 
     def send(self, event: dict[str, Any], *, wait: bool = False) -> None:
         """As the gateway forwards a ``send_event``: ids minted where the client gave none."""
-        args = with_ids("send_event", {"conversation_id": "c1", "event": event, "wait": wait})
-        self.run(self.core.request("send_event", args, CLIENT))
+        self.run(self.core.request(call_of("send_event", event=event, wait=wait), CLIENT))
 
     def types(self) -> list[str]:
         return [e.type for e in self.journal]

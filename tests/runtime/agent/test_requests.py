@@ -20,7 +20,17 @@ from runtime.agent.core import ConversationCore
 from runtime.agent.effects import Answer, AppendBatch, RunDirectForConversation
 from runtime.errors import BadRequestError, RoostError
 from runtime.policy.options import validate_options
-from runtime.wire.ops import with_ids
+from runtime.wire.op_args import SendEventArgs
+from runtime.wire.ops import OP_TABLE, Call
+from tests.runtime.calls import call_of
+
+
+def send_args(event: dict[str, Any]) -> SendEventArgs:
+    """``send_event``'s arguments for ``event`` in conversation ``c1`` (no ids minted)."""
+    return msgspec.convert(
+        {"project_id": "p1", "conversation_id": "c1", "event": event}, SendEventArgs
+    )
+
 
 CLIENT = "client-address"
 NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -48,16 +58,16 @@ def commit(events: list[NewEvent], first_seq: int = 1) -> list[Envelope]:
     ]
 
 
-def gateway(op: str, **args: Any) -> dict[str, Any]:
-    """The arguments as the gateway forwards them: ids minted where the client gave none."""
-    return with_ids(op, {"project_id": "p1", "conversation_id": "c1", **args})
+def gateway(op: str, **args: Any) -> Call[Any]:
+    """The request as the gateway forwards it: ids minted where the client gave none."""
+    return call_of(op, args)
 
 
 def test_send_event_appends_the_event_under_the_gateways_ids() -> None:
     core = make_core(orchestration=False)
     event = {"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-a"}
     args = gateway("send_event", event=event, idempotency_key="k-1")
-    (append,) = core.request("send_event", args, CLIENT)
+    (append,) = core.request(args, CLIENT)
     assert isinstance(append, AppendBatch)
     assert append.key == "p1/c1/k-1"  # scoped to the conversation
     assert append.ack_to == CLIENT
@@ -68,7 +78,7 @@ def test_send_event_without_the_gateways_idempotency_key_is_an_internal_error() 
     core = make_core()
     event = {"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-a"}
     with pytest.raises(RoostError) as caught:
-        core.request("send_event", {"conversation_id": "c1", "event": event}, CLIENT)
+        core.request(Call(op="send_event", args=send_args(event), correlation_id="corr-a"), CLIENT)
     assert caught.value.code == "internal_error"
     assert caught.value.details["reason"] == "missing_idempotency_key"
 
@@ -77,7 +87,8 @@ def test_send_event_without_the_gateways_idempotency_key_is_an_internal_error() 
 def test_an_op_without_the_gateways_correlation_id_is_an_internal_error(op: str) -> None:
     core = make_core()
     with pytest.raises(RoostError) as caught:
-        core.request(op, {"project_id": "p1", "conversation_id": "c1"}, CLIENT)
+        args = msgspec.convert({"project_id": "p1", "conversation_id": "c1"}, OP_TABLE[op].args)
+        core.request(Call(op=op, args=args), CLIENT)
     assert caught.value.code == "internal_error"
     assert caught.value.details["reason"] == "missing_correlation_id"
 
@@ -92,7 +103,7 @@ def test_an_inbound_event_without_a_correlation_id_is_an_internal_error() -> Non
 def test_cancel_with_a_reason_records_conversation_cancel_under_its_correlation() -> None:
     core = make_core()
     args = gateway("cancel", correlation_id="corr-c", reason="enough")
-    (append,) = core.request("cancel", args, CLIENT)
+    (append,) = core.request(args, CLIENT)
     assert isinstance(append, AppendBatch)
     (event,) = append.events
     assert (event.type, event.data, event.correlation_id) == (
@@ -105,38 +116,38 @@ def test_cancel_with_a_reason_records_conversation_cancel_under_its_correlation(
 def test_stop_conversation_records_the_stop_then_answers() -> None:
     core = make_core()
     args = gateway("stop_conversation")
-    append, answer = core.request("stop_conversation", args, CLIENT)
+    append, answer = core.request(args, CLIENT)
     assert isinstance(append, AppendBatch)
     assert [e.type for e in append.events] == ["conversation.stopped"]
-    assert append.events[0].correlation_id == args["correlation_id"]
+    assert append.events[0].correlation_id == args.correlation_id
     assert answer == Answer(to=CLIENT, result={"conversation_id": "c1", "stopped": True})
 
 
 def test_get_projection_answers_at_once() -> None:
     core = make_core()
     args = gateway("get_projection", key="llm_context")
-    (answer,) = core.request("get_projection", args, CLIENT)
+    (answer,) = core.request(args, CLIENT)
     assert answer == Answer(to=CLIENT, result=[])
 
 
 def test_the_timeline_is_not_kept_by_the_live_conversation() -> None:
     core = make_core()
     with pytest.raises(BadRequestError, match="read from the journal"):
-        core.request("get_projection", gateway("get_projection", key="timeline"), CLIENT)
+        core.request(gateway("get_projection", key="timeline"), CLIENT)
 
 
 def test_run_tool_naming_the_conversation_goes_to_the_runner() -> None:
     core = make_core()
     request = {"name": "fs.read", "args": {}, "meta": {"conversation_id": "c1"}}
     args = gateway("run_tool", request=request)
-    (effect,) = core.request("run_tool", args, CLIENT)
-    assert effect == RunDirectForConversation(request=args["request"], reply_to=CLIENT)
-    assert effect.request["meta"]["correlation_id"].startswith("corr-")
+    (effect,) = core.request(args, CLIENT)
+    assert effect == RunDirectForConversation(request=args.args.request, reply_to=CLIENT)
+    assert effect.request.meta.correlation_id == args.correlation()
 
 
 def test_an_op_that_does_not_apply_to_a_conversation_is_a_bad_request() -> None:
     with pytest.raises(BadRequestError, match="does not apply to a conversation"):
-        make_core().request("list_tools", {"project_id": "p1"}, CLIENT)
+        make_core().request(call_of("list_tools"), CLIENT)
 
 
 def test_a_new_conversation_records_its_start_under_the_requests_correlation() -> None:
@@ -163,7 +174,7 @@ def test_a_direct_run_is_recorded_then_answered() -> None:
 def test_a_commit_acknowledges_its_first_event_to_the_client() -> None:
     core = make_core(orchestration=False)
     event = {"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-a"}
-    (append,) = core.request("send_event", gateway("send_event", event=event), CLIENT)
+    (append,) = core.request(gateway("send_event", event=event), CLIENT)
     assert isinstance(append, AppendBatch)
     envelopes = commit(append.events, first_seq=7)
     effects = core.acknowledged(append, envelopes)
@@ -177,7 +188,7 @@ def test_busy_while_a_client_waits_for_its_turn() -> None:
     assert core.busy() is False
     event = {"type": "user.message", "data": {"content": "hi"}}
     args = gateway("send_event", event=event, wait=True)
-    (append, *_rest) = core.request("send_event", args, CLIENT)
+    (append, *_rest) = core.request(args, CLIENT)
     assert isinstance(append, AppendBatch)
     assert append.ack_to is None  # answered at the end of the turn instead
     assert core.busy() is True
@@ -187,10 +198,10 @@ def test_a_rehydrated_conversation_answers_the_waiters_of_the_one_that_died() ->
     first = make_core()
     event = {"type": "user.message", "data": {"content": "hi"}}
     args = gateway("send_event", event=event, wait=True)
-    (append, *_rest) = first.request("send_event", args, "old-client")
+    (append, *_rest) = first.request(args, "old-client")
     assert isinstance(append, AppendBatch)
     committed = commit(append.events)
-    correlation = args["event"]["correlation_id"]
+    correlation = args.correlation()
     fresh = make_core()
     effects = fresh.rehydrate(committed, [(correlation, "waiting-client")], recovering=True)
     assert fresh.waiters == {correlation: ["waiting-client"]}

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from actors.messages import Reply
 from runtime.daemon.backend import _expected_correlation, _stale_outcome
+from tests.runtime.calls import call_of
 
 
 def test_a_waited_user_message_expects_the_outcome_of_its_own_correlation() -> None:
-    args = {"event": {"type": "user.message", "correlation_id": "mine"}, "wait": True}
-    assert _expected_correlation("send_event", args) == "mine"
+    event = {"type": "user.message", "correlation_id": "mine"}
+    assert _expected_correlation(call_of("send_event", event=event, wait=True)) == "mine"
 
 
 def test_other_requests_expect_no_outcome() -> None:
-    for op, args in [
-        ("send_event", {"event": {"type": "user.message"}, "wait": False}),
-        ("send_event", {"event": {"type": "conversation.cancel"}, "wait": True}),
-        ("get_projection", {"key": "timeline"}),
+    for call in [
+        call_of("send_event", event={"type": "user.message"}, wait=False),
+        call_of("send_event", event={"type": "conversation.cancel"}, wait=True),
+        call_of("get_projection", key="timeline"),
     ]:
-        assert _expected_correlation(op, args) is None
+        assert _expected_correlation(call) is None
 
 
 def test_only_an_outcome_for_another_correlation_is_stale() -> None:

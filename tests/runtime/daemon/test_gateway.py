@@ -19,6 +19,7 @@ from runtime.client import Client
 from runtime.daemon.config import DaemonConfig, config_for_home
 from runtime.daemon.gateway import Gateway
 from runtime.errors import BadRequestError, OverloadedError, ProjectNotFoundError, RequestError
+from runtime.wire.ops import Call
 from runtime.wire.protocol import decode_server_frame, encode_frame, encode_request, read_frame
 from runtime.wire.transport import connect_unix_socket, peer_credentials, peer_is_allowed
 from tests.runtime.daemon_helpers import wait_for
@@ -34,12 +35,11 @@ class GatedBackend(FakeBackend):
         self.gate = threading.Event()
         self.left = threading.Event()
 
-    def handle(self, op: str, args: dict[str, Any], *, deadline: float) -> Any:
-        if op == "list_projects":
-            self.entered.set()
-            self.gate.wait(10)
-            self.left.set()
-        return super().handle(op, args, deadline=deadline)
+    def op_list_projects(self, call: Call[Any], deadline: float) -> list[dict[str, Any]]:
+        self.entered.set()
+        self.gate.wait(10)
+        self.left.set()
+        return super().op_list_projects(call, deadline)
 
 
 class Server:

@@ -13,7 +13,7 @@ from runtime.daemon.config import config_for_home
 from runtime.daemon.gateway import Gateway
 from runtime.errors import BadRequestError
 from runtime.guard.ids import check_client_ids
-from runtime.wire.ops import validate_args
+from runtime.wire.ops import Call, validate_args
 from tests.runtime.fake_backend import FakeBackend
 
 GITHUB = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
@@ -80,6 +80,12 @@ def send(**fields: Any) -> dict[str, Any]:
         (
             "cancel",
             {"project_id": "p", "conversation_id": "c", "correlation_id": f"c-{GITHUB}"},
+            "invalid_correlation_id",
+            "correlation_id",
+        ),
+        (  # recorded in security.protocol_denied: checked like every stored correlation
+            "check_protocol",
+            {"project_id": "p", "protocol": "a2a", "operation": "POST /", "correlation_id": "a b"},
             "invalid_correlation_id",
             "correlation_id",
         ),
@@ -166,9 +172,9 @@ class RecordingBackend(FakeBackend):
         super().__init__()
         self.ops: list[str] = []
 
-    def handle(self, op: str, args: dict[str, Any], *, deadline: float) -> Any:
-        self.ops.append(op)
-        return super().handle(op, args, deadline=deadline)
+    def handle(self, call: Call[Any], *, deadline: float) -> Any:
+        self.ops.append(call.op)
+        return super().handle(call, deadline=deadline)
 
 
 @pytest.fixture

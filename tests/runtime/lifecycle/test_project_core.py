@@ -9,6 +9,9 @@ import pytest
 from runtime.errors import RoostError
 from runtime.lifecycle import effects as fx
 from runtime.lifecycle.project_core import ProjectCore
+from runtime.wire.op_args import NoArgs, StartConversationArgs
+from runtime.wire.ops import Call
+from tests.runtime.calls import call_of
 from tests.runtime.lifecycle.helpers import NOW, Clock, appended, envelope, error_of, ids, of
 
 SUMMARY = {"generation": 2, "counts": {"skills": 1}, "errors": []}
@@ -48,7 +51,7 @@ def ready(core: ProjectCore, *known: str) -> None:
 
 
 def ask(core: ProjectCore, op: str, reply_to: str = "client", **args: Any) -> list[fx.Effect]:
-    return run(core, core.request(op, args, reply_to, f"{op}-request"))
+    return run(core, core.request(call_of(op, args), reply_to, f"{op}-request"))
 
 
 def waiting_send(conversation_id: str, correlation: str, timeout: float) -> dict[str, Any]:
@@ -142,7 +145,8 @@ def test_start_conversation_spawns_a_new_conversation() -> None:
 def test_a_start_conversation_without_the_gateways_correlation_is_an_internal_error() -> None:
     core, _ = make_core()
     ready(core)
-    error = error_of(ask(core, "start_conversation", conversation_id="c1"))
+    args = StartConversationArgs(project_id="p1", conversation_id="c1")
+    error = error_of(core.request(Call(op="start_conversation", args=args), "client", "m"))
     assert (error["code"], error["details"]["reason"]) == (
         "internal_error",
         "missing_correlation_id",
@@ -160,7 +164,7 @@ def test_starting_a_conversation_that_exists_is_conversation_already_started() -
 def test_a_request_for_a_passivated_conversation_starts_it_again_then_passes_it_on() -> None:
     core, _ = make_core()
     ready(core, "c1")
-    effects = ask(core, "get_projection", conversation_id="c1")
+    effects = ask(core, "get_projection", conversation_id="c1", key="diagnostics")
     assert effects == [
         fx.Spawn(name="conversation:c1"),
         fx.Send(to=fx.Child("conversation:c1"), message="get_projection-request"),
@@ -170,8 +174,8 @@ def test_a_request_for_a_passivated_conversation_starts_it_again_then_passes_it_
 def test_two_waiting_requests_for_one_passivated_conversation_start_it_once() -> None:
     core, _ = make_core(restore=True)
     run(core, core.start("/root", SUMMARY, None))
-    core.request("cancel", {"conversation_id": "c1"}, "a", "first")
-    core.request("cancel", {"conversation_id": "c1"}, "b", "second")
+    core.request(call_of("cancel"), "a", "first")
+    core.request(call_of("cancel"), "b", "second")
     effects = core.restored([envelope("conversation.started", "p1", {}, "c1")])
     assert len(of(effects, fx.Spawn)) == 1
     assert [s.message for s in of(effects, fx.Send)] == ["first", "second"]
@@ -202,9 +206,9 @@ def test_a_stopped_conversation_is_not_found_with_reason_stopped() -> None:
 def test_run_tool_without_a_conversation_goes_straight_to_the_tool_runner() -> None:
     core, _ = make_core()
     ready(core)
-    request = {"name": "fs.read", "args": {}, "meta": {}}
-    assert ask(core, "run_tool", request=request) == [
-        fx.RunDirectForProject(request=request, reply_to="client")
+    call = call_of("run_tool", request={"name": "fs.read", "args": {}, "meta": {}})
+    assert run(core, core.request(call, "client", "m")) == [
+        fx.RunDirectForProject(request=call.args.request, reply_to="client")
     ]
 
 
@@ -221,7 +225,7 @@ def test_run_tool_naming_a_conversation_goes_to_that_conversation() -> None:
 def test_an_op_that_does_not_apply_to_a_project_is_a_bad_request() -> None:
     core, _ = make_core()
     ready(core)
-    error = error_of(ask(core, "start_project"))
+    error = error_of(core.request(Call(op="start_project", args=NoArgs()), "client", "m"))
     assert (error["code"], error["details"]) == ("bad_request", {"reason": "unknown_op"})
 
 
@@ -284,8 +288,8 @@ def test_a_conversation_the_journal_refused_restarts_at_once_and_never_escalates
 def test_a_restarted_conversation_answers_the_clients_whose_wait_has_not_expired() -> None:
     core, clock = make_core()
     ready(core, "c1")
-    run(core, core.request("send_event", waiting_send("c1", "corr-a", 5.0), "a", "m1"))
-    run(core, core.request("send_event", waiting_send("c1", "corr-b", 60.0), "b", "m2"))
+    run(core, core.request(call_of("send_event", waiting_send("c1", "corr-a", 5.0)), "a", "m1"))
+    run(core, core.request(call_of("send_event", waiting_send("c1", "corr-b", 60.0)), "b", "m2"))
     clock.now += 10
     (wakeup,) = of(core.child_exited("addr-conversation:c1"), fx.Wakeup)
     (spawn,) = of(core.wakeup(wakeup.payload), fx.Spawn)
@@ -300,7 +304,13 @@ def test_a_conversation_found_dead_while_forwarding_counts_as_a_crash() -> None:
     effects = ask(core, "cancel", conversation_id="c1")
     assert [t for t, _ in appended(effects)] == ["actor.crashed"]
     assert of(effects, fx.Send) == []
-    assert core.held == {"c1": [("cancel", {"conversation_id": "c1"}, "client", "cancel-request")]}
+    ((held, to, message),) = core.held["c1"]
+    assert (held.op, held.args.conversation_id, to, message) == (
+        "cancel",
+        "c1",
+        "client",
+        "cancel-request",
+    )
 
 
 def test_a_crashed_tool_runner_is_restarted_and_the_conversations_told() -> None:
@@ -375,7 +385,7 @@ def test_a_refused_stop_leaves_the_conversation_existing() -> None:
         op = "stop_conversation"
 
     (send,) = of(
-        run(core, core.request("stop_conversation", {"conversation_id": "c1"}, "client", Stop())),
+        run(core, core.request(call_of("stop_conversation"), "client", Stop())),
         fx.Send,
     )
     core.send_refused(send)

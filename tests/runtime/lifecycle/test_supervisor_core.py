@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from runtime.lifecycle import effects as fx
 from runtime.lifecycle.supervision import RestartPolicy
 from runtime.lifecycle.supervisor_core import JOURNAL, SupervisorCore
-from runtime.wire.ops import with_ids
+from runtime.wire.op_args import NoArgs, StartProjectArgs
+from runtime.wire.ops import Call
+from tests.runtime.calls import call_of
 from tests.runtime.lifecycle.helpers import (
     NOW,
     NOW_AT,
@@ -42,7 +42,7 @@ def make_core(tmp_path: Path, *, max_restarts: int = 3) -> tuple[SupervisorCore,
 
 def ask(core: SupervisorCore, op: str, args: dict[str, Any]) -> list[fx.Effect]:
     """A request as the gateway forwards it: ids minted where the client gave none."""
-    return core.request(op, with_ids(op, args), "client", None)
+    return core.request(call_of(op, args), "client", None)
 
 
 def start(core: SupervisorCore, root: Path, project_id: str = "p1", **args: Any) -> list[fx.Effect]:
@@ -159,20 +159,20 @@ def test_a_second_start_of_a_running_project_is_already_started(tmp_path: Path) 
 def test_a_request_for_a_project_goes_to_that_project(tmp_path: Path) -> None:
     core, _ = make_core(tmp_path)
     start(core, tmp_path / "r")
-    effects = core.request("send_event", {"project_id": "p1"}, "client", "the-request")
+    effects = core.request(call_of("describe_project"), "client", "the-request")
     assert effects == [fx.Send(to=fx.Child("project:p1"), message="the-request")]
     assert core.address("project:p1") == "addr-project:p1"
 
 
 def test_a_request_for_a_project_that_does_not_run_is_project_not_found(tmp_path: Path) -> None:
     core, _ = make_core(tmp_path)
-    error = error_of(core.request("send_event", {"project_id": "nope"}, "client", None))
+    error = error_of(core.request(call_of("describe_project", project_id="nope"), "client", None))
     assert error["code"] == "project_not_found"
 
 
 def test_an_op_the_supervisor_does_not_know_is_a_bad_request(tmp_path: Path) -> None:
     core, _ = make_core(tmp_path)
-    error = error_of(core.request("dance", {}, "client", None))
+    error = error_of(core.request(Call(op="dance", args=NoArgs()), "client", None))
     assert (error["code"], error["details"]) == (
         "bad_request",
         {"reason": "unknown_op", "op": "dance"},
@@ -184,9 +184,7 @@ def test_stop_project_stops_it_and_answers_once_project_stopped_is_committed(
 ) -> None:
     core, _ = make_core(tmp_path)
     start(core, tmp_path / "r")
-    effects = core.request(
-        "stop_project", with_ids("stop_project", {"project_id": "p1"}), "client", None
-    )
+    effects = core.request(call_of("stop_project"), "client", None)
     assert effects[0] == fx.Stop(to="addr-project:p1")
     (append,) = of(effects, fx.AppendThen)
     assert appended(effects) == [("project.stopped", {"reason": "requested"})]
@@ -202,9 +200,7 @@ def test_stop_project_answers_the_journals_error_when_the_stop_is_not_committed(
     core, _ = make_core(tmp_path)
     start(core, tmp_path / "r")
     (append,) = of(
-        core.request(
-            "stop_project", with_ids("stop_project", {"project_id": "p1"}), "client", None
-        ),
+        core.request(call_of("stop_project"), "client", None),
         fx.AppendThen,
     )
     assert append.then is not None
@@ -234,7 +230,9 @@ def test_requests_for_a_project_waiting_for_its_restart_are_held_and_then_sent(
     core, _ = make_core(tmp_path)
     start(core, tmp_path / "r")
     (wakeup,) = of(core.child_exited("addr-project:p1"), fx.Wakeup)
-    held = core.request("describe_project", {"project_id": "p1"}, "client-2", "the-request")
+    held = core.request(
+        call_of("describe_project", {"project_id": "p1"}), "client-2", "the-request"
+    )
     assert held == []  # not project_not_found: its host is only being restarted
     again = core.wakeup(wakeup.payload)
     assert of(again, fx.Spawn) == [fx.Spawn(name="project:p1", restore=True)]
@@ -249,14 +247,16 @@ def test_a_request_for_a_project_whose_host_died_unnoticed_restarts_it_and_waits
     core.actor_started("project:p1", 4242)
     dead = {4242}
     core.is_dead = lambda pid: pid in dead
-    effects = core.request("describe_project", {"project_id": "p1"}, "client-2", "the-request")
+    effects = core.request(
+        call_of("describe_project", {"project_id": "p1"}), "client-2", "the-request"
+    )
     assert [t for t, _ in appended(effects)] == ["actor.crashed"]  # not forwarded to the dead
     assert of(effects, fx.Send) == []
     (wakeup,) = of(effects, fx.Wakeup)
     again = core.wakeup(wakeup.payload)
     assert of(again, fx.Send) == [fx.Send(to=fx.Child("project:p1"), message="the-request")]
     core.spawned("project:p1", "addr-project:p1-2")  # the new host, before it announces
-    later = core.request("describe_project", {"project_id": "p1"}, "client-3", "next")
+    later = core.request(call_of("describe_project", {"project_id": "p1"}), "client-3", "next")
     assert of(later, fx.Send) == [fx.Send(to=fx.Child("project:p1"), message="next")]
     assert appended(later) == []  # the dead pid was the former host's, not this one's
 
@@ -265,11 +265,11 @@ def test_requests_held_for_a_project_that_is_not_restarted_are_refused(tmp_path:
     core, _ = make_core(tmp_path, max_restarts=1)
     start(core, tmp_path / "r")
     (wakeup,) = of(core.child_exited("addr-project:p1"), fx.Wakeup)
-    assert core.request("describe_project", {"project_id": "p1"}, "client-2", "m") == []
+    assert core.request(call_of("describe_project", {"project_id": "p1"}), "client-2", "m") == []
     core.wakeup(wakeup.payload)
     core.spawned("project:p1", "addr-project:p1-2")
     core.child_exited("addr-project:p1-2")  # beyond its intensity: not restarted
-    late = core.request("describe_project", {"project_id": "p1"}, "client-3", "m")
+    late = core.request(call_of("describe_project", {"project_id": "p1"}), "client-3", "m")
     assert error_of(late)["code"] == "project_not_found"
 
 
@@ -327,17 +327,16 @@ def test_list_projects_shows_running_projects_and_actor_pids(tmp_path: Path) -> 
     core, _ = make_core(tmp_path)
     start(core, tmp_path / "r")
     core.actor_started("journal", 42)
-    (reply,) = core.request("list_projects", {}, "client", None)
+    (reply,) = core.request(call_of("list_projects", {}), "client", None)
     assert isinstance(reply, fx.Answer)
     root = os.path.realpath(tmp_path / "r")
     assert reply.result["p1"] == {"root": root, "started_at": NOW_AT, "status": "running"}
     assert reply.result["_actors"]["journal"] == 42
 
 
-@pytest.mark.parametrize("root", [None, ""])
-def test_start_project_refuses_a_missing_root(tmp_path: Path, root: Any) -> None:
+def test_start_project_refuses_an_empty_root(tmp_path: Path) -> None:
     core, _ = make_core(tmp_path)
-    error = error_of(ask(core, "start_project", {"root": root}))
+    error = error_of(ask(core, "start_project", {"root": ""}))
     assert (error["code"], error["message"]) == (
         "invalid_root_path",
         "the project root must be a non-empty path",
@@ -356,7 +355,11 @@ def test_start_and_stop_are_recorded_under_the_requests_correlation(tmp_path: Pa
 def test_a_start_project_that_skipped_the_gateway_is_an_internal_error(tmp_path: Path) -> None:
     core, _ = make_core(tmp_path)
     (tmp_path / "r").mkdir()
-    error = error_of(core.request("start_project", {"root": str(tmp_path / "r")}, "c", None))
+    error = error_of(
+        core.request(
+            Call(op="start_project", args=StartProjectArgs(root=str(tmp_path / "r"))), "c", None
+        )
+    )
     assert (error["code"], error["details"]["reason"]) == (
         "internal_error",
         "missing_correlation_id",

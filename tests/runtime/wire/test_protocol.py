@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import BadRequestError
+from runtime.wire.op_args import RunToolArgs
 from runtime.wire.ops import OPS, STREAM_OPS, normalize_event, op_timeout_s, validate_args
 from runtime.wire.protocol import (
     MAX_DEPTH,
@@ -249,7 +250,7 @@ def test_validated_arguments_carry_every_default() -> None:
         "send_event",
         {"project_id": "p", "conversation_id": "c", "event": {"type": "user.message"}},
     )
-    assert args == {
+    assert msgspec.to_builtins(args) == {
         "project_id": "p",
         "conversation_id": "c",
         "event": {"type": "user.message", "data": {}, "correlation_id": None},
@@ -261,7 +262,7 @@ def test_validated_arguments_carry_every_default() -> None:
 
 def test_run_tool_arguments_get_an_empty_meta() -> None:
     args = validate_args("run_tool", {"project_id": "p", "request": {"name": "fs.list"}})
-    assert args["request"] == {
+    assert msgspec.to_builtins(args)["request"] == {
         "name": "fs.list",
         "args": {},
         "meta": {"conversation_id": None, "correlation_id": None, "source": "run_tool"},
@@ -271,7 +272,8 @@ def test_run_tool_arguments_get_an_empty_meta() -> None:
 def test_run_tool_takes_the_mcp_source_and_no_other() -> None:
     request = {"name": "fs.list", "meta": {"source": "mcp"}}
     args = validate_args("run_tool", {"project_id": "p", "request": request})
-    assert args["request"]["meta"]["source"] == "mcp"
+    assert isinstance(args, RunToolArgs)
+    assert args.request.meta.source == "mcp"
     for source in ("model", "workflow", "policy"):
         request = {"name": "fs.list", "meta": {"source": source}}
         with pytest.raises(BadRequestError, match="Invalid enum value"):
