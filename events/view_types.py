@@ -14,12 +14,9 @@ from events.facts import Decision, ErrorKind, Stage
 
 __all__ = [
     "AskedEntry",
-    "AssistantContextMessage",
     "CausalNode",
     "ChangeRun",
     "ChangedPath",
-    "ContextMessage",
-    "ContextToolCall",
     "Diagnostics",
     "EntrySource",
     "FirstError",
@@ -39,8 +36,6 @@ __all__ = [
     "TimelineEvent",
     "ToolCallEntry",
     "ToolChangesData",
-    "ToolContextMessage",
-    "UserContextMessage",
 ]
 
 
@@ -82,44 +77,6 @@ class Diagnostics(TypedDict):
     pending_tool_call_count: int
     last_event_type: str | None
     status: str
-
-
-class ContextToolCall(TypedDict):
-    """A call the model asked for, in its round's message."""
-
-    id: str
-    name: str
-    args: object
-
-
-class UserContextMessage(TypedDict):
-    """``llm_context``: a ``user.message``."""
-
-    role: Literal["user"]
-    content: str
-
-
-class AssistantContextMessage(TypedDict):
-    """``llm_context``: one model round (its text, None when it said nothing, and calls)."""
-
-    role: Literal["assistant"]
-    content: str | None
-    tool_calls: list[ContextToolCall]
-
-
-class ToolContextMessage(TypedDict):
-    """``llm_context``: the terminal event of a call the model asked for."""
-
-    role: Literal["tool"]
-    tool_call_id: str
-    name: str
-    status: Literal["ok", "error"]
-    content: str
-    code: object
-
-
-ContextMessage = UserContextMessage | AssistantContextMessage | ToolContextMessage
-"""One ``llm_context`` message."""
 
 
 # --- the project ------------------------------------------------------------------------
