@@ -14,6 +14,7 @@ General layout:
 - ``project_view``: a project's state for its diagnostics.
 - ``incidents`` / ``report``: incident timelines and reports (JSON and Markdown).
 - ``incident_html``: the incident report as one self-contained HTML page.
+- ``view_types``: the JSON shapes those views return, as ``TypedDict``s (type-only).
 
 This package imports only the standard library and msgspec.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 import msgspec
 
@@ -14,7 +14,21 @@ from events.envelope import GENESIS_HASH, Envelope, NewEvent
 __all__ = ["ChainBreak", "ChainReport", "chain_hash", "verify_chain"]
 
 
-def _body(event: NewEvent | Envelope, stream_version: int) -> dict[str, Any]:
+class _HashedBody(TypedDict):
+    """What an event's hash covers (its ``data`` as journaled)."""
+
+    event_id: str
+    type: str
+    at: str
+    project_id: str
+    conversation_id: str | None
+    stream_version: int
+    correlation_id: str
+    causation_id: str | None
+    data: dict[str, object]
+
+
+def _body(event: NewEvent | Envelope, stream_version: int) -> _HashedBody:
     return {
         "event_id": event.event_id,
         "type": event.type,

@@ -52,6 +52,7 @@ from events.catalog import (
     type_names,
 )
 from events.envelope import Envelope
+from events.view_types import Diagnostics, PendingToolCall
 
 __all__ = [
     "CONVERSATION_STATUSES",
@@ -114,11 +115,11 @@ class PendingCall:
     """The id of the last event that changed it (the cause of the next one)."""
 
     @property
-    def status(self) -> str:
+    def status(self) -> Literal["awaiting_approval", "running"]:
         """The SPEC status: ``awaiting_approval`` or ``running``."""
         return "awaiting_approval" if self.phase == "awaiting_approval" else "running"
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> PendingToolCall:
         """``{call_id, name, args, run_mode, status, requested_seq}`` (the args copied)."""
         return {
             "call_id": self.call_id,
@@ -233,12 +234,12 @@ class ConversationFold:
             return "running"
         return "idle"
 
-    def pending_calls(self) -> list[dict[str, Any]]:
+    def pending_calls(self) -> list[PendingToolCall]:
         """The pending calls as SPEC shapes, sorted by ``requested_seq`` then ``call_id``."""
         calls = sorted(self.calls.values(), key=lambda c: (c.requested_seq, c.call_id))
         return [call.view() for call in calls]
 
-    def diagnostics(self) -> dict[str, Any]:
+    def diagnostics(self) -> Diagnostics:
         """``{event_count, pending_tool_call_count, last_event_type, status}``."""
         return {
             "event_count": self.event_count,

@@ -11,7 +11,7 @@ type declares none or declares one the views cannot show.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -67,7 +67,7 @@ class EventFacts:
     """The stages it opens (a call's stages open once per call until closed)."""
     closes: tuple[Stage, ...] = ()
     """The stages it closes (of its correlation, or of its call)."""
-    describe: Callable[[dict[str, Any]], str] | None = None
+    describe: Callable[[Mapping[str, object]], str] | None = None
     """Its one-line summary; None: its set fields as ``key=value``."""
     signal: bool = False
     """A signal (``source: signal`` in incident timelines), not a conversation event."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import html
 import json
 import re
-from typing import Any, Final, get_args
+from collections.abc import Sequence
+from typing import Final, get_args
 
 from events.catalog import PAYLOAD_TYPES, facts_of
 from events.facts import SECTIONS, STAGES, Mark
@@ -28,6 +29,7 @@ from events.report import (
     latency_rows,
     tool_call_rows,
 )
+from events.view_types import CausalNode, IncidentReport, StageEntry
 
 __all__ = ["CONTENT_SECURITY_POLICY", "FIRST_ERROR_CHARS", "MARK_KINDS", "render_incident_html"]
 
@@ -71,7 +73,7 @@ _TOOL_CALL_HEADERS: Final = [
 ]
 
 
-def _t(value: Any) -> str:
+def _t(value: object) -> str:
     """Return ``value`` as escaped HTML text (also safe inside a quoted attribute)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = _CONTROL.sub("\ufffd", text).encode("utf-8", "replace").decode("utf-8")
@@ -94,14 +96,14 @@ def _mark_of(event_type: str) -> Mark | None:
     return facts_of(event_type).marked
 
 
-def _stage_mark(stage: dict[str, Any]) -> str:
+def _stage_mark(stage: StageEntry) -> str:
     """How a stage ended: ``open``, the mark of the event that closed it, else ``ok``."""
     if stage["end_type"] is None:
         return "open"
     return _mark_of(stage["end_type"]) or "ok"
 
 
-def _header(report: dict[str, Any], span_ms: int) -> str:
+def _header(report: IncidentReport, span_ms: int) -> str:
     summary = report["summary"]
     scope = report["correlation_id"] or "all correlations"
     first, last = summary["first_seq"], summary["last_seq"]
@@ -131,7 +133,7 @@ def _header(report: dict[str, Any], span_ms: int) -> str:
     )
 
 
-def _first_error(report: dict[str, Any], offsets: dict[int, int | None]) -> str:
+def _first_error(report: IncidentReport, offsets: dict[int, int | None]) -> str:
     first = report["first_error"]
     if first is None:
         return '<section id="first-error"><h2>First error</h2><p class="none">None.</p></section>'
@@ -166,7 +168,7 @@ def _legend() -> str:
     )
 
 
-def _stage_row(stage: dict[str, Any], total: int) -> str:
+def _stage_row(stage: StageEntry, total: int) -> str:
     kind = stage["stage"] if stage["stage"] in _STAGE_NAMES else "turn"
     mark = _stage_mark(stage)
     end = total if stage["latency_ms"] is None else stage["offset_ms"] + stage["latency_ms"]
@@ -196,7 +198,7 @@ def _stage_row(stage: dict[str, Any], total: int) -> str:
     )
 
 
-def _pin_row(node: dict[str, Any], mark: str, total: int, first_seq: int | None) -> str:
+def _pin_row(node: CausalNode, mark: str, total: int, first_seq: int | None) -> str:
     seq, offset = node["seq"], node["offset_ms"]
     first = " first-error" if seq == first_seq else ""
     pin = (
@@ -214,7 +216,7 @@ def _pin_row(node: dict[str, Any], mark: str, total: int, first_seq: int | None)
     )
 
 
-def _waterfall(report: dict[str, Any], total: int) -> str:
+def _waterfall(report: IncidentReport, total: int) -> str:
     rank = {stage: index for index, stage in enumerate(LATENCY_STAGES)}
     first = report["first_error"]
     first_seq = None if first is None else first["seq"]
@@ -242,7 +244,7 @@ def _waterfall(report: dict[str, Any], total: int) -> str:
     )
 
 
-def _call_times(report: dict[str, Any]) -> dict[int, str]:
+def _call_times(report: IncidentReport) -> dict[int, str]:
     """The two times of each ended tool call, by the seq of its end, as the tree says them."""
     ran = {call["requested_seq"]: call.get("run_ms") for call in report["tool_calls"]}
     out: dict[int, str] = {}
@@ -255,7 +257,7 @@ def _call_times(report: dict[str, Any]) -> dict[int, str]:
     return out
 
 
-def _tree(report: dict[str, Any]) -> str:
+def _tree(report: IncidentReport) -> str:
     first = report["first_error"]
     first_seq = None if first is None else first["seq"]
     times = _call_times(report)
@@ -278,12 +280,12 @@ def _tree(report: dict[str, Any]) -> str:
     return f'<section id="causal-tree"><h2>Causal tree</h2>{body}</section>'
 
 
-def _data(data: Any) -> str:
+def _data(data: object) -> str:
     text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True)
     return f"<details><summary>data</summary><pre>{_t(text)}</pre></details>"
 
 
-def _entries(report: dict[str, Any]) -> str:
+def _entries(report: IncidentReport) -> str:
     parts, empty = [], []
     for key, title in PROBLEM_SECTIONS:
         entries = report[key]
@@ -303,7 +305,7 @@ def _entries(report: dict[str, Any]) -> str:
     return f'<section id="problems"><h2>Problems</h2>{"".join(parts)}{none}</section>'
 
 
-def _table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> str:
+def _table(headers: list[str], rows: Sequence[Sequence[object]], numeric: set[int]) -> str:
     head = "".join(f"<th>{_t(h)}</th>" for h in headers)
     body = "".join(
         "<tr>"
@@ -317,7 +319,7 @@ def _table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _tables(report: dict[str, Any]) -> str:
+def _tables(report: IncidentReport) -> str:
     calls = [
         [*row, call.get("run_ms")]
         for row, call in zip(
@@ -352,7 +354,7 @@ def _tables(report: dict[str, Any]) -> str:
     )
 
 
-def render_incident_html(report: dict[str, Any]) -> str:
+def render_incident_html(report: IncidentReport) -> str:
     """Render the JSON form of an incident report as one self-contained HTML page."""
     offsets = {node["seq"]: node["offset_ms"] for node in report["causal_chain"]}
     ends = [stage["offset_ms"] + (stage["latency_ms"] or 0) for stage in report["stages"]] + [

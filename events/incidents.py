@@ -11,7 +11,7 @@ every mapping with sorted or fixed keys, so the same events give the same bytes 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -25,6 +25,21 @@ from events.project_history import problems_during, project_problems
 from events.projections import DECISION_TYPES, fold_status, in_seq_order, orchestration_enabled
 from events.report import LATENCY_STAGES, describe_event, render_incident_markdown
 from events.stages import StageSpan, cause_indexes, stage_spans
+from events.view_types import (
+    CausalNode,
+    ChangeRun,
+    EntrySource,
+    FirstError,
+    IncidentReport,
+    IncidentTimelineEntry,
+    LatencyStats,
+    ProblemEntry,
+    ProjectProblem,
+    ReportStatus,
+    StageEntry,
+    ToolCallEntry,
+    ToolChangesData,
+)
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -133,7 +148,7 @@ def _select(
     ]
 
 
-def _source(event: Envelope) -> str:
+def _source(event: Envelope) -> EntrySource:
     return "signal" if facts_of(event.type).signal else "conversation"
 
 
@@ -154,25 +169,26 @@ def incident_timeline(
     """
     kept = normalize_limit(limit)
     selected = _select(events, project_id, conversation_id, correlation_id)
+    entries: list[IncidentTimelineEntry] = [
+        {
+            "seq": event.seq,
+            "event_id": event.event_id,
+            "at": event.at,
+            "source": _source(event),
+            "type": event.type,
+            "correlation_id": event.correlation_id,
+            "causation_id": event.causation_id,
+            "data": msgspec.to_builtins(event.data),
+        }
+        for event in selected[-kept:]
+    ]
     return {
         "project_id": project_id,
         "conversation_id": conversation_id,
         "correlation_id": correlation_id,
         "limit": kept,
         "total_entries": len(selected),
-        "entries": [
-            {
-                "seq": event.seq,
-                "event_id": event.event_id,
-                "at": event.at,
-                "source": _source(event),
-                "type": event.type,
-                "correlation_id": event.correlation_id,
-                "causation_id": event.causation_id,
-                "data": msgspec.to_builtins(event.data),
-            }
-            for event in selected[-kept:]
-        ],
+        "entries": entries,
     }
 
 
@@ -190,12 +206,12 @@ def epoch_ms(at: str) -> int | None:
     return (moment - _EPOCH) // _MILLISECOND
 
 
-def _call_id(data: dict[str, Any]) -> str | None:
+def _call_id(data: Mapping[str, object]) -> str | None:
     value = data.get("call_id")
     return value if isinstance(value, str) else None
 
 
-def _entry(event: Envelope) -> dict[str, Any]:
+def _entry(event: Envelope) -> ProblemEntry:
     return {
         "seq": event.seq,
         "event_id": event.event_id,
@@ -208,7 +224,7 @@ def _entry(event: Envelope) -> dict[str, Any]:
     }
 
 
-def _causal_chain(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
+def _causal_chain(ordered: list[Envelope], origin: int) -> list[CausalNode]:
     """Return the causation forest as a pre-order list of nodes with their depth.
 
     An event's parent is the event named by its ``causation_id``; events with no cause in
@@ -233,7 +249,7 @@ def _causal_chain(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
     for parent_index, kids in children.items():  # a round's message before its tool calls
         if parent_index is not None:
             kids.sort(key=lambda i: (ordered[i].type != "assistant.message", i))
-    nodes: list[dict[str, Any]] = []
+    nodes: list[CausalNode] = []
     visited: set[int] = set()
     starts = children.get(None, []) + [i for i in range(len(ordered)) if shown[i]]
     for start in starts:
@@ -264,7 +280,7 @@ def _causal_chain(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
     return nodes
 
 
-def _stats(values: list[int]) -> dict[str, int | None]:
+def _stats(values: list[int]) -> LatencyStats:
     return {
         "count": len(values),
         "min_ms": min(values) if values else None,
@@ -302,7 +318,7 @@ def _offset(event: Envelope, origin: int) -> int | None:
     return None if at is None else at - origin
 
 
-def _stages(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
+def _stages(ordered: list[Envelope], origin: int) -> list[StageEntry]:
     """Return every measured stage span in start order (``seq``, then ``LATENCY_STAGES``).
 
     The spans are ``events.stages``'s. A call's stages are labelled with its request (a
@@ -331,7 +347,7 @@ def _stages(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
         (span for span in walk.spans if span.stage in rank),
         key=lambda span: (timed[span.start].seq, rank[span.stage], span.end is None),
     )
-    stages: list[dict[str, Any]] = []
+    stages: list[StageEntry] = []
     for span in spans:
         start, end = timed[span.start], None if span.end is None else timed[span.end]
         start_at = epoch_ms(start.at) or 0
@@ -351,7 +367,7 @@ def _stages(ordered: list[Envelope], origin: int) -> list[dict[str, Any]]:
     return stages
 
 
-def _latency(stages: list[dict[str, Any]]) -> dict[str, dict[str, int | None]]:
+def _latency(stages: list[StageEntry]) -> dict[str, LatencyStats]:
     """Measure each stage kind over its closed spans: count, min, max and total ms."""
     measured: dict[str, list[int]] = {stage: [] for stage in LATENCY_STAGES}
     for stage in stages:
@@ -360,14 +376,14 @@ def _latency(stages: list[dict[str, Any]]) -> dict[str, dict[str, int | None]]:
     return {stage: _stats(values) for stage, values in measured.items()}
 
 
-def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
+def _tool_calls(ordered: list[Envelope]) -> list[ToolCallEntry]:
     """Return each requested call with its decision, outcome, reason code and latency.
 
     ``latency_ms`` runs from ``tool.requested`` to the call's end (the decision, the wait
     for a runner, the run, the result's checks); ``run_ms`` is the run alone, the
     ``duration_ms`` the runner reported (None when the call never ran).
     """
-    calls: dict[str, dict[str, Any]] = {}
+    calls: dict[str, ToolCallEntry] = {}
     request_at: dict[str, int | None] = {}
     request_of_event: dict[str, str] = {}
     for event in ordered:
@@ -419,13 +435,13 @@ def _tool_calls(ordered: list[Envelope]) -> list[dict[str, Any]]:
     return list(calls.values())
 
 
-def _sections(ordered: list[Envelope]) -> dict[Section, list[dict[str, Any]]]:
+def _sections(ordered: list[Envelope]) -> dict[Section, list[ProblemEntry]]:
     """Each problem list: the events whose type declares it (``facts.section``), in order.
 
     An event whose type says so (``facts.timeout_when``, an ``llm.failed`` of reason
     ``timeout``) is listed under ``timeouts`` too.
     """
-    found: dict[Section, list[dict[str, Any]]] = {key: [] for key in SECTIONS}
+    found: dict[Section, list[ProblemEntry]] = {key: [] for key in SECTIONS}
     for event in ordered:
         facts = facts_of(event.type)
         if facts.section is not None:
@@ -437,23 +453,22 @@ def _sections(ordered: list[Envelope]) -> dict[Section, list[dict[str, Any]]]:
     return found
 
 
-def _changes(ordered: list[Envelope]) -> list[dict[str, Any]]:
+def _changes(ordered: list[Envelope]) -> list[ChangeRun]:
     """Each ``tool.changes`` in scope: what one run changed and what was quarantined."""
-    found: list[dict[str, Any]] = []
+    found: list[ChangeRun] = []
     for event in ordered:
         if event.type != "tool.changes":
             continue
         payload = decode_data(event.type, event.data)
         if not isinstance(payload, ev.ToolChanges):
             continue
-        found.append(
-            {
-                "seq": event.seq,
-                "at": event.at,
-                **msgspec.to_builtins(payload),
-            }
-        )
+        fields: ToolChangesData = msgspec.to_builtins(payload)
+        found.append({"seq": event.seq, "at": event.at, **fields})
     return found
+
+
+def _first_error(event: Envelope) -> FirstError:
+    return {**_entry(event), "kind": ERROR_KINDS[event.type]}
 
 
 def incident_report(
@@ -461,7 +476,7 @@ def incident_report(
     project_id: str,
     conversation_id: str,
     correlation_id: str | None = None,
-) -> dict[str, Any]:
+) -> IncidentReport:
     """Return the incident report of a conversation (or of one correlation in it), as JSON.
 
     Sections: ``summary`` (status ``empty|error|cancelled|in_progress|ok``, the
@@ -498,7 +513,7 @@ def incident_report(
     stages = _stages(selected, origin)
     sections = _sections(selected)
     shown = {event.seq for event in selected}
-    project = [
+    project: list[ProjectProblem] = [
         {
             **problem,
             "summary": problem["summary"]
@@ -515,6 +530,7 @@ def incident_report(
         )
         if problem["seq"] not in shown
     ]
+    status: ReportStatus
     if not selected:
         status = "empty"
     elif first_error is not None:
@@ -561,10 +577,6 @@ def incident_report(
         "changes": _changes(selected),
         "stages": stages,
         "latency": _latency(stages),
-        "first_error": (
-            None
-            if first_error is None
-            else {**_entry(first_error), "kind": ERROR_KINDS[first_error.type]}
-        ),
+        "first_error": None if first_error is None else _first_error(first_error),
         "counts_by_type": dict(sorted(counts.items())),
     }

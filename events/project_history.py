@@ -23,6 +23,7 @@ from events import catalog as ev
 from events.catalog import decode_data
 from events.envelope import Envelope
 from events.report import clip, describe_event
+from events.view_types import HistoryEntry, ProjectProblem
 
 __all__ = [
     "HIDDEN_TYPES",
@@ -99,28 +100,29 @@ def project_history(
     for problem in _problems(selected):
         kinds.setdefault(problem["seq"], problem["kind"])
     kept = selected[-limit:] if limit > 0 else []
+    entries: list[HistoryEntry] = [
+        {
+            "seq": event.seq,
+            "event_id": event.event_id,
+            "at": event.at,
+            "type": event.type,
+            "correlation_id": event.correlation_id,
+            "causation_id": event.causation_id,
+            "summary": _summary(event),
+            "problem": kinds.get(event.seq),
+            "data": msgspec.to_builtins(event.data),
+        }
+        for event in kept
+    ]
     return {
         "project_id": project_id,
         "limit": limit,
         "total_entries": len(selected),
-        "entries": [
-            {
-                "seq": event.seq,
-                "event_id": event.event_id,
-                "at": event.at,
-                "type": event.type,
-                "correlation_id": event.correlation_id,
-                "causation_id": event.causation_id,
-                "summary": _summary(event),
-                "problem": kinds.get(event.seq),
-                "data": msgspec.to_builtins(event.data),
-            }
-            for event in kept
-        ],
+        "entries": entries,
     }
 
 
-def _problem(event: Envelope, kind: str, subject: str, message: str) -> dict[str, Any]:
+def _problem(event: Envelope, kind: str, subject: str, message: str) -> ProjectProblem:
     return {
         "seq": event.seq,
         "event_id": event.event_id,
@@ -136,7 +138,7 @@ def _problem(event: Envelope, kind: str, subject: str, message: str) -> dict[str
     }
 
 
-def _found(event: Envelope, payload: ev.Event | None) -> list[dict[str, Any]]:
+def _found(event: Envelope, payload: ev.Event | None) -> list[ProjectProblem]:
     """The problems one project-level event records (none for most)."""
     match payload:
         case ev.ProjectAssetsLoaded(errors=errors) | ev.ProjectAssetsReloaded(errors=errors):
@@ -165,10 +167,9 @@ def _found(event: Envelope, payload: ev.Event | None) -> list[dict[str, Any]]:
     return []
 
 
-def _resolves(payload: ev.Event | None, problem: dict[str, Any]) -> bool:
+def _resolves(payload: ev.Event | None, problem: ProjectProblem) -> bool:
     """Whether a later event (``payload``) ends ``problem``."""
-    kind: str = problem["kind"]
-    subject: str = problem["subject"]
+    kind, subject = problem["kind"], problem["subject"]
     match payload:
         case ev.ProjectStarted():
             return True
@@ -213,8 +214,8 @@ PROBLEM_READS: Final = frozenset(
 ``_resolves``): what a query of one conversation reads to find the project's problems."""
 
 
-def _problems(ordered: list[Envelope]) -> list[dict[str, Any]]:
-    problems: list[dict[str, Any]] = []
+def _problems(ordered: list[Envelope]) -> list[ProjectProblem]:
+    problems: list[ProjectProblem] = []
     for event in ordered:
         payload = decode_data(event.type, event.data)
         for problem in problems:
@@ -224,7 +225,7 @@ def _problems(ordered: list[Envelope]) -> list[dict[str, Any]]:
     return problems
 
 
-def project_problems(events: Iterable[Envelope], project_id: str) -> list[dict[str, Any]]:
+def project_problems(events: Iterable[Envelope], project_id: str) -> list[ProjectProblem]:
     """Return the problems the project's own events record, in ``seq`` order.
 
     Each is ``{seq, event_id, at, type, correlation_id, kind, subject, summary, resolved,
@@ -242,14 +243,14 @@ def project_problems(events: Iterable[Envelope], project_id: str) -> list[dict[s
     return _problems(_project_level(events, project_id))
 
 
-def unresolved(problems: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def unresolved(problems: Iterable[ProjectProblem]) -> list[ProjectProblem]:
     """The problems not yet resolved."""
     return [problem for problem in problems if not problem["resolved"]]
 
 
 def problems_during(
-    problems: Iterable[dict[str, Any]], first_seq: int | None, last_seq: int | None
-) -> list[dict[str, Any]]:
+    problems: Iterable[ProjectProblem], first_seq: int | None, last_seq: int | None
+) -> list[ProjectProblem]:
     """The problems that bear on the events from ``first_seq`` to ``last_seq``.
 
     Those recorded in that span, and those recorded before it and still unresolved at its

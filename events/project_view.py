@@ -6,14 +6,16 @@ What it holds and the rules it follows: ``docs/projections.md``, "The project vi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
 from events import catalog as ev
 from events.catalog import SIGNAL_TYPES, decode_data, type_names
 from events.envelope import Envelope
+from events.facts import Decision
 from events.projections import in_seq_order
+from events.view_types import ProjectDecision, ProjectView
 
 __all__ = ["RECENT_DECISIONS_LIMIT", "project_view"]
 
@@ -37,7 +39,8 @@ def _decision(
     event: Envelope,
     payload: ev.ToolApprovalRequested | ev.PolicyAllowed | ev.PolicyDenied,
     tool_names: dict[str, str],
-) -> dict[str, Any]:
+) -> ProjectDecision:
+    decision: Decision
     match payload:
         case ev.ToolApprovalRequested(call_id=call_id):
             decision, tool, reason, source = (
@@ -62,7 +65,7 @@ def _decision(
     }
 
 
-def project_view(events: Iterable[Envelope]) -> dict[str, Any]:
+def project_view(events: Iterable[Envelope]) -> ProjectView:
     """Return the project's state for its diagnostics.
 
     ``{project_id, root, options, sandbox_layers, status, conversations, started_at,
@@ -80,7 +83,7 @@ def project_view(events: Iterable[Envelope]) -> dict[str, Any]:
     conversations: set[str] = set()
     signal_counts: dict[str, int] = {}
     tool_names: dict[str, str] = {}
-    decisions: list[dict[str, Any]] = []
+    decisions: list[ProjectDecision] = []
     for event in ordered:
         payload: ev.Event | None = None
         if event.type in _PROJECT_READS:

@@ -19,6 +19,7 @@ from events.codecs import canonical_json
 from events.conversation_fold import TURN_END_TYPES, ConversationFold
 from events.envelope import Envelope
 from events.facts import Decision
+from events.view_types import Diagnostics, PendingToolCall, TimelineEvent
 
 __all__ = [
     "DECISION_TYPES",
@@ -104,12 +105,12 @@ def _text(value: Any) -> str:
 # --- timeline and pending calls ---------------------------------------------------------
 
 
-def timeline(events: Iterable[Envelope], conversation_id: str) -> list[dict[str, Any]]:
+def timeline(events: Iterable[Envelope], conversation_id: str) -> list[TimelineEvent]:
     """Return the conversation's events (signals included) in ``seq`` order, as dicts."""
     return [msgspec.to_builtins(event) for event in conversation_events(events, conversation_id)]
 
 
-def pending_tool_calls(events: Iterable[Envelope], conversation_id: str) -> list[dict[str, Any]]:
+def pending_tool_calls(events: Iterable[Envelope], conversation_id: str) -> list[PendingToolCall]:
     """Return the calls requested and not yet closed by a terminal event.
 
     Each is ``{call_id, name, args, run_mode, status, requested_seq}``, sorted by
@@ -284,7 +285,7 @@ def conversation_status(events: Iterable[Envelope], conversation_id: str) -> str
     return _fold(events, conversation_id).status()
 
 
-def diagnostics(events: Iterable[Envelope], conversation_id: str) -> dict[str, Any]:
+def diagnostics(events: Iterable[Envelope], conversation_id: str) -> Diagnostics:
     """Return ``{event_count, pending_tool_call_count, last_event_type, status}``."""
     return _fold(events, conversation_id).diagnostics()
 

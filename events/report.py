@@ -9,13 +9,22 @@ the same text.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import Final
 
 from events.catalog import facts_of
 from events.describe import SUMMARY_MAX_CHARS, clip, cut_at_word, generic, summarize
 from events.describe import plain as _plain
 from events.describe import quote as _quote
-from events.facts import SECTIONS, STAGES
+from events.facts import SECTIONS, STAGES, Section
+from events.view_types import (
+    ChangeRun,
+    IncidentReport,
+    LatencyStats,
+    ProblemEntry,
+    ProjectProblem,
+    ToolCallEntry,
+)
 
 __all__ = [
     "CHANGE_HEADERS",
@@ -40,7 +49,7 @@ LATENCY_STAGES: Final[tuple[str, ...]] = tuple(
 
 
 def describe_event(
-    event_type: str, data: dict[str, Any], limit: int | None = SUMMARY_MAX_CHARS
+    event_type: str, data: Mapping[str, object], limit: int | None = SUMMARY_MAX_CHARS
 ) -> str:
     """Return a one-line summary of an event's payload (empty when there is nothing to say).
 
@@ -52,18 +61,18 @@ def describe_event(
 # --- Markdown ---------------------------------------------------------------------------
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     text = "—" if value is None else _plain(value)
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+def _table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines.extend("| " + " | ".join(_cell(value) for value in row) + " |" for row in rows)
     return lines
 
 
-def _line(entry: dict[str, Any]) -> str:
+def _line(entry: ProblemEntry | ProjectProblem) -> str:
     summary = f" — {entry['summary']}" if entry.get("summary") else ""
     return f"- seq {entry['seq']} · {entry['at']} · `{entry['type']}`{summary}"
 
@@ -72,7 +81,7 @@ def _section(title: str, body: list[str]) -> list[str]:
     return ["", f"## {title}", "", *(body or ["None."])]
 
 
-def _stages(latency: dict[str, Any]) -> list[tuple[str, Any]]:
+def _stages(latency: dict[str, LatencyStats]) -> list[tuple[str, LatencyStats]]:
     known = [(stage, latency[stage]) for stage in LATENCY_STAGES if stage in latency]
     return known + sorted(item for item in latency.items() if item[0] not in LATENCY_STAGES)
 
@@ -101,12 +110,12 @@ LATENCY_HEADERS: Final[tuple[str, ...]] = ("stage", "count", "min ms", "max ms",
 """The columns of a report's latency table (Markdown and HTML alike)."""
 
 
-def tool_call_rows(calls: list[dict[str, Any]]) -> list[list[Any]]:
+def tool_call_rows(calls: list[ToolCallEntry]) -> list[list[object]]:
     """The rows of the tool-call table, one per call, in :data:`TOOL_CALL_HEADERS` order."""
     return [[call[key] for key in _TOOL_CALL_KEYS] for call in calls]
 
 
-def latency_rows(latency: dict[str, Any]) -> list[list[Any]]:
+def latency_rows(latency: dict[str, LatencyStats]) -> list[list[object]]:
     """The rows of the latency table: the known stages in order, then any others sorted."""
     return [
         [stage, s["count"], s["min_ms"], s["max_ms"], s["total_ms"]]
@@ -126,13 +135,13 @@ CHANGE_HEADERS: Final[tuple[str, ...]] = (
 """The columns of a report's "What did the agent change?" table (Markdown and HTML alike)."""
 
 
-def change_rows(changes: list[dict[str, Any]]) -> list[list[Any]]:
+def change_rows(changes: list[ChangeRun]) -> list[list[object]]:
     """The rows of the changes table, in :data:`CHANGE_HEADERS` order.
 
     Per run: what was quarantined, then what was created, modified and deleted; a list
     that was capped gets a row saying how many more there were.
     """
-    rows: list[list[Any]] = []
+    rows: list[list[object]] = []
     for run in changes:
         call = run["call_id"] + (" (recovered)" if run.get("recovered") else "")
         seq = run["seq"]
@@ -142,23 +151,27 @@ def change_rows(changes: list[dict[str, Any]]) -> list[list[Any]]:
             )
             path = f"{q['path']} → {where}"
             rows.append([seq, call, f"quarantined: {q['reason']}", path, q["kind"], None, None])
-        for what in ("created", "modified", "deleted"):
-            for c in run[what]:
+        for what, entries, count in (
+            ("created", run["created"], run["created_count"]),
+            ("modified", run["modified"], run["modified_count"]),
+            ("deleted", run["deleted"], run["deleted_count"]),
+        ):
+            for c in entries:
                 path = c["path"] + (f" → {c['target']}" if "target" in c else "")
                 rows.append([seq, call, what, path, c.get("kind"), c.get("size"), c.get("sha256")])
-            more = run[f"{what}_count"] - len(run[what])
+            more = count - len(entries)
             if more > 0:
                 rows.append([seq, call, what, f"… {more} more", None, None, None])
     return rows
 
 
-PROBLEM_SECTIONS: Final[tuple[tuple[str, str], ...]] = tuple(
+PROBLEM_SECTIONS: Final[tuple[tuple[Section, str], ...]] = tuple(
     (key, info.title) for key, info in SECTIONS.items()
 )
 """The report's problem lists (key, title), in the order both renderings show them."""
 
 
-def render_incident_markdown(report: dict[str, Any]) -> str:
+def render_incident_markdown(report: IncidentReport) -> str:
     """Render the JSON form of an incident report as Markdown (ends with a newline)."""
     summary = report["summary"]
     scope = report["correlation_id"] or "all correlations"

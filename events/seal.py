@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Final
 
 import msgspec
 
@@ -82,7 +83,7 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(key).hexdigest()[:16]
 
 
-def _mac(key: bytes, body: dict[str, Any]) -> str:
+def _mac(key: bytes, body: Mapping[str, object]) -> str:
     return hmac.new(key, canonical_json(body), hashlib.sha256).hexdigest()
 
 
@@ -122,7 +123,7 @@ def make_checkpoint(
 
 def anchor_mac(key: bytes, anchor: Anchor) -> str:
     """The MAC of ``anchor`` (its ``mac`` field aside)."""
-    body: dict[str, Any] = msgspec.to_builtins(anchor)
+    body: dict[str, object] = msgspec.to_builtins(anchor)
     body.pop("mac", None)
     body["purpose"] = _ANCHOR_PURPOSE
     return _mac(key, body)

@@ -28,6 +28,7 @@ from events.incidents import (
     normalize_limit,
 )
 from events.project_history import PROBLEM_READS
+from events.view_types import IncidentReport
 from runtime.errors import BadRequestError, ConversationNotFoundError, ProjectNotFoundError
 from runtime.journal.scope import Scope
 from runtime.journal.store import Journal
@@ -172,7 +173,7 @@ def conversation_timeline(
 
 def conversation_report(
     journal: Journal, project_id: str, conversation_id: str, correlation_id: str | None = None
-) -> dict[str, Any]:
+) -> IncidentReport:
     """The conversation's incident report (:func:`events.incidents.incident_report`).
 
     It reads the conversation's events and the project-level events that record or resolve
