@@ -32,11 +32,11 @@ from events.view_types import (
     FirstError,
     IncidentReport,
     IncidentTimelineEntry,
-    LatencyStats,
     ProblemEntry,
     ProjectProblem,
     ReportStatus,
     StageEntry,
+    StageLatency,
     ToolCallEntry,
     ToolChangesData,
 )
@@ -280,7 +280,7 @@ def _causal_chain(ordered: list[Envelope], origin: int) -> list[CausalNode]:
     return nodes
 
 
-def _stats(values: list[int]) -> LatencyStats:
+def _stats(values: list[int]) -> StageLatency:
     return {
         "count": len(values),
         "min_ms": min(values) if values else None,
@@ -367,7 +367,7 @@ def _stages(ordered: list[Envelope], origin: int) -> list[StageEntry]:
     return stages
 
 
-def _latency(stages: list[StageEntry]) -> dict[str, LatencyStats]:
+def _latency(stages: list[StageEntry]) -> dict[str, StageLatency]:
     """Measure each stage kind over its closed spans: count, min, max and total ms."""
     measured: dict[str, list[int]] = {stage: [] for stage in LATENCY_STAGES}
     for stage in stages:

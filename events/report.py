@@ -20,9 +20,9 @@ from events.facts import SECTIONS, STAGES, Section
 from events.view_types import (
     ChangeRun,
     IncidentReport,
-    LatencyStats,
     ProblemEntry,
     ProjectProblem,
+    StageLatency,
     ToolCallEntry,
 )
 
@@ -81,7 +81,7 @@ def _section(title: str, body: list[str]) -> list[str]:
     return ["", f"## {title}", "", *(body or ["None."])]
 
 
-def _stages(latency: dict[str, LatencyStats]) -> list[tuple[str, LatencyStats]]:
+def _stages(latency: dict[str, StageLatency]) -> list[tuple[str, StageLatency]]:
     known = [(stage, latency[stage]) for stage in LATENCY_STAGES if stage in latency]
     return known + sorted(item for item in latency.items() if item[0] not in LATENCY_STAGES)
 
@@ -115,7 +115,7 @@ def tool_call_rows(calls: list[ToolCallEntry]) -> list[list[object]]:
     return [[call[key] for key in _TOOL_CALL_KEYS] for call in calls]
 
 
-def latency_rows(latency: dict[str, LatencyStats]) -> list[list[object]]:
+def latency_rows(latency: dict[str, StageLatency]) -> list[list[object]]:
     """The rows of the latency table: the known stages in order, then any others sorted."""
     return [
         [stage, s["count"], s["min_ms"], s["max_ms"], s["total_ms"]]

@@ -23,7 +23,6 @@ __all__ = [
     "HistoryEntry",
     "IncidentReport",
     "IncidentTimelineEntry",
-    "LatencyStats",
     "PendingToolCall",
     "ProblemEntry",
     "ProjectDecision",
@@ -33,6 +32,7 @@ __all__ = [
     "ReportStatus",
     "ReportSummary",
     "StageEntry",
+    "StageLatency",
     "TimelineEvent",
     "ToolCallEntry",
     "ToolChangesData",
@@ -246,7 +246,7 @@ class StageEntry(TypedDict):
     latency_ms: int | None
 
 
-class LatencyStats(TypedDict):
+class StageLatency(TypedDict):
     """One stage's ``latency``: over its closed spans (min/max None when there are none)."""
 
     count: int
@@ -322,6 +322,6 @@ class IncidentReport(TypedDict):
     model_retries: list[ProblemEntry]
     changes: list[ChangeRun]
     stages: list[StageEntry]
-    latency: dict[str, LatencyStats]
+    latency: dict[str, StageLatency]
     first_error: FirstError | None
     counts_by_type: dict[str, int]
