@@ -189,4 +189,4 @@ def test_model_requests_keep_the_settled_context_and_match_the_llm_context() -> 
         (m["role"], m.get("tool_call_id")) for m in context[: len(last)]
     ]
     assert all(a is b for a, b in zip(requests[-2], last[: len(requests[-2]) - 1], strict=False))
-    assert h.core._wrapped == {}  # every wrapped result is in the settled prefix
+    assert h.core._sent.wrapped == {}  # every wrapped result is in the settled prefix
