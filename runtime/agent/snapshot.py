@@ -13,8 +13,9 @@ the model's context window (:class:`events.projections.LlmContextFold`: the mess
 keeps, not the whole history, so a snapshot does not grow with it), the turn in progress,
 the tokens used and the recent turns' records. Not the bookkeeping of a live actor (calls asked
 about or dispatched, drafts, cancelled running calls): a rehydrated conversation starts
-without them, with or without a snapshot. Sets are written sorted, so the same state always
-gives the same bytes, and ``roost verify`` compares a stored snapshot with one rebuilt by
+without them, with or without a snapshot. Sets are written sorted (the closed calls in the
+order they closed, which says which one goes first), so the same state always gives the
+same bytes, and ``roost verify`` compares a stored snapshot with one rebuilt by
 replay byte for byte.
 
 A snapshot is a cache: :func:`restore` refuses one of another format (``SNAPSHOT_FORMAT``,
@@ -120,7 +121,7 @@ def encode_snapshot(state: LoopState) -> bytes:
             stopped=fold.stopped,
             open_turns=list(fold.open_turns.values()),
             calls=list(fold.calls.values()),
-            closed=sorted(fold._closed),
+            closed=list(fold._closed),
             event_count=fold.event_count,
             last_event_type=fold.last_event_type,
             last_seq=fold.last_seq,
@@ -202,7 +203,7 @@ def restore(state: LoopState, body: bytes) -> None:
     fold.cancelled, fold.stopped = saved.cancelled, saved.stopped
     fold.open_turns = {e.correlation_id: e for e in saved.open_turns}
     fold.calls = {c.call_id: c for c in saved.calls}
-    fold._closed = set(saved.closed)
+    fold._closed = dict.fromkeys(saved.closed)
     fold.event_count, fold.last_event_type = saved.event_count, saved.last_event_type
     fold.last_seq = saved.last_seq
     kept = snapshot.context
