@@ -10,6 +10,7 @@ General layout:
   (the fold the live conversation and the projections share).
 - ``seal``: signed checkpoints of a chain's head, the anchor kept outside the journal, and
   checking both.
+- ``context_window``: which of a conversation's messages the model is sent (the budget).
 - ``projections``: timeline, pending tool calls, model context, diagnostics, project view.
 - ``incidents`` / ``report``: incident timelines and reports (JSON and Markdown).
 - ``incident_html``: the incident report as one self-contained HTML page.
