@@ -10,6 +10,7 @@ General layout:
   (the fold the live conversation and the projections share).
 - ``seal``: signed checkpoints of a chain's head and the anchor kept outside the journal.
 - ``seal_check``: checking a project's checkpoints and its anchor (``roost verify``).
+- ``context_window``: which of a conversation's messages the model is sent (the budget).
 - ``projections``: timeline, pending tool calls, model context, diagnostics.
 - ``project_view``: a project's state for its diagnostics.
 - ``incidents`` / ``report``: incident timelines and reports (JSON and Markdown).

@@ -11,7 +11,8 @@ The rules (``docs/projections.md``):
 
 - A call is pending from its first ``tool.requested`` until a terminal event
   (``tool.completed``, ``tool.failed``, ``tool.cancelled``) of its ``call_id``; a closed
-  call stays closed (a repeated or late ``tool.requested`` does not reopen it). Its
+  call stays closed (a repeated or late ``tool.requested`` does not reopen it; the latest
+  ``CLOSED_KEPT`` closed calls are remembered, so the fold does not grow with history). Its
   ``phase`` follows the decision events: ``requested``, ``awaiting_approval``
   (``tool.approval_requested``), ``allowed`` (``policy.allowed``, ``tool.approved``),
   ``denied`` (``policy.denied``, ``tool.rejected``), ``started`` (``tool.started``). Its
@@ -131,6 +132,10 @@ class PendingCall:
         }
 
 
+CLOSED_KEPT: Final = 256
+"""Closed calls remembered (so a late ``tool.requested`` does not reopen one), the latest."""
+
+
 class ConversationFold:
     """The status and pending calls of one conversation, fed its events in ``seq`` order.
 
@@ -149,7 +154,8 @@ class ConversationFold:
         """Open turns in the order they opened: correlation → its ``user.message``."""
         self.calls: dict[str, PendingCall] = {}
         """Pending calls by ``call_id``, in the order they were requested."""
-        self._closed: set[str] = set()
+        self._closed: dict[str, None] = {}
+        """The latest ``CLOSED_KEPT`` closed calls, oldest first (a late request is ignored)."""
         self.event_count = 0
         """Events applied."""
         self.last_event_type: str | None = None
@@ -210,7 +216,11 @@ class ConversationFold:
                 | ToolCancelled(call_id=call_id)
             ):
                 self.calls.pop(call_id, None)
-                self._closed.add(call_id)
+                closed = self._closed
+                closed.pop(call_id, None)
+                closed[call_id] = None
+                if len(closed) > CLOSED_KEPT:
+                    del closed[next(iter(closed))]
             case (
                 ToolApprovalRequested(call_id=str() as call_id)
                 | PolicyAllowed(call_id=str() as call_id)

@@ -16,6 +16,7 @@ import msgspec
 from events import catalog as ev
 from events.catalog import PAYLOAD_TYPES, decode_data, type_names
 from events.codecs import canonical_json
+from events.context_window import CONTEXT_WINDOW_CHARS, ContextWindow, context_window_chars
 from events.conversation_fold import TURN_END_TYPES, ConversationFold
 from events.envelope import Envelope
 from events.facts import Decision
@@ -151,22 +152,33 @@ class LlmContextFold:
 
     A conversation keeps one and feeds it each committed event, so building a model
     request costs the new events, not the whole history (the history grows with every
-    turn). :meth:`messages` returns copies: callers may change them freely.
+    turn). It keeps only the context window (:mod:`events.context_window`): the latest
+    messages within ``window_chars`` characters (0: every message). Positions
+    (:meth:`settled`, :meth:`messages`) count every message the conversation ever had.
+    :meth:`messages` returns copies: callers may change them freely.
     """
 
-    def __init__(self) -> None:
-        self._messages: list[dict[str, Any]] = []
+    def __init__(self, window_chars: int = CONTEXT_WINDOW_CHARS) -> None:
+        self.window = ContextWindow(window_chars)
+        """The kept messages."""
         self._open_rounds: dict[str, dict[str, Any]] = {}
         self._round_at: dict[str, int] = {}
-        self._model_calls: set[str] = set()
+        self._model_calls: dict[str, int] = {}
+        """Each call the model asked for (in the window) and its round's position."""
         self._answered: set[str] = set()
         self.last_seq = 0
         """The ``seq`` of the last event applied."""
 
     @classmethod
-    def of(cls, events: Iterable[Envelope], conversation_id: str) -> LlmContextFold:
+    def of(
+        cls,
+        events: Iterable[Envelope],
+        conversation_id: str,
+        *,
+        window_chars: int = CONTEXT_WINDOW_CHARS,
+    ) -> LlmContextFold:
         """The fold of a conversation's events (in any order; they are sorted by ``seq``)."""
-        fold = cls()
+        fold = cls(window_chars)
         for event in conversation_events(events, conversation_id):
             fold.apply(event)
         return fold
@@ -177,58 +189,70 @@ class LlmContextFold:
         if event.type not in _CONTEXT_READS:
             return
         correlation = event.correlation_id
-        messages, open_rounds = self._messages, self._open_rounds
+        window, open_rounds = self.window, self._open_rounds
         match decode_data(event.type, event.data):
             case ev.UserMessage(content=content):
-                messages.append({"role": "user", "content": _text(content)})
+                window.append({"role": "user", "content": _text(content)}, cut=True)
             case ev.LlmStarted():
                 message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": []}
                 open_rounds[correlation] = message
-                self._round_at[correlation] = len(messages)
-                messages.append(message)
+                self._round_at[correlation] = window.append(message, cut=False)
             case ev.AssistantMessage(content=content):
                 text = _text(content)
                 current = open_rounds.get(correlation)
                 if current is None:
-                    messages.append({"role": "assistant", "content": text, "tool_calls": []})
-                elif current["content"] is None:
-                    current["content"] = text
+                    message = {"role": "assistant", "content": text, "tool_calls": []}
+                    window.append(message, cut=False)
                 else:
-                    current["content"] += "\n" + text
+                    current["content"] = (
+                        text if current["content"] is None else current["content"] + "\n" + text
+                    )
+                    window.changed(self._round_at[correlation])
             case ev.ToolRequested(call_id=call_id, name=name, args=args):
                 current = open_rounds.get(correlation)
                 if current is not None and call_id not in self._model_calls:
-                    self._model_calls.add(call_id)
+                    self._model_calls[call_id] = self._round_at[correlation]
                     current["tool_calls"].append(
                         {"id": call_id, "name": name, "args": msgspec.to_builtins(args)}
                     )
+                    window.changed(self._round_at[correlation])
             case ev.ToolCompleted() | ev.ToolFailed() | ev.ToolCancelled() as terminal:
                 call_id = terminal.call_id
-                if call_id in self._model_calls and call_id not in self._answered:
+                asked_at = self._model_calls.get(call_id)
+                if asked_at is not None and call_id not in self._answered:
                     self._answered.add(call_id)
-                    messages.append(_tool_message(terminal))
+                    window.append(_tool_message(terminal), cut=False)
+                    window.join(asked_at)
             case ev.LlmCompleted() | ev.LlmFailed() | ev.BudgetExceeded():
                 open_rounds.pop(correlation, None)
                 self._round_at.pop(correlation, None)
             case ev.ConversationCancel():
                 open_rounds.clear()
                 self._round_at.clear()
+        for dropped in window.trim(self.settled()):
+            for call in dropped.get("tool_calls") or ():
+                self._model_calls.pop(call["id"], None)
+                self._answered.discard(call["id"])
 
     def settled(self) -> int:
-        """How many messages are final: those before the first round still open.
+        """The position of the first message that may still change (the first open round's).
 
         Only an open round's message changes (its text, its calls); every message before
-        the first one is as it will stay, so a caller may keep what it built from them.
+        it is as it will stay, so a caller may keep what it built from them.
         """
-        return min(self._round_at.values(), default=len(self._messages))
+        return min(self._round_at.values(), default=self.window.end)
 
     def messages(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
-        """The context so far (rounds with neither text nor calls left out), as copies.
+        """The context in the window (rounds with neither text nor calls left out), as copies.
 
-        With ``start``/``stop``: only what the messages ``[start:stop]`` give.
+        With ``start``/``stop``: only what the positions ``[start:stop]`` give (those
+        before the window, dropped, give nothing).
         """
+        window = self.window
+        first = max(start, window.start) - window.start
+        last = None if stop is None else max(stop - window.start, 0)
         out: list[dict[str, Any]] = []
-        for message in self._messages[start:stop]:
+        for message in window.messages[first:last]:
             if message["role"] != "assistant":
                 out.append(dict(message))
             elif message["content"] is not None or message["tool_calls"]:
@@ -245,9 +269,14 @@ def llm_context(events: Iterable[Envelope], conversation_id: str) -> list[dict[s
     between its ``llm.started`` and the next one, or the end of the turn); and one
     ``{"role": "tool", "tool_call_id", "name", "status", "content", "code"}`` per terminal
     event of a call the model asked for. A round with neither text nor calls is left out;
-    calls requested outside a model round (``run_tool``) are not part of the context.
+    calls requested outside a model round (``run_tool``) are not part of the context. Only
+    the context window is: the latest turns within the last ``project.started``'s
+    ``context_window_chars`` (:mod:`events.context_window`).
     """
-    return LlmContextFold.of(events, conversation_id).messages()
+    events = list(events)
+    return LlmContextFold.of(
+        events, conversation_id, window_chars=context_window_chars(events)
+    ).messages()
 
 
 # --- status and diagnostics -------------------------------------------------------------

@@ -6,7 +6,9 @@ validates and normalizes what a project is started with and fills the gaps from
 :data:`DEFAULTS` (this table as plain data); the layers below the policy (guard, tools,
 execution) read typed fields (``RuntimeOptions.of(options).tool_max_output_bytes``, or a
 tool's ``ctx.settings``) instead of restating a default at each call site. Like
-:mod:`runtime.errors`, it imports none of Roost's layers, so each of them may import it.
+:mod:`runtime.errors`, it imports no layer of ``runtime``, so each of them may import it;
+the one default the domain's projections need too (``context_window_chars``, which a
+replay reads from ``project.started``) is the domain's, :mod:`events.context_window`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+
+from events.context_window import CONTEXT_WINDOW_CHARS
 
 __all__ = ["DEFAULTS", "RuntimeOptions", "defaults"]
 
@@ -46,6 +50,7 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_rounds: int = 25
     token_budget: int = 200000
     duration_budget_ms: int = 600000
+    context_window_chars: int = CONTEXT_WINDOW_CHARS
     allow_tools: tuple[str, ...] | None = None
     deny_tools: tuple[str, ...] = ()
     approval_mode: str = "never"

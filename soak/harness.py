@@ -46,11 +46,17 @@ import msgspec
 from runtime.client import Client
 from runtime.errors import RoostError
 from soak.bootstrap import event_counts, start_conversations, start_projects
-from soak.integrity import check_integrity
+from soak.integrity import StreamCheck
 from soak.leaks import Watch, leak_reasons
 from soak.model_server import ModelServer
 from soak.monitor import DaemonSession, Failures, MemorySampler, wait_until
-from soak.readback import Guard, collect_events, journal_batch_sizes, wait_idle
+from soak.readback import (
+    READ_BACK_S_PER_EVENT,
+    Guard,
+    collect_events,
+    journal_batch_sizes,
+    wait_idle,
+)
 from soak.report import (
     Backpressure,
     BaselineSummary,
@@ -260,28 +266,36 @@ def run_soak(
                 _passivated(client, run.projects, sampler, procs_start, config)
                 leak_watch.after()
                 run.note("reading the journal back")
-                after = event_counts(client, run.projects)
-                committed = sum(max(0, after[p] - before.get(p, 0)) for p in after)
                 if config.scenario == "baseline":
                     batch_sizes = journal_batch_sizes(session.home, before)
-                events, verified = collect_events(client, run.projects, run.failures)
+                check = StreamCheck(
+                    {**r.ack, "project_id": r.turn.project_id}
+                    for r in result.results
+                    if r.ok and r.ack is not None
+                )
+                verified = collect_events(
+                    client,
+                    run.projects,
+                    run.failures,
+                    check,
+                    note=run.note,
+                    # its own events, read back, and the next project's verify
+                    verified_count=lambda n: guard.extend(2 * n * READ_BACK_S_PER_EVENT),
+                )
+                after = {p: int(verified[p]["checked_events"]) for p in verified}
+                committed = sum(max(0, after[p] - before.get(p, 0)) for p in after)
             if guard.fired:
                 run.failures.add(
                     "journal",
                     "read_back_timeout",
                     f"settling and reading the journal back took more than {budget:g} s",
                 )
-            acks = [
-                r.ack
-                for r in result.results
-                if r.ok and r.ack is not None and r.turn.project_id in verified
-            ]
             integrity = msgspec.structs.replace(
-                check_integrity(events, acks, verified),
+                check.result(verified, read=verified),
                 unchecked_projects=len(run.projects) - len(verified),
             )
-            restarts = sum(1 for e in events if e.get("type") == "actor.restarted")
-            crashes = sum(1 for e in events if e.get("type") == "actor.crashed")
+            restarts = check.types["actor.restarted"]
+            crashes = check.types["actor.crashed"]
             run.note("waiting for idle conversations to be passivated")
             _passivated(client, run.projects, sampler, procs_start, config)
             rss_end, procs_end = sampler.sample(refresh=True)

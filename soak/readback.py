@@ -2,8 +2,11 @@
 
 Integrity is judged on what a client can read: ``verify`` (replay of every projection
 against the live one, the hash chain) says how many events a project has, then
-``subscribe`` from seq 0 yields exactly those. Batch sizes for ``baseline`` come from the
-SQLite journal's ``roost_batches`` table, read-only.
+``subscribe`` from seq 0 yields exactly those, each fed to the checks
+(:class:`soak.integrity.StreamCheck`) as it comes and not kept: a ten-minute run leaves
+millions. The time allowed grows with the events to read (``READ_BACK_S_PER_EVENT``).
+Batch sizes for ``baseline`` come from the SQLite journal's ``roost_batches`` table,
+read-only.
 """
 
 from __future__ import annotations
@@ -20,12 +23,25 @@ import msgspec
 
 from runtime.client import Client
 from runtime.errors import RoostError
+from soak.integrity import StreamCheck
 from soak.monitor import Failures
 
-__all__ = ["Guard", "collect_events", "journal_batch_sizes", "read_project", "wait_idle"]
+__all__ = [
+    "READ_BACK_S_PER_EVENT",
+    "Guard",
+    "collect_events",
+    "journal_batch_sizes",
+    "read_project",
+    "wait_idle",
+]
 
 
 T = TypeVar("T")
+
+READ_BACK_S_PER_EVENT = 0.0002
+"""Seconds allowed per event read back (``verify`` reads each, then ``subscribe``): 200 s
+for a million events, on top of a fixed allowance. A guard against a wedged daemon, not a
+measurement."""
 
 _GIVE_UP = frozenset({"timeout", "daemon_unreachable"})
 """Errors after which asking the other conversations or projects is pointless."""
@@ -47,6 +63,10 @@ class Guard:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="soak-guard", daemon=True)
 
+    def extend(self, seconds: float) -> None:
+        """Move the deadline ``seconds`` later (more to read than the budget foresaw)."""
+        self.deadline += seconds
+
     def __enter__(self) -> Guard:
         self._thread.start()
         return self
@@ -58,8 +78,9 @@ class Guard:
     def _run(self) -> None:
         from soak.scenarios import abort_call
 
-        if self._stop.wait(max(0.0, self.deadline - time.monotonic())):
-            return
+        while time.monotonic() < self.deadline:
+            if self._stop.wait(max(0.0, self.deadline - time.monotonic())):
+                return
         self.fired = True
         while True:
             abort_call(self.client)
@@ -100,21 +121,27 @@ def wait_idle(
             time.sleep(0.1)
 
 
-def read_project(client: Client, project: str, count: int, timeout_s: float) -> list[Any]:
-    """The first ``count`` events of ``project`` through ``subscribe`` (from seq 0)."""
-    events: list[Any] = []
+def read_project(
+    client: Client, project: str, count: int, timeout_s: float, feed: Callable[[Any], None]
+) -> int:
+    """Feed the first ``count`` events of ``project`` (``subscribe`` from seq 0) to ``feed``.
+
+    Returns how many came before ``timeout_s``.
+    """
+    got = 0
     stream = client.subscribe(project, after_seq=0)
     timer = threading.Timer(timeout_s, stream.close)
     timer.start()
     try:
         for event in stream:
-            events.append(event)
-            if len(events) >= count:
+            feed(event)
+            got += 1
+            if got >= count:
                 break
     finally:
         timer.cancel()
         stream.close()
-    return events
+    return got
 
 
 def _patiently(call: Callable[[], T], tries: int = 6) -> T:
@@ -132,34 +159,42 @@ def _patiently(call: Callable[[], T], tries: int = 6) -> T:
 
 
 def collect_events(
-    client: Client, projects: list[str], failures: Failures
-) -> tuple[list[Any], dict[str, Any]]:
-    """Every project's events (``verify`` first: it says how many) and its verify answer.
+    client: Client,
+    projects: list[str],
+    failures: Failures,
+    check: StreamCheck,
+    *,
+    note: Callable[[str], None] = lambda _: None,
+    verified_count: Callable[[int], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Feed every project's events to ``check`` (``verify`` first: it says how many).
 
-    Projects that could not be read are missing from the answer (and their errors are in
-    ``failures``): their integrity is unknown, not broken.
+    Returns each project's verify answer. Projects that could not be read are missing from
+    it (and their errors are in ``failures``): their integrity is unknown, not broken.
+    ``note`` hears the progress, a line per step; ``verified_count`` each project's count
+    of events once verified (the harness's guard gives it time to read them).
     """
-    events: list[Any] = []
     verified: dict[str, Any] = {}
     for project in projects:
         try:
+            note(f"verifying {project}")
             result = _patiently(functools.partial(client.verify, project))
             count = int(result["checked_events"])
-            chunk = _patiently(functools.partial(read_project, client, project, count, 60.0))
+            verified_count(count)
+            note(f"reading {count} events of {project} back")
+            timeout_s = 60 + count * READ_BACK_S_PER_EVENT
+            got = read_project(client, project, count, timeout_s, check.add)
         except RoostError as e:
             failures.add("journal", e.code, str(e))
             if e.code in _GIVE_UP:
                 break
             continue
         verified[project] = result
-        if len(chunk) < int(result["checked_events"]):
+        if got < count:
             failures.add(
-                "journal",
-                "short_read",
-                f"subscribe gave {len(chunk)} of {result['checked_events']} events of {project}",
+                "journal", "short_read", f"subscribe gave {got} of {count} events of {project}"
             )
-        events.extend(chunk)
-    return events, verified
+    return verified
 
 
 def journal_batch_sizes(home: str, since: dict[str, int]) -> list[int] | None:

@@ -18,26 +18,6 @@ from runtime.llm.resilience import ModelNote
 __all__ = ["ModelRounds"]
 
 
-def _as_data(message: dict[str, Any], wrapped: dict[str, tuple[str, str]]) -> dict[str, Any]:
-    """Hand a tool result to the model inside a per-call nonce-delimited data block.
-
-    ``wrapped`` keeps each call's block (call id → (content, block)), so a result keeps
-    its nonce in every later request: the prompt's prefix stays the same from round to
-    round (provider prompt caches) and the history is not wrapped again each time.
-    """
-    content = message.get("content")
-    if message.get("role") != "tool" or not isinstance(content, str):
-        return message
-    call_id = str(message.get("tool_call_id", ""))
-    hit = wrapped.get(call_id)
-    if hit is None or hit[0] != content:
-        from runtime.execution.results import wrap_for_model  # noqa: PLC0415 - runtime-only helper
-
-        hit = (content, wrap_for_model(call_id, content))
-        wrapped[call_id] = hit
-    return {**message, "content": hit[1]}
-
-
 def note_payload(note: ModelNote, round_: int) -> ev.Event:
     """The event of a retry or a breaker transition the model call met.
 
@@ -163,26 +143,8 @@ class ModelRounds(LoopState):
         ]
 
     def _request_messages(self) -> list[dict[str, Any]]:
-        """The context as the model gets it, tool results wrapped (``_as_data``).
-
-        The settled part (``LlmContextFold.settled``: messages that no longer change) is
-        built once and kept (``_prefix``), so a request costs the open rounds' messages and
-        a list of references, not a copy of the whole history; a call's wrapped block
-        leaves ``_wrapped`` once it is in the prefix. A context replaced (a snapshot
-        restored) starts the prefix again.
-        """
-        context = self._context
-        if self._prefix_of is not context:
-            self._prefix, self._prefix_end, self._prefix_of = [], 0, context
-        settled = context.settled()
-        if settled > self._prefix_end:
-            for message in context.messages(self._prefix_end, settled):
-                self._prefix.append(_as_data(message, self._wrapped))
-                if message.get("role") == "tool":
-                    self._wrapped.pop(str(message.get("tool_call_id", "")), None)
-            self._prefix_end = settled
-        tail = [_as_data(m, self._wrapped) for m in context.messages(self._prefix_end)]
-        return [*self._prefix, *tail]
+        """The context window as the model gets it (``runtime.agent.window``)."""
+        return self._sent.messages(self._context)
 
     def _model_request(self, turn: TurnState) -> ModelRequest:
         settings = self.settings

@@ -9,17 +9,19 @@ states included). The journal's single writer stores snapshots beside the events
 the :class:`~runtime.journal.snapshots.SnapshotCodec` it does that with (:data:`CODEC`).
 
 What a snapshot holds: the status fold (:class:`events.conversation_fold.ConversationFold`),
-the model's context (:class:`events.projections.LlmContextFold`), the turn in progress, the
-tokens used and the recent turns' records. Not the bookkeeping of a live actor (calls asked
+the model's context window (:class:`events.projections.LlmContextFold`: the messages it
+keeps, not the whole history, so a snapshot does not grow with it), the turn in progress,
+the tokens used and the recent turns' records. Not the bookkeeping of a live actor (calls asked
 about or dispatched, drafts, cancelled running calls): a rehydrated conversation starts
-without them, with or without a snapshot. Sets are written sorted, so the same state always
-gives the same bytes, and ``roost verify`` compares a stored snapshot with one rebuilt by
+without them, with or without a snapshot. Sets are written sorted (the closed calls in the
+order they closed, which says which one goes first), so the same state always gives the
+same bytes, and ``roost verify`` compares a stored snapshot with one rebuilt by
 replay byte for byte.
 
 A snapshot is a cache: :func:`restore` refuses one of another format (``SNAPSHOT_FORMAT``,
 raised with every change of what is stored), of another conversation, folded with another
-``orchestration`` than the conversation now runs with, or that does not decode; the caller
-then folds the whole history.
+``orchestration`` or another ``context_window_chars`` than the conversation now runs with,
+or that does not decode; the caller then folds the whole history.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ from runtime.agent.state import LoopState, TurnRecord, TurnState
 
 __all__ = ["CODEC", "SNAPSHOT_FORMAT", "SnapshotRejected", "encode_snapshot", "restore"]
 
-SNAPSHOT_FORMAT: Final = 1
-"""The layout of a snapshot; one written by code with another is not restored."""
+SNAPSHOT_FORMAT: Final = 2
+"""The layout of a snapshot; one written by code with another is not restored.
+
+2: the model's context is its window (positions, cuts, the budget), not the whole history.
+"""
 
 
 class SnapshotRejected(Exception):
@@ -66,11 +71,14 @@ class _FoldState(msgspec.Struct, kw_only=True):
 
 
 class _ContextState(msgspec.Struct, kw_only=True):
-    """An :class:`LlmContextFold`; an open round is the index of its message."""
+    """An :class:`LlmContextFold`; an open round, a call, a cut are message positions."""
 
+    window_chars: int
+    start: int
     messages: list[dict[str, Any]]
+    cuts: list[int]
     open_rounds: dict[str, int]
-    model_calls: list[str]
+    model_calls: dict[str, int]
     answered: list[str]
     last_seq: int
 
@@ -102,7 +110,7 @@ _FORMAT = msgspec.msgpack.Decoder(_Format)
 def encode_snapshot(state: LoopState) -> bytes:
     """The snapshot of ``state`` as it stands (every event up to ``state.last_seq``)."""
     fold, context = state.fold, state._context
-    index = {id(m): i for i, m in enumerate(context._messages)}
+    window = context.window
     snapshot = _Snapshot(
         format=SNAPSHOT_FORMAT,
         conversation_id=state.conversation_id,
@@ -113,15 +121,18 @@ def encode_snapshot(state: LoopState) -> bytes:
             stopped=fold.stopped,
             open_turns=list(fold.open_turns.values()),
             calls=list(fold.calls.values()),
-            closed=sorted(fold._closed),
+            closed=list(fold._closed),
             event_count=fold.event_count,
             last_event_type=fold.last_event_type,
             last_seq=fold.last_seq,
         ),
         context=_ContextState(
-            messages=context._messages,
-            open_rounds={c: index[id(m)] for c, m in context._open_rounds.items()},
-            model_calls=sorted(context._model_calls),
+            window_chars=window.budget,
+            start=window.start,
+            messages=window.messages,
+            cuts=window.cuts,
+            open_rounds=context._round_at,
+            model_calls=dict(sorted(context._model_calls.items())),
             answered=sorted(context._answered),
             last_seq=context.last_seq,
         ),
@@ -160,6 +171,18 @@ def _check(body: bytes, state: LoopState, decoder: msgspec.msgpack.Decoder[Any])
             f"{snapshot.fold.orchestration}; the conversation runs with "
             f"{state.settings.orchestration}",
         )
+    kept = snapshot.context
+    if any(not 0 <= i - kept.start < len(kept.messages) for i in kept.open_rounds.values()):
+        raise SnapshotRejected(
+            "snapshot_decode_error", "the snapshot has an open round outside its messages"
+        )
+    if kept.window_chars != state.settings.context_window_chars:
+        raise SnapshotRejected(
+            "snapshot_window",
+            "the snapshot was folded with context_window_chars "
+            f"{kept.window_chars}; the conversation runs with "
+            f"{state.settings.context_window_chars}",
+        )
     return snapshot
 
 
@@ -180,15 +203,15 @@ def restore(state: LoopState, body: bytes) -> None:
     fold.cancelled, fold.stopped = saved.cancelled, saved.stopped
     fold.open_turns = {e.correlation_id: e for e in saved.open_turns}
     fold.calls = {c.call_id: c for c in saved.calls}
-    fold._closed = set(saved.closed)
+    fold._closed = dict.fromkeys(saved.closed)
     fold.event_count, fold.last_event_type = saved.event_count, saved.last_event_type
     fold.last_seq = saved.last_seq
     kept = snapshot.context
-    context = LlmContextFold()
-    context._messages = kept.messages
-    context._open_rounds = {c: kept.messages[i] for c, i in kept.open_rounds.items()}
+    context = LlmContextFold(kept.window_chars)
+    context.window.restore(kept.start, kept.messages, kept.cuts)
+    context._open_rounds = {c: kept.messages[i - kept.start] for c, i in kept.open_rounds.items()}
     context._round_at = dict(kept.open_rounds)
-    context._model_calls = set(kept.model_calls)
+    context._model_calls = dict(kept.model_calls)
     context._answered = set(kept.answered)
     context.last_seq = kept.last_seq
     state.fold, state._context = fold, context

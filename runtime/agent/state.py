@@ -21,6 +21,7 @@ from events.catalog import decode_data, type_names
 from events.conversation_fold import TURN_END_TYPES, ConversationFold, PendingCall
 from events.envelope import Envelope, NewEvent, format_at, new_event
 from events.projections import PROJECTION_KEYS, LlmContextFold
+from runtime.agent.window import SentContext
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import CallSpec
 
@@ -107,11 +108,8 @@ class LoopState:
         """The ``seq`` of the last event folded (events at or before it are known)."""
         self.turns: dict[str, TurnRecord] = {}
         """The recent turns by correlation, oldest first (at most ``REMEMBERED_TURNS`` ended)."""
-        self._context = LlmContextFold()
-        self._wrapped: dict[str, tuple[str, str]] = {}
-        self._prefix: list[dict[str, Any]] = []
-        self._prefix_end = 0
-        self._prefix_of: LlmContextFold | None = None
+        self._context = LlmContextFold(self.settings.context_window_chars)
+        self._sent = SentContext()
         self.fold = ConversationFold(orchestration=self._orchestration)
         """Status, open turns and pending calls: the projections' own fold."""
         self.turn: TurnState | None = None

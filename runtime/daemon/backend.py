@@ -563,8 +563,15 @@ class ActorBackend:
         live = self._live(deadline).get(project_id)
         if live is not None and live.get("status") == "running":
             status = self.ask(_live_status(project_id), deadline)
-            fresh = self._project_events(project_id)
+            active = set(status.get("active_conversations", []))
+            # Each replay reads its conversation's events and the project's own (its
+            # options), not the whole project again (one pass, whatever the history).
+            own: dict[str | None, list[Any]] = {c: [] for c in (*active, None)}
+            for e in self._project_events(project_id):
+                if e.conversation_id in own:
+                    own[e.conversation_id].append(e)
             for conversation_id in status.get("active_conversations", []):
+                fresh = [*own[None], *own[conversation_id]]
                 # The timeline is read from the journal on both sides (``_timeline``).
                 for key in ("pending_tool_calls", "llm_context", "diagnostics"):
                     args = ProjectionArgs(

@@ -46,13 +46,19 @@ def snapshot_mismatches(
     """
     mismatches: list[dict[str, Any]] = []
     checked = stale = 0
-    for snapshot in journal.snapshots(project_id):
+    stored = journal.snapshots(project_id)
+    wanted = {s.conversation_id for s in stored}
+    by_conversation: dict[str, list[Envelope]] = {c: [] for c in wanted}
+    for e in events:  # one pass: a project of many conversations has many events
+        if e.conversation_id in wanted:
+            by_conversation[e.conversation_id].append(e)
+    for snapshot in stored:
         conversation_id = snapshot.conversation_id
         if snapshot.format != CODEC.format:
             stale += 1
             continue
         checked += 1
-        mine = [e for e in events if e.conversation_id == conversation_id and e.seq <= snapshot.seq]
+        mine = [e for e in by_conversation[conversation_id] if e.seq <= snapshot.seq]
         where = {"kind": "snapshot", "conversation_id": conversation_id, "seq": snapshot.seq}
         head = mine[-1] if mine else None
         if head is None or (head.seq, head.stream_version, head.hash) != (

@@ -468,6 +468,7 @@ _OPTIONS: dict[str, Validator] = {
     "max_rounds": _POS,
     "token_budget": _POS,
     "duration_budget_ms": _POS_MS,
+    "context_window_chars": _integer(0, MAX_INT),
     "allow_tools": _string_list(_nonempty, sort=True, nullable=True),
     "deny_tools": _string_list(_nonempty, sort=True),
     "approval_mode": _choice("never", "sensitive", "always"),

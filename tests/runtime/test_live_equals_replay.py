@@ -5,7 +5,8 @@ events one at a time (as the Conversation actor feeds it), answering ``projectio
 as the actor does (every projection but ``timeline``, which the gateway reads from the
 journal), and a core rehydrated from a snapshot taken part-way plus the events after it;
 the replay side is ``events.projections.get_projection`` over every event of the project
-(``project.started`` included, which says whether orchestration is on). A project restart
+(``project.started`` included, which says whether orchestration is on and how large the
+model's context window is: small ones here, so the window drops turns). A project restart
 rebuilds the core from the conversation's events, with the options of the new
 ``project.started``.
 """
@@ -49,19 +50,21 @@ OPS = (
 )
 
 
-def _core(orchestration: bool, events: list[Envelope]) -> ConversationCore:
+def _core(orchestration: bool, events: list[Envelope], window: int = 32000) -> ConversationCore:
     """A conversation core as the actor builds it: the project's options, its own events."""
     core = ConversationCore(
         project_id="p1",
         conversation_id="c1",
-        options=validate_options({"orchestration": orchestration}),
+        options=validate_options({"orchestration": orchestration, "context_window_chars": window}),
         clock=lambda: datetime(2024, 5, 1, 13, 0, 0, tzinfo=UTC),
     )
     core.load([e for e in events if e.conversation_id == "c1"])
     return core
 
 
-def _add(j: Journal, op: str, pick: int, calls: list[str], orchestration: bool) -> bool:
+def _add(
+    j: Journal, op: str, pick: int, calls: list[str], orchestration: bool, *, window: int = 32000
+) -> bool:
     """Commit the event ``op`` stands for; return the orchestration of a restart."""
     corr = f"corr-{pick % 3}"
     call_id = calls[pick % len(calls)] if calls else "call-none"
@@ -116,7 +119,10 @@ def _add(j: Journal, op: str, pick: int, calls: list[str], orchestration: bool) 
         conversation = "c2"
     elif op == "restart":
         orchestration = bool(pick % 2)
-        payload = ev.ProjectStarted(root="/srv/repo", options={"orchestration": orchestration})
+        payload = ev.ProjectStarted(
+            root="/srv/repo",
+            options={"orchestration": orchestration, "context_window_chars": window},
+        )
         conversation = None
     assert payload is not None
     j.add(payload, conversation_id=conversation, correlation_id=corr)
@@ -135,11 +141,13 @@ def _replayed(events: list[Envelope]) -> dict[str, Any]:
     return {key: get_projection(events, "c1", key) for key in LIVE_KEYS}
 
 
-def _from_snapshot(orchestration: bool, events: list[Envelope], cut: int) -> ConversationCore:
+def _from_snapshot(
+    orchestration: bool, events: list[Envelope], cut: int, window: int
+) -> ConversationCore:
     """A core rehydrated from a snapshot of the first ``cut`` events, then the rest."""
     mine = [e for e in events if e.conversation_id == "c1"]
-    body = encode_snapshot(_core(orchestration, mine[:cut]))
-    core = _core(orchestration, [])
+    body = encode_snapshot(_core(orchestration, mine[:cut], window))
+    core = _core(orchestration, [], window)
     core.rehydrate(mine[cut:], [], recovering=False, snapshot=body)
     return core
 
@@ -149,35 +157,37 @@ def _from_snapshot(orchestration: bool, events: list[Envelope], cut: int) -> Con
     st.booleans(),
     st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 11)), max_size=45),
     st.integers(0, 45),
+    st.sampled_from([0, 10, 30, 32000]),
 )
 def test_the_live_views_equal_the_replay_after_every_event_and_after_a_rebuild(
-    orchestration: bool, ops: list[tuple[str, int]], rebuild_at: int
+    orchestration: bool, ops: list[tuple[str, int]], rebuild_at: int, window: int
 ) -> None:
     j = started_project(orchestration)
-    live = _core(orchestration, j.events)
+    _add(j, "restart", int(orchestration), [], orchestration, window=window)  # the window's options
+    live = _core(orchestration, j.events, window)
     rebuilt: ConversationCore | None = None
     calls: list[str] = []
     for index, (op, pick) in enumerate(ops):
-        orchestration = _add(j, op, pick, calls, orchestration)
+        orchestration = _add(j, op, pick, calls, orchestration, window=window)
         event = j.events[-1]
         if op == "restart":
             # A project restart: the conversation comes back from its events, new options.
-            live = _core(orchestration, j.events)
+            live = _core(orchestration, j.events, window)
             rebuilt = None
         elif event.conversation_id == "c1":
             live.committed([event])
             if rebuilt is not None:
                 rebuilt.committed([event])
         if index == rebuild_at:  # a crash: a new core from the journal, mid-sequence
-            rebuilt = _core(orchestration, j.events)
+            rebuilt = _core(orchestration, j.events, window)
         replayed = _replayed(j.events)
         assert _views(live) == replayed
         if rebuilt is not None:
             assert _views(rebuilt) == replayed
             assert rebuilt.status() == live.status() == replayed["diagnostics"]["status"]
-        snapped = _from_snapshot(orchestration, j.events, pick * index % (index + 2))
+        snapped = _from_snapshot(orchestration, j.events, pick * index % (index + 2), window)
         assert _views(snapped) == replayed
-        assert encode_snapshot(snapped) == encode_snapshot(_core(orchestration, j.events))
+        assert encode_snapshot(snapped) == encode_snapshot(_core(orchestration, j.events, window))
 
 
 def test_with_orchestration_off_messages_leave_the_conversation_idle() -> None:

@@ -18,6 +18,7 @@ from events import catalog as ev
 from events.envelope import new_call_id, new_event
 from runtime.journal.store import Journal
 from soak.integrity import (
+    StreamCheck,
     check_integrity,
     find_chain_breaks,
     find_duplicates,
@@ -246,3 +247,21 @@ def test_removing_any_one_event_is_never_silent(journal: Any) -> None:
         assert result.hash_chain_ok is last_of_project, removed
         assert result.unfinished_turns == int(removed["type"] == "llm.completed"), removed
         assert result.lost == int(removed["type"] == "user.message"), removed
+
+
+def test_a_read_back_fed_one_project_after_another_finds_what_the_whole_check_finds(
+    journal: Any,
+) -> None:
+    events, acks = journal
+    lost_event = next(e for e in events if e["event_id"] == acks[-1]["event_id"])
+    damaged = [e for e in events if e is not lost_event]
+    check = StreamCheck({**a, "project_id": "p0" if i < 4 else "p1"} for i, a in enumerate(acks))
+    for project in ("p1", "p0"):  # as subscribe gives them: a project after another
+        for event in damaged:
+            if event["project_id"] == project:
+                check.add(event)
+    verified = {"p0": {"ok": True, "chain_ok": True}, "p1": {"ok": True, "chain_ok": True}}
+    assert check.result(verified) == check_integrity(damaged, acks, verified)
+    assert check.result(verified).lost == 1
+    assert check.result(verified, read={"p0"}).lost == 0  # p1 was not read back
+    assert check.types["user.message"] == 7  # the lost one was a message

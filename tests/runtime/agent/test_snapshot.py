@@ -189,4 +189,43 @@ def test_model_requests_keep_the_settled_context_and_match_the_llm_context() -> 
         (m["role"], m.get("tool_call_id")) for m in context[: len(last)]
     ]
     assert all(a is b for a, b in zip(requests[-2], last[: len(requests[-2]) - 1], strict=False))
-    assert h.core._wrapped == {}  # every wrapped result is in the settled prefix
+    assert h.core._sent.wrapped == {}  # every wrapped result is in the settled prefix
+
+
+def test_a_snapshot_folded_with_another_context_window_is_refused() -> None:
+    h = Harness()
+    h.send({"type": "user.message", "data": {"content": "hi"}})
+    body = snapshot_at(h, len(h.journal))
+    wider = Harness(context_window_chars=64000)
+    names = {"project_id": "p1", "conversation_id": "c1"}
+    assert CODEC.check(body, options=wider.options, **names) == "snapshot_window"
+    assert CODEC.check(body, options=h.options, **names) is None
+
+
+def test_the_snapshot_and_the_model_request_stay_bounded_as_history_grows() -> None:
+    h = Harness(context_window_chars=2000, token_budget=10**9)
+    requests: list[list[dict[str, Any]]] = []
+    complete = h.model.complete
+
+    def recording(request: Any) -> Any:
+        requests.append(request.messages)
+        return complete(request)
+
+    h.model.complete = recording  # type: ignore[method-assign]
+    sizes = []
+    for i in range(900):  # the turn records reach their own bound (REMEMBERED_TURNS) first
+        h.send({"type": "user.message", "data": {"content": f"read a{i}"}})
+        if i + 1 in (400, 900):
+            sizes.append(len(encode_snapshot(h.core)))
+    assert sizes[1] <= sizes[0] * 1.05
+    assert h.core._context.window.chars <= 2000
+    assert h.core._context.window.start > 0
+    assert requests[-1][0]["role"] == "user"
+    assert max(map(len, requests[-200:])) <= max(map(len, requests[-1000:-800]))  # two a turn
+    unbounded = Harness(context_window_chars=0, token_budget=10**9)
+    for i in range(900):
+        unbounded.send({"type": "user.message", "data": {"content": f"read a{i}"}})
+    assert len(encode_snapshot(unbounded.core)) > 3 * sizes[1]
+    core = h.new_core()  # and a core rebuilt from the whole journal keeps the same window
+    core.load(list(h.journal))
+    assert encode_snapshot(core) == encode_snapshot(h.core)

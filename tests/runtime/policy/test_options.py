@@ -64,6 +64,7 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "restart_period_ms": 5000,
     "idle_passivation_ms": 300000,
     "snapshot_every_events": 500,  # beyond SPEC: the journal's snapshots (issue 18)
+    "context_window_chars": 32000,  # beyond SPEC: the model's context window (issue 18)
     "alert_signal_events": ["security.repeated_timeout_failures", "security.sandbox_violation"],
     "alert_router": None,
     "mcp_servers": [],  # SPEC section 12
@@ -178,6 +179,8 @@ ACCEPTED: list[tuple[str, Any, Any]] = [
     ("restart_period_ms", 1, 1),
     ("idle_passivation_ms", 60000, 60000),
     ("snapshot_every_events", 0, 0),
+    ("context_window_chars", 0, 0),
+    ("context_window_chars", 4000, 4000),
     (
         "alert_signal_events",
         ["tool.failed", "security.env_denied"],
@@ -313,6 +316,9 @@ REJECTED: list[tuple[str, Any, str]] = [
     ("restart_period_ms", 0, "expected_positive_integer"),
     ("idle_passivation_ms", 0, "expected_positive_integer"),
     ("snapshot_every_events", -1, "expected_non_negative_integer"),
+    ("context_window_chars", -1, "expected_non_negative_integer"),
+    ("context_window_chars", True, "expected_non_negative_integer"),
+    ("context_window_chars", "32000", "expected_non_negative_integer"),
     ("alert_signal_events", "security.sandbox_violation", "expected_list_of_strings"),
     ("alert_signal_events", ["security.no_such_event"], "invalid_entry"),
     ("alert_signal_events", ["alert.failed"], "invalid_entry"),
