@@ -117,6 +117,11 @@ def _turn_wait_timeout(args: SendEventArgs, correlation_id: str) -> RequestTimeo
     )
 
 
+_SETTLE_ATTEMPTS = 10
+"""How often ``verify`` asks a live conversation again while a turn moves it on."""
+_SETTLE_PAUSE_S = 0.2
+
+
 def _live_status(project_id: str) -> Call[ProjectArgs]:
     """The daemon's own ``live_status`` request for a running project."""
     return Call(op="live_status", args=ProjectArgs(project_id=project_id))
@@ -531,6 +536,44 @@ class ActorBackend:
             ],
         }
 
+    def _compare_live(
+        self, project_id: str, conversation_id: str, fresh: list[Any], deadline: float
+    ) -> list[dict[str, Any]]:
+        """The projections where a live conversation and the replay of its events differ.
+
+        A turn in flight can put the live state ahead of what was read (a commit after the
+        read, or the steps a turn folds before their commit): a difference is asked again,
+        the journal read again, until both settle; one that persists is a mismatch. The
+        timeline is read from the journal on both sides (``_timeline``), so it is not asked.
+        """
+        differ: list[dict[str, Any]] = []
+        for attempt in range(_SETTLE_ATTEMPTS):
+            differ = []
+            for key in ("pending_tool_calls", "llm_context", "diagnostics"):
+                args = ProjectionArgs(
+                    project_id=project_id, conversation_id=conversation_id, key=key
+                )
+                live_value = self.ask(Call(op="get_projection", args=args), deadline)
+                replayed = get_projection(fresh, conversation_id, key)
+                if msgspec.json.encode(live_value) != msgspec.json.encode(replayed):
+                    differ.append(
+                        {
+                            "kind": "projection",
+                            "conversation_id": conversation_id,
+                            "projection": key,
+                            "diff": _diff(live_value, replayed),
+                        }
+                    )
+            if not differ or attempt == _SETTLE_ATTEMPTS - 1 or time.monotonic() >= deadline:
+                break
+            time.sleep(_SETTLE_PAUSE_S)
+            fresh = [
+                e
+                for e in self._project_events(project_id)
+                if e.conversation_id in (None, conversation_id)
+            ]
+        return differ
+
     def _verify(self, project_id: str, deadline: float) -> dict[str, Any]:
         audit = self.journal.audit(project_id)
         deletions, deletion_problems = self.journal.deletion_audit(project_id)
@@ -572,22 +615,7 @@ class ActorBackend:
                     own[e.conversation_id].append(e)
             for conversation_id in status.get("active_conversations", []):
                 fresh = [*own[None], *own[conversation_id]]
-                # The timeline is read from the journal on both sides (``_timeline``).
-                for key in ("pending_tool_calls", "llm_context", "diagnostics"):
-                    args = ProjectionArgs(
-                        project_id=project_id, conversation_id=conversation_id, key=key
-                    )
-                    live_value = self.ask(Call(op="get_projection", args=args), deadline)
-                    replayed = get_projection(fresh, conversation_id, key)
-                    if msgspec.json.encode(live_value) != msgspec.json.encode(replayed):
-                        mismatches.append(
-                            {
-                                "kind": "projection",
-                                "conversation_id": conversation_id,
-                                "projection": key,
-                                "diff": _diff(live_value, replayed),
-                            }
-                        )
+                mismatches += self._compare_live(project_id, conversation_id, fresh, deadline)
                 compared.append(conversation_id)
         seals = audit.seals
         anchor_ok = seals is None or seals.ok
