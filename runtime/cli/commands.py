@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runtime.cli.format import (
@@ -137,7 +137,7 @@ def connect(ns: Namespace) -> Client:
     return Client.connect(ns.home)
 
 
-def print_ids(ns: Namespace, rows: list[dict[str, Any]], key: str) -> bool:
+def print_ids(ns: Namespace, rows: Sequence[Mapping[str, object]], key: str) -> bool:
     """With ``-q``: print the ids only (``docker ps -q``) and say so."""
     if not getattr(ns, "quiet", False):
         return False
@@ -181,14 +181,14 @@ def cmd_conversation_list(ns: Namespace) -> int:
         rows = []
         for conversation_id in diagnostics.get("conversations") or []:
             timeline = c.incident_timeline(ns.project, conversation_id, limit=1)
-            last = (timeline.get("entries") or [{}])[-1]
+            last = timeline["entries"][-1] if timeline["entries"] else None
             rows.append(
                 {
                     "conversation_id": conversation_id,
                     "process": "live" if conversation_id in active else "passivated",
-                    "entries": timeline.get("total_entries", 0),
-                    "last_event": last.get("type"),
-                    "last_at": last.get("at"),
+                    "entries": timeline["total_entries"],
+                    "last_event": last["type"] if last else None,
+                    "last_at": last["at"] if last else None,
                 }
             )
     if print_ids(ns, rows, "conversation_id"):
