@@ -97,7 +97,10 @@ def json_errors(on: bool) -> None:
 
 
 def print_error(
-    code: str, message: str, details: dict[str, Any] | None = None, status: int | None = None
+    code: str,
+    message: str,
+    details: Mapping[str, object] | None = None,
+    status: int | None = None,
 ) -> None:
     """Print an error on stderr: ``roost: <code>: <message>``, its first line only.
 
@@ -204,7 +207,7 @@ def cmd_conversation_list(ns: Namespace) -> int:
     return 0
 
 
-def turn_failure(ack: dict[str, Any]) -> str | None:
+def turn_failure(ack: Mapping[str, object]) -> str | None:
     """Why the turn of a ``--wait`` ack failed (``llm.failed``, ``budget.exceeded``), or None."""
     outcome = ack.get("outcome")
     if outcome not in _FAILED_TURNS:
@@ -219,7 +222,7 @@ def turn_failure(ack: dict[str, Any]) -> str | None:
     return f"{outcome}: unknown"
 
 
-def _acked(ns: Namespace, ack: dict[str, Any]) -> int:
+def _acked(ns: Namespace, ack: Mapping[str, object]) -> int:
     """Print an ack; a ``--wait`` whose turn failed exits 1 with ``turn_failed``."""
     _out(ns, ack, kv_block)
     failure = turn_failure(ack)

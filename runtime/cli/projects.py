@@ -16,7 +16,7 @@ import getpass
 import socket
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runtime.cli.commands import EXIT_FAILURE, connect, print_error, print_ids, print_result
 from runtime.cli.format import UsageError, dumps_json, kv_block, table
@@ -122,8 +122,8 @@ def cmd_project_start(ns: argparse.Namespace) -> int:
         project_id = c.start_project(ns.root, project_id=ns.id, options=options)
         health = c.diagnostics(project_id).get("health") or {}
         rows = c.list_projects()
-    problems: dict[str, Any] = dict(health.get("problems") or {})
-    result: dict[str, Any] = {"project_id": project_id}
+    problems = dict(health.get("problems") or {})
+    result: dict[str, object] = {"project_id": project_id}
     if problems:
         result["problems"] = problems
     root = next((r.get("root") for r in rows if r.get("project_id") == project_id), None)
@@ -142,7 +142,7 @@ def cmd_project_start(ns: argparse.Namespace) -> int:
     return EXIT_FAILURE if problems else 0
 
 
-def _server_problem(problem: dict[str, Any]) -> str:
+def _server_problem(problem: Mapping[str, object]) -> str:
     """One line: the server, how it ended, its last stderr line, the fix when known."""
     reason = str(problem.get("reason") or "")
     code, _, message = reason.partition(": ")
@@ -198,7 +198,7 @@ def cmd_project_diagnostics(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _tools_table(tools: list[dict[str, Any]]) -> str:
+def _tools_table(tools: Sequence[Mapping[str, object]]) -> str:
     flag_names = (
         ("read_only", "ro"),
         ("writes", "writes"),

@@ -299,7 +299,7 @@ class Client:
         result: ProtocolCheck = self.call("check_protocol", args)
         return result
 
-    def run_tool(self, project_id: str, request: dict[str, Any]) -> dict[str, Any]:
+    def run_tool(self, project_id: str, request: Mapping[str, object]) -> dict[str, Any]:
         """Run ``{name, args, meta: {conversation_id?, correlation_id?, source?}}``.
 
         Returns its result; ``meta.source`` is ``run_tool`` (the default) or ``mcp``. A

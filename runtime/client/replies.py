@@ -97,7 +97,7 @@ class Health(TypedDict):
     status: str
     reason: NotRequired[str | None]
     unresolved_problems: NotRequired[int]
-    problems: NotRequired[dict[str, object]]
+    problems: NotRequired[dict[str, dict[str, object]]]
 
 
 class RecentProblem(TypedDict):
