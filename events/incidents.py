@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
@@ -31,6 +31,7 @@ from events.view_types import (
     EntrySource,
     FirstError,
     IncidentReport,
+    IncidentTimeline,
     IncidentTimelineEntry,
     ProblemEntry,
     ProjectProblem,
@@ -158,7 +159,7 @@ def incident_timeline(
     conversation_id: str,
     limit: object = DEFAULT_LIMIT,
     correlation_id: str | None = None,
-) -> dict[str, Any]:
+) -> IncidentTimeline:
     """Return the conversation's events and signals merged in ``seq`` order.
 
     ``{project_id, conversation_id, correlation_id, limit, total_entries, entries}``:

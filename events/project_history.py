@@ -15,7 +15,7 @@ Pure folds like the other projections: sorted by ``seq`` here, no clock, plain d
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
@@ -23,7 +23,7 @@ from events import catalog as ev
 from events.catalog import decode_data
 from events.envelope import Envelope
 from events.report import clip, describe_event
-from events.view_types import HistoryEntry, ProjectProblem
+from events.view_types import HistoryEntry, ProjectHistory, ProjectProblem
 
 __all__ = [
     "HIDDEN_TYPES",
@@ -87,7 +87,7 @@ def _summary(event: Envelope) -> str:
 
 def project_history(
     events: Iterable[Envelope], project_id: str, limit: int = 100
-) -> dict[str, Any]:
+) -> ProjectHistory:
     """Return the project's own events: ``{project_id, limit, total_entries, entries}``.
 
     Entries are the last ``limit`` project-level events in ``seq`` order, each ``{seq,

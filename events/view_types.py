@@ -22,10 +22,15 @@ __all__ = [
     "FirstError",
     "HistoryEntry",
     "IncidentReport",
+    "IncidentTimeline",
     "IncidentTimelineEntry",
+    "JournalProject",
     "PendingToolCall",
     "ProblemEntry",
+    "ProblemHistoryEntry",
     "ProjectDecision",
+    "ProjectEvents",
+    "ProjectHistory",
     "ProjectProblem",
     "ProjectView",
     "QuarantinedPath",
@@ -34,6 +39,7 @@ __all__ = [
     "StageEntry",
     "StageLatency",
     "TimelineEvent",
+    "TimelinePage",
     "ToolCallEntry",
     "ToolChangesData",
 ]
@@ -123,6 +129,51 @@ class HistoryEntry(TypedDict):
     data: dict[str, object]
 
 
+class ProjectHistory(TypedDict):
+    """``project_history``: the last ``limit`` of the project's own events."""
+
+    project_id: str
+    limit: int
+    total_entries: int
+    entries: list[HistoryEntry]
+
+
+class ProblemHistoryEntry(TypedDict):
+    """One ``project_events`` entry with ``problems_only``: a problem, as a history entry."""
+
+    seq: int
+    event_id: str
+    at: str
+    type: str
+    correlation_id: str
+    summary: str
+    resolved: bool
+    data: dict[str, object]
+    problem: str
+
+
+class ProjectEvents(TypedDict):
+    """``project_events``: the project's history (or its problems) and how many are open."""
+
+    project_id: str
+    limit: int
+    total_entries: int
+    entries: list[HistoryEntry] | list[ProblemHistoryEntry]
+    unresolved_problems: int
+
+
+class JournalProject(TypedDict):
+    """A project as its lifecycle events in the journal tell it (``project list --all``)."""
+
+    project_id: str
+    state: str
+    root: str | None
+    conversation_count: int
+    started_at: str | None
+    stopped_at: str | None
+    reason: str | None
+
+
 class ProjectProblem(TypedDict):
     """One of ``project_problems``: what went wrong, and whether a later event ended it."""
 
@@ -157,6 +208,24 @@ class IncidentTimelineEntry(TypedDict):
     correlation_id: str
     causation_id: str | None
     data: dict[str, object]
+
+
+class IncidentTimeline(TypedDict):
+    """``incident_timeline``: the last ``limit`` entries, of ``total_entries``."""
+
+    project_id: str
+    conversation_id: str
+    correlation_id: str | None
+    limit: int
+    total_entries: int
+    entries: list[IncidentTimelineEntry]
+
+
+class TimelinePage(IncidentTimeline):
+    """One page of the timeline, read through the journal's index, with its cursors."""
+
+    after_seq: int | None
+    before_seq: int | None
 
 
 # --- incident report --------------------------------------------------------------------

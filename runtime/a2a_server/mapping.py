@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,7 +199,7 @@ class TaskProgress:
     last_at: str | None = None
     """When the last event was recorded."""
 
-    def apply(self, event: dict[str, Any]) -> int | None:
+    def apply(self, event: Mapping[str, Any]) -> int | None:
         """Fold one event (a wire event or timeline entry); the new state if it changed."""
         kind, data = event.get("type"), event.get("data") or {}
         self.last_at = event.get("at") or self.last_at
@@ -254,12 +254,12 @@ _ENDED = frozenset(
 
 
 def task_from_entries(
-    task_id: str, context_id: str, project_id: str, entries: Iterable[dict[str, Any]]
+    task_id: str, context_id: str, project_id: str, entries: Iterable[Mapping[str, Any]]
 ) -> Task | None:
     """The task ``task_id`` from its correlation's timeline entries; None without its message."""
     conversation_id = CONVERSATION_PREFIX + context_id
     turn = TaskProgress(project_id=project_id, conversation_id=conversation_id)
-    user: dict[str, Any] | None = None
+    user: Mapping[str, Any] | None = None
     for entry in entries:
         if entry.get("correlation_id") != task_id:
             continue

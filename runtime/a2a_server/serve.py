@@ -46,8 +46,8 @@ class A2AServe:
     def check(self) -> None:
         """Fail when the project does not run (``ProjectNotFoundError``); warn without a2a."""
         diagnostics = self.daemon.borrowed(lambda c: c.diagnostics(self.agent.project_id))
-        allowlist = (diagnostics.get("options") or {}).get("protocol_allowlist") or []
-        if "a2a" not in allowlist:
+        allowlist = (diagnostics.get("options") or {}).get("protocol_allowlist")
+        if not isinstance(allowlist, list) or "a2a" not in allowlist:
             say(
                 f"project {self.agent.project_id} does not allow a2a (protocol_allowlist "
                 f"{allowlist}): every request will be refused with protocol_denied"

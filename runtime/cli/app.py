@@ -59,7 +59,7 @@ MAX_TIMELINE_LIMIT = 500
 """The most entries ``roost timeline --limit`` may ask for (SPEC section 8)."""
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def _json_object(text: str) -> dict[str, object]:
     import json  # noqa: PLC0415 - for --data and --llm only
 
     try:
@@ -71,7 +71,7 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def _tool_args(text: str) -> dict[str, Any]:
+def _tool_args(text: str) -> dict[str, object]:
     """Tool arguments: a JSON object without duplicate keys and with bounded nesting."""
     from runtime.guard.shapes.schema import parse_json_args  # noqa: PLC0415 - RE2 loads for --args only
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runtime.cli.format import (
@@ -97,7 +97,10 @@ def json_errors(on: bool) -> None:
 
 
 def print_error(
-    code: str, message: str, details: dict[str, Any] | None = None, status: int | None = None
+    code: str,
+    message: str,
+    details: Mapping[str, object] | None = None,
+    status: int | None = None,
 ) -> None:
     """Print an error on stderr: ``roost: <code>: <message>``, its first line only.
 
@@ -137,7 +140,7 @@ def connect(ns: Namespace) -> Client:
     return Client.connect(ns.home)
 
 
-def print_ids(ns: Namespace, rows: list[dict[str, Any]], key: str) -> bool:
+def print_ids(ns: Namespace, rows: Sequence[Mapping[str, object]], key: str) -> bool:
     """With ``-q``: print the ids only (``docker ps -q``) and say so."""
     if not getattr(ns, "quiet", False):
         return False
@@ -181,14 +184,14 @@ def cmd_conversation_list(ns: Namespace) -> int:
         rows = []
         for conversation_id in diagnostics.get("conversations") or []:
             timeline = c.incident_timeline(ns.project, conversation_id, limit=1)
-            last = (timeline.get("entries") or [{}])[-1]
+            last = timeline["entries"][-1] if timeline["entries"] else None
             rows.append(
                 {
                     "conversation_id": conversation_id,
                     "process": "live" if conversation_id in active else "passivated",
-                    "entries": timeline.get("total_entries", 0),
-                    "last_event": last.get("type"),
-                    "last_at": last.get("at"),
+                    "entries": timeline["total_entries"],
+                    "last_event": last["type"] if last else None,
+                    "last_at": last["at"] if last else None,
                 }
             )
     if print_ids(ns, rows, "conversation_id"):
@@ -204,7 +207,7 @@ def cmd_conversation_list(ns: Namespace) -> int:
     return 0
 
 
-def turn_failure(ack: dict[str, Any]) -> str | None:
+def turn_failure(ack: Mapping[str, object]) -> str | None:
     """Why the turn of a ``--wait`` ack failed (``llm.failed``, ``budget.exceeded``), or None."""
     outcome = ack.get("outcome")
     if outcome not in _FAILED_TURNS:
@@ -219,7 +222,7 @@ def turn_failure(ack: dict[str, Any]) -> str | None:
     return f"{outcome}: unknown"
 
 
-def _acked(ns: Namespace, ack: dict[str, Any]) -> int:
+def _acked(ns: Namespace, ack: Mapping[str, object]) -> int:
     """Print an ack; a ``--wait`` whose turn failed exits 1 with ``turn_failed``."""
     _out(ns, ack, kv_block)
     failure = turn_failure(ack)

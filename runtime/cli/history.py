@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.cli.commands import (
     EXIT_FAILURE,
@@ -29,6 +29,10 @@ from runtime.cli.format import (
     table,
 )
 from runtime.cli.querying import offline_args, query
+
+if TYPE_CHECKING:
+    from events.view_types import TimelinePage
+    from runtime.client.replies import VerifyReport
 
 __all__ = ["cmd_incident", "cmd_projection", "cmd_tail", "cmd_timeline", "cmd_verify"]
 
@@ -112,7 +116,7 @@ def cmd_projection(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _timeline_text(value: dict[str, Any]) -> str:
+def _timeline_text(value: TimelinePage) -> str:
     entries = value.get("entries") or []
     corr = value.get("correlation_id")
     head = (
@@ -124,7 +128,7 @@ def _timeline_text(value: dict[str, Any]) -> str:
     return head + "\n" + table(entries, columns, empty="(no entries)") + _next_page(value)
 
 
-def _next_page(value: dict[str, Any]) -> str:
+def _next_page(value: TimelinePage) -> str:
     """Where the next page starts, when this one is full: a line to copy, or nothing."""
     entries = value.get("entries") or []
     if not entries or len(entries) < int(value.get("limit") or 0):
@@ -249,7 +253,7 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def _verify_text(result: dict[str, Any]) -> str:
+def _verify_text(result: VerifyReport) -> str:
     verdict = "ok" if result.get("ok") else "NOT OK"
     chain = "hash chain ok" if result.get("chain_ok") else "hash chain BROKEN"
     lines = [f"{verdict}: {result.get('checked_events', 0)} events checked, {chain}"]

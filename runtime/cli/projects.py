@@ -15,11 +15,15 @@ import argparse
 import getpass
 import socket
 import sys
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from runtime.cli.commands import EXIT_FAILURE, connect, print_error, print_ids, print_result
 from runtime.cli.format import UsageError, dumps_json, kv_block, table
 from runtime.cli.querying import offline_args, query
+
+if TYPE_CHECKING:
+    from events.view_types import HistoryEntry, ProblemHistoryEntry, ProjectEvents
 
 __all__ = [
     "cmd_project_delete",
@@ -41,7 +45,7 @@ _COLUMNS = [
 ]
 
 
-def _text(value: dict[str, Any]) -> str:
+def _text(value: ProjectEvents) -> str:
     entries = value.get("entries") or []
     open_problems = value.get("unresolved_problems", 0)
     head = (
@@ -58,7 +62,7 @@ def _text(value: dict[str, Any]) -> str:
     return head + "\n" + table(rows, _COLUMNS, empty="(no entries)")
 
 
-def _state(entry: dict[str, Any]) -> str:
+def _state(entry: HistoryEntry | ProblemHistoryEntry) -> str:
     return "resolved" if entry.get("resolved") else "unresolved"
 
 
@@ -67,7 +71,7 @@ def cmd_project_events(ns: argparse.Namespace) -> int:
     args = {"project_id": ns.project, "limit": ns.limit, "problems_only": ns.problems}
     value = query(
         ns.home,
-        lambda c: c.call("project_events", args),
+        lambda c: c.project_events(ns.project, ns.limit, problems_only=ns.problems),
         lambda views, journal: views.project_events_view(
             journal, offline_args("project_events", args)
         ),
@@ -118,8 +122,8 @@ def cmd_project_start(ns: argparse.Namespace) -> int:
         project_id = c.start_project(ns.root, project_id=ns.id, options=options)
         health = c.diagnostics(project_id).get("health") or {}
         rows = c.list_projects()
-    problems: dict[str, Any] = dict(health.get("problems") or {})
-    result: dict[str, Any] = {"project_id": project_id}
+    problems = dict(health.get("problems") or {})
+    result: dict[str, object] = {"project_id": project_id}
     if problems:
         result["problems"] = problems
     root = next((r.get("root") for r in rows if r.get("project_id") == project_id), None)
@@ -138,7 +142,7 @@ def cmd_project_start(ns: argparse.Namespace) -> int:
     return EXIT_FAILURE if problems else 0
 
 
-def _server_problem(problem: dict[str, Any]) -> str:
+def _server_problem(problem: Mapping[str, object]) -> str:
     """One line: the server, how it ended, its last stderr line, the fix when known."""
     reason = str(problem.get("reason") or "")
     code, _, message = reason.partition(": ")
@@ -160,6 +164,7 @@ def cmd_project_list(ns: argparse.Namespace) -> int:
 
     With ``--all``, every project the journal knows (no daemon needed), with its STATE.
     """
+    projects: Sequence[Mapping[str, object]]
     if getattr(ns, "all", False):
         projects = query(
             ns.home,
@@ -193,7 +198,7 @@ def cmd_project_diagnostics(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _tools_table(tools: list[dict[str, Any]]) -> str:
+def _tools_table(tools: Sequence[Mapping[str, object]]) -> str:
     flag_names = (
         ("read_only", "ro"),
         ("writes", "writes"),

@@ -9,7 +9,7 @@ So a command that reaches its daemon loads no journal module (the ``thin-client`
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.errors import DaemonUnreachableError
@@ -43,7 +43,7 @@ def query(
         return online(client)
 
 
-def offline_args(op: str, args: dict[str, Any]) -> Any:
+def offline_args(op: str, args: Mapping[str, object]) -> Any:
     """``args`` as ``op``'s Struct, checked as the daemon would, for a journal view.
 
     Imported here, on the offline path only: ``roost --version`` loads no codec.

@@ -2,7 +2,8 @@
 
 General layout: ``connection`` (``Client``: one connection, one method per operation),
 ``subscription`` (the ``subscribe`` iterator that survives dropped connections), ``pool``
-(``ClientPool``: a connection per request in flight, for the protocol servers).
+(``ClientPool``: a connection per request in flight, for the protocol servers), ``replies``
+(the ``TypedDict`` shapes of the answers only the client reads: ``status``, ``verify``...).
 """
 
 from runtime.client.connection import Client

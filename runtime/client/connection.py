@@ -24,8 +24,20 @@ import os
 import select
 import socket
 import threading
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from runtime.client.replies import (
+    DaemonStatus,
+    DeletedProject,
+    Pong,
+    ProjectDescription,
+    ProjectDiagnostics,
+    ProjectSummary,
+    ProtocolCheck,
+    ShutdownAck,
+    VerifyReport,
+)
 from runtime.client.subscription import EventStream, exchange, open_socket
 from runtime.errors import (
     BadRequestError,
@@ -42,6 +54,9 @@ from runtime.wire.protocol import (
     FrameTooLargeError,
     encode_request,
 )
+
+if TYPE_CHECKING:
+    from events.view_types import IncidentReport, ProjectEvents, TimelinePage
 
 __all__ = ["REPLY_MARGIN_S", "Client", "EventStream", "normalize_event"]
 
@@ -133,7 +148,7 @@ class Client:
             self._sock.close()
             self._sock = None
 
-    def call(self, op: str, args: dict[str, Any] | None = None) -> Any:
+    def call(self, op: str, args: Mapping[str, object] | None = None) -> Any:
         """Send one request and return its result; raise its error.
 
         The reply is awaited for the op's daemon-side time limit plus
@@ -179,25 +194,25 @@ class Client:
 
     # --- the daemon -----------------------------------------------------------------
 
-    def ping(self) -> dict[str, Any]:
+    def ping(self) -> Pong:
         """Return ``{pong: true, pid}``."""
-        result: dict[str, Any] = self.call("ping")
+        result: Pong = self.call("ping")
         return result
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> DaemonStatus:
         """Return ``{pid, home, uptime_s, projects, version, ...}``."""
-        result: dict[str, Any] = self.call("status")
+        result: DaemonStatus = self.call("status")
         return result
 
-    def shutdown(self) -> dict[str, Any]:
+    def shutdown(self) -> ShutdownAck:
         """Ask the daemon to stop; returns ``{stopping: true, pid}`` before it exits."""
-        result: dict[str, Any] = self.call("shutdown")
+        result: ShutdownAck = self.call("shutdown")
         return result
 
     # --- projects -------------------------------------------------------------------
 
     def start_project(
-        self, root: str, project_id: str | None = None, options: dict[str, Any] | None = None
+        self, root: str, project_id: str | None = None, options: Mapping[str, object] | None = None
     ) -> str:
         """Start a project on ``root`` (made absolute here); return its id."""
         args = {
@@ -211,39 +226,39 @@ class Client:
         """Stop a project."""
         return self.call("stop_project", {"project_id": project_id})
 
-    def delete_project(self, project_id: str, *, deleted_by: str = "") -> dict[str, Any]:
+    def delete_project(self, project_id: str, *, deleted_by: str = "") -> DeletedProject:
         """Delete a stopped project's whole history; ``project_running`` while it runs.
 
         Returns ``{project_id, deleted_events, deletion_seq, deleted_at, deleted_by}``.
         """
         args = {"project_id": project_id, "deleted_by": deleted_by}
-        result: dict[str, Any] = self.call("delete_project", args)
+        result: DeletedProject = self.call("delete_project", args)
         return result
 
-    def list_projects(self, *, all: bool = False) -> list[dict[str, Any]]:
+    def list_projects(self, *, all: bool = False) -> list[ProjectSummary]:
         """Return ``[{project_id, root, conversation_count, started_at}]``.
 
         With ``all``, every project the journal knows, each with its ``state``
         (``running``, ``stopped``, ``failed``), ``stopped_at`` and ``reason``.
         """
-        result: list[dict[str, Any]] = self.call("list_projects", {"all": True} if all else {})
+        result: list[ProjectSummary] = self.call("list_projects", {"all": True} if all else {})
         return result
 
     def project_events(
         self, project_id: str, limit: int = 100, *, problems_only: bool = False
-    ) -> dict[str, Any]:
+    ) -> ProjectEvents:
         """Return the project's own history: its project-level events, the last ``limit``.
 
         ``{project_id, limit, total_entries, entries, unresolved_problems}``; each entry has
         a ``problem`` kind or null (``problems_only``: only those with one).
         """
         args = {"project_id": project_id, "limit": limit, "problems_only": problems_only}
-        result: dict[str, Any] = self.call("project_events", args)
+        result: ProjectEvents = self.call("project_events", args)
         return result
 
-    def diagnostics(self, project_id: str) -> dict[str, Any]:
+    def diagnostics(self, project_id: str) -> ProjectDiagnostics:
         """Return the project's diagnostics (SPEC section 2)."""
-        result: dict[str, Any] = self.call("diagnostics", {"project_id": project_id})
+        result: ProjectDiagnostics = self.call("diagnostics", {"project_id": project_id})
         return result
 
     def list_tools(self, project_id: str, source: str | None = None) -> list[dict[str, Any]]:
@@ -252,15 +267,15 @@ class Client:
         With ``source`` (``model``, ``run_tool``, ``mcp``): only those the policy does not
         refuse every call of from that caller (``roost mcp serve`` asks for ``mcp``).
         """
-        args: dict[str, Any] = {"project_id": project_id}
+        args: dict[str, object] = {"project_id": project_id}
         if source is not None:
             args["source"] = source
         result: list[dict[str, Any]] = self.call("list_tools", args)
         return result
 
-    def describe_project(self, project_id: str) -> dict[str, Any]:
+    def describe_project(self, project_id: str) -> ProjectDescription:
         """``{project_id, description, source}``: the first paragraph of the README, or nulls."""
-        result: dict[str, Any] = self.call("describe_project", {"project_id": project_id})
+        result: ProjectDescription = self.call("describe_project", {"project_id": project_id})
         return result
 
     def check_protocol(
@@ -269,7 +284,7 @@ class Client:
         protocol: str,
         operation: str,
         correlation_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ProtocolCheck:
         """Whether ``protocol`` (``mcp``, ``a2a``) may serve the project: ``{protocol, allowed}``.
 
         When the project's ``protocol_allowlist`` lacks it, the daemon journals
@@ -281,10 +296,10 @@ class Client:
             "operation": operation,
             "correlation_id": correlation_id,
         }
-        result: dict[str, Any] = self.call("check_protocol", args)
+        result: ProtocolCheck = self.call("check_protocol", args)
         return result
 
-    def run_tool(self, project_id: str, request: dict[str, Any]) -> dict[str, Any]:
+    def run_tool(self, project_id: str, request: Mapping[str, object]) -> dict[str, Any]:
         """Run ``{name, args, meta: {conversation_id?, correlation_id?, source?}}``.
 
         Returns its result; ``meta.source`` is ``run_tool`` (the default) or ``mcp``. A
@@ -295,14 +310,14 @@ class Client:
         )
         return result
 
-    def verify(self, project_id: str) -> dict[str, Any]:
+    def verify(self, project_id: str) -> VerifyReport:
         """Replay and check the project: ``{ok, checked_events, chain_ok, mismatches}``.
 
         Plus its seals: ``anchor_ok``, ``anchor_problems`` (``[{kind, ...}]``) and ``seal``
         (``{anchor, checkpoints, sealed_through, sealed_seq, sealed_at, unsealed_events}``);
         ``ok`` is false when either part fails. See ``docs/security.md``.
         """
-        result: dict[str, Any] = self.call("verify", {"project_id": project_id})
+        result: VerifyReport = self.call("verify", {"project_id": project_id})
         return result
 
     # --- conversations --------------------------------------------------------------
@@ -357,10 +372,10 @@ class Client:
         *,
         wait: bool = False,
         wait_timeout_s: float = 60.0,
-        llm: dict[str, Any] | None = None,
+        llm: Mapping[str, object] | None = None,
     ) -> dict[str, Any]:
         """Send ``user.message`` with ``data.content = text`` (and ``data.llm`` directives)."""
-        data: dict[str, Any] = {"content": text}
+        data: dict[str, object] = {"content": text}
         if llm is not None:
             data["llm"] = llm
         event = {"type": "user.message", "data": data, "correlation_id": correlation_id}
@@ -424,14 +439,14 @@ class Client:
         *,
         after_seq: int | None = None,
         before_seq: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> TimelinePage:
         """Return the conversation's incident timeline: one page of it.
 
         ``{project_id, conversation_id, correlation_id, limit, total_entries, entries,
         after_seq, before_seq}``: the last ``limit`` entries (before ``before_seq``), or with
         ``after_seq`` the first ``limit`` after it; ``total_entries`` counts them all.
         """
-        args: dict[str, Any] = {
+        args: dict[str, object] = {
             "project_id": project_id,
             "conversation_id": conversation_id,
             "limit": limit,
@@ -441,7 +456,7 @@ class Client:
             args["after_seq"] = after_seq
         if before_seq is not None:
             args["before_seq"] = before_seq
-        result: dict[str, Any] = self.call("incident_timeline", args)
+        result: TimelinePage = self.call("incident_timeline", args)
         return result
 
     def incident_report(
@@ -450,7 +465,7 @@ class Client:
         conversation_id: str,
         correlation_id: str | None = None,
         format: str = "json",
-    ) -> Any:
+    ) -> IncidentReport | str:
         """Return the incident report: a dict (``format="json"``), Markdown (``md``) or HTML."""
         args = {
             "project_id": project_id,
@@ -458,7 +473,8 @@ class Client:
             "correlation_id": correlation_id,
             "format": format,
         }
-        return self.call("incident_report", args)
+        result: IncidentReport | str = self.call("incident_report", args)
+        return result
 
     def subscribe(
         self, project_id: str, conversation_id: str | None = None, after_seq: int = 0

@@ -17,7 +17,7 @@ compare both), with one addition: a timeline page.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from events.envelope import Envelope
 from events.incidents import (
@@ -28,7 +28,7 @@ from events.incidents import (
     normalize_limit,
 )
 from events.project_history import PROBLEM_READS
-from events.view_types import IncidentReport
+from events.view_types import IncidentReport, TimelinePage
 from runtime.errors import BadRequestError, ConversationNotFoundError, ProjectNotFoundError
 from runtime.journal.scope import Scope
 from runtime.journal.store import Journal
@@ -144,7 +144,7 @@ def conversation_timeline(
     correlation_id: str | None = None,
     after_seq: int | None = None,
     before_seq: int | None = None,
-) -> dict[str, Any]:
+) -> TimelinePage:
     """The conversation's incident timeline (:func:`events.incidents.incident_timeline`).
 
     ``total_entries`` counts every entry of the conversation (of ``correlation_id``), the
@@ -165,10 +165,12 @@ def conversation_timeline(
     result = incident_timeline(page, project_id, conversation_id, kept, correlation_id)
     shared = shared_events(journal, project_id, conversation_id, correlation_id)
     own = _own_total(journal, project_id, conversation_id, correlation_id)
-    result["total_entries"] = own + len(shared)
-    result["after_seq"] = after_seq
-    result["before_seq"] = before_seq
-    return result
+    return {
+        **result,
+        "total_entries": own + len(shared),
+        "after_seq": after_seq,
+        "before_seq": before_seq,
+    }
 
 
 def conversation_report(

@@ -11,7 +11,7 @@ as the daemon does.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from events import catalog as ev
 from events.catalog import decode_data
@@ -19,6 +19,13 @@ from events.envelope import Envelope
 from events.incident_html import render_incident_html
 from events.project_history import project_history, project_problems, unresolved
 from events.report import render_incident_markdown
+from events.view_types import (
+    IncidentReport,
+    JournalProject,
+    ProblemHistoryEntry,
+    ProjectEvents,
+    TimelinePage,
+)
 from runtime.errors import ProjectNotFoundError
 from runtime.journal.queries import conversation_report, conversation_timeline
 from runtime.journal.store import Journal
@@ -52,7 +59,7 @@ def project_events(journal: Journal, project_id: str) -> list[Envelope]:
     return events
 
 
-def timeline_view(journal: Journal, args: TimelineArgs) -> dict[str, Any]:
+def timeline_view(journal: Journal, args: TimelineArgs) -> TimelinePage:
     """``incident_timeline`` with the op's arguments: one page, read through the index."""
     return conversation_timeline(
         journal,
@@ -69,7 +76,7 @@ _RENDERERS = {"md": render_incident_markdown, "html": render_incident_html}
 """``incident_report``'s formats other than ``json`` (the report itself)."""
 
 
-def report_view(journal: Journal, args: ReportArgs) -> Any:
+def report_view(journal: Journal, args: ReportArgs) -> IncidentReport | str:
     """``incident_report`` with the op's arguments: JSON, Markdown or the HTML page."""
     report = conversation_report(
         journal, args.project_id, args.conversation_id, args.correlation_id
@@ -78,7 +85,7 @@ def report_view(journal: Journal, args: ReportArgs) -> Any:
     return render(report) if render is not None else report
 
 
-def project_events_view(journal: Journal, args: ProjectEventsArgs) -> dict[str, Any]:
+def project_events_view(journal: Journal, args: ProjectEventsArgs) -> ProjectEvents:
     """``project_events``: the project's own history and its unresolved problems.
 
     ``{project_id, limit, total_entries, entries, problems, unresolved_problems}``, with
@@ -87,35 +94,34 @@ def project_events_view(journal: Journal, args: ProjectEventsArgs) -> dict[str, 
     project_id, limit = args.project_id, args.limit
     events = project_events(journal, project_id)
     problems = project_problems(events, project_id)
+    unresolved_count = len(unresolved(problems))
     if args.problems_only:
         kept = problems[-limit:]
-        result: dict[str, Any] = {
+        entries: list[ProblemHistoryEntry] = [
+            {
+                "seq": p["seq"],
+                "event_id": p["event_id"],
+                "at": p["at"],
+                "type": p["type"],
+                "correlation_id": p["correlation_id"],
+                "summary": p["summary"],
+                "resolved": p["resolved"],
+                "data": p["data"],
+                "problem": p["kind"],
+            }
+            for p in kept
+        ]
+        return {
             "project_id": project_id,
             "limit": limit,
             "total_entries": len(problems),
-            "entries": [
-                {key: p[key] for key in _PROBLEM_ENTRY} | {"problem": p["kind"]} for p in kept
-            ],
+            "entries": entries,
+            "unresolved_problems": unresolved_count,
         }
-    else:
-        result = project_history(events, project_id, limit)
-    result["unresolved_problems"] = len(unresolved(problems))
-    return result
+    return {**project_history(events, project_id, limit), "unresolved_problems": unresolved_count}
 
 
-_PROBLEM_ENTRY: Final = (
-    "seq",
-    "event_id",
-    "at",
-    "type",
-    "correlation_id",
-    "summary",
-    "resolved",
-    "data",
-)
-
-
-def journal_projects(journal: Journal) -> list[dict[str, Any]]:
+def journal_projects(journal: Journal) -> list[JournalProject]:
     """Every project the journal knows, from its lifecycle events, sorted by id.
 
     Each is ``{project_id, state, root, conversation_count, started_at, stopped_at,
@@ -123,7 +129,7 @@ def journal_projects(journal: Journal) -> list[dict[str, Any]]:
     after a ``project.stopped`` (``reason`` says why); the daemon knows better which ones
     run now.
     """
-    projects: dict[str, dict[str, Any]] = {}
+    projects: dict[str, JournalProject] = {}
     conversations: dict[str, set[str]] = {}
     for event in journal.read_types(LIFECYCLE_TYPES):
         entry = projects.setdefault(
@@ -141,10 +147,10 @@ def journal_projects(journal: Journal) -> list[dict[str, Any]]:
         open_ = conversations.setdefault(event.project_id, set())
         match decode_data(event.type, event.data):
             case ev.ProjectStarted(root=root):
-                entry.update(state="running", root=root, started_at=event.at, reason=None)
-                entry["stopped_at"] = None
+                entry["state"], entry["root"], entry["started_at"] = "running", root, event.at
+                entry["reason"] = entry["stopped_at"] = None
             case ev.ProjectStopped(reason=reason):
-                entry.update(state="stopped", stopped_at=event.at, reason=reason)
+                entry["state"], entry["stopped_at"], entry["reason"] = "stopped", event.at, reason
             case ev.ConversationStarted() if event.conversation_id is not None:
                 open_.add(event.conversation_id)
             case ev.ConversationStopped() if event.conversation_id is not None:

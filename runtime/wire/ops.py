@@ -11,7 +11,7 @@ method ``op_<name>`` (``runtime.wire.dispatch``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -381,7 +381,7 @@ def waits_for_turn(call: Call[Any]) -> bool:
     return spec is not None and spec.waits is not None and spec.waits(call.args)
 
 
-def op_timeout_s(op: str, args: Args | dict[str, Any]) -> float:
+def op_timeout_s(op: str, args: Args | Mapping[str, object]) -> float:
     """Seconds the daemon gives a request before its deadline (the client waits a bit longer).
 
     ``send_event`` with ``wait`` gets its ``wait_timeout_s`` on top of the default; one

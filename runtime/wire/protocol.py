@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -137,7 +138,7 @@ def encode_frame(message: Any) -> bytes:
     return frame(_encoder.encode(message))
 
 
-def encode_request(request_id: int, op: str, args: dict[str, Any]) -> bytes:
+def encode_request(request_id: int, op: str, args: Mapping[str, object]) -> bytes:
     """Encode a request frame."""
     return encode_frame({"id": request_id, "op": op, "args": args})
 
