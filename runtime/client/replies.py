@@ -23,7 +23,7 @@ __all__ = [
     "ProjectSummary",
     "ProtocolCheck",
     "RecentProblem",
-    "SealState",
+    "SealSummary",
     "ShutdownAck",
     "VerifyReport",
 ]
@@ -141,7 +141,7 @@ class ProtocolCheck(TypedDict):
     allowed: bool
 
 
-class SealState(TypedDict):
+class SealSummary(TypedDict):
     """``verify``'s ``seal``: the anchor and the checkpoints that seal the chain."""
 
     anchor: str
@@ -164,4 +164,4 @@ class VerifyReport(TypedDict):
     anchor_ok: bool
     anchor_problems: list[dict[str, object]]
     deletions: list[dict[str, object]]
-    seal: SealState | None
+    seal: SealSummary | None
