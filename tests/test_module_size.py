@@ -61,10 +61,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         502,
         "not split yet: one ordered mount list; the steps would leave, the order stay",
     ),
-    "runtime/guard/secrets/patterns.py": (
-        896,
-        "not split yet: key names, the rule table and the engine would be three modules",
-    ),
     "runtime/guard/workspace.py": (
         540,
         "not split yet: Workspace; its free helpers (git places, signals) would move out",

@@ -10,7 +10,7 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.guard.secrets.patterns import _GATE, RULES, Rule, has_trigger
+from runtime.guard.secrets.patterns import _GATE, RULES, has_trigger
 from runtime.guard.secrets.redaction import (
     is_sensitive_key,
     redact_label,
@@ -19,6 +19,7 @@ from runtime.guard.secrets.redaction import (
     redaction_processor,
     scan,
 )
+from runtime.guard.secrets.rule import Rule
 from tests.runtime.secret_shapes import SEPARATORS, SHAPES, SURROUNDING
 
 M = "[REDACTED:sensitive_key]"
