@@ -45,10 +45,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         475,
         "not split yet: the ordered egress decision; address classes would move out",
     ),
-    "runtime/guard/review/leftovers.py": (
-        787,
-        "not split yet: RootWatch (the watch) and _Review (the pass) would split",
-    ),
     "runtime/guard/sandbox/cgroups.py": (
         536,
         "not split yet: the controllers and the freezer; the freezer would split off",
