@@ -18,8 +18,10 @@ from typing import Any
 
 import msgspec
 
-from soak.report import SoakConfig, SoakReport, compare_reports
+from soak.config import SoakConfig
+from soak.report import SoakReport
 from soak.summary import render_summary
+from soak.verdict import compare_reports
 
 __all__ = ["build_parser", "main", "render_summary"]
 

@@ -46,6 +46,16 @@ import msgspec
 from runtime.client import Client
 from runtime.errors import RoostError
 from soak.bootstrap import event_counts, start_conversations, start_projects
+from soak.config import SoakConfig
+from soak.figures import (
+    appends_per_commit,
+    counter_delta,
+    latency_stats,
+    messages_per_turn,
+    overheads,
+    per_live_conversation,
+    per_minute,
+)
 from soak.integrity import check_integrity
 from soak.leaks import Watch, leak_reasons
 from soak.model_server import ModelServer
@@ -61,20 +71,12 @@ from soak.report import (
     LeakCheck,
     Memory,
     SlowModelSummary,
-    SoakConfig,
     SoakReport,
     StageCounts,
     Throughput,
-    appends_per_commit,
-    counter_delta,
-    judge_goals,
-    latency_stats,
-    messages_per_turn,
-    overheads,
-    per_live_conversation,
-    per_minute,
 )
 from soak.scenarios import TurnResult, Workload, WorkloadResult, plan_turns
+from soak.verdict import judge_goals
 
 if TYPE_CHECKING:
     from soak.chaos import ChaosMonkey

@@ -69,10 +69,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         603,
         "not split yet: run_soak's linear script; its steps would become a run module",
     ),
-    "soak/report.py": (
-        599,
-        "not split yet: the report's Structs; the figures and comparison would split off",
-    ),
     "soak/scenarios.py": (
         466,
         "not split yet: Workload and its workers; the watchdog would split off",

@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from soak.cli import main, render_summary
+from soak.config import SoakConfig
+from soak.figures import latency_stats, percentile
 from soak.harness import decide
 from soak.report import (
     Backpressure,
@@ -21,14 +23,11 @@ from soak.report import (
     Integrity,
     Memory,
     Regression,
-    SoakConfig,
     SoakReport,
     StageCounts,
     Throughput,
-    compare_reports,
-    latency_stats,
-    percentile,
 )
+from soak.verdict import compare_reports
 
 # --- percentiles ------------------------------------------------------------------------
 
