@@ -1,20 +1,31 @@
-"""Judging a soak report: ``slow-model``'s goals and ``--compare``'s regressions."""
+"""Judging a soak report: whether the run passed, ``slow-model``'s goals, ``--compare``.
+
+Light to import (``soak.cli`` loads it for every ``roost soak``): the leak check's reasons
+are read from ``soak.leaks`` only when a report is decided.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from soak.report import Goal, Regression, SoakReport
+from soak.report import Failure, Goal, Regression, SoakReport
+
+if TYPE_CHECKING:
+    from soak.monitor import Failures
+    from soak.scenarios import TurnResult
 
 __all__ = [
+    "CHAOS_TOLERATED",
     "COMPARED_METRICS",
     "SLOW_MODEL_GOALS",
     "compare_reports",
+    "decide",
     "goal",
     "judge_goals",
+    "turn_failures",
 ]
 
 
@@ -89,3 +100,69 @@ def compare_reports(
                 Regression(metric=metric, previous=before, current=now, change_pct=round(change, 2))
             )
     return out
+
+
+CHAOS_TOLERATED = frozenset({"timeout", "daemon_unreachable", "internal_error", "journal_error"})
+"""Turn errors a ``chaos`` run expects when an actor dies under a turn."""
+
+
+def turn_failures(
+    failures: Failures, results: list[TurnResult], *, tolerate: bool
+) -> list[Failure]:
+    """Add the failed turns to ``failures`` (``tolerate``: a chaos run's interrupted ones apart)."""
+    for r in results:
+        if not r.ok:
+            stage = "turn (chaos)" if tolerate and r.error_code in CHAOS_TOLERATED else "turn"
+            failures.add(stage, r.error_code or "error", r.error_message or "")
+    return failures.items()
+
+
+def decide(report: SoakReport) -> SoakReport:
+    """Return ``report`` with ``reasons`` and ``passed`` filled in.
+
+    A run passes when every project and conversation started; no failure other than the
+    turns a ``chaos`` kill interrupted; no acknowledged event lost, none duplicated, every
+    call terminated once, every projection equal to its replay, every hash chain intact;
+    ``chaos`` made at least ``kills`` kills; no always-on process's USS grew by more than
+    10% (``soak.leaks``); and ``--compare`` found no regression.
+    """
+    from soak.leaks import leak_reasons  # psutil and the daemon's modules: only when deciding
+
+    reasons = []
+    if report.projects.failed or report.conversations.failed:
+        reasons.append(
+            f"{report.projects.failed} project(s) and {report.conversations.failed} "
+            "conversation(s) failed to start"
+        )
+    for failure in report.failures:
+        if failure.stage != "turn (chaos)":
+            reasons.append(f"{failure.stage}: {failure.code} x{failure.count}: {failure.message}")
+    if report.events.sent == 0:
+        reasons.append("no turn finished")
+    i = report.integrity
+    if i.lost or i.duplicated or i.unterminated_calls or i.unfinished_turns or i.replay_mismatch:
+        reasons.append(
+            f"integrity: {i.lost} lost, {i.duplicated} duplicated, {i.unterminated_calls} "
+            f"unterminated call(s), {i.unfinished_turns} unfinished turn(s), "
+            f"{i.replay_mismatch} replay mismatch(es)"
+        )
+    if not i.hash_chain_ok:
+        reasons.append("integrity: a hash chain does not verify")
+    if i.unchecked_projects:
+        reasons.append(
+            f"integrity: {i.unchecked_projects} project(s) could not be read back; "
+            "their integrity is unknown"
+        )
+    if report.chaos is not None and report.chaos.fatal:
+        reasons.append(f"chaos: {report.chaos.fatal}")
+    if report.chaos is not None and report.chaos.kills < report.config.kills:
+        reasons.append(f"chaos: {report.chaos.kills} kills, fewer than {report.config.kills}")
+    if report.scenario == "baseline" and report.baseline is None:
+        reasons.append("baseline: the bare run did not complete")
+    reasons += leak_reasons(report.leaks)
+    for regression in report.regressions:
+        reasons.append(
+            f"regression: {regression.metric} {regression.previous:g} -> "
+            f"{regression.current:g} ({regression.change_pct:+.1f}%)"
+        )
+    return msgspec.structs.replace(report, reasons=reasons, passed=not reasons)

@@ -65,10 +65,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         457,
         "not split yet: parse, load and render; rendering the inputs would split off",
     ),
-    "soak/harness.py": (
-        603,
-        "not split yet: run_soak's linear script; its steps would become a run module",
-    ),
     "soak/scenarios.py": (
         466,
         "not split yet: Workload and its workers; the watchdog would split off",

@@ -23,10 +23,10 @@ from soak.figures import (
     per_live_conversation,
     per_minute,
 )
-from soak.harness import decide, spread_conversations
 from soak.model_server import ModelServer, answer_for, tag, tag_of
 from soak.report import Memory, SlowModelSummary
-from soak.verdict import SLOW_MODEL_GOALS, goal, judge_goals
+from soak.steps import spread_conversations
+from soak.verdict import SLOW_MODEL_GOALS, decide, goal, judge_goals
 from tests.soak.test_report import _report
 
 # --- counters ---------------------------------------------------------------------------

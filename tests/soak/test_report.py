@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from soak.cli import main, render_summary
 from soak.config import SoakConfig
 from soak.figures import latency_stats, percentile
-from soak.harness import decide
 from soak.report import (
     Backpressure,
     ChaosSummary,
@@ -27,7 +26,7 @@ from soak.report import (
     StageCounts,
     Throughput,
 )
-from soak.verdict import compare_reports
+from soak.verdict import compare_reports, decide
 
 # --- percentiles ------------------------------------------------------------------------
 
