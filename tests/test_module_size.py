@@ -33,10 +33,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         483,
         "not split yet: one method per op; the per-op methods would leave the connection",
     ),
-    "runtime/guard/commands/shellwords.py": (
-        418,
-        "not split yet: one lexer; its quote and bracket scanners would move out",
-    ),
     "runtime/guard/network/egress.py": (
         475,
         "not split yet: the ordered egress decision; address classes would move out",
