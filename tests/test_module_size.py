@@ -37,10 +37,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         475,
         "not split yet: the ordered egress decision; address classes would move out",
     ),
-    "runtime/guard/sandbox/cgroups.py": (
-        536,
-        "not split yet: the controllers and the freezer; the freezer would split off",
-    ),
     "runtime/guard/sandbox/launcher.py": (
         513,
         "not split yet: the one launcher; its descriptor hand-off would split off",

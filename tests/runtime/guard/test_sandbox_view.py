@@ -14,7 +14,7 @@ import pytest
 from runtime.guard.home import roost_home
 from runtime.guard.paths.rules import SensitiveRules
 from runtime.guard.review import rootscan
-from runtime.guard.sandbox import cgroups
+from runtime.guard.sandbox import cgroupfs, cgroups
 from runtime.guard.sandbox import view as sandbox_view
 from runtime.guard.sandbox.layers import DISABLE_ENV, View, probe_layers
 from runtime.guard.sandbox.run import run_command
@@ -172,7 +172,7 @@ def test_a_pids_cgroup_refuses_forks_past_its_limit_and_is_removed() -> None:
     )
     try:
         done = subprocess.run(
-            [*cgroups.join_argv(group), "/usr/bin/python3", "-c", code],
+            [*cgroupfs.join_argv(group), "/usr/bin/python3", "-c", code],
             capture_output=True,
             text=True,
             timeout=30,
