@@ -41,10 +41,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         513,
         "not split yet: the one launcher; its descriptor hand-off would split off",
     ),
-    "runtime/guard/sandbox/view.py": (
-        502,
-        "not split yet: one ordered mount list; the steps would leave, the order stay",
-    ),
     "runtime/guard/workspace.py": (
         540,
         "not split yet: Workspace; its free helpers (git places, signals) would move out",

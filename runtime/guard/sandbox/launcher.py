@@ -14,8 +14,7 @@ gets from the sandbox:
   exited (:data:`INIT_SCRIPT`), so the daemon counts what is left itself;
 - the descriptors it inherits (the ``--args`` memory file, the pipe);
 - what the post-run check compares with (:func:`watch`), and the state of what the view
-  hides (:func:`runtime.guard.sandbox.view.view_state`), so a long-lived process whose view
-  went stale can be started again with a fresh one.
+  hides (``view.view_state``): a long-lived process whose view went stale starts afresh.
 
 Two shapes use it: :func:`runtime.guard.sandbox.run.run_command` (run to completion) and
 :class:`runtime.guard.sandbox.server_process.ServerProcess` (long-lived, stdio pipes). Both end
@@ -56,7 +55,8 @@ from runtime.guard.sandbox.layers import (
     require_isolation,
     unshare_argv,
 )
-from runtime.guard.sandbox.view import PROTECTED_IN_WRITABLE, hooks_dirs, view_state
+from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, hooks_dirs
+from runtime.guard.sandbox.view import view_state
 from runtime.logging import get_logger
 
 log = get_logger("runtime.guard.sandbox.layers")

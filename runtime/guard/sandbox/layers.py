@@ -49,12 +49,8 @@ from runtime.errors import ToolError
 from runtime.guard.paths import openat2
 from runtime.guard.sandbox import kernel_guards, seccomp
 from runtime.guard.sandbox.freezer import probe_freezer
-from runtime.guard.sandbox.view import (
-    PROTECTED_IN_WRITABLE,
-    View,
-    protected_mounts,
-    view_argv,
-)
+from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, protected_mounts
+from runtime.guard.sandbox.view import View, view_argv
 
 __all__ = [
     "DISABLE_ENV",
