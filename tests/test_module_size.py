@@ -33,10 +33,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         483,
         "not split yet: one method per op; the per-op methods would leave the connection",
     ),
-    "runtime/guard/network/egress.py": (
-        475,
-        "not split yet: the ordered egress decision; address classes would move out",
-    ),
     "runtime/guard/sandbox/launcher.py": (
         513,
         "not split yet: the one launcher; its descriptor hand-off would split off",
