@@ -72,7 +72,6 @@ from soak.report import (
     StageCounts,
     Throughput,
 )
-from soak.scenarios import TurnResult, WorkloadResult, plan_turns
 from soak.steps import (
     RunState,
     bare_baseline,
@@ -84,6 +83,7 @@ from soak.steps import (
     warm_up,
     workload_for,
 )
+from soak.turns import TurnResult, WorkloadResult, plan_turns
 from soak.verdict import CHAOS_TOLERATED, decide, judge_goals, turn_failures
 
 if TYPE_CHECKING:

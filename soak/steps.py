@@ -17,7 +17,8 @@ from runtime.errors import RoostError
 from soak.config import SoakConfig
 from soak.monitor import Failures, MemorySampler, wait_until
 from soak.report import BaselineSummary
-from soak.scenarios import TurnResult, Workload, WorkloadResult, plan_turns
+from soak.scenarios import Workload
+from soak.turns import TurnResult, WorkloadResult, plan_turns
 
 if TYPE_CHECKING:
     from soak.chaos import ChaosMonkey

@@ -15,7 +15,7 @@ from soak.report import Failure, Goal, Regression, SoakReport
 
 if TYPE_CHECKING:
     from soak.monitor import Failures
-    from soak.scenarios import TurnResult
+    from soak.turns import TurnResult
 
 __all__ = [
     "CHAOS_TOLERATED",

@@ -49,10 +49,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         457,
         "not split yet: parse, load and render; rendering the inputs would split off",
     ),
-    "soak/scenarios.py": (
-        466,
-        "not split yet: Workload and its workers; the watchdog would split off",
-    ),
     "actors/thespian/mailbox.py": (
         599,
         "not split yet: the Queue replacement; _Outbox would split from the inbox",
