@@ -33,7 +33,8 @@ import msgspec
 import psutil
 from thespian.actors import Actor
 
-from soak.report import BaselineSummary, latency_stats
+from soak.figures import latency_stats
+from soak.report import BaselineSummary
 
 __all__ = ["BaselineShape", "EchoActor", "asks_per_turn", "run_baseline"]
 

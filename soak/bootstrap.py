@@ -11,8 +11,8 @@ import os
 
 from runtime.client import Client
 from runtime.errors import RoostError
+from soak.config import SoakConfig
 from soak.monitor import Failures
-from soak.report import SoakConfig
 
 LARGEST_TOKEN_BUDGET = 2**53 - 1
 """The largest integer option a project takes (``docs/configuration.md``): soak turns never

@@ -18,8 +18,10 @@ from typing import Any
 
 import msgspec
 
-from soak.report import SoakConfig, SoakReport, compare_reports
+from soak.config import SoakConfig
+from soak.report import SoakReport
 from soak.summary import render_summary
+from soak.verdict import compare_reports, decide
 
 __all__ = ["build_parser", "main", "render_summary"]
 
@@ -197,8 +199,6 @@ def _terminate_cleanly() -> Callable[[], None]:
 
 
 def _compare(report: SoakReport, path: str, threshold: float) -> SoakReport:
-    from soak.harness import decide
-
     with open(path, "rb") as f:
         previous = msgspec.json.decode(f.read())
     if not isinstance(previous, dict):

@@ -1,6 +1,7 @@
 """One soak run, end to end: daemon, bootstrap, workload, journal checks, memory, shutdown.
 
-:func:`run_soak` drives the real daemon through the real client:
+:func:`run_soak` drives the real daemon through the real client (its steps are in
+``soak.steps``, the verdict in ``soak.verdict``):
 
 1. use the daemon running on ``--home``, or spawn one (``runtime.daemon.start_daemon``) on
    ``--home`` or on a temporary ``ROOST_HOME`` (``soak.monitor.DaemonSession``);
@@ -32,24 +33,32 @@ from __future__ import annotations
 
 import contextlib
 import random
-import secrets
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from runtime.client import Client
 from runtime.errors import RoostError
 from soak.bootstrap import event_counts, start_conversations, start_projects
+from soak.config import SoakConfig
+from soak.figures import (
+    appends_per_commit,
+    counter_delta,
+    latency_stats,
+    messages_per_turn,
+    overheads,
+    per_live_conversation,
+    per_minute,
+)
 from soak.integrity import StreamCheck
-from soak.leaks import Watch, leak_reasons
+from soak.leaks import Watch
 from soak.model_server import ModelServer
-from soak.monitor import DaemonSession, Failures, MemorySampler, wait_until
+from soak.monitor import DaemonSession, MemorySampler
 from soak.readback import (
     READ_BACK_S_PER_EVENT,
     Guard,
@@ -59,86 +68,34 @@ from soak.readback import (
 )
 from soak.report import (
     Backpressure,
-    BaselineSummary,
     ChaosSummary,
     EventCounts,
-    Failure,
     Integrity,
     LeakCheck,
     Memory,
     SlowModelSummary,
-    SoakConfig,
     SoakReport,
     StageCounts,
     Throughput,
-    appends_per_commit,
-    counter_delta,
-    judge_goals,
-    latency_stats,
-    messages_per_turn,
-    overheads,
-    per_live_conversation,
-    per_minute,
 )
-from soak.scenarios import TurnResult, Workload, WorkloadResult, plan_turns
+from soak.steps import (
+    RunState,
+    bare_baseline,
+    keep_going_while,
+    passivation_wait_s,
+    spread_conversations,
+    status_counters,
+    wait_passivated,
+    warm_up,
+    workload_for,
+)
+from soak.turns import TurnResult, WorkloadResult, plan_turns
+from soak.verdict import CHAOS_TOLERATED, decide, judge_goals, turn_failures
 
 if TYPE_CHECKING:
     from soak.chaos import ChaosMonkey
 
-__all__ = [
-    "CHAOS_TOLERATED",
-    "WARM_UP_MAX_S",
-    "decide",
-    "run_soak",
-    "spread_conversations",
-]
-
-CHAOS_TOLERATED = frozenset({"timeout", "daemon_unreachable", "internal_error", "journal_error"})
-"""Turn errors a ``chaos`` run expects when an actor dies under a turn."""
-
-
-WARM_UP_MAX_S = 300.0
-"""The longest warm-up of a ``--duration-s`` run (a tenth of the duration up to this)."""
-
-
-class _Run:
-    """The mutable state of one run while it is under way."""
-
-    def __init__(self, config: SoakConfig, on_progress: Callable[[int, str], None] | None):
-        self.config = config
-        self.on_progress = on_progress
-        self.failures = Failures()
-        self.run_id = secrets.token_hex(3)
-        self.done = 0
-        self._lock = threading.Lock()
-        self.projects: list[str] = []
-        self.conversations: list[tuple[str, str]] = []
-
-    def note(self, text: str) -> None:
-        if self.on_progress is not None:
-            self.on_progress(self.done, text)
-
-    def turn_done(self, _result: TurnResult) -> None:
-        with self._lock:  # workers call this concurrently
-            self.done += 1
-        self.note("")
-
-
-def _keep_going(monkey: ChaosMonkey | None, end_at: float | None) -> Callable[[], bool] | None:
-    """Whether a conversation that has sent its planned turns sends one more.
-
-    ``chaos``: until the monkey made its kills (or found the daemon beyond repair);
-    ``--duration-s``: until the time is up.
-    """
-    if monkey is None and end_at is None:
-        return None
-
-    def more() -> bool:
-        if end_at is not None and time.monotonic() < end_at:
-            return True
-        return monkey is not None and not monkey.done and monkey.fatal is None
-
-    return more
+__all__ = ["run_soak"]
 
 
 def run_soak(
@@ -150,7 +107,7 @@ def run_soak(
     """
     started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     t0 = time.monotonic()
-    run = _Run(config, on_progress)
+    run = RunState(config, on_progress)
     workdir = tempfile.mkdtemp(prefix="roost-soak-")
     session = DaemonSession(
         config.home,
@@ -218,10 +175,10 @@ def run_soak(
                     client, run.projects, config.conversations, run.failures
                 )
                 run.note("warm-up round")
-                _warm_up(config, session.home, run)
+                warm_up(config, session.home, run)
             before = event_counts(client, run.projects)
             # as at the *after* reading
-            _passivated(client, run.projects, sampler, procs_start, config)
+            wait_passivated(client, run.projects, sampler, procs_start, config)
             leak_watch.before()
             per_conversation = 1 if config.duration_s else config.events
             turns = plan_turns(run.conversations, per_conversation, run.run_id)
@@ -236,20 +193,20 @@ def run_soak(
                     interval_s=config.kill_interval_ms / 1000,
                     seed=seed,
                 )
-            keep_going = _keep_going(monkey, end_at if config.duration_s else None)
-            workload = _workload(config, session.home, run, keep_going=keep_going)
+            keep_going = keep_going_while(monkey, end_at if config.duration_s else None)
+            workload = workload_for(config, session.home, run, keep_going=keep_going)
             run.note(f"{config.scenario} workload")
             if monkey is not None:
                 monkey.start()
-            first = _counters(client)
-            counters_before = _counters(client)
+            first = status_counters(client)
+            counters_before = status_counters(client)
             try:
                 result = workload.run(turns)
             finally:
                 if monkey is not None:
                     monkey.stop()
             reading = counter_delta(first, counters_before)  # one reading's own messages
-            counted = counter_delta(counters_before, _counters(client), reading)
+            counted = counter_delta(counters_before, status_counters(client), reading)
             if result.stalled:
                 run.failures.add(
                     "workload",
@@ -259,11 +216,11 @@ def run_soak(
                 )
             run.note("waiting for turns to settle")
             settle_s = 5.0 if result.stalled else config.timeout_ms / 1000 + (30 if monkey else 5)
-            budget = settle_s + 60 + 15 * len(run.projects) + _passivation_wait_s(config)
+            budget = settle_s + 60 + 15 * len(run.projects) + passivation_wait_s(config)
             with Guard(client, budget) as guard:
                 wait_idle(client, run.conversations, settle_s, run.failures)
                 run.note("settling, then reading memory for the leak check")
-                _passivated(client, run.projects, sampler, procs_start, config)
+                wait_passivated(client, run.projects, sampler, procs_start, config)
                 leak_watch.after()
                 run.note("reading the journal back")
                 if config.scenario == "baseline":
@@ -297,7 +254,7 @@ def run_soak(
             restarts = check.types["actor.restarted"]
             crashes = check.types["actor.crashed"]
             run.note("waiting for idle conversations to be passivated")
-            _passivated(client, run.projects, sampler, procs_start, config)
+            wait_passivated(client, run.projects, sampler, procs_start, config)
             rss_end, procs_end = sampler.sample(refresh=True)
             pss_end = sampler.pss(refresh=True)
             if not session.owned:
@@ -322,7 +279,7 @@ def run_soak(
     baseline = None
     if config.scenario == "baseline" and result.results:
         run.note("bare Thespian + eventsourcing baseline")
-        baseline = _baseline(
+        baseline = bare_baseline(
             config, run, result, batch_sizes=batch_sizes, committed=committed, workdir=workdir
         )
     elapsed = result.elapsed_s
@@ -376,7 +333,7 @@ def run_soak(
         leaks=None if leak_watch is None else _leaks(leak_watch, judged=not slow),
         restarts=restarts,
         crashes=crashes,
-        failures=_turn_failures(run.failures, result.results, tolerate=monkey is not None),
+        failures=turn_failures(run.failures, result.results, tolerate=monkey is not None),
         backpressure=Backpressure(
             overloaded=result.overloaded,
             refused_connections=result.refused,
@@ -423,22 +380,6 @@ def _leaks(watch: Watch, *, judged: bool) -> LeakCheck | None:
     return check if judged or check is None else msgspec.structs.replace(check, judged=False)
 
 
-def spread_conversations(projects: list[str], count: int) -> list[tuple[str, str]]:
-    """``count`` conversations (``c0``, ``c1``...) dealt round-robin over ``projects``."""
-    if not projects:
-        return []
-    return [(projects[i % len(projects)], f"c{i // len(projects)}") for i in range(count)]
-
-
-def _counters(client: Client) -> dict[str, int]:
-    """The daemon's ``status`` counters (``{}`` when it reports none or does not answer)."""
-    try:
-        found = client.status().get("counters")
-    except RoostError:
-        return {}
-    return {str(k): int(v) for k, v in found.items()} if isinstance(found, dict) else {}
-
-
 def _slow_model_summary(
     model: ModelServer,
     result: WorkloadResult,
@@ -459,159 +400,3 @@ def _slow_model_summary(
         goals=[],
         goals_met=False,
     )
-
-
-def _passivation_wait_s(config: SoakConfig) -> float:
-    return config.idle_passivation_ms / 1000 + 10
-
-
-def _passivated(
-    client: Any, projects: list[str], sampler: MemorySampler, processes: int, config: SoakConfig
-) -> None:
-    """Wait (bounded) until the idle conversations are passivated everywhere.
-
-    The leak check reads memory only so: a host holds its live conversations (their
-    events), and gives them back when they passivate; ``processes`` (the tree's size at
-    the start) are left, so no process forked for the load is still there either.
-    """
-
-    def quiet() -> bool:
-        try:  # status asks the hosts; diagnostics would read each project's whole history
-            live = client.status().get("live_conversations") or {}
-        except RoostError:
-            return False
-        if any(live.get(project_id) for project_id in projects):
-            return False
-        return sampler.sample(refresh=True)[1] <= processes
-
-    wait_until(quiet, _passivation_wait_s(config), 0.2)
-
-
-def _workload(
-    config: SoakConfig,
-    home: str,
-    run: _Run,
-    keep_going: Callable[[], bool] | None = None,
-    *,
-    warm_up: bool = False,
-) -> Workload:
-    return Workload(
-        home,
-        concurrency=config.concurrency,
-        timeout_ms=config.timeout_ms,
-        burst=config.scenario == "burst" and not warm_up,
-        keep_going=keep_going,
-        on_turn=None if warm_up else run.turn_done,
-        stall_s=None,
-        run_id=f"{run.run_id}w" if warm_up else run.run_id,
-        connection_per_turn=config.connection_per_turn,
-        start_conversations=config.scenario == "slow-model" and not warm_up,
-        tag_turns=config.scenario == "slow-model",
-    )
-
-
-def _warm_up(config: SoakConfig, home: str, run: _Run) -> None:
-    """Send the turns that come before the *before* reading of the leak check.
-
-    One per conversation, and with ``--duration-s`` a tenth of the duration more (at most
-    :data:`WARM_UP_MAX_S`), so caches that fill up to their bound (SQLite's page cache,
-    the endpoint pool) are full first.
-    """
-    keep_going = None
-    if config.duration_s:
-        end_at = time.monotonic() + min(config.duration_s / 10, WARM_UP_MAX_S)
-
-        def keep_going() -> bool:
-            return time.monotonic() < end_at
-
-    workload = _workload(config, home, run, keep_going, warm_up=True)
-    for r in workload.run(plan_turns(run.conversations, 1, workload.run_id)).results:
-        if not r.ok:
-            run.failures.add("warm-up", r.error_code or "error", r.error_message or "")
-
-
-def _turn_failures(
-    failures: Failures, results: list[TurnResult], *, tolerate: bool
-) -> list[Failure]:
-    for r in results:
-        if not r.ok:
-            stage = "turn (chaos)" if tolerate and r.error_code in CHAOS_TOLERATED else "turn"
-            failures.add(stage, r.error_code or "error", r.error_message or "")
-    return failures.items()
-
-
-def _baseline(
-    config: SoakConfig,
-    run: _Run,
-    result: WorkloadResult,
-    *,
-    batch_sizes: list[int] | None,
-    committed: int,
-    workdir: str,
-) -> BaselineSummary | None:
-    from soak.baseline import BaselineShape, run_baseline
-
-    turns = sum(1 for r in result.results if r.ok)
-    if batch_sizes is None:  # not a SQLite journal here: one batch per turn, same events
-        per_turn = max(1, round(committed / max(turns, 1)))
-        batch_sizes = [per_turn] * turns
-    shape = BaselineShape(
-        conversations=len(run.conversations),
-        turns=turns,
-        concurrency=config.concurrency,
-        batch_sizes=batch_sizes,
-    )
-    try:
-        return run_baseline(shape, workdir)
-    except Exception as e:
-        run.failures.add("baseline", type(e).__name__, str(e))
-        return None
-
-
-def decide(report: SoakReport) -> SoakReport:
-    """Return ``report`` with ``reasons`` and ``passed`` filled in.
-
-    A run passes when every project and conversation started; no failure other than the
-    turns a ``chaos`` kill interrupted; no acknowledged event lost, none duplicated, every
-    call terminated once, every projection equal to its replay, every hash chain intact;
-    ``chaos`` made at least ``kills`` kills; no always-on process's USS grew by more than
-    10% (``soak.leaks``); and ``--compare`` found no regression.
-    """
-    reasons = []
-    if report.projects.failed or report.conversations.failed:
-        reasons.append(
-            f"{report.projects.failed} project(s) and {report.conversations.failed} "
-            "conversation(s) failed to start"
-        )
-    for failure in report.failures:
-        if failure.stage != "turn (chaos)":
-            reasons.append(f"{failure.stage}: {failure.code} x{failure.count}: {failure.message}")
-    if report.events.sent == 0:
-        reasons.append("no turn finished")
-    i = report.integrity
-    if i.lost or i.duplicated or i.unterminated_calls or i.unfinished_turns or i.replay_mismatch:
-        reasons.append(
-            f"integrity: {i.lost} lost, {i.duplicated} duplicated, {i.unterminated_calls} "
-            f"unterminated call(s), {i.unfinished_turns} unfinished turn(s), "
-            f"{i.replay_mismatch} replay mismatch(es)"
-        )
-    if not i.hash_chain_ok:
-        reasons.append("integrity: a hash chain does not verify")
-    if i.unchecked_projects:
-        reasons.append(
-            f"integrity: {i.unchecked_projects} project(s) could not be read back; "
-            "their integrity is unknown"
-        )
-    if report.chaos is not None and report.chaos.fatal:
-        reasons.append(f"chaos: {report.chaos.fatal}")
-    if report.chaos is not None and report.chaos.kills < report.config.kills:
-        reasons.append(f"chaos: {report.chaos.kills} kills, fewer than {report.config.kills}")
-    if report.scenario == "baseline" and report.baseline is None:
-        reasons.append("baseline: the bare run did not complete")
-    reasons += leak_reasons(report.leaks)
-    for regression in report.regressions:
-        reasons.append(
-            f"regression: {regression.metric} {regression.previous:g} -> "
-            f"{regression.current:g} ({regression.change_pct:+.1f}%)"
-        )
-    return msgspec.structs.replace(report, reasons=reasons, passed=not reasons)

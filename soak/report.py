@@ -1,22 +1,18 @@
-"""The soak report: its shape, nearest-rank latency percentiles and ``--compare``.
+"""The soak report's shape: frozen msgspec Structs, encoded as the ``--json`` file.
 
-Plain data (frozen msgspec Structs, encoded as the ``--json`` file) and plain functions.
-The integrity checks that fill :class:`Integrity` are in ``soak.integrity``, the leak check
-that fills :class:`LeakCheck` in ``soak.leaks``.
+The run's settings are in ``soak.config``, the figures that fill it in ``soak.figures``, the
+goals and ``--compare`` in ``soak.verdict``, the integrity checks that fill
+:class:`Integrity` in ``soak.integrity`` and the leak check that fills :class:`LeakCheck` in
+``soak.leaks``.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from fractions import Fraction
-from typing import Any, Literal
-
 import msgspec
 
+from soak.config import Scenario, SoakConfig
+
 __all__ = [
-    "COMPARED_METRICS",
-    "SLOW_MODEL_GOALS",
     "Backpressure",
     "BaselineSummary",
     "ChaosSummary",
@@ -29,62 +25,11 @@ __all__ = [
     "Memory",
     "ProcessMemory",
     "Regression",
-    "Scenario",
     "SlowModelSummary",
-    "SoakConfig",
     "SoakReport",
     "StageCounts",
     "Throughput",
-    "appends_per_commit",
-    "compare_reports",
-    "counter_delta",
-    "goal",
-    "judge_goals",
-    "latency_stats",
-    "messages_per_turn",
-    "overheads",
-    "per_live_conversation",
-    "per_minute",
-    "percentile",
 ]
-
-Scenario = Literal["steady", "burst", "chaos", "baseline", "slow-model"]
-"""The workload shapes of ``roost soak --scenario``."""
-
-
-class SoakConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """What one soak run does (the command line, normalized)."""
-
-    projects: int = 3
-    """Projects started."""
-    conversations: int = 4
-    """Conversations per project."""
-    events: int = 3
-    """``user.message`` turns per conversation."""
-    concurrency: int = 12
-    """Turns in flight at once (worker threads)."""
-    timeout_ms: int = 15000
-    """Longest a turn may take before it counts as failed."""
-    scenario: Scenario = "steady"
-    """Workload shape."""
-    duration_s: float | None = None
-    """Keep sending for this long instead of stopping after ``events`` per conversation."""
-    home: str | None = None
-    """A running daemon's ``ROOST_HOME`` to use; a temporary one is spawned when null."""
-    kills: int = 10
-    """``chaos``: the least number of actor processes killed."""
-    kill_interval_ms: int = 500
-    """``chaos``: pause between kills."""
-    idle_passivation_ms: int = 5000
-    """The soak projects' ``idle_passivation_ms`` (memory must come back after the run)."""
-    threshold_pct: float = 10.0
-    """``--compare``: a metric worse by more than this is a regression."""
-    seed: int | None = None
-    """Seed of ``chaos``'s random choices (a fresh one when null; reported)."""
-    connection_per_turn: bool = False
-    """Each turn on a new client connection (as the CLI and scripts make them)."""
-    model_latency_ms: int = 2000
-    """``slow-model``: how long the loopback model server waits before each answer."""
 
 
 class LatencyStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -422,178 +367,3 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     the harness spawned the daemon, its ``home``: journal and logs) here."""
     passed: bool = False
     """Exit status 0 only when true."""
-
-
-# --- latency ----------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    """The nearest-rank ``pct`` percentile: the smallest value with ``pct``% at or below it.
-
-    ``rank = ceil(pct / 100 * n)`` (at least 1) in the sorted values. Raises ``ValueError``
-    for no values or ``pct`` outside 0..100.
-    """
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 <= pct <= 100:
-        raise ValueError(f"percentile must be within 0..100, got {pct}")
-    ordered = sorted(values)
-    rank = math.ceil(Fraction(str(pct)) * len(ordered) / 100)
-    return ordered[max(rank, 1) - 1]
-
-
-def latency_stats(values_ms: Sequence[float]) -> LatencyStats:
-    """Summarize latencies (milliseconds, rounded to 0.001); all zero when there are none."""
-    if not values_ms:
-        return LatencyStats(count=0, min=0.0, max=0.0, avg=0.0, p50=0.0, p95=0.0, p99=0.0)
-
-    def r(x: float) -> float:
-        return round(x, 3)
-
-    return LatencyStats(
-        count=len(values_ms),
-        min=r(min(values_ms)),
-        max=r(max(values_ms)),
-        avg=r(sum(values_ms) / len(values_ms)),
-        p50=r(percentile(values_ms, 50)),
-        p95=r(percentile(values_ms, 95)),
-        p99=r(percentile(values_ms, 99)),
-    )
-
-
-# --- the design's figures --------------------------------------------------------------
-
-BOUNDARY_KINDS = ("actor_message", "journal_link", "host_link")
-"""The counters that are process-boundary messages (``messages_per_turn``)."""
-
-
-def counter_delta(
-    before: Mapping[str, int], after: Mapping[str, int], reading: Mapping[str, int] | None = None
-) -> dict[str, int]:
-    """``after - before`` per counter, less ``reading`` (what one ``status`` call counts).
-
-    A counter missing from either side is left out; none goes below zero.
-    """
-    cost = reading or {}
-    return {
-        kind: max(0, after[kind] - before[kind] - cost.get(kind, 0))
-        for kind in after
-        if kind in before
-    }
-
-
-def messages_per_turn(delta: Mapping[str, int], turns: int) -> float | None:
-    """Process-boundary messages (:data:`BOUNDARY_KINDS`) per turn; None without counters."""
-    if not turns or not any(kind in delta for kind in BOUNDARY_KINDS):
-        return None
-    return round(sum(delta.get(kind, 0) for kind in BOUNDARY_KINDS) / turns, 2)
-
-
-def appends_per_commit(delta: Mapping[str, int]) -> float | None:
-    """Journal appends per commit; None without counters or commits."""
-    commits = delta.get("journal_commit", 0)
-    if not commits:
-        return None
-    return round(delta.get("journal_append", 0) / commits, 2)
-
-
-def per_minute(finished_s: Sequence[float], elapsed_s: float) -> list[int]:
-    """Turns finished in each minute since the workload's start.
-
-    ``finished_s``: seconds since the start, one per turn. There are as many minutes as
-    ``elapsed_s`` began (more if a turn finished later).
-    """
-    minutes = max([math.ceil(elapsed_s / 60)] + [math.floor(t / 60) + 1 for t in finished_s])
-    counts = [0] * minutes
-    for t in finished_s:
-        counts[max(0, math.floor(t / 60))] += 1
-    return counts
-
-
-def per_live_conversation(pss_peak: int, pss_start: int, live: int) -> int | None:
-    """``(pss_peak - pss_start) / live`` in whole bytes (not below 0); None when none lived."""
-    if live <= 0:
-        return None
-    return max(0, pss_peak - pss_start) // live
-
-
-def overheads(latency_ms: Sequence[float], model_ms: Sequence[float]) -> list[float]:
-    """Each turn's latency minus its model time (pairwise, in milliseconds)."""
-    if len(latency_ms) != len(model_ms):
-        raise ValueError(f"{len(latency_ms)} latencies but {len(model_ms)} model times")
-    return [round(total - model, 3) for total, model in zip(latency_ms, model_ms, strict=True)]
-
-
-def goal(metric: str, value: float | None, limit: float, *, higher_is_better: bool = False) -> Goal:
-    """A :class:`Goal`: ``value`` at most ``limit`` (at least, when higher is better)."""
-    met = value is not None and (value >= limit if higher_is_better else value <= limit)
-    return Goal(metric=metric, limit=limit, higher_is_better=higher_is_better, value=value, met=met)
-
-
-SLOW_MODEL_GOALS: tuple[tuple[str, float, bool], ...] = (
-    ("slow_model.live_conversations", 1000, True),
-    ("overhead_ms.p99", 50.0, False),
-    ("memory.pss_per_live_conversation", 0.2 * 1024 * 1024, False),
-    ("slow_model.start_conversation_ms.p50", 10.0, False),
-)
-"""Issue 18's goals for ``slow-model`` (metric, bound, whether higher is better): judged
-into ``slow_model.goals``, not part of ``passed``."""
-
-
-def judge_goals(report: SoakReport) -> SoakReport:
-    """``report`` with ``slow_model.goals`` judged (:data:`SLOW_MODEL_GOALS`)."""
-    if report.slow_model is None:
-        return report
-    found = msgspec.to_builtins(report)
-    goals = [
-        goal(metric, _lookup(found, metric), limit, higher_is_better=higher)
-        for metric, limit, higher in SLOW_MODEL_GOALS
-    ]
-    summary = msgspec.structs.replace(
-        report.slow_model, goals=goals, goals_met=all(g.met for g in goals)
-    )
-    return msgspec.structs.replace(report, slow_model=summary)
-
-
-# --- compare ----------------------------------------------------------------------------
-
-COMPARED_METRICS: tuple[tuple[str, bool], ...] = (
-    ("throughput.turns_per_s", True),
-    ("throughput.events_per_s", True),
-    ("events.latency_ms.p99", False),
-    ("memory.rss_peak", False),
-)
-"""Metrics ``--compare`` checks, and whether higher is better."""
-
-
-def _lookup(report: Mapping[str, Any], path: str) -> float | None:
-    value: Any = report
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return None
-        value = value[part]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def compare_reports(
-    current: Mapping[str, Any], previous: Mapping[str, Any], threshold_pct: float = 10.0
-) -> list[Regression]:
-    """Metrics of ``current`` worse than in ``previous`` by more than ``threshold_pct``%.
-
-    Throughput must not drop, p99 latency and peak RSS must not rise, beyond the
-    threshold. A metric missing from either report, or zero before, is not compared.
-    """
-    out = []
-    for metric, higher_is_better in COMPARED_METRICS:
-        before, now = _lookup(previous, metric), _lookup(current, metric)
-        if before is None or now is None or before == 0:
-            continue
-        change = (now - before) / before * 100
-        worse = -change if higher_is_better else change
-        if worse > threshold_pct:
-            out.append(
-                Regression(metric=metric, previous=before, current=now, change_pct=round(change, 2))
-            )
-    return out

@@ -11,7 +11,7 @@ turn is: inbound message → model round → policy → tool → model round →
   :data:`BURST_WORKERS`), several turns per conversation in flight, to find where the
   daemon starts answering ``overloaded``.
 - ``slow-model``: the ``steady`` loop with one worker per conversation, each starting its
-  conversation first (``start_conversations``: timed, as :attr:`WorkloadResult.start_ms`),
+  conversation first (``start_conversations``: timed, as ``WorkloadResult.start_ms``),
   on a project whose model is the loopback server of ``soak.model_server``; each message
   names its turn to that server (``tag_turns``), which measures the model's time per turn.
 
@@ -43,16 +43,13 @@ import msgspec
 from runtime.client import Client
 from runtime.errors import RequestTimeoutError, RoostError
 from soak.model_server import tag
+from soak.turns import Turn, TurnResult, WorkloadResult, chains, turn_for
 
 __all__ = [
     "BURST_WORKERS",
     "LLM_DIRECTIVE",
-    "Turn",
-    "TurnResult",
     "Workload",
-    "WorkloadResult",
     "abort_call",
-    "plan_turns",
 ]
 
 BURST_WORKERS = 1024
@@ -65,87 +62,6 @@ LLM_DIRECTIVE: dict[str, Any] = {
 
 _BACKOFF_START_S = 0.01
 _BACKOFF_MAX_S = 2.0
-
-
-class Turn(msgspec.Struct, frozen=True, kw_only=True):
-    """One ``user.message`` to send."""
-
-    project_id: str
-    """The project."""
-    conversation_id: str
-    """The conversation."""
-    index: int
-    """Its position in the conversation (0-based)."""
-    correlation_id: str
-    """Unique per turn (integrity checks count inbound messages per correlation)."""
-    key: str
-    """Idempotency key: a re-send after ``overloaded`` is never appended twice."""
-
-
-class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What happened to one turn."""
-
-    turn: Turn
-    """The turn."""
-    ok: bool
-    """The turn finished (ack received)."""
-    latency_ms: float
-    """From the first send to the answer (backoff included)."""
-    ack: dict[str, Any] | None = None
-    """``{seq, event_id, correlation_id}`` when ok."""
-    error_code: str | None = None
-    """The error's code when not ok."""
-    error_message: str | None = None
-    """The error's message when not ok."""
-    overloaded: int = 0
-    """``overloaded`` answers before it got through."""
-    refused: int = 0
-    """Connections refused (listen backlog full) before it got through."""
-    finished_s: float = 0.0
-    """When it ended, in seconds since the workload started."""
-
-
-class WorkloadResult(msgspec.Struct, frozen=True, kw_only=True):
-    """All turns, and the run's timing and back-pressure figures."""
-
-    results: list[TurnResult]
-    """One per turn issued."""
-    elapsed_s: float
-    """From the first send to the last answer."""
-    stalled: bool
-    """No turn finished for the stall period, so the workload stopped issuing turns."""
-    overloaded: int
-    """``overloaded`` answers in total."""
-    refused: int
-    """Connections refused because the daemon's listen backlog was full."""
-    onset_inflight: int | None
-    """Turns in flight when back-pressure (either kind) first showed."""
-    max_inflight: int
-    """Most turns in flight at once."""
-    start_ms: list[float] = []
-    """``start_conversations``: each successful ``start_conversation``'s latency."""
-
-
-def plan_turns(
-    conversations: Sequence[tuple[str, str]], per_conversation: int, run_id: str
-) -> list[Turn]:
-    """The turns of a run, round-robin: turn 0 of every conversation, then turn 1, ..."""
-    return [
-        _turn(project_id, conversation_id, index, run_id)
-        for index in range(per_conversation)
-        for project_id, conversation_id in conversations
-    ]
-
-
-def _turn(project_id: str, conversation_id: str, index: int, run_id: str) -> Turn:
-    correlation = f"soak-{run_id}-{project_id}-{conversation_id}-{index}"
-    return Turn(
-        project_id=project_id,
-        conversation_id=conversation_id,
-        index=index,
-        correlation_id=correlation,
-        key=correlation,
-    )
 
 
 class _Inflight:
@@ -213,7 +129,7 @@ class Workload:
             queue: deque[Any] = deque(turns)
             workers = min(len(turns), BURST_WORKERS) or 1
         else:
-            queue = deque(_chains(turns))
+            queue = deque(chains(turns))
             workers = min(self.concurrency, len(queue)) or 1
         watchdog = threading.Thread(target=self._watch, name="soak-watchdog", daemon=True)
         started = self._started = self._progress_at = time.monotonic()
@@ -262,7 +178,7 @@ class Workload:
                 client = self._send(client, turn)
                 if not chain and self.keep_going is not None and self.keep_going():
                     chain.append(
-                        _turn(turn.project_id, turn.conversation_id, turn.index + 1, self.run_id)
+                        turn_for(turn.project_id, turn.conversation_id, turn.index + 1, self.run_id)
                     )
                 if chain:
                     with self._lock:
@@ -440,14 +356,6 @@ def _backlog_full(error: RoostError) -> bool:
         isinstance(cause, BlockingIOError)
         or (isinstance(cause, OSError) and cause.errno == errno.EAGAIN)
     )
-
-
-def _chains(turns: Sequence[Turn]) -> list[deque[Turn]]:
-    """Group turns by conversation, keeping the order conversations first appear in."""
-    chains: dict[tuple[str, str], deque[Turn]] = {}
-    for turn in turns:
-        chains.setdefault((turn.project_id, turn.conversation_id), deque()).append(turn)
-    return list(chains.values())
 
 
 def abort_call(client: Client) -> None:

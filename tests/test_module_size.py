@@ -29,41 +29,13 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
     "runtime/lifecycle/project_core.py": (643, _OP_TABLE),
     "runtime/lifecycle/supervisor_core.py": (629, _OP_TABLE),
     "runtime/policy/options.py": (596, _TOOL_SPEC),
-    "runtime/cli/app.py": (
-        673,
-        "not split yet: the parser; one parser module per command group would split it",
-    ),
     "runtime/client/connection.py": (
         483,
         "not split yet: one method per op; the per-op methods would leave the connection",
     ),
-    "runtime/guard/commands/shellwords.py": (
-        418,
-        "not split yet: one lexer; its quote and bracket scanners would move out",
-    ),
-    "runtime/guard/network/egress.py": (
-        475,
-        "not split yet: the ordered egress decision; address classes would move out",
-    ),
-    "runtime/guard/review/leftovers.py": (
-        787,
-        "not split yet: RootWatch (the watch) and _Review (the pass) would split",
-    ),
-    "runtime/guard/sandbox/cgroups.py": (
-        536,
-        "not split yet: the controllers and the freezer; the freezer would split off",
-    ),
     "runtime/guard/sandbox/launcher.py": (
         513,
         "not split yet: the one launcher; its descriptor hand-off would split off",
-    ),
-    "runtime/guard/sandbox/view.py": (
-        502,
-        "not split yet: one ordered mount list; the steps would leave, the order stay",
-    ),
-    "runtime/guard/secrets/patterns.py": (
-        896,
-        "not split yet: key names, the rule table and the engine would be three modules",
     ),
     "runtime/guard/workspace.py": (
         540,
@@ -76,18 +48,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
     "runtime/tools/asset_store.py": (
         457,
         "not split yet: parse, load and render; rendering the inputs would split off",
-    ),
-    "soak/harness.py": (
-        603,
-        "not split yet: run_soak's linear script; its steps would become a run module",
-    ),
-    "soak/report.py": (
-        599,
-        "not split yet: the report's Structs; the figures and comparison would split off",
-    ),
-    "soak/scenarios.py": (
-        466,
-        "not split yet: Workload and its workers; the watchdog would split off",
     ),
     "actors/thespian/mailbox.py": (
         599,

@@ -1,8 +1,8 @@
 """``roost daemon start|stop|restart|status``: the commands that load the daemon's own modules.
 
 They start the daemon process, signal it through its pid file and read its status, so they
-import ``runtime.daemon``; ``runtime.cli.app`` loads this module by name, only when one of
-them runs, and the client commands stay thin (the ``thin-client`` contract in
+import ``runtime.daemon``; the parser (``runtime.cli.parsers.daemon``) loads this module by
+name, only when one of them runs, and the client commands stay thin (the ``thin-client`` contract in
 ``pyproject.toml``; ``docs/performance.md``).
 """
 

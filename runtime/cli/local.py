@@ -4,8 +4,9 @@
 file is short) and prints one readable line per JSON log line,
 ``TIME LEVEL COMPONENT EVENT key=value ...``; with ``--json`` the lines as they are. With
 ``--follow`` it keeps printing new lines, across rotations, until Ctrl-C (exit 0).
-It finds the log through the daemon's configuration, so ``runtime.cli.app`` loads this module
-by name, when ``logs`` runs (the ``thin-client`` contract in ``pyproject.toml``).
+It finds the log through the daemon's configuration, so the parser
+(``runtime.cli.parsers.daemon``) loads this module by name, when ``logs`` runs (the
+``thin-client`` contract in ``pyproject.toml``).
 """
 
 from __future__ import annotations

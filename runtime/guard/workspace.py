@@ -67,7 +67,7 @@ from runtime.guard.paths.walk import (
     walk,
 )
 from runtime.guard.sandbox.layers import disabled_layers
-from runtime.guard.sandbox.view import hooks_dirs
+from runtime.guard.sandbox.protected import hooks_dirs
 from runtime.option_table import DEFAULTS
 
 __all__ = [

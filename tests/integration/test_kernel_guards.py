@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
-from runtime.guard.sandbox import cgroups
+from runtime.guard.sandbox import cgroupfs, cgroups
 from tests.integration.adversarial_helpers import LAYERS, needs_bwrap, run_daemon
 from tests.integration.conftest import make_root
 
@@ -267,7 +267,7 @@ def test_a_memory_hog_is_stopped_by_the_memory_limit(client: Client, route: str)
 
 
 def _cpu_mount() -> str:
-    for mount, fstype, options in cgroups._mounts():
+    for mount, fstype, options in cgroupfs.mounts():
         if fstype == "cgroup" and "cpu" in options:
             return mount
         if fstype == "cgroup2":

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from runtime.client import Client
-from runtime.guard.sandbox.view import SYSTEM_VISIBLE, _interpreter_places, listening_sockets
+from runtime.guard.sandbox.hidden import listening_sockets
+from runtime.guard.sandbox.view import SYSTEM_VISIBLE, _interpreter_places
 from tests.integration.adversarial_helpers import Call, first, needs_bwrap, recorded, run_daemon
 from tests.integration.conftest import make_root
 

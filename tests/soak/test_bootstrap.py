@@ -6,8 +6,8 @@ from typing import Any
 
 from runtime.policy.options import MAX_INT
 from soak.bootstrap import start_projects
+from soak.config import SoakConfig
 from soak.monitor import Failures
-from soak.report import SoakConfig
 
 
 class _Client:

@@ -14,22 +14,19 @@ import pytest
 from runtime.llm.base import ModelRequest
 from runtime.llm.openai import OpenAIAdapter
 from soak.cli import _config, build_parser, render_summary
-from soak.harness import decide, spread_conversations
-from soak.model_server import ModelServer, answer_for, tag, tag_of
-from soak.report import (
-    SLOW_MODEL_GOALS,
-    Memory,
-    SlowModelSummary,
+from soak.figures import (
     appends_per_commit,
     counter_delta,
-    goal,
-    judge_goals,
     latency_stats,
     messages_per_turn,
     overheads,
     per_live_conversation,
     per_minute,
 )
+from soak.model_server import ModelServer, answer_for, tag, tag_of
+from soak.report import Memory, SlowModelSummary
+from soak.steps import spread_conversations
+from soak.verdict import SLOW_MODEL_GOALS, decide, goal, judge_goals
 from tests.soak.test_report import _report
 
 # --- counters ---------------------------------------------------------------------------

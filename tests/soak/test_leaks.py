@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 
 from soak.cli import render_summary
-from soak.harness import decide
 from soak.leaks import LIMIT_PCT, Reading, judge, leak_reasons
 from soak.report import LeakCheck
+from soak.verdict import decide
 from tests.soak.test_report import _report
 
 MIB = 1024 * 1024

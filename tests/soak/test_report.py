@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from soak.cli import main, render_summary
-from soak.harness import decide
+from soak.config import SoakConfig
+from soak.figures import latency_stats, percentile
 from soak.report import (
     Backpressure,
     ChaosSummary,
@@ -21,14 +22,11 @@ from soak.report import (
     Integrity,
     Memory,
     Regression,
-    SoakConfig,
     SoakReport,
     StageCounts,
     Throughput,
-    compare_reports,
-    latency_stats,
-    percentile,
 )
+from soak.verdict import compare_reports, decide
 
 # --- percentiles ------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 
 from runtime.cli import app as cli
 from runtime.errors import DaemonUnreachableError
-from soak import harness
+from soak import harness, verdict
 from soak.cli import main
 from tests.soak.test_report import _report
 
@@ -21,7 +21,7 @@ from tests.soak.test_report import _report
 @pytest.fixture
 def finished(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        harness, "run_soak", lambda config, on_progress=None: harness.decide(_report())
+        harness, "run_soak", lambda config, on_progress=None: verdict.decide(_report())
     )
 
 

@@ -1,5 +1,5 @@
 """Command controls decided before anything runs.
 
 ``controls`` (blocklist and environment), ``blocklist`` / ``blocklist_rules`` /
-``shellwords`` (reading shell text).
+``shellwords`` / ``shellquotes`` (reading shell text).
 """

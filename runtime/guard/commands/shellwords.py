@@ -23,6 +23,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from runtime.guard.commands.shellquotes import ansi_c, matching_brace, matching_paren
+
 __all__ = ["Segment", "Word", "parse_segments"]
 
 _MAX_OPERAND_DEPTH = 8
@@ -30,21 +32,6 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPECIAL_PARAMS = "@*#?$!-"
 _OPERATOR_CHARS = "|&;<>()"
 _REDIRECTS = frozenset({"<", ">", ">>", ">|", "<>", "<<", "<<-", "<<<", "<&", ">&", "&>", "&>>"})
-_SIMPLE_ESCAPES = {
-    "a": "\a",
-    "b": "\b",
-    "e": "\x1b",
-    "E": "\x1b",
-    "f": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "v": "\v",
-    "\\": "\\",
-    "'": "'",
-    '"': '"',
-    "?": "?",
-}
 
 Evaluate = Callable[[str], "str | None"]
 """Hook computing a command substitution's output, or ``None`` when it cannot be known."""
@@ -216,7 +203,7 @@ class _Lexer:
         s, i = self.s, self.i
         c = s[i]
         if c in "<>" and s[i + 1 : i + 2] == "(":
-            end = _matching_paren(s, i + 1)
+            end = matching_paren(s, i + 1)
             inner = s[i + 2 : end - 1]
             self.subs.append(inner)
             self.add(f"{c}({inner})")
@@ -264,18 +251,18 @@ class _Lexer:
         s, i = self.s, self.i
         nxt = s[i + 1 : i + 2]
         if nxt == "'" and not quoted:
-            text, self.i = _ansi_c(s, i + 2)
+            text, self.i = ansi_c(s, i + 2)
             self.add(text)
         elif nxt == '"' and not quoted:
             self.i = i + 2
             self.double_quoted()
         elif nxt == "(":
-            end = _matching_paren(s, i + 1)
+            end = matching_paren(s, i + 1)
             inner = s[i + 2 : end - 1]
             self.i = end
             self.substitution(inner, quoted, f"$({inner})")
         elif nxt == "{":
-            end = _matching_brace(s, i + 1)
+            end = matching_brace(s, i + 1)
             expr = s[i + 2 : end - 1]
             self.i = end
             value = self.parameter(expr)
@@ -338,81 +325,3 @@ class _Lexer:
             return text
         lexer = _Lexer(text, self.vars, None, self.depth + 1)
         return " ".join(value.text for _, value in lexer.run() if isinstance(value, Word))
-
-
-def _skip_quoted(s: str, j: int) -> int:
-    """Index just past the quoted string or escape starting at ``s[j]``."""
-    c = s[j]
-    if c == "\\":
-        return j + 2
-    if c == "'":
-        end = s.find("'", j + 1)
-        return len(s) if end < 0 else end + 1
-    k = j + 1
-    while k < len(s) and s[k] != '"':
-        k += 2 if s[k] == "\\" else 1
-    return k + 1
-
-
-def _matching(s: str, start: int, opening: str, closing: str) -> int:
-    """Index just past the bracket matching ``s[start]``, skipping quoted text."""
-    depth, j = 0, start
-    while j < len(s):
-        c = s[j]
-        if c in "\\'\"":
-            j = _skip_quoted(s, j)
-            continue
-        if c == opening:
-            depth += 1
-        elif c == closing:
-            depth -= 1
-            if depth == 0:
-                return j + 1
-        j += 1
-    return len(s) + 1
-
-
-def _matching_paren(s: str, start: int) -> int:
-    """Index just past the ``)`` matching the ``(`` at ``start``."""
-    return min(_matching(s, start, "(", ")"), len(s) + 1)
-
-
-def _matching_brace(s: str, start: int) -> int:
-    """Index just past the ``}`` matching the ``{`` at ``start``."""
-    return min(_matching(s, start, "{", "}"), len(s) + 1)
-
-
-def _ansi_c(s: str, j: int) -> tuple[str, int]:
-    """Decode a ``$'…'`` string whose body starts at ``j``; return (text, index after)."""
-    out: list[str] = []
-    while j < len(s) and s[j] != "'":
-        c = s[j]
-        if c != "\\" or j + 1 >= len(s):
-            out.append(c)
-            j += 1
-            continue
-        e = s[j + 1]
-        if e in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[e])
-            j += 2
-        elif e in "01234567":
-            digits = re.match(r"[0-7]{1,3}", s[j + 1 :])
-            assert digits is not None
-            out.append(chr(int(digits.group(), 8)))
-            j += 1 + len(digits.group())
-        elif e in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[e]
-            digits = re.match(f"[0-9A-Fa-f]{{1,{width}}}", s[j + 2 :])
-            if digits:
-                out.append(chr(min(int(digits.group(), 16), 0x10FFFF)))
-                j += 2 + len(digits.group())
-            else:
-                out.append("\\" + e)
-                j += 2
-        elif e == "c" and j + 2 < len(s):
-            out.append(chr(ord(s[j + 2]) & 0x1F))
-            j += 3
-        else:
-            out.append("\\" + e)
-            j += 2
-    return "".join(out), j + 1

@@ -19,7 +19,8 @@ project's options (``network_egress_policy``, ``network_allowlist``,
 :func:`resolve_and_check` repeats rule 3 on every address a name resolves to, so a name
 that passes the policy cannot point at an internal address (DNS rebinding); ``http.fetch``
 then connects to exactly the address that was checked. Finding targets and parsing them
-lives in :mod:`runtime.guard.network.targets`.
+lives in :mod:`runtime.guard.network.targets`, the special addresses and names of rule 3 in
+:mod:`runtime.guard.network.addresses`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ import msgspec
 
 from events.catalog import SecurityNetworkDenied
 from runtime.errors import ToolError
+from runtime.guard.network.addresses import (
+    IPAddress,
+    address_class,
+    embedded_ipv4,
+    special_name,
+)
 from runtime.guard.network.targets import (
     ParsedTarget,
     TargetParseError,
@@ -47,7 +54,6 @@ __all__ = [
     "NetworkPolicy",
     "Resolver",
     "TargetDecision",
-    "address_class",
     "check_args",
     "denial_error",
     "extract_targets",
@@ -59,71 +65,11 @@ __all__ = [
     "system_resolver",
 ]
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-
 _DEFAULT_SCHEMES: tuple[str, ...] = tuple(DEFAULTS["network_allowed_schemes"])
 
 Resolver = Callable[[str, int], Sequence[str]]
 """``resolver(host, port) -> addresses``; :func:`system_resolver` uses ``getaddrinfo``."""
 
-
-def _networks(*specs: str) -> tuple[IPNetwork, ...]:
-    return tuple(ipaddress.ip_network(spec) for spec in specs)
-
-
-_CLASSES: tuple[tuple[str, tuple[IPNetwork, ...]], ...] = (
-    ("unspecified", _networks("0.0.0.0/8", "::/128")),
-    ("loopback", _networks("127.0.0.0/8", "::1/128")),
-    ("link_local", _networks("169.254.0.0/16", "fe80::/10")),
-    (
-        "private",
-        _networks(
-            "10.0.0.0/8",
-            "172.16.0.0/12",
-            "192.168.0.0/16",
-            "100.64.0.0/10",
-            "192.0.0.0/24",
-            "198.18.0.0/15",
-            "fc00::/7",
-            "fec0::/10",
-            "64:ff9b:1::/48",
-            "2001:2::/48",
-        ),
-    ),
-    ("multicast", _networks("224.0.0.0/4", "ff00::/8")),
-    (
-        "reserved",
-        _networks(
-            "240.0.0.0/4",
-            "192.0.2.0/24",
-            "198.51.100.0/24",
-            "203.0.113.0/24",
-            "192.88.99.0/24",
-            "::/8",
-            "100::/64",
-            "2001:db8::/32",
-            "2001:10::/28",
-            "3fff::/20",
-        ),
-    ),
-)
-"""Address classes refused unless named, most specific reason first (IANA registries)."""
-
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-_SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")
-
-_SPECIAL_NAMES: dict[str, str] = {
-    "localhost": "localhost",
-    "localhost.localdomain": "localhost",
-    "ip6-localhost": "localhost",
-    "ip6-loopback": "localhost",
-    "metadata": "metadata",
-    "metadata.google.internal": "metadata",
-    "instance-data": "metadata",
-    "instance-data.ec2.internal": "metadata",
-}
-"""Names that always mean this machine or the cloud metadata service."""
 
 _MESSAGES: dict[str, str] = {
     "invalid_host": "its host is not a valid host name or address",
@@ -133,34 +79,6 @@ _MESSAGES: dict[str, str] = {
     "localhost": "it names this machine",
     "metadata": "it names the cloud metadata service",
 }
-
-
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address.teredo is not None:
-        return address.teredo[1]
-    if address in _NAT64 or address in _SIIT:
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
-def address_class(address: IPAddress) -> str | None:
-    """Return why ``address`` is special (``loopback``, ``private``, ...) or ``None``.
-
-    IPv6 forms that carry an IPv4 address (mapped, 6to4, Teredo, NAT64, SIIT) are judged
-    by the IPv4 address they carry.
-    """
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(address)
-        if embedded is not None:
-            return address_class(embedded)
-    for name, networks in _CLASSES:
-        if any(address in network for network in networks):
-            return name
-    return None
 
 
 def normalize_allowlist_entry(entry: str) -> str:
@@ -251,7 +169,7 @@ class NetworkPolicy(msgspec.Struct, frozen=True, kw_only=True):
         """Tell whether the allowlist names ``address`` (or the IPv4 it carries) or its block."""
         candidates: list[IPAddress] = [address]
         if isinstance(address, ipaddress.IPv6Address):
-            embedded = _embedded_ipv4(address)
+            embedded = embedded_ipv4(address)
             if embedded is not None:
                 candidates.append(embedded)
         for candidate in candidates:
@@ -343,7 +261,7 @@ def _special(parsed: ParsedTarget) -> str | None:
         return address_class(ipaddress.ip_address(parsed.host))
     if parsed.host.endswith(".localhost"):
         return "localhost"
-    return _SPECIAL_NAMES.get(parsed.host)
+    return special_name(parsed.host)
 
 
 def _named_exactly(policy: NetworkPolicy, parsed: ParsedTarget) -> bool:

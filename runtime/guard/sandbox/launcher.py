@@ -4,9 +4,8 @@ Commands (``command.run``), asset commands (``command.run.<name>``) and MCP stdi
 (``mcp_servers``) all start through :func:`prepare`, which builds everything one process
 gets from the sandbox:
 
-- its cgroups: a ``pids`` cgroup holding the whole tree to ``Limits.max_processes``, and for
-  a long-lived process (``shape="serve"``) a freezer cgroup, so it runs only while a call
-  is in flight (:mod:`runtime.guard.sandbox.cgroups`);
+- its cgroups (:mod:`runtime.guard.sandbox.cgroups`), and for a long-lived process
+  (``shape="serve"``) a freezer cgroup (:mod:`runtime.guard.sandbox.freezer`);
 - its prefix: the cgroup join, the rlimits (``prlimit``), the parent-death signal
   (bubblewrap's own ``--die-with-parent``; ``setpriv --pdeathsig`` where there is no
   bubblewrap), bubblewrap with the view of :mod:`runtime.guard.sandbox.view` passed
@@ -15,8 +14,7 @@ gets from the sandbox:
   exited (:data:`INIT_SCRIPT`), so the daemon counts what is left itself;
 - the descriptors it inherits (the ``--args`` memory file, the pipe);
 - what the post-run check compares with (:func:`watch`), and the state of what the view
-  hides (:func:`runtime.guard.sandbox.view.view_state`), so a long-lived process whose view
-  went stale can be started again with a fresh one.
+  hides (``view.view_state``): a long-lived process whose view went stale starts afresh.
 
 Two shapes use it: :func:`runtime.guard.sandbox.run.run_command` (run to completion) and
 :class:`runtime.guard.sandbox.server_process.ServerProcess` (long-lived, stdio pipes). Both end
@@ -46,7 +44,8 @@ from runtime.guard.review import leftovers
 from runtime.guard.review.leftovers import ChangeReport
 from runtime.guard.review.rootscan import scan_paths
 from runtime.guard.review.run_ledger import RunLabel
-from runtime.guard.sandbox import cgroups
+from runtime.guard.sandbox import cgroupfs, cgroups
+from runtime.guard.sandbox.freezer import FreezerCgroup
 from runtime.guard.sandbox.layers import (
     View,
     bwrap_argv,
@@ -56,7 +55,8 @@ from runtime.guard.sandbox.layers import (
     require_isolation,
     unshare_argv,
 )
-from runtime.guard.sandbox.view import PROTECTED_IN_WRITABLE, hooks_dirs, view_state
+from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, hooks_dirs
+from runtime.guard.sandbox.view import view_state
 from runtime.logging import get_logger
 
 log = get_logger("runtime.guard.sandbox.layers")
@@ -157,7 +157,7 @@ def cgroup_limits(limits: Limits, layers: Mapping[str, Any]) -> cgroups.CgroupLi
 
 def cgroup_layers(group: cgroups.ToolCgroup) -> list[str]:
     """The layer names a run's cgroup applies (``pids_limit``, ``memory_limit``, ...)."""
-    return [cgroups.LAYER_NAMES[c] for c in cgroups.CONTROLLERS if c in group.dirs]
+    return [cgroups.LAYER_NAMES[c] for c in cgroupfs.CONTROLLERS if c in group.dirs]
 
 
 def kernel_guard_layers(layers: Mapping[str, Any], view: View) -> list[str]:
@@ -259,7 +259,7 @@ class Launch:
     """Sets the rlimits in the child where ``prlimit`` is missing."""
     pids: cgroups.ToolCgroup | None = None
     """Its cgroups with limits (``pids``, and ``memory``/``cpu`` where they can be had)."""
-    freezer: cgroups.FreezerCgroup | None = None
+    freezer: FreezerCgroup | None = None
     """Its freezer cgroup (``serve`` only)."""
     before: leftovers.RootWatch | None = None
     """The post-run check's watch (:func:`watch`), started before the process starts."""
@@ -432,7 +432,7 @@ def _prepare(
     root: str | None,
     label: RunLabel | None,
 ) -> None:
-    groups: list[cgroups.ToolCgroup | cgroups.FreezerCgroup] = []
+    groups: list[cgroups.ToolCgroup | FreezerCgroup] = []
     if layers["pids_limit"]["available"]:
         try:
             launch.pids = cgroups.ToolCgroup.create(cgroup_limits(limits, layers))
@@ -445,14 +445,14 @@ def _prepare(
                 log.warning("cgroup_limits_skipped", skipped=launch.pids.skipped)
     if launch.shape == "serve" and layers.get("freezer", {}).get("available"):
         try:
-            launch.freezer = cgroups.FreezerCgroup.create()
+            launch.freezer = FreezerCgroup.create()
         except OSError as e:
             log.warning("freezer_cgroup_failed", error=str(e))
         else:
             groups.append(launch.freezer)
             launch.layers.append("freezer")
     if groups:
-        launch.prefix += cgroups.join_argv(*groups)
+        launch.prefix += cgroupfs.join_argv(*groups)
     values = rlimit_values(limits, timeout_s)
     if layers["rlimits"]["via"] == "prlimit":
         launch.prefix += prlimit_argv(values)

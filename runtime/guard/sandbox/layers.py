@@ -47,13 +47,10 @@ import msgspec
 
 from runtime.errors import ToolError
 from runtime.guard.paths import openat2
-from runtime.guard.sandbox import cgroups, kernel_guards, seccomp
-from runtime.guard.sandbox.view import (
-    PROTECTED_IN_WRITABLE,
-    View,
-    protected_mounts,
-    view_argv,
-)
+from runtime.guard.sandbox import kernel_guards, seccomp
+from runtime.guard.sandbox.freezer import probe_freezer
+from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, protected_mounts
+from runtime.guard.sandbox.view import View, view_argv
 
 __all__ = [
     "DISABLE_ENV",
@@ -272,7 +269,7 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
             "detail": f"disabled by {DISABLE_ENV}",
         }
     else:
-        ok, detail, cg_via = cgroups.probe_freezer()
+        ok, detail, cg_via = probe_freezer()
         layers["freezer"] = {"available": ok, "via": cg_via, "detail": detail}
     layers["process_group_kill"] = {"available": True, "detail": "new session per command"}
     layers["process_tree_kill"] = {"available": True, "detail": "psutil descendant walk"}

@@ -27,9 +27,9 @@ Not there at all: ``$HOME`` and every other user's files, ``/var``, ``/opt``, ``
 Docker's, D-Bus's), and ``ROOST_HOME`` wherever it is. Abstract Unix sockets stay behind
 the network namespace (when egress is denied).
 
-What mounts cannot prevent (a new ``.git`` or bare-repository shape, set-id files, special
-files, a new ``.roost``) is found after the run by :mod:`runtime.guard.review.leftovers`; the one
-walk both need is :mod:`runtime.guard.review.rootscan`'s.
+Step 4's places are found by :mod:`runtime.guard.sandbox.protected`, what step 5 hides by
+:mod:`runtime.guard.sandbox.hidden`. What mounts cannot prevent (a new ``.git``, set-id or
+special files, a new ``.roost``) is found after the run (:mod:`runtime.guard.review`).
 """
 
 from __future__ import annotations
@@ -39,42 +39,27 @@ import os
 import re
 import stat
 import sys
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
-from runtime.errors import ToolError
-from runtime.guard.home import roost_home
 from runtime.guard.paths.rules import SensitiveRules
-from runtime.guard.paths.safe_read import read_regular
-from runtime.guard.review.git_probe import GitProbeError, hooks_paths
-from runtime.guard.review.rootscan import MAX_SCAN_ENTRIES, RootScan, scan_paths
+from runtime.guard.review.rootscan import RootScan, scan_paths
+from runtime.guard.sandbox.hidden import etc_secrets, hidden_state, listening_sockets
+from runtime.guard.sandbox.protected import hooks_dirs, protected_mounts, under_any
 
 __all__ = [
     "KERNEL_FILESYSTEMS",
     "MASKED_PATHS",
-    "MAX_SCAN_ENTRIES",
     "PROC_READ_ONLY",
-    "ROOST_STATE_ENV",
     "SYSTEM_PATHS",
     "SYSTEM_VISIBLE",
     "View",
-    "etc_secrets",
-    "git_places",
-    "hidden_state",
-    "hooks_dirs",
     "kernel_masks_argv",
     "kernel_mounts",
-    "listening_sockets",
-    "protected_mounts",
-    "sensitive_files",
     "view_argv",
     "view_state",
 ]
-
-ROOST_STATE_ENV = "ROOST_SANDBOX_HIDE"
-"""``os.pathsep``-separated extra directories to hide from commands (operators, tests)."""
 
 SYSTEM_PATHS: tuple[str, ...] = (
     "/usr",
@@ -127,14 +112,6 @@ KERNEL_FILESYSTEMS: frozenset[str] = frozenset(
 host's, bound read-only, so without this its debug, tracing, security-module, crash-log, BPF
 and EFI mounts would come with it (a container runtime mounts a fresh ``sysfs`` instead)."""
 
-PROTECTED_IN_WRITABLE: tuple[str, ...] = (".roost",)
-"""Places at the top of a writable path that are bound read-only again (besides ``.git``)."""
-
-GITFILE_MAX_BYTES = 4096
-"""Most of a gitfile (``gitdir: PATH``) read to find the git directory it names."""
-
-_ETC_CACHE_S = 60.0
-
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
     """Everything that shapes one run's filesystem view."""
@@ -158,176 +135,6 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     tmpfs_bytes: int | None = None
     """Size of each of the private ``/tmp``, ``/var/tmp`` and ``/run``; ``None``: the
     kernel's default (half the host's memory each)."""
-
-
-def hidden_state() -> list[str]:
-    """Roost's state directories hidden from commands (``guard.home.roost_home``, the env)."""
-    extra = [p for p in os.environ.get(ROOST_STATE_ENV, "").split(os.pathsep) if p]
-    return sorted({*roost_home.hidden_places(), *(os.path.realpath(p) for p in extra)})
-
-
-def _inside(path: str, parent: str) -> bool:
-    return os.path.commonpath([path, parent]) == parent
-
-
-def _under_any(path: str, parents: Iterable[str]) -> bool:
-    return any(_inside(path, p) for p in parents)
-
-
-@functools.lru_cache(maxsize=1)
-def _etc_secrets_at(bucket: int) -> tuple[str, ...]:
-    del bucket  # the cache key: the list is recomputed once a minute
-    found: list[str] = []
-    for top, dirs, files in os.walk("/etc", onerror=lambda e: None):
-        keep: list[str] = []
-        for name in dirs:
-            path = os.path.join(top, name)
-            if _hidden_from_others(path, directory=True):
-                found.append(path)
-            else:
-                keep.append(name)
-        dirs[:] = keep
-        found.extend(
-            os.path.join(top, name)
-            for name in files
-            if _hidden_from_others(os.path.join(top, name), directory=False)
-        )
-    return tuple(sorted(found))
-
-
-def _hidden_from_others(path: str, *, directory: bool) -> bool:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    if stat.S_ISLNK(st.st_mode):
-        return False
-    needed = (stat.S_IROTH | stat.S_IXOTH) if directory else stat.S_IROTH
-    return (st.st_mode & needed) != needed
-
-
-def etc_secrets() -> tuple[str, ...]:
-    """Entries of ``/etc`` that other users cannot read (shadow, host keys, ...), cached 60 s."""
-    return _etc_secrets_at(int(time.monotonic() // _ETC_CACHE_S))
-
-
-def listening_sockets() -> list[str]:
-    """Paths of the host's bound Unix sockets (``/proc/net/unix``), existing ones only."""
-    try:
-        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()[1:]
-    except OSError:
-        return []
-    paths: set[str] = set()
-    for line in lines:
-        fields = line.split(None, 7)
-        if len(fields) == 8 and fields[7].startswith("/"):
-            paths.add(fields[7])
-    return sorted(p for p in paths if os.path.exists(p))
-
-
-def sensitive_files(paths: Sequence[str], rules: SensitiveRules) -> list[str]:
-    """Entries under ``paths`` whose names the sensitive-path rules match (not followed links).
-
-    A matching directory is returned whole and not descended into. Raises ``OverflowError``
-    past :data:`MAX_SCAN_ENTRIES` entries, so a run is refused rather than half-hidden.
-    """
-    return list(scan_paths(paths, rules).sensitive)
-
-
-def _first_line(path: str) -> str:
-    """The first line of a small regular file a tool could have written ("" if unreadable)."""
-    try:
-        head = read_regular(path, GITFILE_MAX_BYTES, truncate=True)
-    except OSError:
-        return ""
-    lines = head.decode("utf-8", "replace").splitlines()
-    return lines[0].strip() if lines else ""
-
-
-def _gitfile_target(gitfile: str) -> str | None:
-    """The git directory a gitfile (``gitdir: PATH``) names, resolved; None when unreadable."""
-    line = _first_line(gitfile)
-    if not line.startswith("gitdir:"):
-        return None
-    return os.path.realpath(os.path.join(os.path.dirname(gitfile), line[7:].strip()))
-
-
-def git_places(writable: Sequence[str], gits: Sequence[str]) -> list[str]:
-    """What to bind read-only for the ``.git`` entries ``gits`` found in ``writable``.
-
-    Each ``.git`` itself (directory or gitfile, never a symlink), and for a gitfile the git
-    directory it names and that directory's ``commondir`` when they are inside ``writable``
-    (a linked worktree or a submodule whose git directory lives in the root).
-    """
-    found: list[str] = []
-    for git in gits:
-        if os.path.islink(git) or not os.path.lexists(git):
-            continue
-        found.append(git)
-        if os.path.isdir(git):
-            continue
-        target = _gitfile_target(git)
-        if target is None or not _under_any(target, writable) or not os.path.isdir(target):
-            continue
-        found.append(target)
-        common = _gitfile_target_common(target)
-        if common is not None and _under_any(common, writable) and os.path.isdir(common):
-            found.append(common)
-    return sorted(set(found))
-
-
-def _gitfile_target_common(gitdir: str) -> str | None:
-    """The ``commondir`` a linked worktree's git directory names, resolved."""
-    line = _first_line(os.path.join(gitdir, "commondir"))
-    return os.path.realpath(os.path.join(gitdir, line)) if line else None
-
-
-def hooks_dirs(writable: Sequence[str]) -> list[str]:
-    """Directories inside ``writable`` that git's ``core.hooksPath`` names (e.g. ``.husky``).
-
-    Asked of git as the user's git reads it (system, global and the repository's own
-    config), hermetically (:func:`runtime.guard.review.git_probe.hooks_paths`); a hooks directory
-    in the work tree would otherwise let a command plant a hook that the user's next
-    commit runs. When git cannot answer, raises ``ToolError("isolation_unavailable",
-    layer="git_config")``: a hooks directory that is not known cannot be protected.
-    """
-    found: list[str] = []
-    for path in writable:
-        try:
-            values = hooks_paths(path)
-        except GitProbeError as e:
-            raise ToolError(
-                "isolation_unavailable",
-                f"{e}; the hooks directory it names cannot be protected, so nothing that "
-                "could write there runs",
-                layer="git_config",
-            ) from e
-        for line in values:
-            place = os.path.realpath(os.path.join(path, os.path.expanduser(line.strip())))
-            if line.strip() and _inside(place, path) and place != path:
-                found.append(place)
-    return sorted(set(found))
-
-
-def protected_mounts(
-    writable: Sequence[str], hooks: Sequence[str] = (), gits: Sequence[str] | None = None
-) -> list[str]:
-    """The existing, real (not symlinked) protected places inside ``writable`` paths.
-
-    ``hooks`` are the ``core.hooksPath`` directories (:func:`hooks_dirs`); ``gits`` the
-    ``.git`` entries the walk found (default: those at the top of ``writable``).
-    """
-    found: list[str] = [h for h in hooks if os.path.isdir(h) and not os.path.islink(h)]
-    if gits is None:
-        gits = [os.path.join(path, ".git") for path in writable]
-    found += git_places(writable, gits)
-    for path in writable:
-        for rel in PROTECTED_IN_WRITABLE:
-            place = os.path.join(path, rel)
-            if os.path.lexists(place) and not os.path.islink(place):
-                found.append(place)
-    return sorted(set(found))
 
 
 def _identity(path: str) -> tuple[str, int, int, int] | None:
@@ -358,7 +165,7 @@ def view_state(view: View) -> frozenset[tuple[str, int, int, int]]:
     places = [
         *protected_mounts(view.writable, hooks, scan.git),
         *scan.sensitive,
-        *(s for s in listening_sockets() if _under_any(s, bound)),
+        *(s for s in listening_sockets() if under_any(s, bound)),
     ]
     found = (_identity(p) for p in places)
     return frozenset(i for i in found if i is not None)
@@ -376,7 +183,7 @@ def _interpreter_places(visible: Sequence[str]) -> list[str]:
     found: list[str] = []
     real = _interpreter_dirs(sys.prefix, sys.base_prefix, sys.executable)
     for place in real:  # sorted: a parent comes before what it holds
-        if os.path.isdir(place) and not _under_any(place, [*visible, *found]):
+        if os.path.isdir(place) and not under_any(place, [*visible, *found]):
             found.append(place)
     return found
 
@@ -447,7 +254,7 @@ def _etc_links() -> list[str]:
         return argv
     for link in links:
         target = os.path.realpath(link)
-        if os.path.isfile(target) and not _under_any(target, SYSTEM_VISIBLE):
+        if os.path.isfile(target) and not under_any(target, SYSTEM_VISIBLE):
             argv += ["--ro-bind", target, target]
     return argv
 
@@ -477,7 +284,7 @@ def view_argv(view: View) -> list[str]:
         argv += _mask(secret)
     for path in view.writable:
         argv += ["--bind", path, path]
-    if view.cwd != "/" and not _under_any(view.cwd, [*view.writable, *visible]):
+    if view.cwd != "/" and not under_any(view.cwd, [*view.writable, *visible]):
         argv += ["--ro-bind", view.cwd, view.cwd]
         visible.append(view.cwd)
     rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
@@ -489,13 +296,13 @@ def view_argv(view: View) -> list[str]:
         argv += _mask(path)
     allowed = {os.path.realpath(s) for s in view.sockets}
     for sock in listening_sockets():
-        if _under_any(sock, [*bound, *visible]) and os.path.realpath(sock) not in allowed:
+        if under_any(sock, [*bound, *visible]) and os.path.realpath(sock) not in allowed:
             argv += ["--ro-bind", "/dev/null", sock]
     for sock in sorted(allowed):
         if os.path.exists(sock):
             argv += ["--bind", sock, sock]
     for state in hidden_state():
-        if _under_any(state, [*bound, *visible]) and os.path.isdir(state):
+        if under_any(state, [*bound, *visible]) and os.path.isdir(state):
             argv += ["--tmpfs", state, "--remount-ro", state]
     # Last: the view's own root is a tmpfs of the kernel's default size (half the host's
     # memory) that a root command could otherwise fill past every sized tmpfs.

@@ -1,5 +1,6 @@
 """Secrets: what the journal, the logs and tool results never hold in the clear.
 
-``redaction`` / ``patterns`` (shapes), ``masking`` / ``sources`` / ``git_credentials``
-(the exact values Roost knows).
+``redaction`` walks values; ``patterns`` is the rule table it runs on every string (each a
+``rule``; ``key_names`` and ``named_values`` for the values under a sensitive name);
+``masking`` / ``sources`` / ``git_credentials`` find the exact values Roost knows.
 """

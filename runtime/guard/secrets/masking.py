@@ -36,7 +36,7 @@ from urllib.parse import quote, quote_plus
 
 import re2
 
-from runtime.guard.secrets.patterns import SecretKind, marker
+from runtime.guard.secrets.rule import SecretKind, marker
 
 __all__ = [
     "MAX_SECRET_VALUES",

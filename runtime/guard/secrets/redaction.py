@@ -36,17 +36,14 @@ from typing import Any
 import msgspec
 from structlog.typing import EventDict, WrappedLogger
 
-from runtime.guard.secrets.patterns import (
-    _SENSITIVE_WORDS,
-    _SEPARATORS,
+from runtime.guard.secrets.key_names import _SENSITIVE_WORDS, _SEPARATORS, is_sensitive_key
+from runtime.guard.secrets.patterns import has_trigger, redact_string
+from runtime.guard.secrets.rule import (
     REDACTED,
     SecretKind,
     SpanMap,
-    has_trigger,
     is_redaction_marker,
-    is_sensitive_key,
     marker,
-    redact_string,
 )
 
 __all__ = [

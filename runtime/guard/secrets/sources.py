@@ -46,8 +46,9 @@ from typing import Any, NamedTuple
 from runtime.guard.paths import openat2
 from runtime.guard.paths.rules import SensitiveRules
 from runtime.guard.secrets.git_credentials import GIT_CONFIG_FILES, git_config_values
+from runtime.guard.secrets.key_names import is_sensitive_key
 from runtime.guard.secrets.masking import MIN_SECRET_LENGTH, SecretMasker
-from runtime.guard.secrets.patterns import is_sensitive_key, redact_string
+from runtime.guard.secrets.patterns import redact_string
 from runtime.option_table import RuntimeOptions
 
 __all__ = [

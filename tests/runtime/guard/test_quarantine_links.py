@@ -16,7 +16,7 @@ import pytest
 
 from runtime.guard.home import roost_home
 from runtime.guard.paths.rules import SensitiveRules
-from runtime.guard.review.leftovers import _Review
+from runtime.guard.review.rootreview import RootReview
 
 
 @pytest.fixture
@@ -28,8 +28,8 @@ def home(tmp_path: Path) -> Iterator[Path]:
     roost_home.protect(None)
 
 
-def _review(root: Path) -> _Review:
-    return _Review(
+def _review(root: Path) -> RootReview:
+    return RootReview(
         str(root),
         project_id="p",
         run_id="r",

@@ -14,16 +14,16 @@ import pytest
 from runtime.guard.home import roost_home
 from runtime.guard.paths.rules import SensitiveRules
 from runtime.guard.review import rootscan
-from runtime.guard.sandbox import cgroups
-from runtime.guard.sandbox import view as sandbox_view
-from runtime.guard.sandbox.layers import DISABLE_ENV, View, probe_layers
-from runtime.guard.sandbox.run import run_command
-from runtime.guard.sandbox.view import (
-    MAX_SCAN_ENTRIES,
+from runtime.guard.review.rootscan import MAX_SCAN_ENTRIES
+from runtime.guard.sandbox import cgroupfs, cgroups
+from runtime.guard.sandbox.hidden import (
+    ROOST_STATE_ENV,
     etc_secrets,
     hidden_state,
     sensitive_files,
 )
+from runtime.guard.sandbox.layers import DISABLE_ENV, View, probe_layers
+from runtime.guard.sandbox.run import run_command
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -92,7 +92,7 @@ def test_hidden_state_is_the_protected_home_the_profiles_and_the_environment(
 ) -> None:
     roost_home.protect(str(tmp_path / "home"))
     monkeypatch.setenv(roost_home.PROFILE_DIR_ENV, str(tmp_path / "profiles"))
-    monkeypatch.setenv(sandbox_view.ROOST_STATE_ENV, str(tmp_path / "extra"))
+    monkeypatch.setenv(ROOST_STATE_ENV, str(tmp_path / "extra"))
     assert hidden_state() == [str(tmp_path / n) for n in ("extra", "home", "profiles")]
 
 
@@ -172,7 +172,7 @@ def test_a_pids_cgroup_refuses_forks_past_its_limit_and_is_removed() -> None:
     )
     try:
         done = subprocess.run(
-            [*cgroups.join_argv(group), "/usr/bin/python3", "-c", code],
+            [*cgroupfs.join_argv(group), "/usr/bin/python3", "-c", code],
             capture_output=True,
             text=True,
             timeout=30,

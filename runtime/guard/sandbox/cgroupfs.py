@@ -1,0 +1,225 @@
+"""The cgroup filesystem: where this process may make cgroups, and how one is made and removed.
+
+Finding the hierarchies (v1 per controller, or the v2 unified one), reading and writing
+control files, making a cgroup, joining it through :func:`join_argv` (a shell that writes
+its own pid to each ``cgroup.procs`` and then execs the rest, so nothing runs between
+``fork`` and ``exec`` in the runtime), and killing and removing one: also those of owners
+that are gone (:func:`remove_stale`), thawing a frozen one first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import uuid
+from typing import Literal, Protocol
+
+__all__ = [
+    "CGROUP_PREFIX",
+    "CONTROLLERS",
+    "Controller",
+    "Joinable",
+    "freezer_parent",
+    "fresh_name",
+    "join_argv",
+    "kill_and_remove",
+    "make_cgroup",
+    "mounts",
+    "own_cgroups",
+    "parent_dir",
+    "read_control",
+    "remove_stale",
+    "tasks",
+    "thaw",
+    "write_control",
+]
+
+Controller = Literal["pids", "memory", "cpu"]
+"""A cgroup controller a call's limits use."""
+
+CONTROLLERS: tuple[Controller, ...] = ("pids", "memory", "cpu")
+"""The controllers a call's cgroup is made in, where each can be had."""
+
+CGROUP_PREFIX = "roost-"
+"""Every cgroup Roost makes is named ``<prefix><owner pid>-<random>`` (:func:`fresh_name`)."""
+_JOIN_NAME = "roost-cgroup-join"
+_JOIN_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+
+
+def mounts() -> list[tuple[str, str, set[str]]]:
+    """``(mount point, fstype, super options)`` of every cgroup mount."""
+    found = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields, rest = left.split(), right.split()
+                if len(fields) >= 5 and len(rest) >= 3 and rest[0] in ("cgroup", "cgroup2"):
+                    found.append((fields[4], rest[0], set(rest[2].split(","))))
+    except OSError:
+        pass
+    return found
+
+
+def own_cgroups() -> dict[str, str]:
+    """Controller list (``"pids"``, ``""`` for v2) -> this process's cgroup path."""
+    own: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            for line in f:
+                parts = line.rstrip("\n").split(":", 2)
+                if len(parts) == 3:
+                    for controller in parts[1].split(",") if parts[1] else [""]:
+                        own[controller] = parts[2]
+    except OSError:
+        pass
+    return own
+
+
+def parent_dir(controller: Controller = "pids") -> tuple[str, str] | None:
+    """The directory to create call cgroups of ``controller`` in, and ``v1``/``v2``."""
+    own = own_cgroups()
+    for mount, fstype, options in mounts():
+        if fstype == "cgroup" and controller in options and controller in own:
+            return os.path.join(mount, own[controller].lstrip("/")), "v1"
+    for mount, fstype, _ in mounts():
+        if fstype == "cgroup2" and "" in own:
+            base = os.path.join(mount, own[""].lstrip("/"))
+            try:
+                with open(os.path.join(base, "cgroup.subtree_control"), encoding="ascii") as f:
+                    if controller in f.read().split():
+                        return base, "v2"
+            except OSError:
+                continue
+    return None
+
+
+def freezer_parent() -> tuple[str, str] | None:
+    """The directory to create freezer cgroups in, and ``v1``/``v2`` (v2 needs no controller)."""
+    own = own_cgroups()
+    for mount, fstype, options in mounts():
+        if fstype == "cgroup" and "freezer" in options and "freezer" in own:
+            return os.path.join(mount, own["freezer"].lstrip("/")), "v1"
+    for mount, fstype, _ in mounts():
+        if fstype == "cgroup2" and "" in own:
+            base = os.path.join(mount, own[""].lstrip("/"))
+            if os.access(base, os.W_OK):
+                return base, "v2"
+    return None
+
+
+def read_control(path: str) -> str:
+    """A cgroup file's text (bounded; cgroupfs files are the kernel's, never a tool's)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        return os.read(fd, 1 << 20).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+
+
+def tasks(path: str) -> list[int]:
+    """The pids in the cgroup at ``path`` now (``[]`` when it cannot be read)."""
+    try:
+        return [int(x) for x in read_control(os.path.join(path, "cgroup.procs")).split()]
+    except (OSError, ValueError):
+        return []
+
+
+def thaw(path: str) -> None:
+    """Let a frozen cgroup's tasks run again (v1 or v2; nothing when not a freezer)."""
+    for name, value in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+        if os.path.exists(os.path.join(path, name)):
+            with contextlib.suppress(OSError):
+                write_control(path, name, value)
+
+
+def kill_and_remove(path: str, timeout_s: float) -> bool:
+    """SIGKILL every task of the cgroup at ``path`` (thawing it first) and remove it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for pid in tasks(path):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        thaw(path)  # a frozen task dies of its SIGKILL only once thawed (cgroup v1)
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+
+
+def remove_stale(parent: str) -> list[str]:
+    """Kill what is left in the call cgroups of processes that are gone, and remove them.
+
+    A runner killed during a command, or while its MCP server was frozen, cannot remove its
+    cgroups; the next one made under the same parent does. Returns what was removed.
+    """
+    removed: list[str] = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        ours = name.startswith(CGROUP_PREFIX)
+        owner = name[len(CGROUP_PREFIX) :].split("-", 1)[0] if ours else ""
+        if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+            continue
+        if kill_and_remove(os.path.join(parent, name), 1.0):
+            removed.append(name)
+    return removed
+
+
+def write_control(directory: str, name: str, value: str) -> None:
+    """Write ``value`` to the control file ``name`` of the cgroup ``directory``."""
+    with open(os.path.join(directory, name), "w", encoding="ascii") as f:
+        f.write(value)
+
+
+def make_cgroup(parent: str, name: str, files: list[tuple[str, str, bool]]) -> str:
+    """Create ``parent/name`` (or reuse it: v2 holds every controller in one) and limit it."""
+    path = os.path.join(parent, name)
+    made = False
+    try:
+        os.mkdir(path, 0o755)
+        made = True
+    except FileExistsError:
+        pass
+    try:
+        for file, value, required in files:
+            try:
+                write_control(path, file, value)
+            except OSError:
+                if required:
+                    raise
+    except OSError:
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        raise
+    return path
+
+
+def join_argv(*groups: Joinable) -> list[str]:
+    """The prefix that moves the process into every one of ``groups`` before it execs."""
+    files = [f for group in groups for f in group.procs_files]
+    return ["/bin/sh", "-c", _JOIN_SCRIPT, _JOIN_NAME, *files, "--"]
+
+
+class Joinable(Protocol):
+    """A cgroup a process can join: a ``ToolCgroup`` or a ``FreezerCgroup``."""
+
+    @property
+    def procs_files(self) -> list[str]:
+        """The files a process writes its pid to in order to join."""
+        ...
+
+
+def fresh_name() -> str:
+    """A new cgroup's name: the prefix, this process's pid (its owner), a random part."""
+    return f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
