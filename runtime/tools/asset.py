@@ -36,7 +36,7 @@ import functools
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from runtime.errors import ToolError
 from runtime.guard.shapes.schema import validate_args
@@ -46,6 +46,7 @@ from runtime.tools.asset_store import (
     PREVIEW_CHARS,
     Asset,
     AssetCatalog,
+    WorkflowStep,
     load_assets,
     render_argv,
     render_step_args,
@@ -53,9 +54,18 @@ from runtime.tools.asset_store import (
 )
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 
+if TYPE_CHECKING:  # command.py is imported when a command asset first runs
+    from runtime.tools.command import AssetCommandOutput
+
 __all__ = [
     "SPECS",
     "TOOLS",
+    "AssetDetail",
+    "AssetList",
+    "AssetSearch",
+    "AssetSummary",
+    "UnknownStepTool",
+    "WorkflowPlan",
     "asset_get",
     "asset_list",
     "asset_search",
@@ -218,9 +228,100 @@ def tool_name(asset: Asset) -> str | None:
     return f"{'command' if asset.type == 'commands' else 'workflow'}.run.{asset.key}"
 
 
-def _summary(asset: Asset) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": asset.key, "description": asset.description}
-    out["valid"] = asset.valid
+class AssetSummary(TypedDict):
+    """One asset as ``asset.list`` and ``asset.search`` show it."""
+
+    key: str
+    """The asset's key."""
+    description: str
+    """Its description."""
+    valid: bool
+    """Whether it parsed."""
+    reason: NotRequired[str | None]
+    """Why it is invalid (invalid assets only)."""
+    tool: NotRequired[str]
+    """The tool generated from it (valid commands and workflows only)."""
+
+
+class AssetList(TypedDict):
+    """What ``asset.list`` returns."""
+
+    type: str
+    """The type listed."""
+    generation: int
+    """The catalog's load generation."""
+    count: int
+    """Assets listed."""
+    assets: list[AssetSummary]
+    """The assets of the type, sorted by key."""
+
+
+class AssetSearch(TypedDict):
+    """What ``asset.search`` returns."""
+
+    type: str
+    """The type searched."""
+    query: str
+    """The query as given."""
+    count: int
+    """Assets found."""
+    assets: list[AssetSummary]
+    """Key matches first, then the others."""
+
+
+class AssetDetail(TypedDict):
+    """What ``asset.get`` returns: the whole asset, or the preview of an invalid one."""
+
+    type: str
+    """The asset's type."""
+    key: str
+    """Its key."""
+    valid: bool
+    """Whether it parsed."""
+    reason: NotRequired[str | None]
+    """Why it is invalid (invalid assets only)."""
+    detail: NotRequired[str | None]
+    """What is wrong and where (invalid assets only)."""
+    description: NotRequired[str]
+    """Its description (valid assets only)."""
+    path: str
+    """The file, relative to the project root."""
+    body: str
+    """The Markdown body (an invalid asset's first characters)."""
+    input_schema: NotRequired[dict[str, Any]]
+    """JSON Schema of the inputs (commands and workflows)."""
+    argv: NotRequired[list[str]]
+    """The argv template (commands)."""
+    steps: NotRequired[list[WorkflowStep]]
+    """The steps (workflows)."""
+    tool: NotRequired[str]
+    """The tool generated from it (valid commands and workflows only)."""
+
+
+class WorkflowPlan(TypedDict):
+    """What a ``workflow.run.<key>`` tool returns: the plan the ToolRunner then runs."""
+
+    workflow: str
+    """The workflow's key."""
+    steps: list[WorkflowStep]
+    """Its steps, arguments rendered."""
+
+
+class UnknownStepTool(TypedDict):
+    """Why a workflow is unavailable: a step names no tool of the project."""
+
+    code: str
+    """Always ``denied``."""
+    reason: str
+    """Always ``unknown_step_tool``."""
+    step: int
+    """The first such step (0-based)."""
+    step_tool: str
+    """The tool it names."""
+
+
+def _summary(asset: Asset) -> AssetSummary:
+    out: AssetSummary = {"key": asset.key, "description": asset.description, "valid": asset.valid}
     if not asset.valid:
         out["reason"] = asset.reason
     name = tool_name(asset)
@@ -229,7 +330,7 @@ def _summary(asset: Asset) -> dict[str, Any]:
     return out
 
 
-def asset_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def asset_list(ctx: ToolContext, args: Mapping[str, Any]) -> AssetList:
     """List the assets of ``args["type"]``: ``{type, generation, count, assets}``."""
     validate_args(_SCHEMAS["asset.list"], args)
     catalog = catalog_for(ctx.root)
@@ -242,14 +343,14 @@ def asset_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def asset_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def asset_search(ctx: ToolContext, args: Mapping[str, Any]) -> AssetSearch:
     """Search one type's assets for ``query``: ``{type, query, count, assets}``."""
     validate_args(_SCHEMAS["asset.search"], args)
     found = [_summary(a) for a in catalog_for(ctx.root).search(args["type"], args["query"])]
     return {"type": args["type"], "query": args["query"], "count": len(found), "assets": found}
 
 
-def asset_get(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def asset_get(ctx: ToolContext, args: Mapping[str, Any]) -> AssetDetail:
     """Return one asset, or the preview of an invalid one; unknown → ``asset_not_found``."""
     validate_args(_SCHEMAS["asset.get"], args)
     kind, key = args["type"], args["key"]
@@ -262,20 +363,30 @@ def asset_get(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             type=kind,
             key=key,
         )
-    out: dict[str, Any] = {"type": asset.type, "key": asset.key, "valid": asset.valid}
     if not asset.valid:
-        out.update(
-            reason=asset.reason,
-            detail=asset.detail,
-            path=asset.path,
-            body=asset.body[:PREVIEW_CHARS],
-        )
-        return out
-    out.update(description=asset.description, path=asset.path, body=asset.body)
-    for field in ("input_schema", "argv", "steps"):
-        value = getattr(asset, field)
-        if value is not None:
-            out[field] = value
+        return {
+            "type": asset.type,
+            "key": asset.key,
+            "valid": asset.valid,
+            "reason": asset.reason,
+            "detail": asset.detail,
+            "path": asset.path,
+            "body": asset.body[:PREVIEW_CHARS],
+        }
+    out: AssetDetail = {
+        "type": asset.type,
+        "key": asset.key,
+        "valid": asset.valid,
+        "description": asset.description,
+        "path": asset.path,
+        "body": asset.body,
+    }
+    if asset.input_schema is not None:
+        out["input_schema"] = asset.input_schema
+    if asset.argv is not None:
+        out["argv"] = asset.argv
+    if asset.steps is not None:
+        out["steps"] = asset.steps
     name = tool_name(asset)
     if name is not None:
         out["tool"] = name
@@ -293,7 +404,9 @@ TOOLS: dict[str, ToolFn] = {
 # --- generated tools ----------------------------------------------------------------------
 
 
-def _run_command_asset(asset: Asset, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _run_command_asset(
+    asset: Asset, ctx: ToolContext, args: Mapping[str, Any]
+) -> AssetCommandOutput:
     from runtime.tools.command import command_run  # noqa: PLC0415
 
     argv = render_argv(asset, args)
@@ -301,7 +414,7 @@ def _run_command_asset(asset: Asset, ctx: ToolContext, args: dict[str, Any]) -> 
     return {**result, "argv": argv}
 
 
-def _plan_workflow(asset: Asset, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _plan_workflow(asset: Asset, ctx: ToolContext, args: Mapping[str, Any]) -> WorkflowPlan:
     inputs = resolve_inputs(asset, args)
     return {
         "workflow": asset.key,
@@ -338,7 +451,7 @@ def _workflow_spec(asset: Asset, name: str, known: Mapping[str, ToolSpec]) -> To
 
 def unavailable_workflows(
     catalog: AssetCatalog, known: Mapping[str, ToolSpec]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, UnknownStepTool]:
     """``{workflow.run.<key>: reason}`` for each valid workflow with a step no tool in ``known`` is.
 
     ``known`` is the complete registry (built-ins, asset commands, MCP tools). The reason
@@ -346,7 +459,7 @@ def unavailable_workflows(
     step: the policy refuses the workflow with it before any step runs, and the listing
     shows it.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, UnknownStepTool] = {}
     for asset in catalog.assets:
         name = tool_name(asset)
         if name is None or asset.type != "workflows":

@@ -33,12 +33,14 @@ import errno
 import os
 import re
 import stat
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
 
 import msgspec
 
 from runtime.errors import AssetLoadFailedError, ToolError
 from runtime.guard.shapes.schema import check_schema, validate_args
+from runtime.tools.base import LoadProblem
 from runtime.tools.frontmatter import (
     FrontmatterError,
     parse_frontmatter,
@@ -59,6 +61,7 @@ __all__ = [
     "AssetCatalog",
     "AssetType",
     "FrontmatterError",
+    "WorkflowStep",
     "load_assets",
     "parse_asset",
     "render_argv",
@@ -96,6 +99,15 @@ EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalP
 _STEP_TOOL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
+class WorkflowStep(TypedDict):
+    """One step of a workflow asset (its ``steps`` front matter, checked)."""
+
+    tool: str
+    """The tool the step calls."""
+    args: dict[str, object]
+    """Its arguments, ``{{name}}`` placeholders not yet rendered."""
+
+
 class Asset(msgspec.Struct, frozen=True, kw_only=True):
     """One asset file, parsed (``valid``) or not (``reason`` says why)."""
 
@@ -117,8 +129,8 @@ class Asset(msgspec.Struct, frozen=True, kw_only=True):
     """JSON Schema of the inputs (commands and workflows)."""
     argv: list[str] | None = None
     """The argv template (commands)."""
-    steps: list[dict[str, Any]] | None = None
-    """The steps, each ``{tool, args}`` (workflows)."""
+    steps: list[WorkflowStep] | None = None
+    """The steps (workflows)."""
     path: str = ""
     """The file, relative to the project root."""
 
@@ -138,7 +150,7 @@ class AssetCatalog(msgspec.Struct, frozen=True, kw_only=True):
             counts[asset.type] += asset.valid
         return counts
 
-    def errors(self) -> list[dict[str, Any]]:
+    def errors(self) -> list[LoadProblem]:
         """Invalid assets as ``{type, key, reason}``, in catalog order."""
         return [
             {"type": a.type, "key": a.key, "reason": a.reason} for a in self.assets if not a.valid
@@ -174,7 +186,7 @@ class AssetCatalog(msgspec.Struct, frozen=True, kw_only=True):
 # --- per-kind rules ---------------------------------------------------------------------
 
 
-def _check_known(names: list[str], schema: dict[str, Any], where: str) -> None:
+def _check_known(names: list[str], schema: Mapping[str, Any], where: str) -> None:
     known = schema.get("properties") or {}
     unknown = sorted({n for n in names if n not in known})
     if unknown:
@@ -185,7 +197,7 @@ def _check_known(names: list[str], schema: dict[str, Any], where: str) -> None:
         )
 
 
-def _input_schema(fields: dict[str, Any]) -> dict[str, Any]:
+def _input_schema(fields: Mapping[str, Any]) -> dict[str, Any]:
     schema = fields.get("input_schema", EMPTY_SCHEMA)
     try:
         check_schema(schema)
@@ -200,7 +212,7 @@ def _input_schema(fields: dict[str, Any]) -> dict[str, Any]:
     return dict(schema)
 
 
-def _argv(fields: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+def _argv(fields: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     if "argv" not in fields:
         raise FrontmatterError("missing_argv", "a command needs 'argv: [\"program\", ...]'")
     argv = fields["argv"]
@@ -226,7 +238,7 @@ def _walk_strings(value: Any) -> list[str]:
     return out
 
 
-def _steps(fields: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, Any]]:
+def _steps(fields: Mapping[str, Any], schema: Mapping[str, Any]) -> list[WorkflowStep]:
     if "steps" not in fields:
         raise FrontmatterError("missing_steps", "a workflow needs 'steps: [{\"tool\": ...}]'")
     steps = fields["steps"]
@@ -234,7 +246,7 @@ def _steps(fields: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, Any
         raise FrontmatterError(
             "invalid_steps", f"steps must be a JSON list of 1 to {MAX_WORKFLOW_STEPS} steps"
         )
-    out: list[dict[str, Any]] = []
+    out: list[WorkflowStep] = []
     for index, step in enumerate(steps):
         where = f"steps[{index}]"
         if not isinstance(step, dict) or set(step) - {"tool", "args"}:
@@ -268,7 +280,7 @@ def parse_asset(type: AssetType, key: str, text: str, path: str) -> Asset:
         raise FrontmatterError("invalid_description", "description must be a string")
     schema: dict[str, Any] | None = None
     argv: list[str] | None = None
-    steps: list[dict[str, Any]] | None = None
+    steps: list[WorkflowStep] | None = None
     if type in ("commands", "workflows"):
         schema = _input_schema(fields)
         if type == "commands":
@@ -420,21 +432,21 @@ def load_assets(root: str, *, strict: bool = False, generation: int = 1) -> Asse
 # --- templating -------------------------------------------------------------------------
 
 
-def resolve_inputs(asset: Asset, inputs: dict[str, Any]) -> dict[str, Any]:
+def resolve_inputs(asset: Asset, inputs: Mapping[str, object]) -> dict[str, object]:
     """Validate ``inputs`` against the asset's input schema; add declared defaults.
 
     Raises ``ToolError("invalid_tool_args", kind=...)`` (see :mod:`runtime.guard.shapes.schema`).
     """
     schema = asset.input_schema or EMPTY_SCHEMA
     validate_args(schema, inputs)
-    resolved = dict(inputs)
+    resolved: dict[str, object] = dict(inputs)
     for name, sub in (schema.get("properties") or {}).items():
         if name not in resolved and isinstance(sub, dict) and "default" in sub:
             resolved[name] = sub["default"]
     return resolved
 
 
-def render_argv(asset: Asset, inputs: dict[str, Any]) -> list[str]:
+def render_argv(asset: Asset, inputs: Mapping[str, object]) -> list[str]:
     """Return the command's argv with each ``{{name}}`` replaced inside its own element.
 
     Non-string inputs are written as compact JSON (``5``, ``true``). Raises
@@ -446,12 +458,14 @@ def render_argv(asset: Asset, inputs: dict[str, Any]) -> list[str]:
     return [render_text(element, resolved) for element in asset.argv]
 
 
-def render_step_args(step_args: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+def render_step_args(
+    step_args: Mapping[str, object], inputs: Mapping[str, object]
+) -> dict[str, object]:
     """Return a workflow step's arguments with the placeholders in string values replaced.
 
     A string that is exactly one placeholder takes the input's value with its type
     (``"{{limit}}"`` → ``5``); placeholders inside longer strings are substituted as text.
     Keys are not templated. Raises ``ToolError`` for a missing input.
     """
-    rendered: dict[str, Any] = render_value(step_args, inputs)
+    rendered: dict[str, object] = render_value(step_args, inputs)
     return rendered

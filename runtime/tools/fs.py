@@ -13,9 +13,9 @@ directories are not descended into, and ``ROOST_HOME`` is neither listed nor ent
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 from runtime.errors import ToolError
 from runtime.guard.paths.safe_read import bounded_lines
@@ -36,6 +36,13 @@ __all__ = [
     "SEARCH_MAX_MATCHES",
     "SPECS",
     "TOOLS",
+    "EditResult",
+    "ListEntry",
+    "ListResult",
+    "ReadResult",
+    "SearchMatch",
+    "SearchResult",
+    "WriteResult",
     "fs_edit",
     "fs_list",
     "fs_read",
@@ -55,7 +62,86 @@ SEARCH_MAX_MATCHES = 500
 """Matching lines ``fs.search`` returns at most."""
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+class ReadResult(TypedDict):
+    """What ``fs.read`` returns."""
+
+    path: str
+    """The path as given."""
+    content: str
+    """The selected lines, joined."""
+    total_lines: int
+    """Lines in the file."""
+    truncated: bool
+    """Lines past ``limit`` or the byte cap were left out."""
+
+
+class WriteResult(TypedDict):
+    """What ``fs.write`` returns."""
+
+    path: str
+    """The path as given."""
+    bytes_written: int
+    """Bytes the file now holds."""
+
+
+class EditResult(TypedDict):
+    """What ``fs.edit`` returns."""
+
+    path: str
+    """The path as given."""
+    replacements: int
+    """Occurrences of ``old`` replaced."""
+
+
+class ListEntry(TypedDict):
+    """One ``fs.list`` entry."""
+
+    path: str
+    """Relative to the root, or absolute outside it."""
+    type: str
+    """``file``, ``dir``, ``symlink`` or ``other``."""
+
+
+class ListResult(TypedDict):
+    """What ``fs.list`` returns."""
+
+    path: str
+    """The directory as given."""
+    entries: list[ListEntry]
+    """At most ``LIST_MAX_ENTRIES``, sorted by path."""
+    truncated: bool
+    """Entries were left out."""
+
+
+class SearchMatch(TypedDict):
+    """One matching line of ``fs.search``."""
+
+    path: str
+    """The file, shown as ``fs.list`` shows it."""
+    line: int
+    """1-based line number."""
+    text: str
+    """The line."""
+
+
+class SearchResult(TypedDict):
+    """What ``fs.search`` returns."""
+
+    pattern: str
+    """The pattern as given."""
+    matches: list[SearchMatch]
+    """At most ``SEARCH_MAX_MATCHES``."""
+    truncated: bool
+    """The search stopped early (match cap, timeout, cancel)."""
+    files_scanned: int
+    """Files searched."""
+    skipped_sensitive: int
+    """Files skipped as sensitive."""
+    skipped_binary_or_large: int
+    """Files skipped as binary or too large."""
+
+
+def _schema(properties: dict[str, object], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": properties,
@@ -151,21 +237,21 @@ def _bad_arg(name: str, expected: str, value: object) -> ToolError:
     )
 
 
-def _arg_str(args: dict[str, Any], name: str, default: str | None = None) -> str:
+def _arg_str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
     value = args.get(name, default)
     if not isinstance(value, str):
         raise _bad_arg(name, "a string", value)
     return value
 
 
-def _arg_int(args: dict[str, Any], name: str, default: int, minimum: int) -> int:
+def _arg_int(args: Mapping[str, Any], name: str, default: int, minimum: int) -> int:
     value = args.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise _bad_arg(name, f"an integer >= {minimum}", value)
     return value
 
 
-def _arg_bool(args: dict[str, Any], name: str) -> bool:
+def _arg_bool(args: Mapping[str, Any], name: str) -> bool:
     value = args.get(name, False)
     if not isinstance(value, bool):
         raise _bad_arg(name, "a boolean", value)
@@ -218,7 +304,7 @@ def _encode(text: str, name: str) -> bytes:
 # --- the tools -------------------------------------------------------------------------
 
 
-def fs_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_read(ctx: ToolContext, args: Mapping[str, Any]) -> ReadResult:
     """``fs.read``: ``{path, content, total_lines, truncated}`` for the selected lines."""
     path = _arg_str(args, "path")
     offset = _arg_int(args, "offset", 0, 0)
@@ -245,7 +331,7 @@ def fs_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"path": path, "content": "".join(chosen), "total_lines": total, "truncated": truncated}
 
 
-def fs_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_write(ctx: ToolContext, args: Mapping[str, Any]) -> WriteResult:
     """``fs.write``: replace the file's content; ``{path, bytes_written}``."""
     path = _arg_str(args, "path")
     data = _encode(_arg_str(args, "content"), "content")
@@ -256,7 +342,7 @@ def fs_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"path": path, "bytes_written": len(data)}
 
 
-def fs_edit(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_edit(ctx: ToolContext, args: Mapping[str, Any]) -> EditResult:
     """``fs.edit``: replace ``old`` by ``new``; ``{path, replacements}``."""
     path = _arg_str(args, "path")
     old, new = _arg_str(args, "old"), _arg_str(args, "new")
@@ -296,7 +382,7 @@ def _display_base(ws: Workspace, decision: PathDecision) -> tuple[str, ...]:
     return ("", *decision.resolved.strip("/").split("/"))
 
 
-def fs_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_list(ctx: ToolContext, args: Mapping[str, Any]) -> ListResult:
     """``fs.list``: ``{path, entries: [{path, type}], truncated}``, sorted by path."""
     path = _arg_str(args, "path", ".")
     glob = args.get("glob")
@@ -304,7 +390,7 @@ def fs_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         raise _bad_arg("glob", "a string", glob)
     matcher = glob_regex(glob) if glob else None
     max_depth = 1 if glob is None else (None if "**" in glob else glob.count("/") + 1)
-    found: list[dict[str, str]] = []
+    found: list[ListEntry] = []
 
     def visit(parts: tuple[str, ...], entry: os.DirEntry[str], _dir_fd: int) -> bool:
         if matcher is None or matcher.fullmatch("/".join(parts)):
@@ -320,12 +406,12 @@ def fs_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"path": path, "entries": found[:LIST_MAX_ENTRIES], "truncated": truncated}
 
 
-def fs_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_search(ctx: ToolContext, args: Mapping[str, Any]) -> SearchResult:
     """``fs.search``: ``{matches: [{path, line, text}], truncated, files_scanned, ...}``."""
     pattern = _arg_str(args, "pattern")
     path = _arg_str(args, "path", ".")
     matches = compile_search(pattern, _arg_bool(args, "regex"))
-    result: list[dict[str, Any]] = []
+    result: list[SearchMatch] = []
     counts = {"files_scanned": 0, "skipped_sensitive": 0, "skipped_binary_or_large": 0}
     stopped = [False]
 
@@ -374,7 +460,9 @@ def fs_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "pattern": pattern,
         "matches": result,
         "truncated": stopped[0] or not complete,
-        **counts,
+        "files_scanned": counts["files_scanned"],
+        "skipped_sensitive": counts["skipped_sensitive"],
+        "skipped_binary_or_large": counts["skipped_binary_or_large"],
     }
 
 

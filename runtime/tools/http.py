@@ -14,7 +14,8 @@ from __future__ import annotations
 import base64
 import re
 import ssl
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 from urllib.parse import unquote, urljoin
 
 import httpx
@@ -35,7 +36,7 @@ from runtime.guard.network.targets import DEFAULT_PORTS, ParsedTarget, parse_tar
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.http_decode import BoundedDecoder, DecodeError
 
-__all__ = ["MAX_REDIRECTS", "METHODS", "SPECS", "TOOLS", "http_fetch"]
+__all__ = ["MAX_REDIRECTS", "METHODS", "SPECS", "TOOLS", "FetchResult", "Redirect", "http_fetch"]
 
 TOOL = "http.fetch"
 MAX_REDIRECTS = 5
@@ -200,7 +201,7 @@ def _send(
     if parsed.userinfo and not any(k.lower() == "authorization" for k in headers):
         token = base64.b64encode(unquote(parsed.userinfo).encode()).decode("ascii")
         send_headers["Authorization"] = f"Basic {token}"
-    extensions: dict[str, Any] = {}
+    extensions: dict[str, str] = {}
     if parsed.scheme == "https" and not parsed.is_ip:
         extensions["sni_hostname"] = parsed.host
     request = client.build_request(
@@ -249,13 +250,39 @@ def _origin(parsed: ParsedTarget) -> tuple[str | None, str, int | None]:
     return parsed.scheme, parsed.host, parsed.port
 
 
+class Redirect(TypedDict):
+    """One redirect ``http.fetch`` followed."""
+
+    url: str
+    """The URL that answered with a redirect."""
+    status_code: int
+    """Its status (301, 302, 303, 307 or 308)."""
+    location: str
+    """The absolute URL it pointed to."""
+
+
+class FetchResult(TypedDict):
+    """What ``http.fetch`` returns."""
+
+    status_code: int
+    """The final response's status."""
+    headers: dict[str, str]
+    """Its headers, names lower-cased, repeats joined with ``, ``."""
+    body: str
+    """Its body, decoded as UTF-8 (bad bytes replaced); empty for ``HEAD``."""
+    url: str
+    """The URL that answered last."""
+    redirects: list[Redirect]
+    """The redirects followed, in order."""
+
+
 def http_fetch(
     ctx: ToolContext,
-    args: dict[str, Any],
+    args: Mapping[str, Any],
     *,
     resolver: Resolver | None = None,
     verify: ssl.SSLContext | bool = True,
-) -> dict[str, Any]:
+) -> FetchResult:
     """Run ``http.fetch {url, method?, headers?, body?}``.
 
     Return ``{status_code, headers, body, url, redirects}``; ``resolver`` replaces DNS and
@@ -274,7 +301,7 @@ def http_fetch(
     body = raw_body.encode("utf-8") if raw_body is not None else None
     policy = NetworkPolicy.from_options(ctx.options)
     limit = ctx.settings.tool_max_output_bytes + 1
-    redirects: list[dict[str, Any]] = []
+    redirects: list[Redirect] = []
     current = url.strip()
     outgoing = _Outgoing(method=method, headers=headers, body=body)
     with httpx.Client(verify=verify, trust_env=False, follow_redirects=False) as client:
