@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import msgspec
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest, ToolCallRequest
 
 __all__ = [
+    "ChatBody",
     "SseEvents",
     "StreamAccumulator",
     "ToolNameMap",
+    "WireMessage",
     "estimate_prompt_tokens",
     "iter_sse_data",
     "request_body",
@@ -84,17 +86,89 @@ def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
+class WireFunctionCall(TypedDict):
+    """The ``function`` of a tool call in a chat-completions assistant message."""
+
+    name: str
+    """The tool's wire name (:func:`wire_tool_name`)."""
+    arguments: str
+    """The arguments as JSON text."""
+
+
+class WireToolCall(TypedDict):
+    """A tool call in a chat-completions assistant message."""
+
+    id: object
+    """The call id as the model gave it."""
+    type: str
+    """Always ``function``."""
+    function: WireFunctionCall
+    """The call."""
+
+
+class WireMessage(TypedDict):
+    """A chat-completions message as sent to the provider."""
+
+    role: object
+    """``system``, ``user``, ``assistant`` or ``tool`` (other roles are passed on as given)."""
+    tool_call_id: NotRequired[object]
+    """The call a ``tool`` message answers."""
+    content: object
+    """The text (``None`` for an assistant message with tool calls)."""
+    tool_calls: NotRequired[list[WireToolCall]]
+    """An assistant message's tool calls."""
+
+
+class WireFunction(TypedDict):
+    """A tool as chat completions describes it."""
+
+    name: str
+    """Its wire name."""
+    description: object
+    """One sentence for the model."""
+    parameters: object
+    """JSON Schema of its arguments."""
+
+
+class WireTool(TypedDict):
+    """One entry of a chat-completions body's ``tools``."""
+
+    type: str
+    """Always ``function``."""
+    function: WireFunction
+    """The tool."""
+
+
+class ChatBody(TypedDict, total=False):
+    """A streamed chat-completions request body; unset options are left out."""
+
+    model: str
+    """The model name."""
+    messages: list[WireMessage]
+    """The chat, the system prompt first."""
+    tools: list[WireTool]
+    """The tools the model may call (left out when none)."""
+    temperature: float
+    """Sampling temperature."""
+    max_tokens: int
+    """Completion token cap."""
+    stream: bool
+    """Always true."""
+    stream_options: dict[str, bool]
+    """``{include_usage: true}``."""
+
+
 def wire_messages(
-    messages: list[dict[str, Any]], system_prompt: str | None, names: ToolNameMap
-) -> list[dict[str, Any]]:
+    messages: Sequence[Mapping[str, Any]], system_prompt: str | None, names: ToolNameMap
+) -> list[WireMessage]:
     """Convert ``llm_context`` messages to chat-completions messages."""
-    out: list[dict[str, Any]] = []
+    out: list[WireMessage] = []
     if system_prompt:
         out.append({"role": "system", "content": system_prompt})
     for message in messages:
         role = message.get("role")
         if role == "assistant":
-            wire: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+            wire: WireMessage = {"role": "assistant", "content": message.get("content")}
             calls = message.get("tool_calls") or []
             if calls:
                 wire["tool_calls"] = [
@@ -128,14 +202,14 @@ def request_body(
     system_prompt: str | None,
     temperature: float | None,
     max_tokens: int | None,
-) -> tuple[dict[str, Any], ToolNameMap]:
+) -> tuple[ChatBody, ToolNameMap]:
     """Return the streamed chat-completions body for ``request`` and its tool-name map.
 
     The request's ``model``, ``system_prompt``, ``temperature`` and ``max_tokens`` win over
     the adapter's settings passed here; ``None`` everywhere leaves the field out.
     """
     names = ToolNameMap(str(tool.get("name")) for tool in request.tools)
-    body: dict[str, Any] = {}
+    body: ChatBody = {}
     chosen_model = request.model or model
     if chosen_model:
         body["model"] = chosen_model
@@ -250,7 +324,7 @@ class StreamAccumulator:
         self.feed_data(payload)
         self.done = True
 
-    def feed(self, chunk: dict[str, Any]) -> None:
+    def feed(self, chunk: Mapping[str, Any]) -> None:
         """Take one decoded chunk."""
         if chunk.get("error"):
             detail = _json(chunk["error"])[:300]
@@ -331,7 +405,7 @@ class StreamAccumulator:
         return ToolCallRequest(id=partial.id, name=names.from_wire(wire_name), args=args)
 
 
-def _usage(raw: dict[str, Any]) -> dict[str, int]:
+def _usage(raw: Mapping[str, Any]) -> dict[str, int]:
     """Normalize a usage object to the three integer counts."""
     prompt = raw.get("prompt_tokens")
     completion = raw.get("completion_tokens")
@@ -350,7 +424,7 @@ def _estimate(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def estimate_prompt_tokens(body: dict[str, Any]) -> int:
+def estimate_prompt_tokens(body: ChatBody) -> int:
     """Estimate the prompt tokens of a request body (its messages and tools as JSON)."""
     tools = body.get("tools")
     return _estimate(_json(body.get("messages", []))) + (_estimate(_json(tools)) if tools else 0)

@@ -1,33 +1,11 @@
-"""The asset tools: ``asset.list``, ``asset.search``, ``asset.get``, and the generated ones.
+"""The asset tools and the tools generated from command and workflow assets.
 
-``asset.list {type}``, ``asset.search {type, query}`` and ``asset.get {type, key}`` read
-the project's catalog (:func:`catalog_for`, cached per root and reloaded when anything
-under ``.roost/`` changes). Invalid assets are listed with ``valid: false`` and their
-reason; ``asset.get`` of one returns its preview ``{type, key, valid: false, reason,
-detail, path, body}`` (the first 2000 characters), never a failure.
-
-:func:`asset_tools` turns a catalog into more tools:
-
-- ``command.run.<key>`` for each valid command asset: its input schema is the asset's;
-  it renders the argv (:func:`runtime.tools.asset_store.render_argv`, one placeholder never becomes
-  two arguments) and runs it through the ``command.run`` tool, so the blocklist, the
-  environment rules, the sandbox and the timeout all apply. The result is
-  ``command.run``'s plus ``argv``.
-- ``workflow.run.<key>`` for each valid workflow asset. Its function runs nothing: it
-  validates the inputs and returns a plan ``{"workflow": key, "steps": [{"tool": name,
-  "args": rendered}, ...]}``.
-
-The workflow contract, which the ToolRunner implements: when a ``workflow.run.*`` call
-returns its plan, the runner runs the steps one at a time, in order, each as its own tool
-call in the same conversation and correlation, through the whole pipeline (unknown tool →
-schema → env controls → policy → quotas → run → caps → scan → redaction). A step that is
-denied or fails stops the workflow; the workflow call then fails with that step's
-reason. Steps never call ``workflow.run.*`` (the loader refuses such workflows), so a
-plan cannot recurse.
-
-The generated tools keep the asset they were built from: the schema a call was validated
-against and the argv or steps it runs come from the same file version. A project builds
-them once, when it starts (``runtime.tools.registry``).
+``asset.list``, ``asset.search`` and ``asset.get`` read the project's catalog
+(:func:`catalog_for`, cached per root); :func:`asset_tools` makes ``command.run.<key>``
+(renders the argv, one placeholder per element, and runs it through ``command.run``) and
+``workflow.run.<key>`` (runs nothing: returns the plan the ToolRunner runs) from the valid
+assets, each keeping the asset version it was built from. ``docs/assets.md`` says what
+each does; :mod:`runtime.tools.results` declares what each returns.
 """
 
 from __future__ import annotations
@@ -36,7 +14,7 @@ import functools
 import os
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import Any
 
 from runtime.errors import ToolError
 from runtime.guard.shapes.schema import validate_args
@@ -46,26 +24,25 @@ from runtime.tools.asset_store import (
     PREVIEW_CHARS,
     Asset,
     AssetCatalog,
-    WorkflowStep,
     load_assets,
     render_argv,
     render_step_args,
     resolve_inputs,
 )
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
-
-if TYPE_CHECKING:  # command.py is imported when a command asset first runs
-    from runtime.tools.command import AssetCommandOutput
+from runtime.tools.results import (
+    AssetCommandOutput,
+    AssetDetail,
+    AssetList,
+    AssetSearch,
+    AssetSummary,
+    UnknownStepTool,
+    WorkflowPlan,
+)
 
 __all__ = [
     "SPECS",
     "TOOLS",
-    "AssetDetail",
-    "AssetList",
-    "AssetSearch",
-    "AssetSummary",
-    "UnknownStepTool",
-    "WorkflowPlan",
     "asset_get",
     "asset_list",
     "asset_search",
@@ -226,98 +203,6 @@ def tool_name(asset: Asset) -> str | None:
     if not asset.valid or asset.type == "skills":
         return None
     return f"{'command' if asset.type == 'commands' else 'workflow'}.run.{asset.key}"
-
-
-class AssetSummary(TypedDict):
-    """One asset as ``asset.list`` and ``asset.search`` show it."""
-
-    key: str
-    """The asset's key."""
-    description: str
-    """Its description."""
-    valid: bool
-    """Whether it parsed."""
-    reason: NotRequired[str | None]
-    """Why it is invalid (invalid assets only)."""
-    tool: NotRequired[str]
-    """The tool generated from it (valid commands and workflows only)."""
-
-
-class AssetList(TypedDict):
-    """What ``asset.list`` returns."""
-
-    type: str
-    """The type listed."""
-    generation: int
-    """The catalog's load generation."""
-    count: int
-    """Assets listed."""
-    assets: list[AssetSummary]
-    """The assets of the type, sorted by key."""
-
-
-class AssetSearch(TypedDict):
-    """What ``asset.search`` returns."""
-
-    type: str
-    """The type searched."""
-    query: str
-    """The query as given."""
-    count: int
-    """Assets found."""
-    assets: list[AssetSummary]
-    """Key matches first, then the others."""
-
-
-class AssetDetail(TypedDict):
-    """What ``asset.get`` returns: the whole asset, or the preview of an invalid one."""
-
-    type: str
-    """The asset's type."""
-    key: str
-    """Its key."""
-    valid: bool
-    """Whether it parsed."""
-    reason: NotRequired[str | None]
-    """Why it is invalid (invalid assets only)."""
-    detail: NotRequired[str | None]
-    """What is wrong and where (invalid assets only)."""
-    description: NotRequired[str]
-    """Its description (valid assets only)."""
-    path: str
-    """The file, relative to the project root."""
-    body: str
-    """The Markdown body (an invalid asset's first characters)."""
-    input_schema: NotRequired[dict[str, Any]]
-    """JSON Schema of the inputs (commands and workflows)."""
-    argv: NotRequired[list[str]]
-    """The argv template (commands)."""
-    steps: NotRequired[list[WorkflowStep]]
-    """The steps (workflows)."""
-    tool: NotRequired[str]
-    """The tool generated from it (valid commands and workflows only)."""
-
-
-class WorkflowPlan(TypedDict):
-    """What a ``workflow.run.<key>`` tool returns: the plan the ToolRunner then runs."""
-
-    workflow: str
-    """The workflow's key."""
-    steps: list[WorkflowStep]
-    """Its steps, arguments rendered."""
-
-
-class UnknownStepTool(TypedDict):
-    """Why a workflow is unavailable: a step names no tool of the project."""
-
-    code: str
-    """Always ``denied``."""
-    reason: str
-    """Always ``unknown_step_tool``."""
-    step: int
-    """The first such step (0-based)."""
-    step_tool: str
-    """The tool it names."""
 
 
 def _summary(asset: Asset) -> AssetSummary:

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal
 
 import msgspec
 
@@ -29,13 +29,12 @@ from runtime.guard.sandbox.layers import View, probe_layers, require_confinement
 from runtime.guard.sandbox.run import CommandResult, Limits, run_command
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+from runtime.tools.results import CommandOutput
 
 __all__ = [
     "SPECS",
     "TOOL",
     "TOOLS",
-    "AssetCommandOutput",
-    "CommandOutput",
     "command_run",
     "command_view",
 ]
@@ -161,32 +160,6 @@ def _trim(text: str, max_bytes: int) -> str:
     while cut and (over := _encoded_len(cut) - 2 - max_bytes) > 0:
         cut = cut[: len(cut) - over]
     return cut
-
-
-class CommandOutput(TypedDict):
-    """What ``command.run`` returns (an asset command returns the same)."""
-
-    exit_code: int
-    """The process's exit status."""
-    stdout: str
-    """Its standard output, trimmed to fit the output caps."""
-    stderr: str
-    """Its standard error, trimmed the same way."""
-    stdout_truncated: bool
-    """``stdout`` was cut (by the sandbox or to fit)."""
-    stderr_truncated: bool
-    """``stderr`` was cut."""
-    duration_ms: int
-    """Wall time of the run."""
-    killed_by: NotRequired[str]
-    """The limit that killed the process, when one did."""
-
-
-class AssetCommandOutput(CommandOutput):
-    """What a command asset's tool (``command.run.<key>``) returns: the argv it ran too."""
-
-    argv: list[str]
-    """The rendered argv."""
 
 
 _Stream = Literal["stdout", "stderr"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypedDict
+from typing import Any
 
 from runtime.errors import ToolError
 from runtime.guard.paths.safe_read import bounded_lines
@@ -29,6 +29,7 @@ from runtime.tools.fswalk import (
     search_file,
     walk_tree,
 )
+from runtime.tools.results import FsEdit, FsList, FsListEntry, FsMatch, FsRead, FsSearch, FsWrite
 
 __all__ = [
     "LIST_MAX_ENTRIES",
@@ -36,13 +37,6 @@ __all__ = [
     "SEARCH_MAX_MATCHES",
     "SPECS",
     "TOOLS",
-    "EditResult",
-    "ListEntry",
-    "ListResult",
-    "ReadResult",
-    "SearchMatch",
-    "SearchResult",
-    "WriteResult",
     "fs_edit",
     "fs_list",
     "fs_read",
@@ -60,85 +54,6 @@ LIST_MAX_ENTRIES = 1000
 """Entries ``fs.list`` returns at most."""
 SEARCH_MAX_MATCHES = 500
 """Matching lines ``fs.search`` returns at most."""
-
-
-class ReadResult(TypedDict):
-    """What ``fs.read`` returns."""
-
-    path: str
-    """The path as given."""
-    content: str
-    """The selected lines, joined."""
-    total_lines: int
-    """Lines in the file."""
-    truncated: bool
-    """Lines past ``limit`` or the byte cap were left out."""
-
-
-class WriteResult(TypedDict):
-    """What ``fs.write`` returns."""
-
-    path: str
-    """The path as given."""
-    bytes_written: int
-    """Bytes the file now holds."""
-
-
-class EditResult(TypedDict):
-    """What ``fs.edit`` returns."""
-
-    path: str
-    """The path as given."""
-    replacements: int
-    """Occurrences of ``old`` replaced."""
-
-
-class ListEntry(TypedDict):
-    """One ``fs.list`` entry."""
-
-    path: str
-    """Relative to the root, or absolute outside it."""
-    type: str
-    """``file``, ``dir``, ``symlink`` or ``other``."""
-
-
-class ListResult(TypedDict):
-    """What ``fs.list`` returns."""
-
-    path: str
-    """The directory as given."""
-    entries: list[ListEntry]
-    """At most ``LIST_MAX_ENTRIES``, sorted by path."""
-    truncated: bool
-    """Entries were left out."""
-
-
-class SearchMatch(TypedDict):
-    """One matching line of ``fs.search``."""
-
-    path: str
-    """The file, shown as ``fs.list`` shows it."""
-    line: int
-    """1-based line number."""
-    text: str
-    """The line."""
-
-
-class SearchResult(TypedDict):
-    """What ``fs.search`` returns."""
-
-    pattern: str
-    """The pattern as given."""
-    matches: list[SearchMatch]
-    """At most ``SEARCH_MAX_MATCHES``."""
-    truncated: bool
-    """The search stopped early (match cap, timeout, cancel)."""
-    files_scanned: int
-    """Files searched."""
-    skipped_sensitive: int
-    """Files skipped as sensitive."""
-    skipped_binary_or_large: int
-    """Files skipped as binary or too large."""
 
 
 def _schema(properties: dict[str, object], required: list[str]) -> dict[str, Any]:
@@ -304,7 +219,7 @@ def _encode(text: str, name: str) -> bytes:
 # --- the tools -------------------------------------------------------------------------
 
 
-def fs_read(ctx: ToolContext, args: Mapping[str, Any]) -> ReadResult:
+def fs_read(ctx: ToolContext, args: Mapping[str, Any]) -> FsRead:
     """``fs.read``: ``{path, content, total_lines, truncated}`` for the selected lines."""
     path = _arg_str(args, "path")
     offset = _arg_int(args, "offset", 0, 0)
@@ -331,7 +246,7 @@ def fs_read(ctx: ToolContext, args: Mapping[str, Any]) -> ReadResult:
     return {"path": path, "content": "".join(chosen), "total_lines": total, "truncated": truncated}
 
 
-def fs_write(ctx: ToolContext, args: Mapping[str, Any]) -> WriteResult:
+def fs_write(ctx: ToolContext, args: Mapping[str, Any]) -> FsWrite:
     """``fs.write``: replace the file's content; ``{path, bytes_written}``."""
     path = _arg_str(args, "path")
     data = _encode(_arg_str(args, "content"), "content")
@@ -342,7 +257,7 @@ def fs_write(ctx: ToolContext, args: Mapping[str, Any]) -> WriteResult:
     return {"path": path, "bytes_written": len(data)}
 
 
-def fs_edit(ctx: ToolContext, args: Mapping[str, Any]) -> EditResult:
+def fs_edit(ctx: ToolContext, args: Mapping[str, Any]) -> FsEdit:
     """``fs.edit``: replace ``old`` by ``new``; ``{path, replacements}``."""
     path = _arg_str(args, "path")
     old, new = _arg_str(args, "old"), _arg_str(args, "new")
@@ -382,7 +297,7 @@ def _display_base(ws: Workspace, decision: PathDecision) -> tuple[str, ...]:
     return ("", *decision.resolved.strip("/").split("/"))
 
 
-def fs_list(ctx: ToolContext, args: Mapping[str, Any]) -> ListResult:
+def fs_list(ctx: ToolContext, args: Mapping[str, Any]) -> FsList:
     """``fs.list``: ``{path, entries: [{path, type}], truncated}``, sorted by path."""
     path = _arg_str(args, "path", ".")
     glob = args.get("glob")
@@ -390,7 +305,7 @@ def fs_list(ctx: ToolContext, args: Mapping[str, Any]) -> ListResult:
         raise _bad_arg("glob", "a string", glob)
     matcher = glob_regex(glob) if glob else None
     max_depth = 1 if glob is None else (None if "**" in glob else glob.count("/") + 1)
-    found: list[ListEntry] = []
+    found: list[FsListEntry] = []
 
     def visit(parts: tuple[str, ...], entry: os.DirEntry[str], _dir_fd: int) -> bool:
         if matcher is None or matcher.fullmatch("/".join(parts)):
@@ -406,12 +321,12 @@ def fs_list(ctx: ToolContext, args: Mapping[str, Any]) -> ListResult:
     return {"path": path, "entries": found[:LIST_MAX_ENTRIES], "truncated": truncated}
 
 
-def fs_search(ctx: ToolContext, args: Mapping[str, Any]) -> SearchResult:
+def fs_search(ctx: ToolContext, args: Mapping[str, Any]) -> FsSearch:
     """``fs.search``: ``{matches: [{path, line, text}], truncated, files_scanned, ...}``."""
     pattern = _arg_str(args, "pattern")
     path = _arg_str(args, "path", ".")
     matches = compile_search(pattern, _arg_bool(args, "regex"))
-    result: list[SearchMatch] = []
+    result: list[FsMatch] = []
     counts = {"files_scanned": 0, "skipped_sensitive": 0, "skipped_binary_or_large": 0}
     stopped = [False]
 

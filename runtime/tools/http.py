@@ -15,7 +15,7 @@ import base64
 import re
 import ssl
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
 from urllib.parse import unquote, urljoin
 
 import httpx
@@ -35,8 +35,9 @@ from runtime.guard.network.egress import (
 from runtime.guard.network.targets import DEFAULT_PORTS, ParsedTarget, parse_target, split_scheme
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.http_decode import BoundedDecoder, DecodeError
+from runtime.tools.results import HttpFetch, HttpRedirect
 
-__all__ = ["MAX_REDIRECTS", "METHODS", "SPECS", "TOOLS", "FetchResult", "Redirect", "http_fetch"]
+__all__ = ["MAX_REDIRECTS", "METHODS", "SPECS", "TOOLS", "http_fetch"]
 
 TOOL = "http.fetch"
 MAX_REDIRECTS = 5
@@ -250,39 +251,13 @@ def _origin(parsed: ParsedTarget) -> tuple[str | None, str, int | None]:
     return parsed.scheme, parsed.host, parsed.port
 
 
-class Redirect(TypedDict):
-    """One redirect ``http.fetch`` followed."""
-
-    url: str
-    """The URL that answered with a redirect."""
-    status_code: int
-    """Its status (301, 302, 303, 307 or 308)."""
-    location: str
-    """The absolute URL it pointed to."""
-
-
-class FetchResult(TypedDict):
-    """What ``http.fetch`` returns."""
-
-    status_code: int
-    """The final response's status."""
-    headers: dict[str, str]
-    """Its headers, names lower-cased, repeats joined with ``, ``."""
-    body: str
-    """Its body, decoded as UTF-8 (bad bytes replaced); empty for ``HEAD``."""
-    url: str
-    """The URL that answered last."""
-    redirects: list[Redirect]
-    """The redirects followed, in order."""
-
-
 def http_fetch(
     ctx: ToolContext,
     args: Mapping[str, Any],
     *,
     resolver: Resolver | None = None,
     verify: ssl.SSLContext | bool = True,
-) -> FetchResult:
+) -> HttpFetch:
     """Run ``http.fetch {url, method?, headers?, body?}``.
 
     Return ``{status_code, headers, body, url, redirects}``; ``resolver`` replaces DNS and
@@ -301,7 +276,7 @@ def http_fetch(
     body = raw_body.encode("utf-8") if raw_body is not None else None
     policy = NetworkPolicy.from_options(ctx.options)
     limit = ctx.settings.tool_max_output_bytes + 1
-    redirects: list[Redirect] = []
+    redirects: list[HttpRedirect] = []
     current = url.strip()
     outgoing = _Outgoing(method=method, headers=headers, body=body)
     with httpx.Client(verify=verify, trust_env=False, follow_redirects=False) as client:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -37,9 +37,7 @@ from runtime.errors import AssetLoadFailedError, RoostError
 from runtime.option_table import RuntimeOptions
 from runtime.tools.asset_store import AssetCatalog, load_assets
 from runtime.tools.base import LoadProblem, ToolFn, ToolSpec
-
-if TYPE_CHECKING:  # imported by name in for_project, so a broken module is only left out
-    from runtime.tools.asset import UnknownStepTool
+from runtime.tools.results import UnknownStepTool
 
 __all__ = ["BUILTIN_MODULES", "REMOTE_TOOL_BUILDERS", "ToolRegistry", "list_rule", "paired"]
 

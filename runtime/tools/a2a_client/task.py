@@ -75,9 +75,9 @@ def state_name(state: int) -> str:
     return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower()
 
 
-def card_to_json(card: AgentCard) -> dict[str, Any]:
+def card_to_json(card: AgentCard) -> dict[str, object]:
     """The card as its JSON form (picklable, for the registry)."""
-    data: dict[str, Any] = MessageToDict(card)
+    data: dict[str, object] = MessageToDict(card)
     return data
 
 
