@@ -37,8 +37,8 @@ from typing import Any, cast
 import httpx
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest
+from runtime.llm.chat_shapes import ChatBody
 from runtime.llm.openai_wire import (
-    ChatBody,
     SseEvents,
     StreamAccumulator,
     ToolNameMap,

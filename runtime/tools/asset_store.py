@@ -11,16 +11,10 @@ opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to their parent's fd (a symlin
 directory is skipped), each file with ``O_NOFOLLOW`` (a symlinked file is invalid with
 reason ``symlink`` and is not read), and files over :data:`MAX_ASSET_BYTES` are not parsed.
 
-Reason codes of invalid assets: ``invalid_key``, ``symlink``, ``not_a_regular_file``,
-``unreadable``, ``too_large``, ``invalid_encoding``, ``unterminated_frontmatter``,
-``invalid_frontmatter``, ``invalid_description``, ``invalid_input_schema``,
-``missing_argv``, ``invalid_argv``, ``missing_steps``, ``invalid_steps``,
-``invalid_placeholder``, ``unknown_placeholder``, ``too_many_assets``.
+The reason codes of invalid assets are tabled in ``docs/assets.md`` ("Invalid assets").
 
-A catalog is bounded as a whole too (a tool process may have filled ``.roost``): at most
-:data:`MAX_ASSETS_PER_TYPE` files of a type are loaded (the rest become one invalid
-entry, key ``+N``, reason ``too_many_assets``) and at most :data:`MAX_CATALOG_BYTES` are
-read (files past it are ``too_large``).
+A catalog is bounded as a whole too (a tool process may have filled ``.roost``): see
+:data:`MAX_ASSETS_PER_TYPE` and :data:`MAX_CATALOG_BYTES`.
 
 Templating (:func:`render_argv`, :func:`render_step_args`) substitutes ``{{name}}``
 placeholders inside one string at a time: an input never splits into several argv
@@ -34,7 +28,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 import msgspec
 
@@ -48,6 +42,7 @@ from runtime.tools.frontmatter import (
     render_text,
     render_value,
 )
+from runtime.tools.results import WorkflowStep
 
 __all__ = [
     "ASSET_TYPES",
@@ -61,7 +56,6 @@ __all__ = [
     "AssetCatalog",
     "AssetType",
     "FrontmatterError",
-    "WorkflowStep",
     "load_assets",
     "parse_asset",
     "render_argv",
@@ -97,15 +91,6 @@ EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalP
 """The input schema of a command or workflow that declares none."""
 
 _STEP_TOOL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-
-
-class WorkflowStep(TypedDict):
-    """One step of a workflow asset (its ``steps`` front matter, checked)."""
-
-    tool: str
-    """The tool the step calls."""
-    args: dict[str, object]
-    """Its arguments, ``{{name}}`` placeholders not yet rendered."""
 
 
 class Asset(msgspec.Struct, frozen=True, kw_only=True):

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-from runtime.tools.asset_store import WorkflowStep
-
 __all__ = [
     "AssetCommandOutput",
     "AssetDetail",
@@ -28,6 +26,7 @@ __all__ = [
     "HttpRedirect",
     "UnknownStepTool",
     "WorkflowPlan",
+    "WorkflowStep",
 ]
 
 
@@ -201,6 +200,15 @@ class AssetSearch(TypedDict):
     """Assets found."""
     assets: list[AssetSummary]
     """Key matches first, then the others."""
+
+
+class WorkflowStep(TypedDict):
+    """One step of a workflow asset (its ``steps`` front matter, checked)."""
+
+    tool: str
+    """The tool the step calls."""
+    args: dict[str, object]
+    """Its arguments, ``{{name}}`` placeholders not yet rendered."""
 
 
 class AssetDetail(TypedDict):
