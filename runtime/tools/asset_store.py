@@ -110,7 +110,7 @@ class Asset(msgspec.Struct, frozen=True, kw_only=True):
     """Why the asset is invalid (a reason code), or None."""
     detail: str | None = None
     """A sentence saying what is wrong and where, for invalid assets."""
-    input_schema: dict[str, Any] | None = None
+    input_schema: Mapping[str, Any] | None = None
     """JSON Schema of the inputs (commands and workflows)."""
     argv: list[str] | None = None
     """The argv template (commands)."""
@@ -182,7 +182,7 @@ def _check_known(names: list[str], schema: Mapping[str, Any], where: str) -> Non
         )
 
 
-def _input_schema(fields: Mapping[str, Any]) -> dict[str, Any]:
+def _input_schema(fields: Mapping[str, Any]) -> Mapping[str, Any]:
     schema = fields.get("input_schema", EMPTY_SCHEMA)
     try:
         check_schema(schema)
@@ -263,7 +263,7 @@ def parse_asset(type: AssetType, key: str, text: str, path: str) -> Asset:
     description = fields.get("description", "")
     if not isinstance(description, str):
         raise FrontmatterError("invalid_description", "description must be a string")
-    schema: dict[str, Any] | None = None
+    schema: Mapping[str, Any] | None = None
     argv: list[str] | None = None
     steps: list[WorkflowStep] | None = None
     if type in ("commands", "workflows"):

@@ -38,7 +38,7 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """Dotted tool name, e.g. ``fs.read``."""
     description: str
     """One sentence for the model and for people."""
-    input_schema: dict[str, Any]
+    input_schema: Mapping[str, Any]
     """JSON Schema of the arguments (``type: object``, ``additionalProperties: false``)."""
     read_only: bool = False
     """Never changes anything."""
@@ -140,7 +140,7 @@ class CallSpec(msgspec.Struct, frozen=True, kw_only=True):
     """The call."""
     name: str
     """Tool name."""
-    args: dict[str, Any]
+    args: Mapping[str, Any]
     """Arguments."""
     run_mode: str = "sync"
     """``sync`` or ``async``."""

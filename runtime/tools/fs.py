@@ -56,7 +56,7 @@ SEARCH_MAX_MATCHES = 500
 """Matching lines ``fs.search`` returns at most."""
 
 
-def _schema(properties: dict[str, object], required: list[str]) -> dict[str, Any]:
+def _schema(properties: dict[str, object], required: list[str]) -> Mapping[str, Any]:
     return {
         "type": "object",
         "properties": properties,

@@ -6,6 +6,7 @@ model as it is); these types only say, for mypy and for a reader, which keys it 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 __all__ = [
@@ -230,7 +231,7 @@ class AssetDetail(TypedDict):
     """The file, relative to the project root."""
     body: str
     """The Markdown body (an invalid asset's first characters)."""
-    input_schema: NotRequired[dict[str, Any]]
+    input_schema: NotRequired[Mapping[str, Any]]
     """JSON Schema of the inputs (commands and workflows)."""
     argv: NotRequired[list[str]]
     """The argv template (commands)."""

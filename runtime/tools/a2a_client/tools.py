@@ -55,7 +55,7 @@ SETTLE_S = 0.5
 CANCEL_TIMEOUT_S = 1.2
 """Seconds a remote cancel may take; with :data:`SETTLE_S`, within the runner's grace."""
 
-INPUT_SCHEMA: dict[str, Any] = {
+INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {
         "text": {"type": "string", "description": "The message to send to the agent."},
