@@ -62,7 +62,7 @@ def direct_source(request: ToolRequest) -> Source:
 def recorded(call: CallSpec, events: list[ev.Event], source: Source) -> list[ev.Event]:
     """A direct run's record: ``tool.requested`` (by ``source``), the decision, the rest."""
     requested = ev.ToolRequested(
-        call_id=call.call_id, name=call.name, args=call.args, source=source
+        call_id=call.call_id, name=call.name, args=dict(call.args), source=source
     )
     out: list[ev.Event] = [requested]
     started = False

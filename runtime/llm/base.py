@@ -18,6 +18,7 @@ runs on its event loop so that a slow model never blocks the host that asked:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
@@ -65,13 +66,13 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     ``{"role": "tool", "tool_call_id", "name", "status": "ok" | "error", "content", "code"}``.
     """
 
-    messages: list[dict[str, Any]]
+    messages: Sequence[Mapping[str, Any]]
     """The chat so far, oldest first."""
-    tools: list[dict[str, Any]] = []
+    tools: Sequence[Mapping[str, Any]] = []
     """Tools the model may call: ``{name, description, input_schema}``."""
     round: int = 1
     """Model round within the turn, from 1."""
-    directives: dict[str, Any] | None = None
+    directives: Mapping[str, Any] | None = None
     """The ``user.message``'s ``data.llm`` (round 1 only); the deterministic model obeys it."""
     model: str | None = None
     """Model name; ``None`` uses the adapter's configured model."""

@@ -21,6 +21,7 @@ whitespace-separated words in the system prompt and every message's content,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest, ToolCallRequest
@@ -78,7 +79,7 @@ class DeterministicAdapter:
             usage=_usage(request, text, calls, self._message_words(request.messages)),
         )
 
-    def _message_words(self, messages: list[dict[str, Any]]) -> int:
+    def _message_words(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """The words of ``messages``, counting only those not counted last time.
 
         A conversation's settled context is the same message objects round after round
@@ -104,7 +105,7 @@ class DeterministicAdapter:
         return total
 
 
-def _check_keys(given: dict[str, Any], known: tuple[str, ...] = (), where: str = "") -> None:
+def _check_keys(given: Mapping[str, object], known: tuple[str, ...] = (), where: str = "") -> None:
     """A key the adapter does not know is a mistake (a typo), not something to ignore."""
     known = known or _DIRECTIVE_KEYS
     unknown = sorted(str(key) for key in given if key not in known)
@@ -116,7 +117,7 @@ def _check_keys(given: dict[str, Any], known: tuple[str, ...] = (), where: str =
         )
 
 
-def _follow(directives: dict[str, Any]) -> tuple[str, list[str], list[ToolCallRequest]]:
+def _follow(directives: Mapping[str, Any]) -> tuple[str, list[str], list[ToolCallRequest]]:
     """Return the text, deltas and tool calls the directives ask for."""
     text = directives.get("assistant_text")
     chunks = directives.get("delta_chunks")
@@ -155,7 +156,7 @@ def _directed_calls(raw: object) -> list[ToolCallRequest]:
     return calls
 
 
-def _answer(messages: list[dict[str, Any]]) -> tuple[str, list[ToolCallRequest]]:
+def _answer(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[ToolCallRequest]]:
     """Apply the tool-result rule, else the rules on the last user message."""
     results = _trailing_tool_results(messages)
     if results:
@@ -171,9 +172,9 @@ def _answer(messages: list[dict[str, Any]]) -> tuple[str, list[ToolCallRequest]]
     return f"Acknowledged: {content}", []
 
 
-def _trailing_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Return the ``tool`` messages after the last assistant message, if the chat ends there."""
-    results: list[dict[str, Any]] = []
+    results: list[Mapping[str, Any]] = []
     for message in reversed(messages):
         if message.get("role") != "tool":
             break
@@ -182,7 +183,7 @@ def _trailing_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any
     return results
 
 
-def _result_line(message: dict[str, Any]) -> str:
+def _result_line(message: Mapping[str, Any]) -> str:
     """``Tool NAME completed.`` or ``Tool NAME failed: CODE``."""
     name = message.get("name") or "unknown"
     if message.get("status") == "error":
@@ -190,7 +191,7 @@ def _result_line(message: dict[str, Any]) -> str:
     return f"Tool {name} completed."
 
 
-def _last_user_content(messages: list[dict[str, Any]]) -> str:
+def _last_user_content(messages: Sequence[Mapping[str, Any]]) -> str:
     """Return the content of the last user message ("" when there is none)."""
     for message in reversed(messages):
         if message.get("role") == "user":

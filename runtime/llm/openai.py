@@ -37,6 +37,7 @@ from typing import Any, cast
 import httpx
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest
+from runtime.llm.chat_shapes import ChatBody
 from runtime.llm.openai_wire import (
     SseEvents,
     StreamAccumulator,
@@ -136,7 +137,7 @@ class OpenAIAdapter:
         client: httpx.AsyncClient,
         request: ModelRequest,
         headers: dict[str, str],
-        body: dict[str, Any],
+        body: ChatBody,
         names: ToolNameMap,
     ) -> ModelReply:
         """POST the request on ``client`` and fold the streamed answer into a reply."""
@@ -156,7 +157,7 @@ class OpenAIAdapter:
                     await _afold_stream(lines, accumulator)
             return accumulator.reply(names, estimate_prompt_tokens(body))
 
-    def _prepare(self, request: ModelRequest) -> tuple[dict[str, str], dict[str, Any], ToolNameMap]:
+    def _prepare(self, request: ModelRequest) -> tuple[dict[str, str], ChatBody, ToolNameMap]:
         """Return the headers, body and tool-name map of ``request`` (or raise before sending)."""
         headers = {"Accept": "text/event-stream", **self._auth_headers()}
         body, names = request_body(

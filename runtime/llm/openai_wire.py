@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest, ToolCallRequest
+from runtime.llm.chat_shapes import ChatBody, WireMessage
 
 __all__ = [
     "SseEvents",
@@ -85,16 +86,16 @@ def _json(value: Any) -> str:
 
 
 def wire_messages(
-    messages: list[dict[str, Any]], system_prompt: str | None, names: ToolNameMap
-) -> list[dict[str, Any]]:
+    messages: Sequence[Mapping[str, Any]], system_prompt: str | None, names: ToolNameMap
+) -> list[WireMessage]:
     """Convert ``llm_context`` messages to chat-completions messages."""
-    out: list[dict[str, Any]] = []
+    out: list[WireMessage] = []
     if system_prompt:
         out.append({"role": "system", "content": system_prompt})
     for message in messages:
         role = message.get("role")
         if role == "assistant":
-            wire: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+            wire: WireMessage = {"role": "assistant", "content": message.get("content")}
             calls = message.get("tool_calls") or []
             if calls:
                 wire["tool_calls"] = [
@@ -128,14 +129,14 @@ def request_body(
     system_prompt: str | None,
     temperature: float | None,
     max_tokens: int | None,
-) -> tuple[dict[str, Any], ToolNameMap]:
+) -> tuple[ChatBody, ToolNameMap]:
     """Return the streamed chat-completions body for ``request`` and its tool-name map.
 
     The request's ``model``, ``system_prompt``, ``temperature`` and ``max_tokens`` win over
     the adapter's settings passed here; ``None`` everywhere leaves the field out.
     """
     names = ToolNameMap(str(tool.get("name")) for tool in request.tools)
-    body: dict[str, Any] = {}
+    body: ChatBody = {}
     chosen_model = request.model or model
     if chosen_model:
         body["model"] = chosen_model
@@ -250,7 +251,7 @@ class StreamAccumulator:
         self.feed_data(payload)
         self.done = True
 
-    def feed(self, chunk: dict[str, Any]) -> None:
+    def feed(self, chunk: Mapping[str, Any]) -> None:
         """Take one decoded chunk."""
         if chunk.get("error"):
             detail = _json(chunk["error"])[:300]
@@ -331,7 +332,7 @@ class StreamAccumulator:
         return ToolCallRequest(id=partial.id, name=names.from_wire(wire_name), args=args)
 
 
-def _usage(raw: dict[str, Any]) -> dict[str, int]:
+def _usage(raw: Mapping[str, Any]) -> dict[str, int]:
     """Normalize a usage object to the three integer counts."""
     prompt = raw.get("prompt_tokens")
     completion = raw.get("completion_tokens")
@@ -350,7 +351,7 @@ def _estimate(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def estimate_prompt_tokens(body: dict[str, Any]) -> int:
+def estimate_prompt_tokens(body: ChatBody) -> int:
     """Estimate the prompt tokens of a request body (its messages and tools as JSON)."""
     tools = body.get("tools")
     return _estimate(_json(body.get("messages", []))) + (_estimate(_json(tools)) if tools else 0)

@@ -1,33 +1,11 @@
-"""The asset tools: ``asset.list``, ``asset.search``, ``asset.get``, and the generated ones.
+"""The asset tools and the tools generated from command and workflow assets.
 
-``asset.list {type}``, ``asset.search {type, query}`` and ``asset.get {type, key}`` read
-the project's catalog (:func:`catalog_for`, cached per root and reloaded when anything
-under ``.roost/`` changes). Invalid assets are listed with ``valid: false`` and their
-reason; ``asset.get`` of one returns its preview ``{type, key, valid: false, reason,
-detail, path, body}`` (the first 2000 characters), never a failure.
-
-:func:`asset_tools` turns a catalog into more tools:
-
-- ``command.run.<key>`` for each valid command asset: its input schema is the asset's;
-  it renders the argv (:func:`runtime.tools.asset_store.render_argv`, one placeholder never becomes
-  two arguments) and runs it through the ``command.run`` tool, so the blocklist, the
-  environment rules, the sandbox and the timeout all apply. The result is
-  ``command.run``'s plus ``argv``.
-- ``workflow.run.<key>`` for each valid workflow asset. Its function runs nothing: it
-  validates the inputs and returns a plan ``{"workflow": key, "steps": [{"tool": name,
-  "args": rendered}, ...]}``.
-
-The workflow contract, which the ToolRunner implements: when a ``workflow.run.*`` call
-returns its plan, the runner runs the steps one at a time, in order, each as its own tool
-call in the same conversation and correlation, through the whole pipeline (unknown tool →
-schema → env controls → policy → quotas → run → caps → scan → redaction). A step that is
-denied or fails stops the workflow; the workflow call then fails with that step's
-reason. Steps never call ``workflow.run.*`` (the loader refuses such workflows), so a
-plan cannot recurse.
-
-The generated tools keep the asset they were built from: the schema a call was validated
-against and the argv or steps it runs come from the same file version. A project builds
-them once, when it starts (``runtime.tools.registry``).
+``asset.list``, ``asset.search`` and ``asset.get`` read the project's catalog
+(:func:`catalog_for`, cached per root); :func:`asset_tools` makes ``command.run.<key>``
+(renders the argv, one placeholder per element, and runs it through ``command.run``) and
+``workflow.run.<key>`` (runs nothing: returns the plan the ToolRunner runs) from the valid
+assets, each keeping the asset version it was built from. ``docs/assets.md`` says what
+each does; :mod:`runtime.tools.results` declares what each returns.
 """
 
 from __future__ import annotations
@@ -52,6 +30,15 @@ from runtime.tools.asset_store import (
     resolve_inputs,
 )
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+from runtime.tools.results import (
+    AssetCommandOutput,
+    AssetDetail,
+    AssetList,
+    AssetSearch,
+    AssetSummary,
+    UnknownStepTool,
+    WorkflowPlan,
+)
 
 __all__ = [
     "SPECS",
@@ -218,9 +205,8 @@ def tool_name(asset: Asset) -> str | None:
     return f"{'command' if asset.type == 'commands' else 'workflow'}.run.{asset.key}"
 
 
-def _summary(asset: Asset) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": asset.key, "description": asset.description}
-    out["valid"] = asset.valid
+def _summary(asset: Asset) -> AssetSummary:
+    out: AssetSummary = {"key": asset.key, "description": asset.description, "valid": asset.valid}
     if not asset.valid:
         out["reason"] = asset.reason
     name = tool_name(asset)
@@ -229,7 +215,7 @@ def _summary(asset: Asset) -> dict[str, Any]:
     return out
 
 
-def asset_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def asset_list(ctx: ToolContext, args: Mapping[str, Any]) -> AssetList:
     """List the assets of ``args["type"]``: ``{type, generation, count, assets}``."""
     validate_args(_SCHEMAS["asset.list"], args)
     catalog = catalog_for(ctx.root)
@@ -242,14 +228,14 @@ def asset_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def asset_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def asset_search(ctx: ToolContext, args: Mapping[str, Any]) -> AssetSearch:
     """Search one type's assets for ``query``: ``{type, query, count, assets}``."""
     validate_args(_SCHEMAS["asset.search"], args)
     found = [_summary(a) for a in catalog_for(ctx.root).search(args["type"], args["query"])]
     return {"type": args["type"], "query": args["query"], "count": len(found), "assets": found}
 
 
-def asset_get(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def asset_get(ctx: ToolContext, args: Mapping[str, Any]) -> AssetDetail:
     """Return one asset, or the preview of an invalid one; unknown → ``asset_not_found``."""
     validate_args(_SCHEMAS["asset.get"], args)
     kind, key = args["type"], args["key"]
@@ -262,20 +248,30 @@ def asset_get(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             type=kind,
             key=key,
         )
-    out: dict[str, Any] = {"type": asset.type, "key": asset.key, "valid": asset.valid}
     if not asset.valid:
-        out.update(
-            reason=asset.reason,
-            detail=asset.detail,
-            path=asset.path,
-            body=asset.body[:PREVIEW_CHARS],
-        )
-        return out
-    out.update(description=asset.description, path=asset.path, body=asset.body)
-    for field in ("input_schema", "argv", "steps"):
-        value = getattr(asset, field)
-        if value is not None:
-            out[field] = value
+        return {
+            "type": asset.type,
+            "key": asset.key,
+            "valid": asset.valid,
+            "reason": asset.reason,
+            "detail": asset.detail,
+            "path": asset.path,
+            "body": asset.body[:PREVIEW_CHARS],
+        }
+    out: AssetDetail = {
+        "type": asset.type,
+        "key": asset.key,
+        "valid": asset.valid,
+        "description": asset.description,
+        "path": asset.path,
+        "body": asset.body,
+    }
+    if asset.input_schema is not None:
+        out["input_schema"] = asset.input_schema
+    if asset.argv is not None:
+        out["argv"] = asset.argv
+    if asset.steps is not None:
+        out["steps"] = asset.steps
     name = tool_name(asset)
     if name is not None:
         out["tool"] = name
@@ -293,7 +289,9 @@ TOOLS: dict[str, ToolFn] = {
 # --- generated tools ----------------------------------------------------------------------
 
 
-def _run_command_asset(asset: Asset, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _run_command_asset(
+    asset: Asset, ctx: ToolContext, args: Mapping[str, Any]
+) -> AssetCommandOutput:
     from runtime.tools.command import command_run  # noqa: PLC0415
 
     argv = render_argv(asset, args)
@@ -301,7 +299,7 @@ def _run_command_asset(asset: Asset, ctx: ToolContext, args: dict[str, Any]) -> 
     return {**result, "argv": argv}
 
 
-def _plan_workflow(asset: Asset, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _plan_workflow(asset: Asset, ctx: ToolContext, args: Mapping[str, Any]) -> WorkflowPlan:
     inputs = resolve_inputs(asset, args)
     return {
         "workflow": asset.key,
@@ -338,7 +336,7 @@ def _workflow_spec(asset: Asset, name: str, known: Mapping[str, ToolSpec]) -> To
 
 def unavailable_workflows(
     catalog: AssetCatalog, known: Mapping[str, ToolSpec]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, UnknownStepTool]:
     """``{workflow.run.<key>: reason}`` for each valid workflow with a step no tool in ``known`` is.
 
     ``known`` is the complete registry (built-ins, asset commands, MCP tools). The reason
@@ -346,7 +344,7 @@ def unavailable_workflows(
     step: the policy refuses the workflow with it before any step runs, and the listing
     shows it.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, UnknownStepTool] = {}
     for asset in catalog.assets:
         name = tool_name(asset)
         if name is None or asset.type != "workflows":

@@ -11,16 +11,10 @@ opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to their parent's fd (a symlin
 directory is skipped), each file with ``O_NOFOLLOW`` (a symlinked file is invalid with
 reason ``symlink`` and is not read), and files over :data:`MAX_ASSET_BYTES` are not parsed.
 
-Reason codes of invalid assets: ``invalid_key``, ``symlink``, ``not_a_regular_file``,
-``unreadable``, ``too_large``, ``invalid_encoding``, ``unterminated_frontmatter``,
-``invalid_frontmatter``, ``invalid_description``, ``invalid_input_schema``,
-``missing_argv``, ``invalid_argv``, ``missing_steps``, ``invalid_steps``,
-``invalid_placeholder``, ``unknown_placeholder``, ``too_many_assets``.
+The reason codes of invalid assets are tabled in ``docs/assets.md`` ("Invalid assets").
 
-A catalog is bounded as a whole too (a tool process may have filled ``.roost``): at most
-:data:`MAX_ASSETS_PER_TYPE` files of a type are loaded (the rest become one invalid
-entry, key ``+N``, reason ``too_many_assets``) and at most :data:`MAX_CATALOG_BYTES` are
-read (files past it are ``too_large``).
+A catalog is bounded as a whole too (a tool process may have filled ``.roost``): see
+:data:`MAX_ASSETS_PER_TYPE` and :data:`MAX_CATALOG_BYTES`.
 
 Templating (:func:`render_argv`, :func:`render_step_args`) substitutes ``{{name}}``
 placeholders inside one string at a time: an input never splits into several argv
@@ -33,12 +27,14 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
 
 from runtime.errors import AssetLoadFailedError, ToolError
 from runtime.guard.shapes.schema import check_schema, validate_args
+from runtime.tools.base import LoadProblem
 from runtime.tools.frontmatter import (
     FrontmatterError,
     parse_frontmatter,
@@ -46,6 +42,7 @@ from runtime.tools.frontmatter import (
     render_text,
     render_value,
 )
+from runtime.tools.results import WorkflowStep
 
 __all__ = [
     "ASSET_TYPES",
@@ -113,12 +110,12 @@ class Asset(msgspec.Struct, frozen=True, kw_only=True):
     """Why the asset is invalid (a reason code), or None."""
     detail: str | None = None
     """A sentence saying what is wrong and where, for invalid assets."""
-    input_schema: dict[str, Any] | None = None
+    input_schema: Mapping[str, Any] | None = None
     """JSON Schema of the inputs (commands and workflows)."""
     argv: list[str] | None = None
     """The argv template (commands)."""
-    steps: list[dict[str, Any]] | None = None
-    """The steps, each ``{tool, args}`` (workflows)."""
+    steps: list[WorkflowStep] | None = None
+    """The steps (workflows)."""
     path: str = ""
     """The file, relative to the project root."""
 
@@ -138,7 +135,7 @@ class AssetCatalog(msgspec.Struct, frozen=True, kw_only=True):
             counts[asset.type] += asset.valid
         return counts
 
-    def errors(self) -> list[dict[str, Any]]:
+    def errors(self) -> list[LoadProblem]:
         """Invalid assets as ``{type, key, reason}``, in catalog order."""
         return [
             {"type": a.type, "key": a.key, "reason": a.reason} for a in self.assets if not a.valid
@@ -174,7 +171,7 @@ class AssetCatalog(msgspec.Struct, frozen=True, kw_only=True):
 # --- per-kind rules ---------------------------------------------------------------------
 
 
-def _check_known(names: list[str], schema: dict[str, Any], where: str) -> None:
+def _check_known(names: list[str], schema: Mapping[str, Any], where: str) -> None:
     known = schema.get("properties") or {}
     unknown = sorted({n for n in names if n not in known})
     if unknown:
@@ -185,7 +182,7 @@ def _check_known(names: list[str], schema: dict[str, Any], where: str) -> None:
         )
 
 
-def _input_schema(fields: dict[str, Any]) -> dict[str, Any]:
+def _input_schema(fields: Mapping[str, Any]) -> Mapping[str, Any]:
     schema = fields.get("input_schema", EMPTY_SCHEMA)
     try:
         check_schema(schema)
@@ -200,7 +197,7 @@ def _input_schema(fields: dict[str, Any]) -> dict[str, Any]:
     return dict(schema)
 
 
-def _argv(fields: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+def _argv(fields: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     if "argv" not in fields:
         raise FrontmatterError("missing_argv", "a command needs 'argv: [\"program\", ...]'")
     argv = fields["argv"]
@@ -226,7 +223,7 @@ def _walk_strings(value: Any) -> list[str]:
     return out
 
 
-def _steps(fields: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, Any]]:
+def _steps(fields: Mapping[str, Any], schema: Mapping[str, Any]) -> list[WorkflowStep]:
     if "steps" not in fields:
         raise FrontmatterError("missing_steps", "a workflow needs 'steps: [{\"tool\": ...}]'")
     steps = fields["steps"]
@@ -234,7 +231,7 @@ def _steps(fields: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, Any
         raise FrontmatterError(
             "invalid_steps", f"steps must be a JSON list of 1 to {MAX_WORKFLOW_STEPS} steps"
         )
-    out: list[dict[str, Any]] = []
+    out: list[WorkflowStep] = []
     for index, step in enumerate(steps):
         where = f"steps[{index}]"
         if not isinstance(step, dict) or set(step) - {"tool", "args"}:
@@ -266,9 +263,9 @@ def parse_asset(type: AssetType, key: str, text: str, path: str) -> Asset:
     description = fields.get("description", "")
     if not isinstance(description, str):
         raise FrontmatterError("invalid_description", "description must be a string")
-    schema: dict[str, Any] | None = None
+    schema: Mapping[str, Any] | None = None
     argv: list[str] | None = None
-    steps: list[dict[str, Any]] | None = None
+    steps: list[WorkflowStep] | None = None
     if type in ("commands", "workflows"):
         schema = _input_schema(fields)
         if type == "commands":
@@ -420,21 +417,21 @@ def load_assets(root: str, *, strict: bool = False, generation: int = 1) -> Asse
 # --- templating -------------------------------------------------------------------------
 
 
-def resolve_inputs(asset: Asset, inputs: dict[str, Any]) -> dict[str, Any]:
+def resolve_inputs(asset: Asset, inputs: Mapping[str, object]) -> dict[str, object]:
     """Validate ``inputs`` against the asset's input schema; add declared defaults.
 
     Raises ``ToolError("invalid_tool_args", kind=...)`` (see :mod:`runtime.guard.shapes.schema`).
     """
     schema = asset.input_schema or EMPTY_SCHEMA
     validate_args(schema, inputs)
-    resolved = dict(inputs)
+    resolved: dict[str, object] = dict(inputs)
     for name, sub in (schema.get("properties") or {}).items():
         if name not in resolved and isinstance(sub, dict) and "default" in sub:
             resolved[name] = sub["default"]
     return resolved
 
 
-def render_argv(asset: Asset, inputs: dict[str, Any]) -> list[str]:
+def render_argv(asset: Asset, inputs: Mapping[str, object]) -> list[str]:
     """Return the command's argv with each ``{{name}}`` replaced inside its own element.
 
     Non-string inputs are written as compact JSON (``5``, ``true``). Raises
@@ -446,12 +443,14 @@ def render_argv(asset: Asset, inputs: dict[str, Any]) -> list[str]:
     return [render_text(element, resolved) for element in asset.argv]
 
 
-def render_step_args(step_args: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+def render_step_args(
+    step_args: Mapping[str, object], inputs: Mapping[str, object]
+) -> dict[str, object]:
     """Return a workflow step's arguments with the placeholders in string values replaced.
 
     A string that is exactly one placeholder takes the input's value with its type
     (``"{{limit}}"`` → ``5``); placeholders inside longer strings are substituted as text.
     Keys are not templated. Raises ``ToolError`` for a missing input.
     """
-    rendered: dict[str, Any] = render_value(step_args, inputs)
+    rendered: dict[str, object] = render_value(step_args, inputs)
     return rendered

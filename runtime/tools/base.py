@@ -13,14 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 import msgspec
 
 from events.catalog import Event
 from runtime.option_table import RuntimeOptions
 
-__all__ = ["CallSpec", "ToolContext", "ToolFn", "ToolKind", "ToolSpec"]
+__all__ = ["CallSpec", "LoadProblem", "ToolContext", "ToolFn", "ToolKind", "ToolSpec"]
 
 ToolKind = Literal["read", "write", "command", "network", "asset", "workflow"]
 """What ``tool.completed`` reports as a call's ``kind``."""
@@ -38,7 +38,7 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """Dotted tool name, e.g. ``fs.read``."""
     description: str
     """One sentence for the model and for people."""
-    input_schema: dict[str, Any]
+    input_schema: Mapping[str, Any]
     """JSON Schema of the arguments (``type: object``, ``additionalProperties: false``)."""
     read_only: bool = False
     """Never changes anything."""
@@ -101,8 +101,36 @@ class ToolContext:
         return RuntimeOptions.of(self.options)
 
 
-ToolFn = Callable[[ToolContext, dict[str, Any]], dict[str, Any]]
-"""A tool implementation: ``(ctx, args) -> result``; raises ``ToolError`` to fail."""
+class LoadProblem(TypedDict):
+    """Something a project's tools were not built from, as ``project.assets_loaded`` lists it.
+
+    An invalid asset, a workflow with an unknown step tool, an MCP server or tool or an
+    A2A agent left out, a built-in tool module that failed to import.
+    """
+
+    type: str
+    """``skills``, ``commands``, ``workflows``, ``mcp_server``, ``mcp_tool``, ``a2a_agent``
+    or ``tool_module``."""
+    key: str
+    """The asset key, server, ``server/tool``, agent or module."""
+    reason: str | None
+    """Why (a reason code, with a detail after ``:`` for remote and module problems)."""
+    step: NotRequired[int]
+    """A workflow's first step naming no tool."""
+    step_tool: NotRequired[str]
+    """The tool that step names."""
+    exit_status: NotRequired[object]
+    """How an MCP server's process ended."""
+    stderr_tail: NotRequired[str]
+    """The last lines it wrote to stderr (bounded, redacted)."""
+    hint: NotRequired[str]
+    """What to do about it, when Roost can tell."""
+
+
+ToolFn = Callable[[ToolContext, Mapping[str, Any]], Mapping[str, object]]
+"""A tool implementation: ``(ctx, args) -> result``; raises ``ToolError`` to fail. The
+arguments come from a model (any JSON object); the result is the tool's own JSON shape
+(a ``TypedDict`` beside each tool)."""
 
 
 class CallSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -112,7 +140,7 @@ class CallSpec(msgspec.Struct, frozen=True, kw_only=True):
     """The call."""
     name: str
     """Tool name."""
-    args: dict[str, Any]
+    args: Mapping[str, Any]
     """Arguments."""
     run_mode: str = "sync"
     """``sync`` or ``async``."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import msgspec
 
@@ -28,8 +29,15 @@ from runtime.guard.sandbox.layers import View, probe_layers, require_confinement
 from runtime.guard.sandbox.run import CommandResult, Limits, run_command
 from runtime.option_table import RuntimeOptions
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+from runtime.tools.results import CommandOutput
 
-__all__ = ["SPECS", "TOOL", "TOOLS", "command_run", "command_view"]
+__all__ = [
+    "SPECS",
+    "TOOL",
+    "TOOLS",
+    "command_run",
+    "command_view",
+]
 
 TOOL = "command.run"
 """The tool's name."""
@@ -88,7 +96,7 @@ def _bad_arg(name: str, expected: str, value: object) -> ToolError:
     )
 
 
-def _command(args: dict[str, Any]) -> str | list[str]:
+def _command(args: Mapping[str, Any]) -> str | list[str]:
     value = args.get("command")
     if isinstance(value, str) and value.strip():
         if "\x00" in value:
@@ -154,23 +162,31 @@ def _trim(text: str, max_bytes: int) -> str:
     return cut
 
 
-def _fit(result: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+_Stream = Literal["stdout", "stderr"]
+_STREAMS: tuple[_Stream, _Stream] = ("stdout", "stderr")
+_TRUNCATED: dict[_Stream, Literal["stdout_truncated", "stderr_truncated"]] = {
+    "stdout": "stdout_truncated",
+    "stderr": "stderr_truncated",
+}
+
+
+def _fit(result: CommandOutput, max_bytes: int) -> CommandOutput:
     """Trim stdout and stderr (fairly: each keeps at least half the room it needs)."""
     if _encoded_len(result) <= max_bytes:
         return result
     room = max(0, max_bytes - _encoded_len({**result, "stdout": "", "stderr": ""}) - 16)
-    sizes = {key: _encoded_len(result[key]) - 2 for key in ("stdout", "stderr")}
+    sizes = {key: _encoded_len(result[key]) - 2 for key in _STREAMS}
     small, large = sorted(sizes, key=lambda key: sizes[key])
     shares = {small: min(sizes[small], room // 2)}
     shares[large] = room - shares[small]
     for key, share in shares.items():
         if sizes[key] > share:
             result[key] = _trim(result[key], share)
-            result[f"{key}_truncated"] = True
+            result[_TRUNCATED[key]] = True
     return result
 
 
-def command_run(ctx: ToolContext, args: dict[str, Any], tool: str = TOOL) -> dict[str, Any]:
+def command_run(ctx: ToolContext, args: Mapping[str, Any], tool: str = TOOL) -> CommandOutput:
     """Run ``args["command"]``; return ``{exit_code, stdout, stderr, ..., duration_ms}``.
 
     ``tool`` names the tool in the run's record and events (an asset command's own name).
@@ -241,7 +257,7 @@ def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> Vi
 
 def _outcome(
     ctx: ToolContext, result: CommandResult, timeout_s: float, max_bytes: int, tool: str
-) -> dict[str, Any]:
+) -> CommandOutput:
     ctx.signals.extend(change_events(result.changes, tool=tool, call_id=ctx.call_id))
     reason = "timeout" if result.timed_out else "cancel" if result.cancelled else "completed"
     if result.killed_processes:
@@ -264,25 +280,24 @@ def _outcome(
             "command.run was cancelled; its processes were killed",
             killed_processes=result.killed_processes,
         )
-    fitted = _fit(
-        {
-            "exit_code": result.exit_code,
-            "stdout": result.stdout,
-            "stderr": result.stderr,
-            "stdout_truncated": result.stdout_truncated,
-            "stderr_truncated": result.stderr_truncated,
-            "duration_ms": result.duration_ms,
-            **({"killed_by": result.killed_by} if result.killed_by else {}),
-        },
-        max_bytes,
-    )
+    output: CommandOutput = {
+        "exit_code": result.exit_code,
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "stdout_truncated": result.stdout_truncated,
+        "stderr_truncated": result.stderr_truncated,
+        "duration_ms": result.duration_ms,
+    }
+    if result.killed_by:
+        output["killed_by"] = result.killed_by
+    fitted = _fit(output, max_bytes)
     # Each stream is one artifact of the result: keep it under the per-artifact cap too,
     # so a chatty command is truncated rather than failed with artifact_too_large.
     artifact_max = ctx.settings.tool_max_artifact_bytes
-    for key in ("stdout", "stderr"):
+    for key in _STREAMS:
         if _encoded_len(fitted[key]) > artifact_max:
             fitted[key] = _trim(fitted[key], artifact_max - 2)
-            fitted[f"{key}_truncated"] = True
+            fitted[_TRUNCATED[key]] = True
     return fitted
 
 

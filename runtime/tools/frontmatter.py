@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
@@ -77,7 +78,7 @@ def _single_quoted(raw: str, lineno: int) -> str:
     return inner.replace("''", "'")
 
 
-def parse_frontmatter(text: str) -> tuple[dict[str, Any], str]:
+def parse_frontmatter(text: str) -> tuple[dict[str, object], str]:
     """Split ``text`` into its frontmatter fields and its Markdown body.
 
     Grammar: the first line is ``---``; the block ends at the next ``---`` line. Inside,
@@ -86,7 +87,8 @@ def parse_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     A value starting with ``"`` is a JSON string; with ``'`` a literal string (``''`` is
     a quote); with ``[`` or ``{`` a JSON value that may continue on the next lines; any
     other value is a plain string, trimmed (empty allowed). Text without a leading ``---``
-    line has no frontmatter. Raises :class:`FrontmatterError`.
+    line has no frontmatter. The values are unchecked JSON: each asset kind's rules check
+    the keys they read. Raises :class:`FrontmatterError`.
     """
     lines = text.split("\n")
     if lines[0].rstrip() != "---":
@@ -97,7 +99,7 @@ def parse_frontmatter(text: str) -> tuple[dict[str, Any], str]:
             "unterminated_frontmatter", "the frontmatter opened on line 1 has no closing '---'"
         )
     block = [line.rstrip("\r") for line in lines[1:end]]
-    fields: dict[str, Any] = {}
+    fields: dict[str, object] = {}
     i = 0
     while i < len(block):
         line, lineno = block[i], i + 2
@@ -167,7 +169,7 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
-def render_text(template: str, inputs: dict[str, Any]) -> str:
+def render_text(template: str, inputs: Mapping[str, object]) -> str:
     """Replace each placeholder in ``template`` with its input as text, in one pass.
 
     Strings are inserted verbatim, anything else as compact JSON (``5``, ``true``).
@@ -179,7 +181,7 @@ def render_text(template: str, inputs: dict[str, Any]) -> str:
     return _PLACEHOLDER.sub(lambda m: _as_text(inputs[m.group(1)]), template)
 
 
-def render_value(value: Any, inputs: dict[str, Any]) -> Any:
+def render_value(value: Any, inputs: Mapping[str, object]) -> Any:
     """Render every string inside ``value`` (objects and lists at any depth; keys untouched).
 
     A string that is exactly one placeholder becomes the input's value with its type.

@@ -13,7 +13,7 @@ directories are not descended into, and ``ROOST_HOME`` is neither listed nor ent
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ from runtime.tools.fswalk import (
     search_file,
     walk_tree,
 )
+from runtime.tools.results import FsEdit, FsList, FsListEntry, FsMatch, FsRead, FsSearch, FsWrite
 
 __all__ = [
     "LIST_MAX_ENTRIES",
@@ -55,7 +56,7 @@ SEARCH_MAX_MATCHES = 500
 """Matching lines ``fs.search`` returns at most."""
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def _schema(properties: dict[str, object], required: list[str]) -> Mapping[str, Any]:
     return {
         "type": "object",
         "properties": properties,
@@ -151,21 +152,21 @@ def _bad_arg(name: str, expected: str, value: object) -> ToolError:
     )
 
 
-def _arg_str(args: dict[str, Any], name: str, default: str | None = None) -> str:
+def _arg_str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
     value = args.get(name, default)
     if not isinstance(value, str):
         raise _bad_arg(name, "a string", value)
     return value
 
 
-def _arg_int(args: dict[str, Any], name: str, default: int, minimum: int) -> int:
+def _arg_int(args: Mapping[str, Any], name: str, default: int, minimum: int) -> int:
     value = args.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise _bad_arg(name, f"an integer >= {minimum}", value)
     return value
 
 
-def _arg_bool(args: dict[str, Any], name: str) -> bool:
+def _arg_bool(args: Mapping[str, Any], name: str) -> bool:
     value = args.get(name, False)
     if not isinstance(value, bool):
         raise _bad_arg(name, "a boolean", value)
@@ -218,7 +219,7 @@ def _encode(text: str, name: str) -> bytes:
 # --- the tools -------------------------------------------------------------------------
 
 
-def fs_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_read(ctx: ToolContext, args: Mapping[str, Any]) -> FsRead:
     """``fs.read``: ``{path, content, total_lines, truncated}`` for the selected lines."""
     path = _arg_str(args, "path")
     offset = _arg_int(args, "offset", 0, 0)
@@ -245,7 +246,7 @@ def fs_read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"path": path, "content": "".join(chosen), "total_lines": total, "truncated": truncated}
 
 
-def fs_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_write(ctx: ToolContext, args: Mapping[str, Any]) -> FsWrite:
     """``fs.write``: replace the file's content; ``{path, bytes_written}``."""
     path = _arg_str(args, "path")
     data = _encode(_arg_str(args, "content"), "content")
@@ -256,7 +257,7 @@ def fs_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"path": path, "bytes_written": len(data)}
 
 
-def fs_edit(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_edit(ctx: ToolContext, args: Mapping[str, Any]) -> FsEdit:
     """``fs.edit``: replace ``old`` by ``new``; ``{path, replacements}``."""
     path = _arg_str(args, "path")
     old, new = _arg_str(args, "old"), _arg_str(args, "new")
@@ -296,7 +297,7 @@ def _display_base(ws: Workspace, decision: PathDecision) -> tuple[str, ...]:
     return ("", *decision.resolved.strip("/").split("/"))
 
 
-def fs_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_list(ctx: ToolContext, args: Mapping[str, Any]) -> FsList:
     """``fs.list``: ``{path, entries: [{path, type}], truncated}``, sorted by path."""
     path = _arg_str(args, "path", ".")
     glob = args.get("glob")
@@ -304,7 +305,7 @@ def fs_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         raise _bad_arg("glob", "a string", glob)
     matcher = glob_regex(glob) if glob else None
     max_depth = 1 if glob is None else (None if "**" in glob else glob.count("/") + 1)
-    found: list[dict[str, str]] = []
+    found: list[FsListEntry] = []
 
     def visit(parts: tuple[str, ...], entry: os.DirEntry[str], _dir_fd: int) -> bool:
         if matcher is None or matcher.fullmatch("/".join(parts)):
@@ -320,12 +321,12 @@ def fs_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"path": path, "entries": found[:LIST_MAX_ENTRIES], "truncated": truncated}
 
 
-def fs_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def fs_search(ctx: ToolContext, args: Mapping[str, Any]) -> FsSearch:
     """``fs.search``: ``{matches: [{path, line, text}], truncated, files_scanned, ...}``."""
     pattern = _arg_str(args, "pattern")
     path = _arg_str(args, "path", ".")
     matches = compile_search(pattern, _arg_bool(args, "regex"))
-    result: list[dict[str, Any]] = []
+    result: list[FsMatch] = []
     counts = {"files_scanned": 0, "skipped_sensitive": 0, "skipped_binary_or_large": 0}
     stopped = [False]
 
@@ -374,7 +375,9 @@ def fs_search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "pattern": pattern,
         "matches": result,
         "truncated": stopped[0] or not complete,
-        **counts,
+        "files_scanned": counts["files_scanned"],
+        "skipped_sensitive": counts["skipped_sensitive"],
+        "skipped_binary_or_large": counts["skipped_binary_or_large"],
     }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import re
 import ssl
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urljoin
 
@@ -34,6 +35,7 @@ from runtime.guard.network.egress import (
 from runtime.guard.network.targets import DEFAULT_PORTS, ParsedTarget, parse_target, split_scheme
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.http_decode import BoundedDecoder, DecodeError
+from runtime.tools.results import HttpFetch, HttpRedirect
 
 __all__ = ["MAX_REDIRECTS", "METHODS", "SPECS", "TOOLS", "http_fetch"]
 
@@ -200,7 +202,7 @@ def _send(
     if parsed.userinfo and not any(k.lower() == "authorization" for k in headers):
         token = base64.b64encode(unquote(parsed.userinfo).encode()).decode("ascii")
         send_headers["Authorization"] = f"Basic {token}"
-    extensions: dict[str, Any] = {}
+    extensions: dict[str, str] = {}
     if parsed.scheme == "https" and not parsed.is_ip:
         extensions["sni_hostname"] = parsed.host
     request = client.build_request(
@@ -251,11 +253,11 @@ def _origin(parsed: ParsedTarget) -> tuple[str | None, str, int | None]:
 
 def http_fetch(
     ctx: ToolContext,
-    args: dict[str, Any],
+    args: Mapping[str, Any],
     *,
     resolver: Resolver | None = None,
     verify: ssl.SSLContext | bool = True,
-) -> dict[str, Any]:
+) -> HttpFetch:
     """Run ``http.fetch {url, method?, headers?, body?}``.
 
     Return ``{status_code, headers, body, url, redirects}``; ``resolver`` replaces DNS and
@@ -274,7 +276,7 @@ def http_fetch(
     body = raw_body.encode("utf-8") if raw_body is not None else None
     policy = NetworkPolicy.from_options(ctx.options)
     limit = ctx.settings.tool_max_output_bytes + 1
-    redirects: list[dict[str, Any]] = []
+    redirects: list[HttpRedirect] = []
     current = url.strip()
     outgoing = _Outgoing(method=method, headers=headers, body=body)
     with httpx.Client(verify=verify, trust_env=False, follow_redirects=False) as client:

@@ -36,7 +36,8 @@ import msgspec
 from runtime.errors import AssetLoadFailedError, RoostError
 from runtime.option_table import RuntimeOptions
 from runtime.tools.asset_store import AssetCatalog, load_assets
-from runtime.tools.base import ToolFn, ToolSpec
+from runtime.tools.base import LoadProblem, ToolFn, ToolSpec
+from runtime.tools.results import UnknownStepTool
 
 __all__ = ["BUILTIN_MODULES", "REMOTE_TOOL_BUILDERS", "ToolRegistry", "list_rule", "paired"]
 
@@ -124,9 +125,9 @@ class ToolRegistry:
         self.import_errors: dict[str, str] = dict(import_errors or {})
         """Tool modules that could not be imported, with the error (also in
         :meth:`asset_summary`'s ``errors``)."""
-        self.remote_errors: list[dict[str, Any]] = []
+        self.remote_errors: list[LoadProblem] = []
         """``mcp_servers`` / ``a2a_agents`` entries or tools left out: ``{type, key, reason}``."""
-        self.unavailable: dict[str, dict[str, Any]] = {}
+        self.unavailable: dict[str, UnknownStepTool] = {}
         """Tools every call of which is refused whatever the options, with the reason:
         workflows with a step naming no tool (``{code, reason: unknown_step_tool, step,
         step_tool}``). ``list_tools`` shows it as ``unavailable``; the model is not offered them."""
@@ -155,7 +156,7 @@ class ToolRegistry:
                 asset_module = module
         strict = RuntimeOptions.of(options).strict_asset_loading
         catalog = load_assets(root, strict=strict)
-        remote_errors: list[dict[str, Any]] = []
+        remote_errors: list[LoadProblem] = []
         for option, module_name, builder in REMOTE_TOOL_BUILDERS:
             if not options.get(option):
                 continue
@@ -168,7 +169,7 @@ class ToolRegistry:
             remote_errors.extend(left_out)
             for name, entry in paired(f"{module_name}.{builder}", remote_specs, remote_fns).items():
                 tools.setdefault(name, entry)
-        unavailable: dict[str, dict[str, Any]] = {}
+        unavailable: dict[str, UnknownStepTool] = {}
         if asset_module is not None and hasattr(asset_module, "asset_tools"):
             # Last, once every other tool (MCP and A2A tools included) is known: a
             # workflow's flags are its steps' and a step naming no tool makes it unavailable.
@@ -224,27 +225,31 @@ class ToolRegistry:
             if spec.name not in self.unavailable
         ]
 
-    def list_tools(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def list_tools(self, options: Mapping[str, Any]) -> list[dict[str, object]]:
         """The visible tools as ``list_tools`` returns them, safety metadata included.
 
         An :attr:`unavailable` tool carries its refusal as ``unavailable``.
         """
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         for spec in self.visible(options):
-            listed: dict[str, Any] = msgspec.to_builtins(spec)
+            listed: dict[str, object] = msgspec.to_builtins(spec)
             if spec.name in self.unavailable:
                 listed["unavailable"] = dict(self.unavailable[spec.name])
             out.append(listed)
         return out
 
-    def _workflow_errors(self) -> list[dict[str, Any]]:
-        out = []
-        for name, reason in sorted(self.unavailable.items()):
-            if name.startswith("workflow.run."):
-                key = name.removeprefix("workflow.run.")
-                fields = {k: v for k, v in reason.items() if k != "code"}
-                out.append({"type": "workflows", "key": key, **fields})
-        return out
+    def _workflow_errors(self) -> list[LoadProblem]:
+        return [
+            {
+                "type": "workflows",
+                "key": name.removeprefix("workflow.run."),
+                "reason": why["reason"],
+                "step": why["step"],
+                "step_tool": why["step_tool"],
+            }
+            for name, why in sorted(self.unavailable.items())
+            if name.startswith("workflow.run.")
+        ]
 
     def asset_summary(self) -> dict[str, Any]:
         """``{generation, counts, errors}`` of the catalog, for ``project.assets_loaded``."""
@@ -259,7 +264,7 @@ class ToolRegistry:
             ],
         }
 
-    def _module_errors(self) -> list[dict[str, Any]]:
+    def _module_errors(self) -> list[LoadProblem]:
         return [
             {"type": "tool_module", "key": module, "reason": f"import_failed: {error}"}
             for module, error in sorted(self.import_errors.items())

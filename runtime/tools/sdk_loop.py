@@ -24,13 +24,15 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from runtime.errors import ToolError
 from runtime.guard.paths.safe_read import read_pipe
 
 __all__ = [
     "MAX_ANSWER_BYTES",
+    "ChildError",
+    "Failed",
     "child_answers",
     "child_main",
     "event_loop",
@@ -41,6 +43,23 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+class ChildError(TypedDict):
+    """Why a server or agent has no answer."""
+
+    code: str
+    """``tool_error`` or a denial's code."""
+    message: str
+    """What went wrong."""
+
+
+class Failed(TypedDict):
+    """The answer for a server or agent that failed or ran late."""
+
+    error: ChildError
+    """Why."""
+
 
 _POLL_S = 0.05
 _LOOP: asyncio.AbstractEventLoop | None = None
@@ -131,12 +150,13 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
 def child_answers(
     module: str, request: Any, names: list[str], timeout_s: float, what: str
-) -> dict[str, Any]:
+) -> Mapping[str, Any]:
     """Run ``python -m module`` with ``request`` as JSON on stdin; return its JSON answer.
 
     The answer maps each of ``names`` to its result; when the child fails (does not start,
     prints no JSON, runs past ``timeout_s``, says more than :data:`MAX_ANSWER_BYTES`) each
-    name gets ``{error: {code: tool_error, message: "the {what} failed: ..."}}``. The child
+    name gets ``{error: {code: tool_error, message: "the {what} failed: ..."}}``. The answer is
+    the child's JSON, unchecked: callers read it defensively. The child
     runs with ``-P`` from ``/``: the daemon's working directory may be a project root
     (`roost daemon start --foreground` run there), and ``python -m`` would import a planted
     ``runtime/`` package from it, outside every sandbox. What it prints is a tool process's
@@ -165,7 +185,7 @@ def child_answers(
             raise ValueError(
                 f"no complete answer ({'over 16 MiB' if problem == 'too_large' else 'timeout'})"
             )
-        answer: dict[str, Any] = json.loads(data)
+        answer: Mapping[str, Any] = json.loads(data)
     except (OSError, ValueError) as e:
         error = {"code": "tool_error", "message": f"the {what} failed: {short_error(e)}"}
         return {name: {"error": error} for name in names}
@@ -180,10 +200,10 @@ def child_main(handle: Callable[[Any], Coroutine[Any, Any, Any]]) -> None:
 
 async def gather_by_name(
     entries: list[Mapping[str, Any]],
-    one: Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]],
+    one: Callable[[Mapping[str, Any]], Awaitable[T]],
     timeout_s: float,
     what: str,
-) -> dict[str, Any]:
+) -> dict[str, T | Failed]:
     """``{name: one(entry)}`` for every entry, all at once, each within ``timeout_s``.
 
     An entry that raised or ran late gets ``{error: {code: tool_error, message}}`` (``no
@@ -192,7 +212,7 @@ async def gather_by_name(
     results = await asyncio.gather(
         *(asyncio.wait_for(one(entry), timeout_s) for entry in entries), return_exceptions=True
     )
-    out: dict[str, Any] = {}
+    out: dict[str, T | Failed] = {}
     for entry, result in zip(entries, results, strict=True):
         if isinstance(result, BaseException):
             message = (

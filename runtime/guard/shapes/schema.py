@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import math
 import operator
+from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
@@ -180,7 +181,7 @@ def _pattern(pattern: str, path: str) -> UntrustedRegex:
         ) from e
 
 
-def _check(schema: dict[str, Any], value: Any, path: str, top: bool) -> None:
+def _check(schema: Mapping[str, Any], value: Any, path: str, top: bool) -> None:
     """Validate ``value`` at ``path``; recursion is bounded by the value's checked depth."""
     where = path or "arguments"
     types = schema.get("type")
@@ -232,7 +233,7 @@ _BOUNDS = {
 }
 
 
-def _check_bounds(schema: dict[str, Any], size: int, path: str, *, items: bool) -> None:
+def _check_bounds(schema: Mapping[str, Any], size: int, path: str, *, items: bool) -> None:
     where = path or "arguments"
     low, high, unit, short, long_ = _BOUNDS[items]
     if low in schema and size < schema[low]:
@@ -258,7 +259,7 @@ def _long_int(value: int) -> str:
     return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
 
 
-def _check_number(schema: dict[str, Any], value: float, path: str) -> None:
+def _check_number(schema: Mapping[str, Any], value: float, path: str) -> None:
     where = path or "arguments"
     rules = (
         ("minimum", operator.ge, ">=", "below_minimum"),
@@ -279,7 +280,7 @@ def _check_number(schema: dict[str, Any], value: float, path: str) -> None:
             )
 
 
-def _check_object(schema: dict[str, Any], value: dict[Any, Any], path: str, top: bool) -> None:
+def _check_object(schema: Mapping[str, Any], value: dict[Any, Any], path: str, top: bool) -> None:
     for key in value:
         if not isinstance(key, str):
             raise _invalid(
@@ -289,7 +290,7 @@ def _check_object(schema: dict[str, Any], value: dict[Any, Any], path: str, top:
                 expected="string",
                 actual=json_type_name(key),
             )
-    properties: dict[str, Any] = schema.get("properties") or {}
+    properties: Mapping[str, Any] = schema.get("properties") or {}
     extra = schema.get("additionalProperties", not top)
     if extra is False:
         unexpected = sorted(k for k in value if k not in properties)
@@ -317,7 +318,7 @@ def _check_object(schema: dict[str, Any], value: dict[Any, Any], path: str, top:
             _check(sub, value[key], _path(path, key), False)
 
 
-def validate_args(schema: dict[str, Any], args: Any) -> None:
+def validate_args(schema: Mapping[str, Any], args: Any) -> None:
     """Check a tool call's ``args`` against its input ``schema``; raise ``ToolError`` if not.
 
     ``args`` must be an object. The first problem found is reported: the arguments' type,

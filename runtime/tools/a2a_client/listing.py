@@ -11,19 +11,35 @@ judges the URL and the addresses before any byte is sent), and prints ``{name: {
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from runtime.guard.network.egress import NetworkPolicy
 from runtime.guard.network.pinning import denial_in
-from runtime.tools.sdk_loop import child_answers, child_main, gather_by_name, short_error
+from runtime.tools.sdk_loop import (
+    ChildError,
+    Failed,
+    child_answers,
+    child_main,
+    gather_by_name,
+    short_error,
+)
 
-__all__ = ["FETCH_TIMEOUT_S", "fetch_cards"]
+__all__ = ["FETCH_TIMEOUT_S", "CardFetch", "fetch_cards"]
 
 FETCH_TIMEOUT_S = 20.0
 """Seconds the card fetches at project start may take for all agents together."""
 
 
-async def _fetch_one(entry: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+class CardFetch(TypedDict, total=False):
+    """What the fetching child says of one agent: its card or an error."""
+
+    card: dict[str, object]
+    """The agent card in its JSON form (:func:`runtime.tools.a2a_client.task.card_to_json`)."""
+    error: ChildError
+    """Why there is none."""
+
+
+async def _fetch_one(entry: Mapping[str, Any], options: Mapping[str, Any]) -> CardFetch:
     from a2a.client import A2ACardResolver  # noqa: PLC0415 - the SDK loads only where used
 
     from runtime.guard.network.pinning import pinned_client  # noqa: PLC0415
@@ -48,14 +64,14 @@ async def _fetch_one(entry: Mapping[str, Any], options: Mapping[str, Any]) -> di
         return {"error": {"code": "tool_error", "message": short_error(e)}}
 
 
-async def _fetch_all(request: Mapping[str, Any]) -> dict[str, Any]:
+async def _fetch_all(request: Mapping[str, Any]) -> dict[str, CardFetch | Failed]:
     options = request["options"]
     return await gather_by_name(
         list(request["agents"]), lambda e: _fetch_one(e, options), FETCH_TIMEOUT_S, "agent card"
     )
 
 
-def fetch_cards(agents: list[Mapping[str, Any]], options: Mapping[str, Any]) -> dict[str, Any]:
+def fetch_cards(agents: list[Mapping[str, Any]], options: Mapping[str, Any]) -> Mapping[str, Any]:
     """``{name: {card: {...}} | {error: {...}}}`` for every agent, from a child process."""
     request = {"agents": agents, "options": dict(options)}
     names = [str(a["name"]) for a in agents]

@@ -21,7 +21,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 from a2a.client import Client, ClientConfig, ClientFactory
@@ -51,6 +51,8 @@ __all__ = [
     "BINDINGS",
     "ENDED",
     "INTERRUPTED",
+    "A2AArtifact",
+    "A2AResult",
     "Delegation",
     "cancel_task",
     "card_from_json",
@@ -73,9 +75,9 @@ def state_name(state: int) -> str:
     return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower()
 
 
-def card_to_json(card: AgentCard) -> dict[str, Any]:
+def card_to_json(card: AgentCard) -> dict[str, object]:
     """The card as its JSON form (picklable, for the registry)."""
-    data: dict[str, Any] = MessageToDict(card)
+    data: dict[str, object] = MessageToDict(card)
     return data
 
 
@@ -84,7 +86,35 @@ def card_from_json(data: Mapping[str, Any]) -> AgentCard:
     return parse_agent_card(dict(data))
 
 
-def _parts(parts: Any) -> list[dict[str, Any]]:
+class A2AArtifact(TypedDict):
+    """One artifact of a remote task, as an ``a2a.<agent>`` tool returns it."""
+
+    artifact_id: str
+    """The artifact's id."""
+    name: str
+    """Its name (empty when it has none)."""
+    parts: list[dict[str, object]]
+    """Its parts in their protobuf JSON form."""
+
+
+class A2AResult(TypedDict):
+    """What an ``a2a.<agent>`` tool returns."""
+
+    agent: str
+    """The agent's configured name."""
+    task_id: str | None
+    """The remote task, if one was created."""
+    context_id: str | None
+    """Its context, to continue the conversation."""
+    state: str
+    """The task's last state (``completed``, ``input_required``, ...)."""
+    text: str
+    """The answer's text: the artifacts', else the reply's, else the status message's."""
+    artifacts: list[A2AArtifact]
+    """Every artifact the task produced."""
+
+
+def _parts(parts: Any) -> list[dict[str, object]]:
     return [MessageToDict(part) for part in parts]
 
 
@@ -183,9 +213,9 @@ class Delegation:
         """Whether the task may still change (neither ended nor waiting for the caller)."""
         return self.state not in ENDED | INTERRUPTED | {"message"}
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> A2AResult:
         """The tool's result: ids, state, the answer's text and every artifact's parts."""
-        artifacts = [
+        artifacts: list[A2AArtifact] = [
             {"artifact_id": a.artifact_id, "name": a.name, "parts": _parts(a.parts)}
             for a in self.artifacts.values()
         ]

@@ -29,11 +29,11 @@ from runtime.guard.network.egress import NetworkPolicy, signal_for
 from runtime.guard.network.pinning import denial_in
 from runtime.option_table import RuntimeOptions
 from runtime.tools.a2a_client.listing import fetch_cards
-from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+from runtime.tools.base import LoadProblem, ToolContext, ToolFn, ToolSpec
 from runtime.tools.sdk_loop import short_error, submit
 
 if TYPE_CHECKING:  # the SDK is imported where a call runs, not where the registry is built
-    from runtime.tools.a2a_client.task import Delegation
+    from runtime.tools.a2a_client.task import A2AResult, Delegation
 
 __all__ = [
     "CANCEL_TIMEOUT_S",
@@ -55,7 +55,7 @@ SETTLE_S = 0.5
 CANCEL_TIMEOUT_S = 1.2
 """Seconds a remote cancel may take; with :data:`SETTLE_S`, within the runner's grace."""
 
-INPUT_SCHEMA: dict[str, Any] = {
+INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {
         "text": {"type": "string", "description": "The message to send to the agent."},
@@ -178,8 +178,11 @@ def _failure(
 
 
 def call_a2a_agent(
-    entry: Mapping[str, Any], card_json: Mapping[str, Any], ctx: ToolContext, args: dict[str, Any]
-) -> dict[str, Any]:
+    entry: Mapping[str, Any],
+    card_json: Mapping[str, Any],
+    ctx: ToolContext,
+    args: Mapping[str, Any],
+) -> A2AResult:
     """Send ``args`` to agent ``entry`` and follow its task; the result or ``ToolError``."""
     from runtime.tools.a2a_client.task import Delegation, card_from_json, send_and_follow  # noqa: PLC0415
 
@@ -225,7 +228,7 @@ def call_a2a_agent(
 
 def a2a_tools(
     root: str, options: Mapping[str, Any]
-) -> tuple[list[ToolSpec], dict[str, ToolFn], list[dict[str, Any]]]:
+) -> tuple[list[ToolSpec], dict[str, ToolFn], list[LoadProblem]]:
     """The tools of the project's ``a2a_agents``: ``(specs, fns, errors)`` (see module doc)."""
     del root  # remote agents see nothing of the project
     settings = RuntimeOptions.of(options)
@@ -242,7 +245,7 @@ def a2a_tools(
     fetched = fetch_cards(agents, options)
     specs: list[ToolSpec] = []
     fns: dict[str, ToolFn] = {}
-    errors: list[dict[str, Any]] = []
+    errors: list[LoadProblem] = []
     for entry in agents:
         agent = str(entry["name"])
         answer = fetched.get(agent) or {"error": {"message": "no answer"}}

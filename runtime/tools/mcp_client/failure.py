@@ -97,7 +97,7 @@ def start_failure(
     hint = hint_for(tail, argv)
     if hint:
         message += f"; {hint}"
-    details: dict[str, Any] = {"kind": "mcp_server_unavailable", "server": server}
+    details: dict[str, object] = {"kind": "mcp_server_unavailable", "server": server}
     if report:
         details.update(exit_status=report.get("exit_status"), stderr_tail=tail)
     if hint:

@@ -13,19 +13,28 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from runtime.errors import ToolError
 from runtime.tools.mcp_client.connection import Connection
 from runtime.tools.sdk_loop import (
     MAX_ANSWER_BYTES,
+    Failed,
     child_answers,
     child_main,
     gather_by_name,
     short_error,
 )
 
-__all__ = ["LIST_TIMEOUT_S", "MAX_LISTING_BYTES", "MAX_SCHEMA_BYTES", "MAX_TOOLS", "list_servers"]
+__all__ = [
+    "LIST_TIMEOUT_S",
+    "MAX_LISTING_BYTES",
+    "MAX_SCHEMA_BYTES",
+    "MAX_TOOLS",
+    "ListedTool",
+    "ServerListing",
+    "list_servers",
+]
 
 LIST_TIMEOUT_S = 20.0
 """Seconds the listing at project start may take for all servers together."""
@@ -42,11 +51,33 @@ MAX_LISTING_BYTES = MAX_ANSWER_BYTES
 _MAX_DESCRIPTION = 1024
 
 
+class ListedTool(TypedDict):
+    """One tool a server listed, bounded."""
+
+    name: str
+    """Its name on the server."""
+    description: str
+    """Its description, at most 1024 characters."""
+    input_schema: dict[str, object]
+    """Its input schema (at most :data:`MAX_SCHEMA_BYTES` as JSON)."""
+
+
+class ServerListing(TypedDict, total=False):
+    """What the listing child says of one server: its tools or an error."""
+
+    tools: list[ListedTool]
+    """At most :data:`MAX_TOOLS` tools."""
+    error: dict[str, object]
+    """Why it has none: ``{code, message}`` and the error's details."""
+    removed: list[str]
+    """What the post-run check removed at the server's exit (relative to the root)."""
+
+
 async def _list_one(
     entry: Mapping[str, Any], root: str, options: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> ServerListing:
     conn = Connection(entry, root, options)
-    answer: dict[str, Any] = {}
+    answer: ServerListing = {}
     try:
         answer = await _tools_of(conn)
     finally:
@@ -56,11 +87,11 @@ async def _list_one(
     return answer
 
 
-async def _tools_of(conn: Connection) -> dict[str, Any]:
+async def _tools_of(conn: Connection) -> ServerListing:
     try:
         await conn.open()
         result = await conn.session.list_tools()
-        tools = []
+        tools: list[ListedTool] = []
         for tool in result.tools[:MAX_TOOLS]:  # a server is a tool process: bound what it says
             schema = dict(tool.input_schema or {})
             if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
@@ -74,7 +105,7 @@ async def _tools_of(conn: Connection) -> dict[str, Any]:
         return {"error": {"code": "tool_error", "message": short_error(e)}}
 
 
-async def _list_all(request: Mapping[str, Any]) -> dict[str, Any]:
+async def _list_all(request: Mapping[str, Any]) -> dict[str, ServerListing | Failed]:
     root, options = request["root"], request["options"]
     return await gather_by_name(
         list(request["servers"]), lambda e: _list_one(e, root, options), LIST_TIMEOUT_S, "tool list"
@@ -83,7 +114,7 @@ async def _list_all(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def list_servers(
     servers: list[Mapping[str, Any]], root: str, options: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> Mapping[str, Any]:
     """``{name: {tools: [...]} | {error: {...}}}`` for every server, from a child process."""
     request = {"servers": servers, "root": root, "options": dict(options)}
     names = [str(s["name"]) for s in servers]

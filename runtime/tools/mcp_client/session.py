@@ -211,7 +211,7 @@ class ServerSession:
     def call(
         self,
         tool: str,
-        args: dict[str, Any],
+        args: Mapping[str, Any],
         *,
         signals: list[ev.Event],
         call_id: str,
@@ -233,7 +233,7 @@ class ServerSession:
                 session = conn.session
                 try:
                     return self._submit(
-                        session.call_tool(tool, args, read_timeout_seconds=remaining),
+                        session.call_tool(tool, dict(args), read_timeout_seconds=remaining),
                         remaining,
                         cancelled,
                     )

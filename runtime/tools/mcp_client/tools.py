@@ -19,17 +19,25 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from runtime.errors import ToolError
 from runtime.guard.secrets.sources import project_sources
 from runtime.guard.shapes.schema import check_schema
 from runtime.option_table import RuntimeOptions
-from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+from runtime.tools.base import LoadProblem, ToolContext, ToolFn, ToolSpec
 from runtime.tools.mcp_client.listing import list_servers
 from runtime.tools.mcp_client.session import COLD_START_S, session_for
 
-__all__ = ["PREFIX", "TOOL_PATTERN", "call_mcp_tool", "mcp_tools", "split_tool_name", "tool_name"]
+__all__ = [
+    "PREFIX",
+    "TOOL_PATTERN",
+    "McpToolResult",
+    "call_mcp_tool",
+    "mcp_tools",
+    "split_tool_name",
+    "tool_name",
+]
 
 PREFIX = "mcp."
 """Every external MCP tool's name starts with it."""
@@ -53,9 +61,20 @@ def split_tool_name(name: str) -> tuple[str, str] | None:
     return (server, tool) if dot and server and tool else None
 
 
+class McpToolResult(TypedDict):
+    """What an ``mcp.<server>.<tool>`` tool returns."""
+
+    content: list[dict[str, object]]
+    """The server's content blocks, as the MCP SDK dumps them to JSON."""
+    text: str
+    """The text blocks' text, one per line."""
+    structured_content: NotRequired[dict[str, object]]
+    """The server's structured result, when it gave one."""
+
+
 def call_mcp_tool(
-    entry: Mapping[str, Any], tool: str, root: str, ctx: ToolContext, args: dict[str, Any]
-) -> dict[str, Any]:
+    entry: Mapping[str, Any], tool: str, root: str, ctx: ToolContext, args: Mapping[str, Any]
+) -> McpToolResult:
     """Call ``tool`` on server ``entry``; ``{content, structured_content}`` or ``ToolError``."""
     session = session_for(entry, root, ctx.options, project_id=ctx.project_id)
     result = session.call(
@@ -66,7 +85,9 @@ def call_mcp_tool(
         timeout_s=ctx.remaining_s(),
         cancelled=ctx.cancelled,
     )
-    content = [block.model_dump(mode="json", exclude_none=True) for block in result.content]
+    content: list[dict[str, object]] = [
+        block.model_dump(mode="json", exclude_none=True) for block in result.content
+    ]
     text = "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
     if result.is_error:
         raise ToolError(
@@ -76,7 +97,7 @@ def call_mcp_tool(
             server=str(entry["name"]),
             content=content,
         )
-    out: dict[str, Any] = {"content": content, "text": text}
+    out: McpToolResult = {"content": content, "text": text}
     if result.structured_content is not None:
         out["structured_content"] = result.structured_content
     return out
@@ -100,7 +121,7 @@ def _spec(entry: Mapping[str, Any], tool: Mapping[str, Any], name: str) -> ToolS
 
 def mcp_tools(
     root: str, options: Mapping[str, Any]
-) -> tuple[list[ToolSpec], dict[str, ToolFn], list[dict[str, Any]]]:
+) -> tuple[list[ToolSpec], dict[str, ToolFn], list[LoadProblem]]:
     """The tools of the project's ``mcp_servers``: ``(specs, fns, errors)`` (see module doc)."""
     settings = RuntimeOptions.of(options)
     servers: list[Mapping[str, Any]] = list(settings.mcp_servers)
@@ -117,7 +138,7 @@ def mcp_tools(
     listed, _ = project_sources(root, options).masker().mask(list_servers(servers, root, options))
     specs: list[ToolSpec] = []
     fns: dict[str, ToolFn] = {}
-    errors: list[dict[str, Any]] = []
+    errors: list[LoadProblem] = []
     for entry in servers:
         server = str(entry["name"])
         answer = listed.get(server) or {"error": {"message": "no answer"}}
@@ -127,9 +148,14 @@ def mcp_tools(
         if "error" in answer:
             error = answer["error"]
             reason = f"{error.get('code', 'tool_error')}: {error.get('message', '')}"
-            found = {"type": "mcp_server", "key": server, "reason": reason}
+            found: LoadProblem = {"type": "mcp_server", "key": server, "reason": reason}
             # how it ended, in its own words (bounded and redacted by failure.clean_tail)
-            found |= {k: error[k] for k in ("exit_status", "stderr_tail", "hint") if k in error}
+            if "exit_status" in error:
+                found["exit_status"] = error["exit_status"]
+            if "stderr_tail" in error:
+                found["stderr_tail"] = error["stderr_tail"]
+            if "hint" in error:
+                found["hint"] = error["hint"]
             errors.append(found)
             continue
         for tool in answer.get("tools") or ():
