@@ -4,8 +4,7 @@ Addresses (Thespian ``ActorAddress``) travel in ``Any`` fields. A request from t
 carries ``reply_to``: whoever finishes the work answers there directly, so a request
 forwarded Supervisor → Project → Conversation costs no extra hop on the way back.
 
-:class:`Reply` is the one message that answers a request, whoever answers; the cores ask
-for it with their ``Answer`` effect (``runtime.agent.effects``).
+:class:`Reply` answers every request, whoever answers (a core's ``Answer`` effect).
 """
 
 from __future__ import annotations
@@ -355,10 +354,7 @@ class ReadTypes(Message, frozen=True, kw_only=True):
 
 
 class DeleteProject(Message, frozen=True, kw_only=True):
-    """Supervisor → Journal: delete a project's history (answered by :class:`ProjectDeleted`).
-
-    The Supervisor sends it only for a project that does not run.
-    """
+    """Supervisor → Journal: delete a stopped project's history (answer: ProjectDeleted)."""
 
     project_id: str
     """The project."""

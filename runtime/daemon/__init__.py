@@ -2,10 +2,12 @@
 
 General layout: ``main`` (the process and its signals), ``control`` (``start_daemon`` /
 ``stop_daemon`` / ``daemon_status``, from outside the process), ``gateway`` (the socket:
-peers, frames, requests), ``streams`` (``subscribe``), ``backend`` (the Thespian actor
-system behind the gateway), ``config`` (``DaemonConfig`` and the backend interface),
-``pidfile``, ``processes`` (the daemon's process tree), ``unused_imports`` (what the
-daemon's processes never load).
+frames, requests; ``admission`` lets a connection in, ``replies`` answers a request,
+``status`` builds ``status``), ``streams`` (``subscribe``), ``backend`` (the Thespian actor
+system behind the gateway; ``actor_system`` readies the process for it, ``live_views`` and
+``verify`` serve the ops that join the journal with the live actors), ``config``
+(``DaemonConfig`` and the backend interface), ``pidfile``, ``processes`` (the daemon's
+process tree), ``unused_imports`` (what the daemon's processes never load).
 
 The public API (used by the CLI and the soak harness) is re-exported here, loaded on first
 use: ``python -m runtime.daemon`` imports this package before its ``__main__``, which must

@@ -2,23 +2,21 @@
 
 Mutations and live state go to the actors (``ask`` through a private endpoint lent for
 that one request by :class:`runtime.daemon.endpoints.EndpointPool`, so concurrent requests
-never share one, and a connection that ends leaves nothing behind). Read-only queries — incident
-timelines and reports, diagnostics, verification, subscriptions — read the journal
-directly from the daemon process: they never queue behind a busy actor.
+never share one, and a connection that ends leaves nothing behind). Read-only queries —
+incident timelines and reports, diagnostics (``live_views``), verification (``verify``),
+subscriptions — read the journal directly from the daemon process: they never queue behind
+a busy actor.
 
 The actor system is ``multiprocQueueBase``: actors are processes talking over
-multiprocessing queues, and nothing listens on a network interface. It is started before
-the daemon opens its own (read-only) journal connection, so no actor process inherits an
-open SQLite handle.
+multiprocessing queues, and nothing listens on a network interface. It is started
+(``actor_system`` readies the process first) before the daemon opens its own (read-only)
+journal connection, so no actor process inherits an open SQLite handle.
 """
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -31,14 +29,13 @@ from actors.messages import Boot, Reply, Request
 from actors.supervisor import SupervisorActor
 from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
-from events.project_history import RECENT_PROBLEMS_LIMIT, project_problems, unresolved
-from events.project_view import project_view
 from events.projections import get_projection
+from runtime.daemon import actor_system, live_views
 from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.daemon.endpoints import EndpointPool
 from runtime.daemon.host_link_client import HostLinks
-from runtime.daemon.snapshot_check import snapshot_mismatches
+from runtime.daemon.verify import verify_project
 from runtime.errors import (
     BadRequestError,
     DaemonUnreachableError,
@@ -46,7 +43,6 @@ from runtime.errors import (
     ProjectNotFoundError,
     RequestError,
     RequestTimeoutError,
-    RoostError,
     error_from_wire,
 )
 from runtime.guard.home import roost_home
@@ -81,14 +77,6 @@ _POLL_S = 0.05
 log = get_logger("runtime.daemon.backend")
 
 
-def _diff(live: Any, replayed: Any, limit: int = 40) -> list[str]:
-    """A unified diff (live → replayed) of two projections, as readable JSON lines."""
-    before = msgspec.json.format(msgspec.json.encode(live)).decode().splitlines()
-    after = msgspec.json.format(msgspec.json.encode(replayed)).decode().splitlines()
-    lines = list(difflib.unified_diff(before, after, "live", "replayed", lineterm="", n=2))
-    return lines[:limit] + ([f"... {len(lines) - limit} more lines"] if len(lines) > limit else [])
-
-
 def _expected_correlation(call: Call[Any]) -> str | None:
     """The correlation of the turn a request waits for (the gateway minted it), or None."""
     return call.correlation_id if waits_for_turn(call) else None
@@ -117,88 +105,9 @@ def _turn_wait_timeout(args: SendEventArgs, correlation_id: str) -> RequestTimeo
     )
 
 
-_SETTLE_ATTEMPTS = 10
-"""How often ``verify`` asks a live conversation again while a turn moves it on."""
-_SETTLE_PAUSE_S = 0.2
-
-
-def _live_status(project_id: str) -> Call[ProjectArgs]:
-    """The daemon's own ``live_status`` request for a running project."""
-    return Call(op="live_status", args=ProjectArgs(project_id=project_id))
-
-
 def create_backend(config: DaemonConfig) -> ActorBackend:
     """The default backend factory (``ROOST_BACKEND`` unset)."""
     return ActorBackend(config)
-
-
-_PRELOAD = (
-    "runtime.llm.deterministic",
-    "runtime.llm.openai",
-    "runtime.llm.resilience",
-    "runtime.execution.results",
-    "runtime.tools.registry",
-    "runtime.guard.sandbox.layers",
-    "runtime.policy.decisions",
-    "runtime.execution.runner",
-    "runtime.policy.options",
-    "runtime.tools.asset_store",
-)
-"""Modules actors import when they start, loaded once here so every forked actor has them.
-
-A conversation is a process of its own; importing its model adapter (HTTP client
-included) on start cost it ~40 ms, more where no ``.pyc`` files are written, on every
-passivation, restart and rehydration.
-"""
-
-
-def _preload() -> None:
-    for name in _PRELOAD:
-        importlib.import_module(name)
-
-
-def _thespian_logging(home: str) -> dict[str, Any]:
-    logs = os.path.join(home, "logs")
-    os.makedirs(logs, mode=0o700, exist_ok=True)
-    os.environ.setdefault("THESPLOG_FILE", os.path.join(logs, "thespian.log"))
-    os.environ.setdefault("THESPLOG_THRESHOLD", "WARNING")
-    os.environ.setdefault("ROOST_LOG_FILE", os.path.join(logs, "daemon.log"))
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "handlers": {"null": {"class": "logging.NullHandler"}},
-        "root": {"handlers": ["null"], "level": "WARNING"},
-    }
-
-
-def _review_dead_runs(when: str, wait_s: float = 0.0, project_id: str | None = None) -> None:
-    """Review the roots of runs a stop or crash cut (``runtime.guard.review.leftovers``), now.
-
-    At a stop, the actor processes that ran them are waited for (up to ``wait_s``) first.
-    Their events are recorded when their project's ToolRunner starts again.
-    """
-    from runtime.guard.review.leftovers import recover_runs  # noqa: PLC0415
-    from runtime.guard.review.run_ledger import live_runs  # noqa: PLC0415
-
-    deadline = time.monotonic() + wait_s
-    while live_runs(project_id) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        reviewed = recover_runs(project_id)
-    except Exception:
-        log.exception("dead_run_review_failed", when=when)
-        return
-    if reviewed:
-        log.warning("dead_runs_reviewed", when=when, count=len(reviewed))
-
-
-def _remove_spill_dir(path: str) -> None:
-    """Remove the directory where older versions spilled large actor messages.
-
-    Their files hold message contents; messages no longer touch the disk.
-    """
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class ActorBackend:
@@ -209,8 +118,8 @@ class ActorBackend:
 
         self.config = config
         load_key(config.home)  # made here at the first start; a bad key file fails the start
-        _preload()
-        _remove_spill_dir(os.path.join(config.home, MAILBOX_DIR))
+        actor_system.preload()
+        actor_system.remove_spill_dir(os.path.join(config.home, MAILBOX_DIR))
         thespian_tuning.apply()
         counters.enable()  # shared with every actor process: status's ``counters``
         # Inherited by every actor process (forks of this one); never written to disk.
@@ -220,8 +129,10 @@ class ActorBackend:
         self.host_links = HostLinks(config.home, token)
         # Inherited too: no tool's Workspace reads or writes this home, whatever its options.
         roost_home.protect(config.home)
-        _review_dead_runs("daemon_start")
-        self.system = ActorSystem("multiprocQueueBase", logDefs=_thespian_logging(config.home))
+        actor_system.review_dead_runs("daemon_start")
+        self.system = ActorSystem(
+            "multiprocQueueBase", logDefs=actor_system.thespian_logging(config.home)
+        )
         self._endpoints = EndpointPool(self._open_endpoint, max_idle=config.max_inflight)
         self.closed = False
         self._actors: dict[str, int] = {}
@@ -342,14 +253,16 @@ class ActorBackend:
             "endpoints": self.endpoint_counts(),
             "host_links": self.host_links.stats(),
             "counters": counters.snapshot(),
-            "live_conversations": self._live_conversations(live, deadline),
+            "live_conversations": live_views.live_conversation_counts(live, self.ask, deadline),
         }
 
     # --- ops the backend serves itself (the others go down the actor tree: ``ask``) ------
 
     def op_list_projects(self, call: Call[ListProjectsArgs], deadline: float) -> Any:
         """The running projects; with ``all``, every project the journal knows."""
-        return self._all_projects(deadline) if call.args.all else self._list_projects(deadline)
+        live = self._live(deadline)
+        running = live_views.running_projects(self.journal, live, self.ask, deadline)
+        return live_views.all_projects(self.journal, live, running) if call.args.all else running
 
     def op_project_events(self, call: Call[ProjectEventsArgs], deadline: float) -> Any:
         """The project's own history, from the journal."""
@@ -375,7 +288,7 @@ class ActorBackend:
         """Stop the project; the runs the stop ended are reviewed before it returns."""
         result = self.ask(call, deadline)
         self.host_links.forget(call.args.project_id)
-        _review_dead_runs("project_stop", wait_s=5.0, project_id=call.args.project_id)
+        actor_system.review_dead_runs("project_stop", wait_s=5.0, project_id=call.args.project_id)
         return result
 
     def op_delete_project(self, call: Call[DeleteProjectArgs], deadline: float) -> Any:
@@ -386,7 +299,8 @@ class ActorBackend:
 
     def op_diagnostics(self, call: Call[ProjectArgs], deadline: float) -> Any:
         """The project's health, options, decisions and problems."""
-        return self._diagnostics(call.args.project_id, deadline)
+        live = self._live(deadline)
+        return live_views.diagnostics(self.journal, call.args.project_id, live, self.ask, deadline)
 
     def op_incident_timeline(self, call: Call[TimelineArgs], deadline: float) -> Any:
         """One page of the timeline, through the conversation's index."""
@@ -398,7 +312,8 @@ class ActorBackend:
 
     def op_verify(self, call: Call[ProjectArgs], deadline: float) -> Any:
         """The hash chain, the snapshots and the live projections, checked."""
-        return self._verify(call.args.project_id, deadline)
+        project_id, live = call.args.project_id, self._live(deadline)
+        return verify_project(self.journal, project_id, live, self.ask, deadline)
 
     def _timeline(self, call: Call[ProjectionArgs], deadline: float) -> Any:
         """The ``timeline`` projection: every event of the conversation, read from the journal.
@@ -427,219 +342,6 @@ class ActorBackend:
         result = dict(self.ask(Call(op="list_projects", args=ListProjectsArgs()), deadline))
         self._actors = dict(result.pop("_actors", {}))
         return result
-
-    def _live_conversations(self, live: dict[str, Any], deadline: float) -> dict[str, int]:
-        """Each running project's live (not passivated) conversations, asked of its host.
-
-        A cheap read for ``status`` (no journal read), which the soak harness polls to wait
-        for passivation.
-        """
-        counts: dict[str, int] = {}
-        for project_id, info in sorted(live.items()):
-            if info.get("status") != "running":
-                continue
-            try:
-                status = self.ask(_live_status(project_id), deadline)
-            except RoostError:
-                continue  # restarting or stopping: nothing to count now
-            counts[project_id] = len(status.get("active_conversations", []))
-        return counts
-
-    def _project_events(self, project_id: str) -> list[Any]:
-        events = self.journal.read_project(project_id)
-        if not events:
-            raise ProjectNotFoundError(
-                f"no project {project_id!r} in the journal", project_id=project_id
-            )
-        return events
-
-    def _list_projects(self, deadline: float) -> list[dict[str, Any]]:
-        """The running projects; each one's conversations are counted by its host.
-
-        The host folds them from the same events (``conversation.started`` /
-        ``conversation.stopped``) the journal's project view does; asking it costs one
-        request, where reading the project back cost its whole history. A host that does
-        not answer (restarting) is counted from the journal.
-        """
-        out = []
-        for project_id, info in sorted(self._live(deadline).items()):
-            if info.get("status") != "running":
-                continue
-            try:
-                status = self.ask(_live_status(project_id), deadline)
-                count = len(status.get("conversations", []))
-            except RoostError:
-                view = project_view(self.journal.read_project(project_id))
-                count = len(view.get("conversations", []))
-            out.append(
-                {
-                    "project_id": project_id,
-                    "root": info.get("root"),
-                    "conversation_count": count,
-                    "started_at": info.get("started_at"),
-                }
-            )
-        return out
-
-    def _all_projects(self, deadline: float) -> list[dict[str, Any]]:
-        """Every project the journal knows, with its state (``project list --all``)."""
-        live = self._live(deadline)
-        running = {p["project_id"]: p for p in self._list_projects(deadline)}
-        out = []
-        for known in journal_views.journal_projects(self.journal):
-            project_id = known["project_id"]
-            info = live.get(project_id) or {}
-            if project_id in running:
-                out.append({**known, **running[project_id], "state": "running"})
-            elif info.get("status") == "failed":
-                out.append({**known, "state": "failed", "reason": info.get("reason")})
-            else:
-                out.append({**known, "state": "stopped"})
-        return out
-
-    def _diagnostics(self, project_id: str, deadline: float) -> dict[str, Any]:
-        live = self._live(deadline).get(project_id)
-        events = self._project_events(project_id)
-        view = project_view(events)
-        health: dict[str, Any] = {"status": "stopped"}
-        active: list[str] = []
-        pids: dict[str, int] = {}
-        if live is not None and live.get("status") == "running":
-            status = self.ask(_live_status(project_id), deadline)
-            health = status.get("health", {"status": "ok"})
-            active = status.get("active_conversations", [])
-            pids = status.get("pids", {})
-        elif live is not None:
-            health = {"status": "failed", "reason": live.get("reason")}
-        problems = project_problems(events, project_id)
-        open_problems = unresolved(problems)
-        if health.get("status") == "ok" and open_problems:
-            health = {
-                "status": "degraded",
-                "reason": open_problems[0]["summary"],
-                "unresolved_problems": len(open_problems),
-            }
-        return {
-            "project_id": project_id,
-            "root": view.get("root"),
-            "options": view.get("options"),
-            "health": health,
-            "sandbox_layers": view.get("sandbox_layers", {}),
-            "recent_decisions": view.get("recent_decisions", []),
-            "signal_counts": view.get("signal_counts", {}),
-            "conversations": view.get("conversations", []),
-            "active_conversations": active,
-            "actors": pids,
-            "recent_problems": [
-                {key: p[key] for key in ("seq", "at", "kind", "summary", "resolved")}
-                for p in problems[-RECENT_PROBLEMS_LIMIT:]
-            ],
-        }
-
-    def _compare_live(
-        self, project_id: str, conversation_id: str, fresh: list[Any], deadline: float
-    ) -> list[dict[str, Any]]:
-        """The projections where a live conversation and the replay of its events differ.
-
-        A turn in flight can put the live state ahead of what was read (a commit after the
-        read, or the steps a turn folds before their commit): a difference is asked again,
-        the journal read again, until both settle; one that persists is a mismatch. The
-        timeline is read from the journal on both sides (``_timeline``), so it is not asked.
-        """
-        differ: list[dict[str, Any]] = []
-        for attempt in range(_SETTLE_ATTEMPTS):
-            differ = []
-            for key in ("pending_tool_calls", "llm_context", "diagnostics"):
-                args = ProjectionArgs(
-                    project_id=project_id, conversation_id=conversation_id, key=key
-                )
-                live_value = self.ask(Call(op="get_projection", args=args), deadline)
-                replayed = get_projection(fresh, conversation_id, key)
-                if msgspec.json.encode(live_value) != msgspec.json.encode(replayed):
-                    differ.append(
-                        {
-                            "kind": "projection",
-                            "conversation_id": conversation_id,
-                            "projection": key,
-                            "diff": _diff(live_value, replayed),
-                        }
-                    )
-            if not differ or attempt == _SETTLE_ATTEMPTS - 1 or time.monotonic() >= deadline:
-                break
-            time.sleep(_SETTLE_PAUSE_S)
-            fresh = [
-                e
-                for e in self._project_events(project_id)
-                if e.conversation_id in (None, conversation_id)
-            ]
-        return differ
-
-    def _verify(self, project_id: str, deadline: float) -> dict[str, Any]:
-        audit = self.journal.audit(project_id)
-        deletions, deletion_problems = self.journal.deletion_audit(project_id)
-        if not audit.events and not audit.anchored and not deletions:
-            raise ProjectNotFoundError(
-                f"no project {project_id!r} in the journal", project_id=project_id
-            )
-        events, chain = audit.events, audit.chain
-        mismatches: list[dict[str, Any]] = [
-            {"kind": "hash_chain", "seq": b.seq, "reason": b.reason} for b in chain.breaks
-        ]
-        mismatches += deletion_problems
-        snapshot_problems, snapshots = snapshot_mismatches(self.journal, project_id, events)
-        mismatches += snapshot_problems
-        versions: dict[tuple[str, str | None], int] = {}
-        for envelope in events:
-            stream = (envelope.project_id, envelope.conversation_id)
-            expected = versions.get(stream, 0) + 1
-            if envelope.stream_version != expected:
-                mismatches.append(
-                    {
-                        "kind": "stream_version",
-                        "seq": envelope.seq,
-                        "expected": expected,
-                        "actual": envelope.stream_version,
-                    }
-                )
-            versions[stream] = envelope.stream_version
-        compared: list[str] = []
-        live = self._live(deadline).get(project_id)
-        if live is not None and live.get("status") == "running":
-            status = self.ask(_live_status(project_id), deadline)
-            active = set(status.get("active_conversations", []))
-            # Each replay reads its conversation's events and the project's own (its
-            # options), not the whole project again (one pass, whatever the history).
-            own: dict[str | None, list[Any]] = {c: [] for c in (*active, None)}
-            for e in self._project_events(project_id):
-                if e.conversation_id in own:
-                    own[e.conversation_id].append(e)
-            for conversation_id in status.get("active_conversations", []):
-                fresh = [*own[None], *own[conversation_id]]
-                mismatches += self._compare_live(project_id, conversation_id, fresh, deadline)
-                compared.append(conversation_id)
-        seals = audit.seals
-        anchor_ok = seals is None or seals.ok
-        return {
-            "ok": not mismatches and anchor_ok,
-            "checked_events": len(events),
-            "chain_ok": chain.ok,
-            "mismatches": mismatches,
-            "conversations_compared": compared,
-            "snapshots": snapshots,
-            "anchor_ok": anchor_ok,
-            "anchor_problems": list(seals.problems) if seals is not None else [],
-            "deletions": deletions,
-            "seal": None
-            if seals is None
-            else {
-                "anchor": seals.anchor,
-                "checkpoints": seals.checkpoints,
-                "sealed_through": seals.sealed_through,
-                "sealed_seq": seals.sealed_seq,
-                "sealed_at": seals.sealed_at,
-                "unsealed_events": seals.unsealed_events,
-            },
-        }
 
     def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[dict[str, Any]]:
         """Poll the journal for the project's events after ``after_seq``."""
@@ -673,7 +375,7 @@ class ActorBackend:
             self._endpoints.close()
             self.host_links.close()
             self.system.shutdown()
-            _review_dead_runs("daemon_stop", wait_s=5.0)
+            actor_system.review_dead_runs("daemon_stop", wait_s=5.0)
         finally:
             try:
                 self.activity.stop()  # the lines of what the shutdown committed

@@ -1,19 +1,13 @@
 """The daemon's Unix-socket server: frames in, backend calls, frames out.
 
 One thread accepts; one thread serves each connection, its requests in order. The socket
-file is created owner-only (mode 0600 in a 0700 directory). Each accepted connection, in
-this order, before a byte of it is read:
-
-1. its peer is examined (:func:`runtime.guard.sandbox.peers.examine_peer`: uid, PID
-   namespace, sandbox ancestry, liveness); a refused peer gets ``bad_request {reason:
-   peer_not_allowed, check, uid}`` and is closed, without taking a connection slot;
-2. beyond ``max_connections`` open connections it gets ``overloaded {reason:
-   too_many_connections}`` and is closed;
-3. then its own thread reads frames: the length prefix is checked against
-   ``max_frame_bytes`` before the body is read, the body is decoded strictly
-   (:func:`runtime.wire.protocol.decode_request`: nesting, duplicate keys), the arguments are
-   validated. Requests beyond ``max_inflight`` get ``overloaded {reason:
-   too_many_requests}``.
+file is created owner-only (mode 0600 in a 0700 directory). Each accepted connection is
+first admitted (:mod:`runtime.daemon.admission`: its peer, the connection limit); then its
+own thread reads frames: the length prefix is checked against ``max_frame_bytes`` before
+the body is read, the body is decoded strictly (:func:`runtime.wire.protocol.decode_request`:
+nesting, duplicate keys), the arguments are validated. Requests beyond ``max_inflight`` get
+``overloaded {reason: too_many_requests}``; each is answered by
+:func:`runtime.daemon.replies.reply_frame`.
 
 A connection that sends nothing for ``idle_timeout_s`` while the gateway waits for its
 next request (or for the rest of a frame), or that does not take a reply for as long, is
@@ -26,10 +20,8 @@ and idempotency key a client left out are minted (:func:`runtime.wire.ops.with_i
 is the only place the daemon mints them: the actors and cores below only read them, and
 refuse a request without them as an internal error.
 
-A ``subscribe`` request turns its connection into a stream: event frames until the
-backend's iterator ends (then an ``end`` frame and the connection closes), the client
-closes the connection or sends anything, or the gateway stops. A stream is not idle
-however long it waits for events; only a reader that takes no frame for
+A ``subscribe`` request turns its connection into a stream (:mod:`runtime.daemon.streams`),
+which is not idle however long it waits for events; only a reader that takes no frame for
 ``idle_timeout_s`` is cut (its client resumes from the last ``seq`` it saw).
 """
 
@@ -45,24 +37,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
-
-from runtime.daemon.config import Backend, DaemonConfig, roost_version
+from runtime.daemon.admission import refuse_connection, refuse_peer
+from runtime.daemon.config import Backend, DaemonConfig
+from runtime.daemon.replies import reply_frame
+from runtime.daemon.status import GatewayStats, daemon_status
 from runtime.daemon.streams import serve_stream
-from runtime.errors import BadRequestError, OverloadedError, RoostError
+from runtime.errors import BadRequestError, OverloadedError
 from runtime.guard.ids import check_client_ids
-from runtime.guard.sandbox.peers import PeerRefusal, Throttle, examine_peer
-from runtime.logging import bind_context, get_logger
+from runtime.guard.sandbox.peers import Throttle
+from runtime.logging import get_logger
 from runtime.wire.dispatch import op_handlers
 from runtime.wire.op_args import NoArgs, SubscribeArgs
-from runtime.wire.ops import (
-    OP_TABLE,
-    STREAM_OPS,
-    Call,
-    op_timeout_s,
-    validate_args,
-    with_ids,
-)
+from runtime.wire.ops import OP_TABLE, STREAM_OPS, Call, validate_args, with_ids
 from runtime.wire.protocol import (
     DuplicateKeyError,
     FrameTooLargeError,
@@ -72,49 +58,16 @@ from runtime.wire.protocol import (
     TruncatedFrameError,
     decode_request,
     encode_error,
-    encode_reply,
-    internal_error,
     read_frame,
 )
-from runtime.wire.transport import PeerCredentials, bind_unix_socket, linger
+from runtime.wire.transport import bind_unix_socket, linger
 
-__all__ = ["Gateway", "GatewayStats"]
+__all__ = ["Gateway"]
 
 log = get_logger("roost.gateway")
 
 _REFUSAL_SEND_S = 1.0
 """Longest wait to hand a refused peer its error frame (it fits the socket buffer)."""
-
-
-def _refusal_message(refusal: PeerRefusal, uid: int, daemon_uid: int) -> str:
-    if refusal is PeerRefusal.OTHER_UID:
-        return f"uid {uid} may not use this daemon (it serves uid {daemon_uid} only)"
-    why = {
-        PeerRefusal.OTHER_PID_NAMESPACE: "it runs in another PID namespace (a sandboxed "
-        "command or a container), and the daemon serves only its own namespace",
-        PeerRefusal.SANDBOXED: "it descends from a command Roost runs in its sandbox",
-        PeerRefusal.OUTSIDE_TREE: "it is not one of the daemon's own processes",
-        PeerRefusal.UNVERIFIABLE: "its /proc entries cannot be read to check who it is",
-        PeerRefusal.GONE: "it exited before it could be checked",
-    }[refusal]
-    return f"this process may not use the daemon: {why}"
-
-
-class GatewayStats(msgspec.Struct, frozen=True, kw_only=True):
-    """A snapshot of the gateway's counters."""
-
-    connections: int
-    """Open connections."""
-    inflight: int
-    """Requests being served now."""
-    requests: int
-    """Requests answered since start (errors included)."""
-    rejected_peers: int
-    """Connections refused because of their peer (uid, namespace, ancestry)."""
-    overloaded: int
-    """Requests and connections refused with ``overloaded``."""
-    idle_closed: int
-    """Connections closed after ``idle_timeout_s`` without a request."""
 
 
 class Gateway:
@@ -244,37 +197,11 @@ class Gateway:
                 conn.close()
 
     def _peer_allowed(self, conn: socket.socket) -> bool:
-        """Examine the peer; a refused one gets its error frame and is closed here."""
-        try:
-            creds, refusal = examine_peer(conn, server_uid=self._uid)
-        except Exception as e:  # no credentials, or /proc answered what nobody expects
-            creds, refusal = PeerCredentials(pid=0, uid=-1, gid=-1), PeerRefusal.UNVERIFIABLE
-            log.warning("peer_examination_failed", error=f"{type(e).__name__}: {e}")
-        if refusal is None:
+        """Examine the peer; a refused one gets its error frame and is closed."""
+        if not refuse_peer(conn, daemon_uid=self._uid, throttle=self._log_throttle):
             return True
         with self._lock:
             self._rejected += 1
-        suppressed = self._log_throttle.allow()
-        if suppressed is not None:
-            log.warning(
-                "peer_rejected",
-                reason=str(refusal),
-                peer_pid=creds.pid,
-                peer_uid=creds.uid,
-                daemon_uid=self._uid,
-                suppressed=suppressed,
-            )
-        err = BadRequestError(
-            _refusal_message(refusal, creds.uid, self._uid),
-            reason="peer_not_allowed",
-            check=str(refusal),
-            uid=creds.uid,
-        )
-        # The frame fits in the socket buffer: no wait. Closing with the peer's request
-        # unread still lets it read this frame first.
-        with contextlib.suppress(OSError):
-            conn.sendall(encode_error(0, err))
-        conn.close()
         return False
 
     def _admit_connection(self, conn: socket.socket) -> None:
@@ -283,15 +210,7 @@ class Gateway:
             if full:
                 self._overloaded += 1
         if full:
-            err = OverloadedError(
-                f"too many connections (max {self._config.max_connections}); retry later",
-                reason="too_many_connections",
-                max_connections=self._config.max_connections,
-            )
-            with contextlib.suppress(OSError):
-                conn.sendall(encode_error(0, err))
-            conn.close()
-            log.warning("connection_refused_overloaded", max=self._config.max_connections)
+            refuse_connection(conn, self._config.max_connections)
             return
         conn_id = next(self._ids)
         thread = threading.Thread(
@@ -401,38 +320,7 @@ class Gateway:
             self._requests += 1
 
     def _serve(self, request_id: int, call: Call[Any]) -> bytes:
-        op = call.op
-        started = time.monotonic()
-        with bind_context(
-            op=op,
-            request_id=request_id,
-            project_id=getattr(call.args, "project_id", None),
-            conversation_id=getattr(call.args, "conversation_id", None),
-            correlation_id=call.correlation_id,
-        ):
-            try:
-                deadline = started + op_timeout_s(op, call.args)
-                frame = encode_reply(request_id, self._ops[op](call, deadline))
-            except RoostError as e:
-                log.info("request_failed", code=e.code, message=e.message)
-                return encode_error(request_id, e)
-            except Exception as e:
-                log.exception("request_crashed")
-                return encode_error(request_id, internal_error(op, e))
-            if len(frame) - 4 > self._config.max_frame_bytes:
-                log.warning("reply_too_large", size=len(frame) - 4)
-                return encode_error(
-                    request_id,
-                    BadRequestError(
-                        f"the reply to {op} is {len(frame) - 4} bytes, over the "
-                        f"{self._config.max_frame_bytes}-byte frame limit; ask for less",
-                        reason="reply_too_large",
-                        size=len(frame) - 4,
-                        max=self._config.max_frame_bytes,
-                    ),
-                )
-            log.debug("request_served", ms=round((time.monotonic() - started) * 1000, 3))
-            return frame
+        return reply_frame(request_id, call, self._ops, self._config.max_frame_bytes)
 
     # --- the gateway's own ops (``route`` ``gateway``); the others go to the backend -----
 
@@ -456,30 +344,8 @@ class Gateway:
 
     def status(self) -> dict[str, Any]:
         """Return the status: the gateway's fields merged with the backend's ``status``."""
-        stats = self.statistics()
-        base: dict[str, Any] = {
-            "pid": os.getpid(),
-            "home": self._config.home,
-            "uptime_s": round(time.monotonic() - self._started, 3),
-            "version": roost_version(),
-            "journal": self._config.journal,
-            "config_file": self._config.config_file,
-            "settings": self._config.settings,
-            "socket": self._config.socket_path,
-            "log": self._config.log_path,
-            "connections": stats.connections,
-            "inflight": stats.inflight,
-        }
-        try:
-            extra = self._backend.status(deadline=time.monotonic() + 10.0)
-        except Exception as e:
-            log.warning("backend_status_failed", error=str(e))
-            extra = {"backend_error": str(e)}
-        if not isinstance(extra, dict):
-            extra = {"backend": extra}
-        merged = {**base, **{k: v for k, v in extra.items() if k not in base}}
-        merged.setdefault("projects", None)
-        return merged
+        uptime_s = time.monotonic() - self._started
+        return daemon_status(self._config, self._backend, self.statistics(), uptime_s)
 
     # --- streams --------------------------------------------------------------------
 

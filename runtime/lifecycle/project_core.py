@@ -45,6 +45,7 @@ from runtime.lifecycle.effects import (
     error_reply,
 )
 from runtime.lifecycle.effects import Wakeup as WakeupEffect
+from runtime.lifecycle.project_health import health, server_problems
 from runtime.lifecycle.supervision import (
     ChildNames,
     RestartPolicy,
@@ -53,6 +54,7 @@ from runtime.lifecycle.supervision import (
     restarted_event,
 )
 from runtime.lifecycle.supervisor_core import utc_now
+from runtime.lifecycle.turn_waiters import TurnWaiters
 from runtime.option_table import RuntimeOptions
 from runtime.wire.dispatch import op_handlers
 from runtime.wire.op_args import (
@@ -64,16 +66,14 @@ from runtime.wire.op_args import (
     RunToolArgs,
     StartConversationArgs,
 )
-from runtime.wire.ops import Call, waits_for_turn
+from runtime.wire.ops import Call
 
 __all__ = [
     "POLICY",
     "TOOLRUNNER",
     "ProjectCore",
     "conversation_child",
-    "health",
     "process_exited",
-    "server_problems",
 ]
 
 POLICY = "policy"
@@ -144,8 +144,8 @@ class ProjectCore:
         self.waiting: list[tuple[Call[Any], Any, Any]] = []  # until ready
         self.held: dict[str, list[tuple[Call[Any], Any, Any]]] = {}
         """Requests for a crashed conversation, until its restart."""
-        self.waiters: dict[str, dict[str, tuple[Any, float]]] = {}
-        """Conversation -> correlation -> (client waiting for that turn, wait deadline)."""
+        self.waiters = TurnWaiters(monotonic)
+        """The clients waiting for a turn, handed to a conversation's replacement."""
 
     # --- children ------------------------------------------------------------------------
 
@@ -296,7 +296,7 @@ class ProjectCore:
 
     def _to_conversation(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
         """A request for one conversation: on to it (started again when passivated)."""
-        self._note_waiter(call, reply_to)
+        self.waiters.note(call, reply_to)
         return self._forward(str(call.args.conversation_id), (call, reply_to, message))[0]
 
     def op_stop_conversation(
@@ -401,26 +401,9 @@ class ProjectCore:
         spawn = self._spawn(conversation_id, new=True, reply_to=reply_to)
         return [msgspec.structs.replace(s, correlation_id=correlation_id) for s in spawn]
 
-    def _note_waiter(self, call: Call[Any], reply_to: Any) -> None:
-        """Remember a client that waits for a turn, until its wait would have timed out.
-
-        If the conversation dies, its replacement gets these waiters and answers them when
-        it has finished the turn (the daemon ignores an answer whose request is over).
-        """
-        if not waits_for_turn(call):
-            return
-        correlation = call.correlation()
-        now = self.monotonic()
-        waits = self.waiters.setdefault(call.args.conversation_id, {})
-        for key in [k for k, (_, until) in waits.items() if until < now]:
-            del waits[key]
-        waits[correlation] = (reply_to, now + call.args.wait_timeout_s)
-
     def waiters_of(self, conversation_id: str) -> list[tuple[str, Any]]:
         """``(correlation_id, reply_to)`` of the clients still waiting on a turn there."""
-        now = self.monotonic()
-        waits = self.waiters.get(conversation_id, {})
-        return [(corr, to) for corr, (to, until) in sorted(waits.items()) if until >= now]
+        return self.waiters.of(conversation_id)
 
     def _forward(
         self, conversation_id: str, request: tuple[Call[Any], Any, Any]
@@ -654,35 +637,6 @@ class ProjectCore:
             AppendThen(events=[restarted]),
             Log(level="info", event="actor_restarted", fields=fields),
         ]
-
-
-_PROBLEM_FIELDS = ("reason", "exit_status", "stderr_tail", "hint")
-
-
-def server_problems(errors: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The MCP servers of ``project.assets_loaded``'s ``errors`` that failed to start.
-
-    ``{server, reason, exit_status?, stderr_tail?, hint?}`` each; servers left out on
-    purpose (``protocol_not_allowed``) are not problems.
-    """
-    return [
-        {"server": e.get("key"), **{k: e[k] for k in _PROBLEM_FIELDS if k in e}}
-        for e in errors
-        if e.get("type") == "mcp_server"
-        and not str(e.get("reason", "")).startswith("protocol_not_allowed")
-    ]
-
-
-def health(problems: list[dict[str, Any]]) -> dict[str, Any]:
-    """``diagnostics``' health of a running project: ``ok``, or ``degraded`` and why.
-
-    ``problems`` maps each server to ``{reason, exit_status?, stderr_tail?, hint?}`` (a
-    mapping, so ``roost project diagnostics`` shows each stderr tail whole, line by line).
-    """
-    if not problems:
-        return {"status": "ok"}
-    by_server = {str(p["server"]): {k: v for k, v in p.items() if k != "server"} for p in problems}
-    return {"status": "degraded", "problems": by_server}
 
 
 _OPS = op_handlers(ProjectCore, "project", forward=ProjectCore._to_conversation)

@@ -13,7 +13,6 @@ the core is unit-tested without an actor system (``tests/runtime/lifecycle``).
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -25,8 +24,6 @@ from events.envelope import Envelope, format_at, new_correlation_id, new_event
 from runtime.errors import (
     AlreadyStartedError,
     BadRequestError,
-    InvalidRootPathError,
-    InvalidRuntimeOptError,
     JournalError,
     ProjectNotFoundError,
     ProjectRunningError,
@@ -48,6 +45,7 @@ from runtime.lifecycle.effects import (
     Wakeup,
     error_reply,
 )
+from runtime.lifecycle.new_project import check_new_project, check_root
 from runtime.lifecycle.supervision import (
     ChildNames,
     RestartPolicy,
@@ -55,7 +53,6 @@ from runtime.lifecycle.supervision import (
     process_exited,
     restarted_event,
 )
-from runtime.option_table import RuntimeOptions
 from runtime.wire.dispatch import op_handlers
 from runtime.wire.op_args import (
     DeleteProjectArgs,
@@ -90,24 +87,6 @@ class ProjectRecord:
         self.started_at = started_at
         self.address: Any = None
         """Set by :meth:`SupervisorCore.spawned` once the shell created the actor."""
-
-
-def _check_api_key_env(settings: RuntimeOptions) -> None:
-    """Refuse a model key variable the daemon does not have: every turn would fail on it.
-
-    The daemon's environment is fixed when it starts, so the variable cannot appear later.
-    """
-    name = settings.llm_api_key_env
-    if settings.llm_adapter != "openai" or not name or os.environ.get(name):
-        return
-    raise InvalidRuntimeOptError(
-        f"llm_api_key_env names {name}, which is not set in the daemon's environment, so "
-        f"every model call would fail (auth_missing); export {name} and restart the daemon "
-        "(`roost daemon stop`, then `roost daemon start`), or change llm_api_key_env",
-        key="llm_api_key_env",
-        reason="env_not_set",
-        variable=name,
-    )
 
 
 class SupervisorCore:
@@ -308,22 +287,9 @@ class SupervisorCore:
         self, call: Call[StartProjectArgs], reply_to: Any, message: Any
     ) -> list[Effect]:
         """``start_project``: check the root, options and id, then spawn the project."""
-        from runtime.policy.options import validate_options  # noqa: PLC0415
-
-        args = call.args
         correlation = call.correlation()
-        root = self.check_root(args.root)
-        options = validate_options(args.options)
-        settings = RuntimeOptions.of(options)
-        _check_api_key_env(settings)
-        project_id = args.project_id or f"p-{secrets.token_hex(4)}"
-        check_id(
-            project_id,
-            name="project id",
-            shape=NAME_ID,
-            reason="invalid_project_id",
-            field="project_id",
-        )
+        new = check_new_project(call.args, self.home)
+        project_id, root, options = new.project_id, new.root, new.options
         if project_id in self.projects:
             raise AlreadyStartedError(
                 f"project {project_id} is already running", project_id=project_id
@@ -335,7 +301,7 @@ class SupervisorCore:
                 project_id=project_id,
                 reason="deleting",
             )
-        if settings.strict_asset_loading:
+        if new.settings.strict_asset_loading:
             from runtime.tools.asset_store import load_assets  # noqa: PLC0415
 
             load_assets(root, strict=True)
@@ -346,26 +312,7 @@ class SupervisorCore:
 
     def check_root(self, root_arg: Any) -> str:
         """The resolved root of a new project, or :class:`InvalidRootPathError`."""
-        if not isinstance(root_arg, str) or not root_arg:
-            raise InvalidRootPathError("the project root must be a non-empty path", root=root_arg)
-        root = os.path.realpath(root_arg)
-        if not os.path.isabs(root_arg) or not os.path.isdir(root):
-            raise InvalidRootPathError(
-                f"project root {root_arg!r} must be an absolute path to an existing directory",
-                root=root_arg,
-            )
-        conflict = root_home_conflict(root, self.home)
-        if conflict is not None:
-            where = "contains" if conflict == "contains_roost_home" else "lies inside"
-            raise InvalidRootPathError(
-                f"project root {root_arg!r} {where} the daemon's state directory ROOST_HOME "
-                f"({self.home}), which tools must never reach; choose another root or run "
-                "the daemon with another --home",
-                root=root_arg,
-                reason=conflict,
-                roost_home=self.home,
-            )
-        return root
+        return check_root(root_arg, self.home)
 
     def _create(
         self,

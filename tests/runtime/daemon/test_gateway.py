@@ -363,9 +363,9 @@ def test_a_subscribe_that_fails_before_iterating_gets_an_error_frame(make_server
 def test_a_peer_that_cannot_be_examined_is_refused_and_accepting_goes_on(
     make_server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runtime.daemon import gateway as gateway_module
+    from runtime.daemon import admission
 
-    real = gateway_module.examine_peer
+    real = admission.examine_peer
     calls: list[int] = []
 
     def flaky(sock: socket.socket, **kwargs: Any) -> Any:
@@ -374,7 +374,7 @@ def test_a_peer_that_cannot_be_examined_is_refused_and_accepting_goes_on(
             raise RuntimeError("/proc said something odd")
         return real(sock, **kwargs)
 
-    monkeypatch.setattr(gateway_module, "examine_peer", flaky)
+    monkeypatch.setattr(admission, "examine_peer", flaky)
     server = make_server()
     with server.raw() as sock:
         reply = read_reply(sock)

@@ -11,8 +11,9 @@ import pytest
 PROBE = """
 import json, sys
 {block}
-import runtime.daemon.backend as backend
-backend._preload()
+import runtime.daemon.backend
+from runtime.daemon import actor_system
+actor_system.preload()
 import actors.conversation, actors.project, actors.toolrunner
 import httpx, structlog
 log = structlog.get_logger()

@@ -8,7 +8,7 @@ import os
 
 from runtime.errors import ToolError
 from runtime.guard.sandbox.server_process import StderrTail
-from runtime.lifecycle.project_core import health, server_problems
+from runtime.lifecycle.project_health import health, server_problems
 from runtime.tools.mcp_client.failure import MAX_TAIL_CHARS, clean_tail, hint_for, start_failure
 from runtime.tools.sdk_loop import root_cause, short_error
 

@@ -8,10 +8,11 @@ import sys
 
 def test_the_backend_preloads_what_actors_would_import_after_forking() -> None:
     code = (
-        "import sys, runtime.daemon.backend as b\n"
-        "before = [n for n in b._PRELOAD if n in sys.modules]\n"
-        "b._preload()\n"
-        "print(len(before) < len(b._PRELOAD), all(n in sys.modules for n in b._PRELOAD))\n"
+        "import sys, runtime.daemon.backend\n"
+        "from runtime.daemon import actor_system as a\n"
+        "before = [n for n in a.PRELOAD if n in sys.modules]\n"
+        "a.preload()\n"
+        "print(len(before) < len(a.PRELOAD), all(n in sys.modules for n in a.PRELOAD))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
