@@ -101,7 +101,8 @@ def _payload() -> bytes:
     )
 
 
-def _thespian_logging() -> dict[str, Any]:
+def _thespian_logging() -> dict[str, object]:
+    """A ``logging.config.dictConfig`` that drops the actor system's records."""
     return {
         "version": 1,
         "disable_existing_loggers": False,

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TypedDict
 
 from runtime.client import Client
 from runtime.daemon import daemon_processes, start_daemon, stop_daemon
@@ -33,7 +33,7 @@ from soak.bootstrap import LARGEST_TOKEN_BUDGET, seed_root
 from soak.leaks import Watch, read_always_on
 from soak.scenarios import LLM_DIRECTIVE
 
-__all__ = ["main", "measure"]
+__all__ = ["ChurnReport", "main", "measure"]
 
 _MIB = 1024 * 1024
 
@@ -54,6 +54,16 @@ def _round(home: str, conversations: int, index: int, *, read: bool = False) -> 
         list(pool.map(turn, range(conversations)))
 
 
+class ChurnReport(TypedDict):
+    """What :func:`measure` returns: each process's USS (MiB) after so many rehydrations."""
+
+    conversations: int
+    idle_ms: int
+    woken_by: str
+    seconds: float
+    uss_mib_by_rehydrations: dict[str, dict[str, float]]
+
+
 def _wait_passivated(home: str, processes: int, limit_s: float = 60.0) -> None:
     deadline = time.monotonic() + limit_s
     while len(daemon_processes(home)) > processes and time.monotonic() < deadline:
@@ -62,7 +72,7 @@ def _wait_passivated(home: str, processes: int, limit_s: float = 60.0) -> None:
 
 def measure(
     conversations: int, idle_ms: int, checkpoints: list[int], *, reads: bool = False
-) -> dict[str, Any]:
+) -> ChurnReport:
     """Run the benchmark; return USS (MiB) per process at each checkpoint."""
     base = tempfile.mkdtemp(prefix="roost-churn-bench-")
     home, root = os.path.join(base, "home"), os.path.join(base, "root")

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -203,7 +203,7 @@ def _compare(report: SoakReport, path: str, threshold: float) -> SoakReport:
         previous = msgspec.json.decode(f.read())
     if not isinstance(previous, dict):
         raise ValueError(f"{path} is not a soak report (expected a JSON object)")
-    current: dict[str, Any] = msgspec.to_builtins(report)
+    current: Mapping[str, Any] = msgspec.to_builtins(report)
     regressions = compare_reports(current, previous, threshold)
     return decide(msgspec.structs.replace(report, compared_with=path, regressions=regressions))
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import TypedDict
 
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
@@ -58,6 +58,13 @@ def _floor_once(bwrap: str) -> float:
     return (time.monotonic() - started) * 1000
 
 
+class _Call(TypedDict):
+    """The ``run_tool`` request the benchmark times."""
+
+    name: str
+    args: dict[str, str]
+
+
 def measure(runs: int, files: int, *, mcp: bool = False) -> dict[str, float]:
     """Run the benchmark; return ``{median_ms, p90_ms, runs}`` (and the floor, see above)."""
     base = tempfile.mkdtemp(prefix="roost-command-bench-")
@@ -66,8 +73,8 @@ def measure(runs: int, files: int, *, mcp: bool = False) -> dict[str, float]:
     for i in range(files):
         with open(os.path.join(root, f"f{i}.txt"), "w", encoding="utf-8") as f:
             f.write("x\n")
-    options: dict[str, Any] = {}
-    call: dict[str, Any] = {"name": "command.run", "args": {"command": "true"}}
+    options: dict[str, object] = {}
+    call: _Call = {"name": "command.run", "args": {"command": "true"}}
     if mcp:
         with open(os.path.join(root, "server.py"), "w", encoding="utf-8") as f:
             f.write(MCP_SERVER)

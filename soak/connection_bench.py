@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any
+from typing import TypedDict
 
 import psutil
 
@@ -29,12 +29,34 @@ from runtime.daemon import start_daemon, stop_daemon
 from soak.bootstrap import LARGEST_TOKEN_BUDGET, seed_root
 from soak.scenarios import LLM_DIRECTIVE
 
-__all__ = ["main", "measure", "snapshot"]
+__all__ = ["ConnectionReport", "Snapshot", "main", "measure", "snapshot"]
 
 _MIB = 1024 * 1024
 
 
-def snapshot(proc: psutil.Process, client: Client) -> dict[str, Any]:
+class Snapshot(TypedDict):
+    """The daemon's USS (MiB), threads, fds and endpoints at one moment."""
+
+    uss_mib: float
+    threads: int
+    fds: int
+    endpoints: dict[str, int] | None
+
+
+class ConnectionReport(TypedDict):
+    """What :func:`measure` returns: the figures before and after the connections."""
+
+    request: str
+    connections: int
+    warmup: int
+    seconds: float
+    before: Snapshot
+    after: Snapshot
+    uss_growth_mib: float
+    per_connection_kib: float
+
+
+def snapshot(proc: psutil.Process, client: Client) -> Snapshot:
     """The daemon's USS (MiB), threads, fds and endpoints now."""
     status = client.status()
     return {
@@ -57,7 +79,7 @@ def _one(home: str, request: str, index: int) -> None:
         client.send_event("bench", "c0", event, wait=True, wait_timeout_s=60)
 
 
-def measure(connections: int, warmup: int, request: str = "turn") -> dict[str, Any]:
+def measure(connections: int, warmup: int, request: str = "turn") -> ConnectionReport:
     """Run the benchmark; return the figures before and after."""
     base = tempfile.mkdtemp(prefix="roost-connection-bench-")
     home, root = os.path.join(base, "home"), os.path.join(base, "root")

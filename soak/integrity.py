@@ -65,7 +65,7 @@ class StreamCheck:
         """Events fed, by type."""
         self._acks = list(acks)
         self._wanted = {str(a.get("event_id")) for a in self._acks}
-        self._seq_of: dict[str, Any] = {}
+        self._seq_of: dict[str, object] = {}
         self._ids: set[str] = set()
         self._seqs: set[str] = set()
         self._again: dict[tuple[str, str], int] = {}

@@ -22,14 +22,14 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Any
+from typing import TypedDict
 
 import msgspec
 
 from events.envelope import NewEvent
 from runtime.journal.store import Journal
 
-__all__ = ["main", "run_bench"]
+__all__ = ["AppendRow", "JournalBenchReport", "Replay", "main", "run_bench"]
 
 
 def _events(n: int, project: str) -> list[NewEvent]:
@@ -116,11 +116,38 @@ def _bench_replay(path: str, project: str, rounds: int = 3) -> tuple[float, floa
     return best_roost, best_raw, count
 
 
-def run_bench(events_per_size: int = 2000, workdir: str | None = None) -> dict[str, Any]:
+class AppendRow(TypedDict):
+    """Appends at one batch size: Roost's journal against raw SQLite inserts."""
+
+    batch: int
+    events: int
+    roost_events_per_s: int
+    raw_events_per_s: int
+    ratio: float
+
+
+class Replay(TypedDict):
+    """Reading the journal back: decoded events against raw rows."""
+
+    events: int
+    roost_decoded_events_per_s: int
+    raw_rows_per_s: int
+    ratio: float
+
+
+class JournalBenchReport(TypedDict):
+    """What :func:`run_bench` returns (and ``--json`` writes)."""
+
+    events_per_size: int
+    append: list[AppendRow]
+    replay: Replay
+
+
+def run_bench(events_per_size: int = 2000, workdir: str | None = None) -> JournalBenchReport:
     """Run every measurement and return the report dict."""
     own_dir = workdir is None
     base = workdir or tempfile.mkdtemp(prefix="roost-bench-")
-    report: dict[str, Any] = {"events_per_size": events_per_size, "append": [], "replay": {}}
+    append: list[AppendRow] = []
     try:
         for batch in (1, 10, 100):
             n = events_per_size if batch > 1 else max(200, events_per_size // 5)
@@ -129,7 +156,7 @@ def run_bench(events_per_size: int = 2000, workdir: str | None = None) -> dict[s
             roost = _bench_journal_append(
                 os.path.join(base, f"roost-{batch}.sqlite"), events, batch
             )
-            report["append"].append(
+            append.append(
                 {
                     "batch": batch,
                     "events": n,
@@ -145,7 +172,7 @@ def run_bench(events_per_size: int = 2000, workdir: str | None = None) -> dict[s
             journal.append(replay_events[i : i + 500])
         journal.close()
         roost, raw, count = _bench_replay(replay_path, "replay")
-        report["replay"] = {
+        replay: Replay = {
             "events": count,
             "roost_decoded_events_per_s": round(roost),
             "raw_rows_per_s": round(raw),
@@ -156,7 +183,7 @@ def run_bench(events_per_size: int = 2000, workdir: str | None = None) -> dict[s
             for name in os.listdir(base):
                 os.unlink(os.path.join(base, name))
             os.rmdir(base)
-    return report
+    return {"events_per_size": events_per_size, "append": append, "replay": replay}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,13 +15,13 @@ import json
 import os
 import sqlite3
 import sys
-from typing import Any
+from typing import TypedDict
 
 import msgspec
 
 from runtime.journal.stored import decode_state
 
-__all__ = ["main", "measure"]
+__all__ = ["SizeReport", "TableBytes", "TypeBytes", "main", "measure"]
 
 
 def _topic_sql(conn: sqlite3.Connection) -> str:
@@ -32,12 +32,43 @@ def _topic_sql(conn: sqlite3.Connection) -> str:
     return "e.topic"
 
 
-def measure(path: str) -> dict[str, Any]:
+class TableBytes(TypedDict):
+    """One table or index's pages (SQLite's ``dbstat``)."""
+
+    name: str
+    bytes: int
+    payload: int
+    unused: int
+
+
+class TypeBytes(TypedDict):
+    """The stored events of one type."""
+
+    events: int
+    state_bytes: int
+
+
+class SizeReport(TypedDict):
+    """Where a journal's bytes go: per turn, per table and per event type."""
+
+    path: str
+    layout: int
+    turns: int
+    events: int
+    file_bytes: int
+    file_bytes_per_turn: int | None
+    state_bytes_per_turn: int | None
+    format_1_state_bytes_per_turn: int | None
+    tables: list[TableBytes]
+    types: dict[str, TypeBytes]
+
+
+def measure(path: str) -> SizeReport:
     """The size report of the SQLite journal at ``path`` (read-only)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         topic = _topic_sql(conn)
-        by_type: dict[str, dict[str, int]] = {}
+        by_type: dict[str, TypeBytes] = {}
         format_1 = 0
         for kind, state in conn.execute(
             f"SELECT {topic}, e.state FROM stored_events e ORDER BY e.rowid"
@@ -47,7 +78,7 @@ def measure(path: str) -> dict[str, Any]:
             row["state_bytes"] += len(state)
             envelope = decode_state(bytes(state), str(kind), 0)
             format_1 += len(msgspec.msgpack.encode(envelope))
-        pages = [
+        pages: list[TableBytes] = [
             {"name": str(name), "bytes": int(size), "payload": int(payload), "unused": int(unused)}
             for name, size, payload, unused in conn.execute(
                 "SELECT name, sum(pgsize), sum(payload), sum(unused) FROM dbstat "
@@ -57,7 +88,7 @@ def measure(path: str) -> dict[str, Any]:
         layout = int(conn.execute("PRAGMA user_version").fetchone()[0]) or 1
     finally:
         conn.close()
-    turns = by_type.get("user.message", {}).get("events", 0)
+    turns = by_type["user.message"]["events"] if "user.message" in by_type else 0
     events = sum(r["events"] for r in by_type.values())
     state = sum(r["state_bytes"] for r in by_type.values())
     size = os.path.getsize(path)
@@ -75,7 +106,7 @@ def measure(path: str) -> dict[str, Any]:
     }
 
 
-def _print(report: dict[str, Any]) -> None:
+def _print(report: SizeReport) -> None:
     turns = report["turns"] or 1
     print(
         f"{report['path']}: layout {report['layout']}, {report['events']} events, "

@@ -23,14 +23,38 @@ import re
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-__all__ = ["ModelServer", "answer_for", "tag", "tag_of"]
+__all__ = ["AssistantMessage", "ModelServer", "answer_for", "tag", "tag_of"]
 
 _TAG = re.compile(r"\[soak:([^\]\s]+)\]")
 _MAX_BODY = 16 * 1024 * 1024
 _READ_FILE = {"path": "README.md"}
+
+
+class _Function(TypedDict):
+    """The ``function`` of a tool call the slow model makes."""
+
+    name: str
+    arguments: str
+
+
+class _ToolCall(TypedDict):
+    """A tool call in the slow model's assistant message."""
+
+    id: str
+    type: str
+    function: _Function
+
+
+class AssistantMessage(TypedDict):
+    """The slow model's answer: a tool call (``content`` None) or the final text."""
+
+    role: str
+    content: str | None
+    tool_calls: NotRequired[list[_ToolCall]]
 
 
 def tag(correlation_id: str) -> str:
@@ -38,7 +62,7 @@ def tag(correlation_id: str) -> str:
     return f"[soak:{correlation_id}]"
 
 
-def tag_of(body: dict[str, Any]) -> str | None:
+def tag_of(body: Mapping[str, Any]) -> str | None:
     """The turn a request belongs to: the tag in its last user message (None: untagged)."""
     for message in reversed(body.get("messages") or []):
         if isinstance(message, dict) and message.get("role") == "user":
@@ -47,7 +71,7 @@ def tag_of(body: dict[str, Any]) -> str | None:
     return None
 
 
-def answer_for(body: dict[str, Any]) -> dict[str, Any]:
+def answer_for(body: Mapping[str, Any]) -> AssistantMessage:
     """The assistant message for a request: a ``fs.read`` call, or the final text.
 
     The final text comes once the last message is a tool result (the call was made).
@@ -56,7 +80,7 @@ def answer_for(body: dict[str, Any]) -> dict[str, Any]:
     last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
     if last.get("role") == "tool":
         return {"role": "assistant", "content": "Read README.md."}
-    call = {
+    call: _ToolCall = {
         "id": "call_0",
         "type": "function",
         "function": {"name": "fs__read", "arguments": json.dumps(_READ_FILE)},
@@ -64,7 +88,7 @@ def answer_for(body: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
-def _completion(body: dict[str, Any]) -> tuple[bytes, str]:
+def _completion(body: Mapping[str, Any]) -> tuple[bytes, str]:
     """The response body and its content type."""
     message = answer_for(body)
     model = str(body.get("model") or "slow-model")
@@ -80,11 +104,11 @@ def _completion(body: dict[str, Any]) -> tuple[bytes, str]:
             "usage": usage,
         }
         return json.dumps(completion).encode(), "application/json"
-    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [{"index": 0, **message["tool_calls"][0]}]
+    delta: dict[str, object] = {"role": "assistant", "content": message.get("content") or ""}
+    if calls := message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": 0, **calls[0]}]
 
-    def chunk(delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+    def chunk(delta: Mapping[str, object], finish_reason: str | None) -> dict[str, object]:
         return {
             "id": "chatcmpl-soak",
             "object": "chat.completion.chunk",

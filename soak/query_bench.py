@@ -32,7 +32,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import psutil
 
@@ -42,7 +42,65 @@ from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
 from runtime.journal.store import Batch, Journal
 
-__all__ = ["build_journal", "main", "run_bench"]
+__all__ = ["Build", "DaemonQueries", "QueryReport", "Timing", "build_journal", "main", "run_bench"]
+
+
+class Timing(TypedDict):
+    """One query's time over its rounds."""
+
+    median_ms: float
+    max_ms: float
+
+
+class Build(TypedDict):
+    """The journal :func:`build_journal` wrote."""
+
+    events: int
+    rows: int
+    conversations: int
+    build_s: float
+    build_events_per_s: int
+    journal_mb: float
+
+
+class Uss(TypedDict, total=False):
+    """The daemon's USS in MB at each point of :func:`_queries` (filled as it goes)."""
+
+    idle: float
+    warm: float
+    after_pass_1: float
+    after_pass_2: float
+    after_cli: float
+
+
+class DaemonQueries(TypedDict):
+    """Each query's time through the daemon and the ``roost`` program, and the USS."""
+
+    uss_mb: Uss
+    timeline_entries: int
+    timeline_limit_100: Timing
+    timeline_before_seq: Timing
+    timeline_after_seq: Timing
+    incident_one_turn: Timing
+    cli_timeline_limit_100: Timing
+    cli_version: Timing
+
+
+class WholeProject(TypedDict):
+    """The old whole-project read: its times, and the memory the events held."""
+
+    ms: list[int]
+    held_mb: NotRequired[float]
+
+
+class QueryReport(TypedDict):
+    """What :func:`run_bench` returns (and ``--json`` writes)."""
+
+    build: Build
+    load_average_before: list[float]
+    daemon: NotRequired[DaemonQueries]
+    whole_project: NotRequired[WholeProject]
+
 
 PROJECT = "bench"
 TURN = 10
@@ -115,7 +173,7 @@ def _stream(events: int, conversations: int, root: str) -> Iterator[NewEvent]:
     yield _new(ev.ProjectStopped(), None, "corr-stop", None)
 
 
-def build_journal(home: str, events: int, conversations: int, batch: int = 5000) -> dict[str, Any]:
+def build_journal(home: str, events: int, conversations: int, batch: int = 5000) -> Build:
     """Write the project into ``home``'s journal with the real writer; return what was built."""
     root = os.path.join(home, "..", "root")
     os.makedirs(root, exist_ok=True)
@@ -146,7 +204,7 @@ def build_journal(home: str, events: int, conversations: int, batch: int = 5000)
     }
 
 
-def _timed(rounds: int, call: Callable[[], Any]) -> dict[str, float]:
+def _timed(rounds: int, call: Callable[[], Any]) -> Timing:
     call()  # warm: the first read of a page may find it on disk, not in the cache
     times = []
     for _ in range(rounds):
@@ -164,7 +222,7 @@ def _uss_mb(pid: int) -> float:
     return round(psutil.Process(pid).memory_full_info().uss / 2**20, 1)
 
 
-def _cli(home: str, rounds: int, *args: str) -> dict[str, float]:
+def _cli(home: str, rounds: int, *args: str) -> Timing:
     """Time ``roost --json ARGS`` as a program (``timeline``: with ``--limit 100``)."""
     command = [sys.executable, "-m", "runtime.cli", "--home", home, "--json", *args]
     if "timeline" in args:
@@ -178,23 +236,21 @@ def _cli(home: str, rounds: int, *args: str) -> dict[str, float]:
     return _timed(rounds, run)
 
 
-def _queries(
-    home: str, pid: int, conversation: str, rounds: int, cli_rounds: int
-) -> dict[str, Any]:
+def _queries(home: str, pid: int, conversation: str, rounds: int, cli_rounds: int) -> DaemonQueries:
     """Time each query, and read the daemon's USS along the way.
 
     At ``idle`` (started, nothing asked yet), ``warm`` (each query asked once), and after a
     first and a second pass of ``rounds`` of each: memory that is flat stays where the
     warm-up left it.
     """
-    out: dict[str, Any] = {"uss_mb": {"idle": _uss_mb(pid)}}
+    uss: Uss = {"idle": _uss_mb(pid)}
     with Client.connect(home=home, timeout_s=120) as client:
         newest = client.incident_timeline(PROJECT, conversation, 100)
         if len(newest["entries"]) != 100:
             raise RuntimeError(f"the newest page has {len(newest['entries'])} entries, not 100")
         middle = newest["entries"][0]["seq"] // 2
         correlation = newest["entries"][-1]["correlation_id"]
-        out["timeline_entries"] = newest["total_entries"]
+        entries = newest["total_entries"]
         queries: dict[str, Callable[[], Any]] = {
             "timeline_limit_100": lambda: client.incident_timeline(PROJECT, conversation, 100),
             "timeline_before_seq": lambda: client.incident_timeline(
@@ -207,20 +263,28 @@ def _queries(
         }
         for query in queries.values():
             query()
-        out["uss_mb"]["warm"] = _uss_mb(pid)
-        for name, query in queries.items():
-            out[name] = _timed(rounds, query)
-        out["uss_mb"]["after_pass_1"] = _uss_mb(pid)
+        uss["warm"] = _uss_mb(pid)
+        timed = {name: _timed(rounds, query) for name, query in queries.items()}
+        uss["after_pass_1"] = _uss_mb(pid)
         for query in queries.values():
             _timed(rounds, query)
-        out["uss_mb"]["after_pass_2"] = _uss_mb(pid)
-    out["cli_timeline_limit_100"] = _cli(home, cli_rounds, "timeline", PROJECT, conversation)
-    out["cli_version"] = _cli(home, cli_rounds, "--version")
-    out["uss_mb"]["after_cli"] = _uss_mb(pid)
-    return out
+        uss["after_pass_2"] = _uss_mb(pid)
+    cli_timeline = _cli(home, cli_rounds, "timeline", PROJECT, conversation)
+    cli_version = _cli(home, cli_rounds, "--version")
+    uss["after_cli"] = _uss_mb(pid)
+    return {
+        "uss_mb": uss,
+        "timeline_entries": entries,
+        "timeline_limit_100": timed["timeline_limit_100"],
+        "timeline_before_seq": timed["timeline_before_seq"],
+        "timeline_after_seq": timed["timeline_after_seq"],
+        "incident_one_turn": timed["incident_one_turn"],
+        "cli_timeline_limit_100": cli_timeline,
+        "cli_version": cli_version,
+    }
 
 
-def _whole_project(home: str, conversation: str) -> dict[str, Any]:
+def _whole_project(home: str, conversation: str) -> WholeProject:
     """The daemon's old path: read the whole project, fold its timeline (in this process).
 
     Timed twice; the memory is this process's USS while the events are held, less before.
@@ -228,7 +292,7 @@ def _whole_project(home: str, conversation: str) -> dict[str, Any]:
     from events.incidents import incident_timeline
 
     me = os.getpid()
-    out: dict[str, Any] = {"ms": []}
+    out: WholeProject = {"ms": []}
     with Journal("sqlite", sqlite_path=os.path.join(home, "journal.sqlite")) as journal:
         for _ in range(2):
             before = _uss_mb(me)
@@ -250,14 +314,16 @@ def run_bench(
     cli_rounds: int = 10,
     whole: bool = False,
     workdir: str | None = None,
-) -> dict[str, Any]:
+) -> QueryReport:
     """Build the journal, query it through a real daemon, and return the report."""
     base = tempfile.mkdtemp(prefix="roost-query-bench-", dir=workdir)
     home = os.path.join(base, "home")
     os.makedirs(home, mode=0o700)
     try:
-        report: dict[str, Any] = {"build": build_journal(home, events, conversations, batch)}
-        report["load_average_before"] = [round(n, 1) for n in os.getloadavg()]
+        report: QueryReport = {
+            "build": build_journal(home, events, conversations, batch),
+            "load_average_before": [round(n, 1) for n in os.getloadavg()],
+        }
         conversation = _conversation(conversations - 1)
         pid = start_daemon(home, timeout_s=600)
         try:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from runtime.client import Client
+from runtime.client.replies import VerifyReport
 from runtime.errors import RoostError
 from soak.integrity import StreamCheck
 from soak.monitor import Failures
@@ -166,7 +167,7 @@ def collect_events(
     *,
     note: Callable[[str], None] = lambda _: None,
     verified_count: Callable[[int], None] = lambda _: None,
-) -> dict[str, Any]:
+) -> dict[str, VerifyReport]:
     """Feed every project's events to ``check`` (``verify`` first: it says how many).
 
     Returns each project's verify answer. Projects that could not be read are missing from
@@ -174,7 +175,7 @@ def collect_events(
     ``note`` hears the progress, a line per step; ``verified_count`` each project's count
     of events once verified (the harness's guard gives it time to read them).
     """
-    verified: dict[str, Any] = {}
+    verified: dict[str, VerifyReport] = {}
     for project in projects:
         try:
             note(f"verifying {project}")

@@ -27,20 +27,20 @@ import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TypedDict
 
 from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
 from soak.bootstrap import LARGEST_TOKEN_BUDGET, seed_root
 from soak.scenarios import LLM_DIRECTIVE
 
-__all__ = ["main", "measure"]
+__all__ = ["RehydrationReport", "main", "measure"]
 
 PROJECTS = {"replay": 0, "snapshot": None}
 """Project → its ``snapshot_every_events`` (None: the default)."""
 
 
-def _event(text: str) -> dict[str, Any]:
+def _event(text: str) -> dict[str, object]:
     return {"type": "user.message", "data": {"content": text, "llm": LLM_DIRECTIVE}}
 
 
@@ -61,7 +61,22 @@ def _passivated(client: Client, project: str, conversation: str, limit_s: float 
     raise RuntimeError(f"{project}/{conversation} was not passivated within {limit_s} s")
 
 
-def measure(short: int, long: int, samples: int, idle_ms: int) -> dict[str, Any]:
+class RehydrationReport(TypedDict):
+    """What :func:`measure` returns: first and warm turn times by project and history."""
+
+    short_turns: int
+    long_turns: int
+    samples: int
+    idle_ms: int
+    build_s: float
+    first_turn_ms_median: dict[str, dict[str, float]]
+    warm_turn_ms_median: dict[str, dict[str, float]]
+    first_turn_ms_all: dict[str, dict[str, list[float]]]
+    long_over_short: dict[str, float]
+    long_snapshot_over_replay: float
+
+
+def measure(short: int, long: int, samples: int, idle_ms: int) -> RehydrationReport:
     """Run the benchmark; return the first-turn medians (ms) and their ratios."""
     base = tempfile.mkdtemp(prefix="roost-rehydration-bench-")
     home, root = os.path.join(base, "home"), os.path.join(base, "root")
@@ -73,7 +88,7 @@ def measure(short: int, long: int, samples: int, idle_ms: int) -> dict[str, Any]
     try:
         with Client.connect(home=home, timeout_s=120) as client:
             for project, every in PROJECTS.items():
-                options: dict[str, Any] = {
+                options: dict[str, object] = {
                     "idle_passivation_ms": idle_ms,
                     "token_budget": LARGEST_TOKEN_BUDGET,
                 }

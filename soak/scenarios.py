@@ -35,19 +35,21 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypedDict
 
 import msgspec
 
 from runtime.client import Client
 from runtime.errors import RequestTimeoutError, RoostError
 from soak.model_server import tag
-from soak.turns import Turn, TurnResult, WorkloadResult, chains, turn_for
+from soak.turns import Turn, TurnAck, TurnResult, WorkloadResult, chains, turn_for
 
 __all__ = [
     "BURST_WORKERS",
     "LLM_DIRECTIVE",
+    "DirectedCall",
+    "LlmDirective",
     "Workload",
     "abort_call",
 ]
@@ -55,7 +57,21 @@ __all__ = [
 BURST_WORKERS = 1024
 """Most worker threads (one connection each) a ``burst`` opens at once."""
 
-LLM_DIRECTIVE: dict[str, Any] = {
+
+class DirectedCall(TypedDict):
+    """A tool call the deterministic model is told to make."""
+
+    name: str
+    args: dict[str, str]
+
+
+class LlmDirective(TypedDict):
+    """A ``user.message``'s ``llm``: what the deterministic model answers."""
+
+    tool_calls: list[DirectedCall]
+
+
+LLM_DIRECTIVE: LlmDirective = {
     "tool_calls": [{"name": "fs.read", "args": {"path": "README.md"}}],
 }
 """The deterministic model's directive: one ``fs.read`` of the seed file per turn."""
@@ -232,7 +248,7 @@ class Workload:
         content = f"read README.md (turn {turn.index})"
         if self.tag_turns:
             content += f" {tag(turn.correlation_id)}"
-        event = {
+        event: dict[str, object] = {
             "type": "user.message",
             "data": {"content": content, "llm": LLM_DIRECTIVE},
             "correlation_id": turn.correlation_id,
@@ -277,7 +293,7 @@ class Workload:
                     turn=turn,
                     ok=True,
                     latency_ms=(time.monotonic() - started) * 1000,
-                    ack={k: ack.get(k) for k in ("seq", "event_id", "correlation_id")},
+                    ack=_ack(ack),
                     overloaded=overloaded,
                     refused=refusals,
                 )
@@ -288,8 +304,8 @@ class Workload:
             return client
 
     def _call(
-        self, client: Client, turn: Turn, event: dict[str, Any], deadline: float
-    ) -> dict[str, Any]:
+        self, client: Client, turn: Turn, event: dict[str, object], deadline: float
+    ) -> Mapping[str, object]:
         ident = threading.get_ident()
         entry = _Inflight(client, deadline)
         with self._lock:
@@ -347,6 +363,15 @@ class Workload:
                     entry.aborted = True
             for entry in late:
                 abort_call(entry.client)
+
+
+def _ack(answer: Mapping[str, object]) -> TurnAck:
+    """The ack's three fields, in the order the daemon sends them."""
+    return {
+        "seq": answer.get("seq"),
+        "event_id": answer.get("event_id"),
+        "correlation_id": answer.get("correlation_id"),
+    }
 
 
 def _backlog_full(error: RoostError) -> bool:

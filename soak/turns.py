@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 import msgspec
 
-__all__ = ["Turn", "TurnResult", "WorkloadResult", "chains", "plan_turns", "turn_for"]
+__all__ = ["Turn", "TurnAck", "TurnResult", "WorkloadResult", "chains", "plan_turns", "turn_for"]
+
+
+class TurnAck(TypedDict):
+    """The daemon's ack of a turn's ``user.message``, as it answered it."""
+
+    seq: object
+    event_id: object
+    correlation_id: object
 
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,7 +43,7 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
     """The turn finished (ack received)."""
     latency_ms: float
     """From the first send to the answer (backoff included)."""
-    ack: dict[str, Any] | None = None
+    ack: TurnAck | None = None
     """``{seq, event_id, correlation_id}`` when ok."""
     error_code: str | None = None
     """The error's code when not ok."""

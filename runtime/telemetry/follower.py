@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from events.envelope import Envelope
 from events.projections import TURN_END_TYPES
@@ -75,7 +75,7 @@ class TurnFollower:
         except Exception as e:
             log.warning("otel_shutdown_failed", error=f"{type(e).__name__}: {e}")
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> dict[str, int]:
         """A snapshot of the counters, the cursor and the turns being gathered."""
         with self._lock:
             return {**self._counts, "cursor": self._cursor, "open_turns": len(self._open)}
@@ -168,7 +168,7 @@ def start_telemetry(
     return TurnFollower(exporter, read_after, after_seq).start()
 
 
-def telemetry_status(follower: TurnFollower | None) -> dict[str, Any]:
+def telemetry_status(follower: TurnFollower | None) -> dict[str, int | bool]:
     """The ``telemetry`` field of the daemon's status: on or off, counters, SDK loaded."""
     counts = follower.status() if follower is not None else {}
     return {"enabled": follower is not None, "sdk_loaded": "opentelemetry" in sys.modules, **counts}

@@ -8,7 +8,7 @@ happens, and replaying them would count it twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from events.envelope import Envelope
 from events.projections import in_seq_order
@@ -18,7 +18,31 @@ from runtime.telemetry.spans import turn_correlations, turn_spans
 if TYPE_CHECKING:
     from runtime.telemetry.sdk import Exporter
 
-__all__ = ["OtelExportFailedError", "TurnNotFoundError", "replay_turns"]
+__all__ = [
+    "OtelExportFailedError",
+    "ReplaySummary",
+    "ReplayedTrace",
+    "TurnNotFoundError",
+    "replay_turns",
+]
+
+
+class ReplayedTrace(TypedDict):
+    """One turn exported again: its trace id (32 hex digits) and its spans."""
+
+    correlation_id: str
+    trace_id: str
+    spans: int
+    exported: bool
+
+
+class ReplaySummary(TypedDict):
+    """What :func:`replay_turns` returns."""
+
+    turns: int
+    spans: int
+    failed: int
+    traces: list[ReplayedTrace]
 
 
 class TurnNotFoundError(RoostError):
@@ -40,7 +64,7 @@ def replay_turns(
     conversation_id: str | None = None,
     correlation_id: str | None = None,
     progress: Callable[[int, int], None] = lambda done, total: None,
-) -> dict[str, Any]:
+) -> ReplaySummary:
     """Export the turns of ``events`` (of one conversation, or one turn); return a summary.
 
     The summary is ``{turns, spans, failed, traces: [{correlation_id, trace_id, spans,
@@ -60,7 +84,7 @@ def replay_turns(
     by_correlation: dict[str, list[Envelope]] = {}
     for event in ordered:
         by_correlation.setdefault(event.correlation_id, []).append(event)
-    traces: list[dict[str, Any]] = []
+    traces: list[ReplayedTrace] = []
     for done, correlation in enumerate(correlations, start=1):
         spans = turn_spans(by_correlation[correlation], correlation)
         try:
