@@ -58,7 +58,7 @@ def _floor_once(bwrap: str) -> float:
     return (time.monotonic() - started) * 1000
 
 
-class _Call(TypedDict):
+class _Timed(TypedDict):
     """The ``run_tool`` request the benchmark times."""
 
     name: str
@@ -74,7 +74,7 @@ def measure(runs: int, files: int, *, mcp: bool = False) -> dict[str, float]:
         with open(os.path.join(root, f"f{i}.txt"), "w", encoding="utf-8") as f:
             f.write("x\n")
     options: dict[str, object] = {}
-    call: _Call = {"name": "command.run", "args": {"command": "true"}}
+    call: _Timed = {"name": "command.run", "args": {"command": "true"}}
     if mcp:
         with open(os.path.join(root, "server.py"), "w", encoding="utf-8") as f:
             f.write(MCP_SERVER)

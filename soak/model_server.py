@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, NotRequired, TypedDict
 
-__all__ = ["AssistantMessage", "ModelServer", "answer_for", "tag", "tag_of"]
+__all__ = ["ChatReply", "ModelServer", "answer_for", "tag", "tag_of"]
 
 _TAG = re.compile(r"\[soak:([^\]\s]+)\]")
 _MAX_BODY = 16 * 1024 * 1024
@@ -49,7 +49,7 @@ class _ToolCall(TypedDict):
     function: _Function
 
 
-class AssistantMessage(TypedDict):
+class ChatReply(TypedDict):
     """The slow model's answer: a tool call (``content`` None) or the final text."""
 
     role: str
@@ -71,7 +71,7 @@ def tag_of(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-def answer_for(body: Mapping[str, Any]) -> AssistantMessage:
+def answer_for(body: Mapping[str, Any]) -> ChatReply:
     """The assistant message for a request: a ``fs.read`` call, or the final text.
 
     The final text comes once the last message is a tool result (the call was made).
