@@ -14,10 +14,8 @@
    meanwhile, ``soak.chaos``), then wait until no conversation has a turn running and the
    idle ones are passivated, settle, and read the always-on processes' USS again: one that
    grew by more than 10% fails the run;
-4. read every project's journal back through the client and check it
-   (``soak.readback``, ``soak.integrity``);
-5. sample memory again (the idle conversations were passivated before the leak check's
-   second reading);
+4. read every project's journal back, streaming, and check it (``soak.readback``,
+   ``soak.integrity``); 5. sample memory again;
 6. stop the daemon it spawned and make sure no process of it is left;
 7. ``baseline``: replay the run's message and append pattern on bare Thespian and
    eventsourcing (``soak.baseline``) and report the ratio.
