@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+from collections.abc import Callable
 
 from runtime.errors import BadRequestError, OverloadedError
 from runtime.guard.sandbox.peers import PeerRefusal, Throttle, examine_peer
@@ -37,8 +38,14 @@ def _refusal_message(refusal: PeerRefusal, uid: int, daemon_uid: int) -> str:
     return f"this process may not use the daemon: {why}"
 
 
-def refuse_peer(conn: socket.socket, *, daemon_uid: int, throttle: Throttle) -> bool:
-    """Examine the peer; a refused one gets its error frame and is closed (True)."""
+def refuse_peer(
+    conn: socket.socket, *, daemon_uid: int, throttle: Throttle, counted: Callable[[], None]
+) -> bool:
+    """Examine the peer; a refused one is ``counted``, gets its error frame, is closed (True).
+
+    Counted before the frame goes out: a peer that has read its refusal sees it in
+    ``status`` already.
+    """
     try:
         creds, refusal = examine_peer(conn, server_uid=daemon_uid)
     except Exception as e:  # no credentials, or /proc answered what nobody expects
@@ -46,6 +53,7 @@ def refuse_peer(conn: socket.socket, *, daemon_uid: int, throttle: Throttle) -> 
         log.warning("peer_examination_failed", error=f"{type(e).__name__}: {e}")
     if refusal is None:
         return False
+    counted()
     suppressed = throttle.allow()
     if suppressed is not None:
         log.warning(

@@ -198,11 +198,13 @@ class Gateway:
 
     def _peer_allowed(self, conn: socket.socket) -> bool:
         """Examine the peer; a refused one gets its error frame and is closed."""
-        if not refuse_peer(conn, daemon_uid=self._uid, throttle=self._log_throttle):
-            return True
+        return not refuse_peer(
+            conn, daemon_uid=self._uid, throttle=self._log_throttle, counted=self._count_rejected
+        )
+
+    def _count_rejected(self) -> None:
         with self._lock:
             self._rejected += 1
-        return False
 
     def _admit_connection(self, conn: socket.socket) -> None:
         with self._lock:
