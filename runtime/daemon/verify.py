@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from events.projections import get_projection
-from runtime.daemon.live_views import Ask, live_status, project_events
+from runtime.daemon.live_views import Ask, live_status
 from runtime.daemon.snapshot_check import snapshot_mismatches
 from runtime.errors import ProjectNotFoundError
 from runtime.journal.store import Journal
@@ -42,6 +42,7 @@ def _compare_live(
     *,
     project_id: str,
     conversation_id: str,
+    project_own: list[Any],
     fresh: list[Any],
     deadline: float,
 ) -> list[dict[str, Any]]:
@@ -49,7 +50,8 @@ def _compare_live(
 
     A turn in flight can put the live state ahead of what was read (a commit after the
     read, or the steps a turn folds before their commit): a difference is asked again,
-    the journal read again, until both settle; one that persists is a mismatch. The
+    the conversation's events read again (``project_own``: the project's own, its
+    options, as the audit read them), until both settle; one that persists is a mismatch. The
     timeline is read from the journal on both sides (the backend's ``_timeline``), so it
     is not asked.
     """
@@ -72,11 +74,7 @@ def _compare_live(
         if not differ or attempt == _SETTLE_ATTEMPTS - 1 or time.monotonic() >= deadline:
             break
         time.sleep(_SETTLE_PAUSE_S)
-        fresh = [
-            e
-            for e in project_events(journal, project_id)
-            if e.conversation_id in (None, conversation_id)
-        ]
+        fresh = [*project_own, *journal.read_conversation(project_id, conversation_id)]
     return differ
 
 
@@ -120,10 +118,10 @@ def verify_project(
     if state is not None and state.get("status") == "running":
         status = ask(live_status(project_id), deadline)
         active = set(status.get("active_conversations", []))
-        # Each replay reads its conversation's events and the project's own (its
-        # options), not the whole project again (one pass, whatever the history).
+        # Each replay takes its conversation's events and the project's own (its options)
+        # from the audit's read: one pass over the history, not a second read of it.
         own: dict[str | None, list[Any]] = {c: [] for c in (*active, None)}
-        for e in project_events(journal, project_id):
+        for e in events:
             if e.conversation_id in own:
                 own[e.conversation_id].append(e)
         for conversation_id in status.get("active_conversations", []):
@@ -133,6 +131,7 @@ def verify_project(
                 ask,
                 project_id=project_id,
                 conversation_id=conversation_id,
+                project_own=own[None],
                 fresh=fresh,
                 deadline=deadline,
             )
