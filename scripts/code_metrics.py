@@ -4,7 +4,9 @@
 ``soak/``: ``if`` statements per 1,000 lines in ``runtime/`` + ``actors/``, the number of
 ``dict[str, Any]`` annotations, class names defined more than once, the longest chain of
 Roost's own classes (a base from a library ends the chain) and the modules over 400 lines.
-``--json`` prints the same as one JSON object.
+Beside the ``if`` figure it counts the other ways to branch (conditional expressions and
+``match`` cases, per 1,000 lines), so an ``if`` rewritten into another form shows up.
+``--json`` prints the same as one JSON object; ``--ifs`` lists each module's ``if`` count.
 """
 
 from __future__ import annotations
@@ -36,6 +38,29 @@ def if_density() -> float:
         lines += len(path.read_text().splitlines())
         ifs += sum(isinstance(node, ast.If) for node in ast.walk(_parse(path)))
     return round(ifs * 1000 / lines, 1)
+
+
+def other_branches() -> float:
+    """Conditional expressions and ``match`` cases per 1,000 lines (``runtime/``, ``actors/``)."""
+    branches = lines = 0
+    for path in _modules("runtime", "actors"):
+        lines += len(path.read_text().splitlines())
+        branches += sum(
+            isinstance(node, (ast.IfExp, ast.match_case)) for node in ast.walk(_parse(path))
+        )
+    return round(branches * 1000 / lines, 1)
+
+
+def ifs_by_module() -> dict[str, tuple[int, int]]:
+    """Each module of ``runtime/`` and ``actors/``: its ``if`` count and lines, most first."""
+    found = {
+        str(path.relative_to(ROOT)): (
+            sum(isinstance(node, ast.If) for node in ast.walk(_parse(path))),
+            len(path.read_text().splitlines()),
+        )
+        for path in _modules("runtime", "actors")
+    }
+    return dict(sorted(found.items(), key=lambda item: -item[1][0]))
 
 
 def dict_any() -> int:
@@ -94,6 +119,7 @@ def measure() -> dict[str, object]:
     chain = deepest_chain()
     return {
         "if_per_1000_lines": if_density(),
+        "other_branches_per_1000_lines": other_branches(),
         "dict_str_any": dict_any(),
         "duplicate_classes": duplicate_classes(),
         "inheritance_depth": len(chain),
@@ -106,11 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     """Print the figures."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON object")
-    if parser.parse_args(argv).json:
+    parser.add_argument("--ifs", action="store_true", help="each module's if count and lines")
+    args = parser.parse_args(argv)
+    if args.json:
         print(json.dumps(measure(), indent=2))
+        return 0
+    if args.ifs:
+        for module, (ifs, lines) in ifs_by_module().items():
+            print(f"{ifs:4d} {lines:5d}  {module}")
         return 0
     chain, long, twice = deepest_chain(), long_modules(), duplicate_classes()
     print(f"if per 1,000 lines (runtime/, actors/): {if_density()}")
+    print(f"conditional expressions and match cases per 1,000 lines: {other_branches()}")
     print(f"dict[str, Any]: {dict_any()}")
     print(f"class names defined twice: {len(twice)} {sorted(twice)}")
     print(f"inheritance depth: {len(chain)} ({' -> '.join(chain)})")

@@ -32,7 +32,7 @@ def tree(tmp_path: Path) -> Path:
         "class B(A):\n    pass\n\n\n"
         "class C(B, Exception):\n    pass\n\n\n"
         "def f(x: dict[str, Any]) -> dict[str, Any]:\n"
-        "    if x:\n        return x\n    return {}\n"
+        "    if x:\n        return x\n    return {} if x is None else {1: 2}\n"
     )
     (tmp_path / "soak" / "b.py").write_text("class A:\n    pass\n" + "\n" * 400)
     return tmp_path
@@ -47,6 +47,8 @@ def test_each_figure_counts_what_it_names(tree: Path) -> None:
     assert figures["modules_over_400_lines"] == {"soak/b.py": 402}
     lines = len((tree / "runtime" / "a.py").read_text().splitlines())
     assert figures["if_per_1000_lines"] == round(1000 / lines, 1)
+    assert figures["other_branches_per_1000_lines"] == round(1000 / lines, 1)
+    assert _metrics(tree).ifs_by_module() == {"runtime/a.py": (1, lines)}
 
 
 def test_the_script_runs_on_the_repository() -> None:
