@@ -13,11 +13,12 @@ from __future__ import annotations
 import functools
 from collections import deque
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
 from actors.base import RoostActor
+from actors.dispatch import Handler, handler_table
 from actors.hosting import Deferred
 from actors.messages import (
     Appended,
@@ -64,6 +65,13 @@ def _redacted(events: list[Any]) -> list[Any]:
 class AgentShell(RoostActor):
     """A :class:`RoostActor` that carries out a conversation core's effects."""
 
+    input_handlers: ClassVar[dict[type, Handler]] = {}
+    """Input type -> the method handing it to the core (``table="input"`` rows)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.input_handlers = handler_table(cls, "input")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.core: ConversationCore | None = None
@@ -93,8 +101,12 @@ class AgentShell(RoostActor):
         self.appends.routes_alerts = False  # _settle queues a commit's alerts (either path)
 
     def input(self, message: Any, sender: Any) -> None:
-        """Hand one queued input to the core (subclasses)."""
-        raise NotImplementedError
+        """Hand one queued input to the core: the method its type's ``input`` row names."""
+        handler: Handler = self.input_handlers.get(type(message), AgentShell.unserved)
+        handler(self, message, sender)
+
+    def unserved(self, message: Any, sender: Any) -> None:
+        """An input no ``input`` row serves: the core has no use for it (dropped)."""
 
     def after_pump(self) -> None:
         """Called whenever the loop stops to wait (subclasses)."""

@@ -18,12 +18,13 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 from thespian.actors import Actor, ActorExitRequest
 
 from actors.appends import JournalAppends, batch_key
+from actors.dispatch import Handler, handler_table
 from actors.hosting import Deferred
 from actors.messages import ActorStarted, AppendRequest
 from actors.process import configure_process_logging, die_with_parent, dump_profile
@@ -54,6 +55,12 @@ class RoostActor(Actor):  # type: ignore[misc]
     hosted = False
     """True for an entity hosted in a host actor's process (``actors.hosting``): the
     process-wide set-up (logging, death with the parent, the profile) is the host's."""
+    handlers: ClassVar[dict[type, Handler]] = {}
+    """Message type -> the method serving it (``actors.dispatch``), made with the class."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.handlers = handler_table(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -137,7 +144,12 @@ class RoostActor(Actor):  # type: ignore[misc]
         return str(project_id) if project_id else None
 
     def handle(self, message: Any, sender: Any) -> None:
-        """Handle one message (subclasses)."""
+        """Hand ``message`` to the method its type's row names (``unhandled`` when none)."""
+        handler: Handler = self.handlers.get(type(message), type(self).unhandled)
+        handler(self, message, sender)
+
+    def unhandled(self, message: Any, sender: Any) -> None:
+        """A message no row serves: dropped (subclasses may queue it)."""
 
     def announce(self, parent: Any, role: str) -> None:
         """Tell ``parent`` this actor's role and pid."""

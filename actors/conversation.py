@@ -11,13 +11,16 @@ restart, and offers to passivate when idle.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import msgspec
 from thespian.actors import ActorExitRequest, WakeupMessage
 
 from actors.agent_shell import FLUSH, STOP, AgentShell
 from actors.base import error_reply, utc_now
+from actors.dispatch import handles
 from actors.messages import (
     CallDecision,
     CallDone,
@@ -37,6 +40,13 @@ from runtime.option_table import RuntimeOptions
 __all__ = ["ConversationActor"]
 
 
+class _RunnerLost(msgspec.Struct, frozen=True, kw_only=True):
+    """The input a :class:`PeerUpdate` whose runner died queues for the core."""
+
+    reason: str
+    """Why (``PeerUpdate.runner_lost``)."""
+
+
 class ConversationActor(AgentShell):
     """Runs one conversation's agent loop."""
 
@@ -51,50 +61,56 @@ class ConversationActor(AgentShell):
         self.last_activity = time.monotonic()
         self.idle_armed = False
 
-    def handle(self, message: Any, sender: Any) -> None:
-        """Set up, load, follow peers, wake up; queue every other input for the core."""
-        if isinstance(message, SetupConversation):
-            self._setup(message, sender)
-        elif isinstance(message, ReadResult):
-            self._loaded(message)
-        elif isinstance(message, PeerUpdate):
-            self._peers(message)
-        elif isinstance(message, WakeupMessage):
-            if message.payload == STOP:
-                self.send(self.myAddress, ActorExitRequest())
-            elif message.payload == FLUSH:
-                self.flush_due()
-            else:
-                self._maybe_idle()
-        else:
-            self.last_activity = time.monotonic()
-            self.inputs.append((message, sender))
-            self.pump()
+    def unhandled(self, message: Any, sender: Any) -> None:
+        """Every message no row serves is an input for the core: queued, in order."""
+        self.last_activity = time.monotonic()
+        self.inputs.append((message, sender))
+        self.pump()
 
-    def input(self, message: Any, sender: Any) -> None:
-        """Hand one input to the core; queue the effects it returns."""
+    @handles(WakeupMessage)
+    def _wakeup(self, message: WakeupMessage, sender: Any) -> None:
+        """Its payload names what is due (:data:`_WAKEUPS`); none: the idle check."""
+        _WAKEUPS.get(message.payload, ConversationActor._maybe_idle)(self)
+
+    def _stop(self) -> None:
+        self.send(self.myAddress, ActorExitRequest())
+
+    @handles(Request, table="input")
+    def _request(self, message: Request, sender: Any) -> None:
         core = self.core
         assert core is not None
-        if isinstance(message, Request):
-            self.handled += 1
-            try:
-                self.effects.extend(core.request(message.call, message.reply_to))
-            except RoostError as e:
-                self.send(message.reply_to, error_reply(e))
-        elif isinstance(message, CallDecision):
-            self.awaiting.discard(("policy", message.call_id))
-            self.effects.extend(core.policy_decided(message.call_id, message.events))
-        elif isinstance(message, CallDone):
-            self.awaiting.discard(("call", message.call_id))
-            self.effects.extend(core.tool_finished(message.call_id, message.events))
-        elif isinstance(message, DirectDone):
-            done = core.direct_done(
-                message.events, message.result, message.correlation_id, message.reply_to
-            )
-            self.effects.extend(done)
-        elif isinstance(message, PeerUpdate) and message.runner_lost:
-            self.effects.extend(core.runner_lost(message.runner_lost))
+        self.handled += 1
+        try:
+            self.effects.extend(core.request(message.call, message.reply_to))
+        except RoostError as e:
+            self.send(message.reply_to, error_reply(e))
 
+    @handles(CallDecision, table="input")
+    def _decided(self, message: CallDecision, sender: Any) -> None:
+        assert self.core is not None
+        self.awaiting.discard(("policy", message.call_id))
+        self.effects.extend(self.core.policy_decided(message.call_id, message.events))
+
+    @handles(CallDone, table="input")
+    def _call_done(self, message: CallDone, sender: Any) -> None:
+        assert self.core is not None
+        self.awaiting.discard(("call", message.call_id))
+        self.effects.extend(self.core.tool_finished(message.call_id, message.events))
+
+    @handles(DirectDone, table="input")
+    def _direct_done(self, message: DirectDone, sender: Any) -> None:
+        assert self.core is not None
+        done = self.core.direct_done(
+            message.events, message.result, message.correlation_id, message.reply_to
+        )
+        self.effects.extend(done)
+
+    @handles(_RunnerLost, table="input")
+    def _runner_lost(self, message: _RunnerLost, sender: Any) -> None:
+        assert self.core is not None
+        self.effects.extend(self.core.runner_lost(message.reason))
+
+    @handles(SetupConversation)
     def _setup(self, setup: SetupConversation, sender: Any) -> None:
         self.setup, self.parent = setup, sender
         self.settings = RuntimeOptions.of(setup.options)
@@ -124,7 +140,8 @@ class ConversationActor(AgentShell):
         project_id, conversation_id = self.setup.project_id, self.setup.conversation_id
         self.send(self.journal, ReadProject(project_id=project_id, conversation_id=conversation_id))
 
-    def _loaded(self, result: ReadResult) -> None:
+    @handles(ReadResult)
+    def _loaded(self, result: ReadResult, sender: Any) -> None:
         assert self.core is not None and self.setup is not None
         self.loading = False
         setup = self.setup
@@ -138,7 +155,8 @@ class ConversationActor(AgentShell):
         )
         self.pump()
 
-    def _peers(self, update: PeerUpdate) -> None:
+    @handles(PeerUpdate)
+    def _peers(self, update: PeerUpdate, sender: Any) -> None:
         if update.journal is not None:
             self.journal = update.journal
             self.appends.resend()
@@ -155,7 +173,7 @@ class ConversationActor(AgentShell):
         if update.runner_lost:
             self.awaiting = {a for a in self.awaiting if a[0] != "call"}  # never answered
         if update.runner_lost and self.core is not None:
-            self.inputs.append((update, None))
+            self.inputs.append((_RunnerLost(reason=update.runner_lost), None))
             self.pump()
 
     def after_pump(self) -> None:
@@ -187,3 +205,10 @@ class ConversationActor(AgentShell):
         """Answer the waiting client; a repeated failure restarts us (the storm counter)."""
         super().on_error(message, sender, error)
         self.waiting_append = False
+
+
+_WAKEUPS: dict[Any, Callable[[ConversationActor], None]] = {
+    STOP: ConversationActor._stop,  # a failed append's grace ran out: stop anyway
+    FLUSH: AgentShell.flush_due,  # a stage waited long enough for an in-host answer
+}
+"""What a conversation's wakeup payload says is due (the idle check has none)."""

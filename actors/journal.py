@@ -42,6 +42,7 @@ import msgspec
 from thespian.actors import WakeupMessage
 
 from actors.base import RoostActor
+from actors.dispatch import handles
 from actors.messages import (
     Appended,
     AppendFailed,
@@ -61,6 +62,10 @@ from runtime.journal.writer import JournalWriter
 __all__ = ["JournalActor"]
 
 
+class _Flush(msgspec.Struct, frozen=True):
+    """Marker the journal sends itself to commit what has queued up."""
+
+
 class JournalActor(RoostActor):
     """Single writer: appends batches, serves reads."""
 
@@ -74,42 +79,49 @@ class JournalActor(RoostActor):
         self.flush_pending = False
         self.link: LinkServer | None = None
 
-    def handle(self, message: Any, sender: Any) -> None:
-        """Append, read or configure."""
-        if isinstance(message, AppendRequest):
-            self.queued.append((message, sender))
-            if not self.flush_pending:
-                self.flush_pending = True
-                self.send(self.myAddress, _Flush())
-        elif isinstance(message, _Flush):
-            self.flush_pending = False
+    @handles(AppendRequest)
+    def _queue(self, message: AppendRequest, sender: Any) -> None:
+        self.queued.append((message, sender))
+        if not self.flush_pending:
+            self.flush_pending = True
+            self.send(self.myAddress, _Flush())
+
+    @handles(_Flush)
+    def _flush_marker(self, message: _Flush, sender: Any) -> None:
+        self.flush_pending = False
+        self._flush()
+
+    @handles(ReadProject)
+    def _serve_read(self, message: ReadProject, sender: Any) -> None:
+        self.send(message.reply_to or sender, self._read(message))
+        if self.writer.snapshots_due():  # a long rehydration: its snapshot, after it
+            self._snapshots()
+
+    @handles(ReadTypes)
+    def _read_types(self, message: ReadTypes, sender: Any) -> None:
+        events = self.writer.read_types(message.types)
+        self.send(sender, ReadResult(token=message.token, events=events))
+
+    @handles(DeleteProject)
+    def _delete(self, message: DeleteProject, sender: Any) -> None:
+        if self.queued:  # appends sent before the deletion are committed before it
             self._flush()
-        elif isinstance(message, ReadProject):
-            self.send(message.reply_to or sender, self._read(message))
-            if self.writer.snapshots_due():  # a long rehydration: its snapshot, after it
-                self._snapshots()
-        elif isinstance(message, ReadTypes):
-            events = self.writer.read_types(message.types)
-            self.send(sender, ReadResult(token=message.token, events=events))
-        elif isinstance(message, DeleteProject):
-            if self.queued:  # appends sent before the deletion are committed before it
-                self._flush()
-            outcome = self.writer.delete_project(message.project_id, message.deleted_by)
-            self.log.info("journal_project_deleted", project_id=message.project_id, **outcome)
-            self.send(
-                sender,
-                ProjectDeleted(
-                    project_id=message.project_id,
-                    reply_to=message.reply_to,
-                    result=outcome.get("result"),
-                    error=outcome.get("error"),
-                ),
-            )
-        elif isinstance(message, WakeupMessage):
-            self._seal("interval")
-            self._arm_seal_timer()
-        elif isinstance(message, SetupJournal):
-            self._setup(message, sender)
+        outcome = self.writer.delete_project(message.project_id, message.deleted_by)
+        self.log.info("journal_project_deleted", project_id=message.project_id, **outcome)
+        self.send(
+            sender,
+            ProjectDeleted(
+                project_id=message.project_id,
+                reply_to=message.reply_to,
+                result=outcome.get("result"),
+                error=outcome.get("error"),
+            ),
+        )
+
+    @handles(WakeupMessage)
+    def _seal_due(self, message: WakeupMessage, sender: Any) -> None:
+        self._seal("interval")
+        self._arm_seal_timer()
 
     def _read(self, message: ReadProject) -> ReadResult:
         """A project's events, or a conversation's snapshot and the events after it."""
@@ -146,6 +158,7 @@ class JournalActor(RoostActor):
             else:
                 self.log.debug("journal_snapshot_written", **outcome)
 
+    @handles(SetupJournal)
     def _setup(self, message: SetupJournal, sender: Any) -> None:
         """Open the store; answer with ``message``, carrying the error if it did not open."""
         try:
@@ -221,7 +234,3 @@ class JournalActor(RoostActor):
             self.link = None
         self._seal("shutdown")
         self.writer.close()
-
-
-class _Flush(msgspec.Struct, frozen=True):
-    """Marker the journal sends itself to commit what has queued up."""

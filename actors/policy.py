@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.base import RoostActor
+from actors.dispatch import handles
 from actors.messages import CallDecision, DecideCall, SetupPolicy
 
 __all__ = ["PolicyActor"]
@@ -26,15 +27,16 @@ class PolicyActor(RoostActor):
         super().__init__(*args, **kwargs)
         self.pipeline: Any = None
 
-    def handle(self, message: Any, sender: Any) -> None:
-        """Configure, or decide one call."""
-        if isinstance(message, SetupPolicy):
-            self.announce(sender, "policy")
-            from runtime.execution.pipeline import ToolPipeline  # noqa: PLC0415
+    @handles(SetupPolicy)
+    def _setup(self, message: SetupPolicy, sender: Any) -> None:
+        self.announce(sender, "policy")
+        from runtime.execution.pipeline import ToolPipeline  # noqa: PLC0415
 
-            self.pipeline = ToolPipeline(
-                message.project_id, message.root, message.options, message.registry
-            )
-        elif isinstance(message, DecideCall):
-            verdict = self.pipeline.decide(message.call, source="model")
-            self.send(sender, CallDecision(call_id=message.call.call_id, events=verdict.events))
+        self.pipeline = ToolPipeline(
+            message.project_id, message.root, message.options, message.registry
+        )
+
+    @handles(DecideCall)
+    def _decide(self, message: DecideCall, sender: Any) -> None:
+        verdict = self.pipeline.decide(message.call, source="model")
+        self.send(sender, CallDecision(call_id=message.call.call_id, events=verdict.events))

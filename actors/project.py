@@ -11,21 +11,20 @@ import os
 from functools import partial
 from typing import Any
 
-from thespian.actors import ChildActorExited, WakeupMessage
+from thespian.actors import WakeupMessage
 
 from actors.conversation import ConversationActor
+from actors.dispatch import handles
 from actors.host_appender import Appender
 from actors.host_link_server import HostLinkServer, is_link_address
 from actors.hosting import EntityHost, HostWake
 from actors.messages import (
-    ActorStarted,
     ConversationFailed,
     ConversationIdle,
     Escalate,
     PeerUpdate,
     ReadProject,
     ReadResult,
-    Request,
     RunDirect,
     SetupConversation,
     SetupPolicy,
@@ -118,42 +117,44 @@ class ProjectActor(CoreShell):
         return self._myRef.transport._QCore._myInputQ
 
     def handle(self, message: Any, sender: Any) -> None:
-        """Hand ``message`` to the core; carry out its effects."""
-        if isinstance(message, SetupProject):
-            self.supervisor = sender
-            self._setup(message)
-            return
-        core = self.core
-        if core is None:
-            return
-        if isinstance(message, ReadResult):
-            self.run(core.restored(message.events))
-        elif isinstance(message, Request):
-            self.run(core.request(message.call, message.reply_to, message))
-        elif isinstance(message, ActorStarted):
-            core.actor_started(message.role, message.pid)
-        elif isinstance(message, ConversationIdle):
-            self.run(core.idle(message.conversation_id, message.handled))
-        elif isinstance(message, ConversationFailed):
-            self.run(
-                core.failed(
-                    message.conversation_id, unrecorded=message.unrecorded, code=message.code
-                )
-            )
-        elif isinstance(message, ChildActorExited):
-            self.run(core.child_exited(message.childAddress))
-        elif isinstance(message, WakeupMessage):
-            self.run(core.wakeup(message.payload))
-        elif isinstance(message, PeerUpdate) and message.journal is not None:
-            self.journal = message.journal
-            self.run(core.journal_changed())
+        """Before its set-up a project serves only the set-up; then each message by its row."""
+        if self.core is not None or isinstance(message, SetupProject):
+            super().handle(message, sender)
 
-    def _setup(self, setup: SetupProject) -> None:
+    @property
+    def ready(self) -> ProjectCore:
+        """The core, which every row but the set-up's finds made (:meth:`handle`)."""
+        assert self.core is not None
+        return self.core
+
+    @handles(ReadResult)
+    def _restored(self, message: ReadResult, sender: Any) -> None:
+        self.run(self.ready.restored(message.events))
+
+    @handles(ConversationIdle)
+    def _idle(self, message: ConversationIdle, sender: Any) -> None:
+        self.run(self.ready.idle(message.conversation_id, message.handled))
+
+    @handles(ConversationFailed)
+    def _failed(self, message: ConversationFailed, sender: Any) -> None:
+        failed = self.ready.failed(
+            message.conversation_id, unrecorded=message.unrecorded, code=message.code
+        )
+        self.run(failed)
+
+    @handles(PeerUpdate)
+    def _peers(self, message: PeerUpdate, sender: Any) -> None:
+        if message.journal is not None:
+            self.journal = message.journal
+            self.run(self.ready.journal_changed())
+
+    @handles(SetupProject)
+    def _setup(self, setup: SetupProject, sender: Any) -> None:
         from runtime.guard.sandbox.layers import probe_layers  # noqa: PLC0415
         from runtime.lifecycle.readme import describe  # noqa: PLC0415
         from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
-        self.setup = setup
+        self.setup, self.supervisor = setup, sender
         self.journal = setup.journal
         self.announce(self.supervisor, f"project:{setup.project_id}")  # its host's pid
         settings = link_settings()

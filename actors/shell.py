@@ -3,7 +3,8 @@
 A core (``runtime/lifecycle``) returns :mod:`effects <runtime.lifecycle.effects>`; a shell
 runs them in order. The effects every shell runs the same way are here; each shell adds
 the rest (which actor a :class:`~runtime.lifecycle.effects.Spawn` creates, who hears of
-a :class:`~runtime.lifecycle.effects.PeerChanged`) in :meth:`CoreShell.carry_out`.
+a :class:`~runtime.lifecycle.effects.PeerChanged`) in :meth:`CoreShell.carry_out`. The
+messages both shells hand their core alike are served here too (``actors.dispatch``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ActorExitRequest
+from thespian.actors import ActorExitRequest, ChildActorExited, WakeupMessage
 
 from actors.base import RoostActor
-from actors.messages import Reply
+from actors.dispatch import handles
+from actors.messages import ActorStarted, Reply, Request
 from runtime.lifecycle import effects as fx
 
 __all__ = ["CoreShell"]
@@ -30,6 +32,22 @@ class CoreShell(RoostActor):
     def address_of(self, name: str) -> Any:
         """The address of the child the core calls ``name``."""
         return self.core.address(name)
+
+    @handles(Request)
+    def _request(self, message: Request, sender: Any) -> None:
+        self.run(self.core.request(message.call, message.reply_to, message))
+
+    @handles(ActorStarted)
+    def _actor_started(self, message: ActorStarted, sender: Any) -> None:
+        self.core.actor_started(message.role, message.pid)
+
+    @handles(ChildActorExited)
+    def _child_exited(self, message: ChildActorExited, sender: Any) -> None:
+        self.run(self.core.child_exited(message.childAddress))
+
+    @handles(WakeupMessage)
+    def _wakeup(self, message: WakeupMessage, sender: Any) -> None:
+        self.run(self.core.wakeup(message.payload))
 
     def carry_out(self, effect: fx.Effect) -> None:
         """Run an effect that is the shell's own (subclasses)."""

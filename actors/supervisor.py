@@ -13,11 +13,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from thespian.actors import ChildActorExited, WakeupMessage
-
+from actors.dispatch import handles
 from actors.journal import JournalActor
 from actors.messages import (
-    ActorStarted,
     Boot,
     DeleteProject,
     Escalate,
@@ -52,34 +50,37 @@ class SupervisorActor(CoreShell):
         self.journal_kind: JournalKind = JOURNAL_KINDS[0]
         """The journal's kind, from :class:`Boot` (before it: the default)."""
 
-    def handle(self, message: Any, sender: Any) -> None:
-        """Hand ``message`` to the core; carry out its effects."""
-        core = self.core
-        if isinstance(message, Boot):
-            self.journal_kind = message.journal
-            if message.daemon_pid:
-                self.daemon_pid = message.daemon_pid
-                watch_daemon(message.daemon_pid, message.daemon_started)
-            self.run(core.boot(message.home, sender))
-        elif isinstance(message, SetupJournal):
-            self.run(core.journal_ready(message.error))
-        elif isinstance(message, ReadResult):
-            self.run(core.restore(message.events))
-        elif isinstance(message, Request):
-            if message.reply_to is None:
-                message = Request(call=message.call, reply_to=sender)
-            self.run(core.request(message.call, message.reply_to, message))
-        elif isinstance(message, ActorStarted):
-            core.actor_started(message.role, message.pid)
-        elif isinstance(message, ChildActorExited):
-            self.run(core.child_exited(message.childAddress))
-        elif isinstance(message, Escalate):
-            self.run(core.escalated(message.project_id, message.child, message.error))
-        elif isinstance(message, WakeupMessage):
-            self.run(core.wakeup(message.payload))
-        elif isinstance(message, ProjectDeleted):
-            outcome = (message.result, message.error)
-            self.run(core.deleted(message.project_id, message.reply_to, *outcome))
+    @handles(Boot)
+    def _boot(self, message: Boot, sender: Any) -> None:
+        self.journal_kind = message.journal
+        if message.daemon_pid:
+            self.daemon_pid = message.daemon_pid
+            watch_daemon(message.daemon_pid, message.daemon_started)
+        self.run(self.core.boot(message.home, sender))
+
+    @handles(SetupJournal)
+    def _journal_ready(self, message: SetupJournal, sender: Any) -> None:
+        self.run(self.core.journal_ready(message.error))
+
+    @handles(ReadResult)
+    def _restore(self, message: ReadResult, sender: Any) -> None:
+        self.run(self.core.restore(message.events))
+
+    @handles(Request)
+    def _request(self, message: Request, sender: Any) -> None:
+        """A request from the daemon's ``ask`` is answered to its sender."""
+        if message.reply_to is None:
+            message = Request(call=message.call, reply_to=sender)
+        self.run(self.core.request(message.call, message.reply_to, message))
+
+    @handles(Escalate)
+    def _escalated(self, message: Escalate, sender: Any) -> None:
+        self.run(self.core.escalated(message.project_id, message.child, message.error))
+
+    @handles(ProjectDeleted)
+    def _deleted(self, message: ProjectDeleted, sender: Any) -> None:
+        outcome = (message.result, message.error)
+        self.run(self.core.deleted(message.project_id, message.reply_to, *outcome))
 
     def on_exit(self) -> None:
         """The actor system is shutting down: restart nothing from now on."""

@@ -23,6 +23,7 @@ from typing import Any
 from thespian.actors import WakeupMessage
 
 from actors.base import RoostActor, utc_now
+from actors.dispatch import handles
 from actors.messages import (
     AppendFailed,
     CallCancel,
@@ -63,31 +64,37 @@ class ToolRunnerActor(RoostActor):
         self.workers = WorkerThreads(self)
         """Commands, fetches, workflows and ``async`` calls run on its threads."""
 
-    def handle(self, message: Any, sender: Any) -> None:
-        """Configure, run, cancel, or collect finished threads."""
-        if isinstance(message, SetupRunner):
-            self.announce(sender, "toolrunner")
-            from runtime.execution.pipeline import ToolPipeline  # noqa: PLC0415
+    @handles(SetupRunner)
+    def _setup(self, message: SetupRunner, sender: Any) -> None:
+        self.announce(sender, "toolrunner")
+        from runtime.execution.pipeline import ToolPipeline  # noqa: PLC0415
 
-            self.project_id = message.project_id
-            self.journal = message.journal
-            self.appends.alert_options = message.options
-            self.core = ToolPipeline(
-                message.project_id, message.root, message.options, message.registry
-            )
-            self._recover_dead_runs()
-        elif isinstance(message, RunCall):
-            self._run(message.call, sender)
-        elif isinstance(message, RunDirect):
-            self._direct(message, sender)
-        elif isinstance(message, CallCancel):
-            for call_id in message.call_ids:
-                flag = self.cancels.get(call_id)
-                if flag is not None:
-                    flag.set()
-        elif isinstance(message, WakeupMessage | WorkDone):
-            self._collect()
-        elif isinstance(message, PeerUpdate) and message.journal is not None:
+        self.project_id = message.project_id
+        self.journal = message.journal
+        self.appends.alert_options = message.options
+        self.core = ToolPipeline(
+            message.project_id, message.root, message.options, message.registry
+        )
+        self._recover_dead_runs()
+
+    @handles(RunCall)
+    def _run_call(self, message: RunCall, sender: Any) -> None:
+        self._run(message.call, sender)
+
+    @handles(CallCancel)
+    def _cancel(self, message: CallCancel, sender: Any) -> None:
+        for call_id in message.call_ids:
+            flag = self.cancels.get(call_id)
+            if flag is not None:
+                flag.set()
+
+    @handles(WakeupMessage, WorkDone)
+    def _finished(self, message: WakeupMessage | WorkDone, sender: Any) -> None:
+        self._collect()
+
+    @handles(PeerUpdate)
+    def _peers(self, message: PeerUpdate, sender: Any) -> None:
+        if message.journal is not None:
             self.journal = message.journal  # the journal was restarted
             self.appends.resend()
 
@@ -139,6 +146,7 @@ class ToolRunnerActor(RoostActor):
 
         self.workers.start(work)
 
+    @handles(RunDirect)
     def _direct(self, message: RunDirect, sender: Any) -> None:
         call = direct_call(message.request, message.conversation_id)
         correlation = call.correlation_id
