@@ -252,10 +252,17 @@ class EntityHost:
             return msgspec.structs.replace(message, token=token)
         return message
 
-    def route_answer(self, message: Any) -> bool:
+    def take(self, message: Any) -> bool:
+        """Take a message that is the host's, not its owner's (False: the owner's).
+
+        A thread's wake (:class:`HostWake`), an entity's wakeup, an answer to an entity's
+        request: :data:`_TAKERS` says which method looks at each type.
+        """
+        taker: Callable[[EntityHost, Any], bool] = _TAKERS.get(type(message), _owners)
+        return taker(self, message)
+
+    def route_answer(self, message: Appended | AppendFailed | ReadResult) -> bool:
         """Hand an answer to an entity's outbound request to that entity (False: not one)."""
-        if not isinstance(message, Appended | AppendFailed | ReadResult):
-            return False
         routed = self._answers.pop(message.token, None)
         if routed is None:
             return False
@@ -274,6 +281,10 @@ class EntityHost:
             self._wake_pending = True
         address = self.owner.myAddress
         self.owner.host_queue().put((None, (address, address, HostWake())), local=True)
+
+    def _woken(self, message: HostWake) -> bool:
+        self.take_posted()
+        return True
 
     def take_posted(self) -> None:
         """The host woke up: deliver what threads posted."""
@@ -382,3 +393,18 @@ class EntityHost:
         if self._model_caller is not None:
             self._model_caller.close()
             self._model_caller = None
+
+
+def _owners(host: EntityHost, message: Any) -> bool:
+    """A message of a type the host never takes: its owner's."""
+    return False
+
+
+_TAKERS: dict[type, Callable[[EntityHost, Any], bool]] = {
+    HostWake: EntityHost._woken,
+    WakeupMessage: EntityHost.wakeup,
+    Appended: EntityHost.route_answer,
+    AppendFailed: EntityHost.route_answer,
+    ReadResult: EntityHost.route_answer,
+}
+"""Message type -> the host's method that takes it if it is the host's (:meth:`take`)."""

@@ -8,20 +8,20 @@ Every decision (routing, passivation, restarts, escalation) is the core's
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import partial
 from typing import Any
-
-from thespian.actors import WakeupMessage
 
 from actors.conversation import ConversationActor
 from actors.dispatch import handles
 from actors.host_appender import Appender
 from actors.host_link_server import HostLinkServer, is_link_address
-from actors.hosting import EntityHost, HostWake
+from actors.hosting import EntityHost
 from actors.messages import (
     ConversationFailed,
     ConversationIdle,
     Escalate,
+    Message,
     PeerUpdate,
     ReadProject,
     ReadResult,
@@ -56,30 +56,20 @@ class ProjectActor(CoreShell):
         self.tools: list[dict[str, Any]] = []
         self.fold_tools: list[str] = []
         self.registry: Any = None  # the project's ToolRegistry, built once in _setup
-        self.host: EntityHost | None = None
+        self.host = EntityHost(self)
+        """The project's Conversations, Policy and ToolRunner, hosted in this process (its
+        appender, with a journal link, comes with the set-up)."""
         self.host_link: HostLinkServer | None = None
-        """The project's Conversations, Policy and ToolRunner, hosted in this process."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         """Hand the entities what is theirs; then run every entity that has mail."""
-        host = self.host
-        if host is not None:
-            if isinstance(message, HostWake):
-                host.take_posted()
-                host.run()
-                return
-            if (isinstance(message, WakeupMessage) and host.wakeup(message)) or host.route_answer(
-                message
-            ):
-                host.run()
-                return
-        super().receiveMessage(message, sender)
-        if self.host is not None:
-            self.host.run()
+        if not self.host.take(message):
+            super().receiveMessage(message, sender)
+        self.host.run()
 
     def send(self, targetAddr: Any, msg: Any) -> bool:
         """Send ``msg``: in memory to one of our entities, else as an actor message."""
-        if self.host is not None and self.host.owns(targetAddr):
+        if self.host.owns(targetAddr):
             self.host.deliver(targetAddr, msg, self.myAddress)
             return True
         if is_link_address(targetAddr):
@@ -89,7 +79,7 @@ class ProjectActor(CoreShell):
     def _serve_host_link(self, project_id: str) -> None:
         """Serve the daemon's requests for this project on its host socket (with a link)."""
         settings, daemon = link_settings(), daemon_pid()
-        if settings is None or daemon is None or self.host is None:
+        if settings is None or daemon is None:
             return
         home = os.path.dirname(settings[0])
         host = self.host
@@ -158,7 +148,7 @@ class ProjectActor(CoreShell):
         self.journal = setup.journal
         self.announce(self.supervisor, f"project:{setup.project_id}")  # its host's pid
         settings = link_settings()
-        self.host = EntityHost(self, Appender(*settings) if settings is not None else None)
+        self.host.appender = Appender(*settings) if settings is not None else None
         self._serve_host_link(setup.project_id)
         self.appends.alert_options = setup.options
         registry = self.registry = ToolRegistry.for_project(setup.root, setup.options)
@@ -190,8 +180,7 @@ class ProjectActor(CoreShell):
         if self.host_link is not None:
             self.host_link.close()
             self.host_link = None
-        if self.host is not None:
-            self.host.stop_all()
+        self.host.stop_all()
 
     def carry_out(self, effect: fx.Effect) -> None:
         """Create a child, read the project, run a tool, tell children of a new peer."""
@@ -217,7 +206,6 @@ class ProjectActor(CoreShell):
                 for address in core.live.values():
                     self.send(self.to(address), update)
             case fx.Crash(to=to):
-                assert self.host is not None
                 self.host.crash(to)
             case fx.EscalateChild(child=child, error=error):
                 self.send(
@@ -225,40 +213,57 @@ class ProjectActor(CoreShell):
                 )
 
     def _spawn(self, spawn: fx.Spawn) -> None:
-        """Create the child ``spawn`` names and send it its set-up."""
-        assert self.core is not None and self.setup is not None
-        core, setup = self.core, self.setup
-        base: dict[str, Any] = {"project_id": setup.project_id, "root": setup.root}
-        base["options"] = setup.options
-        actor: Any
-        message: Any
-        if spawn.name == POLICY:
-            actor, message = PolicyActor, SetupPolicy(**base, registry=self.registry)
-        elif spawn.name == TOOLRUNNER:
-            runner = SetupRunner(**base, registry=self.registry, journal=self.journal)
-            actor, message = ToolRunnerActor, runner
-        else:
-            actor, message = (
-                ConversationActor,
-                SetupConversation(
-                    **base,
-                    conversation_id=spawn.name.split(":", 1)[1],
-                    journal=self.journal,
-                    policy=core.policy,
-                    runner=core.runner,
-                    tools=self.tools,
-                    new=spawn.new,
-                    recovering=spawn.recovering,
-                    reply_to=spawn.reply_to,
-                    waiters=spawn.waiters,
-                    correlation_id=spawn.correlation_id,
-                    fold_tools=self.fold_tools,
-                ),
-            )
-        assert self.host is not None
+        """Create the child ``spawn`` names and send it its set-up (:data:`_CHILDREN`)."""
+        assert self.setup is not None
+        actor, set_up = _CHILDREN.get(spawn.name, (ConversationActor, ProjectActor._conversation))
+        message = set_up(self, spawn, self.setup)
         address = self.host.create(actor, spawn.name)
-        core.spawned(spawn.name, address)
+        self.ready.spawned(spawn.name, address)
         self.send(address, message)
+
+    def _policy(self, spawn: fx.Spawn, setup: SetupProject) -> Message:
+        return SetupPolicy(
+            project_id=setup.project_id,
+            root=setup.root,
+            options=setup.options,
+            registry=self.registry,
+        )
+
+    def _runner(self, spawn: fx.Spawn, setup: SetupProject) -> Message:
+        return SetupRunner(
+            project_id=setup.project_id,
+            root=setup.root,
+            options=setup.options,
+            registry=self.registry,
+            journal=self.journal,
+        )
+
+    def _conversation(self, spawn: fx.Spawn, setup: SetupProject) -> Message:
+        return SetupConversation(
+            project_id=setup.project_id,
+            root=setup.root,
+            options=setup.options,
+            conversation_id=spawn.name.split(":", 1)[1],
+            journal=self.journal,
+            policy=self.ready.policy,
+            runner=self.ready.runner,
+            tools=self.tools,
+            new=spawn.new,
+            recovering=spawn.recovering,
+            reply_to=spawn.reply_to,
+            waiters=spawn.waiters,
+            correlation_id=spawn.correlation_id,
+            fold_tools=self.fold_tools,
+        )
+
+
+_SetUp = Callable[[ProjectActor, fx.Spawn, SetupProject], Message]
+
+_CHILDREN: dict[str, tuple[type, _SetUp]] = {
+    POLICY: (PolicyActor, ProjectActor._policy),
+    TOOLRUNNER: (ToolRunnerActor, ProjectActor._runner),
+}
+"""A child's name -> its actor class and its set-up; any other name is a conversation's."""
 
 
 def _listed(registry: Any, options: dict[str, Any], source: Any = None) -> list[dict[str, Any]]:

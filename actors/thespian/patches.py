@@ -19,7 +19,7 @@ there), and ``scripts/thespian_suite.py`` runs Thespian's own test suite with th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from actors.thespian import mailbox
@@ -46,6 +46,19 @@ def apply() -> None:
     short_identities()
 
 
+def _replace_once(owner: Any, name: str, marker: str, wrap: Callable[[Any], Any]) -> None:
+    """Set ``owner.name`` to ``wrap(original)``, marked with ``marker``, unless it is already.
+
+    Applying a patch twice (a second :func:`apply`) leaves its one replacement in place.
+    """
+    original = getattr(owner, name)
+    if getattr(original, marker, False):
+        return
+    replacement = wrap(original)
+    setattr(replacement, marker, True)
+    setattr(owner, name, replacement)
+
+
 def dead_mailboxes_closed() -> None:
     """Make a parent close its copy of a child's mailbox when the child has exited.
 
@@ -60,20 +73,18 @@ def dead_mailboxes_closed() -> None:
         MultiprocessQueueTCore_Common as core,
     )
 
-    original = core.set_address_to_dead
-    if getattr(original, "roost_discard", False):
-        return
+    def wrap(original: Any) -> Any:
+        def set_address_to_dead(self: Any, child_addr: Any) -> None:
+            mailbox_queue = self._queues.find(child_addr)
+            original(self, child_addr)
+            if isinstance(mailbox_queue, mailbox.MailboxQueue) and not any(
+                q is mailbox_queue for q in self._queues.values()
+            ):
+                mailbox_queue.discard()
 
-    def set_address_to_dead(self: Any, child_addr: Any) -> None:
-        mailbox_queue = self._queues.find(child_addr)
-        original(self, child_addr)
-        if isinstance(mailbox_queue, mailbox.MailboxQueue) and not any(
-            q is mailbox_queue for q in self._queues.values()
-        ):
-            mailbox_queue.discard()
+        return set_address_to_dead
 
-    set_address_to_dead.roost_discard = True  # type: ignore[attr-defined]
-    core.set_address_to_dead = set_address_to_dead
+    _replace_once(core, "set_address_to_dead", "roost_discard", wrap)
 
 
 def labelled_mailboxes() -> None:
@@ -86,18 +97,16 @@ def labelled_mailboxes() -> None:
         MultiprocessQueueTransport as transport,
     )
 
-    original = transport.connectEndpoint
-    if getattr(original, "roost_label", False):
-        return
+    def wrap(original: Any) -> Any:
+        def connect(self: Any, endpoint: Any) -> Any:
+            child_address, child_queue = endpoint.args[1], endpoint.args[2]
+            if isinstance(child_queue, mailbox.MailboxQueue):
+                child_queue.peer = child_address
+            return original(self, endpoint)
 
-    def connect(self: Any, endpoint: Any) -> Any:
-        child_address, child_queue = endpoint.args[1], endpoint.args[2]
-        if isinstance(child_queue, mailbox.MailboxQueue):
-            child_queue.peer = child_address
-        return original(self, endpoint)
+        return connect
 
-    connect.roost_label = True  # type: ignore[attr-defined]
-    transport.connectEndpoint = connect
+    _replace_once(transport, "connectEndpoint", "roost_label", wrap)
 
 
 def prompt_child_checks() -> None:
@@ -111,19 +120,17 @@ def prompt_child_checks() -> None:
     """
     from thespian.system.multiprocCommon import MultiProcReplicator  # noqa: PLC0415
 
-    original = MultiProcReplicator._handleReplicatorMessages
-    if getattr(original, "roost_prompt", False):
-        return
+    def wrap(original: Any) -> Any:
+        def handle(self: Any, envelope: Any) -> Any:
+            core = getattr(self.transport, "_QCore", None)
+            if core is not None and getattr(core, "_checkChildren", False):
+                core._checkChildren = False
+                self.childDied()
+            return original(self, envelope)
 
-    def handle(self: Any, envelope: Any) -> Any:
-        core = getattr(self.transport, "_QCore", None)
-        if core is not None and getattr(core, "_checkChildren", False):
-            core._checkChildren = False
-            self.childDied()
-        return original(self, envelope)
+        return handle
 
-    handle.roost_prompt = True  # type: ignore[attr-defined]
-    MultiProcReplicator._handleReplicatorMessages = handle
+    _replace_once(MultiProcReplicator, "_handleReplicatorMessages", "roost_prompt", wrap)
 
 
 def _queue_key(address: Any) -> str | None:
@@ -275,17 +282,15 @@ def indexed_routing() -> None:
     from thespian.system.transport import MultiprocessQueueTransport as transport  # noqa: PLC0415
 
     transport.AssocList = IndexedAssocList
-    manager = addressManager.ActorAddressManager
-    original = manager.__init__
-    if getattr(original, "roost_indexed", False):
-        return
 
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        self._deadAddrs = AddressList()
+    def wrap(original: Any) -> Any:
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            self._deadAddrs = AddressList()
 
-    init.roost_indexed = True  # type: ignore[attr-defined]
-    manager.__init__ = init
+        return init
+
+    _replace_once(addressManager.ActorAddressManager, "__init__", "roost_indexed", wrap)
 
 
 def short_identities() -> None:
