@@ -78,12 +78,7 @@ class JournalAppends:
         if not isinstance(message, Appended | AppendFailed) or message.token not in self._appends:
             return False
         _request, then = self._appends.pop(message.token)
-        if isinstance(message, AppendFailed):
-            self.owner.log.error("append_failed", error=message.error)
-        if then is not None:
-            then(message)
-        if isinstance(message, Appended):
-            self.route_alerts(message.envelopes)
+        self._answered(message, then)
         return True
 
     def append(
@@ -105,7 +100,10 @@ class JournalAppends:
         return request
 
     def _answered(self, answer: Any, then: Callable[[Any], None] | None) -> None:
-        """The host's appender answered an append (in this entity's turn)."""
+        """An append's answer (the journal's, or in an entity's turn its host appender's).
+
+        A failure is logged, ``then`` runs, a commit's alerts are routed.
+        """
         if isinstance(answer, AppendFailed):
             self.owner.log.error("append_failed", error=answer.error)
         if then is not None:

@@ -26,10 +26,12 @@ from actors.messages import (
     CallDone,
     ConversationIdle,
     DirectDone,
-    PeerUpdate,
+    JournalMoved,
+    PolicyRestarted,
     ReadProject,
     ReadResult,
     Request,
+    RunnerRestarted,
     SetupConversation,
 )
 from runtime.agent.core import ConversationCore
@@ -41,10 +43,10 @@ __all__ = ["ConversationActor"]
 
 
 class _RunnerLost(msgspec.Struct, frozen=True, kw_only=True):
-    """The input a :class:`PeerUpdate` whose runner died queues for the core."""
+    """The input a :class:`RunnerRestarted` queues for the core: its calls in flight died."""
 
     reason: str
-    """Why (``PeerUpdate.runner_lost``)."""
+    """Why (``RunnerRestarted.lost``)."""
 
 
 class ConversationActor(AgentShell):
@@ -155,26 +157,30 @@ class ConversationActor(AgentShell):
         )
         self.pump()
 
-    @handles(PeerUpdate)
-    def _peers(self, update: PeerUpdate, sender: Any) -> None:
-        if update.journal is not None:
-            self.journal = update.journal
-            self.appends.resend()
-            if self.loading:  # the read died with the journal
-                self._read()
-        if update.policy is not None:
-            self.policy = update.policy
-            self.awaiting = {a for a in self.awaiting if a[0] != "policy"}  # asked again
-            if self.core is not None:
-                self.effects.extend(self.core.policy_restarted())
-                self.pump()
-        if update.runner is not None:
-            self.runner = update.runner
-        if update.runner_lost:
-            self.awaiting = {a for a in self.awaiting if a[0] != "call"}  # never answered
-        if update.runner_lost and self.core is not None:
-            self.inputs.append((_RunnerLost(reason=update.runner_lost), None))
+    @handles(JournalMoved)
+    def _journal_moved(self, update: JournalMoved, sender: Any) -> None:
+        self.journal = update.journal
+        self.appends.resend()
+        if self.loading:  # the read died with the journal
+            self._read()
+
+    @handles(PolicyRestarted)
+    def _policy_restarted(self, update: PolicyRestarted, sender: Any) -> None:
+        self.policy = update.policy
+        self.awaiting = {a for a in self.awaiting if a[0] != "policy"}  # asked again
+        if self.core is not None:
+            self.effects.extend(self.core.policy_restarted())
             self.pump()
+
+    @handles(RunnerRestarted)
+    def _runner_restarted(self, update: RunnerRestarted, sender: Any) -> None:
+        """The calls in flight are lost: the core fails them, in turn with other inputs."""
+        self.runner = update.runner
+        if update.lost:
+            self.awaiting = {a for a in self.awaiting if a[0] != "call"}  # never answered
+            if self.core is not None:
+                self.inputs.append((_RunnerLost(reason=update.lost), None))
+                self.pump()
 
     def after_pump(self) -> None:
         """Arm the idle check (once per period)."""

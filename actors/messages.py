@@ -35,8 +35,9 @@ __all__ = [
     "DeleteProject",
     "DirectDone",
     "Escalate",
+    "JournalMoved",
     "Message",
-    "PeerUpdate",
+    "PolicyRestarted",
     "ProjectDeleted",
     "ReadProject",
     "ReadResult",
@@ -45,6 +46,7 @@ __all__ = [
     "Request",
     "RunCall",
     "RunDirect",
+    "RunnerRestarted",
     "SetupConversation",
     "SetupJournal",
     "SetupPolicy",
@@ -229,17 +231,27 @@ class SetupConversation(Message, frozen=True, kw_only=True):
     (``actors.agent_shell``)."""
 
 
-class PeerUpdate(Message, frozen=True, kw_only=True):
-    """A restarted peer's new address."""
+class JournalMoved(Message, frozen=True, kw_only=True):
+    """The Journal restarted: its new address (unanswered appends are sent there again)."""
 
-    journal: Any = None
+    journal: Any
     """New Journal address."""
-    runner: Any = None
-    """New ToolRunner address."""
-    policy: Any = None
+
+
+class PolicyRestarted(Message, frozen=True, kw_only=True):
+    """The project's Policy restarted: its new address (undecided calls are asked again)."""
+
+    policy: Any
     """New Policy address."""
-    runner_lost: str | None = None
-    """Set when the runner died: calls in flight fail as crashed."""
+
+
+class RunnerRestarted(Message, frozen=True, kw_only=True):
+    """The project's ToolRunner died and was restarted: calls in flight fail as crashed."""
+
+    runner: Any
+    """New ToolRunner address."""
+    lost: str | None = None
+    """Why the calls in flight were lost (set whenever it died)."""
 
 
 class DecideCall(Message, frozen=True, kw_only=True):

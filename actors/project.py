@@ -21,11 +21,13 @@ from actors.messages import (
     ConversationFailed,
     ConversationIdle,
     Escalate,
+    JournalMoved,
     Message,
-    PeerUpdate,
+    PolicyRestarted,
     ReadProject,
     ReadResult,
     RunDirect,
+    RunnerRestarted,
     SetupConversation,
     SetupPolicy,
     SetupProject,
@@ -132,11 +134,10 @@ class ProjectActor(CoreShell):
         )
         self.run(failed)
 
-    @handles(PeerUpdate)
-    def _peers(self, message: PeerUpdate, sender: Any) -> None:
-        if message.journal is not None:
-            self.journal = message.journal
-            self.run(self.ready.journal_changed())
+    @handles(JournalMoved)
+    def _journal_moved(self, message: JournalMoved, sender: Any) -> None:
+        self.journal = message.journal
+        self.run(self.ready.journal_changed())
 
     @handles(SetupProject)
     def _setup(self, setup: SetupProject, sender: Any) -> None:
@@ -196,12 +197,12 @@ class ProjectActor(CoreShell):
             case fx.PeerChanged(peer="journal"):
                 self.appends.resend()
                 for address in (core.runner, *core.live.values()):
-                    self.send(self.to(address), PeerUpdate(journal=self.journal))
+                    self.send(self.to(address), JournalMoved(journal=self.journal))
             case fx.PeerChanged(peer=peer, lost=lost):
-                update = (
-                    PeerUpdate(runner=core.runner, runner_lost=lost)
+                update: Message = (
+                    RunnerRestarted(runner=core.runner, lost=lost)
                     if peer == TOOLRUNNER
-                    else PeerUpdate(policy=core.policy)
+                    else PolicyRestarted(policy=core.policy)
                 )
                 for address in core.live.values():
                     self.send(self.to(address), update)

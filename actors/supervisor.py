@@ -19,7 +19,7 @@ from actors.messages import (
     Boot,
     DeleteProject,
     Escalate,
-    PeerUpdate,
+    JournalMoved,
     ProjectDeleted,
     ReadResult,
     ReadTypes,
@@ -119,7 +119,7 @@ class SupervisorActor(CoreShell):
             case fx.ReadLifecycle():
                 self.send(self.journal, ReadTypes(types=["project.started", "project.stopped"]))
             case fx.PeerChanged():
-                update = PeerUpdate(journal=self.journal)
+                update = JournalMoved(journal=self.journal)
                 for project in self.core.projects.values():
                     self.send(project.address, update)
                 self.appends.resend()

@@ -29,7 +29,7 @@ from actors.messages import (
     CallCancel,
     CallDone,
     DirectDone,
-    PeerUpdate,
+    JournalMoved,
     Reply,
     RunCall,
     RunDirect,
@@ -92,11 +92,10 @@ class ToolRunnerActor(RoostActor):
     def _finished(self, message: WakeupMessage | WorkDone, sender: Any) -> None:
         self._collect()
 
-    @handles(PeerUpdate)
-    def _peers(self, message: PeerUpdate, sender: Any) -> None:
-        if message.journal is not None:
-            self.journal = message.journal  # the journal was restarted
-            self.appends.resend()
+    @handles(JournalMoved)
+    def _journal_moved(self, message: JournalMoved, sender: Any) -> None:
+        self.journal = message.journal
+        self.appends.resend()
 
     def _recover_dead_runs(self) -> None:
         """Review the roots of this project's runs that a stop or crash cut; record them."""
