@@ -11,7 +11,9 @@ Project restarts the conversation from its events.
 from __future__ import annotations
 
 import functools
+import operator
 from collections import deque
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -94,11 +96,15 @@ class AgentShell(RoostActor):
         self.fold_tools: frozenset[str] = frozenset()
         """Read-only tools the host's runner runs inline: their calls do not end a stage."""
         self.loading = False
-        self.stopping = False
-        """An append failed: state is uncertain, nothing more runs until the restart."""
-        self.stop_error: dict[str, Any] | None = None
-        """That append's error: requests that wait behind it get it as their answer."""
+        self.failed: AppendFailed | None = None
+        """A failed append's answer: state is uncertain, nothing more runs until the restart,
+        and requests that wait behind it get its error as their answer."""
         self.appends.routes_alerts = False  # _settle queues a commit's alerts (either path)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether an append failed (:attr:`failed`): the loop waits for its restart."""
+        return self.failed is not None
 
     def input(self, message: Any, sender: Any) -> None:
         """Hand one queued input to the core: the method its type's ``input`` row names."""
@@ -143,14 +149,9 @@ class AgentShell(RoostActor):
             inputs, self.inputs = self.inputs, deque()
             waiting = [getattr(message, "reply_to", None) for message, _sender in inputs]
             effects, self.effects = self.effects, deque()
-            for effect in effects:  # e.g. a start's answer, due after its commit
-                if isinstance(effect, fx.Answer):
-                    waiting.append(effect.to)
-                elif isinstance(effect, fx.AppendBatch):
-                    waiting.append(effect.ack_to)
-            for reply_to in waiting:
-                if reply_to is not None and self.stop_error is not None:
-                    self.send(reply_to, Reply(ok=False, error=self.stop_error))
+            # e.g. a start's answer, due after its commit
+            waiting += [_waiter(effect) for effect in effects]
+            self._fail(waiting)
         elif self.staged and not self.waiting_append:
             if not self.awaiting:
                 self._flush()  # nothing more happens in memory: commit the stage
@@ -227,9 +228,7 @@ class AgentShell(RoostActor):
         else:
             self.waiting_append = False
             self.effects = deque(self._recomputed(effect) for effect in self.effects)
-            alerts = self.appends.alerts_for(answer.envelopes)
-            if alerts:
-                self.effects.append(fx.AppendBatch(events=alerts))
+            self._queue_alerts(answer.envelopes)
         self.pump()
 
     def _recomputed(self, effect: fx.Effect) -> fx.Effect:
@@ -346,15 +345,12 @@ class AgentShell(RoostActor):
         assert core is not None
         self.waiting_append = False
         if isinstance(answer, AppendFailed):
-            self.stopping = True
-            self.stop_error = answer.error
+            self.failed = answer
             waiting = [effect.ack_to]
             for event in effect.events:  # a turn never recorded: its waiters wait no more
                 if event.type == "user.message":
                     waiting += core.waiters.pop(event.correlation_id, [])
-            for reply_to in waiting:
-                if reply_to is not None:
-                    self.send(reply_to, Reply(ok=False, error=answer.error))
+            self._fail(waiting)
             # State is uncertain: stop, and let the project restart us from the journal. The
             # project sends the stop, behind what it already forwarded (answered meanwhile
             # with this error); if it does not within the grace, stop anyway.
@@ -369,7 +365,35 @@ class AgentShell(RoostActor):
             self.wakeupAfter(timedelta(seconds=_STOP_GRACE_S), payload=STOP)
             return
         self.effects.extend(core.acknowledged(effect, answer.envelopes))
-        # Routed alerts go through the effect queue, so the core folds them too.
-        alerts = self.appends.alerts_for(answer.envelopes)
+        self._queue_alerts(answer.envelopes)
+
+    def _queue_alerts(self, envelopes: list[Envelope]) -> None:
+        """Queue a commit's routed alerts: through the effect queue, the core folds them too."""
+        alerts = self.appends.alerts_for(envelopes)
         if alerts:
             self.effects.append(fx.AppendBatch(events=alerts))
+
+    def _fail(self, waiting: list[Any]) -> None:
+        """Answer each of ``waiting`` (None: nobody) with the failed append's error."""
+        assert self.failed is not None
+        for reply_to in waiting:
+            if reply_to is not None:
+                self.send(reply_to, Reply(ok=False, error=self.failed.error))
+
+
+def _nobody(effect: fx.Effect) -> Any:
+    """An effect no client waits on."""
+    return None
+
+
+def _waiter(effect: fx.Effect) -> Any:
+    """Who waits on ``effect`` (:data:`_WAITERS`), or None."""
+    waiter: Callable[[Any], Any] = _WAITERS.get(type(effect), _nobody)
+    return waiter(effect)
+
+
+_WAITERS: dict[type, Callable[[Any], Any]] = {
+    fx.Answer: operator.attrgetter("to"),
+    fx.AppendBatch: operator.attrgetter("ack_to"),
+}
+"""Effect type -> who waits on an effect of it (the client a failed append leaves waiting)."""
