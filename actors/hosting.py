@@ -43,17 +43,15 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import msgspec
 from thespian.actors import ActorAddress, ActorExitRequest, WakeupMessage
 
+from actors.host_appender import Appender
 from actors.messages import Appended, AppendFailed, AppendRequest, Message, ReadProject, ReadResult
 from events.envelope import NewEvent
 from runtime.logging import get_logger
-
-if TYPE_CHECKING:
-    from actors.host_appender import Appender
 
 __all__ = [
     "Deferred",
@@ -189,8 +187,6 @@ class EntityHost:
         self._running = False
         self.appender = appender
         self.host_id = f"{os.getpid()}-{id(self):x}"
-        self.delivered = 0
-        """Messages handed to entities (in memory), for the counters."""
         self._model_caller: Any = None
 
     # --- entities ------------------------------------------------------------------------
@@ -224,7 +220,6 @@ class EntityHost:
             log.debug("entity_dead_letter", target=str(target), message=type(message).__name__)
             return False
         entity.mailbox.append((message, sender))
-        self.delivered += 1
         if not entity.scheduled:
             entity.scheduled = True
             self.runnable.append(entity)
@@ -253,13 +248,8 @@ class EntityHost:
         return message
 
     def take(self, message: Any) -> bool:
-        """Take a message that is the host's, not its owner's (False: the owner's).
-
-        A thread's wake (:class:`HostWake`), an entity's wakeup, an answer to an entity's
-        request: :data:`_TAKERS` says which method looks at each type.
-        """
-        taker: Callable[[EntityHost, Any], bool] = _TAKERS.get(type(message), _owners)
-        return taker(self, message)
+        """Take a message that is the host's, not its owner's (False: the owner's)."""
+        return _TAKERS.get(type(message), _owners)(self, message)
 
     def route_answer(self, message: Appended | AppendFailed | ReadResult) -> bool:
         """Hand an answer to an entity's outbound request to that entity (False: not one)."""
@@ -403,8 +393,7 @@ def _owners(host: EntityHost, message: Any) -> bool:
 _TAKERS: dict[type, Callable[[EntityHost, Any], bool]] = {
     HostWake: EntityHost._woken,
     WakeupMessage: EntityHost.wakeup,
-    Appended: EntityHost.route_answer,
-    AppendFailed: EntityHost.route_answer,
-    ReadResult: EntityHost.route_answer,
+    **dict.fromkeys((Appended, AppendFailed, ReadResult), EntityHost.route_answer),
 }
-"""Message type -> the host's method that takes it if it is the host's (:meth:`take`)."""
+"""Message type -> the host's method that takes it when it is the host's: a thread's wake,
+an entity's wakeup, an answer to an entity's request (:meth:`EntityHost.take`)."""

@@ -39,6 +39,7 @@ __all__ = [
     "Message",
     "PolicyRestarted",
     "ProjectDeleted",
+    "ProjectSetup",
     "ReadProject",
     "ReadResult",
     "ReadTypes",
@@ -147,8 +148,8 @@ class ReadResult(Message, frozen=True, kw_only=True):
     journal, which ``events`` follow; None when it has none or it did not check out."""
 
 
-class SetupProject(Message, frozen=True, kw_only=True):
-    """Start (or restore) a project actor."""
+class ProjectSetup(Message, frozen=True, kw_only=True):
+    """What the set-up of a project's actor (and of the project itself) carries."""
 
     project_id: str
     """The project."""
@@ -156,6 +157,11 @@ class SetupProject(Message, frozen=True, kw_only=True):
     """Resolved root."""
     options: dict[str, Any]
     """Normalized options."""
+
+
+class SetupProject(ProjectSetup, frozen=True, kw_only=True):
+    """Start (or restore) a project actor."""
+
     journal: Any
     """The Journal's address."""
     restore: bool = False
@@ -166,45 +172,27 @@ class SetupProject(Message, frozen=True, kw_only=True):
     """The client waiting for the start."""
 
 
-class SetupPolicy(Message, frozen=True, kw_only=True):
+class SetupPolicy(ProjectSetup, frozen=True, kw_only=True):
     """Configure a project's Policy actor."""
 
-    project_id: str
-    """The project."""
-    root: str
-    """Resolved root."""
-    options: dict[str, Any]
-    """Normalized options."""
     registry: ToolRegistry
     """The project's tools, built once by the Project."""
 
 
-class SetupRunner(Message, frozen=True, kw_only=True):
+class SetupRunner(ProjectSetup, frozen=True, kw_only=True):
     """Configure a project's ToolRunner actor."""
 
-    project_id: str
-    """The project."""
-    root: str
-    """Resolved root."""
-    options: dict[str, Any]
-    """Normalized options."""
     registry: ToolRegistry
     """The project's tools, built once by the Project (the same value the Policy has)."""
     journal: Any
     """The Journal (for signals the runner records itself)."""
 
 
-class SetupConversation(Message, frozen=True, kw_only=True):
+class SetupConversation(ProjectSetup, frozen=True, kw_only=True):
     """Start (or rehydrate) a conversation actor."""
 
-    project_id: str
-    """The project."""
     conversation_id: str
     """The conversation."""
-    root: str
-    """Resolved root."""
-    options: dict[str, Any]
-    """Normalized options."""
     journal: Any
     """The Journal."""
     policy: Any

@@ -39,6 +39,7 @@ from actors.toolrunner import ToolRunnerActor
 from runtime.journal.link import daemon_pid, link_settings
 from runtime.lifecycle import effects as fx
 from runtime.lifecycle.project_core import POLICY, TOOLRUNNER, ProjectCore
+from runtime.tools.registry import ToolRegistry
 from runtime.wire.host_link import host_socket_path
 
 __all__ = ["ProjectActor"]
@@ -143,7 +144,6 @@ class ProjectActor(CoreShell):
     def _setup(self, setup: SetupProject, sender: Any) -> None:
         from runtime.guard.sandbox.layers import probe_layers  # noqa: PLC0415
         from runtime.lifecycle.readme import describe  # noqa: PLC0415
-        from runtime.tools.registry import ToolRegistry  # noqa: PLC0415
 
         self.setup, self.supervisor = setup, sender
         self.journal = setup.journal
@@ -162,7 +162,7 @@ class ProjectActor(CoreShell):
             options=setup.options,
             restore=setup.restore,
             reply_to=setup.reply_to,
-            list_tools=partial(_listed, registry, setup.options),
+            list_tools=partial(_listed, registry, setup),
             describe=partial(describe, setup.root, setup.options),
             pid=os.getpid(),
             correlation_id=setup.correlation_id,
@@ -267,13 +267,14 @@ _CHILDREN: dict[str, tuple[type, _SetUp]] = {
 """A child's name -> its actor class and its set-up; any other name is a conversation's."""
 
 
-def _listed(registry: Any, options: dict[str, Any], source: Any = None) -> list[dict[str, Any]]:
+def _listed(
+    registry: ToolRegistry, setup: SetupProject, source: Any = None
+) -> list[dict[str, Any]]:
     """``list_tools``: what the project's one registry lets clients (or ``source``) see."""
     import msgspec  # noqa: PLC0415
 
     from runtime.execution.pipeline import offered_tools  # noqa: PLC0415
 
     if source is None:
-        listed: list[dict[str, Any]] = registry.list_tools(options)
-        return listed
-    return [msgspec.to_builtins(spec) for spec in offered_tools(registry, options, source)]
+        return registry.list_tools(setup.options)
+    return [msgspec.to_builtins(spec) for spec in offered_tools(registry, setup.options, source)]

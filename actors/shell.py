@@ -9,7 +9,7 @@ messages both shells hand their core alike are served here too (``actors.dispatc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +17,7 @@ from thespian.actors import ActorExitRequest, ChildActorExited, WakeupMessage
 
 from actors.base import RoostActor
 from actors.dispatch import handles
-from actors.messages import ActorStarted, Reply, Request
+from actors.messages import ActorStarted, Appended, AppendFailed, Reply, Request
 from runtime.lifecycle import effects as fx
 
 __all__ = ["CoreShell"]
@@ -65,7 +65,8 @@ class CoreShell(RoostActor):
                 case fx.Stop(to=to):
                     self.send(self.to(to), ActorExitRequest())
                 case fx.AppendThen(events=events, then=then):
-                    self.append(events, then=None if then is None else self._after(then))
+                    answered = None if then is None else functools.partial(self._answered, effect)
+                    self.append(events, then=answered)
                 case fx.Wakeup(delay_s=delay_s, payload=payload):
                     self.wakeupAfter(timedelta(seconds=delay_s), payload=payload)
                 case fx.Log(level=level, event=event, fields=fields):
@@ -77,8 +78,7 @@ class CoreShell(RoostActor):
         """An address, from an address or a :class:`~runtime.lifecycle.effects.Child`."""
         return self.address_of(to.name) if isinstance(to, fx.Child) else to
 
-    def _after(self, then: Callable[[dict[str, Any] | None], list[fx.Effect]]) -> Any:
-        def answered(answer: Any) -> None:
-            self.run(then(None if hasattr(answer, "envelopes") else answer.error))
-
-        return answered
+    def _answered(self, effect: fx.AppendThen, answer: Appended | AppendFailed) -> None:
+        """Run what ``effect`` does on the journal's answer: ``then(None | error)``."""
+        assert effect.then is not None
+        self.run(effect.then(None if hasattr(answer, "envelopes") else answer.error))

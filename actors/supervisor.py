@@ -11,6 +11,7 @@ out the effects it returns.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from actors.dispatch import handles
@@ -125,17 +126,22 @@ class SupervisorActor(CoreShell):
                 self.appends.resend()
 
     def _spawn(self, spawn: fx.Spawn) -> None:
+        """Create the child ``spawn`` names (:data:`_SPAWNS`) and send it its set-up."""
+        _SPAWNS.get(spawn.name, SupervisorActor._spawn_project)(self, spawn)
+
+    def _spawn_journal(self, spawn: fx.Spawn) -> None:
         core = self.core
-        if spawn.name == JOURNAL:
-            address = self.createActor(JournalActor)
-            core.spawned(JOURNAL, address)
-            self.journal = address
-            # Every actor that appends over the journal link descends from this process.
-            roots = [os.getpid(), *([self.daemon_pid] if self.daemon_pid else [])]
-            self.send(
-                address, SetupJournal(home=core.home, journal=self.journal_kind, peer_roots=roots)
-            )
-            return
+        address = self.createActor(JournalActor)
+        core.spawned(JOURNAL, address)
+        self.journal = address
+        # Every actor that appends over the journal link descends from this process.
+        roots = [os.getpid(), *([self.daemon_pid] if self.daemon_pid else [])]
+        self.send(
+            address, SetupJournal(home=core.home, journal=self.journal_kind, peer_roots=roots)
+        )
+
+    def _spawn_project(self, spawn: fx.Spawn) -> None:
+        core = self.core
         address = self.createActor(ProjectActor)
         core.spawned(spawn.name, address)
         project_id = spawn.name.split(":", 1)[1]
@@ -150,3 +156,9 @@ class SupervisorActor(CoreShell):
             correlation_id=spawn.correlation_id,
         )
         self.send(address, setup)
+
+
+_SPAWNS: dict[str, Callable[[SupervisorActor, fx.Spawn], None]] = {
+    JOURNAL: SupervisorActor._spawn_journal,
+}
+"""A child's name -> how the Supervisor creates it; any other name is a project's."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from thespian.actors import WakeupMessage
@@ -36,6 +37,7 @@ from actors.messages import (
     SetupRunner,
 )
 from actors.workers import WorkDone, WorkerThreads
+from events.catalog import Event
 from events.envelope import format_at
 from runtime.execution.direct import (
     crashed,
@@ -136,12 +138,13 @@ class ToolRunnerActor(RoostActor):
             self.send(sender, CallDone(call_id=call.call_id, events=events))
             return
 
-        def work() -> tuple[str, Any, Any]:
+        def work() -> tuple[str, Callable[[], object]]:
             try:
                 events = self.core.execute(call, flag)
             except Exception as e:
                 events = crashed(call, e)
-            return call.call_id, sender, CallDone(call_id=call.call_id, events=events)
+            done = CallDone(call_id=call.call_id, events=events)
+            return call.call_id, functools.partial(self.send, sender, done)
 
         self.workers.start(work)
 
@@ -152,7 +155,7 @@ class ToolRunnerActor(RoostActor):
         source = direct_source(message.request)
         flag = self.cancels[call.call_id] = threading.Event()
 
-        def work() -> tuple[str, Any, Any]:
+        def work() -> tuple[str, Callable[[], object]]:
             try:
                 events, result = self.core.run(call, flag, source=source)
             except Exception as e:
@@ -166,24 +169,26 @@ class ToolRunnerActor(RoostActor):
                     correlation_id=correlation,
                     reply_to=message.reply_to,
                 )
-                return call.call_id, sender, done
-            return call.call_id, "journal", (record, correlation, message.reply_to, result)
+                return call.call_id, functools.partial(self.send, sender, done)
+            record_it = functools.partial(
+                self._record_direct, record, correlation, message.reply_to, result
+            )
+            return call.call_id, record_it
 
         self.workers.start(work)
 
     def _collect(self) -> None:
-        for call_id, target, payload in self.workers.collect():
+        """Release each finished call and carry out what its thread left to do."""
+        for call_id, finish in self.workers.collect():
             self._release(call_id)
-            if target == "journal":
-                events, correlation, reply_to, result = payload
-                at = format_at(utc_now())
-                batch = project_record(self.project_id, correlation, events, at)
-                self.append(
-                    batch,
-                    then=functools.partial(self._answer_direct, reply_to, result),
-                )
-            else:
-                self.send(target, payload)
+            finish()
+
+    def _record_direct(
+        self, events: list[Event], correlation: str, reply_to: Any, result: Any
+    ) -> None:
+        """Record a direct run no conversation records; answer the client after the commit."""
+        batch = project_record(self.project_id, correlation, events, format_at(utc_now()))
+        self.append(batch, then=functools.partial(self._answer_direct, reply_to, result))
 
     def _answer_direct(self, reply_to: Any, result: Any, answer: Any) -> None:
         if isinstance(answer, AppendFailed):

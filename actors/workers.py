@@ -34,12 +34,12 @@ class WorkerThreads:
 
     def __init__(self, owner: Any) -> None:
         self.owner = owner
-        self.done: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self.done: queue.Queue[tuple[str, Callable[[], object]]] = queue.Queue()
         self.in_threads = 0
         self.polling = False
 
-    def start(self, work: Callable[[], tuple[str, Any, Any]]) -> None:
-        """Run ``work`` on a thread; what it returns (key, target, payload) is collected."""
+    def start(self, work: Callable[[], tuple[str, Callable[[], object]]]) -> None:
+        """Run ``work`` on a thread; its answer (a key, what the actor then does) is collected."""
         self.in_threads += 1
         if self.owner.hosted:  # the host delivers the answer as a message: no polling
             port = self.owner._myRef
@@ -53,7 +53,7 @@ class WorkerThreads:
         threading.Thread(target=lambda: self.done.put(work()), daemon=True).start()
         self._poll()
 
-    def collect(self) -> list[tuple[str, Any, Any]]:
+    def collect(self) -> list[tuple[str, Callable[[], object]]]:
         """The answers of the work that finished since the last poll (on its wakeup)."""
         self.polling = False
         finished = []
