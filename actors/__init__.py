@@ -5,8 +5,8 @@ single writer), ``project`` (owns Policy, ToolRunner, Conversations), ``conversa
 (runs ``runtime.agent.ConversationCore``), ``policy``, ``toolrunner``; ``messages`` are
 the frozen msgspec Structs they exchange; ``base`` is what they share (it holds an
 ``appends`` and a ``sends`` helper as objects; ``process`` is per-process set-up);
-``shell`` and ``agent_shell`` carry out the cores' effects; ``workers`` is a helper that
-runs slow work on threads.
+``shell`` and ``agent_shell`` carry out the cores' effects; ``dispatch`` makes each
+shell's message type -> method table; ``workers`` is a helper that runs slow work on threads.
 """
 
 from actors.conversation import ConversationActor
