@@ -46,6 +46,7 @@ from runtime.lifecycle.effects import (
 )
 from runtime.lifecycle.effects import Wakeup as WakeupEffect
 from runtime.lifecycle.project_health import health, server_problems
+from runtime.lifecycle.readme import Description
 from runtime.lifecycle.supervision import (
     ChildNames,
     RestartPolicy,
@@ -105,7 +106,7 @@ class ProjectCore:
         restore: bool,
         reply_to: Any = None,
         list_tools: Callable[[str | None], list[dict[str, Any]]] = lambda _source: [],
-        describe: Callable[[], dict[str, Any]] = dict,
+        describe: Callable[[], Description] = lambda: {"description": None, "source": None},
         is_dead: Callable[[int], bool] = process_exited,
         clock: Callable[[], Any] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
@@ -133,8 +134,7 @@ class ProjectCore:
         self.restarts = RestartPolicy(
             self.settings.max_restarts, self.settings.restart_period_ms, clock=monotonic
         )
-        self.fixed: dict[str, Any] = {TOOLRUNNER: None, POLICY: None}
-        """The children every project has, by name: their addresses (None until spawned)."""
+        self.fixed: dict[str, Any] = {TOOLRUNNER: None, POLICY: None}  # None until spawned
         self.known: set[str] = set()  # conversations started and not stopped
         self.stopped: set[str] = set()  # conversations stopped (and not started again)
         self.live: dict[str, Any] = {}  # conversation id -> address

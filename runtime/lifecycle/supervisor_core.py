@@ -46,6 +46,7 @@ from runtime.lifecycle.effects import (
     error_reply,
 )
 from runtime.lifecycle.new_project import check_new_project, check_root
+from runtime.lifecycle.records import ProjectListing, ProjectRecord, project_listing
 from runtime.lifecycle.supervision import (
     ChildNames,
     RestartPolicy,
@@ -76,17 +77,6 @@ def project_child(project_id: str) -> str:
 def utc_now() -> datetime:
     """The lifecycle cores' default clock (UTC)."""
     return datetime.now(UTC)
-
-
-class ProjectRecord:
-    """A running project as the Supervisor knows it."""
-
-    def __init__(self, root: str, options: dict[str, Any], started_at: str) -> None:
-        self.root = root
-        self.options = options
-        self.started_at = started_at
-        self.address: Any = None
-        """Set by :meth:`SupervisorCore.spawned` once the shell created the actor."""
 
 
 class SupervisorCore:
@@ -272,16 +262,9 @@ class SupervisorCore:
             )
         return [Send(to=Child(project_child(project_id)), message=message)]
 
-    def list_projects(self) -> dict[str, Any]:
+    def list_projects(self) -> dict[str, ProjectListing | dict[str, int]]:
         """Running and failed projects, and the pids of the actors (``_actors``)."""
-        live: dict[str, Any] = {
-            pid: {"root": p.root, "started_at": p.started_at, "status": "running"}
-            for pid, p in sorted(self.projects.items())
-        }
-        live["_actors"] = dict(self.pids)
-        for pid, reason in self.failed.items():
-            live.setdefault(pid, {"status": "failed", "reason": reason})
-        return live
+        return project_listing(self.projects, self.failed, self.pids)
 
     def op_start_project(
         self, call: Call[StartProjectArgs], reply_to: Any, message: Any

@@ -37,7 +37,7 @@ def entry_error(
     key: str, problem: str, message: str, index: int | None = None
 ) -> InvalidRuntimeOptError:
     """The refusal of option ``key`` (its entry ``index``, when one is to blame)."""
-    details: dict[str, Any] = {"problem": problem}
+    details: dict[str, str | int] = {"problem": problem}
     if index is not None:
         details["index"] = index
         message = f"{key}[{index}] {message}"
