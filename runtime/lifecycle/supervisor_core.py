@@ -22,11 +22,9 @@ import msgspec
 from events import catalog as ev
 from events.envelope import Envelope, format_at, new_correlation_id, new_event
 from runtime.errors import (
-    AlreadyStartedError,
     BadRequestError,
     JournalError,
     ProjectNotFoundError,
-    ProjectRunningError,
 )
 from runtime.guard.ids import NAME_ID, check_id
 from runtime.guard.workspace import root_home_conflict
@@ -47,6 +45,7 @@ from runtime.lifecycle.effects import (
 )
 from runtime.lifecycle.new_project import check_new_project, check_root
 from runtime.lifecycle.records import ProjectListing, ProjectRecord, project_listing
+from runtime.lifecycle.refusals import DELETE_REFUSALS, START_REFUSALS, journal_restarting, refuse
 from runtime.lifecycle.supervision import (
     ChildNames,
     RestartPolicy,
@@ -273,17 +272,7 @@ class SupervisorCore:
         correlation = call.correlation()
         new = check_new_project(call.args, self.home)
         project_id, root, options = new.project_id, new.root, new.options
-        if project_id in self.projects:
-            raise AlreadyStartedError(
-                f"project {project_id} is already running", project_id=project_id
-            )
-        if project_id in self.deleting:
-            raise ProjectRunningError(
-                f"project {project_id}'s history is being deleted; start it again once "
-                "`roost project delete` has returned",
-                project_id=project_id,
-                reason="deleting",
-            )
+        refuse(START_REFUSALS, self, project_id)
         if new.settings.strict_asset_loading:
             from runtime.tools.asset_store import load_assets  # noqa: PLC0415
 
@@ -342,24 +331,7 @@ class SupervisorCore:
             reason="invalid_project_id",
             field="project_id",
         )
-        if project_id in self.projects:
-            raise ProjectRunningError(
-                f"project {project_id} is running; stop it first with "
-                f"`roost project stop {project_id}`, then delete it",
-                project_id=project_id,
-                reason="running",
-            )
-        if project_id in self.deleting:
-            raise ProjectRunningError(
-                f"project {project_id}'s history is already being deleted",
-                project_id=project_id,
-                reason="deleting",
-            )
-        if self.journal is None:
-            raise JournalError(
-                "the journal is restarting; retry `roost project delete` in a moment",
-                project_id=project_id,
-            )
+        refuse(DELETE_REFUSALS, self, project_id)
         delete = DeleteHistory(
             project_id=project_id,
             deleted_by=call.args.deleted_by,
@@ -441,11 +413,7 @@ class SupervisorCore:
             if waiting is not None and project_id not in self.delete_sent:
                 if self.journal is None:
                     self.deleting.pop(project_id)
-                    error = JournalError(
-                        "the journal is restarting; retry `roost project delete` in a moment",
-                        project_id=project_id,
-                    )
-                    return [error_reply(waiting.reply_to, error)]
+                    return [error_reply(waiting.reply_to, journal_restarting(project_id))]
                 self.delete_sent.add(project_id)
                 return [waiting]
             return []
