@@ -45,11 +45,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         553,
         "not split yet: the project deletion and the crash/restart decisions would move out",
     ),
-    "runtime/policy/options.py": (
-        408,
-        "the scalar validators and the table (the list-shaped ones are option_lists'); "
-        "the options file and --opt pairs would split off",
-    ),
     "runtime/client/connection.py": (
         499,
         "not split yet: one method per op; the per-op methods would leave the connection",

@@ -19,8 +19,11 @@ from runtime.errors import InvalidRuntimeOptError
 
 __all__ = [
     "MAX_REASON_CODE",
+    "EntryCheck",
     "Validator",
     "absolute_path",
+    "as_given",
+    "checked",
     "event_name",
     "fail",
     "host",
@@ -58,14 +61,34 @@ def shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _strings(key: str, value: Any) -> list[str]:
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise fail(
-            key,
-            "expected_list_of_strings",
-            f"{key} must be a list of strings, got {shown(value)}",
-        )
-    return list(value)
+def checked(
+    normalize: Validator, ok: Callable[[Any], bool], reason: str, what: str, **details: Any
+) -> Validator:
+    """``normalize``, then refuse a value that is not ``ok``: "KEY must be WHAT, got VALUE".
+
+    The message shows the value as given; ``details`` go with the error.
+    """
+
+    def check(key: str, value: Any) -> Any:
+        normalized = normalize(key, value)
+        if not ok(normalized):
+            raise fail(key, reason, f"{key} must be {what}, got {shown(value)}", **details)
+        return normalized
+
+    return check
+
+
+def as_given(key: str, value: Any) -> Any:
+    """The value as given (a :func:`checked` that only checks)."""
+    return value
+
+
+_strings = checked(
+    as_given,
+    lambda v: isinstance(v, list | tuple) and all(isinstance(s, str) for s in v),
+    "expected_list_of_strings",
+    "a list of strings",
+)
 
 
 def string_list(entry: Callable[[str, int, str], str], *, sort: bool) -> Validator:
@@ -73,7 +96,7 @@ def string_list(entry: Callable[[str, int, str], str], *, sort: bool) -> Validat
 
     def check(key: str, value: Any) -> Any:
         out: list[str] = []
-        for index, item in enumerate(_strings(key, value)):
+        for index, item in enumerate(list(_strings(key, value))):
             normalized = entry(key, index, item)
             if normalized not in out:
                 out.append(normalized)
@@ -86,43 +109,57 @@ def _bad_entry(key: str, index: int, message: str) -> InvalidRuntimeOptError:
     return fail(key, "invalid_entry", f"{key}[{index}] {message}", index=index)
 
 
-def nonempty(key: str, index: int, item: str) -> str:
-    """A non-empty entry without NUL, stripped."""
-    stripped = item.strip()
-    if not stripped or "\x00" in stripped:
-        raise _bad_entry(key, index, f"must be a non-empty string, got {shown(item)}")
-    return stripped
+EntryCheck = Callable[[str, int, str], str]
+"""``(key, index, entry) -> normalized entry``; raises ``InvalidRuntimeOptError``."""
 
 
-def matching(pattern: re.Pattern[str], what: str, *, lower: bool) -> Callable[..., str]:
-    """An entry check: stripped (and lowered when ``lower``), it must match ``pattern``."""
+def _entry_checked(
+    normalize: Callable[[str], str], ok: Callable[[str], bool], what: str
+) -> EntryCheck:
+    """``normalize`` an entry, then refuse one that is not ``ok``: "KEY[I] must be WHAT"."""
 
     def check(key: str, index: int, item: str) -> str:
-        normalized = item.strip().lower() if lower else item.strip()
-        if not pattern.match(normalized):
+        normalized = normalize(item)
+        if not ok(normalized):
             raise _bad_entry(key, index, f"must be {what}, got {shown(item)}")
         return normalized
 
     return check
 
 
+nonempty = _entry_checked(str.strip, lambda s: bool(s) and "\x00" not in s, "a non-empty string")
+"""A non-empty entry without NUL, stripped."""
+
+
+def matching(pattern: re.Pattern[str], what: str, *, lower: bool) -> EntryCheck:
+    """An entry check: stripped (and lowered when ``lower``), it must match ``pattern``."""
+    return _entry_checked(
+        lambda item: item.strip().lower() if lower else item.strip(),
+        lambda normalized: bool(pattern.match(normalized)),
+        what,
+    )
+
+
+_absolute = _entry_checked(
+    str.strip, lambda path: path.startswith("/") and "\x00" not in path, "an absolute path"
+)
+
+
 def absolute_path(key: str, index: int, item: str) -> str:
     """An absolute path below ``/``, normalized."""
-    path = item.strip()
-    if not path.startswith("/") or "\x00" in path:
-        raise _bad_entry(key, index, f"must be an absolute path, got {shown(item)}")
-    normalized = os.path.normpath(path)
+    normalized = os.path.normpath(_absolute(key, index, item))
     if normalized == "/":
         # "/" would cover the whole view: $HOME, /etc's secrets, what the sandbox hides
         raise _bad_entry(key, index, "must name a directory or file below /, got '/'")
     return normalized
 
 
+_known_event = _entry_checked(str.strip, lambda name: name in PAYLOAD_TYPES, "a known event type")
+
+
 def event_name(key: str, index: int, item: str) -> str:
     """A known event type that is no alert (alerts on alerts would loop)."""
-    name = item.strip()
-    if name not in PAYLOAD_TYPES:
-        raise _bad_entry(key, index, f"must be a known event type, got {shown(item)}")
+    name = _known_event(key, index, item)
     if name.startswith("alert."):
         raise _bad_entry(key, index, f"cannot be {name!r}: alerts on alerts would loop")
     return name
@@ -258,16 +295,18 @@ _TARGET_NORMAL: dict[str, Callable[[str], str]] = {
 """How each kind of target is normalized (after :data:`_OUTSIDE_ROOT_RULES` passed)."""
 
 
+_entry_list = checked(
+    as_given,
+    lambda v: isinstance(v, list | tuple),
+    _SHAPE_REASON,
+    "a list of {path or pattern, reason_code} objects",
+)
+
+
 def outside_root(key: str, value: Any) -> list[dict[str, str]]:
     """Validate ``outside_root_allowlist``: ``[{path | pattern, reason_code}, ...]``."""
-    if not isinstance(value, list | tuple):
-        raise fail(
-            key,
-            _SHAPE_REASON,
-            f"{key} must be a list of {{path or pattern, reason_code}} objects, got {shown(value)}",
-        )
     out: list[dict[str, str]] = []
-    for index, entry in enumerate(value):
+    for index, entry in enumerate(_entry_list(key, value)):
         for broken, reason, message in _OUTSIDE_ROOT_RULES:
             if broken(entry):
                 raise fail(key, reason, f"{key}[{index}] {message(entry)}", index=index)

@@ -40,6 +40,8 @@ from runtime.policy.mcp_servers import validate_mcp_servers
 from runtime.policy.option_lists import (
     Validator,
     absolute_path,
+    as_given,
+    checked,
     event_name,
     fail,
     host,
@@ -116,51 +118,31 @@ def _integer(minimum: int, maximum: int, *, null_ok: bool = False) -> Validator:
     reason = "expected_positive_integer" if minimum > 0 else "expected_non_negative_integer"
     what = "a positive integer" if minimum > 0 else "a non-negative integer"
     what += " or null" if null_ok else ""
-
-    def check(key: str, value: Any) -> Any:
-        if not _is_int(value) or value < minimum:
-            raise fail(key, reason, f"{key} must be {what}, got {shown(value)}")
-        if value > maximum:
-            raise fail(
-                key,
-                "invalid_entry",
-                f"{key} must be at most {maximum}, got {shown(value)}",
-                max=maximum,
-            )
-        return value
-
-    return check
+    typed = checked(as_given, lambda v: _is_int(v) and v >= minimum, reason, what)
+    return checked(
+        typed, lambda v: v <= maximum, "invalid_entry", f"at most {maximum}", max=maximum
+    )
 
 
-def _boolean(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise fail(key, "expected_boolean", f"{key} must be true or false, got {shown(value)}")
-    return value
+_boolean = checked(as_given, lambda v: isinstance(v, bool), "expected_boolean", "true or false")
 
-
-def _string(key: str, value: Any) -> str:
-    """A string (the options that take one take null too: :func:`_or_null`)."""
-    if not isinstance(value, str):
-        raise fail(
-            key, "expected_string_or_null", f"{key} must be a string or null, got {shown(value)}"
-        )
-    return value
+_string = checked(
+    as_given, lambda v: isinstance(v, str), "expected_string_or_null", "a string or null"
+)
+"""A string (the options that take one take null too: :func:`_or_null`)."""
 
 
 def _choice(*choices: str, reason: str = "invalid_entry") -> Validator:
-    listed = " or ".join(repr(c) for c in choices)
-
-    def check(key: str, value: Any) -> str:
-        normalized = value.strip().lower() if isinstance(value, str) else ""
-        if normalized not in choices:
-            raise fail(key, reason, f"{key} must be {listed}, got {shown(value)}")
-        return normalized
-
-    return check
+    return checked(
+        lambda key, value: value.strip().lower() if isinstance(value, str) else "",
+        lambda normalized: normalized in choices,
+        reason,
+        " or ".join(repr(c) for c in choices),
+    )
 
 
 def _base_url(key: str, value: Any) -> str:
-    url = _string(key, value).strip()
+    url: str = _string(key, value).strip()
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in ("http", "https") or not rest or rest[0] in "/?#":
         raise fail(
@@ -172,7 +154,7 @@ def _base_url(key: str, value: Any) -> str:
 
 
 def _api_key_env(key: str, value: Any) -> str:
-    name = _string(key, value)
+    name: str = _string(key, value)
     if not _ENV_NAME.match(name):
         # The value may be a pasted secret: never echo it.
         raise fail(
@@ -196,57 +178,38 @@ def _number(key: str, value: Any) -> float:
         return math.inf
 
 
-def _temperature(key: str, value: Any) -> float:
-    number = _number(key, value)
-    if not math.isfinite(number) or number < 0:
-        raise fail(key, "invalid_entry", f"{key} must be a finite number >= 0, got {shown(value)}")
-    return number
+_temperature = checked(
+    _number, lambda n: math.isfinite(n) and n >= 0, "invalid_entry", "a finite number >= 0"
+)
 
 
 def _byte_size(minimum: int, *, null_ok: bool = False) -> Validator:
     """A size in bytes of at least ``minimum`` (``null_ok``: as :func:`_integer`'s)."""
-    check_type = _integer(1, MAX_INT, null_ok=null_ok)
-
-    def check(key: str, value: Any) -> Any:
-        value = check_type(key, value)
-        if value < minimum:
-            raise fail(
-                key,
-                "invalid_entry",
-                f"{key} must be at least {minimum} bytes ({minimum // 1024**2} MiB), "
-                f"got {shown(value)}",
-                min=minimum,
-            )
-        return value
-
-    return check
+    return checked(
+        _integer(1, MAX_INT, null_ok=null_ok),
+        lambda size: size >= minimum,
+        "invalid_entry",
+        f"at least {minimum} bytes ({minimum // 1024**2} MiB)",
+        min=minimum,
+    )
 
 
 MAX_CPU_CORES = 1024.0
 """The largest ``tool_cpu_cores``."""
 
+_cores = checked(
+    _number,
+    lambda n: 0.01 <= n <= MAX_CPU_CORES,
+    "invalid_entry",
+    f"a number of cores from 0.01 to {MAX_CPU_CORES:g}, or null",
+)
 
-def _cores(key: str, value: Any) -> float:
-    number = _number(key, value)
-    if not 0.01 <= number <= MAX_CPU_CORES:
-        raise fail(
-            key,
-            "invalid_entry",
-            f"{key} must be a number of cores from 0.01 to {MAX_CPU_CORES:g}, or null, "
-            f"got {shown(value)}",
-        )
-    return number
-
-
-def _alert_router(key: str, value: Any) -> str:
-    router = _string(key, value).strip()
-    if not _ROUTER.match(router):
-        raise fail(
-            key,
-            "invalid_entry",
-            f"{key} must be 'package.module:function', got {shown(value)}",
-        )
-    return router
+_alert_router = checked(
+    lambda key, value: _string(key, value).strip(),
+    lambda router: bool(_ROUTER.match(router)),
+    "invalid_entry",
+    "'package.module:function'",
+)
 
 
 # --- the table -------------------------------------------------------------------------
