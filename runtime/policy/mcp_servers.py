@@ -14,16 +14,17 @@ A bad entry raises :class:`InvalidRuntimeOptError` with ``key="mcp_servers"``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from runtime.policy.remote_entries import (
     NAME_PATTERN,
-    entry_error,
+    EntryRule,
     entry_list,
     entry_name,
     entry_object,
     http_url,
+    refuse_broken,
 )
 
 __all__ = ["NAME_PATTERN", "PROBLEMS", "McpServer", "validate_mcp_servers"]
@@ -77,9 +78,7 @@ def _bad_env(env: Any) -> bool:
     )
 
 
-_Rule = tuple[Callable[[Mapping[str, Any]], bool], str, Callable[[Mapping[str, Any]], str]]
-
-_TARGET_RULES: tuple[_Rule, ...] = (
+_TARGET_RULES: tuple[EntryRule, ...] = (
     (
         lambda e: "command" in e and "url" in e,
         "command_and_url",
@@ -101,7 +100,7 @@ _TARGET_RULES: tuple[_Rule, ...] = (
 )
 """What an entry's ``command`` or ``url`` must be, in order: ``(broken, problem, message)``."""
 
-_ENV_RULES: tuple[_Rule, ...] = (
+_ENV_RULES: tuple[EntryRule, ...] = (
     (
         lambda e: "env" in e and "url" in e,
         "env_with_url",
@@ -116,23 +115,16 @@ _ENV_RULES: tuple[_Rule, ...] = (
 """What an entry's ``env`` must be (checked after its ``url``)."""
 
 
-def _check(rules: tuple[_Rule, ...], entry: Mapping[str, Any], index: int) -> None:
-    """Refuse ``entry`` for the first of ``rules`` it breaks."""
-    for broken, problem, message in rules:
-        if broken(entry):
-            raise entry_error(_KEY, problem, message(entry), index)
-
-
 def _entry(index: int, raw: Any, seen: set[str]) -> McpServer:
     entry = entry_object(_KEY, index, raw, _FIELDS, "{name, command} or {name, url}")
     name = entry_name(_KEY, index, entry, seen, "mcp.<name>.<tool>")
-    _check(_TARGET_RULES, entry, index)
+    refuse_broken(_KEY, _TARGET_RULES, entry, index)
     out: McpServer = {"name": name}
     if "command" in entry:
         out["command"] = list(entry["command"])
     else:
         out["url"] = http_url(_KEY, index, entry["url"])
-    _check(_ENV_RULES, entry, index)
+    refuse_broken(_KEY, _ENV_RULES, entry, index)
     if "env" in entry:
         out["env"] = dict(sorted(entry["env"].items()))
     return out
