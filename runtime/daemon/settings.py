@@ -126,24 +126,30 @@ def _number(value: Any, from_text: bool, parse: Callable[[str], float]) -> Any:
         return None
 
 
-def _count(lowest: int) -> _Checker:
+def _ruled(read: Callable[[Setting, Any, bool], Any], ok: Callable[[Any], bool]) -> _Checker:
+    """``read`` a value, then refuse it (``ValueError``: what its rule wants) unless ``ok``."""
+
     def check(setting: Setting, value: Any, from_text: bool) -> SettingValue:
-        number = _number(value, from_text, int)
-        if not isinstance(number, int) or number < lowest:
+        read_value: SettingValue = read(setting, value, from_text)
+        if not ok(read_value):
             raise ValueError(_RULES[setting.rule])
-        return number
+        return read_value
 
     return check
+
+
+def _count(lowest: int) -> _Checker:
+    return _ruled(
+        lambda setting, value, from_text: _number(value, from_text, int),
+        lambda number: isinstance(number, int) and number >= lowest,
+    )
 
 
 def _seconds(above: Callable[[float], bool]) -> _Checker:
-    def check(setting: Setting, value: Any, from_text: bool) -> SettingValue:
-        number = _number(value, from_text, float)
-        if not isinstance(number, int | float) or not (above(number) and number < math.inf):
-            raise ValueError(_RULES[setting.rule])
-        return number
-
-    return check
+    return _ruled(
+        lambda setting, value, from_text: _number(value, from_text, float),
+        lambda number: isinstance(number, int | float) and above(number) and number < math.inf,
+    )
 
 
 def _string(setting: Setting, value: Any) -> str:
@@ -159,11 +165,12 @@ def _text(setting: Setting, value: Any, from_text: bool) -> SettingValue:
     return _string(setting, value)
 
 
-def _umask(setting: Setting, value: Any, from_text: bool) -> SettingValue:
-    text = _string(setting, value).strip()
-    if not (1 <= len(text) <= 4 and all(c in "01234567" for c in text)) or int(text, 8) > 0o777:
-        raise ValueError(_RULES[setting.rule])
-    return text
+_umask = _ruled(
+    lambda setting, value, from_text: _string(setting, value).strip(),
+    lambda text: (
+        1 <= len(text) <= 4 and all(c in "01234567" for c in text) and int(text, 8) <= 0o777
+    ),
+)
 
 
 def _path(setting: Setting, value: Any, from_text: bool) -> SettingValue:
@@ -201,6 +208,25 @@ def _flat(document: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
             yield key, value
 
 
+_FILE_RULES: tuple[tuple[Callable[[os.stat_result, bool], bool], str, str], ...] = (
+    (
+        lambda info, in_home: not stat.S_ISREG(info.st_mode),
+        "config_unreadable",
+        "the config file {path} is not a regular file",
+    ),
+    (
+        lambda info, in_home: (
+            info.st_uid != os.geteuid() or bool(info.st_mode & 0o022 and not in_home)
+        ),
+        "config_not_private",
+        "the config file {path} can be changed by another user than the daemon's; "
+        "make it yours and `chmod go-w {path}`",
+    ),
+)
+"""What the config file must be (``(broken, reason, message)``; ``in_home``: the home's own
+file, whose private directory keeps others out, may be group- or world-writable)."""
+
+
 def read_config_file(path: str, *, in_home: bool = False) -> dict[str, SettingValue]:
     """The settings of a TOML config file, flat (``postgres.host``), checked.
 
@@ -222,19 +248,9 @@ def read_config_file(path: str, *, in_home: bool = False) -> dict[str, SettingVa
         ) from e
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                f"the config file {path} is not a regular file",
-                reason="config_unreadable",
-                file=path,
-            )
-        if info.st_uid != os.geteuid() or (info.st_mode & 0o022 and not in_home):
-            raise ConfigError(
-                f"the config file {path} can be changed by another user than the daemon's; "
-                f"make it yours and `chmod go-w {path}`",
-                reason="config_not_private",
-                file=path,
-            )
+        for broken, reason, message in _FILE_RULES:
+            if broken(info, in_home):
+                raise ConfigError(message.format(path=path), reason=reason, file=path)
         raw = f.read(MAX_CONFIG_BYTES + 1)
     try:
         if len(raw) > MAX_CONFIG_BYTES:

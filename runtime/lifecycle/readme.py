@@ -55,18 +55,13 @@ def first_paragraph(text: str) -> str | None:
         rows = rows[end + 1 :]
     for raw in rows:
         line = raw.strip()
-        if line.startswith(("```", "~~~")):
-            fenced = not fenced
+        fence = line.startswith(("```", "~~~"))
+        fenced ^= fence
+        if fence or not line:  # a paragraph ends here (no paragraph starts inside a fence)
             if lines:
                 break
             continue
-        if fenced:
-            continue
-        if not line:
-            if lines:
-                break
-            continue
-        if not lines and line.startswith(("#", "<", "[![", "![", "---", "===")):
+        if fenced or (not lines and line.startswith(("#", "<", "[![", "![", "---", "==="))):
             continue
         lines.append(line)
     if not lines:

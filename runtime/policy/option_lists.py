@@ -39,6 +39,8 @@ MAX_REASON_CODE = 64
 
 _DNS_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$")
 _NUMERIC_LABEL = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
+_WILDCARD = re.compile(r"^\*?\.")
+"""A leading ``*.`` or ``.`` of a ``network_allowlist`` entry (it covers the subdomains)."""
 
 Validator = Callable[[str, Any], Any]
 """``(key, raw value) -> normalized value``; raises ``InvalidRuntimeOptError``."""
@@ -167,11 +169,7 @@ def event_name(key: str, index: int, item: str) -> str:
 
 def host(key: str, index: int, item: str) -> str:
     """Normalize one ``network_allowlist`` entry to a bare lowercase IDNA host or an IP."""
-    host = item.strip().lower()
-    if host.startswith("*."):
-        host = host[2:]
-    elif host.startswith("."):
-        host = host[1:]
+    host = _WILDCARD.sub("", item.strip().lower(), count=1)
     bracketed = host.startswith("[") and host.endswith("]")
     if bracketed:
         host = host[1:-1]
