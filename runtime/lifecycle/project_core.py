@@ -42,6 +42,7 @@ from runtime.lifecycle.effects import (
     Send,
     Spawn,
     Stop,
+    answer_after,
     error_reply,
 )
 from runtime.lifecycle.effects import Wakeup as WakeupEffect
@@ -408,13 +409,7 @@ class ProjectCore:
             ev.SecurityProtocolDenied(protocol=protocol, operation=call.args.operation),
             call.correlation(),
         )
-
-        def answer(error: dict[str, Any] | None) -> list[Effect]:
-            if error is not None:
-                return [Answer(to=reply_to, ok=False, error=error)]
-            return [Answer(to=reply_to, ok=True, result=result)]
-
-        return [AppendThen(events=[denied], then=answer)]
+        return [AppendThen(events=[denied], then=answer_after(reply_to, result))]
 
     def _forward(
         self, conversation_id: str, request: tuple[Call[Any], Any, Any]

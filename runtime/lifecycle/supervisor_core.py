@@ -41,6 +41,7 @@ from runtime.lifecycle.effects import (
     Spawn,
     Stop,
     Wakeup,
+    answer_after,
     error_reply,
 )
 from runtime.lifecycle.new_project import check_new_project, check_root
@@ -304,14 +305,8 @@ class SupervisorCore:
         if project is None:
             raise ProjectNotFoundError(f"no running project {project_id!r}", project_id=project_id)
         self.stopping.add(project_id)
-
-        def done(error: dict[str, Any] | None) -> list[Effect]:
-            if error is not None:
-                return [Answer(to=reply_to, ok=False, error=error)]
-            result = {"project_id": project_id, "stopped": True}
-            return [Answer(to=reply_to, ok=True, result=result)]
-
         stopped = self._stopped_event(project_id, correlation_id=correlation)
+        done = answer_after(reply_to, {"project_id": project_id, "stopped": True})
         return [Stop(to=project.address), AppendThen(events=[stopped], then=done)]
 
     def op_delete_project(

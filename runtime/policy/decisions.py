@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -146,12 +146,26 @@ def refused_every_call(
     if rule is not None:
         return rule
     settings = RuntimeOptions.of(options)
-    prefix = spec.name.split(".", 1)[0].lower()
-    if prefix in PROTOCOLS and prefix not in settings.protocol_allowlist:
-        return "protocol_not_allowed"
-    if unattended and needs_approval(spec, settings):
-        return "approval_required"
+    for applies, reason in _EVERY_CALL_RULES:
+        if applies(spec, settings, unattended):
+            return reason
     return None
+
+
+def _protocol_refused(spec: ToolSpec, settings: RuntimeOptions) -> bool:
+    """A protocol tool (``mcp.*``, ``a2a.*``) whose protocol ``protocol_allowlist`` lacks."""
+    prefix = spec.name.split(".", 1)[0].lower()
+    return prefix in PROTOCOLS and prefix not in settings.protocol_allowlist
+
+
+_EVERY_CALL_RULES: tuple[tuple[Callable[[ToolSpec, RuntimeOptions, bool], bool], str], ...] = (
+    (lambda spec, settings, unattended: _protocol_refused(spec, settings), "protocol_not_allowed"),
+    (
+        lambda spec, settings, unattended: unattended and needs_approval(spec, settings),
+        "approval_required",
+    ),
+)
+"""After the tool lists: what refuses every call of a tool, and the reason, in order."""
 
 
 def decide(call: CallSpec, ctx: PolicyContext) -> Verdict:
