@@ -43,6 +43,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import islice
 from typing import Any, Literal
 
 import msgspec
@@ -334,13 +335,12 @@ def _paths(call: CallSpec, spec: ToolSpec) -> list[str]:
     return extract_paths(searched, path_keys=spec.path_args)
 
 
-def _exception_code(ws: Workspace, path: str) -> str | None:
-    """The outside-root exception a refused path would have used, if any."""
+def _exception_codes(ws: Workspace, path: str) -> list[str]:
+    """The outside-root exception a refused path would have used: its reason code, or none."""
     resolved = os.path.realpath(os.path.join(ws.root, path))
     if resolved == ws.root or resolved.startswith(ws.root.rstrip("/") + "/"):
-        return None
-    entry = next((e for e in ws.outside_allowlist if e.covers(resolved)), None)
-    return entry.reason_code if entry is not None else None
+        return []
+    return list(islice((e.reason_code for e in ws.outside_allowlist if e.covers(resolved)), 1))
 
 
 def _check_paths(
@@ -366,9 +366,7 @@ def _check_paths(
                 if e.code == "invalid_tool_args":
                     raise
                 if e.code == "sensitive_path_denied":
-                    code = _exception_code(ws, path)
-                    if code is not None:
-                        codes.append(code)
+                    codes.extend(_exception_codes(ws, path))
                 signal = path_signal(e, call.name, call.call_id)
                 raise _Refusal(e, [signal] if signal is not None else []) from e
             used = exception_signal(decision, call.name, call.call_id)
