@@ -212,7 +212,7 @@ class LoopState:
                 self._model_round = None
 
     def _record_turn(self, e: Envelope) -> None:
-        """Keep what a ``wait`` on the event's turn answers (``_turn_outcome``)."""
+        """Keep what a ``wait`` on the event's turn answers (``turn_outcome``)."""
         if e.type == "user.message" and e.correlation_id not in self.turns:
             self.turns[e.correlation_id] = TurnRecord(e.correlation_id, e.seq, e.event_id)
             open_turns = self.fold.open_turns

@@ -26,7 +26,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from runtime.errors import InvalidRuntimeOptError
 from runtime.guard.shapes.safe_json import (
@@ -297,13 +297,17 @@ def validate_options(raw: Mapping[str, Any] | None) -> dict[str, Any]:
     return options
 
 
-def parse_opt_pairs(pairs: Sequence[str]) -> dict[str, Any]:
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
+"""A value JSON text decodes to."""
+
+
+def parse_opt_pairs(pairs: Sequence[str]) -> dict[str, JsonValue]:
     """Parse the CLI's ``--opt KEY=VALUE`` pairs; a later pair for the same key wins.
 
     ``VALUE`` is read as JSON when it parses (``30000``, ``true``, ``null``, ``["a"]``) and
     kept as the raw string otherwise (``llm_model=gpt-4o``). Keys are not checked here.
     """
-    options: dict[str, Any] = {}
+    options: dict[str, JsonValue] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         key = key.strip()
