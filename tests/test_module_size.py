@@ -38,16 +38,12 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         "not split yet: Journal (append, read, audit, deletion); the audit would split off",
     ),
     "runtime/lifecycle/project_core.py": (
-        643,
+        638,
         "not split yet: its conversation table (known, live, held) and restarts would be objects",
     ),
     "runtime/lifecycle/supervisor_core.py": (
-        602,
+        548,
         "not split yet: the project deletion and the crash/restart decisions would move out",
-    ),
-    "runtime/policy/options.py": (
-        597,
-        "not split yet: one validator per option; the list-shaped ones would split off",
     ),
     "runtime/client/connection.py": (
         499,

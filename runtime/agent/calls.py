@@ -150,10 +150,9 @@ class ToolCalls(LoopState):
         This saves one journal round trip per round (``advance`` would add the same events).
         """
         turn = self.turn
-        if turn is None or not turn.model_done or self.cancelled:
-            return batch
         closed = {e.data.get("call_id") for e in batch if e.type in TERMINAL_TOOL_TYPES}
-        if not closed or any(c not in closed for c in self.pending):
+        still_open = not closed or any(c not in closed for c in self.pending)
+        if turn is None or not turn.model_done or self.cancelled or still_open:
             return batch
         return batch + self._start_turn(
             turn.correlation_id, batch[-1].event_id, turn.started_at, round_=turn.round + 1

@@ -23,7 +23,7 @@ snapshot`, and the events after it, when the journal has one) and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent
@@ -40,8 +40,9 @@ from runtime.agent.effects import (
 from runtime.agent.inbound import INBOUND_TYPES, Inbound
 from runtime.agent.rounds import ModelRounds
 from runtime.agent.snapshot import restore
+from runtime.agent.state import TurnRecord
 
-__all__ = ["INBOUND_TYPES", "ConversationCore", "provisional"]
+__all__ = ["INBOUND_TYPES", "ConversationCore", "TurnOutcome", "provisional"]
 
 
 _NEW_EVENT_FIELDS = (
@@ -72,6 +73,31 @@ def provisional(events: list[NewEvent], after_seq: int) -> list[Envelope]:
         )
         for i, e in enumerate(events, start=1)
     ]
+
+
+class TurnOutcome(TypedDict):
+    """What a ``wait`` on a turn answers: the turn's first ``user.message`` and its end."""
+
+    seq: int
+    """The ``seq`` of the turn's first ``user.message``."""
+    event_id: str
+    """That event's id."""
+    correlation_id: str
+    """The turn's correlation."""
+    outcome: str
+    """The turn-ending event's type, or ``awaiting_approval``."""
+    outcome_data: dict[str, Any] | None
+    """That event's data (``{call_ids}`` of the calls awaiting approval)."""
+
+
+def _outcome(record: TurnRecord, outcome: str, data: dict[str, Any] | None) -> TurnOutcome:
+    return {
+        "seq": record.user_seq,
+        "event_id": record.user_event_id,
+        "correlation_id": record.correlation_id,
+        "outcome": outcome,
+        "outcome_data": data,
+    }
 
 
 class ConversationCore(Inbound, ModelRounds, ToolCalls):
@@ -144,18 +170,14 @@ class ConversationCore(Inbound, ModelRounds, ToolCalls):
     def _resolve_waiters(self) -> list[Effect]:
         effects: list[Effect] = []
         for correlation in sorted(self.waiters):
-            outcome = self._turn_outcome(correlation)
+            outcome = self.turn_outcome(correlation)
             if outcome is not None:
                 for reply_to in self.waiters.pop(correlation):
                     effects.append(Answer(to=reply_to, result=outcome))
         return effects
 
-    def turn_outcome(self, correlation: str) -> dict[str, Any] | None:
-        """The ``wait`` reply of the turn of ``correlation`` once it is over (else None)."""
-        return self._turn_outcome(correlation)
-
-    def _turn_outcome(self, correlation: str) -> dict[str, Any] | None:
-        """The ``wait`` reply once the turn is over, or None while it runs.
+    def turn_outcome(self, correlation: str) -> TurnOutcome | None:
+        """The ``wait`` reply of the turn of ``correlation`` once it is over, else None.
 
         Read from the turn's record (``turns``): a turn older than the records kept
         (``REMEMBERED_TURNS``) is not answered.
@@ -163,26 +185,17 @@ class ConversationCore(Inbound, ModelRounds, ToolCalls):
         record = self.turns.get(correlation)
         if record is None:
             return None
-        ack = {
-            "seq": record.user_seq,
-            "event_id": record.user_event_id,
-            "correlation_id": correlation,
-        }
         if correlation not in self.fold.open_turns:
             if record.end_type is None:  # no turn opened (orchestration off): nothing ends it
                 return None
-            return {**ack, "outcome": record.end_type, "outcome_data": record.end_data}
+            return _outcome(record, record.end_type, record.end_data)
         turn = self.turn
         if (
             turn is not None
             and turn.correlation_id == correlation
             and self.fold.status() == "awaiting_approval"
         ):
-            return {
-                **ack,
-                "outcome": "awaiting_approval",
-                "outcome_data": {"call_ids": sorted(self.pending)},
-            }
+            return _outcome(record, "awaiting_approval", {"call_ids": sorted(self.pending)})
         return None
 
     def acknowledged(self, append: AppendBatch, envelopes: list[Envelope]) -> list[Effect]:

@@ -9,12 +9,13 @@ inventing ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
 from events import catalog as ev
+from events.conversation_fold import PendingCall
 from events.envelope import NewEvent
 from runtime.agent.effects import (
     Answer,
@@ -43,6 +44,9 @@ INBOUND_TYPES = frozenset(
     {"user.message", "conversation.cancel", "conversation.resume", "tool.approved", "tool.rejected"}
 )
 """Event types a client may send into a conversation."""
+
+_FollowUp = tuple[list[NewEvent], list[Effect]]
+"""An inbound event's batch (the event first) and the effects after its commit."""
 
 
 class Inbound(LoopState):
@@ -183,36 +187,38 @@ class Inbound(LoopState):
                 reason="missing_correlation_id",
             )
         first = self._new(payload, correlation_id=correlation, causation_id=None)
-        batch = [first]
-        after: list[Effect] = []
-        if kind == "user.message":
-            if self.cancelled:
-                message = (
-                    "not run: the conversation was cancelled (conversation.cancel) and not "
-                    f"resumed; `roost resume {self.project_id} {self.conversation_id}` reopens it"
-                )
-                batch.append(
-                    self._new(
-                        ev.LlmFailed(reason="conversation_cancelled", message=message),
-                        correlation_id=correlation,
-                        causation_id=first.event_id,
-                    )
-                )
-            elif self._orchestration and self.turn is None and not self.inbox:
-                batch.extend(self._start_turn(correlation, first.event_id, first.at, round_=1))
-        elif kind == "conversation.cancel":
-            batch, after = self._cancel(first, batch)
-        elif kind in ("tool.approved", "tool.rejected"):
-            batch = self._decide_by_user(kind, payload, first, batch)
+        batch, after = _FOLLOW_UPS[str(kind)](self, payload, first)
         if wait and kind == "user.message":
             self.waiters.setdefault(correlation, []).append(reply_to)
         ack_to = None if wait and kind == "user.message" else reply_to
         return [AppendBatch(events=batch, ack_to=ack_to, key=key), *after]
 
-    def _cancel(
-        self, cancel: NewEvent, batch: list[NewEvent]
-    ) -> tuple[list[NewEvent], list[Effect]]:
+    def _on_user_message(self, payload: ev.Event, first: NewEvent) -> _FollowUp:
+        """A ``user.message`` opens a turn (when none runs), or fails on a cancelled one."""
+        correlation = first.correlation_id
+        if self.cancelled:
+            message = (
+                "not run: the conversation was cancelled (conversation.cancel) and not "
+                f"resumed; `roost resume {self.project_id} {self.conversation_id}` reopens it"
+            )
+            failed = self._new(
+                ev.LlmFailed(reason="conversation_cancelled", message=message),
+                correlation_id=correlation,
+                causation_id=first.event_id,
+            )
+            return [first, failed], []
+        if self._orchestration and self.turn is None and not self.inbox:
+            return [first, *self._start_turn(correlation, first.event_id, first.at, round_=1)], []
+        return [first], []
+
+    def _on_resume(self, payload: ev.Event, first: NewEvent) -> _FollowUp:
+        """A ``conversation.resume`` is recorded alone (``advance`` goes on from it)."""
+        return [first], []
+
+    def _on_cancel(self, payload: ev.Event, cancel: NewEvent) -> _FollowUp:
+        """A ``conversation.cancel`` cancels the pending calls and fails the open turns."""
         self._drop_draft()
+        batch = [cancel]
         corr = cancel.correlation_id
         for call in sorted(self.pending.values(), key=lambda c: c.call_id):
             batch.append(
@@ -240,9 +246,8 @@ class Inbound(LoopState):
         dispatched = sorted(c for c in self.pending if c in self._dispatched)
         return batch, ([CancelCalls(call_ids=dispatched)] if dispatched else [])
 
-    def _decide_by_user(
-        self, kind: str, payload: ev.Event, first: NewEvent, batch: list[NewEvent]
-    ) -> list[NewEvent]:
+    def _awaiting(self, first: NewEvent) -> tuple[PendingCall, NewEvent]:
+        """The call a user's decision is about, and the decision under that call's turn."""
         call_id = str(first.data.get("call_id"))
         call = self.pending.get(call_id)
         if call is None or call.phase != "awaiting_approval":
@@ -252,46 +257,56 @@ class Inbound(LoopState):
                 call_id=call_id,
             )
         # Approvals belong to the turn that asked: keep its correlation.
-        corrected = msgspec.structs.replace(first, correlation_id=call.correlation_id)
-        batch[0] = corrected
-        if kind == "tool.approved":
-            decision = self._new(
-                ev.PolicyAllowed(tool=call.name, reason="approved", source="user", call_id=call_id),
-                correlation_id=call.correlation_id,
-                causation_id=corrected.event_id,
-            )
-            batch.append(decision)
-            batch.append(
-                self._new(
-                    ev.ToolStarted(call_id=call_id, name=call.name),
-                    correlation_id=call.correlation_id,
-                    causation_id=decision.event_id,
-                )
-            )
-        else:
-            reason = getattr(payload, "reason", None)
-            batch.append(
-                self._new(
-                    ev.PolicyDenied(
-                        tool=call.name, reason="approval_rejected", source="user", call_id=call_id
-                    ),
-                    correlation_id=call.correlation_id,
-                    causation_id=corrected.event_id,
-                )
-            )
-            batch.append(
-                self._new(
-                    ev.ToolFailed(
-                        call_id=call_id,
-                        name=call.name,
-                        reason={"code": "approval_rejected", "message": reason or "rejected"},
-                    ),
-                    correlation_id=call.correlation_id,
-                    causation_id=corrected.event_id,
-                )
-            )
-        return batch
+        return call, msgspec.structs.replace(first, correlation_id=call.correlation_id)
+
+    def _on_approved(self, payload: ev.Event, first: NewEvent) -> _FollowUp:
+        """A ``tool.approved``: the user's ``policy.allowed``, then the call starts."""
+        call, approved = self._awaiting(first)
+        decision = self._new(
+            ev.PolicyAllowed(
+                tool=call.name, reason="approved", source="user", call_id=call.call_id
+            ),
+            correlation_id=call.correlation_id,
+            causation_id=approved.event_id,
+        )
+        started = self._new(
+            ev.ToolStarted(call_id=call.call_id, name=call.name),
+            correlation_id=call.correlation_id,
+            causation_id=decision.event_id,
+        )
+        return [approved, decision, started], []
+
+    def _on_rejected(self, payload: ev.Event, first: NewEvent) -> _FollowUp:
+        """A ``tool.rejected``: the user's ``policy.denied``, then the call fails."""
+        call, rejected = self._awaiting(first)
+        reason = getattr(payload, "reason", None)
+        denied = self._new(
+            ev.PolicyDenied(
+                tool=call.name, reason="approval_rejected", source="user", call_id=call.call_id
+            ),
+            correlation_id=call.correlation_id,
+            causation_id=rejected.event_id,
+        )
+        failed = self._new(
+            ev.ToolFailed(
+                call_id=call.call_id,
+                name=call.name,
+                reason={"code": "approval_rejected", "message": reason or "rejected"},
+            ),
+            correlation_id=call.correlation_id,
+            causation_id=rejected.event_id,
+        )
+        return [rejected, denied, failed], []
 
 
 _OPS = op_handlers(Inbound, "conversation")
 """Each op that reaches a conversation, and the method serving it."""
+
+_FOLLOW_UPS: dict[str, Callable[[Inbound, ev.Event, NewEvent], _FollowUp]] = {
+    "user.message": Inbound._on_user_message,
+    "conversation.cancel": Inbound._on_cancel,
+    "conversation.resume": Inbound._on_resume,
+    "tool.approved": Inbound._on_approved,
+    "tool.rejected": Inbound._on_rejected,
+}
+"""Each inbound event type (``INBOUND_TYPES``), and what its recording brings with it."""

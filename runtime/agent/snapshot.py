@@ -26,7 +26,7 @@ or that does not decode; the caller then folds the whole history.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -143,6 +143,48 @@ def encode_snapshot(state: LoopState) -> bytes:
     return _ENCODER.encode(snapshot)
 
 
+def _outside(kept: Any) -> bool:
+    """Whether an open round of the kept context lies outside its messages."""
+    return any(not 0 <= i - kept.start < len(kept.messages) for i in kept.open_rounds.values())
+
+
+_FitRule = tuple[Callable[[Any, LoopState], bool], str, Callable[[Any, LoopState], str]]
+
+_FIT_RULES: tuple[_FitRule, ...] = (
+    (
+        lambda snap, state: snap.conversation_id != state.conversation_id,
+        "snapshot_conversation",
+        lambda snap, state: (
+            f"the snapshot is of conversation {snap.conversation_id}, not {state.conversation_id}"
+        ),
+    ),
+    (
+        lambda snap, state: snap.fold.orchestration != state.settings.orchestration,
+        "snapshot_orchestration",
+        lambda snap, state: (
+            "the snapshot was folded with orchestration "
+            f"{snap.fold.orchestration}; the conversation runs with "
+            f"{state.settings.orchestration}"
+        ),
+    ),
+    (
+        lambda snap, state: _outside(snap.context),
+        "snapshot_decode_error",
+        lambda snap, state: "the snapshot has an open round outside its messages",
+    ),
+    (
+        lambda snap, state: snap.context.window_chars != state.settings.context_window_chars,
+        "snapshot_window",
+        lambda snap, state: (
+            "the snapshot was folded with context_window_chars "
+            f"{snap.context.window_chars}; the conversation runs with "
+            f"{state.settings.context_window_chars}"
+        ),
+    ),
+)
+"""Whether a decoded snapshot fits the conversation: ``(broken, code, message)``, in order."""
+
+
 def _check(body: bytes, state: LoopState, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
     """``body`` decoded with ``decoder`` once its format, conversation and orchestration fit."""
     try:
@@ -158,31 +200,9 @@ def _check(body: bytes, state: LoopState, decoder: msgspec.msgpack.Decoder[Any])
         snapshot = decoder.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise SnapshotRejected("snapshot_decode_error", f"the snapshot does not decode: {e}") from e
-    if snapshot.conversation_id != state.conversation_id:
-        raise SnapshotRejected(
-            "snapshot_conversation",
-            f"the snapshot is of conversation {snapshot.conversation_id}, "
-            f"not {state.conversation_id}",
-        )
-    if snapshot.fold.orchestration != state.settings.orchestration:
-        raise SnapshotRejected(
-            "snapshot_orchestration",
-            "the snapshot was folded with orchestration "
-            f"{snapshot.fold.orchestration}; the conversation runs with "
-            f"{state.settings.orchestration}",
-        )
-    kept = snapshot.context
-    if any(not 0 <= i - kept.start < len(kept.messages) for i in kept.open_rounds.values()):
-        raise SnapshotRejected(
-            "snapshot_decode_error", "the snapshot has an open round outside its messages"
-        )
-    if kept.window_chars != state.settings.context_window_chars:
-        raise SnapshotRejected(
-            "snapshot_window",
-            "the snapshot was folded with context_window_chars "
-            f"{kept.window_chars}; the conversation runs with "
-            f"{state.settings.context_window_chars}",
-        )
+    for broken, code, message in _FIT_RULES:
+        if broken(snapshot, state):
+            raise SnapshotRejected(code, message(snapshot, state))
     return snapshot
 
 

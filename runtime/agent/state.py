@@ -11,7 +11,7 @@ requests); ``core`` joins them (what comes next).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -212,7 +212,7 @@ class LoopState:
                 self._model_round = None
 
     def _record_turn(self, e: Envelope) -> None:
-        """Keep what a ``wait`` on the event's turn answers (``_turn_outcome``)."""
+        """Keep what a ``wait`` on the event's turn answers (``turn_outcome``)."""
         if e.type == "user.message" and e.correlation_id not in self.turns:
             self.turns[e.correlation_id] = TurnRecord(e.correlation_id, e.seq, e.event_id)
             open_turns = self.fold.open_turns
@@ -264,20 +264,28 @@ class LoopState:
             )
         ]
 
-    def _budget_exceeded(self, started_at: str, round_: int) -> ev.BudgetExceeded | None:
-        max_rounds = self.settings.max_rounds
-        if round_ > max_rounds:
-            return ev.BudgetExceeded(budget="max_rounds", limit=max_rounds, used=round_ - 1)
-        token_budget = self.settings.token_budget
-        if self.tokens_used >= token_budget:
-            return ev.BudgetExceeded(
-                budget="token_budget", limit=token_budget, used=self.tokens_used
-            )
-        limit_ms = self.settings.duration_budget_ms
+    def _budgets(self, started_at: str, round_: int) -> Iterator[tuple[str, int, int, bool]]:
+        """Each budget in order: its name, limit, use so far, and whether it is exceeded.
+
+        The duration is read (from the clock) only when the budgets before it hold.
+        """
+        settings = self.settings
+        yield "max_rounds", settings.max_rounds, round_ - 1, round_ > settings.max_rounds
+        yield (
+            "token_budget",
+            settings.token_budget,
+            self.tokens_used,
+            self.tokens_used >= settings.token_budget,
+        )
         started = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
         used_ms = int((self.clock() - started).total_seconds() * 1000)
-        if round_ > 1 and used_ms > limit_ms:
-            return ev.BudgetExceeded(budget="duration_budget_ms", limit=limit_ms, used=used_ms)
+        limit_ms = settings.duration_budget_ms
+        yield "duration_budget_ms", limit_ms, used_ms, round_ > 1 and used_ms > limit_ms
+
+    def _budget_exceeded(self, started_at: str, round_: int) -> ev.BudgetExceeded | None:
+        for budget, limit, used, exceeded in self._budgets(started_at, round_):
+            if exceeded:
+                return ev.BudgetExceeded(budget=budget, limit=limit, used=used)
         return None
 
     def _spec(self, call: PendingCall) -> CallSpec:
@@ -318,14 +326,19 @@ class LoopState:
         the conversation, which the loop does not keep: the gateway reads it from the
         journal (``runtime.daemon.backend``). Raises ``KeyError`` for it and an unknown key.
         """
-        if key == "diagnostics":
-            return self.fold.diagnostics()
-        if key == "pending_tool_calls":
-            return self.fold.pending_calls()
-        if key == "llm_context":
-            return self._context.messages()
+        live = _LIVE_PROJECTIONS.get(key)
+        if live is not None:
+            return live(self)
         if key in PROJECTION_KEYS:
             raise KeyError(
                 f"projection {key!r} is read from the journal, not the live conversation"
             )
         raise KeyError(f"unknown projection {key!r}; expected one of: {', '.join(PROJECTION_KEYS)}")
+
+
+_LIVE_PROJECTIONS: dict[str, Callable[[LoopState], Any]] = {
+    "diagnostics": lambda state: state.fold.diagnostics(),
+    "pending_tool_calls": lambda state: state.fold.pending_calls(),
+    "llm_context": lambda state: state._context.messages(),
+}
+"""The projections the loop serves from its own folds, by key."""

@@ -15,22 +15,25 @@ the variables of what a flag or the file gave in its own environment
 
 from __future__ import annotations
 
+import math
 import os
 import stat
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypedDict
 
 import msgspec
 
 from runtime.errors import ConfigError
 from runtime.guard.home.roost_home import resolve_home
-from runtime.settings_table import CONFIG_NAME, FLAG_SETTINGS, SETTINGS, Setting
+from runtime.settings_table import CONFIG_NAME, FLAG_SETTINGS, SETTINGS, Rule, Setting
 
 __all__ = [
     "CONFIG_NAME",
     "FLAG_SETTINGS",
     "SETTINGS",
     "Setting",
+    "SettingReport",
+    "SettingValue",
     "Settings",
     "daemon_argv",
     "read_config_file",
@@ -52,6 +55,22 @@ _RULES: dict[str, str] = {
 }
 
 
+SettingValue = str | int | float | None
+"""A setting's value once checked (None: unset, the reader's default applies)."""
+
+_Checker = Callable[[Setting, Any, bool], SettingValue]
+"""A rule's check: ``(setting, raw value, read from text) -> value``, else ``ValueError``."""
+
+
+class SettingReport(TypedDict):
+    """One setting as ``daemon status`` shows it."""
+
+    value: SettingValue
+    """Its value (a secret as ``***``)."""
+    source: str
+    """``flag``, ``env``, ``file`` or ``default``."""
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """The daemon's settings, resolved: each value and where it came from."""
 
@@ -71,9 +90,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             if source in ("flag", "file")
         }
 
-    def report(self) -> dict[str, dict[str, Any]]:
+    def report(self) -> dict[str, SettingReport]:
         """Key → ``{value, source}`` for ``daemon status`` (secrets shown as ``***``)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, SettingReport] = {}
         for setting in SETTINGS:
             value = self.values.get(setting.key)
             source = self.sources.get(setting.key, "default")
@@ -84,56 +103,131 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return out
 
 
-def _as_env(value: Any) -> str:
+def _as_env(value: SettingValue) -> str:
     return str(value)
 
 
-def _check(setting: Setting, value: Any, *, from_text: bool) -> Any:
-    """``value`` as the setting's type; ``ValueError`` (what it must be) when it is not."""
-    rule = setting.rule
-    if rule == "choice":
-        text = value.strip().lower() if from_text and isinstance(value, str) else value
-        if text not in setting.choices:
-            raise ValueError(f"one of {', '.join(repr(c) for c in setting.choices)}")
-        return text
+def _choice(setting: Setting, value: Any, from_text: bool) -> SettingValue:
+    text = value.strip().lower() if from_text and isinstance(value, str) else value
+    if text not in setting.choices:
+        raise ValueError(f"one of {', '.join(repr(c) for c in setting.choices)}")
+    return text
+
+
+def _number(value: Any, from_text: bool, parse: Callable[[str], float]) -> Any:
+    """``value`` read from text (None when it does not parse), or as given; a bool is None."""
     if isinstance(value, bool):
-        raise ValueError(_RULES[rule])
-    if rule in ("count", "positive_count"):
-        number: Any = value
-        if from_text:
-            try:
-                number = int(str(value).strip())
-            except ValueError:
-                number = -1
-        if not isinstance(number, int) or number < (1 if rule == "positive_count" else 0):
-            raise ValueError(_RULES[rule])
-        return number
-    if rule in ("seconds", "positive_seconds"):
-        number = value
-        if from_text:
-            try:
-                number = float(str(value).strip())
-            except ValueError:
-                number = -1.0
-        if not isinstance(number, int | float) or not 0 <= number < float("inf"):
-            raise ValueError(_RULES[rule])
-        if rule == "positive_seconds" and number <= 0:
-            raise ValueError(_RULES[rule])
-        return number
+        return None
+    if not from_text:
+        return value
+    try:
+        return parse(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _ruled(read: Callable[[Setting, Any, bool], Any], ok: Callable[[Any], bool]) -> _Checker:
+    """``read`` a value, then refuse it (``ValueError``: what its rule wants) unless ``ok``."""
+
+    def check(setting: Setting, value: Any, from_text: bool) -> SettingValue:
+        read_value: SettingValue = read(setting, value, from_text)
+        if not ok(read_value):
+            raise ValueError(_RULES[setting.rule])
+        return read_value
+
+    return check
+
+
+def _count(lowest: int) -> _Checker:
+    return _ruled(
+        lambda setting, value, from_text: _number(value, from_text, int),
+        lambda number: isinstance(number, int) and number >= lowest,
+    )
+
+
+def _seconds(above: Callable[[float], bool]) -> _Checker:
+    return _ruled(
+        lambda setting, value, from_text: _number(value, from_text, float),
+        lambda number: isinstance(number, int | float) and above(number) and number < math.inf,
+    )
+
+
+def _string(setting: Setting, value: Any) -> str:
+    """``value`` as a string, non-empty but for a secret (a password may be empty)."""
+    if isinstance(value, bool):
+        raise ValueError(_RULES[setting.rule])
     if not isinstance(value, str) or not (value.strip() or setting.secret):
-        # a password may be empty (trust authentication)
-        raise ValueError("a string" if setting.secret else _RULES[rule])
-    if rule == "umask":
-        text = value.strip()
-        if not (1 <= len(text) <= 4 and all(c in "01234567" for c in text)) or int(text, 8) > 0o777:
-            raise ValueError(_RULES[rule])
-        return text
-    if rule == "path" and not from_text and not os.path.isabs(os.path.expanduser(value)):
-        raise ValueError(_RULES[rule])  # a variable keeps its old meaning: as given
-    return os.path.expanduser(value) if rule == "path" else value
+        raise ValueError("a string" if setting.secret else _RULES[setting.rule])
+    return value
 
 
-def read_config_file(path: str, *, in_home: bool = False) -> dict[str, Any]:
+def _text(setting: Setting, value: Any, from_text: bool) -> SettingValue:
+    return _string(setting, value)
+
+
+_umask = _ruled(
+    lambda setting, value, from_text: _string(setting, value).strip(),
+    lambda text: (
+        1 <= len(text) <= 4 and all(c in "01234567" for c in text) and int(text, 8) <= 0o777
+    ),
+)
+
+
+def _path(setting: Setting, value: Any, from_text: bool) -> SettingValue:
+    path = os.path.expanduser(_string(setting, value))
+    if not from_text and not os.path.isabs(path):
+        raise ValueError(_RULES[setting.rule])  # a variable keeps its old meaning: as given
+    return path
+
+
+_CHECKS: dict[Rule, _Checker] = {
+    "choice": _choice,
+    "count": _count(0),
+    "positive_count": _count(1),
+    "seconds": _seconds(lambda n: n >= 0),
+    "positive_seconds": _seconds(lambda n: n > 0),
+    "umask": _umask,
+    "text": _text,
+    "path": _path,
+}
+"""Each rule's check: ``(setting, value, from_text) -> value``; ``ValueError`` names what
+the value must be."""
+
+
+def _check(setting: Setting, value: Any, *, from_text: bool) -> SettingValue:
+    """``value`` as the setting's type; ``ValueError`` (what it must be) when it is not."""
+    return _CHECKS[setting.rule](setting, value, from_text)
+
+
+def _flat(document: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The config file's ``(key, value)`` pairs, ``[postgres]``'s as ``postgres.<key>``."""
+    for key, value in document.items():
+        if key == "postgres" and isinstance(value, dict):
+            yield from ((f"postgres.{k}", v) for k, v in value.items())
+        else:
+            yield key, value
+
+
+_FILE_RULES: tuple[tuple[Callable[[os.stat_result, bool], bool], str, str], ...] = (
+    (
+        lambda info, in_home: not stat.S_ISREG(info.st_mode),
+        "config_unreadable",
+        "the config file {path} is not a regular file",
+    ),
+    (
+        lambda info, in_home: (
+            info.st_uid != os.geteuid() or bool(info.st_mode & 0o022 and not in_home)
+        ),
+        "config_not_private",
+        "the config file {path} can be changed by another user than the daemon's; "
+        "make it yours and `chmod go-w {path}`",
+    ),
+)
+"""What the config file must be (``(broken, reason, message)``; ``in_home``: the home's own
+file, whose private directory keeps others out, may be group- or world-writable)."""
+
+
+def read_config_file(path: str, *, in_home: bool = False) -> dict[str, SettingValue]:
     """The settings of a TOML config file, flat (``postgres.host``), checked.
 
     It must be the daemon user's and, unless it is the home's own (``in_home``: the home
@@ -154,19 +248,9 @@ def read_config_file(path: str, *, in_home: bool = False) -> dict[str, Any]:
         ) from e
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                f"the config file {path} is not a regular file",
-                reason="config_unreadable",
-                file=path,
-            )
-        if info.st_uid != os.geteuid() or (info.st_mode & 0o022 and not in_home):
-            raise ConfigError(
-                f"the config file {path} can be changed by another user than the daemon's; "
-                f"make it yours and `chmod go-w {path}`",
-                reason="config_not_private",
-                file=path,
-            )
+        for broken, reason, message in _FILE_RULES:
+            if broken(info, in_home):
+                raise ConfigError(message.format(path=path), reason=reason, file=path)
         raw = f.read(MAX_CONFIG_BYTES + 1)
     try:
         if len(raw) > MAX_CONFIG_BYTES:
@@ -176,15 +260,9 @@ def read_config_file(path: str, *, in_home: bool = False) -> dict[str, Any]:
         raise ConfigError(
             f"the config file {path} is not valid TOML: {e}", reason="invalid_toml", file=path
         ) from e
-    flat: dict[str, Any] = {}
-    for key, value in document.items():
-        if key == "postgres" and isinstance(value, dict):
-            flat.update({f"postgres.{k}": v for k, v in value.items()})
-        else:
-            flat[key] = value
     by_key = {s.key: s for s in SETTINGS}
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
+    out: dict[str, SettingValue] = {}
+    for key, value in dict(_flat(document)).items():  # a key given twice: the last wins
         setting = by_key.get(key)
         if setting is None:
             import difflib  # noqa: PLC0415 - only for this error (the CLI imports this module)
@@ -234,7 +312,7 @@ def resolve_settings(
     in_home = config_file == own
     from_file = read_config_file(config_file, in_home=in_home) if config_file else {}
     given = {k: v for k, v in (flags or {}).items() if v is not None}
-    values: dict[str, Any] = {}
+    values: dict[str, SettingValue] = {}
     sources: dict[str, str] = {}
     for setting in SETTINGS:
         raw_env = env.get(setting.env, "")

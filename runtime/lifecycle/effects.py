@@ -40,6 +40,7 @@ __all__ = [
     "Spawn",
     "Stop",
     "Wakeup",
+    "answer_after",
     "error_reply",
 ]
 
@@ -180,6 +181,17 @@ Effect = (
     | Log
 )
 """Any effect."""
+
+
+def answer_after(to: Any, result: Any) -> Callable[[dict[str, Any] | None], list[Effect]]:
+    """An :attr:`AppendThen.then` that answers ``to``: ``result`` once committed, else the error."""
+
+    def answer(error: dict[str, Any] | None) -> list[Effect]:
+        if error is not None:
+            return [Answer(to=to, ok=False, error=error)]
+        return [Answer(to=to, ok=True, result=result)]
+
+    return answer
 
 
 def error_reply(to: Any, error: BaseException) -> Answer:

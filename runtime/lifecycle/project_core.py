@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -42,10 +42,12 @@ from runtime.lifecycle.effects import (
     Send,
     Spawn,
     Stop,
+    answer_after,
     error_reply,
 )
 from runtime.lifecycle.effects import Wakeup as WakeupEffect
 from runtime.lifecycle.project_health import health, server_problems
+from runtime.lifecycle.readme import Description
 from runtime.lifecycle.supervision import (
     ChildNames,
     RestartPolicy,
@@ -79,6 +81,15 @@ __all__ = [
 POLICY = "policy"
 TOOLRUNNER = "toolrunner"
 
+_RESPAWN: dict[str, tuple[Effect, ...]] = {
+    TOOLRUNNER: (
+        Spawn(name=TOOLRUNNER),
+        PeerChanged(peer=TOOLRUNNER, lost="the tool runner exited"),
+    ),
+    POLICY: (Spawn(name=POLICY), PeerChanged(peer=POLICY)),
+}
+"""A fixed child's restart: create it again and tell the others it moved."""
+
 
 def conversation_child(conversation_id: str) -> str:
     """A conversation's child name: ``conversation:<id>``."""
@@ -96,7 +107,7 @@ class ProjectCore:
         restore: bool,
         reply_to: Any = None,
         list_tools: Callable[[str | None], list[dict[str, Any]]] = lambda _source: [],
-        describe: Callable[[], dict[str, Any]] = dict,
+        describe: Callable[[], Description] = lambda: {"description": None, "source": None},
         is_dead: Callable[[int], bool] = process_exited,
         clock: Callable[[], Any] = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
@@ -124,8 +135,7 @@ class ProjectCore:
         self.restarts = RestartPolicy(
             self.settings.max_restarts, self.settings.restart_period_ms, clock=monotonic
         )
-        self.policy: Any = None
-        self.runner: Any = None
+        self.fixed: dict[str, Any] = {TOOLRUNNER: None, POLICY: None}  # None until spawned
         self.known: set[str] = set()  # conversations started and not stopped
         self.stopped: set[str] = set()  # conversations stopped (and not started again)
         self.live: dict[str, Any] = {}  # conversation id -> address
@@ -149,24 +159,40 @@ class ProjectCore:
 
     # --- children ------------------------------------------------------------------------
 
+    @property
+    def policy(self) -> Any:
+        """The Policy's address."""
+        return self.fixed[POLICY]
+
+    @property
+    def runner(self) -> Any:
+        """The ToolRunner's address."""
+        return self.fixed[TOOLRUNNER]
+
     def address(self, name: str) -> Any:
         """The address of the child ``name``."""
-        if name == POLICY:
-            return self.policy
-        if name == TOOLRUNNER:
-            return self.runner
+        if name in self.fixed:
+            return self.fixed[name]
         return self.live.get(name.split(":", 1)[1])
 
     def spawned(self, name: str, address: Any) -> None:
         """The shell created the child ``name`` at ``address``."""
-        if name == POLICY:
-            self.policy = address
-        elif name == TOOLRUNNER:
-            self.runner = address
-        else:
-            conversation_id = name.split(":", 1)[1]
-            self.live[conversation_id] = address
-            self.by_address.add(address, conversation_id)
+        if name in self.fixed:
+            self.fixed[name] = address
+            return
+        conversation_id = name.split(":", 1)[1]
+        self.live[conversation_id] = address
+        self.by_address.add(address, conversation_id)
+
+    def _children(self) -> Iterator[tuple[str, Any]]:
+        yield from self.fixed.items()
+        yield from ((conversation_child(c), a) for c, a in self.live.items())
+
+    def _fixed_name(self, address: Any) -> str | None:
+        for name, live in self.fixed.items():
+            if live is not None and address == live:
+                return name
+        return None
 
     def actor_started(self, role: str, pid: int) -> None:
         """A child announced its pid."""
@@ -292,7 +318,16 @@ class ProjectCore:
     ) -> list[Effect]:
         """``start_conversation``: spawn it; it records its start and answers."""
         correlation = call.correlation()
-        return self._start_conversation(call.args.conversation_id, reply_to, correlation)
+        conversation_id = call.args.conversation_id or "c-" + secrets.token_hex(6)
+        if conversation_id in self.known:
+            raise ConversationAlreadyStartedError(
+                f"conversation {conversation_id} already exists in this project",
+                conversation_id=conversation_id,
+            )
+        self.known.add(conversation_id)
+        self.stopped.discard(conversation_id)
+        spawn = self._spawn(conversation_id, new=True, reply_to=reply_to)
+        return [msgspec.structs.replace(s, correlation_id=correlation) for s in spawn]
 
     def _to_conversation(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
         """A request for one conversation: on to it (started again when passivated)."""
@@ -329,12 +364,6 @@ class ProjectCore:
         result = {"project_id": self.project_id, **self.describe()}
         return [Answer(to=reply_to, ok=True, result=result)]
 
-    def op_inject_fault(
-        self, call: Call[InjectFaultArgs], reply_to: Any, message: Any
-    ) -> list[Effect]:
-        """``inject_fault``: crash a live hosted child (:meth:`_inject_fault`)."""
-        return self._inject_fault(call.args.target, reply_to)
-
     def op_live_status(self, call: Call[ProjectArgs], reply_to: Any, message: Any) -> list[Effect]:
         """``live_status`` (the daemon's own): conversations, health and pids."""
         status = {
@@ -345,15 +374,16 @@ class ProjectCore:
         }
         return [Answer(to=reply_to, ok=True, result=status)]
 
-    def _inject_fault(self, target: str, reply_to: Any) -> list[Effect]:
+    def op_inject_fault(
+        self, call: Call[InjectFaultArgs], reply_to: Any, message: Any
+    ) -> list[Effect]:
         """``inject_fault``: crash a live hosted child, as a SIGKILL would a process.
 
         The daemon refuses the op unless it was started with ``ROOST_FAULT_INJECTION=1``
         (the fault-injection tests and ``roost soak --scenario chaos``).
         """
-        address = self.address(target) if target in (POLICY, TOOLRUNNER) else None
-        if target.startswith("conversation:"):
-            address = self.live.get(target.split(":", 1)[1])
+        target = call.args.target
+        address = dict(self._children()).get(target)
         if address is None or isinstance(address, Child):
             raise BadRequestError(
                 f"no live child {target!r} in project {self.project_id}",
@@ -379,31 +409,7 @@ class ProjectCore:
             ev.SecurityProtocolDenied(protocol=protocol, operation=call.args.operation),
             call.correlation(),
         )
-
-        def answer(error: dict[str, Any] | None) -> list[Effect]:
-            if error is not None:
-                return [Answer(to=reply_to, ok=False, error=error)]
-            return [Answer(to=reply_to, ok=True, result=result)]
-
-        return [AppendThen(events=[denied], then=answer)]
-
-    def _start_conversation(
-        self, conversation_id: str | None, reply_to: Any, correlation_id: str
-    ) -> list[Effect]:
-        conversation_id = conversation_id or "c-" + secrets.token_hex(6)
-        if conversation_id in self.known:
-            raise ConversationAlreadyStartedError(
-                f"conversation {conversation_id} already exists in this project",
-                conversation_id=conversation_id,
-            )
-        self.known.add(conversation_id)
-        self.stopped.discard(conversation_id)
-        spawn = self._spawn(conversation_id, new=True, reply_to=reply_to)
-        return [msgspec.structs.replace(s, correlation_id=correlation_id) for s in spawn]
-
-    def waiters_of(self, conversation_id: str) -> list[tuple[str, Any]]:
-        """``(correlation_id, reply_to)`` of the clients still waiting on a turn there."""
-        return self.waiters.of(conversation_id)
+        return [AppendThen(events=[denied], then=answer_after(reply_to, result))]
 
     def _forward(
         self, conversation_id: str, request: tuple[Call[Any], Any, Any]
@@ -449,7 +455,7 @@ class ProjectCore:
         self.live[conversation_id] = Child(conversation_child(conversation_id))
         self.pids.pop(conversation_child(conversation_id), None)  # until the new one announces
         self.forwarded[conversation_id] = 0
-        waiters = self.waiters_of(conversation_id) if recovering else []
+        waiters = self.waiters.of(conversation_id) if recovering else []
         spawn = Spawn(
             name=conversation_child(conversation_id),
             new=new,
@@ -517,13 +523,9 @@ class ProjectCore:
 
     def child_name(self, address: Any) -> str | None:
         """``toolrunner``, ``policy`` or ``conversation:ID`` for a live child's address."""
-        if self.runner is not None and address == self.runner:
-            return "toolrunner"
-        if self.policy is not None and address == self.policy:
-            return "policy"
-        for conversation_id, live in self.live.items():
-            if address == live:
-                return f"conversation:{conversation_id}"
+        for name, live in self._children():
+            if live is not None and address == live:
+                return name
         return None
 
     # --- supervision ---------------------------------------------------------------------
@@ -536,11 +538,11 @@ class ProjectCore:
         """A child's process is gone: restart it after a backoff, or escalate."""
         if self.exiting:
             return []
-        if self.runner is not None and address == self.runner:
-            child = TOOLRUNNER
-        elif self.policy is not None and address == self.policy:
-            child = POLICY
-        elif (conversation_id := self.by_address.pop(address)) is not None:
+        child = self._fixed_name(address)
+        if child is None:
+            conversation_id = self.by_address.pop(address)
+            if conversation_id is None:
+                return []
             if conversation_id in self.stopping:
                 self.stopping.discard(conversation_id)
                 return []  # passivated or stopped on purpose
@@ -551,8 +553,6 @@ class ProjectCore:
             if conversation_id in self.refused:  # restarted, never escalated for it
                 self.refused.discard(conversation_id)
                 return self._restart_after_refusal(child)
-        else:
-            return []
         decision = self.restarts.on_crash(child)
         correlation = self.new_id()
         escalation = (
@@ -609,13 +609,8 @@ class ProjectCore:
             return []
         child = payload["child"]
         effects: list[Effect] = []
-        if child == TOOLRUNNER:
-            effects += [
-                Spawn(name=TOOLRUNNER),
-                PeerChanged(peer=TOOLRUNNER, lost="the tool runner exited"),
-            ]
-        elif child == POLICY:
-            effects += [Spawn(name=POLICY), PeerChanged(peer=POLICY)]
+        if child in _RESPAWN:
+            effects += _RESPAWN[child]
         else:
             conversation_id = child.split(":", 1)[1]
             if conversation_id in self.known and conversation_id not in self.live:

@@ -8,14 +8,21 @@ the project's problems, and ``diagnostics`` (through ``live_status``) reports th
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
+
+from runtime.tools.base import LoadProblem
 
 __all__ = ["health", "server_problems"]
 
-_PROBLEM_FIELDS = ("reason", "exit_status", "stderr_tail", "hint")
+_PROBLEM_FIELDS: tuple[Literal["reason", "exit_status", "stderr_tail", "hint"], ...] = (
+    "reason",
+    "exit_status",
+    "stderr_tail",
+    "hint",
+)
 
 
-def server_problems(errors: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def server_problems(errors: Iterable[LoadProblem]) -> list[dict[str, Any]]:
     """The MCP servers of ``project.assets_loaded``'s ``errors`` that failed to start.
 
     ``{server, reason, exit_status?, stderr_tail?, hint?}`` each; servers left out on

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from runtime.errors import RoostError
 from runtime.guard.workspace import Workspace
 
-__all__ = ["DESCRIPTION_CHARS", "README", "README_READ_BYTES", "describe", "first_paragraph"]
+__all__ = [
+    "DESCRIPTION_CHARS",
+    "README",
+    "README_READ_BYTES",
+    "Description",
+    "describe",
+    "first_paragraph",
+]
 
 README = "README.md"
 """The file read, relative to the project root."""
@@ -23,6 +30,15 @@ README_READ_BYTES = 65536
 """The most of it read."""
 DESCRIPTION_CHARS = 1000
 """The longest description given (longer ones end with ``…``)."""
+
+
+class Description(TypedDict):
+    """A project's description, as ``describe_project`` gives it."""
+
+    description: str | None
+    """The README's first paragraph (None: no README, or no prose in it)."""
+    source: str | None
+    """Where it came from (``README.md``), None without a description."""
 
 
 def first_paragraph(text: str) -> str | None:
@@ -39,18 +55,13 @@ def first_paragraph(text: str) -> str | None:
         rows = rows[end + 1 :]
     for raw in rows:
         line = raw.strip()
-        if line.startswith(("```", "~~~")):
-            fenced = not fenced
+        fence = line.startswith(("```", "~~~"))
+        fenced ^= fence
+        if fence or not line:  # a paragraph ends here (no paragraph starts inside a fence)
             if lines:
                 break
             continue
-        if fenced:
-            continue
-        if not line:
-            if lines:
-                break
-            continue
-        if not lines and line.startswith(("#", "<", "[![", "![", "---", "===")):
+        if fenced or (not lines and line.startswith(("#", "<", "[![", "![", "---", "==="))):
             continue
         lines.append(line)
     if not lines:
@@ -61,7 +72,7 @@ def first_paragraph(text: str) -> str | None:
     return joined
 
 
-def describe(root: str, options: Mapping[str, Any]) -> dict[str, Any]:
+def describe(root: str, options: Mapping[str, Any]) -> Description:
     """``{description, source}``: the README's first paragraph, or nulls when there is none."""
     try:
         with Workspace(root, options) as ws:

@@ -22,11 +22,9 @@ import msgspec
 from events import catalog as ev
 from events.envelope import Envelope, format_at, new_correlation_id, new_event
 from runtime.errors import (
-    AlreadyStartedError,
     BadRequestError,
     JournalError,
     ProjectNotFoundError,
-    ProjectRunningError,
 )
 from runtime.guard.ids import NAME_ID, check_id
 from runtime.guard.workspace import root_home_conflict
@@ -43,9 +41,12 @@ from runtime.lifecycle.effects import (
     Spawn,
     Stop,
     Wakeup,
+    answer_after,
     error_reply,
 )
 from runtime.lifecycle.new_project import check_new_project, check_root
+from runtime.lifecycle.records import ProjectListing, ProjectRecord, project_listing
+from runtime.lifecycle.refusals import DELETE_REFUSALS, START_REFUSALS, journal_restarting, refuse
 from runtime.lifecycle.supervision import (
     ChildNames,
     RestartPolicy,
@@ -76,17 +77,6 @@ def project_child(project_id: str) -> str:
 def utc_now() -> datetime:
     """The lifecycle cores' default clock (UTC)."""
     return datetime.now(UTC)
-
-
-class ProjectRecord:
-    """A running project as the Supervisor knows it."""
-
-    def __init__(self, root: str, options: dict[str, Any], started_at: str) -> None:
-        self.root = root
-        self.options = options
-        self.started_at = started_at
-        self.address: Any = None
-        """Set by :meth:`SupervisorCore.spawned` once the shell created the actor."""
 
 
 class SupervisorCore:
@@ -272,16 +262,9 @@ class SupervisorCore:
             )
         return [Send(to=Child(project_child(project_id)), message=message)]
 
-    def list_projects(self) -> dict[str, Any]:
+    def list_projects(self) -> dict[str, ProjectListing | dict[str, int]]:
         """Running and failed projects, and the pids of the actors (``_actors``)."""
-        live: dict[str, Any] = {
-            pid: {"root": p.root, "started_at": p.started_at, "status": "running"}
-            for pid, p in sorted(self.projects.items())
-        }
-        live["_actors"] = dict(self.pids)
-        for pid, reason in self.failed.items():
-            live.setdefault(pid, {"status": "failed", "reason": reason})
-        return live
+        return project_listing(self.projects, self.failed, self.pids)
 
     def op_start_project(
         self, call: Call[StartProjectArgs], reply_to: Any, message: Any
@@ -290,17 +273,7 @@ class SupervisorCore:
         correlation = call.correlation()
         new = check_new_project(call.args, self.home)
         project_id, root, options = new.project_id, new.root, new.options
-        if project_id in self.projects:
-            raise AlreadyStartedError(
-                f"project {project_id} is already running", project_id=project_id
-            )
-        if project_id in self.deleting:
-            raise ProjectRunningError(
-                f"project {project_id}'s history is being deleted; start it again once "
-                "`roost project delete` has returned",
-                project_id=project_id,
-                reason="deleting",
-            )
+        refuse(START_REFUSALS, self, project_id)
         if new.settings.strict_asset_loading:
             from runtime.tools.asset_store import load_assets  # noqa: PLC0415
 
@@ -332,14 +305,8 @@ class SupervisorCore:
         if project is None:
             raise ProjectNotFoundError(f"no running project {project_id!r}", project_id=project_id)
         self.stopping.add(project_id)
-
-        def done(error: dict[str, Any] | None) -> list[Effect]:
-            if error is not None:
-                return [Answer(to=reply_to, ok=False, error=error)]
-            result = {"project_id": project_id, "stopped": True}
-            return [Answer(to=reply_to, ok=True, result=result)]
-
         stopped = self._stopped_event(project_id, correlation_id=correlation)
+        done = answer_after(reply_to, {"project_id": project_id, "stopped": True})
         return [Stop(to=project.address), AppendThen(events=[stopped], then=done)]
 
     def op_delete_project(
@@ -359,24 +326,7 @@ class SupervisorCore:
             reason="invalid_project_id",
             field="project_id",
         )
-        if project_id in self.projects:
-            raise ProjectRunningError(
-                f"project {project_id} is running; stop it first with "
-                f"`roost project stop {project_id}`, then delete it",
-                project_id=project_id,
-                reason="running",
-            )
-        if project_id in self.deleting:
-            raise ProjectRunningError(
-                f"project {project_id}'s history is already being deleted",
-                project_id=project_id,
-                reason="deleting",
-            )
-        if self.journal is None:
-            raise JournalError(
-                "the journal is restarting; retry `roost project delete` in a moment",
-                project_id=project_id,
-            )
+        refuse(DELETE_REFUSALS, self, project_id)
         delete = DeleteHistory(
             project_id=project_id,
             deleted_by=call.args.deleted_by,
@@ -458,11 +408,7 @@ class SupervisorCore:
             if waiting is not None and project_id not in self.delete_sent:
                 if self.journal is None:
                     self.deleting.pop(project_id)
-                    error = JournalError(
-                        "the journal is restarting; retry `roost project delete` in a moment",
-                        project_id=project_id,
-                    )
-                    return [error_reply(waiting.reply_to, error)]
+                    return [error_reply(waiting.reply_to, journal_restarting(project_id))]
                 self.delete_sent.add(project_id)
                 return [waiting]
             return []

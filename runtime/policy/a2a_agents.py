@@ -11,7 +11,7 @@ A bad entry raises :class:`InvalidRuntimeOptError` with ``key="a2a_agents"``,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from runtime.policy.remote_entries import (
     entry_error,
@@ -21,7 +21,7 @@ from runtime.policy.remote_entries import (
     http_url,
 )
 
-__all__ = ["PROBLEMS", "validate_a2a_agents"]
+__all__ = ["PROBLEMS", "A2AAgent", "validate_a2a_agents"]
 
 PROBLEMS: frozenset[str] = frozenset(
     {
@@ -41,7 +41,16 @@ _KEY = "a2a_agents"
 _FIELDS = frozenset({"name", "url"})
 
 
-def _entry(index: int, raw: Any, seen: set[str]) -> dict[str, Any]:
+class A2AAgent(TypedDict):
+    """One normalized ``a2a_agents`` entry."""
+
+    name: str
+    """The middle of its tool's name (``a2a.<name>.send``)."""
+    url: str
+    """The agent's base URL, where its card is served."""
+
+
+def _entry(index: int, raw: Any, seen: set[str]) -> A2AAgent:
     entry = entry_object(_KEY, index, raw, _FIELDS, "{name, url}")
     name = entry_name(_KEY, index, entry, seen, "a2a.<name>.send")
     if "url" not in entry:
@@ -49,9 +58,9 @@ def _entry(index: int, raw: Any, seen: set[str]) -> dict[str, Any]:
     return {"name": name, "url": http_url(_KEY, index, entry["url"])}
 
 
-def validate_a2a_agents(key: str, value: Any) -> list[dict[str, Any]]:
+def validate_a2a_agents(key: str, value: Any) -> list[A2AAgent]:
     """Validate and normalize ``a2a_agents`` (see the module doc); sorted by name."""
     del key  # always "a2a_agents"
     seen: set[str] = set()
     entries = [_entry(index, entry, seen) for index, entry in enumerate(entry_list(_KEY, value))]
-    return sorted(entries, key=lambda e: str(e["name"]))
+    return sorted(entries, key=lambda e: e["name"])

@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import islice
 from typing import Any, Literal
 
 import msgspec
@@ -146,12 +147,26 @@ def refused_every_call(
     if rule is not None:
         return rule
     settings = RuntimeOptions.of(options)
-    prefix = spec.name.split(".", 1)[0].lower()
-    if prefix in PROTOCOLS and prefix not in settings.protocol_allowlist:
-        return "protocol_not_allowed"
-    if unattended and needs_approval(spec, settings):
-        return "approval_required"
+    for applies, reason in _EVERY_CALL_RULES:
+        if applies(spec, settings, unattended):
+            return reason
     return None
+
+
+def _protocol_refused(spec: ToolSpec, settings: RuntimeOptions) -> bool:
+    """A protocol tool (``mcp.*``, ``a2a.*``) whose protocol ``protocol_allowlist`` lacks."""
+    prefix = spec.name.split(".", 1)[0].lower()
+    return prefix in PROTOCOLS and prefix not in settings.protocol_allowlist
+
+
+_EVERY_CALL_RULES: tuple[tuple[Callable[[ToolSpec, RuntimeOptions, bool], bool], str], ...] = (
+    (lambda spec, settings, unattended: _protocol_refused(spec, settings), "protocol_not_allowed"),
+    (
+        lambda spec, settings, unattended: unattended and needs_approval(spec, settings),
+        "approval_required",
+    ),
+)
+"""After the tool lists: what refuses every call of a tool, and the reason, in order."""
 
 
 def decide(call: CallSpec, ctx: PolicyContext) -> Verdict:
@@ -320,13 +335,12 @@ def _paths(call: CallSpec, spec: ToolSpec) -> list[str]:
     return extract_paths(searched, path_keys=spec.path_args)
 
 
-def _exception_code(ws: Workspace, path: str) -> str | None:
-    """The outside-root exception a refused path would have used, if any."""
+def _exception_codes(ws: Workspace, path: str) -> list[str]:
+    """The outside-root exception a refused path would have used: its reason code, or none."""
     resolved = os.path.realpath(os.path.join(ws.root, path))
     if resolved == ws.root or resolved.startswith(ws.root.rstrip("/") + "/"):
-        return None
-    entry = next((e for e in ws.outside_allowlist if e.covers(resolved)), None)
-    return entry.reason_code if entry is not None else None
+        return []
+    return list(islice((e.reason_code for e in ws.outside_allowlist if e.covers(resolved)), 1))
 
 
 def _check_paths(
@@ -352,9 +366,7 @@ def _check_paths(
                 if e.code == "invalid_tool_args":
                     raise
                 if e.code == "sensitive_path_denied":
-                    code = _exception_code(ws, path)
-                    if code is not None:
-                        codes.append(code)
+                    codes.extend(_exception_codes(ws, path))
                 signal = path_signal(e, call.name, call.call_id)
                 raise _Refusal(e, [signal] if signal is not None else []) from e
             used = exception_signal(decision, call.name, call.call_id)

@@ -15,19 +15,19 @@ A bad entry raises :class:`InvalidRuntimeOptError` with ``key="mcp_servers"``,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-from runtime.errors import InvalidRuntimeOptError
 from runtime.policy.remote_entries import (
     NAME_PATTERN,
-    entry_error,
+    EntryRule,
     entry_list,
     entry_name,
     entry_object,
     http_url,
+    refuse_broken,
 )
 
-__all__ = ["NAME_PATTERN", "PROBLEMS", "validate_mcp_servers"]
+__all__ = ["NAME_PATTERN", "PROBLEMS", "McpServer", "validate_mcp_servers"]
 
 PROBLEMS: frozenset[str] = frozenset(
     {
@@ -51,50 +51,88 @@ _KEY = "mcp_servers"
 _FIELDS = frozenset({"name", "command", "url", "env"})
 
 
-def _bad(problem: str, message: str, index: int) -> InvalidRuntimeOptError:
-    return entry_error(_KEY, problem, message, index)
+class McpServer(TypedDict):
+    """One normalized ``mcp_servers`` entry."""
+
+    name: str
+    """The middle of its tools' names (``mcp.<name>.<tool>``)."""
+    command: NotRequired[list[str]]
+    """A stdio server's argv."""
+    url: NotRequired[str]
+    """A streamable HTTP server's endpoint."""
+    env: NotRequired[dict[str, str]]
+    """A stdio server's extra environment, sorted by name."""
 
 
-def _entry(index: int, raw: Any, seen: set[str]) -> dict[str, Any]:
+def _bad_command(command: Any) -> bool:
+    return (
+        not isinstance(command, list | tuple)
+        or not command
+        or not all(isinstance(a, str) and a and "\x00" not in a for a in command)
+    )
+
+
+def _bad_env(env: Any) -> bool:
+    return not isinstance(env, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    )
+
+
+_TARGET_RULES: tuple[EntryRule, ...] = (
+    (
+        lambda e: "command" in e and "url" in e,
+        "command_and_url",
+        lambda e: "has both command and url; give one",
+    ),
+    (
+        lambda e: "command" not in e and "url" not in e,
+        "no_command_or_url",
+        lambda e: "needs a command (stdio) or a url (HTTP)",
+    ),
+    (
+        lambda e: "command" in e and _bad_command(e["command"]),
+        "invalid_command",
+        lambda e: (
+            "command must be a non-empty list of non-empty strings (an argv; a single "
+            f"string is not split), got {e['command']!r}"
+        ),
+    ),
+)
+"""What an entry's ``command`` or ``url`` must be, in order: ``(broken, problem, message)``."""
+
+_ENV_RULES: tuple[EntryRule, ...] = (
+    (
+        lambda e: "env" in e and "url" in e,
+        "env_with_url",
+        lambda e: "env is for stdio servers (command) only",
+    ),
+    (
+        lambda e: "env" in e and _bad_env(e["env"]),
+        "invalid_env",
+        lambda e: "env must be an object of string values",
+    ),
+)
+"""What an entry's ``env`` must be (checked after its ``url``)."""
+
+
+def _entry(index: int, raw: Any, seen: set[str]) -> McpServer:
     entry = entry_object(_KEY, index, raw, _FIELDS, "{name, command} or {name, url}")
     name = entry_name(_KEY, index, entry, seen, "mcp.<name>.<tool>")
-    has_command, has_url = "command" in entry, "url" in entry
-    if has_command and has_url:
-        raise _bad("command_and_url", "has both command and url; give one", index)
-    if not has_command and not has_url:
-        raise _bad("no_command_or_url", "needs a command (stdio) or a url (HTTP)", index)
-    out: dict[str, Any] = {"name": name}
-    if has_command:
-        command = entry["command"]
-        if (
-            not isinstance(command, list | tuple)
-            or not command
-            or not all(isinstance(a, str) and a and "\x00" not in a for a in command)
-        ):
-            raise _bad(
-                "invalid_command",
-                "command must be a non-empty list of non-empty strings (an argv; a single "
-                f"string is not split), got {command!r}",
-                index,
-            )
-        out["command"] = list(command)
+    refuse_broken(_KEY, _TARGET_RULES, entry, index)
+    out: McpServer = {"name": name}
+    if "command" in entry:
+        out["command"] = list(entry["command"])
     else:
         out["url"] = http_url(_KEY, index, entry["url"])
+    refuse_broken(_KEY, _ENV_RULES, entry, index)
     if "env" in entry:
-        env = entry["env"]
-        if has_url:
-            raise _bad("env_with_url", "env is for stdio servers (command) only", index)
-        if not isinstance(env, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-        ):
-            raise _bad("invalid_env", "env must be an object of string values", index)
-        out["env"] = dict(sorted(env.items()))
+        out["env"] = dict(sorted(entry["env"].items()))
     return out
 
 
-def validate_mcp_servers(key: str, value: Any) -> list[dict[str, Any]]:
+def validate_mcp_servers(key: str, value: Any) -> list[McpServer]:
     """Validate and normalize ``mcp_servers`` (see the module doc); sorted by name."""
     del key  # always "mcp_servers"
     seen: set[str] = set()
     entries = [_entry(index, entry, seen) for index, entry in enumerate(entry_list(_KEY, value))]
-    return sorted(entries, key=lambda e: str(e["name"]))
+    return sorted(entries, key=lambda e: e["name"])
