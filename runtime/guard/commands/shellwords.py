@@ -181,7 +181,7 @@ class _Lexer:
         self.op(";")
         self.i += 1
 
-    def hash(self) -> None:
+    def comment(self) -> None:
         """``#`` starts a comment to the end of the line, except inside a word."""
         if self.active:
             self.plain()
@@ -336,7 +336,7 @@ _ACTIONS: dict[str, _Action] = {
     "\t": _Lexer.blank,
     "\r": _Lexer.blank,
     "\n": _Lexer.newline,
-    "#": _Lexer.hash,
+    "#": _Lexer.comment,
     "\\": _Lexer.backslash,
     "'": _Lexer.single_quoted,
     '"': _Lexer.open_double_quote,

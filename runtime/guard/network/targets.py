@@ -297,7 +297,7 @@ def _walk(value: Any, *, key_is_target: bool, depth: int) -> Iterator[str]:
 
 @functools.singledispatch
 def _walk_value(value: object, key_is_target: bool, depth: int) -> Iterator[str]:
-    """Targets in a value of no kind that holds any (``None``, a float, ``True``)."""
+    """Targets in a value of a kind that holds none (``None``, a float, bytes)."""
     return iter(())
 
 
