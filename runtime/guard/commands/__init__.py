@@ -1,5 +1,6 @@
 """Command controls decided before anything runs.
 
-``controls`` (blocklist and environment), ``blocklist`` / ``blocklist_rules`` /
-``shellwords`` / ``shellquotes`` (reading shell text).
+``controls`` (blocklist and environment), ``blocklist`` / ``blocklist_rules`` (the
+destructive patterns), ``shellwords`` / ``shellquotes`` / ``substitutions`` (reading shell
+text).
 """

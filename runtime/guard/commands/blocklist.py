@@ -16,9 +16,9 @@ the limits.
 
 from __future__ import annotations
 
-import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from runtime.guard.commands.blocklist_rules import (
     DECODERS,
@@ -33,6 +33,7 @@ from runtime.guard.commands.blocklist_rules import (
     target_kind,
 )
 from runtime.guard.commands.shellwords import Segment, parse_segments
+from runtime.guard.commands.substitutions import evaluate
 
 __all__ = ["PATTERNS", "check_blocklist"]
 
@@ -71,33 +72,29 @@ _FORK_BOMB = re.compile(
 )
 _BRACE = re.compile(r"^(.*?)\{([^{}]*,[^{}]*)\}(.*)$", re.S)
 
-# Wrappers: name -> (options taking a value, number of leading operands to skip).
-_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "command": (frozenset(), 0),
-    "builtin": (frozenset(), 0),
-    "exec": (frozenset({"-a"}), 0),
-    "nohup": (frozenset(), 0),
-    "setsid": (frozenset(), 0),
-    "nice": (frozenset({"-n", "--adjustment"}), 0),
-    "ionice": (frozenset({"-c", "-n", "--class", "--classdata"}), 0),
-    "timeout": (frozenset({"-s", "-k", "--signal", "--kill-after"}), 1),
-    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
-    "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
-    "chroot": (frozenset({"--userspec", "--groups"}), 1),
-    "unbuffer": (frozenset(), 0),
-    "taskset": (frozenset(), 1),
-    "chrt": (frozenset(), 1),
-    "prlimit": (frozenset(), 0),
-    "strace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-E", "-a", "-b", "-I", "-O", "-S"}), 0),
-    "ltrace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-a", "-n"}), 0),
-    "flock": (frozenset({"-w", "-E", "--timeout", "--conflict-exit-code"}), 1),
-    "xargs": (frozenset({"-I", "-n", "-P", "-d", "-a", "-L", "-s", "-E", "--max-args"}), 0),
-    "env": (frozenset({"-u", "--unset", "-C", "--chdir"}), 0),
-    "busybox": (frozenset(), 0),
-    "toybox": (frozenset(), 0),
-    "script": (frozenset({"-c", "--command", "-E", "-o", "-T", "-I", "-O", "-B"}), 0),
-    "watch": (frozenset({"-n", "--interval", "-d", "-q"}), 0),
-}
+_Peel = Callable[["_Wrapper", list[str], int, list[str]], "list[str] | str"]
+"""_Peel one wrapper off: ``(wrapper, its args, depth, stdin words)`` -> the argv it runs
+next, or a blocklist pattern."""
+
+
+def _peel_operands(wrapper: _Wrapper, args: list[str], depth: int, stdin: list[str]) -> list[str]:
+    return wrapper.operands(args)
+
+
+@dataclass(frozen=True)
+class _Wrapper:
+    """A program that runs another one (``nohup cmd``), and how to find that one."""
+
+    valued: frozenset[str] = frozenset()
+    """Options that take a value (``timeout -s KILL``)."""
+    skip: int = 0
+    """Leading operands that are not the command (``timeout 10 cmd``)."""
+    peel: _Peel = _peel_operands
+    """How to find the command; by default the operands after options and ``skip``."""
+
+    def operands(self, args: list[str]) -> list[str]:
+        """The command the wrapper runs: ``args`` without its options and skipped operands."""
+        return _options_then_operands(args, self.valued)[self.skip :]
 
 
 def check_blocklist(command: str | Sequence[str]) -> str | None:
@@ -116,13 +113,13 @@ def _check_string(command: str, depth: int) -> str | None:
     if _FORK_BOMB.search(re.sub(r"\s+", "", command)):
         return "fork_bomb"
     variables: dict[str, str] = {}
-    segments = parse_segments(command, variables, _evaluate)
+    segments = parse_segments(command, variables, evaluate)
     for _ in range(4):  # re-lex while assignments reveal new variable values
         found = _assignments(segments)
         if found == variables:
             break
         variables = found
-        segments = parse_segments(command, variables, _evaluate)
+        segments = parse_segments(command, variables, evaluate)
     for segment in segments:
         for word in segment.words + tuple(w for _, w in segment.redirects):
             for sub in word.subs:
@@ -153,28 +150,6 @@ def _assignments(segments: list[Segment]) -> dict[str, str]:
                 continue
             found[match.group(1)] = match.group(2)
     return found
-
-
-def _evaluate(inner: str) -> str | None:
-    """Compute what a trivial substitution prints (``echo``, ``printf``, ``which``)."""
-    segments = parse_segments(inner)
-    if len(segments) != 1 or segments[0].redirects:
-        return None
-    argv = [w.text for w in segments[0].words]
-    name = posixpath.basename(argv[0]) if argv else ""
-    args = argv[1:]
-    if name == "echo":
-        while args and re.fullmatch(r"-[neE]+", args[0]):
-            args = args[1:]
-        return " ".join(args)
-    if name == "printf" and args:
-        text = args[0]
-        for arg in args[1:]:
-            text = text.replace("%s", arg, 1)
-        return text.replace("\\n", "\n")
-    if name in ("which", "type", "command", "whereis") and args:
-        return args[-1]
-    return None
 
 
 def _expand_braces(texts: list[str]) -> list[str]:
@@ -214,18 +189,25 @@ def _check_pipeline(pipeline: list[Segment], depth: int) -> str | None:
                 if blocked := _check_string(text, depth + 1):
                     return blocked
             for earlier in resolved[:-1]:
-                if earlier and is_program(earlier[0], DOWNLOADERS):
-                    return "pipe_to_shell"
-                if earlier and is_program(earlier[0], DECODERS):
-                    return "decode_to_shell"
+                if blocked := _feeds_code([earlier]):
+                    return blocked
         if final and isinstance(final, list) and runs_code(final):
             for word in segment.words:
                 for sub in word.subs:
-                    heads = [_argv_of(s)[:1] for s in parse_segments(sub)]
-                    if any(h and is_program(h[0], DOWNLOADERS) for h in heads):
-                        return "pipe_to_shell"
-                    if any(h and is_program(h[0], DECODERS) for h in heads):
-                        return "decode_to_shell"
+                    if blocked := _feeds_code([_argv_of(s) for s in parse_segments(sub)]):
+                        return blocked
+    return None
+
+
+_SOURCES = ((DOWNLOADERS, "pipe_to_shell"), (DECODERS, "decode_to_shell"))
+"""Programs whose output must not become code, and the pattern for each kind."""
+
+
+def _feeds_code(sources: list[list[str]]) -> str | None:
+    """The pattern when one of ``sources`` (argvs whose output becomes code) fetches or decodes."""
+    for programs, pattern in _SOURCES:
+        if any(argv and is_program(argv[0], programs) for argv in sources):
+            return pattern
     return None
 
 
@@ -243,43 +225,111 @@ def _options_then_operands(args: list[str], valued: frozenset[str]) -> list[str]
 
 
 def _unwrap(argv: list[str], depth: int, stdin_words: list[str]) -> list[str] | str:
-    """Peel wrappers off ``argv``: the argv that really runs, or a pattern if blocked."""
+    """_Peel wrappers off ``argv``: the argv that really runs, or a pattern if blocked."""
     for _ in range(16):
         if not argv:
             return []
-        name = is_program(argv[0], _WRAPPERS) or ""
-        args = argv[1:]
-        if not name:
+        found = is_program(argv[0], _WRAPPERS)
+        if not found:
             return argv
-        valued, skip = _WRAPPERS[name]
-        if name == "command" and any(a in ("-v", "-V") for a in args[:2]):
-            return []
-        if name == "env":
-            for n, arg in enumerate(args):
-                if arg in ("-S", "--split-string") or arg.startswith("--split-string="):
-                    text = args[n + 1] if arg in ("-S", "--split-string") else arg.split("=", 1)[1]
-                    nested = _check_string(text, depth + 1)
-                    if nested:
-                        return nested
-            operands = _options_then_operands(args, valued)
-            while operands and _ASSIGNMENT.fullmatch(operands[0]):
-                operands = operands[1:]
-            argv = operands
-            continue
-        if name in ("script", "flock", "watch"):
-            for n, arg in enumerate(args):
-                if arg in ("-c", "--command") and n + 1 < len(args):
-                    return _check_string(args[n + 1], depth + 1) or []
-            if name == "watch":
-                operands = _options_then_operands(args, valued)
-                return _check_string(" ".join(operands), depth + 1) or []
-            if name == "script":
-                return []
-        operands = _options_then_operands(args, valued)
-        argv = operands[skip:]
-        if name == "xargs":
-            argv = argv + " ".join(stdin_words).split()
+        peeled = _WRAPPERS[found].peel(_WRAPPERS[found], argv[1:], depth, stdin_words)
+        if isinstance(peeled, str):
+            return peeled
+        argv = peeled
+    if not argv:  # the last wrapper ran nothing (``command -v``, ``script``)
+        return []
     return "too_complex"
+
+
+def _peel_command(wrapper: _Wrapper, args: list[str], depth: int, stdin: list[str]) -> list[str]:
+    """``command -v NAME`` only looks a name up."""
+    if any(a in ("-v", "-V") for a in args[:2]):
+        return []
+    return wrapper.operands(args)
+
+
+def _peel_env(wrapper: _Wrapper, args: list[str], depth: int, stdin: list[str]) -> list[str] | str:
+    """``env -S 'cmd args'`` splits a string into a command; ``NAME=value`` words are no command."""
+    for n, arg in enumerate(args):
+        if arg in ("-S", "--split-string") or arg.startswith("--split-string="):
+            text = args[n + 1] if arg in ("-S", "--split-string") else arg.split("=", 1)[1]
+            nested = _check_string(text, depth + 1)
+            if nested:
+                return nested
+    operands = wrapper.operands(args)
+    while operands and _ASSIGNMENT.fullmatch(operands[0]):
+        operands = operands[1:]
+    return operands
+
+
+def _peel_xargs(wrapper: _Wrapper, args: list[str], depth: int, stdin: list[str]) -> list[str]:
+    """``xargs`` appends the words it reads (from an ``echo`` upstream) to its command."""
+    return wrapper.operands(args) + " ".join(stdin).split()
+
+
+def _peel_watch(
+    wrapper: _Wrapper, args: list[str], depth: int, stdin: list[str]
+) -> list[str] | str:
+    """``watch cmd args`` runs its operands as one shell string."""
+    return _check_string(" ".join(_options_then_operands(args, wrapper.valued)), depth + 1) or []
+
+
+def _runs_nothing(wrapper: _Wrapper, args: list[str], depth: int, stdin: list[str]) -> list[str]:
+    return []
+
+
+def _command_option_or(otherwise: _Peel) -> _Peel:
+    """A peeler: a ``-c``/``--command`` string is checked as a command, else ``otherwise``."""
+
+    def peel(wrapper: _Wrapper, args: list[str], depth: int, stdin: list[str]) -> list[str] | str:
+        for n, arg in enumerate(args):
+            if arg in ("-c", "--command") and n + 1 < len(args):
+                return _check_string(args[n + 1], depth + 1) or []
+        return otherwise(wrapper, args, depth, stdin)
+
+    return peel
+
+
+_WRAPPERS: dict[str, _Wrapper] = {
+    "command": _Wrapper(peel=_peel_command),
+    "builtin": _Wrapper(),
+    "exec": _Wrapper(frozenset({"-a"})),
+    "nohup": _Wrapper(),
+    "setsid": _Wrapper(),
+    "nice": _Wrapper(frozenset({"-n", "--adjustment"})),
+    "ionice": _Wrapper(frozenset({"-c", "-n", "--class", "--classdata"})),
+    "timeout": _Wrapper(frozenset({"-s", "-k", "--signal", "--kill-after"}), 1),
+    "stdbuf": _Wrapper(frozenset({"-i", "-o", "-e", "--input", "--output", "--error"})),
+    "time": _Wrapper(frozenset({"-f", "-o", "--format", "--output"})),
+    "chroot": _Wrapper(frozenset({"--userspec", "--groups"}), 1),
+    "unbuffer": _Wrapper(),
+    "taskset": _Wrapper(skip=1),
+    "chrt": _Wrapper(skip=1),
+    "prlimit": _Wrapper(),
+    "strace": _Wrapper(
+        frozenset({"-o", "-e", "-p", "-s", "-u", "-E", "-a", "-b", "-I", "-O", "-S"})
+    ),
+    "ltrace": _Wrapper(frozenset({"-o", "-e", "-p", "-s", "-u", "-a", "-n"})),
+    "flock": _Wrapper(
+        frozenset({"-w", "-E", "--timeout", "--conflict-exit-code"}),
+        1,
+        _command_option_or(_peel_operands),
+    ),
+    "xargs": _Wrapper(
+        frozenset({"-I", "-n", "-P", "-d", "-a", "-L", "-s", "-E", "--max-args"}), peel=_peel_xargs
+    ),
+    "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir"}), peel=_peel_env),
+    "busybox": _Wrapper(),
+    "toybox": _Wrapper(),
+    "script": _Wrapper(
+        frozenset({"-c", "--command", "-E", "-o", "-T", "-I", "-O", "-B"}),
+        peel=_command_option_or(_runs_nothing),
+    ),
+    "watch": _Wrapper(
+        frozenset({"-n", "--interval", "-d", "-q"}), peel=_command_option_or(_peel_watch)
+    ),
+}
+"""Wrappers by name: the programs :func:`_unwrap` peels off to find the one that runs."""
 
 
 def _check_argv(argv: list[str], depth: int, stdin_words: list[str]) -> str | None:
@@ -294,11 +344,16 @@ def _check_argv(argv: list[str], depth: int, stdin_words: list[str]) -> str | No
     program, args = final[0], final[1:]
     if is_program(program, SHELLS):
         return _check_shell(args, depth)
-    if name(program) == "eval":
-        return _check_string(" ".join(args), depth + 1)
-    if name(program) == "find":
-        return _check_find(args, depth)
+    return _BY_NAME.get(name(program), _check_program)(program, args, depth)
+
+
+def _check_program(program: str, args: list[str], depth: int) -> str | None:
     return check_program(program, args)
+
+
+def _check_eval(program: str, args: list[str], depth: int) -> str | None:
+    """``eval word…`` runs its words joined as a nested command."""
+    return _check_string(" ".join(args), depth + 1)
 
 
 def _check_shell(args: list[str], depth: int) -> str | None:
@@ -318,7 +373,8 @@ def _check_shell(args: list[str], depth: int) -> str | None:
     return None
 
 
-def _check_find(args: list[str], depth: int) -> str | None:
+def _check_find(program: str, args: list[str], depth: int) -> str | None:
+    """``find`` deleting from a root or home, or running a command per file (``-exec``)."""
     starts = [a for a in args[: next((i for i, a in enumerate(args) if a[:1] in "-(!"), len(args))]]
     kinds = {target_kind(s) for s in starts} - {None}
     verdict = "rm_rf_root" if "root" in kinds else "rm_rf_home" if kinds else None
@@ -333,3 +389,10 @@ def _check_find(args: list[str], depth: int) -> str | None:
             if blocked := _check_argv(inner[:end], depth + 1, []):
                 return blocked
     return None
+
+
+_BY_NAME: dict[str, Callable[[str, list[str], int], str | None]] = {
+    "eval": _check_eval,
+    "find": _check_find,
+}
+"""Programs (by exact name) whose arguments hold more commands; any other is judged alone."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from fnmatch import fnmatchcase
 
 from runtime.guard.commands.shellwords import Segment
@@ -64,25 +64,33 @@ def name(word: str) -> str:
 
 
 def is_program(word: str, names: Collection[str]) -> str | None:
-    """Return the entry of ``names`` that program ``word`` runs (basename, glob-aware)."""
+    """Return the entry of ``names`` that program ``word`` runs (basename, glob-aware).
+
+    A basename without glob characters matches only itself; one with them (``s?do``)
+    matches the first entry it spells.
+    """
     base = name(word)
-    if base in names:
-        return base
-    if any(ch in base for ch in "*?["):
-        for candidate in names:
-            if fnmatchcase(candidate, base):
-                return candidate
-    return None
+    return next((candidate for candidate in names if fnmatchcase(candidate, base)), None)
+
+
+def _reaches_socket(op: str, path: str) -> bool:
+    return re.match(r"/+dev/+(tcp|udp)/", path) is not None
+
+
+def _writes_device(op: str, path: str) -> bool:
+    return op in _WRITE_REDIRECTS and is_device(path)
+
+
+_REDIRECT_RULES = ((_reaches_socket, "reverse_shell"), (_writes_device, "write_to_device"))
+"""``(applies(operator, target), pattern)``: the redirections the blocklist refuses."""
 
 
 def check_redirects(segment: Segment) -> str | None:
     """Judge a command's redirections (device writes, ``/dev/tcp``)."""
     for op, target in segment.redirects:
-        path = target.text
-        if re.match(r"/+dev/+(tcp|udp)/", path):
-            return "reverse_shell"
-        if op in _WRITE_REDIRECTS and is_device(path):
-            return "write_to_device"
+        for applies, pattern in _REDIRECT_RULES:
+            if applies(op, target.text):
+                return pattern
     return None
 
 
@@ -104,32 +112,34 @@ def target_kind(path: str) -> str | None:
     norm = posixpath.normpath("/" + path.lstrip("/"))
     while norm.endswith(("/*", "/.*")) and norm not in ("/*", "/.*"):
         norm = norm.rsplit("/", 1)[0] or "/"
-    if norm in ("/", "/*", "/.*"):
-        return "root"
-    top = norm[1:]
-    if "/" in top:
-        return None
-    globbed = any(ch in top for ch in "*?[")
-    if top in _SYSTEM_DIRS or (globbed and any(fnmatchcase(d, top) for d in _SYSTEM_DIRS)):
+    if norm in ("/", "/*", "/.*") or _is_system_dir(norm[1:]):
         return "root"
     return None
 
 
+def _is_system_dir(top: str) -> bool:
+    """Tell whether ``top`` (one path component, maybe a glob) names a system directory."""
+    return "/" not in top and any(fnmatchcase(d, top) for d in _SYSTEM_DIRS)
+
+
+def _split_options(args: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``args`` at the first ``--``: the words before it and the operands after it."""
+    end = next((n for n, arg in enumerate(args) if arg == "--"), len(args))
+    return args[:end], args[end + 1 :]
+
+
 def _check_rm(args: list[str]) -> str | None:
-    options = args[: args.index("--")] if "--" in args else args
+    options, after = _split_options(args)
     if "--no-preserve-root" in options:
         return "rm_rf_root"
     recursive = any(
         a == "--recursive" or re.fullmatch(r"-[a-zA-Z]*[rR][a-zA-Z]*", a) for a in options
     )
-    operands = [a for a in options if not a.startswith("-")]
-    if "--" in args:
-        operands += args[args.index("--") + 1 :]
+    operands = [a for a in options if not a.startswith("-")] + after
     kinds = {target_kind(a) for a in operands}
-    if recursive and "root" in kinds:
-        return "rm_rf_root"
-    if recursive and "home" in kinds:
-        return "rm_rf_home"
+    for kind in ("root", "home"):  # the worse one first
+        if recursive and kind in kinds:
+            return f"rm_rf_{kind}"
     return None
 
 
@@ -167,56 +177,117 @@ def runs_code(argv: list[str]) -> bool:
     )
 
 
+_StdinRules = tuple[tuple[Callable[[str], object], bool], ...]
+"""``(applies(arg), verdict)`` rows: the first that applies to an argument decides."""
+
+_SHELL_STDIN: _StdinRules = (
+    (re.compile(r"-[a-zA-Z]*s[a-zA-Z]*").fullmatch, True),
+    (lambda arg: arg in _CODE_FLAGS or re.fullmatch(r"-[a-zA-Z]*c[a-zA-Z]*", arg), False),
+    (_STDIN_PATHS.__contains__, True),
+    (lambda arg: not arg.startswith("-"), False),
+)
+"""A shell reads stdin with ``-s``, a program string with ``-c``, else its first operand."""
+_INTERPRETER_STDIN: _StdinRules = (
+    (_CODE_FLAGS.__contains__, False),
+    (re.compile(r"-[ce].+").fullmatch, False),
+    (_STDIN_PATHS.__contains__, True),
+    (lambda arg: not arg.startswith("-"), False),
+)
+"""An interpreter runs code given with ``-c``/``-e``, else its first operand."""
+_SOURCE_STDIN: _StdinRules = ((_STDIN_PATHS.__contains__, True),)
+"""``source`` / ``.`` read stdin when one of their arguments names it."""
+
+
+def _stdin_rules(program: str) -> tuple[_StdinRules, bool]:
+    """The rules for where ``program`` reads its program from, and the verdict if none applies."""
+    if is_program(program, SHELLS) is not None:
+        return _SHELL_STDIN, True
+    if _INTERPRETER.fullmatch(name(program)):
+        return _INTERPRETER_STDIN, True
+    if name(program) in ("source", "."):
+        return _SOURCE_STDIN, False
+    return (), False
+
+
 def reads_program_from_stdin(argv: list[str]) -> bool:
     """Tell whether a shell or interpreter ``argv`` reads the program it runs from stdin."""
-    program, args = argv[0], argv[1:]
-    is_shell = is_program(program, SHELLS) is not None
-    if not is_shell and not _INTERPRETER.fullmatch(name(program)):
-        return name(program) in ("source", ".") and bool(set(args) & _STDIN_PATHS)
-    for arg in args:
-        if is_shell and re.fullmatch(r"-[a-zA-Z]*s[a-zA-Z]*", arg):
-            return True
-        if arg in _CODE_FLAGS or (is_shell and re.fullmatch(r"-[a-zA-Z]*c[a-zA-Z]*", arg)):
-            return False
-        if not is_shell and re.fullmatch(r"-[ce].+", arg):
-            return False
-        if arg in _STDIN_PATHS:
-            return True
-        if not arg.startswith("-"):
-            return False
-    return True
+    rules, otherwise = _stdin_rules(argv[0])
+    for arg in argv[1:]:
+        for applies, verdict in rules:
+            if applies(arg):
+                return verdict
+    return otherwise
+
+
+def _is_mkfs(program: str, args: list[str]) -> object:
+    return re.fullmatch(r"mkfs(\.[\w.-]+)?", name(program)) or is_program(program, _MKFS)
+
+
+def _powers_off(program: str, args: list[str]) -> object:
+    return is_program(program, _POWER) or (
+        name(program) in ("init", "telinit") and args[:1] in (["0"], ["6"])
+    )
+
+
+def _systemctl_powers_off(program: str, args: list[str]) -> object:
+    return name(program) == "systemctl" and _POWER_VERBS.intersection(args)
+
+
+def _netcat_runs_program(program: str, args: list[str]) -> object:
+    return is_program(program, frozenset({"nc", "ncat", "netcat"})) and any(
+        re.fullmatch(r"-[a-zA-Z]*[ec][a-zA-Z]*|--(exec|sh-exec|lua-exec)(=.*)?", a) for a in args
+    )
+
+
+def _socat_runs_program(program: str, args: list[str]) -> object:
+    return name(program) == "socat" and any(re.match(r"(?i)(exec|system):", a) for a in args)
+
+
+def _copies_to_device(program: str, args: list[str]) -> object:
+    return is_program(
+        program, frozenset({"shred", "tee", "cp", "mv", "install", "truncate"})
+    ) and any(is_device(a) for a in args)
+
+
+_Rules = tuple[tuple[Callable[[str, list[str]], object], str], ...]
+"""``(applies(program, args), pattern)`` rows, tried in order."""
+
+_RULES_BEFORE: _Rules = (
+    (_is_mkfs, "mkfs"),
+    (_powers_off, "shutdown"),
+    (_systemctl_powers_off, "shutdown"),
+)
+"""Rules tried before the per-program checks."""
+_PROGRAM_CHECKS: dict[str, Callable[[list[str]], str | None]] = {
+    "rm": _check_rm,
+    "chmod": _check_chmod,
+    "chown": _check_chmod,
+    "chgrp": _check_chmod,
+    "dd": _check_dd,
+    "kill": _check_kill,
+}
+"""Programs judged by their arguments alone; the first one the program spells decides."""
+_RULES_AFTER: _Rules = (
+    (_netcat_runs_program, "reverse_shell"),
+    (_socat_runs_program, "reverse_shell"),
+    (_copies_to_device, "write_to_device"),
+)
+"""Rules tried when no per-program check applies."""
+
+
+def _first_rule(rules: _Rules, program: str, args: list[str]) -> str | None:
+    for applies, pattern in rules:
+        if applies(program, args):
+            return pattern
+    return None
 
 
 def check_program(program: str, args: list[str]) -> str | None:
     """Judge a program and its arguments by the rules that need no recursion."""
     if found := is_program(program, PRIVILEGE):
         return PRIVILEGE[found]
-    base = name(program)
-    if re.fullmatch(r"mkfs(\.[\w.-]+)?", base) or is_program(program, _MKFS):
-        return "mkfs"
-    if is_program(program, _POWER) or (base in ("init", "telinit") and args[:1] in (["0"], ["6"])):
-        return "shutdown"
-    if base == "systemctl" and _POWER_VERBS.intersection(args):
-        return "shutdown"
-    checks = {
-        "rm": _check_rm,
-        "chmod": _check_chmod,
-        "chown": _check_chmod,
-        "chgrp": _check_chmod,
-        "dd": _check_dd,
-        "kill": _check_kill,
-    }
-    for candidate, check in checks.items():
-        if is_program(program, frozenset({candidate})):
-            return check(args)
-    if is_program(program, frozenset({"nc", "ncat", "netcat"})) and any(
-        re.fullmatch(r"-[a-zA-Z]*[ec][a-zA-Z]*|--(exec|sh-exec|lua-exec)(=.*)?", a) for a in args
-    ):
-        return "reverse_shell"
-    if base == "socat" and any(re.match(r"(?i)(exec|system):", a) for a in args):
-        return "reverse_shell"
-    if is_program(program, frozenset({"shred", "tee", "cp", "mv", "install", "truncate"})) and any(
-        is_device(a) for a in args
-    ):
-        return "write_to_device"
-    return None
+    if blocked := _first_rule(_RULES_BEFORE, program, args):
+        return blocked
+    if checked := is_program(program, _PROGRAM_CHECKS):
+        return _PROGRAM_CHECKS[checked](args)
+    return _first_rule(_RULES_AFTER, program, args)

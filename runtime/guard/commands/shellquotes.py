@@ -8,6 +8,7 @@ The scanners :mod:`runtime.guard.commands.shellwords`' lexer uses to find where 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 __all__ = ["ansi_c", "matching_brace", "matching_paren"]
 
@@ -28,35 +29,20 @@ _SIMPLE_ESCAPES = {
 }
 
 
-def _skip_quoted(s: str, j: int) -> int:
-    """Index just past the quoted string or escape starting at ``s[j]``."""
-    c = s[j]
-    if c == "\\":
-        return j + 2
-    if c == "'":
-        end = s.find("'", j + 1)
-        return len(s) if end < 0 else end + 1
-    k = j + 1
-    while k < len(s) and s[k] != '"':
-        k += 2 if s[k] == "\\" else 1
-    return k + 1
+_TOKEN = re.compile(r"\\[\s\S]?|'[^']*'?|\"(?:\\[\s\S]?|[^\"\\])*\"?|[\s\S]")
+"""One unit of shell text: an escape, a quoted string (to its end if unclosed) or a character."""
 
 
 def _matching(s: str, start: int, opening: str, closing: str) -> int:
     """Index just past the bracket matching ``s[start]``, skipping quoted text."""
-    depth, j = 0, start
-    while j < len(s):
-        c = s[j]
-        if c in "\\'\"":
-            j = _skip_quoted(s, j)
-            continue
-        if c == opening:
+    depth = 0
+    for token in _TOKEN.finditer(s, start):
+        if token.group() == opening:
             depth += 1
-        elif c == closing:
+        elif token.group() == closing:
             depth -= 1
             if depth == 0:
-                return j + 1
-        j += 1
+                return token.end()
     return len(s) + 1
 
 
@@ -70,37 +56,37 @@ def matching_brace(s: str, start: int) -> int:
     return min(_matching(s, start, "{", "}"), len(s) + 1)
 
 
+def _hex(digits: str) -> str:
+    return chr(min(int(digits, 16), 0x10FFFF))
+
+
+_ESCAPE = re.compile(
+    r"\\(?:(?P<simple>[abeEfnrtv\\'\"?])|(?P<octal>[0-7]{1,3})|x(?P<hex2>[0-9A-Fa-f]{1,2})"
+    r"|u(?P<hex4>[0-9A-Fa-f]{1,4})|U(?P<hex8>[0-9A-Fa-f]{1,8})|c(?P<control>[\s\S])"
+    r"|(?P<unknown>[\s\S]))|(?P<plain>[\s\S])"
+)
+"""One unit of a ``$'…'`` body: an escape of each kind, or a plain character (a lone
+trailing backslash included); an escape bash does not know is kept as written."""
+
+_DECODE: dict[str, Callable[[str], str]] = {
+    "simple": _SIMPLE_ESCAPES.__getitem__,
+    "octal": lambda digits: chr(int(digits, 8)),
+    "hex2": _hex,
+    "hex4": _hex,
+    "hex8": _hex,
+    "control": lambda char: chr(ord(char) & 0x1F),
+    "unknown": lambda char: "\\" + char,
+    "plain": str,
+}
+"""How each kind of :data:`_ESCAPE` unit decodes."""
+
+
 def ansi_c(s: str, j: int) -> tuple[str, int]:
     """Decode a ``$'…'`` string whose body starts at ``j``; return (text, index after)."""
     out: list[str] = []
     while j < len(s) and s[j] != "'":
-        c = s[j]
-        if c != "\\" or j + 1 >= len(s):
-            out.append(c)
-            j += 1
-            continue
-        e = s[j + 1]
-        if e in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[e])
-            j += 2
-        elif e in "01234567":
-            digits = re.match(r"[0-7]{1,3}", s[j + 1 :])
-            assert digits is not None
-            out.append(chr(int(digits.group(), 8)))
-            j += 1 + len(digits.group())
-        elif e in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[e]
-            digits = re.match(f"[0-9A-Fa-f]{{1,{width}}}", s[j + 2 :])
-            if digits:
-                out.append(chr(min(int(digits.group(), 16), 0x10FFFF)))
-                j += 2 + len(digits.group())
-            else:
-                out.append("\\" + e)
-                j += 2
-        elif e == "c" and j + 2 < len(s):
-            out.append(chr(ord(s[j + 2]) & 0x1F))
-            j += 3
-        else:
-            out.append("\\" + e)
-            j += 2
+        unit = _ESCAPE.match(s, j)
+        assert unit is not None and unit.lastgroup is not None  # the last branch takes any char
+        out.append(_DECODE[unit.lastgroup](unit.group(unit.lastgroup)))
+        j = unit.end()
     return "".join(out), j + 1

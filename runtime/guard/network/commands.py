@@ -16,14 +16,19 @@ are not.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import msgspec
 
 __all__ = ["command_operands"]
+
+
+def _as_given(token: str) -> str:
+    return token
 
 
 class _Family(msgspec.Struct, frozen=True):
@@ -35,12 +40,26 @@ class _Family(msgspec.Struct, frozen=True):
     """Options whose value is a target (``-x PROXY``, ``--url URL``)."""
     all_operands: bool
     """Every operand is a target (``curl a b``); else only the first (``nc HOST PORT``)."""
-    scheme: str | None = None
-    """Scheme of every target without one (``ssh``: ``user@host`` → ``ssh://user@host``)."""
     skip_method: bool = False
     """A leading upper-case HTTP method operand is not a target (httpie)."""
-    remote_only: bool = False
-    """Only ``[user@]host:path`` operands are remotes (``scp``, ``rsync``); others are local."""
+    operand: Callable[[str], str | None] = _as_given
+    """An operand as a target: as given, with the one scheme the command speaks (``ssh``:
+    ``user@host`` → ``ssh://user@host``), or only a ``[user@]host:path`` remote (``scp``,
+    ``rsync``: ``None`` for a local path)."""
+    option_value: Callable[[str], str] = _as_given
+    """A target option's value as a target (``ssh -J``: with the ``ssh`` scheme)."""
+
+
+def _ssh_url(token: str) -> str:
+    return _with_scheme("ssh", token)
+
+
+def _ftp_url(token: str) -> str:
+    return _with_scheme("ftp", token)
+
+
+def _ssh_remote(token: str) -> str | None:
+    return _remote("ssh", token)
 
 
 def _opts(text: str) -> frozenset[str]:
@@ -90,13 +109,18 @@ _SSH = _Family(
     _opts("b c D E e F I i L l m O o p Q R S W w B"),
     _opts("J"),
     all_operands=False,
-    scheme="ssh",
+    operand=_ssh_url,
+    option_value=_ssh_url,
 )
 _NETCAT = _Family(_opts("p s w i q e c o O I T V X"), _opts("x"), all_operands=False)
 _PLAIN = _Family(_opts("c i I s t w W m p Q"), frozenset(), all_operands=False)
-_FTP = _Family(frozenset(), frozenset(), all_operands=False, scheme="ftp")
+_FTP = _Family(frozenset(), frozenset(), all_operands=False, operand=_ftp_url)
 _SCP = _Family(
-    _opts("c D F i l o P S X"), _opts("J"), all_operands=True, scheme="ssh", remote_only=True
+    _opts("c D F i l o P S X"),
+    _opts("J"),
+    all_operands=True,
+    operand=_ssh_remote,
+    option_value=_ssh_url,
 )
 _RSYNC = _Family(
     _opts(
@@ -107,8 +131,8 @@ _RSYNC = _Family(
     ),
     frozenset(),
     all_operands=True,
-    scheme="ssh",
-    remote_only=True,
+    operand=_ssh_remote,
+    option_value=_ssh_url,
 )
 
 _FAMILIES: dict[str, _Family] = {
@@ -161,6 +185,9 @@ _SEPARATOR = re.compile(r"[;&|()<>]+")
 _PREFIX_ARGUMENT = re.compile(r"-.*|[A-Za-z_][A-Za-z0-9_]*=.*|[0-9.]+[smhd]?")
 _METHOD = re.compile(r"[A-Z]+")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_REMOTE = re.compile(r"([^:/\[]*\[[^\]/]*\]|[^:/\[]+):(.*)", re.S)
+"""``host:path`` with no slash before the colon that ends the host; a ``[`` before that
+colon opens a bracketed host (IPv6), which its first ``]`` and a colon must end."""
 
 
 def command_operands(tokens: list[str]) -> Iterator[str]:
@@ -185,13 +212,9 @@ def command_operands(tokens: list[str]) -> Iterator[str]:
         if after_prefix and _PREFIX_ARGUMENT.fullmatch(token):
             continue
         at_command = after_prefix = False
-        if name == "git":
-            operands, index = _git_operands(tokens, index)
-            yield from operands
-            continue
-        family = _FAMILIES.get(name)
-        if family is not None:
-            operands, index = _operands(family, tokens, index)
+        reader = _READERS.get(name)
+        if reader is not None:
+            operands, index = reader(tokens, index)
             yield from operands
 
 
@@ -206,19 +229,14 @@ def _operands(family: _Family, tokens: list[str], index: int) -> tuple[list[str]
             option, value, index = _option(family, tokens, token, index)
             if value is not None and option in family.target_options:
                 value = value.split(":", 2)[-1] if option in _REMAPS else value
-                targets.append(_with_scheme(family.scheme, value) if family.scheme else value)
+                targets.append(family.option_value(value))
             continue
         if family.skip_method and positional == 0 and _METHOD.fullmatch(token):
             continue
         if family.all_operands or positional == 0:
-            if family.remote_only:
-                remote = _remote(family.scheme or "ssh", token)
-                if remote is not None:
-                    targets.append(remote)
-            elif family.scheme is not None:
-                targets.append(_with_scheme(family.scheme, token))
-            else:
-                targets.append(token)
+            target = family.operand(token)
+            if target is not None:
+                targets.append(target)
         positional += 1
     return targets, index
 
@@ -243,18 +261,42 @@ def _git_operands(tokens: list[str], index: int) -> tuple[list[str], int]:
             subcommand = token
         else:
             words.append(token)
-    if subcommand == "clone":
-        remotes += words
-    elif subcommand in _GIT_FIRST:
-        remotes += words[:1]
-    elif subcommand == "remote" and words[:1] in (["add"], ["set-url"]):
-        remotes += words[2:]  # after the name; an option value read as a word is no remote
-    elif subcommand == "submodule" and words[:1] == ["add"]:
-        remotes += words[1:2]
-    elif subcommand == "config":
-        remotes += [value for key, value in itertools.pairwise(words) if _is_url_key(key)]
+    remotes += _GIT_REMOTE_WORDS.get(subcommand, _no_words)(words)
     found = [_remote("ssh", word) for word in remotes]
     return [target for target in found if target is not None], index
+
+
+def _no_words(words: list[str]) -> list[str]:
+    return []
+
+
+def _remote_add_url(words: list[str]) -> list[str]:
+    """``git remote add|set-url NAME URL``: the words after the name (no remote by itself)."""
+    if words[:1] in (["add"], ["set-url"]):
+        return words[2:]
+    return []
+
+
+def _submodule_add_url(words: list[str]) -> list[str]:
+    """``git submodule add URL [PATH]``: the URL."""
+    if words[:1] == ["add"]:
+        return words[1:2]
+    return []
+
+
+def _config_urls(words: list[str]) -> list[str]:
+    """``git config remote.origin.url URL``: the values of URL keys."""
+    return [value for key, value in itertools.pairwise(words) if _is_url_key(key)]
+
+
+_GIT_REMOTE_WORDS: dict[str | None, Callable[[list[str]], list[str]]] = {
+    "clone": lambda words: words,
+    **dict.fromkeys(_GIT_FIRST, lambda words: words[:1]),
+    "remote": _remote_add_url,
+    "submodule": _submodule_add_url,
+    "config": _config_urls,
+}
+"""The words of each ``git`` subcommand that name remotes (``clone``: all, ``fetch``: the first)."""
 
 
 def _is_url_key(key: str) -> bool:
@@ -289,16 +331,10 @@ def _remote(scheme: str, token: str) -> str | None:
     """
     if "://" in token:
         return token
-    colon = token.find(":")
-    bracket = token.find("[")
-    if bracket != -1 and (colon == -1 or bracket < colon):
-        close = token.find("]", bracket)
-        if close == -1 or token[close + 1 : close + 2] != ":":
-            return None
-        colon = close + 1
-    if colon <= 0 or "/" in token[:colon]:
+    remote = _REMOTE.match(token)
+    if remote is None:
         return None
-    host, path = token[:colon], token[colon + 1 :]
+    host, path = remote.groups()
     if path.startswith(":"):  # rsync daemon: host::module
         return f"rsync://{host}/{path[1:].lstrip('/')}"
     return f"{scheme}://{host}/{path.lstrip('/')}" if path else f"{scheme}://{host}"
@@ -329,3 +365,9 @@ def _option(
                 return letter, tokens[index], index + 1
             return letter, None, index
     return token, None, index
+
+
+_READERS: dict[str, Callable[[list[str], int], tuple[list[str], int]]] = {
+    name: functools.partial(_operands, family) for name, family in _FAMILIES.items()
+} | {"git": _git_operands}
+"""How each network command's targets are read from the tokens after its name."""

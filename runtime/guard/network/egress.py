@@ -43,6 +43,7 @@ from runtime.guard.network.addresses import (
 from runtime.guard.network.targets import (
     ParsedTarget,
     TargetParseError,
+    authority_of,
     extract_targets,
     parse_target,
     split_scheme,
@@ -346,11 +347,11 @@ class NetworkDeniedError(ToolError):
 def display_target(target: str) -> str:
     """``target`` with any ``user:password@`` hidden and its length capped, for records."""
     scheme, rest = split_scheme(target)
-    authority_end = min((i for i in (rest.find(c) for c in "/?#") if i != -1), default=len(rest))
-    userinfo, at, hostport = rest[:authority_end].rpartition("@")
+    authority = authority_of(rest)
+    userinfo, at, hostport = authority.rpartition("@")
     if at and userinfo:
         prefix = target[: len(target) - len(rest)] if scheme else ""
-        target = f"{prefix}***@{hostport}{rest[authority_end:]}"
+        target = f"{prefix}***@{hostport}{rest[len(authority) :]}"
     return target if len(target) <= 2048 else target[:2048] + "..."
 
 

@@ -16,10 +16,11 @@ Two halves, both pure:
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_PORTS",
     "ParsedTarget",
     "TargetParseError",
+    "authority_of",
     "extract_targets",
     "normalize_host",
     "parse_ipv4",
@@ -94,8 +96,12 @@ _SOCAT = re.compile(
     r"(?<![\w\-])(?:tcp|udp|tcp4|tcp6|udp4|udp6|ssl|openssl)(?:-connect)?:([^\s:,'\"]+):(\d{1,5})",
     re.IGNORECASE,
 )
+_AUTHORITY_END = re.compile(r"[/?#]")
 _AUTHORITY_CUT = re.compile(r"[;&(){},]")
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9A-Fa-f]*")
+_IPV4_PART = re.compile(r"0[xX](?P<hex>[0-9A-Fa-f]*)|(?P<octal>0[0-7]+)|(?P<decimal>0|[1-9][0-9]*)")
+"""A numeric label as ``inet_aton`` reads it: ``0x`` hex, a leading ``0`` octal, else decimal."""
+_IPV4_BASES = {"hex": 16, "octal": 8, "decimal": 10}
 _HOST_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_\-]{0,61}[a-z0-9_])?")
 _PORT = re.compile(r"[0-9]{1,5}")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
@@ -150,17 +156,18 @@ def split_scheme(target: str) -> tuple[str | None, str]:
     return None, text
 
 
+def authority_of(rest: str) -> str:
+    """The authority at the start of ``rest`` (what follows a scheme), up to ``/``, ``?``, ``#``."""
+    return _AUTHORITY_END.split(rest, 1)[0]
+
+
 def parse_target(target: str) -> ParsedTarget:
     """Parse a URL or a bare ``host[:port]``; raise :class:`TargetParseError` if unclear."""
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in target):
         raise TargetParseError("invalid_host", f"target {target!r} contains a control character")
     scheme, rest = split_scheme(target)
-    end = len(rest)
-    for delimiter in "/?#":
-        index = rest.find(delimiter)
-        if index != -1:
-            end = min(end, index)
-    authority, path = rest[:end], rest[end:].partition("#")[0]
+    authority = authority_of(rest)
+    path = rest[len(authority) :].partition("#")[0]
     if "\\" in authority:
         raise TargetParseError("invalid_host", f"target {target!r} has a backslash in its host")
     userinfo: str | None
@@ -217,9 +224,7 @@ def normalize_host(raw: str, *, bracketed: bool = False) -> tuple[str, bool]:
             host = host.encode("idna").decode("ascii")
         except UnicodeError as e:
             raise TargetParseError("invalid_host", f"{raw!r} is not a valid IDNA name") from e
-    host = host.lower()
-    if host.endswith("."):
-        host = host[:-1]
+    host = host.lower().removesuffix(".")
     if not host:
         raise TargetParseError("invalid_host", f"host {raw!r} is empty")
     number = parse_ipv4(host)
@@ -247,14 +252,11 @@ def parse_ipv4(host: str) -> int | None:
     for part in parts:
         if len(part) > 34:
             raise TargetParseError("invalid_host", f"{host!r} has an over-long number")
-        if part[:2].lower() == "0x":
-            values.append(int(part[2:] or "0", 16))
-        elif len(part) > 1 and part.startswith("0"):
-            if any(ch not in "01234567" for ch in part):
-                raise TargetParseError("invalid_host", f"{host!r} has a bad octal part")
-            values.append(int(part, 8))
-        else:
-            values.append(int(part))
+        spelled = _IPV4_PART.fullmatch(part)
+        if spelled is None:  # a leading 0 and an 8 or a 9
+            raise TargetParseError("invalid_host", f"{host!r} has a bad octal part")
+        kind = str(spelled.lastgroup)
+        values.append(int(spelled.group(kind) or "0", _IPV4_BASES[kind]))
     *head, last = values
     if any(value > 255 for value in head) or last >= 256 ** (4 - len(head)):
         raise TargetParseError("invalid_host", f"{host!r} is out of the IPv4 range")
@@ -290,22 +292,49 @@ def _is_target_key(key: str) -> bool:
 def _walk(value: Any, *, key_is_target: bool, depth: int) -> Iterator[str]:
     if depth > _MAX_DEPTH:
         return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _walk(item, key_is_target=_is_target_key(str(key)), depth=depth + 1)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _walk(item, key_is_target=key_is_target, depth=depth + 1)
-    elif isinstance(value, str):
-        if key_is_target:
-            yield value
-        decoded = json_document(value)
-        if decoded is not None:
-            yield from _walk(decoded, key_is_target=key_is_target, depth=depth + 1)
-        else:
-            yield from scan_text(value)
-    elif key_is_target and isinstance(value, int) and not isinstance(value, bool):
+    yield from _walk_value(value, key_is_target, depth)
+
+
+@functools.singledispatch
+def _walk_value(value: object, key_is_target: bool, depth: int) -> Iterator[str]:
+    """Targets in a value of a kind that holds none (``None``, a float, bytes)."""
+    return iter(())
+
+
+@_walk_value.register(dict)
+def _walk_dict(value: dict[object, object], key_is_target: bool, depth: int) -> Iterator[str]:
+    for key, item in value.items():
+        yield from _walk(item, key_is_target=_is_target_key(str(key)), depth=depth + 1)
+
+
+@_walk_value.register(list)
+@_walk_value.register(tuple)
+def _walk_items(value: Sequence[object], key_is_target: bool, depth: int) -> Iterator[str]:
+    for item in value:
+        yield from _walk(item, key_is_target=key_is_target, depth=depth + 1)
+
+
+@_walk_value.register(str)
+def _walk_str(value: str, key_is_target: bool, depth: int) -> Iterator[str]:
+    if key_is_target:
+        yield value
+    decoded = json_document(value)
+    if decoded is not None:
+        yield from _walk(decoded, key_is_target=key_is_target, depth=depth + 1)
+    else:
+        yield from scan_text(value)
+
+
+@_walk_value.register(int)
+def _walk_int(value: int, key_is_target: bool, depth: int) -> Iterator[str]:
+    """A port or a numeric host under a target key (``{"port": 8080}`` is no target)."""
+    if key_is_target:
         yield str(value)
+
+
+@_walk_value.register(bool)
+def _walk_bool(value: bool, key_is_target: bool, depth: int) -> Iterator[str]:
+    return iter(())
 
 
 def scan_text(text: str) -> Iterator[str]:
@@ -351,12 +380,7 @@ def scan_text(text: str) -> Iterator[str]:
 
 
 def _clip_url(scheme: str, rest: str) -> str:
-    end = len(rest)
-    for delimiter in "/?#":
-        index = rest.find(delimiter)
-        if index != -1:
-            end = min(end, index)
-    cut = _AUTHORITY_CUT.search(rest, 0, end)
+    cut = _AUTHORITY_CUT.search(rest, 0, len(authority_of(rest)))
     if cut is not None:
         return f"{scheme}://{rest[: cut.start()]}"
     return f"{scheme}://{rest}".rstrip(".,;:!?)]}")
