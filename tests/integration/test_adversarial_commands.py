@@ -51,6 +51,7 @@ BLOCKLIST_CASES: list[tuple[str, str | list[str], str]] = [
     ("variable_holding_the_command", 'X="rm -rf /"; $X', "rm_rf_root"),
     ("command_substitution", "$(echo sudo) id", "sudo"),
     ("glob_in_the_program", "/usr/bin/s?do true", "sudo"),
+    ("glob_spelling_no_known_name", "./q?ery --all", "program_pattern"),
     ("wrappers", "nohup setsid env -i sudo id", "sudo"),
     ("nested_sh_c", 'sh -c "sh -c \\"sudo id\\""', "sudo"),
     ("xargs_fed_by_echo", "echo rm -rf / | xargs", "rm_rf_root"),

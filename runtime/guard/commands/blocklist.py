@@ -3,9 +3,10 @@
 A command string is lexed like ``/bin/sh`` would (``runtime.guard.commands.shellwords``) into simple
 commands; each one is unwrapped (``env X=1``, ``command``, ``exec``, ``nohup``, ``timeout``,
 ``xargs``, ``busybox``, ``find -exec``, ``sh -c '…'``, ``eval``, …) down to the program
-that really runs, and that program's name (basename, glob-aware: ``/usr/bin/s?do``) and
-arguments are judged. Nested strings (``bash -c``, ``$(…)``, ``<(…)``, here-strings fed to a
-shell, ``echo … | sh``) are checked recursively. The result is a stable pattern name
+that really runs, and that program's name and arguments are judged (a name that is a
+glob, ``/usr/bin/s?do``, is refused: what it runs depends on the files it matches).
+Nested strings (``bash -c``, ``$(…)``, ``<(…)``, here-strings fed to a shell, ``echo … |
+sh``) are checked recursively. The result is a stable pattern name
 from :data:`PATTERNS`, or ``None``.
 
 The blocklist is a policy layer: it stops the well-known destructive commands however
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from runtime.guard.commands.blocklist_rules import (
     DECODERS,
     DOWNLOADERS,
+    PATTERNS,
     SHELLS,
     check_program,
     check_redirects,
@@ -37,34 +39,13 @@ from runtime.guard.commands.substitutions import evaluate
 
 __all__ = ["PATTERNS", "check_blocklist"]
 
-PATTERNS: frozenset[str] = frozenset(
-    {
-        "rm_rf_root",
-        "rm_rf_home",
-        "sudo",
-        "su",
-        "doas",
-        "pkexec",
-        "pipe_to_shell",
-        "decode_to_shell",
-        "mkfs",
-        "fork_bomb",
-        "dd_to_device",
-        "write_to_device",
-        "chmod_recursive_root",
-        "shutdown",
-        "reverse_shell",
-        "kill_all",
-        "too_complex",
-    }
-)
-"""Every pattern name :func:`check_blocklist` can return."""
-
 MAX_DEPTH = 8
 """Nesting (``sh -c`` inside ``$(…)`` inside …) deeper than this is refused as ``too_complex``."""
 
 _KEYWORDS = frozenset({"!", "{", "}", "then", "do", "else", "elif", "if", "while", "until"})
 _KEYWORDS |= frozenset({"time", "coproc", "fi", "done", "esac"})
+_GLOB = re.compile(r"[*?\[]")
+"""A program name with these runs whatever files it matches: no list can judge it."""
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 _FORK_BOMB = re.compile(
     r"(?P<f>[A-Za-z_:.][\w:.-]*)\(\)\{[^}]*(?P=f)\|(?P=f)"
@@ -229,6 +210,8 @@ def _unwrap(argv: list[str], depth: int, stdin_words: list[str]) -> list[str] | 
     for _ in range(16):
         if not argv:
             return []
+        if _GLOB.search(name(argv[0])):
+            return check_program(argv[0], argv[1:]) or "program_pattern"
         found = is_program(argv[0], _WRAPPERS)
         if not found:
             return argv
@@ -252,7 +235,7 @@ def _peel_env(wrapper: _Wrapper, args: list[str], depth: int, stdin: list[str]) 
     """``env -S 'cmd args'`` splits a string into a command; ``NAME=value`` words are no command."""
     for n, arg in enumerate(args):
         if arg in ("-S", "--split-string") or arg.startswith("--split-string="):
-            text = args[n + 1] if arg in ("-S", "--split-string") else arg.split("=", 1)[1]
+            text = " ".join(args[n + 1 : n + 2]) if "=" not in arg else arg.split("=", 1)[1]
             nested = _check_string(text, depth + 1)
             if nested:
                 return nested

@@ -16,6 +16,7 @@ from runtime.guard.commands.shellwords import Segment
 __all__ = [
     "DECODERS",
     "DOWNLOADERS",
+    "PATTERNS",
     "PRIVILEGE",
     "SHELLS",
     "check_program",
@@ -52,6 +53,30 @@ _SYSTEM_DIRS = frozenset(
     {"bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "media", "mnt"}
     | {"opt", "proc", "root", "run", "sbin", "srv", "sys", "usr", "var"}
 )
+PATTERNS: frozenset[str] = frozenset(
+    {
+        "rm_rf_root",
+        "rm_rf_home",
+        "sudo",
+        "su",
+        "doas",
+        "pkexec",
+        "pipe_to_shell",
+        "decode_to_shell",
+        "mkfs",
+        "fork_bomb",
+        "dd_to_device",
+        "write_to_device",
+        "chmod_recursive_root",
+        "shutdown",
+        "reverse_shell",
+        "kill_all",
+        "too_complex",
+        "program_pattern",
+    }
+)
+"""Every pattern name ``check_blocklist`` can return."""
+
 _SAFE_DEVICES = frozenset(
     {"null", "zero", "full", "stdout", "stderr", "stdin", "tty", "random", "urandom", "ptmx"}
 )

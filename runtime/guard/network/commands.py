@@ -106,7 +106,14 @@ _HTTPIE = _Family(
     skip_method=True,
 )
 _SSH = _Family(
-    _opts("b c D E e F I i L l m O o p Q R S W w B"),
+    _opts("b c D E e F I i L l m O o P p Q R S W w B"),
+    _opts("J"),
+    all_operands=False,
+    operand=_ssh_url,
+    option_value=_ssh_url,
+)
+_SFTP = _Family(
+    _opts("B b c D F i l o P R S s"),
     _opts("J"),
     all_operands=False,
     operand=_ssh_url,
@@ -146,7 +153,7 @@ _FAMILIES: dict[str, _Family] = {
     "xh": _HTTPIE,
     "xhs": _HTTPIE,
     "ssh": _SSH,
-    "sftp": _SSH,
+    "sftp": _SFTP,
     "mosh": _SSH,
     "nc": _NETCAT,
     "ncat": _NETCAT,

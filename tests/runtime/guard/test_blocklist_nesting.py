@@ -15,6 +15,15 @@ VERDICTS: list[tuple[str, str | None]] = [
     ("env --split-string='sudo ls'", "sudo"),
     ("env --split-string 'sudo ls'", "sudo"),
     ("env -S 'ls -l' x", None),
+    ("env -S", None),  # no string to split: env runs nothing (this raised IndexError)
+    # a program name that is a glob runs whatever files it matches: refused, with the
+    # pattern of a dangerous name it spells, else as a pattern
+    ("/bin/?? -rf /", "su"),
+    ("env /bin/r? -rf ~", "rm_rf_home"),
+    ("nohup ./x/[r]m -rf /", "rm_rf_root"),
+    ("./tools/x?z-build all", "program_pattern"),
+    ("timeout 5 ./b*", "program_pattern"),
+    ("ls *.py ?.txt", None),
     ("env -u X A=1 B=2 sudo ls", "sudo"),
     ("script -c 'sudo ls' log", "sudo"),
     ("script --command 'rm -rf /'", "rm_rf_root"),

@@ -417,6 +417,10 @@ REMOTE_COMMANDS: list[tuple[str, list[str]]] = [
     ),
     ("ssh fe80::1", ["ssh://[fe80::1]"]),
     ("sftp files.example:dir", ["ssh://files.example/dir"]),
+    # sftp's own options: -p preserves (takes no value), -P is the port
+    ("sftp -p evil.example", ["ssh://evil.example"]),
+    ("sftp -P 2222 -b batch me@files.example", ["ssh://me@files.example"]),
+    ("ssh -P tag build.example", ["ssh://build.example"]),
     ("mosh me@box.example", ["ssh://me@box.example"]),
     ("ftp files.example", ["ftp://files.example"]),
     # copy commands: only [user@]host:path operands are remotes
