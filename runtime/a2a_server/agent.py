@@ -19,6 +19,7 @@ threads):
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -26,9 +27,10 @@ import anyio.to_thread
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types import Part, Task, TaskState, TaskStatus
+from a2a.types import Message, Part, Task, TaskState, TaskStatus
 from google.protobuf.json_format import MessageToDict
 
+from events.view_types import TimelineEvent
 from runtime.a2a_server.mapping import (
     RESPONSE_ARTIFACT,
     TaskProgress,
@@ -45,9 +47,8 @@ CANCEL_WAIT_S = 60.0
 """How long ``cancel`` waits for the cancelled turn's end to reach the task."""
 
 
-def _next_event(stream: Any) -> dict[str, Any] | None:
-    event: dict[str, Any] | None = next(stream, None)
-    return event
+def _next_event(stream: Iterator[TimelineEvent]) -> TimelineEvent | None:
+    return next(stream, None)
 
 
 class RoostAgent(AgentExecutor):
@@ -215,7 +216,7 @@ class RoostAgent(AgentExecutor):
             stream.close()
 
     async def _publish(
-        self, updater: TaskUpdater, turn: TaskProgress, state: int, event: dict[str, Any]
+        self, updater: TaskUpdater, turn: TaskProgress, state: int, event: TimelineEvent
     ) -> bool:
         """Publish the task's new ``state``; True when it is the last."""
         text = turn.status_text()
@@ -224,20 +225,20 @@ class RoostAgent(AgentExecutor):
             message = updater.new_agent_message(
                 [Part(text=text)], metadata={"event_id": event.get("event_id")}
             )
-        if state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            await updater.requires_input(message)
-        elif state == TaskState.TASK_STATE_WORKING:
-            await updater.start_work(message)
-        elif state == TaskState.TASK_STATE_COMPLETED:
-            await updater.complete(message)
-            return True
-        elif state == TaskState.TASK_STATE_CANCELED:
-            await updater.cancel(message)
-            return True
-        elif state == TaskState.TASK_STATE_FAILED:
-            await updater.failed(message)
-            return True
-        return False
+        publish, last = _UPDATES[state]
+        await publish(updater, message)
+        return last
+
+
+_UPDATES: dict[int, tuple[Callable[[TaskUpdater, Message | None], Awaitable[None]], bool]] = {
+    TaskState.TASK_STATE_INPUT_REQUIRED: (TaskUpdater.requires_input, False),
+    TaskState.TASK_STATE_WORKING: (TaskUpdater.start_work, False),
+    TaskState.TASK_STATE_COMPLETED: (TaskUpdater.complete, True),
+    TaskState.TASK_STATE_CANCELED: (TaskUpdater.cancel, True),
+    TaskState.TASK_STATE_FAILED: (TaskUpdater.failed, True),
+}
+"""How each state a turn moves to (``TaskProgress.apply``) is published, and whether it is
+the task's last."""
 
 
 def _directives(context: RequestContext) -> dict[str, Any] | None:

@@ -47,6 +47,7 @@ from runtime.errors import (
     error_from_wire,
 )
 from runtime.guard.home.roost_home import resolve_home, socket_path
+from runtime.wire.op_args import SubscribeArgs
 from runtime.wire.ops import new_idempotency_key, normalize_event, op_timeout_s
 from runtime.wire.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -487,11 +488,9 @@ class Client:
         stream = EventStream(
             self.socket_path,
             home=self.home,
-            args={
-                "project_id": project_id,
-                "conversation_id": conversation_id,
-                "after_seq": after_seq,
-            },
+            args=SubscribeArgs(
+                project_id=project_id, conversation_id=conversation_id, after_seq=after_seq
+            ),
             connect_timeout_s=self.timeout_s,
             max_frame_bytes=self.max_frame_bytes,
         )

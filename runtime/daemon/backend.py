@@ -30,6 +30,7 @@ from actors.supervisor import SupervisorActor
 from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
 from events.projections import get_projection
+from events.view_types import TimelineEvent
 from runtime.daemon import actor_system, live_views
 from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
@@ -343,7 +344,7 @@ class ActorBackend:
         self._actors = dict(result.pop("_actors", {}))
         return result
 
-    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[dict[str, Any]]:
+    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[TimelineEvent]:
         """Poll the journal for the project's events after ``after_seq``."""
         project_id, conversation_id, cursor = args.project_id, args.conversation_id, args.after_seq
         if not self.journal.has_project(project_id):

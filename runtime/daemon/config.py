@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from events.view_types import TimelineEvent
 from runtime.daemon.settings import (
     CONFIG_NAME,
     FLAG_SETTINGS,
@@ -113,7 +114,7 @@ class Backend(Protocol):
         """The backend's part of ``status`` (``{projects, ...}``), merged into the gateway's."""
         ...
 
-    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[dict[str, Any]]:
+    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[TimelineEvent]:
         """Yield committed envelopes (as dicts) in ``seq`` order, blocking for new ones.
 
         The iterator returns soon after ``stop`` is set (the client left or the daemon
