@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final, TypedDict
 
 from events import catalog as ev
 from events.catalog import TERMINAL_TOOL_TYPES, decode_data
@@ -28,9 +28,42 @@ from events.incidents import epoch_ms
 from events.projections import TURN_END_TYPES
 from runtime.logging import get_logger
 
-__all__ = ["MAX_OPEN", "ActivityFollower", "ActivityLog", "Line"]
+__all__ = ["MAX_OPEN", "ActivityFollower", "ActivityLog", "Line", "LineFields"]
 
-Line = tuple[str, str, dict[str, Any]]
+
+class LineFields(TypedDict, total=False):
+    """An activity line's fields: the event's ids, then what its kind tells."""
+
+    seq: int
+    project_id: str
+    conversation_id: str
+    correlation_id: str
+    tool: str
+    call_id: str | None
+    outcome: str
+    duration_ms: int
+    code: str | None
+    error: str | None
+    reason: str
+    root: str
+    counts: dict[str, int]
+    what: str | None
+    key: str | None
+    actor: str
+    restart_count: int
+    phase: str
+    refused: int
+    server: str
+    start_ms: int
+    signal: str
+    router: str
+    budget: str
+    limit: int
+    used: int
+    type: str
+
+
+Line = tuple[str, str, LineFields]
 """A log line to write: its level, its event name, its fields."""
 
 MAX_OPEN: Final = 1000
@@ -63,7 +96,7 @@ class ActivityLog:
 
     def lines(self, event: Envelope) -> list[Line]:
         """The lines ``event`` is worth (none for most deltas, decisions and signals)."""
-        ids: dict[str, Any] = {"seq": event.seq, "project_id": event.project_id}
+        ids: LineFields = {"seq": event.seq, "project_id": event.project_id}
         if event.conversation_id is not None:
             ids["conversation_id"] = event.conversation_id
         if event.type not in _PROJECT_TYPES:
@@ -85,9 +118,9 @@ class ActivityLog:
     def _turn_key(event: Envelope) -> str:
         return f"{event.project_id}/{event.conversation_id}/{event.correlation_id}"
 
-    def _ended(self, event: Envelope, payload: ev.Event | None, ids: dict[str, Any]) -> list[Line]:
-        fields: dict[str, Any]
-        extra: dict[str, Any]
+    def _ended(self, event: Envelope, payload: ev.Event | None, ids: LineFields) -> list[Line]:
+        fields: LineFields
+        extra: LineFields
         match payload:
             case ev.ToolCompleted(name=name, call_id=call_id, duration_ms=ms):
                 self._calls.pop(call_id, None)
@@ -115,7 +148,7 @@ class ActivityLog:
         return [("info", "turn_ended", {**ids, **fields})]
 
 
-def _ms(start: int | None, event: Envelope) -> dict[str, Any]:
+def _ms(start: int | None, event: Envelope) -> LineFields:
     elapsed = _elapsed(start, event)
     return {} if elapsed is None else {"duration_ms": elapsed}
 
@@ -125,9 +158,9 @@ _PROJECT_TYPES: Final = frozenset(
 )
 
 
-def _described(kind: str, payload: ev.Event | None, ids: dict[str, Any]) -> list[Line]:
+def _described(kind: str, payload: ev.Event | None, ids: LineFields) -> list[Line]:
     """The lines of the events that need no memory of earlier ones."""
-    fields: dict[str, Any]
+    fields: LineFields
     match payload:
         case ev.ProjectStarted(root=root):
             return [("info", "project_started", {**ids, "root": root})]

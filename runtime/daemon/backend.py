@@ -36,6 +36,7 @@ from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.daemon.endpoints import EndpointPool
 from runtime.daemon.host_link_client import HostLinks
+from runtime.daemon.live_views import LiveProject
 from runtime.daemon.verify import verify_project
 from runtime.errors import (
     BadRequestError,
@@ -339,7 +340,7 @@ class ActorBackend:
         except psutil.NoSuchProcess:
             return None
 
-    def _live(self, deadline: float) -> dict[str, Any]:
+    def _live(self, deadline: float) -> dict[str, LiveProject]:
         result = dict(self.ask(Call(op="list_projects", args=ListProjectsArgs()), deadline))
         self._actors = dict(result.pop("_actors", {}))
         return result

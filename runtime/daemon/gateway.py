@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from runtime.client.replies import Pong, ShutdownAck
 from runtime.daemon.admission import refuse_connection, refuse_peer
 from runtime.daemon.config import Backend, DaemonConfig
 from runtime.daemon.replies import reply_frame
@@ -326,11 +327,11 @@ class Gateway:
 
     # --- the gateway's own ops (``route`` ``gateway``); the others go to the backend -----
 
-    def op_ping(self, call: Call[NoArgs], deadline: float) -> dict[str, Any]:
+    def op_ping(self, call: Call[NoArgs], deadline: float) -> Pong:
         """``ping``: the daemon answers (even when ``max_inflight`` requests run)."""
         return {"pong": True, "pid": os.getpid()}
 
-    def op_shutdown(self, call: Call[NoArgs], deadline: float) -> dict[str, Any]:
+    def op_shutdown(self, call: Call[NoArgs], deadline: float) -> ShutdownAck:
         """``shutdown``: acknowledged here; the daemon stops once the answer is sent."""
         if self._on_shutdown is None:
             raise BadRequestError("this gateway cannot be shut down remotely")
