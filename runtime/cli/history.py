@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runtime.cli.commands import (
@@ -94,13 +95,17 @@ def _context_text(messages: list[Any]) -> str:
     return "\n".join(blocks) if blocks else "(no messages)"
 
 
+_PROJECTION_TEXT: dict[str, Callable[[list[Any]], str]] = {
+    "timeline": lambda value: table(value, _EVENT_COLUMNS, empty="(no events)"),
+    "pending_tool_calls": lambda value: table(value, _PENDING_COLUMNS, empty="(no pending calls)"),
+    "llm_context": _context_text,
+}
+"""How a projection that is a list is shown, by its key (any other: :func:`render`)."""
+
+
 def _projection_text(key: str, value: Any) -> str:
-    if key == "timeline" and isinstance(value, list):
-        return table(value, _EVENT_COLUMNS, empty="(no events)")
-    if key == "pending_tool_calls" and isinstance(value, list):
-        return table(value, _PENDING_COLUMNS, empty="(no pending calls)")
-    if key == "llm_context" and isinstance(value, list):
-        return _context_text(value)
+    if isinstance(value, list) and key in _PROJECTION_TEXT:
+        return _PROJECTION_TEXT[key](value)
     return render(value)
 
 

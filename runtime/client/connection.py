@@ -268,9 +268,7 @@ class Client:
         With ``source`` (``model``, ``run_tool``, ``mcp``): only those the policy does not
         refuse every call of from that caller (``roost mcp serve`` asks for ``mcp``).
         """
-        args: dict[str, object] = {"project_id": project_id}
-        if source is not None:
-            args["source"] = source
+        args = {"project_id": project_id, "source": source}  # None: the daemon's default
         result: list[dict[str, Any]] = self.call("list_tools", args)
         return result
 
@@ -447,16 +445,14 @@ class Client:
         after_seq, before_seq}``: the last ``limit`` entries (before ``before_seq``), or with
         ``after_seq`` the first ``limit`` after it; ``total_entries`` counts them all.
         """
-        args: dict[str, object] = {
+        args = {  # a null cursor is the daemon's default: no bound on that side
             "project_id": project_id,
             "conversation_id": conversation_id,
             "limit": limit,
             "correlation_id": correlation_id,
+            "after_seq": after_seq,
+            "before_seq": before_seq,
         }
-        if after_seq is not None:
-            args["after_seq"] = after_seq
-        if before_seq is not None:
-            args["before_seq"] = before_seq
         result: TimelinePage = self.call("incident_timeline", args)
         return result
 
