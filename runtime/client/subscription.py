@@ -166,19 +166,15 @@ class EventStream(Iterator[TimelineEvent]):
                     raise TruncatedFrameError("the daemon closed the stream")
                 frame = decode_server_frame(body)
             except (OSError, MalformedFrameError) as e:
-                if self._closed:
-                    raise StopIteration from None
-                if not self._resume(e):
+                if self._closed or not self._resume(e):  # closed here, or the daemon stopped
                     raise StopIteration from None
                 continue
             if frame.kind == "event":
                 self._failures = 0
-                event: TimelineEvent = frame.value
-                seq = event.get("seq")
-                if isinstance(seq, int):
-                    if seq <= self.last_seq:
-                        continue
-                    self.last_seq = seq
+                event: TimelineEvent = frame.value  # a committed envelope: its ``seq`` is an int
+                if event["seq"] <= self.last_seq:
+                    continue
+                self.last_seq = event["seq"]
                 return event
             self.close()
             if frame.kind == "error":
