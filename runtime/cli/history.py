@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runtime.cli.commands import (
@@ -70,13 +70,13 @@ def _tool_content(content: Any) -> str:
     return render(sent)
 
 
-def _context_text(messages: list[Any]) -> str:
-    """``llm_context`` for people: each message the model sees, tool results in full."""
+def _context_text(messages: list[Mapping[str, Any]]) -> str:
+    """``llm_context`` for people: each message the model sees, tool results in full.
+
+    Each message is an object (``events.projections.llm_context``).
+    """
     blocks = []
     for message in messages:
-        if not isinstance(message, dict):
-            blocks.append(cell(message, None))
-            continue
         role = message.get("role")
         if role == "tool":
             head = f"[tool {message.get('name')} {message.get('tool_call_id')}: "
@@ -241,17 +241,16 @@ def cmd_tail(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _mismatch_line(mismatch: Any) -> str:
-    if isinstance(mismatch, dict):
-        kind = mismatch.get("kind", "mismatch")
-        fields = {k: v for k, v in mismatch.items() if k not in ("kind", "diff")}
-        rest = ", ".join(f"{k}={cell(v, 80)}" for k, v in fields.items())
-        line = f"  - {kind}: {rest}" if rest else f"  - {kind}"
-        diff = mismatch.get("diff")
-        if isinstance(diff, list) and diff:
-            line += "\n" + "\n".join(f"      {d}" for d in diff)
-        return line
-    return f"  - {cell(mismatch, None)}"
+def _mismatch_line(mismatch: Mapping[str, object]) -> str:
+    """One of ``verify``'s mismatches (each an object: ``VerifyReport``)."""
+    kind = mismatch.get("kind", "mismatch")
+    fields = {k: v for k, v in mismatch.items() if k not in ("kind", "diff")}
+    rest = ", ".join(f"{k}={cell(v, 80)}" for k, v in fields.items())
+    line = f"  - {kind}: {rest}" if rest else f"  - {kind}"
+    diff = mismatch.get("diff")
+    if isinstance(diff, list) and diff:
+        line += "\n" + "\n".join(f"      {d}" for d in diff)
+    return line
 
 
 def _count(n: int, one: str, many: str) -> str:
