@@ -102,16 +102,23 @@ class ActivityLog:
         if event.type not in _PROJECT_TYPES:
             ids["correlation_id"] = event.correlation_id
         payload = decode_data(event.type, event.data)
-        if event.type in TERMINAL_TOOL_TYPES or event.type in TURN_END_TYPES:
-            return self._ended(event, payload, ids)
-        if event.type == "user.message":
-            _bounded_put(self._turns, self._turn_key(event), epoch_ms(event.at))
-            return [("info", "turn_started", ids)]
-        if event.type == "tool.started":
-            call_id = event.data.get("call_id")
-            if isinstance(call_id, str):
-                _bounded_put(self._calls, call_id, epoch_ms(event.at))
-            return []
+        return _STEPS.get(event.type, ActivityLog._other)(self, event, payload, ids)
+
+    def _turn_started(
+        self, event: Envelope, payload: ev.Event | None, ids: LineFields
+    ) -> list[Line]:
+        _bounded_put(self._turns, self._turn_key(event), epoch_ms(event.at))
+        return [("info", "turn_started", ids)]
+
+    def _call_started(
+        self, event: Envelope, payload: ev.Event | None, ids: LineFields
+    ) -> list[Line]:
+        call_id = event.data.get("call_id")
+        if isinstance(call_id, str):
+            _bounded_put(self._calls, call_id, epoch_ms(event.at))
+        return []
+
+    def _other(self, event: Envelope, payload: ev.Event | None, ids: LineFields) -> list[Line]:
         return _described(event.type, payload, ids)
 
     @staticmethod
@@ -146,6 +153,16 @@ class ActivityLog:
                 extra = {"budget": budget, "limit": limit, "used": used}
                 return [("warning", "turn_ended", {**ids, **fields, **extra})]
         return [("info", "turn_ended", {**ids, **fields})]
+
+
+_STEPS: Final[
+    dict[str, Callable[[ActivityLog, Envelope, ev.Event | None, LineFields], list[Line]]]
+] = {
+    "user.message": ActivityLog._turn_started,
+    "tool.started": ActivityLog._call_started,
+    **dict.fromkeys(TERMINAL_TOOL_TYPES | TURN_END_TYPES, ActivityLog._ended),
+}
+"""The events whose lines need the start times the log keeps; any other: ``_described``."""
 
 
 def _ms(start: int | None, event: Envelope) -> LineFields:

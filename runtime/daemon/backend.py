@@ -107,6 +107,21 @@ def _turn_wait_timeout(args: SendEventArgs, correlation_id: str) -> RequestTimeo
     )
 
 
+def _no_answer(
+    call: Call[Any], expected: str | None, within: str, timeout_s: float
+) -> RequestTimeoutError:
+    """The ``timeout`` of a request whose answer did not come ``within`` its time.
+
+    A client waiting for its turn (``expected``: its correlation) hears how to follow the
+    turn, which goes on (``--wait-timeout``).
+    """
+    if expected is not None:
+        return _turn_wait_timeout(call.args, expected)
+    return RequestTimeoutError(
+        f"{call.op} did not finish {within}", op=call.op, timeout_s=timeout_s
+    )
+
+
 def create_backend(config: DaemonConfig) -> ActorBackend:
     """The default backend factory (``ROOST_BACKEND`` unset)."""
     return ActorBackend(config)
@@ -202,11 +217,7 @@ class ActorBackend:
                     return answer.result
                 if answer.error is not None:
                     raise error_from_wire(answer.error)
-                if expected is not None:  # a client waiting for its turn: --wait-timeout
-                    raise _turn_wait_timeout(args, expected)
-                raise RequestTimeoutError(
-                    f"{op} did not finish in time", op=op, timeout_s=round(deadline, 3)
-                )
+                raise _no_answer(call, expected, "in time", round(deadline, 3))
         timeout = max(0.05, deadline - time.monotonic())
         with self._endpoints.lease() as lease:
             endpoint = lease.endpoint
@@ -223,13 +234,7 @@ class ActorBackend:
             while _stale_outcome(reply, expected):
                 reply = endpoint.listen(max(0.05, deadline - time.monotonic()))
             if reply is None:
-                if expected is not None:  # a client waiting for its turn: --wait-timeout
-                    raise _turn_wait_timeout(args, expected)
-                raise RequestTimeoutError(
-                    f"{op} did not finish within {timeout:.1f} s",
-                    op=op,
-                    timeout_s=round(timeout, 3),
-                )
+                raise _no_answer(call, expected, f"within {timeout:.1f} s", round(timeout, 3))
             if not isinstance(reply, Reply):
                 raise RequestError(f"unexpected answer to {op}: {type(reply).__name__}")
             lease.healthy = True  # its answer came: nothing late can reach the next request
