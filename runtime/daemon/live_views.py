@@ -60,6 +60,13 @@ def project_events(journal: Journal, project_id: str) -> list[Any]:
     return events
 
 
+def _running_ids(live: dict[str, LiveProject]) -> list[str]:
+    """The projects the Supervisor runs now (not the failed ones), sorted."""
+    return sorted(
+        project_id for project_id, info in live.items() if info.get("status") == "running"
+    )
+
+
 def live_conversation_counts(
     live: dict[str, LiveProject], ask: Ask, deadline: float
 ) -> dict[str, int]:
@@ -69,9 +76,7 @@ def live_conversation_counts(
     for passivation.
     """
     counts: dict[str, int] = {}
-    for project_id, info in sorted(live.items()):
-        if info.get("status") != "running":
-            continue
+    for project_id in _running_ids(live):
         try:
             status = ask(live_status(project_id), deadline)
         except RoostError:
@@ -91,9 +96,8 @@ def running_projects(
     not answer (restarting) is counted from the journal.
     """
     out: list[ProjectSummary] = []
-    for project_id, info in sorted(live.items()):
-        if info.get("status") != "running":
-            continue
+    for project_id in _running_ids(live):
+        info = live[project_id]
         try:
             status = ask(live_status(project_id), deadline)
             count = len(status.get("conversations", []))
