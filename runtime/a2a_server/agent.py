@@ -193,22 +193,15 @@ class RoostAgent(AgentExecutor):
                     raise RoostError(f"the daemon ended the event stream of task {task_id}")
                 if event.get("correlation_id") != task_id:
                     continue
-                kind, data = event.get("type"), event.get("data") or {}
-                if kind == "assistant.delta" and data.get("content"):
+                chunk, data = _ANSWER_CHUNKS.get(event["type"]), event.get("data") or {}
+                if chunk is not None and data.get("content"):
                     await updater.add_artifact(
                         [Part(text=str(data["content"]))],
                         artifact_id=RESPONSE_ARTIFACT,
                         name="response",
-                        append=streaming,
+                        append=streaming and chunk,
                     )
-                    streaming = True
-                elif kind == "assistant.message" and data.get("content"):
-                    await updater.add_artifact(
-                        [Part(text=str(data["content"]))],
-                        artifact_id=RESPONSE_ARTIFACT,
-                        name="response",
-                    )
-                    streaming = False
+                    streaming = chunk
                 state = turn.apply(event)
                 if state is not None and await self._publish(updater, turn, state, event):
                     return
@@ -229,6 +222,10 @@ class RoostAgent(AgentExecutor):
         await publish(updater, message)
         return last
 
+
+_ANSWER_CHUNKS: dict[str, bool] = {"assistant.delta": True, "assistant.message": False}
+"""The events whose content goes to the ``response`` artifact, and whether it is a streamed
+chunk: a delta appends to the chunks before it, a whole message replaces them."""
 
 _UPDATES: dict[int, tuple[Callable[[TaskUpdater, Message | None], Awaitable[None]], bool]] = {
     TaskState.TASK_STATE_INPUT_REQUIRED: (TaskUpdater.requires_input, False),
