@@ -25,8 +25,9 @@ import select
 import socket
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from events.view_types import IncidentReport, ProjectEvents, TimelinePage
 from runtime.client.replies import (
     DaemonStatus,
     DeletedProject,
@@ -55,9 +56,6 @@ from runtime.wire.protocol import (
     FrameTooLargeError,
     encode_request,
 )
-
-if TYPE_CHECKING:
-    from events.view_types import IncidentReport, ProjectEvents, TimelinePage
 
 __all__ = ["REPLY_MARGIN_S", "Client", "EventStream", "normalize_event"]
 

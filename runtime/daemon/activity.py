@@ -118,6 +118,9 @@ class ActivityLog:
             _bounded_put(self._calls, call_id, epoch_ms(event.at))
         return []
 
+    def _timed_out(self, event: Envelope, payload: ev.Event | None, ids: LineFields) -> list[Line]:
+        return [("warning", "tool_timeout", {**ids, "call_id": _payload_call(payload)})]
+
     def _other(self, event: Envelope, payload: ev.Event | None, ids: LineFields) -> list[Line]:
         return _described(event.type, payload, ids)
 
@@ -160,9 +163,11 @@ _STEPS: Final[
 ] = {
     "user.message": ActivityLog._turn_started,
     "tool.started": ActivityLog._call_started,
+    "tool.timeout": ActivityLog._timed_out,
     **dict.fromkeys(TERMINAL_TOOL_TYPES | TURN_END_TYPES, ActivityLog._ended),
 }
-"""The events whose lines need the start times the log keeps; any other: ``_described``."""
+"""The events whose lines need the start times the log keeps, or no payload of their own;
+any other: ``_described``."""
 
 
 def _ms(start: int | None, event: Envelope) -> LineFields:
@@ -238,8 +243,6 @@ def _described(kind: str, payload: ev.Event | None, ids: LineFields) -> list[Lin
         case ev.AlertFailed(event=signal, router=router, reason=reason):
             fields = {"signal": signal, "router": router, "error": reason}
             return [("warning", "alert_failed", {**ids, **fields})]
-    if kind == "tool.timeout":
-        return [("warning", "tool_timeout", {**ids, "call_id": _payload_call(payload)})]
     if kind.startswith("security."):
         return [("warning", "security_signal", {**ids, "type": kind})]
     return []
