@@ -17,7 +17,6 @@ The lines come from committed events, so they say what the journal holds, a poll
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Final, TypedDict
 
@@ -27,6 +26,7 @@ from events.envelope import Envelope
 from events.incidents import epoch_ms
 from events.projections import TURN_END_TYPES
 from runtime.logging import get_logger
+from runtime.telemetry.committed import CommittedFollower, ReadAfter
 
 __all__ = ["MAX_OPEN", "ActivityFollower", "ActivityLog", "Line", "LineFields"]
 
@@ -69,8 +69,6 @@ Line = tuple[str, str, LineFields]
 MAX_OPEN: Final = 1000
 """Turns and tool calls remembered for their duration; beyond it the oldest is forgotten."""
 
-_POLL_S: Final = 0.2
-_STOP_JOIN_S: Final = 10.0
 
 log = get_logger("roost.activity")
 
@@ -257,39 +255,29 @@ def _payload_call(payload: ev.Event | None) -> str | None:
 class ActivityFollower:
     """A thread that writes the activity lines of every event committed after a position."""
 
-    def __init__(self, read_after: Callable[[int], list[Envelope]], after_seq: int) -> None:
-        self._read_after = read_after
-        self._cursor = after_seq
+    def __init__(self, read_after: ReadAfter, after_seq: int) -> None:
         self._fold = ActivityLog()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="roost-activity", daemon=True)
+        self._follower = CommittedFollower(
+            read_after,
+            after_seq,
+            self._write,
+            name="roost-activity",
+            log=log,
+            read_failed="activity_read_failed",
+        )
 
     def start(self) -> ActivityFollower:
         """Start following; return self."""
-        self._thread.start()
+        self._follower.start()
         return self
 
     def stop(self) -> None:
         """Write the lines of what is committed already, then end the thread."""
-        self._stop.set()
-        self._thread.join(_STOP_JOIN_S)
+        self._follower.stop()
 
-    def _run(self) -> None:
-        while True:
-            stopping = self._stop.is_set()
-            try:
-                chunk = self._read_after(self._cursor)
-            except Exception as e:
-                log.warning("activity_read_failed", error=f"{type(e).__name__}: {e}")
-                chunk = []
-            for event in chunk:
-                self._cursor = event.seq
-                try:
-                    for level, name, fields in self._fold.lines(event):
-                        getattr(log, level)(name, **fields)
-                except Exception as e:  # one odd event never stops the others' lines
-                    log.warning("activity_line_failed", seq=event.seq, error=f"{e!r}")
-            if not chunk:
-                if stopping:
-                    return
-                self._stop.wait(_POLL_S)
+    def _write(self, event: Envelope) -> None:
+        try:
+            for level, name, fields in self._fold.lines(event):
+                getattr(log, level)(name, **fields)
+        except Exception as e:  # one odd event never stops the others' lines
+            log.warning("activity_line_failed", seq=event.seq, error=f"{e!r}")
