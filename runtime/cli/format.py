@@ -140,14 +140,13 @@ class UsageParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
+@functools.cache
 def _columns() -> int:
     """The terminal's width as ``shutil.get_terminal_size`` reads it, once per process.
 
     argparse makes a help formatter for every argument it adds (about 120 for ``roost``),
     each asking the terminal and importing ``shutil``; one answer serves them all.
     """
-    if _COLUMNS:
-        return _COLUMNS[0]
     try:
         columns = int(os.environ.get("COLUMNS", "0"))
     except ValueError:
@@ -157,11 +156,7 @@ def _columns() -> int:
             columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             columns = 0
-    _COLUMNS.append(columns or 80)
-    return _COLUMNS[0]
-
-
-_COLUMNS: list[int] = []
+    return columns or 80
 
 
 class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
