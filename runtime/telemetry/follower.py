@@ -15,19 +15,17 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from events.envelope import Envelope
 from events.projections import TURN_END_TYPES
 from runtime.errors import RoostError
 from runtime.logging import get_logger
 from runtime.telemetry.committed import CommittedFollower, ReadAfter
+from runtime.telemetry.exporter import TurnExporter
 from runtime.telemetry.measures import restarted_actor, turn_measures
 from runtime.telemetry.settings import settings_from_env
 from runtime.telemetry.spans import turn_spans
-
-if TYPE_CHECKING:
-    from runtime.telemetry.sdk import Exporter
 
 __all__ = ["MAX_OPEN_TURNS", "ReadAfter", "TurnFollower", "start_telemetry", "telemetry_status"]
 
@@ -40,7 +38,7 @@ MAX_OPEN_TURNS: Final = 1000
 class TurnFollower:
     """A thread that exports each turn once its end is committed."""
 
-    def __init__(self, exporter: Exporter, read_after: ReadAfter, after_seq: int) -> None:
+    def __init__(self, exporter: TurnExporter, read_after: ReadAfter, after_seq: int) -> None:
         self.exporter = exporter
         self._open: dict[str, list[Envelope]] = {}
         self._lock = threading.Lock()
