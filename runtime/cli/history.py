@@ -70,28 +70,33 @@ def _tool_content(content: Any) -> str:
     return render(sent)
 
 
+def _tool_message(message: Mapping[str, Any]) -> str:
+    """A tool result the model sees: the call, its status and code, the result as a block."""
+    head = f"[tool {message.get('name')} {message.get('tool_call_id')}: "
+    head += f"{message.get('status')}{' ' + message['code'] if message.get('code') else ''}]"
+    body = _tool_content(message.get("content"))
+    return "\n".join([head, *(f"  {line}".rstrip() for line in body.splitlines())])
+
+
+def _said_message(message: Mapping[str, Any]) -> str:
+    """A message someone said (the system, the user, the model): its text and its calls."""
+    lines = [f"[{message.get('role')}] {message.get('content') or ''}".rstrip()]
+    for call in message.get("tool_calls") or []:
+        args = cell(call.get("args"), None)
+        lines.append(f"  calls {call.get('name')} {call.get('id')} {args}")
+    return "\n".join(lines)
+
+
+_MESSAGE_TEXT: dict[str, Callable[[Mapping[str, Any]], str]] = {"tool": _tool_message}
+"""How a message of each role is shown (any other role: :func:`_said_message`)."""
+
+
 def _context_text(messages: list[Mapping[str, Any]]) -> str:
     """``llm_context`` for people: each message the model sees, tool results in full.
 
     Each message is an object (``events.projections.llm_context``).
     """
-    blocks = []
-    for message in messages:
-        role = message.get("role")
-        if role == "tool":
-            head = f"[tool {message.get('name')} {message.get('tool_call_id')}: "
-            head += (
-                f"{message.get('status')}{' ' + message['code'] if message.get('code') else ''}]"
-            )
-            body = _tool_content(message.get("content"))
-            body_lines = [f"  {line}".rstrip() for line in body.splitlines()]
-            blocks.append("\n".join([head, *body_lines]))
-            continue
-        lines = [f"[{role}] {message.get('content') or ''}".rstrip()]
-        for call in message.get("tool_calls") or []:
-            args = cell(call.get("args"), None)
-            lines.append(f"  calls {call.get('name')} {call.get('id')} {args}")
-        blocks.append("\n".join(lines))
+    blocks = [_MESSAGE_TEXT.get(str(m.get("role")), _said_message)(m) for m in messages]
     return "\n".join(blocks) if blocks else "(no messages)"
 
 
