@@ -81,6 +81,11 @@ class RequestError(RoostError):
 
     code: ClassVar[str] = "bad_request"
 
+    @classmethod
+    def from_details(cls, message: str, details: dict[str, object]) -> RequestError:
+        """The error again from its wire ``message`` and ``details`` (:func:`error_from_wire`)."""
+        return cls(message, **details)
+
 
 class DaemonUnreachableError(RequestError):
     """No daemon answers on the socket."""
@@ -139,6 +144,14 @@ class InvalidRuntimeOptError(RequestError):
         super().__init__(message, key=key, reason=reason, **details)
         self.key = key
         self.reason = reason
+
+    @classmethod
+    def from_details(cls, message: str, details: dict[str, object]) -> RequestError:
+        """The error again from the wire: its ``key`` and ``reason`` are text ('' if absent)."""
+        rest = {k: v for k, v in details.items() if k not in ("key", "reason")}
+        return cls(
+            message, key=str(details.get("key", "")), reason=str(details.get("reason", "")), **rest
+        )
 
 
 class AssetLoadFailedError(RequestError):
@@ -260,15 +273,8 @@ def error_from_wire(wire: dict[str, Any]) -> RequestError:
     details = wire.get("details") or {}
     if not isinstance(details, dict):
         details = {"value": details}
-    cls = REQUEST_ERROR_CODES.get(code, RequestError)
-    if cls is InvalidRuntimeOptError:
-        rest = {k: v for k, v in details.items() if k not in ("key", "reason")}
-        return InvalidRuntimeOptError(
-            message, key=str(details.get("key", "")), reason=str(details.get("reason", "")), **rest
-        )
-    err = cls(message, **details)
-    if cls is RequestError:
-        err.code = code  # type: ignore[misc]
+    err = REQUEST_ERROR_CODES.get(code, RequestError).from_details(message, details)
+    err.code = code  # type: ignore[misc]  # its class's own, or a code this client does not know
     return err
 
 

@@ -182,9 +182,10 @@ class RotatingLogFile:
     def _rotate_if_needed(self, incoming: int) -> None:
         if self._path_id() != self._id:  # rotated (or removed) by another process
             self._open()
-        if not self.max_bytes or os.fstat(self._fd).st_size + incoming <= self.max_bytes:
-            return
-        if os.fstat(self._fd).st_size == 0:  # one line larger than the limit: write it
+        size = os.fstat(self._fd).st_size
+        # No rotation when it is off, when the line fits, or when the file is empty (a line
+        # larger than the limit is written).
+        if not self.max_bytes or size + incoming <= self.max_bytes or size == 0:
             return
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:

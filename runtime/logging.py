@@ -139,16 +139,16 @@ def configure_logging(json: bool, log_file: str | None = None, *, level: str | N
     chosen = (level or os.environ.get("ROOST_LOG_LEVEL") or "info").lower()
     min_level = _LEVELS.get(chosen, logging.INFO)
     stream: IO[str] | RotatingLogFile
+    opened: list[RotatingLogFile] = []
     if log_file and log_file != "-":
         max_bytes, backups = rotation_settings()
         stream = RotatingLogFile(log_file, max_bytes=max_bytes, backups=backups)
+        opened.append(stream)
     else:
         stream = sys.stderr
     for old in _open_files:
         old.close()
-    _open_files.clear()
-    if isinstance(stream, RotatingLogFile):
-        _open_files.append(stream)
+    _open_files[:] = opened
 
     renderer: Processor
     if json:

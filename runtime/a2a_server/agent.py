@@ -19,6 +19,7 @@ threads):
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -26,9 +27,10 @@ import anyio.to_thread
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types import Part, Task, TaskState, TaskStatus
+from a2a.types import Message, Part, Task, TaskState, TaskStatus
 from google.protobuf.json_format import MessageToDict
 
+from events.view_types import TimelineEvent
 from runtime.a2a_server.mapping import (
     RESPONSE_ARTIFACT,
     TaskProgress,
@@ -45,9 +47,8 @@ CANCEL_WAIT_S = 60.0
 """How long ``cancel`` waits for the cancelled turn's end to reach the task."""
 
 
-def _next_event(stream: Any) -> dict[str, Any] | None:
-    event: dict[str, Any] | None = next(stream, None)
-    return event
+def _next_event(stream: Iterator[TimelineEvent]) -> TimelineEvent | None:
+    return next(stream, None)
 
 
 class RoostAgent(AgentExecutor):
@@ -192,22 +193,15 @@ class RoostAgent(AgentExecutor):
                     raise RoostError(f"the daemon ended the event stream of task {task_id}")
                 if event.get("correlation_id") != task_id:
                     continue
-                kind, data = event.get("type"), event.get("data") or {}
-                if kind == "assistant.delta" and data.get("content"):
+                chunk, data = _ANSWER_CHUNKS.get(event["type"]), event.get("data") or {}
+                if chunk is not None and data.get("content"):
                     await updater.add_artifact(
                         [Part(text=str(data["content"]))],
                         artifact_id=RESPONSE_ARTIFACT,
                         name="response",
-                        append=streaming,
+                        append=streaming and chunk,
                     )
-                    streaming = True
-                elif kind == "assistant.message" and data.get("content"):
-                    await updater.add_artifact(
-                        [Part(text=str(data["content"]))],
-                        artifact_id=RESPONSE_ARTIFACT,
-                        name="response",
-                    )
-                    streaming = False
+                    streaming = chunk
                 state = turn.apply(event)
                 if state is not None and await self._publish(updater, turn, state, event):
                     return
@@ -215,7 +209,7 @@ class RoostAgent(AgentExecutor):
             stream.close()
 
     async def _publish(
-        self, updater: TaskUpdater, turn: TaskProgress, state: int, event: dict[str, Any]
+        self, updater: TaskUpdater, turn: TaskProgress, state: int, event: TimelineEvent
     ) -> bool:
         """Publish the task's new ``state``; True when it is the last."""
         text = turn.status_text()
@@ -224,20 +218,24 @@ class RoostAgent(AgentExecutor):
             message = updater.new_agent_message(
                 [Part(text=text)], metadata={"event_id": event.get("event_id")}
             )
-        if state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            await updater.requires_input(message)
-        elif state == TaskState.TASK_STATE_WORKING:
-            await updater.start_work(message)
-        elif state == TaskState.TASK_STATE_COMPLETED:
-            await updater.complete(message)
-            return True
-        elif state == TaskState.TASK_STATE_CANCELED:
-            await updater.cancel(message)
-            return True
-        elif state == TaskState.TASK_STATE_FAILED:
-            await updater.failed(message)
-            return True
-        return False
+        publish, last = _UPDATES[state]
+        await publish(updater, message)
+        return last
+
+
+_ANSWER_CHUNKS: dict[str, bool] = {"assistant.delta": True, "assistant.message": False}
+"""The events whose content goes to the ``response`` artifact, and whether it is a streamed
+chunk: a delta appends to the chunks before it, a whole message replaces them."""
+
+_UPDATES: dict[int, tuple[Callable[[TaskUpdater, Message | None], Awaitable[None]], bool]] = {
+    TaskState.TASK_STATE_INPUT_REQUIRED: (TaskUpdater.requires_input, False),
+    TaskState.TASK_STATE_WORKING: (TaskUpdater.start_work, False),
+    TaskState.TASK_STATE_COMPLETED: (TaskUpdater.complete, True),
+    TaskState.TASK_STATE_CANCELED: (TaskUpdater.cancel, True),
+    TaskState.TASK_STATE_FAILED: (TaskUpdater.failed, True),
+}
+"""How each state a turn moves to (``TaskProgress.apply``) is published, and whether it is
+the task's last."""
 
 
 def _directives(context: RequestContext) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,48 +201,91 @@ class TaskProgress:
 
     def apply(self, event: Mapping[str, Any]) -> int | None:
         """Fold one event (a wire event or timeline entry); the new state if it changed."""
-        kind, data = event.get("type"), event.get("data") or {}
+        kind, data = str(event.get("type")), event.get("data") or {}
         self.last_at = event.get("at") or self.last_at
         before = self.state
-        if kind == "user.message":
-            self.state = TaskState.TASK_STATE_WORKING
-        elif kind == "assistant.message" and data.get("content"):
-            self.answer, self.answer_id = str(data["content"]), str(event.get("event_id"))
-        elif kind == "tool.requested":
-            self.names[str(data.get("call_id"))] = str(data.get("name"))
-        elif kind == "tool.approval_requested":
-            call_id = str(data.get("call_id"))
-            self.awaiting[call_id] = self.names.get(call_id, "a tool call")
-        elif kind in ("tool.approved", "tool.rejected", "tool.cancelled", "tool.failed"):
-            self.awaiting.pop(str(data.get("call_id")), None)
-        if kind == "llm.completed":
-            self.state = TaskState.TASK_STATE_COMPLETED
-        elif kind == "llm.failed":
-            self.reason = str(data.get("reason") or "llm_failed")
-            cancelled = self.reason == "conversation_cancelled"
-            self.state = TaskState.TASK_STATE_CANCELED if cancelled else TaskState.TASK_STATE_FAILED
-        elif kind == "budget.exceeded":
-            self.reason = f"budget_exceeded: {data.get('budget')}"
-            self.state = TaskState.TASK_STATE_FAILED
-        elif self.state not in _ENDED and kind != "user.message":
+        _STEPS.get(kind, TaskProgress._progress)(self, event, data)
+        return self.state if self.state != before else None
+
+    def _progress(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        """A turn not ended yet works, or waits for input while a call awaits approval."""
+        if self.state not in _ENDED:
             self.state = (
                 TaskState.TASK_STATE_INPUT_REQUIRED
                 if self.awaiting
                 else TaskState.TASK_STATE_WORKING
             )
-        return self.state if self.state != before else None
+
+    def _asked(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self.state = TaskState.TASK_STATE_WORKING
+
+    def _answered(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        if data.get("content"):
+            self.answer, self.answer_id = str(data["content"]), str(event.get("event_id"))
+        self._progress(event, data)
+
+    def _requested(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self.names[str(data.get("call_id"))] = str(data.get("name"))
+        self._progress(event, data)
+
+    def _awaits(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        call_id = str(data.get("call_id"))
+        self.awaiting[call_id] = self.names.get(call_id, "a tool call")
+        self._progress(event, data)
+
+    def _decided(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self.awaiting.pop(str(data.get("call_id")), None)
+        self._progress(event, data)
+
+    def _completed(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self.state = TaskState.TASK_STATE_COMPLETED
+
+    def _failed(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self.reason = str(data.get("reason") or "llm_failed")
+        cancelled = self.reason == "conversation_cancelled"
+        self.state = TaskState.TASK_STATE_CANCELED if cancelled else TaskState.TASK_STATE_FAILED
+
+    def _over_budget(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        self.reason = f"budget_exceeded: {data.get('budget')}"
+        self.state = TaskState.TASK_STATE_FAILED
 
     def status_text(self) -> str | None:
         """The text of the current status's message, if it has one."""
-        if self.state == TaskState.TASK_STATE_INPUT_REQUIRED and self.awaiting:
-            call_id, tool = next(iter(self.awaiting.items()))
-            return approval_text(self.project_id, self.conversation_id, call_id, tool)
-        if self.state == TaskState.TASK_STATE_COMPLETED:
-            return self.answer
-        if self.state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED):
-            return self.reason
-        return None
+        return _STATUS_TEXT.get(self.state, _no_text)(self)
 
+    def _approval_text(self) -> str | None:
+        if not self.awaiting:
+            return None
+        call_id, tool = next(iter(self.awaiting.items()))
+        return approval_text(self.project_id, self.conversation_id, call_id, tool)
+
+
+def _no_text(turn: TaskProgress) -> str | None:
+    return None
+
+
+_STEPS: dict[str, Callable[[TaskProgress, Mapping[str, Any], Mapping[str, Any]], None]] = {
+    "user.message": TaskProgress._asked,
+    "assistant.message": TaskProgress._answered,
+    "tool.requested": TaskProgress._requested,
+    "tool.approval_requested": TaskProgress._awaits,
+    "tool.approved": TaskProgress._decided,
+    "tool.rejected": TaskProgress._decided,
+    "tool.cancelled": TaskProgress._decided,
+    "tool.failed": TaskProgress._decided,
+    "llm.completed": TaskProgress._completed,
+    "llm.failed": TaskProgress._failed,
+    "budget.exceeded": TaskProgress._over_budget,
+}
+"""How each kind of event moves a task (any other: :meth:`TaskProgress._progress`)."""
+
+_STATUS_TEXT: dict[int, Callable[[TaskProgress], str | None]] = {
+    TaskState.TASK_STATE_INPUT_REQUIRED: TaskProgress._approval_text,
+    TaskState.TASK_STATE_COMPLETED: lambda turn: turn.answer,
+    TaskState.TASK_STATE_FAILED: lambda turn: turn.reason,
+    TaskState.TASK_STATE_CANCELED: lambda turn: turn.reason,
+}
+"""What the status message says in each state that has one."""
 
 _ENDED = frozenset(
     {

@@ -202,9 +202,7 @@ class RoostRequestHandler(DefaultRequestHandler):
         task = await self.agent.journal_task(params.id)
         if task is None:
             task = await self.journal_store.memory.get(params.id, context)
-        if task is None:
-            raise TaskNotFoundError
-        result: Task = apply_history_length(task, params)
+        result: Task = apply_history_length(_found(task), params)
         return result
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
@@ -212,14 +210,19 @@ class RoostRequestHandler(DefaultRequestHandler):
         if await self.journal_store.memory.get(params.id, context) is not None:
             cancelled: Task = await super().on_cancel_task(params, context)
             return cancelled
-        task = await self.agent.journal_task(params.id)
-        if task is None:
-            raise TaskNotFoundError
+        task = _found(await self.agent.journal_task(params.id))
         if task.status.state in _ENDED:
             raise TaskNotCancelableError
         await self.agent.cancel_turn(params.id)
         after = await self.agent.journal_task(params.id)
         return after if after is not None else task
+
+
+def _found(task: Task | None) -> Task:
+    """The task found; ``TaskNotFoundError`` when neither the journal nor memory has it."""
+    if task is None:
+        raise TaskNotFoundError
+    return task
 
 
 def _no_follow_up(params: SendMessageRequest) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
 from runtime.cli.commands import EXIT_NOT_RUNNING, EXIT_UNREACHABLE, print_error, print_result
 from runtime.cli.format import cell, kv_block
@@ -84,10 +83,8 @@ def cmd_daemon_restart(ns: Namespace) -> int:
     return 0
 
 
-def _settings_text(settings: Any) -> Any:
-    """``settings`` for people: one line each, ``value (source)``."""
-    if not isinstance(settings, dict):
-        return settings
+def _settings_text(settings: dict[str, dict[str, object]]) -> dict[str, str]:
+    """``settings`` for people (each ``{value, source}``): one line each, ``value (source)``."""
     return {k: f"{cell(v.get('value'), None)} ({v.get('source')})" for k, v in settings.items()}
 
 

@@ -7,6 +7,7 @@ Everything here returns strings (no printing). The progress bar is
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -139,14 +140,13 @@ class UsageParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
+@functools.cache
 def _columns() -> int:
     """The terminal's width as ``shutil.get_terminal_size`` reads it, once per process.
 
     argparse makes a help formatter for every argument it adds (about 120 for ``roost``),
     each asking the terminal and importing ``shutil``; one answer serves them all.
     """
-    if _COLUMNS:
-        return _COLUMNS[0]
     try:
         columns = int(os.environ.get("COLUMNS", "0"))
     except ValueError:
@@ -156,11 +156,7 @@ def _columns() -> int:
             columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             columns = 0
-    _COLUMNS.append(columns or 80)
-    return _COLUMNS[0]
-
-
-_COLUMNS: list[int] = []
+    return columns or 80
 
 
 class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -202,23 +198,26 @@ def dumps_json(value: Any, *, pretty: bool = True) -> str:
     return raw.decode()
 
 
+@functools.singledispatch
+def _text(value: object) -> str:
+    """A value's text in a cell: containers (and anything not registered) as compact JSON."""
+    return dumps_json(value, pretty=False)
+
+
+_text.register(type(None), lambda value: "-")
+_text.register(bool, lambda value: "yes" if value else "no")
+_text.register(str, lambda value: value)
+_text.register(int, str)
+_text.register(float, str)
+
+
 def cell(value: Any, max_width: int | None = _MAX_CELL) -> str:
     """Render one value for a table cell or a ``key: value`` line, on one line.
 
     ``None`` is ``-``; booleans are ``yes``/``no``; containers are compact JSON; text
     longer than ``max_width`` is cut with ``…``.
     """
-    if value is None:
-        text = "-"
-    elif isinstance(value, bool):
-        text = "yes" if value else "no"
-    elif isinstance(value, str):
-        text = value
-    elif isinstance(value, int | float):
-        text = str(value)
-    else:
-        text = dumps_json(value, pretty=False)
-    text = text.replace("\r", " ").replace("\n", " ")
+    text = _text(value).replace("\r", " ").replace("\n", " ")
     if max_width is not None and len(text) > max_width:
         text = text[: max_width - 1] + "…"
     return text
@@ -258,6 +257,51 @@ def _is_table(value: Any) -> bool:
     )
 
 
+Shape = Callable[[Any], bool]
+"""Whether a value has a shape (the first shape of a table that fits picks its rendering)."""
+
+
+def _block_lines(pad: str, key: str, label: str, value: Any) -> list[str]:
+    return [f"{pad}{key}:", kv_block(value, len(pad) + 2)]
+
+
+def _table_lines(pad: str, key: str, label: str, value: Any) -> list[str]:
+    return [f"{pad}{key}:", *(f"{pad}  {line}" for line in table(value).splitlines())]
+
+
+def _list_line(pad: str, key: str, label: str, value: list[Any]) -> list[str]:
+    text = ", ".join(cell(item, None) for item in value) if value else "-"
+    return [f"{pad}{label} {text}"]
+
+
+def _lines_block(pad: str, key: str, label: str, value: str) -> list[str]:
+    lines = value.rstrip("\n").split("\n")
+    return [f"{pad}{label} |", *(f"{pad}  {line}".rstrip() for line in lines)]
+
+
+def _text_line(pad: str, key: str, label: str, value: str) -> list[str]:
+    return [f"{pad}{label} {cell(value.rstrip(chr(10)), None)}".rstrip()]
+
+
+def _value_line(pad: str, key: str, label: str, value: Any) -> list[str]:
+    return [f"{pad}{label} {cell(value, None)}"]
+
+
+KvLines = Callable[[str, str, str, Any], list[str]]
+"""The lines of one ``key: value``: from the indent, the key, the aligned ``key:`` label and
+the value."""
+
+_KV_SHAPES: tuple[tuple[Shape, KvLines], ...] = (
+    (lambda value: isinstance(value, Mapping) and bool(value), _block_lines),
+    (_is_table, _table_lines),
+    (lambda value: isinstance(value, list), _list_line),
+    (lambda value: isinstance(value, str) and "\n" in value.rstrip("\n"), _lines_block),
+    (lambda value: isinstance(value, str), _text_line),
+    (lambda value: True, _value_line),
+)
+"""How :func:`kv_block` renders each shape of value, first fit first."""
+
+
 def kv_block(mapping: Mapping[str, Any], indent: int = 0) -> str:
     """Render a mapping as aligned ``key: value`` lines; nested values are indented.
 
@@ -271,35 +315,27 @@ def kv_block(mapping: Mapping[str, Any], indent: int = 0) -> str:
     width = max(len(str(key)) for key in mapping) + 1
     lines: list[str] = []
     for key, value in mapping.items():
-        label = f"{key}:".ljust(width)
-        if isinstance(value, Mapping) and value:
-            lines.append(f"{pad}{key}:")
-            lines.append(kv_block(value, indent + 2))
-        elif _is_table(value):
-            lines.append(f"{pad}{key}:")
-            lines.extend(" " * (indent + 2) + line for line in table(value).splitlines())
-        elif isinstance(value, list):
-            text = ", ".join(cell(item, None) for item in value) if value else "-"
-            lines.append(f"{pad}{label} {text}")
-        elif isinstance(value, str) and "\n" in value.rstrip("\n"):
-            lines.append(f"{pad}{label} |")
-            lines.extend(f"{pad}  {line}".rstrip() for line in value.rstrip("\n").split("\n"))
-        elif isinstance(value, str):
-            lines.append(f"{pad}{label} {cell(value.rstrip(chr(10)), None)}".rstrip())
-        else:
-            lines.append(f"{pad}{label} {cell(value, None)}")
+        kv_lines = next(shown for fits, shown in _KV_SHAPES if fits(value))
+        lines.extend(kv_lines(pad, key, f"{key}:".ljust(width), value))
     return "\n".join(lines)
+
+
+def _list_text(value: list[Any]) -> str:
+    return "\n".join(cell(item, None) for item in value) if value else "(none)"
+
+
+_RENDER_SHAPES: tuple[tuple[Shape, Callable[[Any], str]], ...] = (
+    (lambda value: isinstance(value, Mapping), kv_block),
+    (_is_table, table),
+    (lambda value: isinstance(value, list), _list_text),
+    (lambda value: True, lambda value: cell(value, None)),
+)
+"""How :func:`render` shows each shape of result, first fit first."""
 
 
 def render(value: Any) -> str:
     """Render any result for people: a block, a table, a list or the text itself."""
-    if isinstance(value, Mapping):
-        return kv_block(value)
-    if _is_table(value):
-        return table(value)
-    if isinstance(value, list):
-        return "\n".join(cell(item, None) for item in value) if value else "(none)"
-    return cell(value, None)
+    return next(show for fits, show in _RENDER_SHAPES if fits(value))(value)
 
 
 def event_line(event: Mapping[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runtime.cli.commands import (
@@ -69,38 +70,47 @@ def _tool_content(content: Any) -> str:
     return render(sent)
 
 
-def _context_text(messages: list[Any]) -> str:
-    """``llm_context`` for people: each message the model sees, tool results in full."""
-    blocks = []
-    for message in messages:
-        if not isinstance(message, dict):
-            blocks.append(cell(message, None))
-            continue
-        role = message.get("role")
-        if role == "tool":
-            head = f"[tool {message.get('name')} {message.get('tool_call_id')}: "
-            head += (
-                f"{message.get('status')}{' ' + message['code'] if message.get('code') else ''}]"
-            )
-            body = _tool_content(message.get("content"))
-            body_lines = [f"  {line}".rstrip() for line in body.splitlines()]
-            blocks.append("\n".join([head, *body_lines]))
-            continue
-        lines = [f"[{role}] {message.get('content') or ''}".rstrip()]
-        for call in message.get("tool_calls") or []:
-            args = cell(call.get("args"), None)
-            lines.append(f"  calls {call.get('name')} {call.get('id')} {args}")
-        blocks.append("\n".join(lines))
+def _tool_message(message: Mapping[str, Any]) -> str:
+    """A tool result the model sees: the call, its status and code, the result as a block."""
+    head = f"[tool {message.get('name')} {message.get('tool_call_id')}: "
+    head += f"{message.get('status')}{' ' + message['code'] if message.get('code') else ''}]"
+    body = _tool_content(message.get("content"))
+    return "\n".join([head, *(f"  {line}".rstrip() for line in body.splitlines())])
+
+
+def _said_message(message: Mapping[str, Any]) -> str:
+    """A message someone said (the system, the user, the model): its text and its calls."""
+    lines = [f"[{message.get('role')}] {message.get('content') or ''}".rstrip()]
+    for call in message.get("tool_calls") or []:
+        args = cell(call.get("args"), None)
+        lines.append(f"  calls {call.get('name')} {call.get('id')} {args}")
+    return "\n".join(lines)
+
+
+_MESSAGE_TEXT: dict[str, Callable[[Mapping[str, Any]], str]] = {"tool": _tool_message}
+"""How a message of each role is shown (any other role: :func:`_said_message`)."""
+
+
+def _context_text(messages: list[Mapping[str, Any]]) -> str:
+    """``llm_context`` for people: each message the model sees, tool results in full.
+
+    Each message is an object (``events.projections.llm_context``).
+    """
+    blocks = [_MESSAGE_TEXT.get(str(m.get("role")), _said_message)(m) for m in messages]
     return "\n".join(blocks) if blocks else "(no messages)"
 
 
+_PROJECTION_TEXT: dict[str, Callable[[list[Any]], str]] = {
+    "timeline": lambda value: table(value, _EVENT_COLUMNS, empty="(no events)"),
+    "pending_tool_calls": lambda value: table(value, _PENDING_COLUMNS, empty="(no pending calls)"),
+    "llm_context": _context_text,
+}
+"""How a projection that is a list is shown, by its key (any other: :func:`render`)."""
+
+
 def _projection_text(key: str, value: Any) -> str:
-    if key == "timeline" and isinstance(value, list):
-        return table(value, _EVENT_COLUMNS, empty="(no events)")
-    if key == "pending_tool_calls" and isinstance(value, list):
-        return table(value, _PENDING_COLUMNS, empty="(no pending calls)")
-    if key == "llm_context" and isinstance(value, list):
-        return _context_text(value)
+    if isinstance(value, list) and key in _PROJECTION_TEXT:
+        return _PROJECTION_TEXT[key](value)
     return render(value)
 
 
@@ -236,17 +246,16 @@ def cmd_tail(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _mismatch_line(mismatch: Any) -> str:
-    if isinstance(mismatch, dict):
-        kind = mismatch.get("kind", "mismatch")
-        fields = {k: v for k, v in mismatch.items() if k not in ("kind", "diff")}
-        rest = ", ".join(f"{k}={cell(v, 80)}" for k, v in fields.items())
-        line = f"  - {kind}: {rest}" if rest else f"  - {kind}"
-        diff = mismatch.get("diff")
-        if isinstance(diff, list) and diff:
-            line += "\n" + "\n".join(f"      {d}" for d in diff)
-        return line
-    return f"  - {cell(mismatch, None)}"
+def _mismatch_line(mismatch: Mapping[str, object]) -> str:
+    """One of ``verify``'s mismatches (each an object: ``VerifyReport``)."""
+    kind = mismatch.get("kind", "mismatch")
+    fields = {k: v for k, v in mismatch.items() if k not in ("kind", "diff")}
+    rest = ", ".join(f"{k}={cell(v, 80)}" for k, v in fields.items())
+    line = f"  - {kind}: {rest}" if rest else f"  - {kind}"
+    diff = mismatch.get("diff")
+    if isinstance(diff, list) and diff:
+        line += "\n" + "\n".join(f"      {d}" for d in diff)
+    return line
 
 
 def _count(n: int, one: str, many: str) -> str:

@@ -12,8 +12,9 @@ It finds the log through the daemon's configuration, so the parser
 from __future__ import annotations
 
 import argparse
-import json
 import os
+
+import msgspec
 
 from runtime.cli.format import cell
 from runtime.daemon.config import config_for_home
@@ -38,10 +39,8 @@ def log_line_text(line: str) -> str:
     as it is.
     """
     try:
-        record = json.loads(line)
-    except ValueError:
-        return line
-    if not isinstance(record, dict):
+        record = msgspec.json.decode(line, type=dict[str, object])
+    except msgspec.DecodeError:  # not JSON, or not an object
         return line
     head = [str(record.get(key, "-")) for key in _FIRST_KEYS]
     rest: list[str] = [

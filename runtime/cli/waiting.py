@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from events.view_types import PendingToolCall
 from runtime.client.connection import Client
 from runtime.errors import RequestTimeoutError, RoostError
 
@@ -24,13 +25,11 @@ TURN_END_TYPES = frozenset({"llm.completed", "llm.failed", "budget.exceeded"})
 """Events that end a turn (``events.conversation_fold``)."""
 
 
-def _awaiting(pending: Any) -> list[str] | None:
+def _awaiting(pending: list[PendingToolCall]) -> list[str] | None:
     """The call ids when every pending call awaits a person's decision, else None."""
-    if not isinstance(pending, list) or not pending:
+    if not pending or any(c["status"] != "awaiting_approval" for c in pending):
         return None
-    if not all(isinstance(c, dict) and c.get("status") == "awaiting_approval" for c in pending):
-        return None
-    return sorted(str(c.get("call_id")) for c in pending)
+    return sorted(c["call_id"] for c in pending)
 
 
 def wait_for_turn(
@@ -80,7 +79,7 @@ def wait_for_turn(
                 if kind in TURN_END_TYPES:
                     return {**ack, "outcome": kind, "outcome_data": event.get("data") or {}}
                 if kind.startswith("tool."):  # a call was decided, asked about or ended
-                    pending = client.get_projection(
+                    pending: list[PendingToolCall] = client.get_projection(
                         project_id, conversation_id, "pending_tool_calls"
                     )
                     call_ids = _awaiting(pending)

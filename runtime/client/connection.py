@@ -25,8 +25,9 @@ import select
 import socket
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from events.view_types import IncidentReport, ProjectEvents, TimelinePage
 from runtime.client.replies import (
     DaemonStatus,
     DeletedProject,
@@ -47,6 +48,7 @@ from runtime.errors import (
     error_from_wire,
 )
 from runtime.guard.home.roost_home import resolve_home, socket_path
+from runtime.wire.op_args import SubscribeArgs
 from runtime.wire.ops import new_idempotency_key, normalize_event, op_timeout_s
 from runtime.wire.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -54,9 +56,6 @@ from runtime.wire.protocol import (
     FrameTooLargeError,
     encode_request,
 )
-
-if TYPE_CHECKING:
-    from events.view_types import IncidentReport, ProjectEvents, TimelinePage
 
 __all__ = ["REPLY_MARGIN_S", "Client", "EventStream", "normalize_event"]
 
@@ -267,9 +266,7 @@ class Client:
         With ``source`` (``model``, ``run_tool``, ``mcp``): only those the policy does not
         refuse every call of from that caller (``roost mcp serve`` asks for ``mcp``).
         """
-        args: dict[str, object] = {"project_id": project_id}
-        if source is not None:
-            args["source"] = source
+        args = {"project_id": project_id, "source": source}  # None: the daemon's default
         result: list[dict[str, Any]] = self.call("list_tools", args)
         return result
 
@@ -446,16 +443,14 @@ class Client:
         after_seq, before_seq}``: the last ``limit`` entries (before ``before_seq``), or with
         ``after_seq`` the first ``limit`` after it; ``total_entries`` counts them all.
         """
-        args: dict[str, object] = {
+        args = {  # a null cursor is the daemon's default: no bound on that side
             "project_id": project_id,
             "conversation_id": conversation_id,
             "limit": limit,
             "correlation_id": correlation_id,
+            "after_seq": after_seq,
+            "before_seq": before_seq,
         }
-        if after_seq is not None:
-            args["after_seq"] = after_seq
-        if before_seq is not None:
-            args["before_seq"] = before_seq
         result: TimelinePage = self.call("incident_timeline", args)
         return result
 
@@ -487,11 +482,9 @@ class Client:
         stream = EventStream(
             self.socket_path,
             home=self.home,
-            args={
-                "project_id": project_id,
-                "conversation_id": conversation_id,
-                "after_seq": after_seq,
-            },
+            args=SubscribeArgs(
+                project_id=project_id, conversation_id=conversation_id, after_seq=after_seq
+            ),
             connect_timeout_s=self.timeout_s,
             max_frame_bytes=self.max_frame_bytes,
         )

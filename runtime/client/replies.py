@@ -8,10 +8,9 @@ their shapes in ``events.view_types``; the client names them from there. An open
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
-if TYPE_CHECKING:
-    from events.view_types import ProjectDecision
+from events.view_types import ProjectDecision
 
 __all__ = [
     "DaemonStatus",

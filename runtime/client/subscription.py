@@ -20,11 +20,14 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
+import msgspec
+
+from events.view_types import TimelineEvent
 from runtime.errors import DaemonUnreachableError, error_from_wire
 from runtime.guard.home.pidfile import locked_pid
 from runtime.guard.home.roost_home import pid_path
+from runtime.wire.op_args import SubscribeArgs
 from runtime.wire.protocol import (
     MalformedFrameError,
     ServerFrame,
@@ -89,7 +92,7 @@ def exchange(sock: socket.socket, frame: bytes, *, timeout_s: float, max_bytes: 
     return decode_server_frame(body)
 
 
-class EventStream(Iterator[dict[str, Any]]):
+class EventStream(Iterator[TimelineEvent]):
     """Events of one ``subscribe`` request, in ``seq`` order; ``close()`` to stop."""
 
     def __init__(
@@ -97,14 +100,14 @@ class EventStream(Iterator[dict[str, Any]]):
         socket_path: str,
         *,
         home: str,
-        args: dict[str, Any],
+        args: SubscribeArgs,
         connect_timeout_s: float = 5.0,
         max_frame_bytes: int,
         max_retries: int = 5,
     ) -> None:
         self._socket_path = socket_path
         self._home = home
-        self._args = dict(args)
+        self._args = args
         self._connect_timeout_s = connect_timeout_s
         self._max_frame_bytes = max_frame_bytes
         self._max_retries = max_retries
@@ -112,7 +115,7 @@ class EventStream(Iterator[dict[str, Any]]):
         self._lock = threading.Lock()
         self._closed = False
         self._failures = 0
-        self.last_seq: int = int(args.get("after_seq", 0))
+        self.last_seq: int = args.after_seq
         """The ``seq`` of the last event yielded (the cursor a reconnect resumes from)."""
         self.reconnects = 0
         """How many times the stream was resumed on a new connection."""
@@ -121,7 +124,8 @@ class EventStream(Iterator[dict[str, Any]]):
         """Connect and send the request (``after_seq`` = :attr:`last_seq`)."""
         sock = open_socket(self._socket_path, self._home, self._connect_timeout_s)
         try:
-            sock.sendall(encode_request(1, "subscribe", {**self._args, "after_seq": self.last_seq}))
+            args = msgspec.structs.replace(self._args, after_seq=self.last_seq)
+            sock.sendall(encode_request(1, "subscribe", msgspec.structs.asdict(args)))
             sock.settimeout(None)
         except OSError as e:
             sock.close()
@@ -151,7 +155,7 @@ class EventStream(Iterator[dict[str, Any]]):
     def __iter__(self) -> EventStream:
         return self
 
-    def __next__(self) -> dict[str, Any]:
+    def __next__(self) -> TimelineEvent:
         while True:
             sock = self._sock
             if self._closed or sock is None:
@@ -162,19 +166,15 @@ class EventStream(Iterator[dict[str, Any]]):
                     raise TruncatedFrameError("the daemon closed the stream")
                 frame = decode_server_frame(body)
             except (OSError, MalformedFrameError) as e:
-                if self._closed:
-                    raise StopIteration from None
-                if not self._resume(e):
+                if self._closed or not self._resume(e):  # closed here, or the daemon stopped
                     raise StopIteration from None
                 continue
             if frame.kind == "event":
                 self._failures = 0
-                event: dict[str, Any] = frame.value
-                seq = event.get("seq")
-                if isinstance(seq, int):
-                    if seq <= self.last_seq:
-                        continue
-                    self.last_seq = seq
+                event: TimelineEvent = frame.value  # a committed envelope: its ``seq`` is an int
+                if event["seq"] <= self.last_seq:
+                    continue
+                self.last_seq = event["seq"]
                 return event
             self.close()
             if frame.kind == "error":

@@ -17,9 +17,8 @@ The lines come from committed events, so they say what the journal holds, a poll
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final, TypedDict
 
 from events import catalog as ev
 from events.catalog import TERMINAL_TOOL_TYPES, decode_data
@@ -27,17 +26,49 @@ from events.envelope import Envelope
 from events.incidents import epoch_ms
 from events.projections import TURN_END_TYPES
 from runtime.logging import get_logger
+from runtime.telemetry.committed import CommittedFollower, ReadAfter
 
-__all__ = ["MAX_OPEN", "ActivityFollower", "ActivityLog", "Line"]
+__all__ = ["MAX_OPEN", "ActivityFollower", "ActivityLog", "Line", "LineFields"]
 
-Line = tuple[str, str, dict[str, Any]]
+
+class LineFields(TypedDict, total=False):
+    """An activity line's fields: the event's ids, then what its kind tells."""
+
+    seq: int
+    project_id: str
+    conversation_id: str
+    correlation_id: str
+    tool: str
+    call_id: str | None
+    outcome: str
+    duration_ms: int
+    code: str | None
+    error: str | None
+    reason: str
+    root: str
+    counts: dict[str, int]
+    what: str | None
+    key: str | None
+    actor: str
+    restart_count: int
+    phase: str
+    refused: int
+    server: str
+    start_ms: int
+    signal: str
+    router: str
+    budget: str
+    limit: int
+    used: int
+    type: str
+
+
+Line = tuple[str, str, LineFields]
 """A log line to write: its level, its event name, its fields."""
 
 MAX_OPEN: Final = 1000
 """Turns and tool calls remembered for their duration; beyond it the oldest is forgotten."""
 
-_POLL_S: Final = 0.2
-_STOP_JOIN_S: Final = 10.0
 
 log = get_logger("roost.activity")
 
@@ -63,31 +94,41 @@ class ActivityLog:
 
     def lines(self, event: Envelope) -> list[Line]:
         """The lines ``event`` is worth (none for most deltas, decisions and signals)."""
-        ids: dict[str, Any] = {"seq": event.seq, "project_id": event.project_id}
+        ids: LineFields = {"seq": event.seq, "project_id": event.project_id}
         if event.conversation_id is not None:
             ids["conversation_id"] = event.conversation_id
         if event.type not in _PROJECT_TYPES:
             ids["correlation_id"] = event.correlation_id
         payload = decode_data(event.type, event.data)
-        if event.type in TERMINAL_TOOL_TYPES or event.type in TURN_END_TYPES:
-            return self._ended(event, payload, ids)
-        if event.type == "user.message":
-            _bounded_put(self._turns, self._turn_key(event), epoch_ms(event.at))
-            return [("info", "turn_started", ids)]
-        if event.type == "tool.started":
-            call_id = event.data.get("call_id")
-            if isinstance(call_id, str):
-                _bounded_put(self._calls, call_id, epoch_ms(event.at))
-            return []
+        return _STEPS.get(event.type, ActivityLog._other)(self, event, payload, ids)
+
+    def _turn_started(
+        self, event: Envelope, payload: ev.Event | None, ids: LineFields
+    ) -> list[Line]:
+        _bounded_put(self._turns, self._turn_key(event), epoch_ms(event.at))
+        return [("info", "turn_started", ids)]
+
+    def _call_started(
+        self, event: Envelope, payload: ev.Event | None, ids: LineFields
+    ) -> list[Line]:
+        call_id = event.data.get("call_id")
+        if isinstance(call_id, str):
+            _bounded_put(self._calls, call_id, epoch_ms(event.at))
+        return []
+
+    def _timed_out(self, event: Envelope, payload: ev.Event | None, ids: LineFields) -> list[Line]:
+        return [("warning", "tool_timeout", {**ids, "call_id": _payload_call(payload)})]
+
+    def _other(self, event: Envelope, payload: ev.Event | None, ids: LineFields) -> list[Line]:
         return _described(event.type, payload, ids)
 
     @staticmethod
     def _turn_key(event: Envelope) -> str:
         return f"{event.project_id}/{event.conversation_id}/{event.correlation_id}"
 
-    def _ended(self, event: Envelope, payload: ev.Event | None, ids: dict[str, Any]) -> list[Line]:
-        fields: dict[str, Any]
-        extra: dict[str, Any]
+    def _ended(self, event: Envelope, payload: ev.Event | None, ids: LineFields) -> list[Line]:
+        fields: LineFields
+        extra: LineFields
         match payload:
             case ev.ToolCompleted(name=name, call_id=call_id, duration_ms=ms):
                 self._calls.pop(call_id, None)
@@ -115,7 +156,19 @@ class ActivityLog:
         return [("info", "turn_ended", {**ids, **fields})]
 
 
-def _ms(start: int | None, event: Envelope) -> dict[str, Any]:
+_STEPS: Final[
+    dict[str, Callable[[ActivityLog, Envelope, ev.Event | None, LineFields], list[Line]]]
+] = {
+    "user.message": ActivityLog._turn_started,
+    "tool.started": ActivityLog._call_started,
+    "tool.timeout": ActivityLog._timed_out,
+    **dict.fromkeys(TERMINAL_TOOL_TYPES | TURN_END_TYPES, ActivityLog._ended),
+}
+"""The events whose lines need the start times the log keeps, or no payload of their own;
+any other: ``_described``."""
+
+
+def _ms(start: int | None, event: Envelope) -> LineFields:
     elapsed = _elapsed(start, event)
     return {} if elapsed is None else {"duration_ms": elapsed}
 
@@ -125,9 +178,9 @@ _PROJECT_TYPES: Final = frozenset(
 )
 
 
-def _described(kind: str, payload: ev.Event | None, ids: dict[str, Any]) -> list[Line]:
+def _described(kind: str, payload: ev.Event | None, ids: LineFields) -> list[Line]:
     """The lines of the events that need no memory of earlier ones."""
-    fields: dict[str, Any]
+    fields: LineFields
     match payload:
         case ev.ProjectStarted(root=root):
             return [("info", "project_started", {**ids, "root": root})]
@@ -188,8 +241,6 @@ def _described(kind: str, payload: ev.Event | None, ids: dict[str, Any]) -> list
         case ev.AlertFailed(event=signal, router=router, reason=reason):
             fields = {"signal": signal, "router": router, "error": reason}
             return [("warning", "alert_failed", {**ids, **fields})]
-    if kind == "tool.timeout":
-        return [("warning", "tool_timeout", {**ids, "call_id": _payload_call(payload)})]
     if kind.startswith("security."):
         return [("warning", "security_signal", {**ids, "type": kind})]
     return []
@@ -204,39 +255,29 @@ def _payload_call(payload: ev.Event | None) -> str | None:
 class ActivityFollower:
     """A thread that writes the activity lines of every event committed after a position."""
 
-    def __init__(self, read_after: Callable[[int], list[Envelope]], after_seq: int) -> None:
-        self._read_after = read_after
-        self._cursor = after_seq
+    def __init__(self, read_after: ReadAfter, after_seq: int) -> None:
         self._fold = ActivityLog()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="roost-activity", daemon=True)
+        self._follower = CommittedFollower(
+            read_after,
+            after_seq,
+            self._write,
+            name="roost-activity",
+            log=log,
+            read_failed="activity_read_failed",
+        )
 
     def start(self) -> ActivityFollower:
         """Start following; return self."""
-        self._thread.start()
+        self._follower.start()
         return self
 
     def stop(self) -> None:
         """Write the lines of what is committed already, then end the thread."""
-        self._stop.set()
-        self._thread.join(_STOP_JOIN_S)
+        self._follower.stop()
 
-    def _run(self) -> None:
-        while True:
-            stopping = self._stop.is_set()
-            try:
-                chunk = self._read_after(self._cursor)
-            except Exception as e:
-                log.warning("activity_read_failed", error=f"{type(e).__name__}: {e}")
-                chunk = []
-            for event in chunk:
-                self._cursor = event.seq
-                try:
-                    for level, name, fields in self._fold.lines(event):
-                        getattr(log, level)(name, **fields)
-                except Exception as e:  # one odd event never stops the others' lines
-                    log.warning("activity_line_failed", seq=event.seq, error=f"{e!r}")
-            if not chunk:
-                if stopping:
-                    return
-                self._stop.wait(_POLL_S)
+    def _write(self, event: Envelope) -> None:
+        try:
+            for level, name, fields in self._fold.lines(event):
+                getattr(log, level)(name, **fields)
+        except Exception as e:  # one odd event never stops the others' lines
+            log.warning("activity_line_failed", seq=event.seq, error=f"{e!r}")

@@ -30,11 +30,13 @@ from actors.supervisor import SupervisorActor
 from actors.thespian import mailbox
 from actors.thespian import patches as thespian_tuning
 from events.projections import get_projection
+from events.view_types import TimelineEvent
 from runtime.daemon import actor_system, live_views
 from runtime.daemon.activity import ActivityFollower
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.daemon.endpoints import EndpointPool
 from runtime.daemon.host_link_client import HostLinks
+from runtime.daemon.live_views import LiveProject
 from runtime.daemon.verify import verify_project
 from runtime.errors import (
     BadRequestError,
@@ -102,6 +104,21 @@ def _turn_wait_timeout(args: SendEventArgs, correlation_id: str) -> RequestTimeo
         op="send_event",
         timeout_s=wait_s,
         correlation_id=correlation_id,
+    )
+
+
+def _no_answer(
+    call: Call[Any], expected: str | None, within: str, timeout_s: float
+) -> RequestTimeoutError:
+    """The ``timeout`` of a request whose answer did not come ``within`` its time.
+
+    A client waiting for its turn (``expected``: its correlation) hears how to follow the
+    turn, which goes on (``--wait-timeout``).
+    """
+    if expected is not None:
+        return _turn_wait_timeout(call.args, expected)
+    return RequestTimeoutError(
+        f"{call.op} did not finish {within}", op=call.op, timeout_s=timeout_s
     )
 
 
@@ -200,11 +217,7 @@ class ActorBackend:
                     return answer.result
                 if answer.error is not None:
                     raise error_from_wire(answer.error)
-                if expected is not None:  # a client waiting for its turn: --wait-timeout
-                    raise _turn_wait_timeout(args, expected)
-                raise RequestTimeoutError(
-                    f"{op} did not finish in time", op=op, timeout_s=round(deadline, 3)
-                )
+                raise _no_answer(call, expected, "in time", round(deadline, 3))
         timeout = max(0.05, deadline - time.monotonic())
         with self._endpoints.lease() as lease:
             endpoint = lease.endpoint
@@ -221,13 +234,7 @@ class ActorBackend:
             while _stale_outcome(reply, expected):
                 reply = endpoint.listen(max(0.05, deadline - time.monotonic()))
             if reply is None:
-                if expected is not None:  # a client waiting for its turn: --wait-timeout
-                    raise _turn_wait_timeout(args, expected)
-                raise RequestTimeoutError(
-                    f"{op} did not finish within {timeout:.1f} s",
-                    op=op,
-                    timeout_s=round(timeout, 3),
-                )
+                raise _no_answer(call, expected, f"within {timeout:.1f} s", round(timeout, 3))
             if not isinstance(reply, Reply):
                 raise RequestError(f"unexpected answer to {op}: {type(reply).__name__}")
             lease.healthy = True  # its answer came: nothing late can reach the next request
@@ -338,12 +345,12 @@ class ActorBackend:
         except psutil.NoSuchProcess:
             return None
 
-    def _live(self, deadline: float) -> dict[str, Any]:
+    def _live(self, deadline: float) -> dict[str, LiveProject]:
         result = dict(self.ask(Call(op="list_projects", args=ListProjectsArgs()), deadline))
         self._actors = dict(result.pop("_actors", {}))
         return result
 
-    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[dict[str, Any]]:
+    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[TimelineEvent]:
         """Poll the journal for the project's events after ``after_seq``."""
         project_id, conversation_id, cursor = args.project_id, args.conversation_id, args.after_seq
         if not self.journal.has_project(project_id):

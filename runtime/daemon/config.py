@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from events.view_types import TimelineEvent
 from runtime.daemon.settings import (
     CONFIG_NAME,
     FLAG_SETTINGS,
@@ -113,7 +114,7 @@ class Backend(Protocol):
         """The backend's part of ``status`` (``{projects, ...}``), merged into the gateway's."""
         ...
 
-    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[dict[str, Any]]:
+    def subscribe(self, args: SubscribeArgs, stop: threading.Event) -> Iterator[TimelineEvent]:
         """Yield committed envelopes (as dicts) in ``seq`` order, blocking for new ones.
 
         The iterator returns soon after ``stop`` is set (the client left or the daemon
@@ -163,30 +164,34 @@ def config_for_home(
     if kind not in JOURNAL_KINDS:
         choices = " or ".join(repr(k) for k in JOURNAL_KINDS)
         raise ValueError(f"ROOST_JOURNAL must be {choices}, got {kind!r}")
-    limits: dict[str, Any] = {}
-    idle = _positive_env("ROOST_IDLE_TIMEOUT_S", float, "a positive number of seconds")
-    if idle is not None:
-        limits["idle_timeout_s"] = idle
-    connections = _positive_env("ROOST_MAX_CONNECTIONS", int, "a positive integer")
-    if connections is not None:
-        limits["max_connections"] = connections
-    inflight = _positive_env("ROOST_MAX_INFLIGHT", int, "a positive integer")
-    if inflight is not None:
-        limits["max_inflight"] = inflight
+    default = {field.name: field.default for field in msgspec.structs.fields(DaemonConfig)}
     return DaemonConfig(
         home=root,
         journal=kind,
         socket_path=os.path.join(root, SOCKET_NAME),
         pid_path=os.path.join(root, PID_NAME),
         log_path=os.path.join(root, LOG_NAME),
-        **limits,
+        idle_timeout_s=_positive_env(
+            "ROOST_IDLE_TIMEOUT_S", float, "a positive number of seconds", default["idle_timeout_s"]
+        ),
+        max_connections=int(
+            _positive_env(
+                "ROOST_MAX_CONNECTIONS", int, "a positive integer", default["max_connections"]
+            )
+        ),
+        max_inflight=int(
+            _positive_env("ROOST_MAX_INFLIGHT", int, "a positive integer", default["max_inflight"])
+        ),
     )
 
 
-def _positive_env(name: str, kind: type[float] | type[int], what: str) -> float | int | None:
+def _positive_env(
+    name: str, kind: type[float] | type[int], what: str, default: float
+) -> float | int:
+    """``$name`` as a positive ``kind``; ``default`` when it is unset or empty."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
-        return None
+        return default
     try:
         value = kind(raw)
     except ValueError:

@@ -35,8 +35,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+from runtime.client.replies import Pong, ShutdownAck
 from runtime.daemon.admission import refuse_connection, refuse_peer
 from runtime.daemon.config import Backend, DaemonConfig
 from runtime.daemon.replies import reply_frame
@@ -70,6 +71,18 @@ _REFUSAL_SEND_S = 1.0
 """Longest wait to hand a refused peer its error frame (it fits the socket buffer)."""
 
 
+class _Listening(NamedTuple):
+    """What a started gateway holds: its socket, the file's inode, a wake pipe, the thread.
+
+    The pipe wakes the accepting thread when the gateway stops.
+    """
+
+    listener: socket.socket
+    socket_ino: int
+    wake: tuple[int, int]
+    thread: threading.Thread
+
+
 class Gateway:
     """Serves the daemon's socket for one backend; ``start()``, then ``stop()``."""
 
@@ -97,24 +110,25 @@ class Gateway:
         self._overloaded = 0
         self._idle_closed = 0
         self._log_throttle = Throttle()
-        self._listener: socket.socket | None = None
-        self._socket_ino: int | None = None
-        self._wake: tuple[int, int] | None = None
-        self._accept_thread: threading.Thread | None = None
+        self._listening: _Listening | None = None
         self._ops = op_handlers(self, "gateway", forward=self._to_backend)
 
     # --- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
         """Bind the socket and start accepting connections."""
-        self._listener = bind_unix_socket(self._config.socket_path)
-        self._listener.setblocking(False)
-        self._socket_ino = os.stat(self._config.socket_path).st_ino
-        self._wake = os.pipe()
-        self._accept_thread = threading.Thread(
-            target=self._accept_loop, name="roost-gateway-accept", daemon=True
+        listener = bind_unix_socket(self._config.socket_path)
+        listener.setblocking(False)
+        socket_ino = os.stat(self._config.socket_path).st_ino
+        wake = os.pipe()
+        thread = threading.Thread(
+            target=self._accept_loop,
+            args=(listener, wake[0]),
+            name="roost-gateway-accept",
+            daemon=True,
         )
-        self._accept_thread.start()
+        self._listening = _Listening(listener, socket_ino, wake, thread)
+        thread.start()
         log.info("gateway_listening", socket=self._config.socket_path)
 
     def stop(self, timeout_s: float = 5.0) -> None:
@@ -127,13 +141,12 @@ class Gateway:
             return
         self._stopping.set()
         deadline = time.monotonic() + timeout_s
-        if self._wake is not None:
-            os.write(self._wake[1], b"x")
-        if self._accept_thread is not None:
-            self._accept_thread.join(max(0.0, deadline - time.monotonic()))
-        if self._listener is not None:
-            self._listener.close()
-        self._remove_socket_file()
+        listening = self._listening  # None: never started
+        if listening is not None:
+            os.write(listening.wake[1], b"x")
+            listening.thread.join(max(0.0, deadline - time.monotonic()))
+            listening.listener.close()
+            self._remove_socket_file(listening.socket_ino)
         with self._lock:
             conns = list(self._conns.values())
             streams = list(self._streams)
@@ -146,16 +159,15 @@ class Gateway:
             thread.join(max(0.0, deadline - time.monotonic()))
         for conn, _ in conns:
             conn.close()
-        if self._wake is not None:
-            for fd in self._wake:
+        if listening is not None:
+            for fd in listening.wake:
                 os.close(fd)
-            self._wake = None
         log.info("gateway_stopped", abandoned=sum(t.is_alive() for _, t in conns))
 
-    def _remove_socket_file(self) -> None:
+    def _remove_socket_file(self, socket_ino: int) -> None:
         path = self._config.socket_path
         with contextlib.suppress(FileNotFoundError):
-            if os.stat(path).st_ino == self._socket_ino:
+            if os.stat(path).st_ino == socket_ino:
                 os.unlink(path)
 
     def statistics(self) -> GatewayStats:
@@ -172,17 +184,16 @@ class Gateway:
 
     # --- accepting ------------------------------------------------------------------
 
-    def _accept_loop(self) -> None:
-        assert self._listener is not None and self._wake is not None
+    def _accept_loop(self, listener: socket.socket, wake: int) -> None:
         poller = select.poll()
-        poller.register(self._listener.fileno(), select.POLLIN)
-        poller.register(self._wake[0], select.POLLIN)
+        poller.register(listener.fileno(), select.POLLIN)
+        poller.register(wake, select.POLLIN)
         while not self._stopping.is_set():
             poller.poll()
             if self._stopping.is_set():
                 return
             try:
-                conn, _ = self._listener.accept()
+                conn, _ = listener.accept()
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError as e:
@@ -326,11 +337,11 @@ class Gateway:
 
     # --- the gateway's own ops (``route`` ``gateway``); the others go to the backend -----
 
-    def op_ping(self, call: Call[NoArgs], deadline: float) -> dict[str, Any]:
+    def op_ping(self, call: Call[NoArgs], deadline: float) -> Pong:
         """``ping``: the daemon answers (even when ``max_inflight`` requests run)."""
         return {"pong": True, "pid": os.getpid()}
 
-    def op_shutdown(self, call: Call[NoArgs], deadline: float) -> dict[str, Any]:
+    def op_shutdown(self, call: Call[NoArgs], deadline: float) -> ShutdownAck:
         """``shutdown``: acknowledged here; the daemon stops once the answer is sent."""
         if self._on_shutdown is None:
             raise BadRequestError("this gateway cannot be shut down remotely")

@@ -10,10 +10,11 @@ backend's way down the actor tree; ``live`` is the Supervisor's answer to ``list
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from events.project_history import RECENT_PROBLEMS_LIMIT, project_problems, unresolved
 from events.project_view import project_view
+from runtime.client.replies import Health, ProjectDiagnostics, ProjectSummary
 from runtime.errors import ProjectNotFoundError, RoostError
 from runtime.journal import views as journal_views
 from runtime.journal.store import Journal
@@ -22,6 +23,7 @@ from runtime.wire.ops import Call
 
 __all__ = [
     "Ask",
+    "LiveProject",
     "all_projects",
     "diagnostics",
     "live_conversation_counts",
@@ -32,6 +34,15 @@ __all__ = [
 
 Ask = Callable[[Call[Any], float], Any]
 """Send a request down the actor tree and wait (until the deadline) for its result."""
+
+
+class LiveProject(TypedDict, total=False):
+    """A project the Supervisor holds (its answer to ``list_projects``): running or failed."""
+
+    status: str
+    root: str
+    started_at: str
+    reason: str
 
 
 def live_status(project_id: str) -> Call[ProjectArgs]:
@@ -49,16 +60,23 @@ def project_events(journal: Journal, project_id: str) -> list[Any]:
     return events
 
 
-def live_conversation_counts(live: dict[str, Any], ask: Ask, deadline: float) -> dict[str, int]:
+def _running_ids(live: dict[str, LiveProject]) -> list[str]:
+    """The projects the Supervisor runs now (not the failed ones), sorted."""
+    return sorted(
+        project_id for project_id, info in live.items() if info.get("status") == "running"
+    )
+
+
+def live_conversation_counts(
+    live: dict[str, LiveProject], ask: Ask, deadline: float
+) -> dict[str, int]:
     """Each running project's live (not passivated) conversations, asked of its host.
 
     A cheap read for ``status`` (no journal read), which the soak harness polls to wait
     for passivation.
     """
     counts: dict[str, int] = {}
-    for project_id, info in sorted(live.items()):
-        if info.get("status") != "running":
-            continue
+    for project_id in _running_ids(live):
         try:
             status = ask(live_status(project_id), deadline)
         except RoostError:
@@ -68,8 +86,8 @@ def live_conversation_counts(live: dict[str, Any], ask: Ask, deadline: float) ->
 
 
 def running_projects(
-    journal: Journal, live: dict[str, Any], ask: Ask, deadline: float
-) -> list[dict[str, Any]]:
+    journal: Journal, live: dict[str, LiveProject], ask: Ask, deadline: float
+) -> list[ProjectSummary]:
     """The running projects; each one's conversations are counted by its host.
 
     The host folds them from the same events (``conversation.started`` /
@@ -77,10 +95,9 @@ def running_projects(
     request, where reading the project back cost its whole history. A host that does
     not answer (restarting) is counted from the journal.
     """
-    out = []
-    for project_id, info in sorted(live.items()):
-        if info.get("status") != "running":
-            continue
+    out: list[ProjectSummary] = []
+    for project_id in _running_ids(live):
+        info = live[project_id]
         try:
             status = ask(live_status(project_id), deadline)
             count = len(status.get("conversations", []))
@@ -99,11 +116,11 @@ def running_projects(
 
 
 def all_projects(
-    journal: Journal, live: dict[str, Any], running: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    journal: Journal, live: dict[str, LiveProject], running: list[ProjectSummary]
+) -> list[ProjectSummary]:
     """Every project the journal knows, with its state (``project list --all``)."""
     by_id = {p["project_id"]: p for p in running}
-    out = []
+    out: list[ProjectSummary] = []
     for known in journal_views.journal_projects(journal):
         project_id = known["project_id"]
         info = live.get(project_id) or {}
@@ -117,13 +134,13 @@ def all_projects(
 
 
 def diagnostics(
-    journal: Journal, project_id: str, live: dict[str, Any], ask: Ask, deadline: float
-) -> dict[str, Any]:
+    journal: Journal, project_id: str, live: dict[str, LiveProject], ask: Ask, deadline: float
+) -> ProjectDiagnostics:
     """The project's health, options, decisions and problems (``diagnostics``)."""
     state = live.get(project_id)
     events = project_events(journal, project_id)
     view = project_view(events)
-    health: dict[str, Any] = {"status": "stopped"}
+    health: Health = {"status": "stopped"}
     active: list[str] = []
     pids: dict[str, int] = {}
     if state is not None and state.get("status") == "running":
@@ -153,7 +170,13 @@ def diagnostics(
         "active_conversations": active,
         "actors": pids,
         "recent_problems": [
-            {key: p[key] for key in ("seq", "at", "kind", "summary", "resolved")}
+            {
+                "seq": p["seq"],
+                "at": p["at"],
+                "kind": p["kind"],
+                "summary": p["summary"],
+                "resolved": p["resolved"],
+            }
             for p in problems[-RECENT_PROBLEMS_LIMIT:]
         ],
     }

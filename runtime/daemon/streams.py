@@ -15,8 +15,8 @@ import select
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
 
+from events.view_types import TimelineEvent
 from runtime.errors import RoostError
 from runtime.logging import get_logger
 from runtime.wire.protocol import encode_end, encode_error, encode_stream_event, internal_error
@@ -32,7 +32,7 @@ _WATCH_POLL_MS = 1000
 def serve_stream(
     conn: socket.socket,
     request_id: int,
-    open_events: Callable[[], Iterator[dict[str, Any]]],
+    open_events: Callable[[], Iterator[TimelineEvent]],
     stop: threading.Event,
 ) -> None:
     """Send the events of ``open_events()`` until they end, ``stop`` is set or the peer leaves.

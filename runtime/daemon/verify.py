@@ -14,7 +14,8 @@ from typing import Any
 import msgspec
 
 from events.projections import get_projection
-from runtime.daemon.live_views import Ask, live_status
+from runtime.client.replies import VerifyReport
+from runtime.daemon.live_views import Ask, LiveProject, live_status
 from runtime.daemon.snapshot_check import snapshot_mismatches
 from runtime.errors import ProjectNotFoundError
 from runtime.journal.store import Journal
@@ -81,10 +82,10 @@ def _compare_live(
 def verify_project(
     journal: Journal,
     project_id: str,
-    live: dict[str, Any],
+    live: dict[str, LiveProject],
     ask: Ask,
     deadline: float,
-) -> dict[str, Any]:
+) -> VerifyReport:
     """The verdict of ``verify`` on one project; ``live`` is the Supervisor's project states."""
     audit = journal.audit(project_id)
     deletions, deletion_problems = journal.deletion_audit(project_id)

@@ -29,7 +29,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
@@ -47,6 +47,7 @@ from runtime.mcp_server.translate import (
     INCIDENT_MIME,
     TIMELINE_LIMIT,
     TIMELINE_MIME,
+    ResourceKind,
     call_result,
     failure_result,
     mcp_tool,
@@ -237,25 +238,27 @@ class RoostMCP:
         uri = str(params.uri)
         try:
             kind, conversation = parse_uri(uri, self.project_id)
-            if kind == "conversations":
-                text, mime = json.dumps(await self._conversations()), CONVERSATIONS_MIME
-            elif kind == "timeline":
-                timeline = await self._ask(
-                    lambda c: c.incident_timeline(
-                        self.project_id, str(conversation), limit=TIMELINE_LIMIT
-                    )
-                )
-                text, mime = json.dumps(timeline, ensure_ascii=False), TIMELINE_MIME
-            else:
-                report = await self._ask(
-                    lambda c: c.incident_report(self.project_id, str(conversation), format="md")
-                )
-                text, mime = str(report), INCIDENT_MIME
+            text, mime = await _RESOURCE_READERS[kind](self, str(conversation))
         except RoostError as e:
             raise _protocol_error(e) from e
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
         )
+
+    async def _conversations_text(self, conversation: str) -> tuple[str, str]:
+        return json.dumps(await self._conversations()), CONVERSATIONS_MIME
+
+    async def _timeline_text(self, conversation: str) -> tuple[str, str]:
+        timeline = await self._ask(
+            lambda c: c.incident_timeline(self.project_id, conversation, limit=TIMELINE_LIMIT)
+        )
+        return json.dumps(timeline, ensure_ascii=False), TIMELINE_MIME
+
+    async def _incident_text(self, conversation: str) -> tuple[str, str]:
+        report = await self._ask(
+            lambda c: c.incident_report(self.project_id, conversation, format="md")
+        )
+        return str(report), INCIDENT_MIME
 
     async def _conversations(self) -> list[str]:
         try:
@@ -263,6 +266,14 @@ class RoostMCP:
         except RoostError as e:
             raise _protocol_error(e) from e
         return [str(c) for c in diagnostics.get("conversations") or []]
+
+
+_RESOURCE_READERS: dict[ResourceKind, Callable[[RoostMCP, str], Awaitable[tuple[str, str]]]] = {
+    "conversations": RoostMCP._conversations_text,
+    "timeline": RoostMCP._timeline_text,
+    "incident": RoostMCP._incident_text,
+}
+"""How each kind of resource (:func:`parse_uri`) is read: its text and type."""
 
 
 def _protocol_error(error: RoostError) -> MCPError:

@@ -58,7 +58,14 @@ INCIDENT_MIME = "text/markdown"
 ResourceKind = Literal["conversations", "timeline", "incident"]
 """What a ``roost://`` URI names."""
 
-_SEGMENT = re.compile(r"[^/?#]+")
+_CONVERSATION_PART = r"(?:/(?P<conversation>[^/?#]+)/(?P<kind>timeline|incident))?"
+"""After a project's ``roost://PROJECT/conversations``: nothing, or one conversation's
+timeline or incident."""
+_KINDS: dict[str | None, ResourceKind] = {
+    None: "conversations",
+    "timeline": "timeline",
+    "incident": "incident",
+}
 
 
 class AddressNotLoopbackError(RoostError):
@@ -216,12 +223,9 @@ def parse_uri(uri: str, project_id: str) -> tuple[ResourceKind, str | None]:
     Raises :class:`UnknownResourceError` for any other URI (another project's too).
     """
     prefix = f"roost://{project_id}/conversations"
-    if uri == prefix:
-        return "conversations", None
-    if uri.startswith(prefix + "/"):
-        conversation, _, kind = uri[len(prefix) + 1 :].partition("/")
-        if _SEGMENT.fullmatch(conversation) and kind in ("timeline", "incident"):
-            return ("timeline" if kind == "timeline" else "incident"), conversation
+    found = re.fullmatch(re.escape(prefix) + _CONVERSATION_PART, uri)
+    if found is not None:
+        return _KINDS[found["kind"]], found["conversation"]
     raise UnknownResourceError(
         f"no resource {uri!r}: this server serves {prefix} and {prefix}/CONV/timeline|incident",
         uri=uri,

@@ -2,10 +2,12 @@
 
 General layout: ``spans`` (the pure core: a turn's spans from its committed events, with
 ids derived from the correlation and event ids), ``measures`` (what a turn adds to the
-metrics), ``settings`` (the ``OTEL_*`` variables), ``follower`` (the daemon's exporter
-thread), ``replay`` (past turns, for ``roost export otel``) and ``sdk`` (the one module
-that imports the OpenTelemetry SDK; it is loaded only when telemetry is configured, so
-this package re-exports nothing from it).
+metrics), ``settings`` (the ``OTEL_*`` variables), ``exporter`` (the interface spans and
+measures are handed to), ``committed`` (a thread following the journal's committed
+events), ``follower`` (the daemon's exporter thread), ``replay`` (past turns, for ``roost
+export otel``) and ``sdk`` (the one module that imports the OpenTelemetry SDK and
+implements ``exporter``; it is loaded only when telemetry is configured, so this package
+re-exports nothing from it).
 """
 
 from runtime.telemetry.follower import TurnFollower, start_telemetry, telemetry_status

@@ -15,42 +15,32 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from events.envelope import Envelope
 from events.projections import TURN_END_TYPES
 from runtime.errors import RoostError
 from runtime.logging import get_logger
+from runtime.telemetry.committed import CommittedFollower, ReadAfter
+from runtime.telemetry.exporter import TurnExporter
 from runtime.telemetry.measures import restarted_actor, turn_measures
 from runtime.telemetry.settings import settings_from_env
 from runtime.telemetry.spans import turn_spans
-
-if TYPE_CHECKING:
-    from runtime.telemetry.sdk import Exporter
 
 __all__ = ["MAX_OPEN_TURNS", "ReadAfter", "TurnFollower", "start_telemetry", "telemetry_status"]
 
 log = get_logger("roost.telemetry")
 
-ReadAfter = Callable[[int], list[Envelope]]
-"""Committed events after a global position (``seq``), in order, a page at a time."""
-
 MAX_OPEN_TURNS: Final = 1000
 """Turns gathered at once; beyond it the oldest is dropped (and counted)."""
-
-_POLL_S: Final = 0.2
-_STOP_JOIN_S: Final = 10.0
 
 
 class TurnFollower:
     """A thread that exports each turn once its end is committed."""
 
-    def __init__(self, exporter: Exporter, read_after: ReadAfter, after_seq: int) -> None:
+    def __init__(self, exporter: TurnExporter, read_after: ReadAfter, after_seq: int) -> None:
         self.exporter = exporter
-        self._read_after = read_after
-        self._cursor = after_seq
         self._open: dict[str, list[Envelope]] = {}
-        self._stop = threading.Event()
         self._lock = threading.Lock()
         self._counts = {
             "exported_turns": 0,
@@ -59,17 +49,23 @@ class TurnFollower:
             "dropped_turns": 0,
             "restarts": 0,
         }
-        self._thread = threading.Thread(target=self._run, name="roost-telemetry", daemon=True)
+        self._follower = CommittedFollower(
+            read_after,
+            after_seq,
+            self._observe,
+            name="roost-telemetry",
+            log=log,
+            read_failed="otel_read_failed",
+        )
 
     def start(self) -> TurnFollower:
         """Start following; return self."""
-        self._thread.start()
+        self._follower.start()
         return self
 
     def stop(self) -> None:
         """Export what is committed already, then flush and close the exporter."""
-        self._stop.set()
-        self._thread.join(_STOP_JOIN_S)
+        self._follower.stop()
         try:
             self.exporter.shutdown()
         except Exception as e:
@@ -77,29 +73,13 @@ class TurnFollower:
 
     def status(self) -> dict[str, int]:
         """A snapshot of the counters, the cursor and the turns being gathered."""
+        cursor = self._follower.cursor()
         with self._lock:
-            return {**self._counts, "cursor": self._cursor, "open_turns": len(self._open)}
+            return {**self._counts, "cursor": cursor, "open_turns": len(self._open)}
 
     def _count(self, key: str, n: int = 1) -> None:
         with self._lock:
             self._counts[key] += n
-
-    def _run(self) -> None:
-        while True:
-            stopping = self._stop.is_set()
-            try:
-                chunk = self._read_after(self._cursor)
-            except Exception as e:
-                log.warning("otel_read_failed", error=f"{type(e).__name__}: {e}")
-                chunk = []
-            for event in chunk:
-                self._observe(event)
-                with self._lock:
-                    self._cursor = event.seq
-            if not chunk:
-                if stopping:  # all that was committed before stop() is exported
-                    return
-                self._stop.wait(_POLL_S)
 
     def _observe(self, event: Envelope) -> None:
         actor = restarted_actor(event)

@@ -8,15 +8,13 @@ happens, and replaying them would count it twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 from events.envelope import Envelope
 from events.projections import in_seq_order
 from runtime.errors import RoostError
+from runtime.telemetry.exporter import TurnExporter
 from runtime.telemetry.spans import turn_correlations, turn_spans
-
-if TYPE_CHECKING:
-    from runtime.telemetry.sdk import Exporter
 
 __all__ = [
     "OtelExportFailedError",
@@ -59,7 +57,7 @@ class OtelExportFailedError(RoostError):
 
 def replay_turns(
     events: Iterable[Envelope],
-    exporter: Exporter,
+    exporter: TurnExporter,
     *,
     conversation_id: str | None = None,
     correlation_id: str | None = None,

@@ -9,7 +9,7 @@ the resource belong to one :class:`Exporter`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 
 from runtime.telemetry.measures import TurnMeasures
 from runtime.telemetry.settings import TelemetrySettings
-from runtime.telemetry.spans import SpanRecord
+from runtime.telemetry.spans import AttributeValue, SpanRecord
 
 __all__ = ["Exporter", "open_exporter", "readable_spans"]
 
@@ -76,6 +76,23 @@ class _Instruments:
         self.restarts = meter.create_counter("roost.actor.restarts", "{restart}", "restarts")
 
 
+class _Dropped:
+    """A counter or histogram that keeps nothing (no metric reader is configured)."""
+
+    def add(self, amount: int, attributes: Mapping[str, AttributeValue]) -> None:
+        """Drop the count."""
+
+    def record(self, amount: float, attributes: Mapping[str, AttributeValue]) -> None:
+        """Drop the measurement."""
+
+
+class _NoInstruments:
+    """The metrics of an exporter with no metric reader: each one drops what it is given."""
+
+    def __init__(self) -> None:
+        self.turns = self.latency = self.tools = self.denials = self.restarts = _Dropped()
+
+
 class Exporter:
     """Hands a turn's spans to a span exporter and its measures to a meter provider."""
 
@@ -94,7 +111,9 @@ class Exporter:
             if metric_readers
             else None
         )
-        self._instruments = _Instruments(self.meters) if self.meters is not None else None
+        self._instruments: _Instruments | _NoInstruments = (
+            _Instruments(self.meters) if self.meters is not None else _NoInstruments()
+        )
 
     def export_spans(self, records: Sequence[SpanRecord]) -> bool:
         """Export ``records``; True when the exporter took them (or there is none)."""
@@ -105,8 +124,6 @@ class Exporter:
 
     def record(self, measures: TurnMeasures) -> None:
         """Add one finished turn to the metrics."""
-        if self._instruments is None:
-            return
         self._instruments.turns.add(1, measures.turn)
         self._instruments.latency.record(measures.duration_ms, measures.turn)
         for attributes in measures.tool_outcomes:
@@ -116,8 +133,7 @@ class Exporter:
 
     def count_restart(self, actor: str) -> None:
         """Add one actor restart to the metrics."""
-        if self._instruments is not None:
-            self._instruments.restarts.add(1, {"roost.actor": actor})
+        self._instruments.restarts.add(1, {"roost.actor": actor})
 
     def shutdown(self) -> None:
         """Flush and close the exporters (metrics are exported one last time)."""

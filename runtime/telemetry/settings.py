@@ -65,7 +65,7 @@ def _exporters(env: Mapping[str, str], signal: str) -> tuple[ExporterName, ...]:
     names = [name.strip() for name in raw.split(",") if name.strip()]
     if "none" in names:
         return ()
-    out: list[ExporterName] = []
+    out: dict[ExporterName, None] = {}  # each once, in the order first named
     for name in names:
         if name not in EXPORTERS:
             raise ConfigError(
@@ -75,8 +75,7 @@ def _exporters(env: Mapping[str, str], signal: str) -> tuple[ExporterName, ...]:
                 variable=variable,
                 value=name,
             )
-        if name not in out:
-            out.append(name)
+        out[name] = None
     return tuple(out)
 
 

@@ -21,8 +21,8 @@ call's ``tool.requested``. A span is an error when an event of
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from typing import Final, Literal
+from collections.abc import Callable, Iterable
+from typing import Final, Literal, NamedTuple
 
 import msgspec
 
@@ -268,43 +268,7 @@ def _span(
     start = turn.events[stage.start]
     end = turn.end if stage.end is None else turn.events[stage.end]
     attributes = _ids(event)
-    message = ""
-    if kind == "turn":
-        outcome = turn.end.type if turn.end.type in TURN_END_TYPES else "incomplete"
-        attributes["roost.turn.outcome"] = outcome
-        message = _first_error([turn.end])
-    elif kind == "model_round":
-        attributes["roost.llm.round"] = int(event.data.get("round", 0) or 0)
-        attributes["gen_ai.system"] = str(event.data.get("provider", ""))
-        if isinstance(event.data.get("model"), str):
-            attributes["gen_ai.request.model"] = event.data["model"]
-        message = _first_error([end])
-    elif kind == "tool_call":
-        outcome = end.type.removeprefix("tool.") if end.type in TERMINAL_TOOL_TYPES else "pending"
-        attributes.update(
-            {
-                "roost.tool.name": str(event.data.get("name", "")),
-                "roost.tool.call_id": call_id or "",
-                "roost.tool.outcome": outcome,
-            }
-        )
-        if end.type == "tool.failed":
-            attributes["roost.tool.error_code"] = _reason(end)
-        message = _first_error(call)
-    elif kind == "policy":
-        attributes["roost.policy.decision"] = DECISION_TYPES[event.type]
-        attributes["roost.policy.reason"] = _reason(event) or "approval_required"
-        attributes["roost.policy.source"] = str(event.data.get("source", "policy"))
-        attributes["roost.tool.name"] = str(event.data.get("tool", ""))
-        message = _first_error([event])
-    elif kind == "approval":
-        attributes["roost.approval.outcome"] = (
-            end.type.removeprefix("tool.") if end.type in _APPROVAL_ENDS else "pending"
-        )
-        message = _first_error([end], frozenset({"tool.rejected"}))
-    elif kind == "tool_run":
-        attributes["roost.tool.name"] = str(event.data.get("name", ""))
-        message = _first_error([e for e in call if event.seq <= e.seq <= end.seq], _RUN_ERRORS)
+    message = _KIND_PARTS[stage.stage](_Made(turn, event, end, call_id, call), attributes)
     attributes["roost.end_event_id"] = end.event_id
     attributes["roost.end_event_type"] = end.type
     start_ns = _ns(start.at)
@@ -320,6 +284,81 @@ def _span(
         status_message=message,
         attributes=attributes,
     )
+
+
+class _Made(NamedTuple):
+    """What a stage's span is made of: its turn, its event, its end and its call's events."""
+
+    turn: _Turn
+    event: Envelope
+    end: Envelope
+    call_id: str | None
+    call: list[Envelope]
+
+
+def _turn_part(made: _Made, attributes: dict[str, AttributeValue]) -> str:
+    end = made.turn.end
+    attributes["roost.turn.outcome"] = end.type if end.type in TURN_END_TYPES else "incomplete"
+    return _first_error([end])
+
+
+def _round_part(made: _Made, attributes: dict[str, AttributeValue]) -> str:
+    data = made.event.data
+    attributes["roost.llm.round"] = int(data.get("round", 0) or 0)
+    attributes["gen_ai.system"] = str(data.get("provider", ""))
+    if isinstance(data.get("model"), str):
+        attributes["gen_ai.request.model"] = data["model"]
+    return _first_error([made.end])
+
+
+def _call_part(made: _Made, attributes: dict[str, AttributeValue]) -> str:
+    end = made.end
+    outcome = end.type.removeprefix("tool.") if end.type in TERMINAL_TOOL_TYPES else "pending"
+    attributes.update(
+        {
+            "roost.tool.name": str(made.event.data.get("name", "")),
+            "roost.tool.call_id": made.call_id or "",
+            "roost.tool.outcome": outcome,
+        }
+    )
+    if end.type == "tool.failed":
+        attributes["roost.tool.error_code"] = _reason(end)
+    return _first_error(made.call)
+
+
+def _policy_part(made: _Made, attributes: dict[str, AttributeValue]) -> str:
+    event = made.event
+    attributes["roost.policy.decision"] = DECISION_TYPES[event.type]
+    attributes["roost.policy.reason"] = _reason(event) or "approval_required"
+    attributes["roost.policy.source"] = str(event.data.get("source", "policy"))
+    attributes["roost.tool.name"] = str(event.data.get("tool", ""))
+    return _first_error([event])
+
+
+def _approval_part(made: _Made, attributes: dict[str, AttributeValue]) -> str:
+    end = made.end
+    attributes["roost.approval.outcome"] = (
+        end.type.removeprefix("tool.") if end.type in _APPROVAL_ENDS else "pending"
+    )
+    return _first_error([end], frozenset({"tool.rejected"}))
+
+
+def _run_part(made: _Made, attributes: dict[str, AttributeValue]) -> str:
+    event, end = made.event, made.end
+    attributes["roost.tool.name"] = str(event.data.get("name", ""))
+    ran = [e for e in made.call if event.seq <= e.seq <= end.seq]
+    return _first_error(ran, _RUN_ERRORS)
+
+
+_KIND_PARTS: Final[dict[Stage, Callable[[_Made, dict[str, AttributeValue]], str]]] = {
+    "turn": _turn_part,
+    "model_round": _round_part,
+    "tool_call": _call_part,
+    "policy": _policy_part,
+    "approval": _approval_part,
+    "tool_run": _run_part,
+}
+"""Each stage's own attributes (added to its event's ids); each returns the span's error."""
 
 
 def _commit(turn: _Turn, trace_id: int, turn_span_id: int) -> SpanRecord:

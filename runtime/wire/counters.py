@@ -55,8 +55,26 @@ _ROW_BYTES = _COLUMNS * 8
 _COLUMN = {kind: i for i, kind in enumerate(KINDS)}
 
 
+class _Off:
+    """The counters before :func:`enable` made the block (or where it cannot): none kept."""
+
+    on = False
+
+    def forked(self) -> None:
+        """Nothing to do in a new child."""
+
+    def add(self, kind: Kind, n: int) -> None:
+        """Keep nothing."""
+
+    def totals(self) -> dict[str, int]:
+        """No counts."""
+        return {}
+
+
 class _Block:
     """The shared block (a memfd mapped shared) and this process's row in it."""
+
+    on = True
 
     def __init__(self) -> None:
         self.fd = os.memfd_create("roost-counters", os.MFD_CLOEXEC)
@@ -84,9 +102,21 @@ class _Block:
             return row * _COLUMNS
         return (ROWS - 1) * _COLUMNS  # every row taken: share the last one
 
+    def add(self, kind: Kind, n: int) -> None:
+        """Add ``n`` to ``kind`` in this process's row (claimed at its first count)."""
+        with self.lock:
+            if self.base is None:
+                self.base = self.claim()
+            self.cells[self.base + _COLUMN[kind]] += n
+
+    def totals(self) -> dict[str, int]:
+        """Every kind's total over every row."""
+        cells = self.cells
+        return {kind: sum(cells[column::_COLUMNS]) for kind, column in _COLUMN.items()}
+
 
 class _Shared:
-    block: _Block | None = None
+    block: _Block | _Off = _Off()
     """The block, once :func:`enable` made it (in this process or a parent)."""
 
 
@@ -94,8 +124,7 @@ _shared = _Shared()
 
 
 def _after_fork() -> None:
-    if _shared.block is not None:
-        _shared.block.forked()
+    _shared.block.forked()
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -107,31 +136,21 @@ def enable() -> None:
     Call before the actor system forks its first process. Where ``memfd_create`` is not
     available the counters stay off (:func:`snapshot` returns ``{}``).
     """
-    if _shared.block is None:
+    if not _shared.block.on:
         with contextlib.suppress(OSError, AttributeError):
             _shared.block = _Block()
 
 
 def enabled() -> bool:
     """Whether counts are being kept in this process."""
-    return _shared.block is not None
+    return _shared.block.on
 
 
 def count(kind: Kind, n: int = 1) -> None:
     """Add ``n`` to ``kind`` (nothing when the counters are not enabled)."""
-    block = _shared.block
-    if block is None:
-        return
-    with block.lock:
-        if block.base is None:
-            block.base = block.claim()
-        block.cells[block.base + _COLUMN[kind]] += n
+    _shared.block.add(kind, n)
 
 
 def snapshot() -> dict[str, int]:
     """Every kind's total over every process that ever counted (``{}`` when not enabled)."""
-    block = _shared.block
-    if block is None:
-        return {}
-    cells = block.cells
-    return {kind: sum(cells[column::_COLUMNS]) for kind, column in _COLUMN.items()}
+    return _shared.block.totals()

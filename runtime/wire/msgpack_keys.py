@@ -9,46 +9,69 @@ journal link (:mod:`runtime.journal.link`) refuses such a frame with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["duplicate_map_key"]
 
-# msgpack header byte -> (bytes of its length field, bytes that always follow) for the
-# types whose payload is skipped: str/bin/ext with a length field, fixed-size scalars.
-_SIZED = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}
-_EXT = {0xC7: 1, 0xC8: 2, 0xC9: 4}
-_FIXED = {0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
-_FIXED |= {0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
-_CONTAINERS = {0xDC: (2, False), 0xDD: (4, False), 0xDE: (2, True), 0xDF: (4, True)}
+Reader = Callable[[bytes, int], tuple[int, int, bool]]
+"""Reads the rest of one item's header (``pos`` is past its first byte):
+``(end, count, is_map)``; ``count`` -1: a scalar, whose ``end`` is past its payload; for a
+container, ``end`` is past its header."""
 
 
-def _item(body: bytes, pos: int) -> tuple[int, int, bool]:
-    """Read one msgpack header at ``pos``: ``(end, count, is_map)``; ``count`` -1: a scalar.
+def _scalar(skip: int, width: int = 0) -> Reader:
+    """A scalar of ``skip`` bytes, then a ``width``-byte big-endian length and that many."""
 
-    For a scalar, ``end`` is past its payload; for a container, past its header.
-    """
-    b = body[pos]
-    pos += 1
-    if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
-        return pos, -1, False
-    if b <= 0x8F:
-        return pos, b & 0x0F, True
-    if b <= 0x9F:
-        return pos, b & 0x0F, False
-    if b <= 0xBF:
-        return pos + (b & 0x1F), -1, False
-    if b in _SIZED:
-        width = _SIZED[b]
-        return pos + width + int.from_bytes(body[pos : pos + width], "big"), -1, False
-    if b in _EXT:
-        width = _EXT[b]
-        return pos + width + 1 + int.from_bytes(body[pos : pos + width], "big"), -1, False
-    if b in _FIXED:
-        return pos + _FIXED[b], -1, False
-    if b in _CONTAINERS:
-        width, is_map = _CONTAINERS[b]
-        return pos + width, int.from_bytes(body[pos : pos + width], "big"), is_map
-    raise ValueError(f"byte {b:#x} starts no msgpack item")
+    def read(body: bytes, pos: int) -> tuple[int, int, bool]:
+        return pos + width + skip + int.from_bytes(body[pos : pos + width], "big"), -1, False
+
+    return read
+
+
+def _container(count: int, width: int, is_map: bool) -> Reader:
+    """A map or array of ``count`` items, plus a ``width``-byte big-endian count."""
+
+    def read(body: bytes, pos: int) -> tuple[int, int, bool]:
+        return pos + width, count + int.from_bytes(body[pos : pos + width], "big"), is_map
+
+    return read
+
+
+def _invalid(body: bytes, pos: int) -> tuple[int, int, bool]:
+    raise ValueError(f"byte {body[pos - 1]:#x} starts no msgpack item")
+
+
+def _readers() -> list[Reader]:
+    """The reader of each header byte (msgpack's format table), built once."""
+    readers: list[Reader] = [_invalid] * 256
+    for b in (*range(0x80), *range(0xE0, 0x100), 0xC0, 0xC2, 0xC3):  # fixint, nil, bool
+        readers[b] = _scalar(0)
+    for b in range(0x80, 0x90):
+        readers[b] = _container(b & 0x0F, 0, True)  # fixmap
+    for b in range(0x90, 0xA0):
+        readers[b] = _container(b & 0x0F, 0, False)  # fixarray
+    for b in range(0xA0, 0xC0):
+        readers[b] = _scalar(b & 0x1F)  # fixstr
+    for b, width in {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}.items():
+        readers[b] = _scalar(0, width)  # bin, str
+    for b, width in {0xC7: 1, 0xC8: 2, 0xC9: 4}.items():
+        readers[b] = _scalar(1, width)  # ext: its type byte, then the payload
+    fixed = {0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2}
+    fixed |= {0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
+    for b, size in fixed.items():
+        readers[b] = _scalar(size)  # numbers, fixext
+    for b, (width, is_map) in {
+        0xDC: (2, False),
+        0xDD: (4, False),
+        0xDE: (2, True),
+        0xDF: (4, True),
+    }.items():
+        readers[b] = _container(0, width, is_map)
+    return readers
+
+
+_READERS = _readers()
 
 
 def duplicate_map_key(body: bytes) -> bytes | None:
@@ -62,7 +85,7 @@ def duplicate_map_key(body: bytes) -> bytes | None:
     try:
         while True:
             start = pos
-            pos, count, is_map = _item(body, pos)
+            pos, count, is_map = _READERS[body[pos]](body, pos + 1)
             if pos > len(body):
                 return None
             if count > 0:

@@ -281,17 +281,15 @@ def normalize_event(event: dict[str, Any]) -> dict[str, Any]:
             reason="unexpected_meta",
             keys=unknown_meta,
         )
-    data = dict(data)
-    for key, value in event.items():
-        if key in (*_EVENT_KEYS, "meta"):
-            continue
-        if key in data:
-            raise BadRequestError(
-                f"event field {key!r} given both at the top level and in data",
-                reason="duplicate_field",
-                key=key,
-            )
-        data[key] = value
+    fields = {key: value for key, value in event.items() if key not in (*_EVENT_KEYS, "meta")}
+    twice = [key for key in fields if key in data]
+    if twice:
+        raise BadRequestError(
+            f"event field {twice[0]!r} given both at the top level and in data",
+            reason="duplicate_field",
+            key=twice[0],
+        )
+    data = {**data, **fields}
     correlation_id = event.get("correlation_id") or meta.get("correlation_id")
     return {"type": event["type"], "data": data, "correlation_id": correlation_id}
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -122,12 +122,16 @@ class RequestFrame(msgspec.Struct, frozen=True, kw_only=True):
     """The op's arguments."""
 
 
+ServerFrameKind = Literal["result", "error", "event", "end"]
+"""What a frame from the daemon carries."""
+
+
 class ServerFrame(msgspec.Struct, frozen=True, kw_only=True):
     """A decoded frame from the daemon."""
 
     id: int
     """The request it answers (0: the daemon could not read the request)."""
-    kind: Literal["result", "error", "event", "end"]
+    kind: ServerFrameKind
     """What the frame carries."""
     value: Any = None
     """The result, the wire error ``{code, message, details}``, or the event."""
@@ -275,15 +279,29 @@ def decode_server_frame(body: bytes) -> ServerFrame:
     if not isinstance(raw, dict) or _int_id(raw.get("id")) is None:
         raise MalformedFrameError("reply must be an object with an integer 'id'")
     frame_id = int(raw["id"])
-    if raw.get("ok") is True and "result" in raw:
-        return ServerFrame(id=frame_id, kind="result", value=raw["result"])
-    if raw.get("ok") is False and isinstance(raw.get("error"), dict):
-        return ServerFrame(id=frame_id, kind="error", value=raw["error"])
-    if "event" in raw:
-        return ServerFrame(id=frame_id, kind="event", value=raw["event"])
-    if raw.get("end") is True:
-        return ServerFrame(id=frame_id, kind="end")
+    for kind, fits, value in _SERVER_FRAMES:
+        if fits(raw):
+            return ServerFrame(id=frame_id, kind=kind, value=value(raw))
     raise MalformedFrameError(f"unrecognised reply keys {sorted(raw)}", frame_id)
+
+
+_SERVER_FRAMES: tuple[
+    tuple[
+        ServerFrameKind, Callable[[dict[str, object]], bool], Callable[[dict[str, object]], object]
+    ],
+    ...,
+] = (
+    ("result", lambda raw: raw.get("ok") is True and "result" in raw, lambda raw: raw["result"]),
+    (
+        "error",
+        lambda raw: raw.get("ok") is False and isinstance(raw.get("error"), dict),
+        lambda raw: raw["error"],
+    ),
+    ("event", lambda raw: "event" in raw, lambda raw: raw["event"]),
+    ("end", lambda raw: raw.get("end") is True, lambda raw: None),
+)
+"""Each kind of frame the daemon sends (:data:`ServerFrame.kind`), first fit first: how it is
+told from its keys, and the value it carries."""
 
 
 def internal_error(op: str, error: Exception) -> dict[str, Any]:
