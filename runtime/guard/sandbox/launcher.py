@@ -46,6 +46,7 @@ from runtime.guard.review.rootscan import scan_paths
 from runtime.guard.review.run_ledger import RunLabel
 from runtime.guard.sandbox import cgroupfs, cgroups
 from runtime.guard.sandbox.freezer import FreezerCgroup
+from runtime.guard.sandbox.kernel_guards import Layers
 from runtime.guard.sandbox.layers import (
     View,
     bwrap_argv,
@@ -146,7 +147,7 @@ def prlimit_argv(values: Mapping[int, tuple[int, int]]) -> list[str]:
     ]
 
 
-def cgroup_limits(limits: Limits, layers: Mapping[str, Any]) -> cgroups.CgroupLimits:
+def cgroup_limits(limits: Limits, layers: Layers) -> cgroups.CgroupLimits:
     """The cgroup limits of a run: ``limits``, less those whose layer is unavailable here."""
     return cgroups.CgroupLimits(
         max_pids=limits.max_processes,
@@ -160,7 +161,7 @@ def cgroup_layers(group: cgroups.ToolCgroup) -> list[str]:
     return [cgroups.LAYER_NAMES[c] for c in cgroupfs.CONTROLLERS if c in group.dirs]
 
 
-def kernel_guard_layers(layers: Mapping[str, Any], view: View) -> list[str]:
+def kernel_guard_layers(layers: Layers, view: View) -> list[str]:
     """The kernel guards a bubblewrap run under ``view`` gets (see ``probe_layers``)."""
     names = ["seccomp", "no_new_privs", "proc_masks"]
     if view.tmpfs_bytes:
@@ -424,7 +425,7 @@ def prepare(
 
 def _prepare(
     launch: Launch,
-    layers: Mapping[str, Any],
+    layers: Layers,
     allow_network: bool,
     limits: Limits,
     timeout_s: float,
@@ -443,7 +444,7 @@ def _prepare(
             launch.layers += cgroup_layers(launch.pids)
             if launch.pids.skipped:
                 log.warning("cgroup_limits_skipped", skipped=launch.pids.skipped)
-    if launch.shape == "serve" and layers.get("freezer", {}).get("available"):
+    if launch.shape == "serve" and layers["freezer"]["available"]:
         try:
             launch.freezer = FreezerCgroup.create()
         except OSError as e:

@@ -40,8 +40,7 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import msgspec
 
@@ -49,6 +48,7 @@ from runtime.errors import ToolError
 from runtime.guard.paths import openat2
 from runtime.guard.sandbox import kernel_guards, seccomp
 from runtime.guard.sandbox.freezer import probe_freezer
+from runtime.guard.sandbox.kernel_guards import Layers
 from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, protected_mounts
 from runtime.guard.sandbox.view import View, view_argv
 
@@ -92,7 +92,7 @@ def disabled_layers() -> frozenset[str]:
     return frozenset(names)
 
 
-def probe_layers() -> dict[str, Any]:
+def probe_layers() -> Layers:
     """Return which isolation layers work here, found by trying them (cached per process).
 
     ``{"bwrap": {"available", "detail"}, "unshare": {..., "user_namespace"},
@@ -123,6 +123,11 @@ def _run_probe(argv: list[str]) -> tuple[bool, str]:
         return True, "ok"
     message = done.stderr.decode("utf-8", "replace").strip().splitlines()
     return False, (message[-1] if message else f"exit status {done.returncode}")[:200]
+
+
+def _openat2() -> tuple[bool, str]:
+    ok = openat2.available()
+    return ok, "ok" if ok else "syscall refused"
 
 
 def _absolute_path() -> str:
@@ -210,14 +215,14 @@ def unshare_argv(allow_network: bool, user_namespace: bool, drop_caps: bool) -> 
 
 
 @functools.lru_cache(maxsize=8)
-def _probe(disabled: frozenset[str]) -> dict[str, Any]:
+def _probe(disabled: frozenset[str]) -> Layers:
     exe = executables()
-    layers: dict[str, Any] = {}
+    layers: Layers = {}
 
-    def entry(name: str, works: Callable[[], tuple[bool, str]]) -> bool:
+    def entry(name: str, works: Callable[[], tuple[bool, str]], program: bool = True) -> bool:
         if name in disabled:
             layers[name] = {"available": False, "detail": f"disabled by {DISABLE_ENV}"}
-        elif name not in exe:
+        elif program and name not in exe:
             layers[name] = {"available": False, "detail": f"{name} not found on PATH"}
         else:
             ok, detail = works()
@@ -246,11 +251,7 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
     layers["netns"] = {"available": via is not None, "via": via}
     layers["pidns"] = {"available": via is not None, "via": via}
     layers["mount_isolation"] = {"available": bwrap_ok, "via": "bwrap" if bwrap_ok else None}
-    if "openat2" in disabled:
-        layers["openat2"] = {"available": False, "detail": f"disabled by {DISABLE_ENV}"}
-    else:
-        ok = openat2.available()
-        layers["openat2"] = {"available": ok, "detail": "ok" if ok else "syscall refused"}
+    entry("openat2", _openat2, program=False)
     prlimit = "prlimit" in exe and "prlimit" not in disabled
     layers["rlimits"] = {
         "available": True,
@@ -276,7 +277,7 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
     return layers
 
 
-def require_isolation(layers: Mapping[str, Any], allow_network: bool) -> str | None:
+def require_isolation(layers: Layers, allow_network: bool) -> str | None:
     """Pick the namespace layer for a run; raise ``isolation_unavailable`` if none and needed."""
     via = layers["netns"]["via"]
     if via is None and not allow_network:
@@ -290,7 +291,7 @@ def require_isolation(layers: Mapping[str, Any], allow_network: bool) -> str | N
     return str(via) if via else None
 
 
-def require_confinement(layers: Mapping[str, Any]) -> None:
+def require_confinement(layers: Layers) -> None:
     """Refuse a tool's command where bubblewrap's filesystem view cannot be built.
 
     Without it a command would see ``ROOST_HOME``, ``$HOME`` and the host's Unix sockets
