@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 
 import msgspec
 
@@ -93,18 +94,18 @@ def _shown(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+_KINDS = {
+    stat.S_IFREG: "file",
+    stat.S_IFDIR: "dir",
+    stat.S_IFLNK: "symlink",
+    stat.S_IFIFO: "fifo",
+    stat.S_IFSOCK: "socket",
+}
+"""A :class:`Change`'s kind by file type; the others (character, block) are ``device``."""
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    return "device"
+    return _KINDS.get(stat.S_IFMT(mode), "device")
 
 
 def _setid(mode: int) -> bool:
@@ -294,17 +295,24 @@ class RootReview:
 
     def _describe(self, rel: str, st: os.stat_result) -> Change:
         kind = _kind(st.st_mode)
-        if kind == "symlink":
-            try:
-                target = os.readlink(self._abs(rel))
-            except OSError:
-                return Change(path=rel, kind=kind)
-            where = os.path.normpath(os.path.join(os.path.dirname(self._abs(rel)), target))
-            return Change(
-                path=rel, kind=kind, target=target, outside_root=not inside(where, self.root)
-            )
-        if kind != "file":
+        describe = _DESCRIBERS.get(kind, RootReview._plain)
+        return describe(self, rel, st, kind)
+
+    def _plain(self, rel: str, st: os.stat_result, kind: str) -> Change:
+        """A directory, FIFO, socket or device: its kind only."""
+        return Change(path=rel, kind=kind)
+
+    def _link(self, rel: str, st: os.stat_result, kind: str) -> Change:
+        """A symbolic link: its target, and whether that resolves outside the root."""
+        try:
+            target = os.readlink(self._abs(rel))
+        except OSError:
             return Change(path=rel, kind=kind)
+        where = os.path.normpath(os.path.join(os.path.dirname(self._abs(rel)), target))
+        return Change(path=rel, kind=kind, target=target, outside_root=not inside(where, self.root))
+
+    def _file(self, rel: str, st: os.stat_result, kind: str) -> Change:
+        """A regular file: its size, and its SHA-256 while the budget lasts (not if sensitive)."""
         digest = None
         if (
             st.st_size <= HASH_MAX_BYTES
@@ -356,3 +364,10 @@ class RootReview:
                 error=error,
             )
         )
+
+
+_DESCRIBERS: dict[str, Callable[[RootReview, str, os.stat_result, str], Change]] = {
+    "symlink": RootReview._link,
+    "file": RootReview._file,
+}
+"""How an entry of each kind is described (the other kinds: by their kind alone)."""

@@ -42,7 +42,9 @@ def _guards(
         return dict(answers[len(asked) - 1])
 
     monkeypatch.setattr(kernel_guards, "_ask_the_kernel", ask)
-    monkeypatch.setattr(seccomp, "available", lambda: (filter_ok, "filter ok" if filter_ok else "no"))
+    monkeypatch.setattr(
+        seccomp, "available", lambda: (filter_ok, "filter ok" if filter_ok else "no")
+    )
     monkeypatch.setattr(seccomp, "program_fd", lambda: os.memfd_create("test-filter"))
     return dict(kernel_guards._guards(disabled, WHY, PREFIX)), asked
 
@@ -125,7 +127,9 @@ def test_an_unsized_tmpfs_is_reported(monkeypatch: pytest.MonkeyPatch, blocks: s
 def test_without_bubblewrap_every_guard_says_it_comes_with_it() -> None:
     why = "they come with bubblewrap, which cannot run here"
     layers = kernel_guards._guards(frozenset(), WHY, None)
-    assert layers == {n: _without(n, why) for n in ("seccomp", "no_new_privs", "proc_masks", "tmpfs_size")}
+    assert layers == {
+        n: _without(n, why) for n in ("seccomp", "no_new_privs", "proc_masks", "tmpfs_size")
+    }
 
 
 def test_the_cgroup_limits_say_why_they_are_missing(monkeypatch: pytest.MonkeyPatch) -> None:
