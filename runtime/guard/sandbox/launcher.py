@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
-import resource
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +54,14 @@ from runtime.guard.sandbox.layers import (
     require_isolation,
     unshare_argv,
 )
+from runtime.guard.sandbox.limits import (
+    Limits,
+    apply_rlimits,
+    cgroup_layers,
+    cgroup_limits,
+    prlimit_argv,
+    rlimit_values,
+)
 from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, hooks_dirs
 from runtime.guard.sandbox.view import view_state
 from runtime.logging import get_logger
@@ -68,13 +74,9 @@ __all__ = [
     "Launch",
     "Limits",
     "Shape",
-    "cgroup_layers",
-    "cgroup_limits",
     "kernel_guard_layers",
     "post_run_check",
     "prepare",
-    "prlimit_argv",
-    "rlimit_values",
     "watch",
 ]
 
@@ -94,73 +96,6 @@ Shape = Literal["run", "serve"]
 """``run``: to completion under the init shell; ``serve``: long-lived, frozen between calls."""
 
 
-class Limits(msgspec.Struct, frozen=True, kw_only=True):
-    """Resource limits applied to every process of a tool (``setrlimit``, the pids cgroup)."""
-
-    cpu_seconds: int | None = None
-    """CPU seconds per process; ``None``: the timeout rounded up, plus one."""
-    address_space_bytes: int = 2 * 1024**3
-    """Virtual memory per process (``RLIMIT_AS``)."""
-    file_size_bytes: int = 1024**3
-    """Largest file a process may write (``RLIMIT_FSIZE``)."""
-    open_files: int = 1024
-    """Open file descriptors per process (``RLIMIT_NOFILE``)."""
-    max_processes: int = 512
-    """Tasks (processes and threads) of the whole tool at once (``pids`` cgroup)."""
-    memory_bytes: int | None = None
-    """Memory of the whole tool, tmpfs pages included (``memory`` cgroup); ``None``: none."""
-    cpu_cores: float | None = None
-    """CPU of the whole tool, in cores (``cpu`` cgroup quota); ``None``: none."""
-
-
-def rlimit_values(limits: Limits, timeout_s: float) -> dict[int, tuple[int, int]]:
-    """Compute the ``setrlimit`` values for a run: resource -> (soft, hard)."""
-    cpu = limits.cpu_seconds or math.ceil(timeout_s) + 1
-    wanted = {
-        resource.RLIMIT_CPU: (cpu, cpu + 1),
-        resource.RLIMIT_AS: (limits.address_space_bytes, limits.address_space_bytes),
-        resource.RLIMIT_FSIZE: (limits.file_size_bytes, limits.file_size_bytes),
-        resource.RLIMIT_NOFILE: (limits.open_files, limits.open_files),
-        resource.RLIMIT_CORE: (0, 0),
-    }
-    values: dict[int, tuple[int, int]] = {}
-    for which, (soft, hard) in wanted.items():
-        current = resource.getrlimit(which)[1]  # an unprivileged process cannot raise it
-        top = hard if current == resource.RLIM_INFINITY else min(hard, current)
-        values[which] = (min(soft, top), top)
-    return values
-
-
-def prlimit_argv(values: Mapping[int, tuple[int, int]]) -> list[str]:
-    """Build the ``prlimit`` prefix applying ``values``."""
-    names = {
-        resource.RLIMIT_CPU: "--cpu",
-        resource.RLIMIT_AS: "--as",
-        resource.RLIMIT_FSIZE: "--fsize",
-        resource.RLIMIT_NOFILE: "--nofile",
-        resource.RLIMIT_CORE: "--core",
-    }
-    return [
-        executables()["prlimit"],
-        *(f"{names[r]}={soft}:{hard}" for r, (soft, hard) in values.items()),
-        "--",
-    ]
-
-
-def cgroup_limits(limits: Limits, layers: Layers) -> cgroups.CgroupLimits:
-    """The cgroup limits of a run: ``limits``, less those whose layer is unavailable here."""
-    return cgroups.CgroupLimits(
-        max_pids=limits.max_processes,
-        memory_bytes=limits.memory_bytes if layers["memory_limit"]["available"] else None,
-        cpu_cores=limits.cpu_cores if layers["cpu_limit"]["available"] else None,
-    )
-
-
-def cgroup_layers(group: cgroups.ToolCgroup) -> list[str]:
-    """The layer names a run's cgroup applies (``pids_limit``, ``memory_limit``, ...)."""
-    return [cgroups.LAYER_NAMES[c] for c in cgroupfs.CONTROLLERS if c in group.dirs]
-
-
 def kernel_guard_layers(layers: Layers, view: View) -> list[str]:
     """The kernel guards a bubblewrap run under ``view`` gets (see ``probe_layers``)."""
     names = ["seccomp", "no_new_privs", "proc_masks"]
@@ -178,12 +113,6 @@ def _args_fd(args: Sequence[str]) -> int:
         view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
-
-
-def _apply_rlimits(values: Mapping[int, tuple[int, int]]) -> None:
-    """Set rlimits in the child before exec (used only when ``prlimit`` is missing)."""
-    for which, limit in values.items():
-        resource.setrlimit(which, limit)
 
 
 def _ns_pid(pid: int) -> int | None:
@@ -458,57 +387,94 @@ def _prepare(
     if layers["rlimits"]["via"] == "prlimit":
         launch.prefix += prlimit_argv(values)
     else:
-        launch.preexec = functools.partial(_apply_rlimits, values)
-    via, view = launch.via, launch.view
-    if via == "bwrap":
-        # bubblewrap's own --die-with-parent (``bwrap_argv``) sets the same parent-death
-        # SIGKILL on itself and on the namespace's init: a setpriv exec is not needed.
-        launch.layers.append("pdeathsig")
-    elif layers["pdeathsig"]["available"]:
-        launch.prefix += [executables()["setpriv"], "--pdeathsig", "KILL", "--"]
-        launch.layers.append("pdeathsig")
-    if via == "bwrap":
-        rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
-        try:
-            scan = scan_paths(view.writable, rules)  # one walk: the view's and the review's
-            view = launch.view = msgspec.structs.replace(
-                view, hooks=tuple(hooks_dirs(view.writable)), scan=scan
-            )
-            launch.before = watch(view, root, label)
-            if launch.shape == "serve":  # before the view is built: a later change shows
-                launch.hidden = view_state(view)
-            bwrap = bwrap_argv(allow_network, view)
-            filter_fd = kernel_filter_fd()
-            guards: list[str] = []
-            if filter_fd is not None:
-                launch._child_fds.append(filter_fd)
-                guards = ["--seccomp", str(filter_fd)]
-            # The view's arguments go through a file descriptor, so the tool cannot read
-            # which paths are hidden from /proc/1/cmdline (bwrap).
-            args_fd = _args_fd([*guards, *bwrap[1:-1]])
-        except OverflowError as e:
-            raise ToolError(
-                "isolation_unavailable",
-                f"the view cannot be built: {e}; sensitive files could not all be hidden, "
-                "so the process is not started",
-                layer="mount_isolation",
-            ) from e
-        launch._child_fds.append(args_fd)
-        launch.prefix += [bwrap[0], "--args", str(args_fd), "--"]
-        launch.layers += ["bwrap", "mount_isolation", *kernel_guard_layers(layers, view)]
-    elif via == "unshare":
-        unshare = layers["unshare"]
-        launch.prefix += unshare_argv(
-            allow_network, bool(unshare["user_namespace"]), bool(unshare["drop_caps"])
-        )
-        launch.layers.append("unshare")
-    if via:
-        launch.layers += ["pidns"] if allow_network else ["netns", "pidns"]
-    if via and launch.shape == "run":
-        read_end, write_end = os.pipe2(os.O_CLOEXEC)
-        launch.done_fd, launch.init_stdin = read_end, write_end
-        launch.prefix += ["/bin/sh", "-c", INIT_SCRIPT, INIT_NAME]
+        launch.preexec = functools.partial(apply_rlimits, values)
+    _NAMESPACES[launch.via](launch, layers, allow_network, root, label)
     launch.pass_fds = tuple(launch._child_fds)
     if launch.init_stdin is not None:
         launch._child_fds.append(launch.init_stdin)
     launch.layers += ["process_group_kill", "process_tree_kill"]
+
+
+def _in_bwrap(
+    launch: Launch, layers: Layers, allow_network: bool, root: str | None, label: RunLabel | None
+) -> None:
+    """Bubblewrap with the view passed through a memory file, and the kernel's guards."""
+    # bubblewrap's own --die-with-parent (``bwrap_argv``) sets the same parent-death
+    # SIGKILL on itself and on the namespace's init: a setpriv exec is not needed.
+    launch.layers.append("pdeathsig")
+    view = launch.view
+    rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
+    try:
+        scan = scan_paths(view.writable, rules)  # one walk: the view's and the review's
+        view = launch.view = msgspec.structs.replace(
+            view, hooks=tuple(hooks_dirs(view.writable)), scan=scan
+        )
+        launch.before = watch(view, root, label)
+        if launch.shape == "serve":  # before the view is built: a later change shows
+            launch.hidden = view_state(view)
+        bwrap = bwrap_argv(allow_network, view)
+        filter_fd = kernel_filter_fd()
+        guards: list[str] = []
+        if filter_fd is not None:
+            launch._child_fds.append(filter_fd)
+            guards = ["--seccomp", str(filter_fd)]
+        # The view's arguments go through a file descriptor, so the tool cannot read
+        # which paths are hidden from /proc/1/cmdline (bwrap).
+        args_fd = _args_fd([*guards, *bwrap[1:-1]])
+    except OverflowError as e:
+        raise ToolError(
+            "isolation_unavailable",
+            f"the view cannot be built: {e}; sensitive files could not all be hidden, "
+            "so the process is not started",
+            layer="mount_isolation",
+        ) from e
+    launch._child_fds.append(args_fd)
+    launch.prefix += [bwrap[0], "--args", str(args_fd), "--"]
+    launch.layers += ["bwrap", "mount_isolation", *kernel_guard_layers(layers, view)]
+    _in_namespace(launch, allow_network)
+
+
+def _in_unshare(
+    launch: Launch, layers: Layers, allow_network: bool, root: str | None, label: RunLabel | None
+) -> None:
+    """util-linux ``unshare``: network and PID namespaces, no filesystem view."""
+    _pdeathsig(launch, layers)
+    unshare = layers["unshare"]
+    launch.prefix += unshare_argv(
+        allow_network, bool(unshare["user_namespace"]), bool(unshare["drop_caps"])
+    )
+    launch.layers.append("unshare")
+    _in_namespace(launch, allow_network)
+
+
+def _no_namespace(
+    launch: Launch, layers: Layers, allow_network: bool, root: str | None, label: RunLabel | None
+) -> None:
+    """No namespace could be made (the network is allowed): the parent-death signal only."""
+    _pdeathsig(launch, layers)
+
+
+def _pdeathsig(launch: Launch, layers: Layers) -> None:
+    """``setpriv --pdeathsig``, where it can be had."""
+    if layers["pdeathsig"]["available"]:
+        launch.prefix += [executables()["setpriv"], "--pdeathsig", "KILL", "--"]
+        launch.layers.append("pdeathsig")
+
+
+def _in_namespace(launch: Launch, allow_network: bool) -> None:
+    """The namespaces' layers, and for a run to completion the init shell and its pipe."""
+    launch.layers += ["pidns"] if allow_network else ["netns", "pidns"]
+    if launch.shape == "run":
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        launch.done_fd, launch.init_stdin = read_end, write_end
+        launch.prefix += ["/bin/sh", "-c", INIT_SCRIPT, INIT_NAME]
+
+
+_NAMESPACES: dict[
+    str | None, Callable[[Launch, Layers, bool, str | None, RunLabel | None], None]
+] = {
+    "bwrap": _in_bwrap,
+    "unshare": _in_unshare,
+    None: _no_namespace,
+}
+"""How a tool process is put in each namespace layer (``require_isolation``'s choice)."""
