@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 
 from runtime.errors import ConfigError
 
@@ -67,6 +68,12 @@ _FIXES = {
     "entry_not_owned": "remove it or give it to the daemon's user (chown)",
 }
 
+_NOT_A_HOME: tuple[tuple[Callable[[int], bool], str, str], ...] = (
+    (stat.S_ISLNK, "home_is_symlink", "is a symbolic link"),
+    (lambda mode: not stat.S_ISDIR(mode), "home_not_directory", "is not a directory"),
+)
+"""A home that cannot be opened as a directory: the first test its mode passes, its refusal."""
+
 
 def secure_home(home: str) -> list[str]:
     """Create or check ``home`` and make it and everything in it owner-only.
@@ -81,10 +88,9 @@ def secure_home(home: str) -> list[str]:
         fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         mode = os.lstat(home).st_mode
-        if stat.S_ISLNK(mode):
-            raise _refuse("home_is_symlink", home, "is a symbolic link") from None
-        if not stat.S_ISDIR(mode):
-            raise _refuse("home_not_directory", home, "is not a directory") from None
+        for refused, reason, problem in _NOT_A_HOME:
+            if refused(mode):
+                raise _refuse(reason, home, problem) from None
         raise
     try:
         return _secure(fd, home)

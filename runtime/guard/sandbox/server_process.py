@@ -183,9 +183,16 @@ class ServerProcess:
 
     def begin_call(self) -> None:
         """Start the post-run check's new baseline (the server is frozen), then thaw it."""
+        self._thaw()
+        self._in_call = True
+
+    def _thaw(self) -> None:
+        """Thaw the server; first, if it was frozen, rebase the post-run check's watch.
+
+        What changed in the root while it was frozen was not its doing.
+        """
         if self.frozen_between_calls and not self._in_call and self.launch.before is not None:
             self.launch.before.rebase()
-        self._in_call = True
         if self.launch.freezer is not None:
             self.launch.freezer.thaw()
 
@@ -207,10 +214,7 @@ class ServerProcess:
             return None
         self._stopped = True
         before = self.launch.before
-        if self.frozen_between_calls and not self._in_call and before is not None:
-            before.rebase()
-        if self.launch.freezer is not None:
-            self.launch.freezer.thaw()
+        self._thaw()
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 with contextlib.suppress(OSError):

@@ -214,12 +214,10 @@ def kernel_masks_argv() -> list[str]:
     They follow ``--proc /proc`` and ``/sys``; only the paths this kernel has are named.
     """
     argv: list[str] = []
-    for path in PROC_READ_ONLY:
-        if os.path.lexists(path):
-            argv += ["--ro-bind", path, path]
-    for path in MASKED_PATHS:
-        if os.path.lexists(path):
-            argv += _mask(path)
+    for paths, mount in ((PROC_READ_ONLY, _read_only), (MASKED_PATHS, _mask)):
+        for path in paths:
+            if os.path.lexists(path):
+                argv += mount(path)
     for path in kernel_mounts():
         argv += ["--tmpfs", path, "--remount-ro", path]
     return argv
@@ -257,6 +255,10 @@ def _etc_links() -> list[str]:
         if os.path.isfile(target) and not under_any(target, SYSTEM_VISIBLE):
             argv += ["--ro-bind", target, target]
     return argv
+
+
+def _read_only(path: str) -> list[str]:
+    return ["--ro-bind", path, path]
 
 
 def _mask(path: str) -> list[str]:
