@@ -26,6 +26,7 @@ __all__ = [
     "IN_Q_OVERFLOW",
     "WATCH_MASK",
     "Inotify",
+    "NoInotify",
 ]
 
 IN_MODIFY = 0x00000002
@@ -64,6 +65,9 @@ _LIBC = _libc()
 
 class Inotify:
     """One inotify instance (raises ``OSError`` when the kernel refuses one)."""
+
+    watching = True
+    """It reports what changes in the directories it watches."""
 
     def __init__(self) -> None:
         if _LIBC is None or not hasattr(_LIBC, "inotify_init1"):
@@ -126,3 +130,23 @@ class Inotify:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class NoInotify:
+    """Where no inotify instance can be had (or it was closed): it watches and reports nothing.
+
+    Its user walks instead (``watching`` is false).
+    """
+
+    watching = False
+    """Nothing it reports can be relied on: its user must walk."""
+
+    def watch(self, directory: str) -> None:
+        """Watch nothing."""
+
+    def drain(self) -> tuple[list[tuple[str, str, int]], bool]:
+        """No event, no overflow."""
+        return [], False
+
+    def close(self) -> None:
+        """Nothing to close."""
