@@ -115,22 +115,29 @@ def _bounded_run(argv: list[str], env: dict[str, str], root: str) -> tuple[int, 
     )
     assert proc.stdout is not None
     data, why = read_pipe(proc.stdout.fileno(), MAX_OUTPUT_BYTES, TIMEOUT_S)
-    problem = {
-        None: "",
-        "timeout": f"git gave no answer within {TIMEOUT_S:g} s",
-        "too_large": f"git printed more than {MAX_OUTPUT_BYTES} bytes",
-    }[why]
-    if problem:
+    if why is not None:
         proc.kill()
+        _reap(proc)
+        raise GitProbeError(root, _PROBLEMS[why])
+    return _reap(proc), data
+
+
+_PROBLEMS = {
+    "timeout": f"git gave no answer within {TIMEOUT_S:g} s",
+    "too_large": f"git printed more than {MAX_OUTPUT_BYTES} bytes",
+}
+"""What ``read_pipe``'s problems mean for a caller of git."""
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> int:
+    """Close git's stdout and wait for its exit status."""
+    assert proc.stdout is not None
     proc.stdout.close()
     try:
-        code = proc.wait(timeout=TIMEOUT_S)
+        return proc.wait(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:  # pragma: no cover - killed above; a stuck kernel
         proc.kill()
-        code = proc.wait()
-    if problem:
-        raise GitProbeError(root, problem)
-    return code, data
+        return proc.wait()
 
 
 def _values(code: int, out: bytes, root: str) -> list[str]:
