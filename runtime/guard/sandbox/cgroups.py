@@ -14,11 +14,9 @@ is reported unavailable (``docs/security-commands.md``). The cgroup files:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -32,6 +30,7 @@ from runtime.guard.sandbox.cgroupfs import (
     freezer_parent,
     fresh_name,
     join_argv,
+    kill_and_remove,
     make_cgroup,
     parent_dir,
     remove_stale,
@@ -219,23 +218,10 @@ class ToolCgroup:
         )
 
     def close(self, timeout_s: float = 2.0) -> None:
-        """Kill whatever is left in the cgroup and remove it (best effort, bounded)."""
+        """Kill whatever is left in the cgroups and remove them, ``pids`` first (bounded)."""
         deadline = time.monotonic() + timeout_s
         for path in sorted(set(self.dirs.values()), key=lambda d: d != self.dirs.get("pids")):
-            while True:
-                if path == self.dirs.get("pids"):
-                    for pid in self.pids():
-                        with contextlib.suppress(OSError):
-                            os.kill(pid, signal.SIGKILL)
-                try:
-                    os.rmdir(path)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.01)
+            kill_and_remove(path, deadline - time.monotonic())
 
 
 @functools.lru_cache(maxsize=1)

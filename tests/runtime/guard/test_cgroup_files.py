@@ -7,13 +7,15 @@ choice of a parent, and every limit file, without a writable cgroup filesystem.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from runtime.guard.sandbox import cgroupfs
+from runtime.guard.sandbox import cgroupfs, cgroups
 from runtime.guard.sandbox.cgroupfs import Controller
 from runtime.guard.sandbox.cgroups import CgroupLimits, _limit_files
+from tests.runtime.daemon_helpers import wait_for
 
 LIMITS = CgroupLimits(max_pids=7, memory_bytes=1024, cpu_cores=1.5)
 
@@ -110,3 +112,20 @@ def test_a_v2_cgroup_this_process_cannot_write_has_no_freezer(
         assert cgroupfs.freezer_parent() is None
     finally:
         (v2 / "me").chmod(0o700)
+
+
+def test_closing_a_run_kills_what_is_left_and_removes_every_cgroup() -> None:
+    available, detail, _ = cgroups.probe()
+    if not available:
+        pytest.skip(f"no pids cgroup here: {detail}")
+    limits = CgroupLimits(max_pids=8, memory_bytes=256 * 1024**2, cpu_cores=1.0)
+    group = cgroups.ToolCgroup.create(limits)
+    sleeper = subprocess.Popen([*cgroupfs.join_argv(group), "/bin/sleep", "60"])
+    try:
+        wait_for(lambda: bool(group.pids()), 10, "the sleeper to join")
+        group.close()
+        assert sleeper.wait(5) == -9
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert [d for d in group.dirs.values() if os.path.exists(d)] == []
