@@ -8,6 +8,7 @@ import socket
 import stat
 from pathlib import Path
 
+from runtime.guard.home import roost_home
 from runtime.guard.paths.rules import SensitiveRules
 from runtime.guard.review import quarantine
 from runtime.guard.review.rootreview import Change, RootReview
@@ -86,3 +87,42 @@ def test_a_moved_out_tree_keeps_its_files_and_links_and_loses_set_id_bits_and_fi
     assert stat.S_IMODE((tree / "sub" / "suid").stat().st_mode) == 0o755
     assert stat.S_IMODE((tree / "sgid").stat().st_mode) == 0o750
     assert os.readlink(tree / "link") == "/nonexistent"
+
+
+def test_each_entry_is_quarantined_for_the_first_rule_it_breaks(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    roost_home.protect(str(home))
+    root = tmp_path / "root"
+    (root / "bare" / "objects").mkdir(parents=True)
+    (root / "bare" / "refs").mkdir()
+    (root / "bare" / "HEAD").write_text("ref: refs/heads/main\n")
+    (root / "notes.txt").write_text("n\n")
+    os.link(root / "notes.txt", root / ".env")  # a hard link under a sensitive name
+    os.chmod(root / "notes.txt", 0o4755)  # the same inode: set-uid too
+    (root / "plain.sh").write_text("x")
+    os.chmod(root / "plain.sh", 0o2755)
+    (root / "only_sgid").write_text("x")
+    os.chmod(root / "only_sgid", 0o2644)  # set-gid without group execution: not set-id
+    os.mkfifo(root / "pipe")
+    review = RootReview(
+        str(root),
+        project_id="p",
+        run_id="r",
+        rules=SensitiveRules((".env",)),
+        gits=frozenset(),
+        missing=(),
+    )
+    try:
+        review.walk(0.0)
+    finally:
+        roost_home.protect(None)
+    assert sorted((q.path, q.reason) for q in review.quarantined) == [
+        (".env", "sensitive_alias"),
+        ("bare/HEAD", "bare_repository"),
+        ("bare/objects", "bare_repository"),
+        ("bare/refs", "bare_repository"),
+        ("notes.txt", "setid_file"),
+        ("pipe", "special_file"),
+        ("plain.sh", "setid_file"),
+    ]
