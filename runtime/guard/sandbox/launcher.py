@@ -92,6 +92,10 @@ INIT_SCRIPT = (
 )
 """The init shell's script (``sh -c INIT_SCRIPT roost-sandbox-init ARGV...``)."""
 
+_INIT_CHAIN: dict[str | None, tuple[int, ...]] = {"bwrap": (1, 2), "unshare": (1,), None: (1,)}
+"""The namespace PIDs from the started process down to the init shell: under bubblewrap its
+init (1), then the shell (2); under ``unshare`` the shell is PID 1 (no namespace: never asked)."""
+
 Shape = Literal["run", "serve"]
 """``run``: to completion under the init shell; ``serve``: long-lived, frozen between calls."""
 
@@ -191,6 +195,8 @@ class Launch:
     """Its cgroups with limits (``pids``, and ``memory``/``cpu`` where they can be had)."""
     freezer: FreezerCgroup | None = None
     """Its freezer cgroup (``serve`` only)."""
+    groups: list[cgroups.ToolCgroup | FreezerCgroup] = field(default_factory=list)
+    """The cgroups it joins (of ``pids`` and ``freezer``, those made), in that order."""
     before: leftovers.RootWatch | None = None
     """The post-run check's watch (:func:`watch`), started before the process starts."""
     hidden: frozenset[tuple[str, int, int, int]] = frozenset()
@@ -244,9 +250,9 @@ class Launch:
 
         def finished() -> bool:
             if not found:
-                firsts = [c for c in _children(root_pid) if _ns_pid(c) == 1]
-                if self.via == "bwrap":
-                    firsts = [c for f in firsts for c in _children(f) if _ns_pid(c) == 2]
+                firsts = [root_pid]
+                for ns_pid in _INIT_CHAIN[self.via]:
+                    firsts = [c for f in firsts for c in _children(f) if _ns_pid(c) == ns_pid]
                 if not firsts:
                     return True  # nothing left to wait for
                 found.append(firsts[0])
@@ -264,7 +270,7 @@ class Launch:
         that was started (``root_pid``), and PID 1 (and under bubblewrap PID 2, the init
         shell) of the namespace.
         """
-        own = {1, 2} if self.via == "bwrap" else {1}
+        own = set(_INIT_CHAIN[self.via])
 
         def test(proc: psutil.Process) -> bool:
             if proc.pid == root_pid:
@@ -292,11 +298,7 @@ class Launch:
 
     def cgroup_pids(self) -> list[int]:
         """Every process in the tool's cgroups now."""
-        found: set[int] = set()
-        for group in (self.pids, self.freezer):
-            if group is not None:
-                found.update(group.pids())
-        return sorted(found)
+        return sorted({pid for group in self.groups for pid in group.pids()})
 
     def _close_child_fds(self) -> None:
         for fd in self._child_fds:
@@ -314,9 +316,9 @@ class Launch:
             with contextlib.suppress(OSError):
                 os.close(self.done_fd)
             self.done_fd = None
-        for group in (self.freezer, self.pids):
-            if group is not None:
-                group.close()
+        for group in reversed(self.groups):  # the freezer (thawing it) before the limits
+            group.close()
+        self.groups = []
         self.freezer = self.pids = None
         if self.before is not None:
             self.before.review()  # once: a second call returns the first report
@@ -362,7 +364,7 @@ def _prepare(
     root: str | None,
     label: RunLabel | None,
 ) -> None:
-    groups: list[cgroups.ToolCgroup | FreezerCgroup] = []
+    groups = launch.groups
     if layers["pids_limit"]["available"]:
         try:
             launch.pids = cgroups.ToolCgroup.create(cgroup_limits(limits, layers))
