@@ -26,6 +26,7 @@ and the ``fs`` tools apply.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 from collections.abc import Callable
@@ -104,9 +105,7 @@ def _secure(fd: int, home: str) -> list[str]:
     if st.st_uid != uid:
         raise _refuse("home_not_owned", home, f"belongs to uid {st.st_uid}, not {uid}")
     changed: list[str] = []
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.fchmod(fd, 0o700)
-        changed.append(home)
+    _tighten(st, 0o700, functools.partial(os.fchmod, fd), home, changed)
     for name in sorted(set(os.listdir(fd)) & ROOST_ENTRIES):
         entry = _fix(fd, name, os.path.join(home, name), uid, changed)
         if entry is not None and stat.S_ISDIR(entry.st_mode):
@@ -131,11 +130,18 @@ def _fix(dir_fd: int, name: str, path: str, uid: int, changed: list[str]) -> os.
     if entry.st_uid != uid:
         raise _refuse("entry_not_owned", path, f"holds an entry of uid {entry.st_uid}", uid=uid)
     wanted = 0o700 if stat.S_ISDIR(entry.st_mode) else 0o600
-    if stat.S_IMODE(entry.st_mode) != wanted:
-        # Not a symlink (checked above), in a directory only we can change now.
-        os.chmod(name, wanted, dir_fd=dir_fd)
-        changed.append(path)
+    # Not a symlink (checked above), in a directory only we can change now.
+    _tighten(entry, wanted, lambda mode: os.chmod(name, mode, dir_fd=dir_fd), path, changed)
     return entry
+
+
+def _tighten(
+    st: os.stat_result, wanted: int, chmod: Callable[[int], None], path: str, changed: list[str]
+) -> None:
+    """Give an entry (``st``) the mode ``wanted`` through ``chmod``, noting ``path`` if changed."""
+    if stat.S_IMODE(st.st_mode) != wanted:
+        chmod(wanted)
+        changed.append(path)
 
 
 def private_umask() -> int:

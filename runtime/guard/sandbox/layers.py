@@ -220,14 +220,18 @@ def _probe(disabled: frozenset[str]) -> Layers:
     layers: Layers = {}
 
     def entry(name: str, works: Callable[[], tuple[bool, str]], program: bool = True) -> bool:
-        if name in disabled:
-            layers[name] = {"available": False, "detail": f"disabled by {DISABLE_ENV}"}
-        elif program and name not in exe:
-            layers[name] = {"available": False, "detail": f"{name} not found on PATH"}
-        else:
-            ok, detail = works()
-            layers[name] = {"available": ok, "detail": detail}
-        return bool(layers[name]["available"])
+        """``name``'s entry: off for the first refusal that holds, else what ``works`` finds."""
+        refusals = (
+            (name in disabled, f"disabled by {DISABLE_ENV}"),
+            (program and name not in exe, f"{name} not found on PATH"),
+        )
+        for refused, why in refusals:
+            if refused:
+                layers[name] = {"available": False, "detail": why}
+                return False
+        ok, detail = works()
+        layers[name] = {"available": ok, "detail": detail}
+        return ok
 
     probe_view = View(writable=(), cwd="/")
     bwrap_ok = entry("bwrap", lambda: _run_probe([*bwrap_argv(False, probe_view), "/bin/true"]))
