@@ -102,8 +102,9 @@ def secure_home(home: str) -> list[str]:
 def _secure(fd: int, home: str) -> list[str]:
     uid = os.geteuid()
     st = os.fstat(fd)
-    if st.st_uid != uid:
-        raise _refuse("home_not_owned", home, f"belongs to uid {st.st_uid}, not {uid}")
+    _owned(
+        st, uid, lambda: _refuse("home_not_owned", home, f"belongs to uid {st.st_uid}, not {uid}")
+    )
     changed: list[str] = []
     _tighten(st, 0o700, functools.partial(os.fchmod, fd), home, changed)
     for name in sorted(set(os.listdir(fd)) & ROOST_ENTRIES):
@@ -127,12 +128,21 @@ def _fix(dir_fd: int, name: str, path: str, uid: int, changed: list[str]) -> os.
     entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if stat.S_ISLNK(entry.st_mode):
         return None  # its own mode means nothing; what it points to is not ours to fix
-    if entry.st_uid != uid:
-        raise _refuse("entry_not_owned", path, f"holds an entry of uid {entry.st_uid}", uid=uid)
+    _owned(
+        entry,
+        uid,
+        lambda: _refuse("entry_not_owned", path, f"holds an entry of uid {entry.st_uid}", uid=uid),
+    )
     wanted = 0o700 if stat.S_ISDIR(entry.st_mode) else 0o600
     # Not a symlink (checked above), in a directory only we can change now.
     _tighten(entry, wanted, lambda mode: os.chmod(name, mode, dir_fd=dir_fd), path, changed)
     return entry
+
+
+def _owned(st: os.stat_result, uid: int, refusal: Callable[[], ConfigError]) -> None:
+    """Raise ``refusal()`` unless the entry (``st``) belongs to ``uid``."""
+    if st.st_uid != uid:
+        raise refusal()
 
 
 def _tighten(
@@ -157,11 +167,8 @@ def private_umask() -> int:
 
 def project_umask() -> int | None:
     """The umask files created in a project should get; ``None``: this process's own."""
-    raw = os.environ.get(PROJECT_UMASK_ENV)
-    if not raw:
-        return None
     try:
-        value = int(raw, 8)
+        value = int(os.environ.get(PROJECT_UMASK_ENV, ""), 8)  # unset or empty: not a number
     except ValueError:
         return None
     return value if 0 <= value <= 0o777 else None

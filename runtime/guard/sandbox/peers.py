@@ -124,12 +124,13 @@ def ancestry(pid: int, limit: int = MAX_ANCESTRY) -> list[int] | None:
     return chain
 
 
-def _read(pid: int, name: str) -> bytes | None:
+def _read(pid: int, name: str) -> bytes:
+    """A ``/proc`` file of ``pid``; empty when it cannot be read (nothing it could say)."""
     try:
         with open(f"/proc/{pid}/{name}", "rb") as f:
             return f.read()
     except OSError:
-        return None
+        return b""
 
 
 def carries_sandbox_mark(pid: int, own_marker: str | None = None) -> bool:
@@ -138,12 +139,9 @@ def carries_sandbox_mark(pid: int, own_marker: str | None = None) -> bool:
     An environment that cannot be read (another user's process) counts as unmarked; the
     command line is world-readable. A marker equal to ``own_marker`` is not counted.
     """
-    cmdline = _read(pid, "cmdline")
-    if cmdline is not None and _INIT_ARG in cmdline.split(b"\0"):
+    if _INIT_ARG in _read(pid, "cmdline").split(b"\0"):
         return True
     environ = _read(pid, "environ")
-    if environ is None:
-        return False
     own = _MARKER_PREFIX + own_marker.encode() if own_marker is not None else None
     return any(entry.startswith(_MARKER_PREFIX) and entry != own for entry in environ.split(b"\0"))
 

@@ -87,8 +87,7 @@ class StderrTail:
 
     def text(self, wait_s: float = 0.0) -> str:
         """The tail as text (bad UTF-8 replaced), after waiting up to ``wait_s`` for EOF."""
-        if wait_s > 0:
-            self._thread.join(wait_s)
+        self._thread.join(wait_s)  # 0: no wait
         with self._lock:
             return bytes(self._tail).decode("utf-8", errors="replace")
 

@@ -39,7 +39,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -191,10 +191,7 @@ def _interpreter_places(visible: Sequence[str]) -> list[str]:
 def _system_argv(tmpfs_bytes: int | None) -> list[str]:
     argv: list[str] = []
     for path in SYSTEM_PATHS:
-        if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            argv += ["--ro-bind", path, path]
+        argv += _SYSTEM_MOUNTS.get(_file_type(path), _absent)(path)
     argv += ["--ro-bind", "/etc", "/etc", "--ro-bind-try", "/sys", "/sys"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += kernel_masks_argv()
@@ -206,6 +203,26 @@ def _system_argv(tmpfs_bytes: int | None) -> list[str]:
     if os.path.islink("/var/run"):
         argv += ["--symlink", "../run", "/var/run"]
     return argv
+
+
+def _file_type(path: str) -> int:
+    """``path``'s file type (``stat.S_IFMT``), not following a link; 0 when it is missing."""
+    try:
+        return stat.S_IFMT(os.lstat(path).st_mode)
+    except OSError:
+        return 0
+
+
+def _absent(path: str) -> list[str]:
+    return []
+
+
+_SYSTEM_MOUNTS: dict[int, Callable[[str], list[str]]] = {
+    stat.S_IFLNK: lambda path: ["--symlink", os.readlink(path), path],
+    stat.S_IFDIR: lambda path: ["--ro-bind", path, path],
+}
+"""How a system path of each file type is shown: a link stays one (``/bin -> usr/bin``), a
+directory is bound read-only, anything else (or nothing) is left out."""
 
 
 def kernel_masks_argv() -> list[str]:
