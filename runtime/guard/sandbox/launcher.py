@@ -206,6 +206,9 @@ class Launch:
     init_stdin: int | None = None
     """The init shell's stdin: the pipe's write end (``run`` in a namespace)."""
     _child_fds: list[int] = field(default_factory=list)
+    """Descriptors only the child needs: closed once it is spawned."""
+    _own_fds: list[int] = field(default_factory=list)
+    """The daemon's own ends (``done_fd``): closed by :meth:`close`."""
 
     def spawn(
         self,
@@ -301,10 +304,8 @@ class Launch:
         return sorted({pid for group in self.groups for pid in group.pids()})
 
     def _close_child_fds(self) -> None:
-        for fd in self._child_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._child_fds.clear()
+        """The child's ends (the ``--args`` and filter memory files, the init shell's stdin)."""
+        _close_all(self._child_fds)
 
     def close(self) -> None:
         """Kill what is left in the cgroups, remove them, close every descriptor.
@@ -312,10 +313,8 @@ class Launch:
         A run whose post-run check has not run (it never started) is reviewed here.
         """
         self._close_child_fds()
-        if self.done_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.done_fd)
-            self.done_fd = None
+        _close_all(self._own_fds)
+        self.done_fd = None
         for group in reversed(self.groups):  # the freezer (thawing it) before the limits
             group.close()
         self.groups = []
@@ -391,10 +390,15 @@ def _prepare(
     else:
         launch.preexec = functools.partial(apply_rlimits, values)
     _NAMESPACES[launch.via](launch, layers, allow_network, root, label)
-    launch.pass_fds = tuple(launch._child_fds)
-    if launch.init_stdin is not None:
-        launch._child_fds.append(launch.init_stdin)
     launch.layers += ["process_group_kill", "process_tree_kill"]
+
+
+def _close_all(fds: list[int]) -> None:
+    """Close each of ``fds`` (those already closed too) and forget them."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
 
 
 def _in_bwrap(
@@ -466,9 +470,12 @@ def _pdeathsig(launch: Launch, layers: Layers) -> None:
 def _in_namespace(launch: Launch, allow_network: bool) -> None:
     """The namespaces' layers, and for a run to completion the init shell and its pipe."""
     launch.layers += ["pidns"] if allow_network else ["netns", "pidns"]
+    launch.pass_fds = tuple(launch._child_fds)  # the init shell's stdin is not among them
     if launch.shape == "run":
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         launch.done_fd, launch.init_stdin = read_end, write_end
+        launch._own_fds.append(read_end)
+        launch._child_fds.append(write_end)
         launch.prefix += ["/bin/sh", "-c", INIT_SCRIPT, INIT_NAME]
 
 
