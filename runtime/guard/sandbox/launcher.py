@@ -384,13 +384,26 @@ def _prepare(
             launch.layers.append("freezer")
     if groups:
         launch.prefix += cgroupfs.join_argv(*groups)
-    values = rlimit_values(limits, timeout_s)
-    if layers["rlimits"]["via"] == "prlimit":
-        launch.prefix += prlimit_argv(values)
-    else:
-        launch.preexec = functools.partial(apply_rlimits, values)
+    _RLIMITS[layers["rlimits"]["via"]](launch, rlimit_values(limits, timeout_s))
     _NAMESPACES[launch.via](launch, layers, allow_network, root, label)
     launch.layers += ["process_group_kill", "process_tree_kill"]
+
+
+def _by_prlimit(launch: Launch, values: dict[int, tuple[int, int]]) -> None:
+    """``prlimit`` in the prefix sets them on itself, then execs the rest."""
+    launch.prefix += prlimit_argv(values)
+
+
+def _before_exec(launch: Launch, values: dict[int, tuple[int, int]]) -> None:
+    """Without ``prlimit``: set in the child between ``fork`` and ``exec``."""
+    launch.preexec = functools.partial(apply_rlimits, values)
+
+
+_RLIMITS: dict[str | None, Callable[[Launch, dict[int, tuple[int, int]]], None]] = {
+    "prlimit": _by_prlimit,
+    "preexec": _before_exec,
+}
+"""How the rlimits are applied, by the way ``probe_layers`` found (``rlimits.via``)."""
 
 
 def _close_all(fds: list[int]) -> None:

@@ -241,12 +241,10 @@ def _probe(disabled: frozenset[str]) -> Layers:
 
     def try_unshare() -> tuple[bool, str]:
         nonlocal user_ns
-        if os.geteuid() == 0:
-            if not drop_caps:
-                return False, "as root, unshare needs setpriv to drop capabilities"
-            return _run_probe([*unshare_argv(False, False, True), "/bin/true"])
-        user_ns = True
-        return _run_probe([*unshare_argv(False, True, drop_caps), "/bin/true"])
+        user_ns = os.geteuid() != 0  # root: no user namespace, capabilities dropped instead
+        if not user_ns and not drop_caps:
+            return False, "as root, unshare needs setpriv to drop capabilities"
+        return _run_probe([*unshare_argv(False, user_ns, drop_caps), "/bin/true"])
 
     unshare_ok = entry("unshare", try_unshare)
     layers["unshare"]["user_namespace"] = user_ns and unshare_ok

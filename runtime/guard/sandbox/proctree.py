@@ -196,10 +196,9 @@ class Capture:
 
     def feed(self, chunk: bytes) -> None:
         """Keep what fits of ``chunk``; mark what is dropped."""
-        room = self.cap - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-        if len(chunk) > max(room, 0):
+        kept = chunk[: max(self.cap - len(self.data), 0)]
+        self.data += kept
+        if len(kept) < len(chunk):
             self.truncated = True
 
     def text(self) -> str:
