@@ -157,9 +157,9 @@ def peer_refusal(
     ``tree_roots``: when given, the peer's ancestry (itself included) must reach one of
     these pids. Reads ``/proc``; the caller makes sure the pid still names the peer.
     """
-    seen = _Seen(creds, server_uid, pid_namespace("self"), pid_namespace(creds.pid))
+    identity = _PeerIdentity(creds, server_uid, pid_namespace("self"), pid_namespace(creds.pid))
     for refusal, fails in _IDENTITY_CHECKS:
-        if fails(seen):
+        if fails(identity):
             return refusal
     chain = ancestry(creds.pid)
     own_chain = ancestry(os.getpid())
@@ -172,7 +172,7 @@ def peer_refusal(
     return None
 
 
-class _Seen(NamedTuple):
+class _PeerIdentity(NamedTuple):
     """What the identity checks read of a peer: its credentials and PID namespaces."""
 
     creds: PeerCredentials
@@ -185,7 +185,7 @@ class _Seen(NamedTuple):
     """The peer's PID namespace (``None``: unreadable, or the peer is gone)."""
 
 
-_IDENTITY_CHECKS: tuple[tuple[PeerRefusal, Callable[[_Seen], bool]], ...] = (
+_IDENTITY_CHECKS: tuple[tuple[PeerRefusal, Callable[[_PeerIdentity], bool]], ...] = (
     (PeerRefusal.OTHER_UID, lambda p: p.creds.uid != p.server_uid),
     # the peer's pid has no number in this namespace
     (PeerRefusal.OTHER_PID_NAMESPACE, lambda p: p.creds.pid <= 0),
