@@ -167,8 +167,11 @@ def private_umask() -> int:
 
 def project_umask() -> int | None:
     """The umask files created in a project should get; ``None``: this process's own."""
+    raw = os.environ.get(PROJECT_UMASK_ENV)
+    if not raw:
+        return None
     try:
-        value = int(os.environ.get(PROJECT_UMASK_ENV, ""), 8)  # unset or empty: not a number
+        value = int(raw, 8)
     except ValueError:
         return None
     return value if 0 <= value <= 0o777 else None

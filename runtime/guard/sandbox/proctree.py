@@ -312,11 +312,14 @@ def supervise(
     def done() -> bool:
         return reported() and (init_finished is None or init_finished())
 
+    def add_members() -> None:
+        if members is not None:
+            tracker.add(members())
+
     def track() -> None:
         if walk or members is None:
             tracker.snapshot()
-        if members is not None:
-            tracker.add(members())
+        add_members()
 
     reason: str | None = None
     killed = 0
@@ -342,8 +345,7 @@ def supervise(
         if reason is None and done() and members is not None:
             killed = _end_in_cgroup(proc, tracker, members(), exclude)
         elif reason or done_fd is not None:
-            if members is not None:
-                tracker.add(members())
+            add_members()
             killed = tracker.kill_all(exclude=exclude)
             proc.wait()
         else:
