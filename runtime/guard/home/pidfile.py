@@ -38,6 +38,12 @@ def _pid_from(raw: bytes) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def _held_elsewhere(e: OSError) -> None:
+    """Raise ``e`` again unless it says another process holds the lock."""
+    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+        raise e
+
+
 def read_pid(path: str) -> int | None:
     """Return the pid written in ``path``, or ``None`` when missing, empty or not a number.
 
@@ -63,8 +69,7 @@ def locked_pid(path: str) -> int | None:
         try:
             fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
+            _held_elsewhere(e)
             return _pid_from(os.pread(fd, 64, 0)) or 0
         fcntl.lockf(fd, fcntl.LOCK_UN)
         return None
@@ -93,8 +98,7 @@ class PidFile:
             except OSError as e:
                 pid = _pid_from(os.pread(fd, 64, 0)) or 0
                 os.close(fd)
-                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
+                _held_elsewhere(e)
                 home = os.path.dirname(self.path)
                 raise DaemonAlreadyRunningError(
                     f"daemon already running (pid {pid}) in {home}; "

@@ -26,8 +26,10 @@ and the ``fs`` tools apply.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
+from collections.abc import Callable
 
 from runtime.errors import ConfigError
 
@@ -67,6 +69,12 @@ _FIXES = {
     "entry_not_owned": "remove it or give it to the daemon's user (chown)",
 }
 
+_NOT_A_HOME: tuple[tuple[Callable[[int], bool], str, str], ...] = (
+    (stat.S_ISLNK, "home_is_symlink", "is a symbolic link"),
+    (lambda mode: not stat.S_ISDIR(mode), "home_not_directory", "is not a directory"),
+)
+"""A home that cannot be opened as a directory: the first test its mode passes, its refusal."""
+
 
 def secure_home(home: str) -> list[str]:
     """Create or check ``home`` and make it and everything in it owner-only.
@@ -81,10 +89,9 @@ def secure_home(home: str) -> list[str]:
         fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         mode = os.lstat(home).st_mode
-        if stat.S_ISLNK(mode):
-            raise _refuse("home_is_symlink", home, "is a symbolic link") from None
-        if not stat.S_ISDIR(mode):
-            raise _refuse("home_not_directory", home, "is not a directory") from None
+        for refused, reason, problem in _NOT_A_HOME:
+            if refused(mode):
+                raise _refuse(reason, home, problem) from None
         raise
     try:
         return _secure(fd, home)
@@ -95,12 +102,11 @@ def secure_home(home: str) -> list[str]:
 def _secure(fd: int, home: str) -> list[str]:
     uid = os.geteuid()
     st = os.fstat(fd)
-    if st.st_uid != uid:
-        raise _refuse("home_not_owned", home, f"belongs to uid {st.st_uid}, not {uid}")
+    _owned(
+        st, uid, lambda: _refuse("home_not_owned", home, f"belongs to uid {st.st_uid}, not {uid}")
+    )
     changed: list[str] = []
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.fchmod(fd, 0o700)
-        changed.append(home)
+    _tighten(st, 0o700, functools.partial(os.fchmod, fd), home, changed)
     for name in sorted(set(os.listdir(fd)) & ROOST_ENTRIES):
         entry = _fix(fd, name, os.path.join(home, name), uid, changed)
         if entry is not None and stat.S_ISDIR(entry.st_mode):
@@ -122,14 +128,30 @@ def _fix(dir_fd: int, name: str, path: str, uid: int, changed: list[str]) -> os.
     entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if stat.S_ISLNK(entry.st_mode):
         return None  # its own mode means nothing; what it points to is not ours to fix
-    if entry.st_uid != uid:
-        raise _refuse("entry_not_owned", path, f"holds an entry of uid {entry.st_uid}", uid=uid)
+    _owned(
+        entry,
+        uid,
+        lambda: _refuse("entry_not_owned", path, f"holds an entry of uid {entry.st_uid}", uid=uid),
+    )
     wanted = 0o700 if stat.S_ISDIR(entry.st_mode) else 0o600
-    if stat.S_IMODE(entry.st_mode) != wanted:
-        # Not a symlink (checked above), in a directory only we can change now.
-        os.chmod(name, wanted, dir_fd=dir_fd)
-        changed.append(path)
+    # Not a symlink (checked above), in a directory only we can change now.
+    _tighten(entry, wanted, lambda mode: os.chmod(name, mode, dir_fd=dir_fd), path, changed)
     return entry
+
+
+def _owned(st: os.stat_result, uid: int, refusal: Callable[[], ConfigError]) -> None:
+    """Raise ``refusal()`` unless the entry (``st``) belongs to ``uid``."""
+    if st.st_uid != uid:
+        raise refusal()
+
+
+def _tighten(
+    st: os.stat_result, wanted: int, chmod: Callable[[int], None], path: str, changed: list[str]
+) -> None:
+    """Give an entry (``st``) the mode ``wanted`` through ``chmod``, noting ``path`` if changed."""
+    if stat.S_IMODE(st.st_mode) != wanted:
+        chmod(wanted)
+        changed.append(path)
 
 
 def private_umask() -> int:

@@ -32,6 +32,7 @@ import os
 import shutil
 import stat
 import subprocess
+from collections.abc import Callable
 
 from runtime.guard.paths.safe_read import UnsafeFileError, read_pipe, read_regular
 
@@ -71,10 +72,21 @@ def git_dir(root: str) -> str | None:
         st = os.lstat(dot_git)
     except OSError:
         return None
-    if stat.S_ISDIR(st.st_mode):
-        return dot_git
-    if not stat.S_ISREG(st.st_mode):
-        return None
+    return _GIT_DIRS.get(stat.S_IFMT(st.st_mode), _no_repository)(root, dot_git)
+
+
+def _itself(root: str, dot_git: str) -> str | None:
+    """A ``.git`` directory is the git directory."""
+    return dot_git
+
+
+def _no_repository(root: str, dot_git: str) -> str | None:
+    """A symbolic link, FIFO, socket or device at ``.git``: no repository."""
+    return None
+
+
+def _named_by(root: str, dot_git: str) -> str | None:
+    """The real directory a gitfile (``gitdir: PATH``, at most 4 KiB) names, or None."""
     try:
         text = read_regular(dot_git, _GITFILE_MAX).decode("utf-8", "replace")
     except (UnsafeFileError, OSError):
@@ -84,6 +96,13 @@ def git_dir(root: str) -> str | None:
         return None
     target = os.path.join(root, first.removeprefix("gitdir:").strip())
     return os.path.realpath(target) if os.path.isdir(target) else None
+
+
+_GIT_DIRS: dict[int, Callable[[str, str], str | None]] = {
+    stat.S_IFDIR: _itself,
+    stat.S_IFREG: _named_by,
+}
+"""How the git directory is found from a ``.git`` of each file type (other types: none)."""
 
 
 def _program(root: str) -> tuple[str | None, str]:
@@ -115,22 +134,29 @@ def _bounded_run(argv: list[str], env: dict[str, str], root: str) -> tuple[int, 
     )
     assert proc.stdout is not None
     data, why = read_pipe(proc.stdout.fileno(), MAX_OUTPUT_BYTES, TIMEOUT_S)
-    problem = {
-        None: "",
-        "timeout": f"git gave no answer within {TIMEOUT_S:g} s",
-        "too_large": f"git printed more than {MAX_OUTPUT_BYTES} bytes",
-    }[why]
-    if problem:
+    if why is not None:
         proc.kill()
+        _reap(proc)
+        raise GitProbeError(root, _PROBLEMS[why])
+    return _reap(proc), data
+
+
+_PROBLEMS = {
+    "timeout": f"git gave no answer within {TIMEOUT_S:g} s",
+    "too_large": f"git printed more than {MAX_OUTPUT_BYTES} bytes",
+}
+"""What ``read_pipe``'s problems mean for a caller of git."""
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> int:
+    """Close git's stdout and wait for its exit status."""
+    assert proc.stdout is not None
     proc.stdout.close()
     try:
-        code = proc.wait(timeout=TIMEOUT_S)
+        return proc.wait(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:  # pragma: no cover - killed above; a stuck kernel
         proc.kill()
-        code = proc.wait()
-    if problem:
-        raise GitProbeError(root, problem)
-    return code, data
+        return proc.wait()
 
 
 def _values(code: int, out: bytes, root: str) -> list[str]:

@@ -26,6 +26,7 @@ __all__ = [
     "IN_Q_OVERFLOW",
     "WATCH_MASK",
     "Inotify",
+    "NoInotify",
 ]
 
 IN_MODIFY = 0x00000002
@@ -62,17 +63,24 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC = _libc()
 
 
+def _checked(result: int, *where: str) -> int:
+    """``result`` of a libc call, or ``OSError`` with its errno (and ``where``) when negative."""
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), *where)
+    return result
+
+
 class Inotify:
     """One inotify instance (raises ``OSError`` when the kernel refuses one)."""
+
+    watching = True
+    """It reports what changes in the directories it watches."""
 
     def __init__(self) -> None:
         if _LIBC is None or not hasattr(_LIBC, "inotify_init1"):
             raise OSError(errno.ENOSYS, "inotify is not available")
-        fd = _LIBC.inotify_init1(IN_CLOEXEC | IN_NONBLOCK)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
-        self.fd: int = fd
+        self.fd: int = _checked(_LIBC.inotify_init1(IN_CLOEXEC | IN_NONBLOCK))
         self.paths: dict[int, str] = {}
         """Watch descriptor -> the directory it was added for."""
 
@@ -82,10 +90,7 @@ class Inotify:
         wd = _LIBC.inotify_add_watch(
             self.fd, os.fsencode(directory), WATCH_MASK | IN_ONLYDIR | IN_DONT_FOLLOW
         )
-        if wd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err), directory)
-        self.paths[wd] = directory
+        self.paths[_checked(wd, directory)] = directory
 
     def drain(self) -> tuple[list[tuple[str, str, int]], bool]:
         """Read every queued event: ``([(directory, name, mask), ...], overflowed)``.
@@ -126,3 +131,23 @@ class Inotify:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class NoInotify:
+    """Where no inotify instance can be had (or it was closed): it watches and reports nothing.
+
+    Its user walks instead (``watching`` is false).
+    """
+
+    watching = False
+    """Nothing it reports can be relied on: its user must walk."""
+
+    def watch(self, directory: str) -> None:
+        """Watch nothing."""
+
+    def drain(self) -> tuple[list[tuple[str, str, int]], bool]:
+        """No event, no overflow."""
+        return [], False
+
+    def close(self) -> None:
+        """Nothing to close."""

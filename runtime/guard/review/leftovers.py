@@ -105,7 +105,7 @@ class RootWatch:
             for p in protected
             if not (os.path.isdir(p) and not os.path.islink(p))
         )
-        self.notify: inotify.Inotify | None = None
+        self.notify: inotify.Inotify | inotify.NoInotify = inotify.NoInotify()
         self.detail = ""
         self.record: RunRecord | None = None
         self.report: ChangeReport | None = None
@@ -128,9 +128,8 @@ class RootWatch:
                     self.notify.watch(directory)
         except OSError as e:
             self.detail = f"inotify unavailable ({e.strerror or e}): the whole root was walked"
-            if self.notify is not None:
-                self.notify.close()
-                self.notify = None
+            self.notify.close()
+            self.notify = inotify.NoInotify()
 
     def review(self, *, keep: bool = False) -> ChangeReport:
         """Find what changed since :func:`begin`, quarantine what may not stay, close.
@@ -145,15 +144,12 @@ class RootWatch:
         started = time.perf_counter()
         epoch = time.time()
         try:
-            events: list[tuple[str, str, int]] = []
-            overflow = False
-            if self.notify is not None:
-                events, overflow = self.notify.drain()
-                events = self.pending + events + self.held
-                overflow = overflow or self.pending_overflow
-                self.pending, self.pending_overflow, self.held = [], False, []
-                if overflow:
-                    self.detail = "the inotify queue overflowed: the whole root was walked"
+            events, overflow = self.notify.drain()
+            events = self.pending + events + self.held
+            overflow = overflow or self.pending_overflow
+            self.pending, self.pending_overflow, self.held = [], False, []
+            if overflow:
+                self.detail = "the inotify queue overflowed: the whole root was walked"
             review = RootReview(
                 self.root,
                 project_id=self.project_id,
@@ -162,7 +158,7 @@ class RootWatch:
                 gits=self.gits,
                 missing=self.missing,
             )
-            if self.notify is None or overflow:
+            if not self.notify.watching or overflow:
                 review.walk(self.started_at - CTIME_SLACK_S)
                 method = "walk"
             else:
@@ -196,8 +192,7 @@ class RootWatch:
 
     def rebase(self) -> None:
         """Forget what changed since the last review (a frozen server's root: not its doing)."""
-        if self.notify is not None:
-            self.notify.drain()
+        self.notify.drain()
         self.pending, self.pending_overflow = [], False
         self.started_at = time.time()
 
@@ -207,8 +202,6 @@ class RootWatch:
         Each entry taken out made one deletion or move event in its directory; only that
         one is dropped, so what the process did at the same path since is still seen.
         """
-        if self.notify is None:
-            return
         events, overflow = self.notify.drain()
         self.pending_overflow = overflow
         own = set(gone)
@@ -221,8 +214,6 @@ class RootWatch:
 
     def _rewatch(self, new_dirs: list[str]) -> None:
         """Watch the directories a run made (a moved one gets its new path back)."""
-        if self.notify is None:
-            return
         try:
             for rel in new_dirs:
                 path = os.path.join(self.root, rel)
@@ -238,9 +229,9 @@ class RootWatch:
         The kernel's teardown of an instance's watches waits for a grace period (~10 ms
         per hundred directories here), so it happens on a thread, off the call's path.
         """
-        if self.notify is not None:
+        if self.notify.watching:
             threading.Thread(target=self.notify.close, name="inotify-close", daemon=True).start()
-            self.notify = None
+            self.notify = inotify.NoInotify()
 
 
 def begin(

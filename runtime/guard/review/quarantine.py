@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import uuid
+from collections.abc import Callable
 
 from runtime.guard.home import roost_home
 
@@ -97,14 +98,34 @@ def _defuse(path: str) -> None:
             st = os.lstat(current)
         except OSError:
             continue
-        mode = st.st_mode
-        if stat.S_ISDIR(mode):
-            with contextlib.suppress(OSError):
-                todo.extend(os.path.join(current, n) for n in os.listdir(current))
-        elif stat.S_ISREG(mode):
-            if mode & (stat.S_ISUID | stat.S_ISGID):
-                with contextlib.suppress(OSError):
-                    os.chmod(current, stat.S_IMODE(mode) & ~(stat.S_ISUID | stat.S_ISGID))
-        elif not stat.S_ISLNK(mode):
-            with contextlib.suppress(OSError):
-                os.unlink(current)
+        defuse = _DEFUSERS.get(stat.S_IFMT(st.st_mode), _remove)
+        with contextlib.suppress(OSError):
+            defuse(current, st.st_mode, todo)
+
+
+def _descend(path: str, mode: int, todo: list[str]) -> None:
+    """A directory: what it holds is defused in turn."""
+    todo.extend(os.path.join(path, n) for n in os.listdir(path))
+
+
+def _strip_setid(path: str, mode: int, todo: list[str]) -> None:
+    """A regular file: it keeps its other mode bits."""
+    if mode & (stat.S_ISUID | stat.S_ISGID):
+        os.chmod(path, stat.S_IMODE(mode) & ~(stat.S_ISUID | stat.S_ISGID))
+
+
+def _leave(path: str, mode: int, todo: list[str]) -> None:
+    """A symbolic link: it cannot carry set-id bits, and is never followed."""
+
+
+def _remove(path: str, mode: int, todo: list[str]) -> None:
+    """A FIFO, socket or device: removed."""
+    os.unlink(path)
+
+
+_DEFUSERS: dict[int, Callable[[str, int, list[str]], None]] = {
+    stat.S_IFDIR: _descend,
+    stat.S_IFREG: _strip_setid,
+    stat.S_IFLNK: _leave,
+}
+"""What is done to an entry of each file type; every other type is removed."""

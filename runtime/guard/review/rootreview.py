@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 
 import msgspec
 
@@ -93,24 +94,44 @@ def _shown(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+_KINDS = {
+    stat.S_IFREG: "file",
+    stat.S_IFDIR: "dir",
+    stat.S_IFLNK: "symlink",
+    stat.S_IFIFO: "fifo",
+    stat.S_IFSOCK: "socket",
+}
+"""A :class:`Change`'s kind by file type; the others (character, block) are ``device``."""
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    return "device"
+    return _KINDS.get(stat.S_IFMT(mode), "device")
 
 
-def _setid(mode: int) -> bool:
+def _setid(review: RootReview, rel: str, parts: list[str], st: os.stat_result) -> bool:
+    """A regular file that runs with its owner's or group's privileges."""
+    mode = st.st_mode
     if not stat.S_ISREG(mode):
         return False
     return bool(mode & stat.S_ISUID) or (bool(mode & stat.S_ISGID) and bool(mode & stat.S_IXGRP))
+
+
+def _special(review: RootReview, rel: str, parts: list[str], st: os.stat_result) -> bool:
+    """A FIFO, socket or device: nothing a tool may leave in a project."""
+    mode = st.st_mode
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode))
+
+
+class _Memo(dict[str, bool]):
+    """One judgement per path, made by ``judge`` when a path is first asked for."""
+
+    def __init__(self, judge: Callable[[str], bool]) -> None:
+        super().__init__()
+        self.judge = judge
+
+    def __missing__(self, path: str) -> bool:
+        self[path] = judged = self.judge(path)
+        return judged
 
 
 class RootReview:
@@ -135,8 +156,9 @@ class RootReview:
         self.counts = {"created": 0, "modified": 0, "deleted": 0}
         self.quarantined: list[Quarantined] = []
         self.gone: set[str] = set()  # relative paths quarantined (their insides with them)
-        self.real_dirs: dict[str, bool] = {"": True}
-        self.bare_dirs: dict[str, bool] = {}
+        self.real_dirs = _Memo(self._judge_real_dir)
+        self.real_dirs[""] = True  # the root itself
+        self.bare_dirs = _Memo(self._judge_bare_dir)
         self.new_dirs: list[str] = []  # directories the run made or moved in (relative)
         self.hash_budget = HASH_TOTAL_BYTES
 
@@ -197,7 +219,6 @@ class RootReview:
         if any(rel == g or rel.startswith(g + "/") for g in self.gone):
             return
         parts = rel.split("/")
-        mode = st.st_mode
         reason: str | None = None
         if ".git" in parts and "/".join(parts[: parts.index(".git") + 1]) not in self.gits:
             rel = "/".join(parts[: parts.index(".git") + 1])
@@ -205,14 +226,8 @@ class RootReview:
         elif place := next((m for m in self.missing if rel == m or rel.startswith(m + "/")), None):
             reason = "assets_created" if os.path.basename(place) == ".roost" else "hooks_created"
             rel = place
-        elif parts[-1] in BARE_MEMBERS and self._bare_parent(rel):
-            reason = "bare_repository"
-        elif self._alias(parts, st):
-            reason = "sensitive_alias"
-        elif _setid(mode):
-            reason = "setid_file"
-        elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-            reason = "special_file"
+        else:
+            reason = self._entry_reason(rel, parts, st)
         if reason is not None:
             top = self._lstat(rel)
             if top is not None:
@@ -220,7 +235,18 @@ class RootReview:
             return
         self._note("created" if created else "modified", self._describe(rel, st))
 
-    def _alias(self, parts: list[str], st: os.stat_result) -> bool:
+    def _entry_reason(self, rel: str, parts: list[str], st: os.stat_result) -> str | None:
+        """The first of :data:`_ENTRY_RULES` the entry itself breaks, or None."""
+        for reason, breaks in _ENTRY_RULES:
+            if breaks(self, rel, parts, st):
+                return reason
+        return None
+
+    def _bare_member(self, rel: str, parts: list[str], st: os.stat_result) -> bool:
+        """A name that makes its directory a git directory, in a directory of the bare shape."""
+        return parts[-1] in BARE_MEMBERS and self.bare_dirs[os.path.dirname(rel)]
+
+    def _alias(self, rel: str, parts: list[str], st: os.stat_result) -> bool:
         """A sensitive name that is a second way to reach a file the process can read.
 
         A symbolic link (``.env -> notes.txt``) or a hard link (``.env`` and ``notes.txt``
@@ -232,12 +258,8 @@ class RootReview:
         alias = stat.S_ISLNK(mode) or (stat.S_ISREG(mode) and st.st_nlink > 1)
         return alias and self.rules.match(parts) is not None
 
-    def _bare_parent(self, rel: str) -> bool:
-        """Whether ``rel``'s directory has the bare shape (judged once, before quarantines)."""
-        parent = os.path.dirname(rel)
-        known = self.bare_dirs.get(parent)
-        if known is not None:
-            return known
+    def _judge_bare_dir(self, parent: str) -> bool:
+        """Whether the directory ``parent`` has the bare shape (judged once, before quarantines)."""
         names: set[str] = set()
         is_dir: dict[str, bool] = {}
         for child, st in self._children(parent):
@@ -245,31 +267,25 @@ class RootReview:
             names.add(name)
             # git checks objects/ and refs/ through symbolic links: a link may be one
             is_dir[name] = stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)
-        self.bare_dirs[parent] = bare_shape(names, is_dir)
-        return self.bare_dirs[parent]
+        return bare_shape(names, is_dir)
 
     # safe file access --------------------------------------------------------------------
 
     def _abs(self, rel: str) -> str:
         return self.root if rel in ("", ".") else os.path.join(self.root, rel)
 
-    def _real_dir(self, rel: str) -> bool:
+    def _judge_real_dir(self, rel: str) -> bool:
         """Whether ``rel`` and every directory above it are real directories (no symlink)."""
-        known = self.real_dirs.get(rel)
-        if known is not None:
-            return known
-        parent = os.path.dirname(rel)
-        ok = self._real_dir(parent)
+        ok = self.real_dirs[os.path.dirname(rel)]
         if ok:
             try:
                 ok = stat.S_ISDIR(os.lstat(self._abs(rel)).st_mode)
             except OSError:
                 ok = False
-        self.real_dirs[rel] = ok
         return ok
 
     def _lstat(self, rel: str) -> os.stat_result | None:
-        if rel.startswith("..") or not self._real_dir(os.path.dirname(rel)):
+        if rel.startswith("..") or not self.real_dirs[os.path.dirname(rel)]:
             return None  # reached through a symlink the run left: judged as that link
         try:
             return os.lstat(self._abs(rel))
@@ -277,7 +293,7 @@ class RootReview:
             return None
 
     def _children(self, rel_dir: str) -> list[tuple[str, os.stat_result]]:
-        if not self._real_dir(rel_dir):
+        if not self.real_dirs[rel_dir]:
             return []
         found: list[tuple[str, os.stat_result]] = []
         try:
@@ -294,17 +310,24 @@ class RootReview:
 
     def _describe(self, rel: str, st: os.stat_result) -> Change:
         kind = _kind(st.st_mode)
-        if kind == "symlink":
-            try:
-                target = os.readlink(self._abs(rel))
-            except OSError:
-                return Change(path=rel, kind=kind)
-            where = os.path.normpath(os.path.join(os.path.dirname(self._abs(rel)), target))
-            return Change(
-                path=rel, kind=kind, target=target, outside_root=not inside(where, self.root)
-            )
-        if kind != "file":
+        describe = _DESCRIBERS.get(kind, RootReview._plain)
+        return describe(self, rel, st, kind)
+
+    def _plain(self, rel: str, st: os.stat_result, kind: str) -> Change:
+        """A directory, FIFO, socket or device: its kind only."""
+        return Change(path=rel, kind=kind)
+
+    def _link(self, rel: str, st: os.stat_result, kind: str) -> Change:
+        """A symbolic link: its target, and whether that resolves outside the root."""
+        try:
+            target = os.readlink(self._abs(rel))
+        except OSError:
             return Change(path=rel, kind=kind)
+        where = os.path.normpath(os.path.join(os.path.dirname(self._abs(rel)), target))
+        return Change(path=rel, kind=kind, target=target, outside_root=not inside(where, self.root))
+
+    def _file(self, rel: str, st: os.stat_result, kind: str) -> Change:
+        """A regular file: its size, and its SHA-256 while the budget lasts (not if sensitive)."""
         digest = None
         if (
             st.st_size <= HASH_MAX_BYTES
@@ -356,3 +379,21 @@ class RootReview:
                 error=error,
             )
         )
+
+
+_DESCRIBERS: dict[str, Callable[[RootReview, str, os.stat_result, str], Change]] = {
+    "symlink": RootReview._link,
+    "file": RootReview._file,
+}
+"""How an entry of each kind is described (the other kinds: by their kind alone)."""
+
+
+_ENTRY_RULES: tuple[
+    tuple[str, Callable[[RootReview, str, list[str], os.stat_result], bool]], ...
+] = (
+    ("bare_repository", RootReview._bare_member),
+    ("sensitive_alias", RootReview._alias),
+    ("setid_file", _setid),
+    ("special_file", _special),
+)
+"""What an entry may not be, in order (the first one it is names its quarantine)."""

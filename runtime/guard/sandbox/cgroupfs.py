@@ -10,10 +10,12 @@ that are gone (:func:`remove_stale`), thawing a frozen one first.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from typing import Literal, Protocol
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "CONTROLLERS",
     "Controller",
     "Joinable",
+    "Version",
     "freezer_parent",
     "fresh_name",
     "join_argv",
@@ -38,6 +41,9 @@ __all__ = [
 
 Controller = Literal["pids", "memory", "cpu"]
 """A cgroup controller a call's limits use."""
+
+Version = Literal["v1", "v2"]
+"""cgroup v1 (a hierarchy per controller) or v2 (the unified one)."""
 
 CONTROLLERS: tuple[Controller, ...] = ("pids", "memory", "cpu")
 """The controllers a call's cgroup is made in, where each can be had."""
@@ -78,8 +84,18 @@ def own_cgroups() -> dict[str, str]:
     return own
 
 
-def parent_dir(controller: Controller = "pids") -> tuple[str, str] | None:
+def parent_dir(controller: Controller = "pids") -> tuple[str, Version] | None:
     """The directory to create call cgroups of ``controller`` in, and ``v1``/``v2``."""
+    return _parent(controller, functools.partial(_delegates, controller))
+
+
+def freezer_parent() -> tuple[str, Version] | None:
+    """The directory to create freezer cgroups in, and ``v1``/``v2`` (v2 needs no controller)."""
+    return _parent("freezer", _writable)
+
+
+def _parent(controller: str, serves: Callable[[str], bool]) -> tuple[str, Version] | None:
+    """Our cgroup in the v1 hierarchy of ``controller``, else the first v2 one that ``serves``."""
     own = own_cgroups()
     for mount, fstype, options in mounts():
         if fstype == "cgroup" and controller in options and controller in own:
@@ -87,27 +103,23 @@ def parent_dir(controller: Controller = "pids") -> tuple[str, str] | None:
     for mount, fstype, _ in mounts():
         if fstype == "cgroup2" and "" in own:
             base = os.path.join(mount, own[""].lstrip("/"))
-            try:
-                with open(os.path.join(base, "cgroup.subtree_control"), encoding="ascii") as f:
-                    if controller in f.read().split():
-                        return base, "v2"
-            except OSError:
-                continue
-    return None
-
-
-def freezer_parent() -> tuple[str, str] | None:
-    """The directory to create freezer cgroups in, and ``v1``/``v2`` (v2 needs no controller)."""
-    own = own_cgroups()
-    for mount, fstype, options in mounts():
-        if fstype == "cgroup" and "freezer" in options and "freezer" in own:
-            return os.path.join(mount, own["freezer"].lstrip("/")), "v1"
-    for mount, fstype, _ in mounts():
-        if fstype == "cgroup2" and "" in own:
-            base = os.path.join(mount, own[""].lstrip("/"))
-            if os.access(base, os.W_OK):
+            if serves(base):
                 return base, "v2"
     return None
+
+
+def _delegates(controller: str, base: str) -> bool:
+    """Whether the v2 cgroup ``base`` hands ``controller`` down to the cgroups made in it."""
+    try:
+        with open(os.path.join(base, "cgroup.subtree_control"), encoding="ascii") as f:
+            return controller in f.read().split()
+    except OSError:
+        return False
+
+
+def _writable(base: str) -> bool:
+    """Whether this process may make cgroups in the v2 cgroup ``base`` (a freezer needs no more)."""
+    return os.access(base, os.W_OK)
 
 
 def read_control(path: str) -> str:

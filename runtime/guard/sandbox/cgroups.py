@@ -14,22 +14,23 @@ is reported unavailable (``docs/security-commands.md``). The cgroup files:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
-import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 import msgspec
 
 from runtime.guard.sandbox.cgroupfs import (
     CONTROLLERS,
     Controller,
+    Version,
     freezer_parent,
     fresh_name,
     join_argv,
+    kill_and_remove,
     make_cgroup,
     parent_dir,
     remove_stale,
@@ -66,6 +67,12 @@ class CgroupLimits(msgspec.Struct, frozen=True, kw_only=True):
     cpu_cores: float | None = None
     """CPU time per wall time, in cores (``1.5``: one and a half); ``None``: no limit."""
 
+    def asked(self, controller: Controller) -> float | None:
+        """The limit asked of ``controller`` (``None``: none)."""
+        return {"pids": self.max_pids, "memory": self.memory_bytes, "cpu": self.cpu_cores}[
+            controller
+        ]
+
 
 def sweep_stale() -> list[str]:
     """Clean the call cgroups of dead owners in every hierarchy Roost uses; what was removed."""
@@ -74,34 +81,49 @@ def sweep_stale() -> list[str]:
 
 
 def _limit_files(
-    controller: Controller, version: str, limits: CgroupLimits
+    controller: Controller, version: Version, limits: CgroupLimits
 ) -> list[tuple[str, str, bool]]:
     """``(file, value, required)`` to write for ``controller``; ``[]``: no limit asked."""
-    if controller == "pids":
-        return [("pids.max", str(limits.max_pids), True)]
-    if controller == "memory" and limits.memory_bytes is not None:
-        value = str(limits.memory_bytes)
-        if version == "v1":  # memsw (memory + swap) must stay >= the memory limit
-            return [
-                ("memory.limit_in_bytes", value, True),
-                ("memory.memsw.limit_in_bytes", value, False),
-            ]
-        return [("memory.max", value, True), ("memory.swap.max", "0", False)]
-    if controller == "cpu" and limits.cpu_cores is not None:
-        quota = max(1000, math.ceil(limits.cpu_cores * CPU_PERIOD_US))
-        if version == "v1":
-            return [
-                ("cpu.cfs_period_us", str(CPU_PERIOD_US), True),
-                ("cpu.cfs_quota_us", str(quota), True),
-            ]
-        return [("cpu.max", f"{quota} {CPU_PERIOD_US}", True)]
-    return []
+    value = limits.asked(controller)
+    if value is None:
+        return []
+    return _LIMIT_FILES[controller, version](value)
+
+
+def _quota(cores: float) -> int:
+    """The CPU quota per :data:`CPU_PERIOD_US` for ``cores`` (the kernel's floor: 1 ms)."""
+    return max(1000, math.ceil(cores * CPU_PERIOD_US))
+
+
+def _pids_files(value: float) -> list[tuple[str, str, bool]]:
+    return [("pids.max", str(value), True)]
+
+
+_LIMIT_FILES: dict[tuple[Controller, Version], Callable[[float], list[tuple[str, str, bool]]]] = {
+    ("pids", "v1"): _pids_files,
+    ("pids", "v2"): _pids_files,
+    # v1's memsw (memory + swap) must stay >= the memory limit
+    ("memory", "v1"): lambda value: [
+        ("memory.limit_in_bytes", str(value), True),
+        ("memory.memsw.limit_in_bytes", str(value), False),
+    ],
+    ("memory", "v2"): lambda value: [
+        ("memory.max", str(value), True),
+        ("memory.swap.max", "0", False),
+    ],
+    ("cpu", "v1"): lambda value: [
+        ("cpu.cfs_period_us", str(CPU_PERIOD_US), True),
+        ("cpu.cfs_quota_us", str(_quota(value)), True),
+    ],
+    ("cpu", "v2"): lambda value: [("cpu.max", f"{_quota(value)} {CPU_PERIOD_US}", True)],
+}
+"""The files that set each controller's limit (its value asked) on each cgroup version."""
 
 
 class ToolCgroup:
     """One run's cgroups: create them, put the command in with :func:`join_argv`, then close."""
 
-    def __init__(self, dirs: dict[Controller, str], limits: CgroupLimits, version: str) -> None:
+    def __init__(self, dirs: dict[Controller, str], limits: CgroupLimits, version: Version) -> None:
         self.dirs = dirs
         """Controller -> the run's cgroup directory in it (one directory for all on v2)."""
         self.limits = limits
@@ -124,7 +146,7 @@ class ToolCgroup:
         name = fresh_name()
         dirs: dict[Controller, str] = {}
         skipped: dict[Controller, str] = {}
-        version = "v1"
+        version: Version = "v1"
         try:
             for controller in controllers:
                 where = parent_dir(controller)
@@ -196,23 +218,10 @@ class ToolCgroup:
         )
 
     def close(self, timeout_s: float = 2.0) -> None:
-        """Kill whatever is left in the cgroup and remove it (best effort, bounded)."""
+        """Kill whatever is left in the cgroups and remove them, ``pids`` first (bounded)."""
         deadline = time.monotonic() + timeout_s
         for path in sorted(set(self.dirs.values()), key=lambda d: d != self.dirs.get("pids")):
-            while True:
-                if path == self.dirs.get("pids"):
-                    for pid in self.pids():
-                        with contextlib.suppress(OSError):
-                            os.kill(pid, signal.SIGKILL)
-                try:
-                    os.rmdir(path)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.01)
+            kill_and_remove(path, deadline - time.monotonic())
 
 
 @functools.lru_cache(maxsize=1)

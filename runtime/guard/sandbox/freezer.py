@@ -11,8 +11,11 @@ import functools
 import os
 import subprocess
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 from runtime.guard.sandbox.cgroupfs import (
+    Version,
     freezer_parent,
     fresh_name,
     join_argv,
@@ -28,10 +31,29 @@ from runtime.guard.sandbox.cgroupfs import (
 __all__ = ["FreezerCgroup", "probe_freezer"]
 
 
+class _Control(NamedTuple):
+    """How one cgroup version freezes a cgroup and tells that it is frozen."""
+
+    freeze_file: str
+    """The control file written to freeze."""
+    freeze_value: str
+    """What is written there."""
+    state_file: str
+    """The file the kernel says the state in."""
+    is_frozen: Callable[[str], bool]
+    """Whether that file's text says frozen."""
+
+
+_CONTROLS: dict[Version, _Control] = {
+    "v1": _Control("freezer.state", "FROZEN", "freezer.state", lambda s: s.strip() == "FROZEN"),
+    "v2": _Control("cgroup.freeze", "1", "cgroup.events", lambda s: "frozen 1" in s.splitlines()),
+}
+
+
 class FreezerCgroup:
     """A long-lived tool's freezer cgroup: its whole tree runs only while it is thawed."""
 
-    def __init__(self, path: str, version: str) -> None:
+    def __init__(self, path: str, version: Version) -> None:
         self.path = path
         """The cgroup's directory."""
         self.version = version
@@ -57,11 +79,9 @@ class FreezerCgroup:
 
     def freeze(self, timeout_s: float = 5.0) -> bool:
         """Stop every task of the cgroup; True once the kernel reports it frozen."""
-        target, value = (
-            ("freezer.state", "FROZEN") if self.version == "v1" else ("cgroup.freeze", "1")
-        )
+        control = _CONTROLS[self.version]
         try:
-            write_control(self.path, target, value)
+            write_control(self.path, control.freeze_file, control.freeze_value)
         except OSError:
             return False
         deadline = time.monotonic() + timeout_s
@@ -73,12 +93,12 @@ class FreezerCgroup:
 
     def frozen(self) -> bool:
         """Whether the kernel reports every task of the cgroup stopped."""
+        control = _CONTROLS[self.version]
         try:
-            if self.version == "v1":
-                return read_control(os.path.join(self.path, "freezer.state")).strip() == "FROZEN"
-            return "frozen 1" in read_control(os.path.join(self.path, "cgroup.events")).splitlines()
+            said = read_control(os.path.join(self.path, control.state_file))
         except OSError:
             return False
+        return control.is_frozen(said)
 
     def thaw(self) -> None:
         """Let the cgroup's tasks run again."""

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any
+from collections.abc import Iterable
+from typing import Required, TypedDict
 
 from runtime.guard.sandbox import cgroups, seccomp
 from runtime.guard.sandbox.view import MASKED_PATHS, PROC_READ_ONLY
 
-__all__ = ["PROBE_TMPFS_BYTES", "WITHOUT", "probe"]
+__all__ = ["PROBE_TMPFS_BYTES", "WITHOUT", "LayerEntry", "Layers", "probe"]
 
 PROBE_TMPFS_BYTES = 4 * 1024**2
 """The tmpfs size the probe asks bubblewrap for (the probe checks ``/tmp`` is no larger)."""
@@ -38,6 +39,28 @@ WITHOUT: dict[str, str] = {
 }
 """What a command may do where a layer is missing (appended to the layer's ``detail``)."""
 
+GUARDS = ("seccomp", "no_new_privs", "proc_masks", "tmpfs_size")
+"""The guards that come with bubblewrap."""
+
+
+class LayerEntry(TypedDict, total=False):
+    """One layer of ``probe_layers``: whether it works here, through what, and why not."""
+
+    available: Required[bool]
+    """Whether the layer works here."""
+    detail: str
+    """What it does, or why it is missing and what a command may then do."""
+    via: str | None
+    """The program or mechanism that provides it (``bwrap``, ``cgroup_v2``, ...)."""
+    user_namespace: bool
+    """``unshare`` only: it goes through a user namespace (not root)."""
+    drop_caps: bool
+    """``unshare`` only: ``setpriv`` drops the capabilities inside it."""
+
+
+Layers = dict[str, LayerEntry]
+"""Layer name -> its entry (what ``probe_layers`` returns)."""
+
 _TIMEOUT_S = 10.0
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -51,13 +74,21 @@ _GUARD_SCRIPT = (
 )
 
 
-def _unavailable(name: str, why: str) -> dict[str, Any]:
+def _unavailable(name: str, why: str) -> LayerEntry:
     return {"available": False, "via": None, "detail": f"{why}; {WITHOUT[name]}"}
 
 
-def probe(
-    disabled: frozenset[str], disabled_why: str, bwrap_prefix: list[str] | None
-) -> dict[str, Any]:
+def _entry(
+    name: str, via: str | None, detail: str, refusals: Iterable[tuple[bool, str]]
+) -> LayerEntry:
+    """``name``'s entry: unavailable for the first refusal that holds (its reason), else held."""
+    for refused, why in refusals:
+        if refused:
+            return _unavailable(name, why)
+    return {"available": True, "via": via, "detail": detail}
+
+
+def probe(disabled: frozenset[str], disabled_why: str, bwrap_prefix: list[str] | None) -> Layers:
     """The cgroup limits and kernel guards here, as ``probe_layers`` entries.
 
     ``disabled`` are the layer names switched off (``cgroups``, ``seccomp``), reported with
@@ -65,17 +96,16 @@ def probe(
     :data:`PROBE_TMPFS_BYTES` tmpfs (ending in ``--``), or ``None`` where bubblewrap
     cannot run.
     """
-    layers: dict[str, Any] = {}
-    found = None if "cgroups" in disabled else cgroups.probe_controllers()
-    for controller, name in cgroups.LAYER_NAMES.items():
-        if found is None:
-            layers[name] = _unavailable(name, disabled_why)
-            continue
-        ok, detail, via = found[controller]
-        ok_entry = {"available": True, "via": via, "detail": detail}
-        layers[name] = ok_entry if ok else _unavailable(name, detail)
-    layers.update(_guards(disabled, disabled_why, bwrap_prefix))
-    return layers
+    limits: Layers
+    if "cgroups" in disabled:
+        limits = {name: _unavailable(name, disabled_why) for name in cgroups.LAYER_NAMES.values()}
+    else:
+        found = cgroups.probe_controllers()
+        limits = {}
+        for controller, name in cgroups.LAYER_NAMES.items():
+            ok, detail, via = found[controller]
+            limits[name] = _entry(name, via, detail, [(not ok, detail)])
+    return limits | _guards(disabled, disabled_why, bwrap_prefix)
 
 
 def _ask_the_kernel(prefix: list[str], fd: int | None) -> dict[str, str]:
@@ -101,14 +131,10 @@ def _ask_the_kernel(prefix: list[str], fd: int | None) -> dict[str, str]:
     return said
 
 
-def _guards(
-    disabled: frozenset[str], disabled_why: str, prefix: list[str] | None
-) -> dict[str, Any]:
-    names = ("seccomp", "no_new_privs", "proc_masks", "tmpfs_size")
+def _guards(disabled: frozenset[str], disabled_why: str, prefix: list[str] | None) -> Layers:
     if prefix is None:
         why = "they come with bubblewrap, which cannot run here"
-        return {name: _unavailable(name, why) for name in names}
-    layers: dict[str, Any] = {}
+        return {name: _unavailable(name, why) for name in GUARDS}
     filter_ok, filter_detail = seccomp.available()
     fd = seccomp.program_fd() if filter_ok and "seccomp" not in disabled else None
     try:
@@ -119,30 +145,37 @@ def _guards(
     if fd is not None and "Seccomp" not in said:  # bubblewrap refused the filter itself
         filter_ok, filter_detail = False, f"bubblewrap did not load the filter ({said})"
         said = _ask_the_kernel(prefix, None)
-    if "seccomp" in disabled:
-        layers["seccomp"] = _unavailable("seccomp", disabled_why)
-    elif not filter_ok:
-        layers["seccomp"] = _unavailable("seccomp", filter_detail)
-    elif said.get("Seccomp") == "2":
-        layers["seccomp"] = {"available": True, "via": "bwrap", "detail": filter_detail}
-    else:
-        why = f"bubblewrap did not apply the filter ({said.get('error') or said})"
-        layers["seccomp"] = _unavailable("seccomp", why)
-    if said.get("NoNewPrivs") == "1" and said.get("CapEff", "").strip("0") == "":
-        layers["no_new_privs"] = {"available": True, "via": "bwrap", "detail": "no capabilities"}
-    else:
-        layers["no_new_privs"] = _unavailable("no_new_privs", f"the kernel says {said}")
-    if "sys_writable" in said or "kcore_readable" in said or "error" in said:
-        why = f"the masks did not hold ({said.get('error') or said})"
-        layers["proc_masks"] = _unavailable("proc_masks", why)
-    else:
-        shown = [p for p in (*PROC_READ_ONLY, *MASKED_PATHS) if os.path.lexists(p)]
-        detail = f"read-only or masked: {', '.join(shown)}"
-        layers["proc_masks"] = {"available": True, "via": "bwrap", "detail": detail}
+    return _verdicts(said, disabled, disabled_why, filter_ok, filter_detail)
+
+
+def _verdicts(
+    said: dict[str, str],
+    disabled: frozenset[str],
+    disabled_why: str,
+    filter_ok: bool,
+    filter_detail: str,
+) -> Layers:
+    """Each guard's entry from what the kernel ``said`` in bubblewrap: its refusals, in order."""
+    failed = said.get("error") or said
+    privileged = not (said.get("NoNewPrivs") == "1" and said.get("CapEff", "").strip("0") == "")
+    unmasked = "sys_writable" in said or "kcore_readable" in said or "error" in said
+    shown = [p for p in (*PROC_READ_ONLY, *MASKED_PATHS) if os.path.lexists(p)]
     blocks, _, size = said.get("tmp_blocks", "").partition(" ")
-    if blocks.isdigit() and size.isdigit() and int(blocks) * int(size) <= PROBE_TMPFS_BYTES:
-        layers["tmpfs_size"] = {"available": True, "via": "bwrap", "detail": "bwrap --size"}
-    else:
-        why = "bubblewrap cannot size a tmpfs (0.8.0 and later can: --size)"
-        layers["tmpfs_size"] = _unavailable("tmpfs_size", why)
-    return layers
+    sized = blocks.isdigit() and size.isdigit() and int(blocks) * int(size) <= PROBE_TMPFS_BYTES
+    refusals = {
+        "seccomp": [
+            ("seccomp" in disabled, disabled_why),
+            (not filter_ok, filter_detail),
+            (said.get("Seccomp") != "2", f"bubblewrap did not apply the filter ({failed})"),
+        ],
+        "no_new_privs": [(privileged, f"the kernel says {said}")],
+        "proc_masks": [(unmasked, f"the masks did not hold ({failed})")],
+        "tmpfs_size": [(not sized, "bubblewrap cannot size a tmpfs (0.8.0 and later can: --size)")],
+    }
+    held = {
+        "seccomp": filter_detail,
+        "no_new_privs": "no capabilities",
+        "proc_masks": f"read-only or masked: {', '.join(shown)}",
+        "tmpfs_size": "bwrap --size",
+    }
+    return {name: _entry(name, "bwrap", held[name], refusals[name]) for name in GUARDS}

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
-import resource
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +44,7 @@ from runtime.guard.review.rootscan import scan_paths
 from runtime.guard.review.run_ledger import RunLabel
 from runtime.guard.sandbox import cgroupfs, cgroups
 from runtime.guard.sandbox.freezer import FreezerCgroup
+from runtime.guard.sandbox.kernel_guards import Layers
 from runtime.guard.sandbox.layers import (
     View,
     bwrap_argv,
@@ -54,6 +53,14 @@ from runtime.guard.sandbox.layers import (
     probe_layers,
     require_isolation,
     unshare_argv,
+)
+from runtime.guard.sandbox.limits import (
+    Limits,
+    apply_rlimits,
+    cgroup_layers,
+    cgroup_limits,
+    prlimit_argv,
+    rlimit_values,
 )
 from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, hooks_dirs
 from runtime.guard.sandbox.view import view_state
@@ -67,13 +74,9 @@ __all__ = [
     "Launch",
     "Limits",
     "Shape",
-    "cgroup_layers",
-    "cgroup_limits",
     "kernel_guard_layers",
     "post_run_check",
     "prepare",
-    "prlimit_argv",
-    "rlimit_values",
     "watch",
 ]
 
@@ -89,78 +92,15 @@ INIT_SCRIPT = (
 )
 """The init shell's script (``sh -c INIT_SCRIPT roost-sandbox-init ARGV...``)."""
 
+_INIT_CHAIN: dict[str | None, tuple[int, ...]] = {"bwrap": (1, 2), "unshare": (1,), None: (1,)}
+"""The namespace PIDs from the started process down to the init shell: under bubblewrap its
+init (1), then the shell (2); under ``unshare`` the shell is PID 1 (no namespace: never asked)."""
+
 Shape = Literal["run", "serve"]
 """``run``: to completion under the init shell; ``serve``: long-lived, frozen between calls."""
 
 
-class Limits(msgspec.Struct, frozen=True, kw_only=True):
-    """Resource limits applied to every process of a tool (``setrlimit``, the pids cgroup)."""
-
-    cpu_seconds: int | None = None
-    """CPU seconds per process; ``None``: the timeout rounded up, plus one."""
-    address_space_bytes: int = 2 * 1024**3
-    """Virtual memory per process (``RLIMIT_AS``)."""
-    file_size_bytes: int = 1024**3
-    """Largest file a process may write (``RLIMIT_FSIZE``)."""
-    open_files: int = 1024
-    """Open file descriptors per process (``RLIMIT_NOFILE``)."""
-    max_processes: int = 512
-    """Tasks (processes and threads) of the whole tool at once (``pids`` cgroup)."""
-    memory_bytes: int | None = None
-    """Memory of the whole tool, tmpfs pages included (``memory`` cgroup); ``None``: none."""
-    cpu_cores: float | None = None
-    """CPU of the whole tool, in cores (``cpu`` cgroup quota); ``None``: none."""
-
-
-def rlimit_values(limits: Limits, timeout_s: float) -> dict[int, tuple[int, int]]:
-    """Compute the ``setrlimit`` values for a run: resource -> (soft, hard)."""
-    cpu = limits.cpu_seconds or math.ceil(timeout_s) + 1
-    wanted = {
-        resource.RLIMIT_CPU: (cpu, cpu + 1),
-        resource.RLIMIT_AS: (limits.address_space_bytes, limits.address_space_bytes),
-        resource.RLIMIT_FSIZE: (limits.file_size_bytes, limits.file_size_bytes),
-        resource.RLIMIT_NOFILE: (limits.open_files, limits.open_files),
-        resource.RLIMIT_CORE: (0, 0),
-    }
-    values: dict[int, tuple[int, int]] = {}
-    for which, (soft, hard) in wanted.items():
-        current = resource.getrlimit(which)[1]  # an unprivileged process cannot raise it
-        top = hard if current == resource.RLIM_INFINITY else min(hard, current)
-        values[which] = (min(soft, top), top)
-    return values
-
-
-def prlimit_argv(values: Mapping[int, tuple[int, int]]) -> list[str]:
-    """Build the ``prlimit`` prefix applying ``values``."""
-    names = {
-        resource.RLIMIT_CPU: "--cpu",
-        resource.RLIMIT_AS: "--as",
-        resource.RLIMIT_FSIZE: "--fsize",
-        resource.RLIMIT_NOFILE: "--nofile",
-        resource.RLIMIT_CORE: "--core",
-    }
-    return [
-        executables()["prlimit"],
-        *(f"{names[r]}={soft}:{hard}" for r, (soft, hard) in values.items()),
-        "--",
-    ]
-
-
-def cgroup_limits(limits: Limits, layers: Mapping[str, Any]) -> cgroups.CgroupLimits:
-    """The cgroup limits of a run: ``limits``, less those whose layer is unavailable here."""
-    return cgroups.CgroupLimits(
-        max_pids=limits.max_processes,
-        memory_bytes=limits.memory_bytes if layers["memory_limit"]["available"] else None,
-        cpu_cores=limits.cpu_cores if layers["cpu_limit"]["available"] else None,
-    )
-
-
-def cgroup_layers(group: cgroups.ToolCgroup) -> list[str]:
-    """The layer names a run's cgroup applies (``pids_limit``, ``memory_limit``, ...)."""
-    return [cgroups.LAYER_NAMES[c] for c in cgroupfs.CONTROLLERS if c in group.dirs]
-
-
-def kernel_guard_layers(layers: Mapping[str, Any], view: View) -> list[str]:
+def kernel_guard_layers(layers: Layers, view: View) -> list[str]:
     """The kernel guards a bubblewrap run under ``view`` gets (see ``probe_layers``)."""
     names = ["seccomp", "no_new_privs", "proc_masks"]
     if view.tmpfs_bytes:
@@ -177,12 +117,6 @@ def _args_fd(args: Sequence[str]) -> int:
         view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
-
-
-def _apply_rlimits(values: Mapping[int, tuple[int, int]]) -> None:
-    """Set rlimits in the child before exec (used only when ``prlimit`` is missing)."""
-    for which, limit in values.items():
-        resource.setrlimit(which, limit)
 
 
 def _ns_pid(pid: int) -> int | None:
@@ -261,6 +195,8 @@ class Launch:
     """Its cgroups with limits (``pids``, and ``memory``/``cpu`` where they can be had)."""
     freezer: FreezerCgroup | None = None
     """Its freezer cgroup (``serve`` only)."""
+    groups: list[cgroups.ToolCgroup | FreezerCgroup] = field(default_factory=list)
+    """The cgroups it joins (of ``pids`` and ``freezer``, those made), in that order."""
     before: leftovers.RootWatch | None = None
     """The post-run check's watch (:func:`watch`), started before the process starts."""
     hidden: frozenset[tuple[str, int, int, int]] = frozenset()
@@ -270,6 +206,9 @@ class Launch:
     init_stdin: int | None = None
     """The init shell's stdin: the pipe's write end (``run`` in a namespace)."""
     _child_fds: list[int] = field(default_factory=list)
+    """Descriptors only the child needs: closed once it is spawned."""
+    _own_fds: list[int] = field(default_factory=list)
+    """The daemon's own ends (``done_fd``): closed by :meth:`close`."""
 
     def spawn(
         self,
@@ -314,9 +253,9 @@ class Launch:
 
         def finished() -> bool:
             if not found:
-                firsts = [c for c in _children(root_pid) if _ns_pid(c) == 1]
-                if self.via == "bwrap":
-                    firsts = [c for f in firsts for c in _children(f) if _ns_pid(c) == 2]
+                firsts = [root_pid]
+                for ns_pid in _INIT_CHAIN[self.via]:
+                    firsts = [c for f in firsts for c in _children(f) if _ns_pid(c) == ns_pid]
                 if not firsts:
                     return True  # nothing left to wait for
                 found.append(firsts[0])
@@ -334,7 +273,7 @@ class Launch:
         that was started (``root_pid``), and PID 1 (and under bubblewrap PID 2, the init
         shell) of the namespace.
         """
-        own = {1, 2} if self.via == "bwrap" else {1}
+        own = set(_INIT_CHAIN[self.via])
 
         def test(proc: psutil.Process) -> bool:
             if proc.pid == root_pid:
@@ -362,17 +301,11 @@ class Launch:
 
     def cgroup_pids(self) -> list[int]:
         """Every process in the tool's cgroups now."""
-        found: set[int] = set()
-        for group in (self.pids, self.freezer):
-            if group is not None:
-                found.update(group.pids())
-        return sorted(found)
+        return sorted({pid for group in self.groups for pid in group.pids()})
 
     def _close_child_fds(self) -> None:
-        for fd in self._child_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._child_fds.clear()
+        """The child's ends (the ``--args`` and filter memory files, the init shell's stdin)."""
+        _close_all(self._child_fds)
 
     def close(self) -> None:
         """Kill what is left in the cgroups, remove them, close every descriptor.
@@ -380,16 +313,13 @@ class Launch:
         A run whose post-run check has not run (it never started) is reviewed here.
         """
         self._close_child_fds()
-        if self.done_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.done_fd)
-            self.done_fd = None
-        for group in (self.freezer, self.pids):
-            if group is not None:
-                group.close()
+        _close_all(self._own_fds)
+        self.done_fd = None
+        for group in reversed(self.groups):  # the freezer (thawing it) before the limits
+            group.close()
+        self.groups = []
         self.freezer = self.pids = None
-        if self.before is not None:
-            self.before.review()  # once: a second call returns the first report
+        post_run_check(self.before)  # once: a second call returns the first report
 
 
 def prepare(
@@ -424,7 +354,7 @@ def prepare(
 
 def _prepare(
     launch: Launch,
-    layers: Mapping[str, Any],
+    layers: Layers,
     allow_network: bool,
     limits: Limits,
     timeout_s: float,
@@ -432,7 +362,7 @@ def _prepare(
     root: str | None,
     label: RunLabel | None,
 ) -> None:
-    groups: list[cgroups.ToolCgroup | FreezerCgroup] = []
+    groups = launch.groups
     if layers["pids_limit"]["available"]:
         try:
             launch.pids = cgroups.ToolCgroup.create(cgroup_limits(limits, layers))
@@ -443,7 +373,7 @@ def _prepare(
             launch.layers += cgroup_layers(launch.pids)
             if launch.pids.skipped:
                 log.warning("cgroup_limits_skipped", skipped=launch.pids.skipped)
-    if launch.shape == "serve" and layers.get("freezer", {}).get("available"):
+    if launch.shape == "serve" and layers["freezer"]["available"]:
         try:
             launch.freezer = FreezerCgroup.create()
         except OSError as e:
@@ -453,61 +383,119 @@ def _prepare(
             launch.layers.append("freezer")
     if groups:
         launch.prefix += cgroupfs.join_argv(*groups)
-    values = rlimit_values(limits, timeout_s)
-    if layers["rlimits"]["via"] == "prlimit":
-        launch.prefix += prlimit_argv(values)
-    else:
-        launch.preexec = functools.partial(_apply_rlimits, values)
-    via, view = launch.via, launch.view
-    if via == "bwrap":
-        # bubblewrap's own --die-with-parent (``bwrap_argv``) sets the same parent-death
-        # SIGKILL on itself and on the namespace's init: a setpriv exec is not needed.
-        launch.layers.append("pdeathsig")
-    elif layers["pdeathsig"]["available"]:
+    _RLIMITS[layers["rlimits"]["via"]](launch, rlimit_values(limits, timeout_s))
+    _NAMESPACES[launch.via](launch, layers, allow_network, root, label)
+    launch.layers += ["process_group_kill", "process_tree_kill"]
+
+
+def _by_prlimit(launch: Launch, values: dict[int, tuple[int, int]]) -> None:
+    """``prlimit`` in the prefix sets them on itself, then execs the rest."""
+    launch.prefix += prlimit_argv(values)
+
+
+def _before_exec(launch: Launch, values: dict[int, tuple[int, int]]) -> None:
+    """Without ``prlimit``: set in the child between ``fork`` and ``exec``."""
+    launch.preexec = functools.partial(apply_rlimits, values)
+
+
+_RLIMITS: dict[str | None, Callable[[Launch, dict[int, tuple[int, int]]], None]] = {
+    "prlimit": _by_prlimit,
+    "preexec": _before_exec,
+}
+"""How the rlimits are applied, by the way ``probe_layers`` found (``rlimits.via``)."""
+
+
+def _close_all(fds: list[int]) -> None:
+    """Close each of ``fds`` (those already closed too) and forget them."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
+
+
+def _in_bwrap(
+    launch: Launch, layers: Layers, allow_network: bool, root: str | None, label: RunLabel | None
+) -> None:
+    """Bubblewrap with the view passed through a memory file, and the kernel's guards."""
+    # bubblewrap's own --die-with-parent (``bwrap_argv``) sets the same parent-death
+    # SIGKILL on itself and on the namespace's init: a setpriv exec is not needed.
+    launch.layers.append("pdeathsig")
+    view = launch.view
+    rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
+    try:
+        scan = scan_paths(view.writable, rules)  # one walk: the view's and the review's
+        view = launch.view = msgspec.structs.replace(
+            view, hooks=tuple(hooks_dirs(view.writable)), scan=scan
+        )
+        launch.before = watch(view, root, label)
+        if launch.shape == "serve":  # before the view is built: a later change shows
+            launch.hidden = view_state(view)
+        bwrap = bwrap_argv(allow_network, view)
+        filter_fd = kernel_filter_fd()
+        guards: list[str] = []
+        if filter_fd is not None:
+            launch._child_fds.append(filter_fd)
+            guards = ["--seccomp", str(filter_fd)]
+        # The view's arguments go through a file descriptor, so the tool cannot read
+        # which paths are hidden from /proc/1/cmdline (bwrap).
+        args_fd = _args_fd([*guards, *bwrap[1:-1]])
+    except OverflowError as e:
+        raise ToolError(
+            "isolation_unavailable",
+            f"the view cannot be built: {e}; sensitive files could not all be hidden, "
+            "so the process is not started",
+            layer="mount_isolation",
+        ) from e
+    launch._child_fds.append(args_fd)
+    launch.prefix += [bwrap[0], "--args", str(args_fd), "--"]
+    launch.layers += ["bwrap", "mount_isolation", *kernel_guard_layers(layers, view)]
+    _in_namespace(launch, allow_network)
+
+
+def _in_unshare(
+    launch: Launch, layers: Layers, allow_network: bool, root: str | None, label: RunLabel | None
+) -> None:
+    """util-linux ``unshare``: network and PID namespaces, no filesystem view."""
+    _pdeathsig(launch, layers)
+    unshare = layers["unshare"]
+    launch.prefix += unshare_argv(
+        allow_network, bool(unshare["user_namespace"]), bool(unshare["drop_caps"])
+    )
+    launch.layers.append("unshare")
+    _in_namespace(launch, allow_network)
+
+
+def _no_namespace(
+    launch: Launch, layers: Layers, allow_network: bool, root: str | None, label: RunLabel | None
+) -> None:
+    """No namespace could be made (the network is allowed): the parent-death signal only."""
+    _pdeathsig(launch, layers)
+
+
+def _pdeathsig(launch: Launch, layers: Layers) -> None:
+    """``setpriv --pdeathsig``, where it can be had."""
+    if layers["pdeathsig"]["available"]:
         launch.prefix += [executables()["setpriv"], "--pdeathsig", "KILL", "--"]
         launch.layers.append("pdeathsig")
-    if via == "bwrap":
-        rules = SensitiveRules(view.sensitive_deny, view.sensitive_allow)
-        try:
-            scan = scan_paths(view.writable, rules)  # one walk: the view's and the review's
-            view = launch.view = msgspec.structs.replace(
-                view, hooks=tuple(hooks_dirs(view.writable)), scan=scan
-            )
-            launch.before = watch(view, root, label)
-            if launch.shape == "serve":  # before the view is built: a later change shows
-                launch.hidden = view_state(view)
-            bwrap = bwrap_argv(allow_network, view)
-            filter_fd = kernel_filter_fd()
-            guards: list[str] = []
-            if filter_fd is not None:
-                launch._child_fds.append(filter_fd)
-                guards = ["--seccomp", str(filter_fd)]
-            # The view's arguments go through a file descriptor, so the tool cannot read
-            # which paths are hidden from /proc/1/cmdline (bwrap).
-            args_fd = _args_fd([*guards, *bwrap[1:-1]])
-        except OverflowError as e:
-            raise ToolError(
-                "isolation_unavailable",
-                f"the view cannot be built: {e}; sensitive files could not all be hidden, "
-                "so the process is not started",
-                layer="mount_isolation",
-            ) from e
-        launch._child_fds.append(args_fd)
-        launch.prefix += [bwrap[0], "--args", str(args_fd), "--"]
-        launch.layers += ["bwrap", "mount_isolation", *kernel_guard_layers(layers, view)]
-    elif via == "unshare":
-        unshare = layers["unshare"]
-        launch.prefix += unshare_argv(
-            allow_network, bool(unshare["user_namespace"]), bool(unshare["drop_caps"])
-        )
-        launch.layers.append("unshare")
-    if via:
-        launch.layers += ["pidns"] if allow_network else ["netns", "pidns"]
-    if via and launch.shape == "run":
+
+
+def _in_namespace(launch: Launch, allow_network: bool) -> None:
+    """The namespaces' layers, and for a run to completion the init shell and its pipe."""
+    launch.layers += ["pidns"] if allow_network else ["netns", "pidns"]
+    launch.pass_fds = tuple(launch._child_fds)  # the init shell's stdin is not among them
+    if launch.shape == "run":
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         launch.done_fd, launch.init_stdin = read_end, write_end
+        launch._own_fds.append(read_end)
+        launch._child_fds.append(write_end)
         launch.prefix += ["/bin/sh", "-c", INIT_SCRIPT, INIT_NAME]
-    launch.pass_fds = tuple(launch._child_fds)
-    if launch.init_stdin is not None:
-        launch._child_fds.append(launch.init_stdin)
-    launch.layers += ["process_group_kill", "process_tree_kill"]
+
+
+_NAMESPACES: dict[
+    str | None, Callable[[Launch, Layers, bool, str | None, RunLabel | None], None]
+] = {
+    "bwrap": _in_bwrap,
+    "unshare": _in_unshare,
+    None: _no_namespace,
+}
+"""How a tool process is put in each namespace layer (``require_isolation``'s choice)."""

@@ -40,8 +40,7 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import msgspec
 
@@ -49,6 +48,7 @@ from runtime.errors import ToolError
 from runtime.guard.paths import openat2
 from runtime.guard.sandbox import kernel_guards, seccomp
 from runtime.guard.sandbox.freezer import probe_freezer
+from runtime.guard.sandbox.kernel_guards import Layers
 from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, protected_mounts
 from runtime.guard.sandbox.view import View, view_argv
 
@@ -92,7 +92,7 @@ def disabled_layers() -> frozenset[str]:
     return frozenset(names)
 
 
-def probe_layers() -> dict[str, Any]:
+def probe_layers() -> Layers:
     """Return which isolation layers work here, found by trying them (cached per process).
 
     ``{"bwrap": {"available", "detail"}, "unshare": {..., "user_namespace"},
@@ -123,6 +123,11 @@ def _run_probe(argv: list[str]) -> tuple[bool, str]:
         return True, "ok"
     message = done.stderr.decode("utf-8", "replace").strip().splitlines()
     return False, (message[-1] if message else f"exit status {done.returncode}")[:200]
+
+
+def _openat2() -> tuple[bool, str]:
+    ok = openat2.available()
+    return ok, "ok" if ok else "syscall refused"
 
 
 def _absolute_path() -> str:
@@ -210,19 +215,23 @@ def unshare_argv(allow_network: bool, user_namespace: bool, drop_caps: bool) -> 
 
 
 @functools.lru_cache(maxsize=8)
-def _probe(disabled: frozenset[str]) -> dict[str, Any]:
+def _probe(disabled: frozenset[str]) -> Layers:
     exe = executables()
-    layers: dict[str, Any] = {}
+    layers: Layers = {}
 
-    def entry(name: str, works: Callable[[], tuple[bool, str]]) -> bool:
-        if name in disabled:
-            layers[name] = {"available": False, "detail": f"disabled by {DISABLE_ENV}"}
-        elif name not in exe:
-            layers[name] = {"available": False, "detail": f"{name} not found on PATH"}
-        else:
-            ok, detail = works()
-            layers[name] = {"available": ok, "detail": detail}
-        return bool(layers[name]["available"])
+    def entry(name: str, works: Callable[[], tuple[bool, str]], program: bool = True) -> bool:
+        """``name``'s entry: off for the first refusal that holds, else what ``works`` finds."""
+        refusals = (
+            (name in disabled, f"disabled by {DISABLE_ENV}"),
+            (program and name not in exe, f"{name} not found on PATH"),
+        )
+        for refused, why in refusals:
+            if refused:
+                layers[name] = {"available": False, "detail": why}
+                return False
+        ok, detail = works()
+        layers[name] = {"available": ok, "detail": detail}
+        return ok
 
     probe_view = View(writable=(), cwd="/")
     bwrap_ok = entry("bwrap", lambda: _run_probe([*bwrap_argv(False, probe_view), "/bin/true"]))
@@ -232,12 +241,10 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
 
     def try_unshare() -> tuple[bool, str]:
         nonlocal user_ns
-        if os.geteuid() == 0:
-            if not drop_caps:
-                return False, "as root, unshare needs setpriv to drop capabilities"
-            return _run_probe([*unshare_argv(False, False, True), "/bin/true"])
-        user_ns = True
-        return _run_probe([*unshare_argv(False, True, drop_caps), "/bin/true"])
+        user_ns = os.geteuid() != 0  # root: no user namespace, capabilities dropped instead
+        if not user_ns and not drop_caps:
+            return False, "as root, unshare needs setpriv to drop capabilities"
+        return _run_probe([*unshare_argv(False, user_ns, drop_caps), "/bin/true"])
 
     unshare_ok = entry("unshare", try_unshare)
     layers["unshare"]["user_namespace"] = user_ns and unshare_ok
@@ -246,11 +253,7 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
     layers["netns"] = {"available": via is not None, "via": via}
     layers["pidns"] = {"available": via is not None, "via": via}
     layers["mount_isolation"] = {"available": bwrap_ok, "via": "bwrap" if bwrap_ok else None}
-    if "openat2" in disabled:
-        layers["openat2"] = {"available": False, "detail": f"disabled by {DISABLE_ENV}"}
-    else:
-        ok = openat2.available()
-        layers["openat2"] = {"available": ok, "detail": "ok" if ok else "syscall refused"}
+    entry("openat2", _openat2, program=False)
     prlimit = "prlimit" in exe and "prlimit" not in disabled
     layers["rlimits"] = {
         "available": True,
@@ -276,7 +279,7 @@ def _probe(disabled: frozenset[str]) -> dict[str, Any]:
     return layers
 
 
-def require_isolation(layers: Mapping[str, Any], allow_network: bool) -> str | None:
+def require_isolation(layers: Layers, allow_network: bool) -> str | None:
     """Pick the namespace layer for a run; raise ``isolation_unavailable`` if none and needed."""
     via = layers["netns"]["via"]
     if via is None and not allow_network:
@@ -290,7 +293,7 @@ def require_isolation(layers: Mapping[str, Any], allow_network: bool) -> str | N
     return str(via) if via else None
 
 
-def require_confinement(layers: Mapping[str, Any]) -> None:
+def require_confinement(layers: Layers) -> None:
     """Refuse a tool's command where bubblewrap's filesystem view cannot be built.
 
     Without it a command would see ``ROOST_HOME``, ``$HOME`` and the host's Unix sockets

@@ -38,7 +38,8 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 from runtime.guard.sandbox.proctree import MARKER_ENV
 from runtime.guard.sandbox.run import INIT_NAME
@@ -123,12 +124,13 @@ def ancestry(pid: int, limit: int = MAX_ANCESTRY) -> list[int] | None:
     return chain
 
 
-def _read(pid: int, name: str) -> bytes | None:
+def _read(pid: int, name: str) -> bytes:
+    """A ``/proc`` file of ``pid``; empty when it cannot be read (nothing it could say)."""
     try:
         with open(f"/proc/{pid}/{name}", "rb") as f:
             return f.read()
     except OSError:
-        return None
+        return b""
 
 
 def carries_sandbox_mark(pid: int, own_marker: str | None = None) -> bool:
@@ -137,12 +139,9 @@ def carries_sandbox_mark(pid: int, own_marker: str | None = None) -> bool:
     An environment that cannot be read (another user's process) counts as unmarked; the
     command line is world-readable. A marker equal to ``own_marker`` is not counted.
     """
-    cmdline = _read(pid, "cmdline")
-    if cmdline is not None and _INIT_ARG in cmdline.split(b"\0"):
+    if _INIT_ARG in _read(pid, "cmdline").split(b"\0"):
         return True
     environ = _read(pid, "environ")
-    if environ is None:
-        return False
     own = _MARKER_PREFIX + own_marker.encode() if own_marker is not None else None
     return any(entry.startswith(_MARKER_PREFIX) and entry != own for entry in environ.split(b"\0"))
 
@@ -158,32 +157,57 @@ def peer_refusal(
     ``tree_roots``: when given, the peer's ancestry (itself included) must reach one of
     these pids. Reads ``/proc``; the caller makes sure the pid still names the peer.
     """
-    if creds.uid != server_uid:
-        return PeerRefusal.OTHER_UID
-    if creds.pid <= 0:  # the peer's pid has no number in this namespace
-        return PeerRefusal.OTHER_PID_NAMESPACE
-    own_namespace = pid_namespace("self")
-    namespace = pid_namespace(creds.pid)
-    if namespace is None and not os.path.exists(f"/proc/{creds.pid}"):
-        return PeerRefusal.GONE
-    if own_namespace is None or namespace is None:
-        return PeerRefusal.UNVERIFIABLE
-    if namespace != own_namespace:
-        return PeerRefusal.OTHER_PID_NAMESPACE
+    identity = _PeerIdentity(creds, server_uid, pid_namespace("self"), pid_namespace(creds.pid))
+    for refusal, fails in _IDENTITY_CHECKS:
+        if fails(identity):
+            return refusal
     chain = ancestry(creds.pid)
     own_chain = ancestry(os.getpid())
     if chain is None or own_chain is None:
         return PeerRefusal.UNVERIFIABLE
-    shared = set(own_chain)
-    own_marker = os.environ.get(MARKER_ENV)
-    for pid in chain:
-        if pid in shared:
-            break
-        if carries_sandbox_mark(pid, own_marker):
-            return PeerRefusal.SANDBOXED
+    if _sandboxed(chain, set(own_chain)):
+        return PeerRefusal.SANDBOXED
     if tree_roots is not None and not set(chain) & set(tree_roots):
         return PeerRefusal.OUTSIDE_TREE
     return None
+
+
+class _PeerIdentity(NamedTuple):
+    """What the identity checks read of a peer: its credentials and PID namespaces."""
+
+    creds: PeerCredentials
+    """The peer's credentials (``SO_PEERCRED``)."""
+    server_uid: int
+    """The uid a peer must have."""
+    own_namespace: str | None
+    """This process's PID namespace (``None``: unreadable)."""
+    namespace: str | None
+    """The peer's PID namespace (``None``: unreadable, or the peer is gone)."""
+
+
+_IDENTITY_CHECKS: tuple[tuple[PeerRefusal, Callable[[_PeerIdentity], bool]], ...] = (
+    (PeerRefusal.OTHER_UID, lambda p: p.creds.uid != p.server_uid),
+    # the peer's pid has no number in this namespace
+    (PeerRefusal.OTHER_PID_NAMESPACE, lambda p: p.creds.pid <= 0),
+    (
+        PeerRefusal.GONE,
+        lambda p: p.namespace is None and not os.path.exists(f"/proc/{p.creds.pid}"),
+    ),
+    (PeerRefusal.UNVERIFIABLE, lambda p: p.own_namespace is None or p.namespace is None),
+    (PeerRefusal.OTHER_PID_NAMESPACE, lambda p: p.namespace != p.own_namespace),
+)
+"""The first checks of a peer, in order: the first that fails is its refusal."""
+
+
+def _sandboxed(chain: list[int], shared: set[int]) -> bool:
+    """Whether a process of ``chain`` below the first one the server shares is marked."""
+    own_marker = os.environ.get(MARKER_ENV)
+    for pid in chain:
+        if pid in shared:
+            return False
+        if carries_sandbox_mark(pid, own_marker):
+            return True
+    return False
 
 
 def _is_pidfd(fd: int) -> bool:

@@ -189,26 +189,29 @@ def _signal(proc: psutil.Process, sig: int) -> None:
 class Capture:
     """One output stream, kept up to ``cap`` bytes; the rest is read and dropped."""
 
-    def __init__(self, cap: int, *, tail: bool = False) -> None:
+    def __init__(self, cap: int) -> None:
         self.cap = cap
-        self.tail = tail
         self.data = bytearray()
         self.truncated = False
 
     def feed(self, chunk: bytes) -> None:
-        """Keep what fits of ``chunk`` (its last bytes with ``tail``); mark what is dropped."""
-        if self.tail:
-            self.data = (self.data + chunk)[-self.cap :]
-            return
-        room = self.cap - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-        if len(chunk) > max(room, 0):
+        """Keep what fits of ``chunk``; mark what is dropped."""
+        kept = chunk[: max(self.cap - len(self.data), 0)]
+        self.data += kept
+        if len(kept) < len(chunk):
             self.truncated = True
 
     def text(self) -> str:
         """Return the kept bytes as text (UTF-8, invalid bytes replaced)."""
         return self.data.decode("utf-8", "replace")
+
+
+class _Tail(Capture):
+    """The last ``cap`` bytes of a stream (the init shell's report of the exit status)."""
+
+    def feed(self, chunk: bytes) -> None:
+        """Keep the last bytes of what was read so far."""
+        self.data = (self.data + chunk)[-self.cap :]
 
 
 def _pump(sel: selectors.BaseSelector, timeout: float) -> None:
@@ -293,7 +296,7 @@ def supervise(
     started = time.monotonic()
     deadline = started + timeout_s
     out, err = Capture(max_output_bytes), Capture(max_output_bytes)
-    status = Capture(64, tail=True)
+    status = _Tail(64)
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
     for stream, capture in ((proc.stdout, out), (proc.stderr, err)):
@@ -309,11 +312,14 @@ def supervise(
     def done() -> bool:
         return reported() and (init_finished is None or init_finished())
 
+    def add_members() -> None:
+        if members is not None:
+            tracker.add(members())
+
     def track() -> None:
         if walk or members is None:
             tracker.snapshot()
-        if members is not None:
-            tracker.add(members())
+        add_members()
 
     reason: str | None = None
     killed = 0
@@ -339,8 +345,7 @@ def supervise(
         if reason is None and done() and members is not None:
             killed = _end_in_cgroup(proc, tracker, members(), exclude)
         elif reason or done_fd is not None:
-            if members is not None:
-                tracker.add(members())
+            add_members()
             killed = tracker.kill_all(exclude=exclude)
             proc.wait()
         else:

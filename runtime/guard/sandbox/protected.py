@@ -73,13 +73,13 @@ def git_places(writable: Sequence[str], gits: Sequence[str]) -> list[str]:
         found.append(git)
         if os.path.isdir(git):
             continue
-        target = _gitfile_target(git)
-        if target is None or not under_any(target, writable) or not os.path.isdir(target):
-            continue
-        found.append(target)
-        common = _gitfile_target_common(target)
-        if common is not None and under_any(common, writable) and os.path.isdir(common):
-            found.append(common)
+        place = git
+        for follow in (_gitfile_target, _gitfile_target_common):  # its git dir, then commondir
+            named = follow(place)
+            if named is None or not under_any(named, writable) or not os.path.isdir(named):
+                break
+            place = named
+            found.append(place)
     return sorted(set(found))
 
 

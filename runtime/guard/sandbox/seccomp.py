@@ -240,8 +240,13 @@ def _version(lib: ctypes.CDLL) -> str:
 def _add(lib: ctypes.CDLL, ctx: int, action: int, number: int, rule: _Rule = ()) -> None:
     args = (_ArgCmp * max(1, len(rule)))(*(_ArgCmp(*cmp) for cmp in rule))
     code = lib.seccomp_rule_add_array(ctx, action, number, len(rule), args)
+    _check(code, f"seccomp_rule_add: {{strerror}} (syscall {number})")
+
+
+def _check(code: int, message: str) -> None:
+    """``OSError`` for libseccomp's negative errno ``code`` (``{strerror}`` in ``message``)."""
     if code < 0:
-        raise OSError(-code, f"seccomp_rule_add: {os.strerror(-code)} (syscall {number})")
+        raise OSError(-code, message.format(strerror=os.strerror(-code)))
 
 
 def _compile(lib: ctypes.CDLL) -> bytes:
@@ -250,8 +255,7 @@ def _compile(lib: ctypes.CDLL) -> bytes:
         raise OSError(errno.ENOMEM, "seccomp_init failed")
     try:
         code = lib.seccomp_attr_set(ctx, _ATTR_ACT_BADARCH, _ACT_KILL_PROCESS)
-        if code < 0:
-            raise OSError(-code, "seccomp_attr_set(ACT_BADARCH) failed")
+        _check(code, "seccomp_attr_set(ACT_BADARCH) failed")
         for name, action, rules in (
             *((n, _ACT_ALLOW, ((),)) for n in ALLOWED),
             *((n, _act_errno(errno.ENOSYS), ((),)) for n in ENOSYS),
@@ -268,9 +272,7 @@ def _compile(lib: ctypes.CDLL) -> bytes:
                 _add(lib, ctx, _act_errno(errno.ENOSYS), number)
         fd = os.memfd_create("roost-seccomp-compile")
         try:
-            code = lib.seccomp_export_bpf(ctx, fd)
-            if code < 0:
-                raise OSError(-code, f"seccomp_export_bpf: {os.strerror(-code)}")
+            _check(lib.seccomp_export_bpf(ctx, fd), "seccomp_export_bpf: {strerror}")
             size = os.lseek(fd, 0, os.SEEK_END)
             return os.pread(fd, size, 0)
         finally:

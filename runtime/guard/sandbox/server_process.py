@@ -87,8 +87,7 @@ class StderrTail:
 
     def text(self, wait_s: float = 0.0) -> str:
         """The tail as text (bad UTF-8 replaced), after waiting up to ``wait_s`` for EOF."""
-        if wait_s > 0:
-            self._thread.join(wait_s)
+        self._thread.join(wait_s)  # 0: no wait
         with self._lock:
             return bytes(self._tail).decode("utf-8", errors="replace")
 
@@ -183,9 +182,16 @@ class ServerProcess:
 
     def begin_call(self) -> None:
         """Start the post-run check's new baseline (the server is frozen), then thaw it."""
+        self._thaw()
+        self._in_call = True
+
+    def _thaw(self) -> None:
+        """Thaw the server; first, if it was frozen, rebase the post-run check's watch.
+
+        What changed in the root while it was frozen was not its doing.
+        """
         if self.frozen_between_calls and not self._in_call and self.launch.before is not None:
             self.launch.before.rebase()
-        self._in_call = True
         if self.launch.freezer is not None:
             self.launch.freezer.thaw()
 
@@ -207,10 +213,7 @@ class ServerProcess:
             return None
         self._stopped = True
         before = self.launch.before
-        if self.frozen_between_calls and not self._in_call and before is not None:
-            before.rebase()
-        if self.launch.freezer is not None:
-            self.launch.freezer.thaw()
+        self._thaw()
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 with contextlib.suppress(OSError):

@@ -39,7 +39,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -191,10 +191,7 @@ def _interpreter_places(visible: Sequence[str]) -> list[str]:
 def _system_argv(tmpfs_bytes: int | None) -> list[str]:
     argv: list[str] = []
     for path in SYSTEM_PATHS:
-        if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            argv += ["--ro-bind", path, path]
+        argv += _SYSTEM_MOUNTS.get(_file_type(path), _absent)(path)
     argv += ["--ro-bind", "/etc", "/etc", "--ro-bind-try", "/sys", "/sys"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += kernel_masks_argv()
@@ -208,18 +205,36 @@ def _system_argv(tmpfs_bytes: int | None) -> list[str]:
     return argv
 
 
+def _file_type(path: str) -> int:
+    """``path``'s file type (``stat.S_IFMT``), not following a link; 0 when it is missing."""
+    try:
+        return stat.S_IFMT(os.lstat(path).st_mode)
+    except OSError:
+        return 0
+
+
+def _absent(path: str) -> list[str]:
+    return []
+
+
+_SYSTEM_MOUNTS: dict[int, Callable[[str], list[str]]] = {
+    stat.S_IFLNK: lambda path: ["--symlink", os.readlink(path), path],
+    stat.S_IFDIR: lambda path: ["--ro-bind", path, path],
+}
+"""How a system path of each file type is shown: a link stays one (``/bin -> usr/bin``), a
+directory is bound read-only, anything else (or nothing) is left out."""
+
+
 def kernel_masks_argv() -> list[str]:
     """The arguments making :data:`PROC_READ_ONLY` read-only and :data:`MASKED_PATHS` empty.
 
     They follow ``--proc /proc`` and ``/sys``; only the paths this kernel has are named.
     """
     argv: list[str] = []
-    for path in PROC_READ_ONLY:
-        if os.path.lexists(path):
-            argv += ["--ro-bind", path, path]
-    for path in MASKED_PATHS:
-        if os.path.lexists(path):
-            argv += _mask(path)
+    for paths, mount in ((PROC_READ_ONLY, _read_only), (MASKED_PATHS, _mask)):
+        for path in paths:
+            if os.path.lexists(path):
+                argv += mount(path)
     for path in kernel_mounts():
         argv += ["--tmpfs", path, "--remount-ro", path]
     return argv
@@ -257,6 +272,10 @@ def _etc_links() -> list[str]:
         if os.path.isfile(target) and not under_any(target, SYSTEM_VISIBLE):
             argv += ["--ro-bind", target, target]
     return argv
+
+
+def _read_only(path: str) -> list[str]:
+    return ["--ro-bind", path, path]
 
 
 def _mask(path: str) -> list[str]:

@@ -107,3 +107,12 @@ def test_a_write_decision_fails_closed_when_git_cannot_say_where_hooks_live(repo
         ws.check_path("notes.txt", write=True)
     assert caught.value.code == "isolation_unavailable"
     assert caught.value.details["layer"] == "git_config"
+
+
+def test_a_config_that_prints_too_much_fails_closed(repo: Path) -> None:
+    with open(repo / ".git" / "config", "a", encoding="utf-8") as f:
+        for n in range(70):
+            f.write(f"[core]\n\thooksPath = {str(n) * 1000}\n")
+
+    with pytest.raises(GitProbeError, match=r"git printed more than 65536 bytes$"):
+        hooks_paths(str(repo))

@@ -107,3 +107,38 @@ def test_an_interpreter_outside_the_system_is_bound_back_read_only(
             assert argv[bound - 1] == "--ro-bind" and bound > tmpfs
     finally:
         venv.rmdir()
+
+
+def test_a_gitfiles_git_directory_and_its_commondir_are_protected_only_inside_the_root(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "repo"
+    (root / "store" / "main").mkdir(parents=True)
+    (root / "store" / "wt").mkdir()
+    (root / "store" / "wt" / "commondir").write_text("../main\n")
+    (root / "store" / "lone").mkdir()  # a git directory without a commondir
+    (root / "store" / "away").mkdir()
+    (root / "store" / "away" / "commondir").write_text(f"{tmp_path / 'outside'}\n")
+    (tmp_path / "outside").mkdir()
+    gits = []
+    for name in ("wt", "lone", "away"):
+        (root / name).mkdir()
+        (root / name / ".git").write_text(f"gitdir: ../store/{name}\n")
+        gits.append(str(root / name / ".git"))
+    (root / "gone").mkdir()
+    (root / "gone" / ".git").write_text("gitdir: ../store/missing\n")
+    (root / "junk").mkdir()
+    (root / "junk" / ".git").write_text("not a gitfile\n")
+    gits += [str(root / "gone" / ".git"), str(root / "junk" / ".git")]
+
+    assert protected_mounts([str(root)], gits=gits) == [
+        str(root / "away" / ".git"),
+        str(root / "gone" / ".git"),
+        str(root / "junk" / ".git"),
+        str(root / "lone" / ".git"),
+        str(root / "store" / "away"),
+        str(root / "store" / "lone"),
+        str(root / "store" / "main"),
+        str(root / "store" / "wt"),
+        str(root / "wt" / ".git"),
+    ]

@@ -1,0 +1,131 @@
+"""Where a run's cgroups are made and what is written in them, on cgroup v1 and v2.
+
+The hierarchies are given (``mounts`` and ``own_cgroups`` replaced): every case of the
+choice of a parent, and every limit file, without a writable cgroup filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runtime.guard.sandbox import cgroupfs, cgroups
+from runtime.guard.sandbox.cgroupfs import Controller
+from runtime.guard.sandbox.cgroups import CgroupLimits, _limit_files
+from tests.runtime.daemon_helpers import wait_for
+
+LIMITS = CgroupLimits(max_pids=7, memory_bytes=1024, cpu_cores=1.5)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_the_pids_limit_is_one_file_on_either_version(version: str) -> None:
+    assert _limit_files("pids", version, LIMITS) == [("pids.max", "7", True)]
+
+
+def test_the_memory_limit_keeps_swap_out_on_either_version() -> None:
+    assert _limit_files("memory", "v1", LIMITS) == [
+        ("memory.limit_in_bytes", "1024", True),
+        ("memory.memsw.limit_in_bytes", "1024", False),
+    ]
+    assert _limit_files("memory", "v2", LIMITS) == [
+        ("memory.max", "1024", True),
+        ("memory.swap.max", "0", False),
+    ]
+
+
+def test_the_cpu_limit_is_a_quota_of_the_period_with_a_floor() -> None:
+    assert _limit_files("cpu", "v1", LIMITS) == [
+        ("cpu.cfs_period_us", "100000", True),
+        ("cpu.cfs_quota_us", "150000", True),
+    ]
+    assert _limit_files("cpu", "v2", LIMITS) == [("cpu.max", "150000 100000", True)]
+    tiny = CgroupLimits(max_pids=1, cpu_cores=0.001)
+    assert _limit_files("cpu", "v2", tiny) == [("cpu.max", "1000 100000", True)]
+
+
+@pytest.mark.parametrize("controller", ["memory", "cpu"])
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_limit_not_asked_for_writes_nothing(controller: Controller, version: str) -> None:
+    assert _limit_files(controller, version, CgroupLimits(max_pids=1)) == []
+
+
+def _hierarchy(
+    monkeypatch: pytest.MonkeyPatch,
+    mounts: list[tuple[str, str, set[str]]],
+    own: dict[str, str],
+) -> None:
+    monkeypatch.setattr(cgroupfs, "mounts", lambda: mounts)
+    monkeypatch.setattr(cgroupfs, "own_cgroups", lambda: own)
+
+
+def test_a_v1_hierarchy_of_the_controller_comes_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    v2 = tmp_path / "unified"
+    (v2 / "me").mkdir(parents=True)
+    (v2 / "me" / "cgroup.subtree_control").write_text("pids memory\n")
+    mounts = [
+        (str(v2), "cgroup2", set()),
+        (str(tmp_path / "pids"), "cgroup", {"rw", "pids"}),
+        (str(tmp_path / "freezer"), "cgroup", {"rw", "freezer"}),
+    ]
+    _hierarchy(monkeypatch, mounts, {"pids": "/me", "freezer": "/me", "": "/me"})
+    assert cgroupfs.parent_dir("pids") == (str(tmp_path / "pids" / "me"), "v1")
+    assert cgroupfs.parent_dir("memory") == (str(v2 / "me"), "v2")
+    assert cgroupfs.parent_dir("cpu") is None
+    assert cgroupfs.freezer_parent() == (str(tmp_path / "freezer" / "me"), "v1")
+
+
+def test_a_v2_hierarchy_serves_what_it_delegates(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    unreadable = tmp_path / "other"
+    v2 = tmp_path / "unified"
+    (v2 / "me").mkdir(parents=True)
+    (v2 / "me" / "cgroup.subtree_control").write_text("cpu\n")
+    mounts = [
+        (str(tmp_path / "pids"), "cgroup", {"pids"}),
+        (str(unreadable), "cgroup2", set()),
+        (str(v2), "cgroup2", set()),
+    ]
+    _hierarchy(monkeypatch, mounts, {"": "/me"})
+    assert cgroupfs.parent_dir("pids") is None
+    assert cgroupfs.parent_dir("cpu") == (str(v2 / "me"), "v2")
+    assert cgroupfs.freezer_parent() == (str(v2 / "me"), "v2")
+    _hierarchy(monkeypatch, mounts, {"pids": "/me"})
+    assert cgroupfs.parent_dir("cpu") is None
+    assert cgroupfs.freezer_parent() is None
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any directory")
+def test_a_v2_cgroup_this_process_cannot_write_has_no_freezer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    v2 = tmp_path / "unified"
+    (v2 / "me").mkdir(parents=True)
+    (v2 / "me").chmod(0o500)
+    _hierarchy(monkeypatch, [(str(v2), "cgroup2", set())], {"": "/me"})
+    try:
+        assert cgroupfs.freezer_parent() is None
+    finally:
+        (v2 / "me").chmod(0o700)
+
+
+def test_closing_a_run_kills_what_is_left_and_removes_every_cgroup() -> None:
+    available, detail, _ = cgroups.probe()
+    if not available:
+        pytest.skip(f"no pids cgroup here: {detail}")
+    limits = CgroupLimits(max_pids=8, memory_bytes=256 * 1024**2, cpu_cores=1.0)
+    group = cgroups.ToolCgroup.create(limits)
+    sleeper = subprocess.Popen([*cgroupfs.join_argv(group), "/bin/sleep", "60"])
+    try:
+        wait_for(lambda: bool(group.pids()), 10, "the sleeper to join")
+        group.close()
+        assert sleeper.wait(5) == -9
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert [d for d in group.dirs.values() if os.path.exists(d)] == []
