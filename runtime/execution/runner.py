@@ -45,6 +45,7 @@ from events import catalog as ev
 from events.catalog import SIGNAL_TYPES
 from runtime.errors import ToolError
 from runtime.execution.results import (
+    NO_FINDINGS,
     ScanSummary,
     check_caps,
     completed_events,
@@ -130,6 +131,17 @@ def _signals(events: list[ev.Event]) -> list[ev.Event]:
     return [e for e in events if e.__struct_config__.tag in SIGNAL_TYPES]
 
 
+def _checked(name: str, result: object) -> dict[str, Any] | ToolError:
+    """A tool's return value: the result object, or the failure of a tool that returned none."""
+    if not isinstance(result, dict):
+        return ToolError(
+            "tool_error",
+            f"{name} returned {type(result).__name__}, not an object",
+            reason="not_an_object",
+        )
+    return result
+
+
 def _from_reason(reason: Mapping[str, Any], **extra: Any) -> _StepFailure:
     fields = {k: v for k, v in reason.items() if k not in ("code", "message")}
     code = str(reason.get("code", "tool_error"))
@@ -172,9 +184,6 @@ class ToolRunnerCore:
 
     def remember(self, call: CallSpec) -> None:
         """Keep ``call`` so :meth:`result_of` can name its conversation and correlation."""
-        self._remember(call)
-
-    def _remember(self, call: CallSpec) -> None:
         with self._lock:
             self._calls[call.call_id] = call
             self._calls.move_to_end(call.call_id)
@@ -190,7 +199,7 @@ class ToolRunnerCore:
         ``tool_max_concurrency_per_conversation`` to calls of a conversation (0: none may
         run). A call already in flight is admitted again without counting twice.
         """
-        self._remember(call)
+        self.remember(call)
         with self._lock:
             if call.call_id in self._in_flight:
                 return None
@@ -251,7 +260,7 @@ class ToolRunnerCore:
     def _execute(
         self, call: CallSpec, cancelled: threading.Event, limit_s: float | None
     ) -> list[ev.Event]:
-        self._remember(call)
+        self.remember(call)
         started = time.monotonic()
         entry = self.registry.get(call.name)
         if entry is None:
@@ -263,7 +272,7 @@ class ToolRunnerCore:
             return [ev.ToolFailed(call_id=call.call_id, name=call.name, reason=reason)]
         spec, fn = entry
         timeout_s = self._timeout_s(call.args, limit_s)
-        steps: ScanSummary | None = None
+        steps = NO_FINDINGS
         if spec.kind == "workflow":
             signals, outcome, steps = self._workflow(call, spec, fn, cancelled, timeout_s)
         else:
@@ -296,14 +305,22 @@ class ToolRunnerCore:
             timeout_s=timeout_s,
             cancelled=cancelled,
         )
-        box: dict[str, Any] = {}
+        outcome: list[dict[str, Any] | ToolError] = []
         done = threading.Event()
 
         def work() -> None:
             try:
-                box["result"] = fn(ctx, dict(call.args))
-            except BaseException as e:  # every failure becomes the call's reason
-                box["error"] = e
+                outcome.append(_checked(call.name, fn(ctx, dict(call.args))))
+            except ToolError as e:
+                outcome.append(e)
+            except BaseException as e:  # every other failure becomes the call's reason
+                outcome.append(
+                    ToolError(
+                        "tool_error",
+                        f"{call.name} raised {type(e).__name__}: {e}",
+                        exception=type(e).__name__,
+                    )
+                )
             finally:
                 done.set()
 
@@ -332,24 +349,7 @@ class ToolRunnerCore:
                     timeout_ms=timeout_ms,
                     abandoned=True,
                 )
-        signals = list(ctx.signals)
-        error = box.get("error")
-        if isinstance(error, ToolError):
-            return signals, error
-        if error is not None:
-            return signals, ToolError(
-                "tool_error",
-                f"{call.name} raised {type(error).__name__}: {error}",
-                exception=type(error).__name__,
-            )
-        result = box.get("result")
-        if not isinstance(result, dict):
-            return signals, ToolError(
-                "tool_error",
-                f"{call.name} returned {type(result).__name__}, not an object",
-                reason="not_an_object",
-            )
-        return signals, result
+        return list(ctx.signals), outcome[0]
 
     def _count_timeout(self, call: CallSpec) -> list[ev.Event]:
         with self._lock:
@@ -375,7 +375,7 @@ class ToolRunnerCore:
         *,
         started: float,
         signals: list[ev.Event],
-        steps: ScanSummary | None,
+        steps: ScanSummary,
     ) -> list[ev.Event]:
         """Caps → known secret values masked → sensitivity scan → redaction, then the terminal.
 
@@ -431,15 +431,15 @@ class ToolRunnerCore:
         fn: ToolFn,
         cancelled: threading.Event,
         timeout_s: float,
-    ) -> tuple[list[ev.Event], dict[str, Any] | ToolError, ScanSummary | None]:
+    ) -> tuple[list[ev.Event], dict[str, Any] | ToolError, ScanSummary]:
         deadline = time.monotonic() + timeout_s
         signals, plan = self._attempt(call, spec, fn, cancelled, timeout_s)
         if isinstance(plan, ToolError):
-            return signals, plan, None
+            return signals, plan, NO_FINDINGS
         steps = plan.get("steps")
         if not isinstance(steps, list):
             error = ToolError("tool_error", f"{call.name} returned no steps", reason="no_steps")
-            return signals, error, None
+            return signals, error, NO_FINDINGS
         results: list[dict[str, Any]] = []
         flags: set[str] = set()
         kinds: set[str] = set()
@@ -449,11 +449,11 @@ class ToolRunnerCore:
             where = {"step": index, "step_tool": name}
             if cancelled.is_set():
                 error = ToolError("conversation_cancelled", f"{call.name} was cancelled", **where)
-                return signals, error, None
+                return signals, error, NO_FINDINGS
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 message = f"{call.name} ran out of time before step {index}"
-                return signals, ToolError("timeout", message, **where), None
+                return signals, ToolError("timeout", message, **where), NO_FINDINGS
             step_call = CallSpec(
                 call_id=f"{call.call_id}.step-{index}",
                 name=name,
@@ -464,13 +464,13 @@ class ToolRunnerCore:
             )
             refused = self._decide_step(step_call, spec, signals)
             if refused is not None:
-                return signals, _from_reason(refused, **where), None
+                return signals, _from_reason(refused, **where), NO_FINDINGS
             events = self._execute(step_call, cancelled, remaining)
             signals.extend(_signals(events))
             deadline += _cold_starts_s(events)  # a server's start is not the workflow's time
             terminal = events[-1]
             if isinstance(terminal, ev.ToolFailed):
-                return signals, _from_reason(terminal.reason, **where), None
+                return signals, _from_reason(terminal.reason, **where), NO_FINDINGS
             assert isinstance(terminal, ev.ToolCompleted)
             flags.update(terminal.risk_flags)
             count += int(terminal.result.get("sensitivity_findings_count", 0))

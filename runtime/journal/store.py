@@ -26,13 +26,11 @@ several daemons share a PostgreSQL journal.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -47,18 +45,16 @@ from events.deletion import (
     DELETIONS_STREAM,
     deletion_findings,
     deletions_of,
-    sign_deletion,
 )
 from events.envelope import (
     GENESIS_HASH,
     Envelope,
     NewEvent,
-    format_at,
     new_correlation_id,
     new_event_id,
 )
 from events.seal import CHECKPOINT_TYPE, Anchor
-from events.seal_check import SealReport, check_seals
+from events.seal_check import SealReport
 from runtime.errors import (
     ConcurrencyError,
     JournalError,
@@ -70,15 +66,11 @@ from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_
 from runtime.journal.recorder import JournalRecorder, StreamDeletion, journal_backend
 from runtime.journal.scope import Scope
 from runtime.journal.seal import Sealer, SealState
+from runtime.journal.seal_mode import Sealed, SealMode, Unsealed
 from runtime.journal.snapshots import StoredSnapshot
 from runtime.settings_table import JournalKind
 
 __all__ = ["Audit", "Batch", "Journal", "JournalKind", "journal_env"]
-
-
-def utc_now() -> datetime:
-    """The clock of an unsealed journal's deletion records."""
-    return datetime.now(UTC)
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True):
@@ -186,6 +178,7 @@ class Journal:
         self.kind = kind
         self.sealer = sealer
         """Seals project heads (None: this journal neither seals nor checks seals)."""
+        self._seals: SealMode = Unsealed() if sealer is None else Sealed(sealer)
         settings = journal_env(kind, sqlite_path=sqlite_path, extra=env)
         check = journal_backend(kind).check
         if check is not None:
@@ -356,11 +349,10 @@ class Journal:
         if deletion is not None:
             self._heads.pop(deletion.project_id, None)
             deletion.seq = seqs[0]
-        if self.sealer is not None:
-            for project, index, reason in sealed:
-                state = heads[project].seal
-                state.seq = seqs[index]
-                self.sealer.publish(project, state, closed=reason == "shutdown")
+        for project, index, reason in sealed:
+            state = heads[project].seal
+            state.seq = seqs[index]
+            self._seals.publish(project, state, closed=reason == "shutdown")
         committed = [
             msgspec.structs.replace(r.envelope, seq=seq)
             for r, seq in zip(records, seqs, strict=True)
@@ -374,21 +366,20 @@ class Journal:
 
     def _due(self, head: _Head, stopping: bool, forced: str | None) -> str | None:
         """Why the project of ``head`` is to be sealed in this transaction, if it is."""
-        if self.sealer is None or not head.seal.sealing or head.unsealed() <= 0:
+        if not head.seal.sealing or head.unsealed() <= 0:
             return None
         if forced is not None:
             return forced
         if stopping:
             return "project_stopped"
-        every = self.sealer.settings.every_events
+        every = self._seals.every_events
         if every and head.unsealed() >= every:
             return "count"
         return None
 
     def _checkpoint(self, project_id: str, head: _Head, reason: str) -> JournalRecord:
         """Link a checkpoint sealing ``head`` (and advance ``head`` past it)."""
-        assert self.sealer is not None
-        checkpoint = self.sealer.checkpoint(project_id, head.seal, head.version, head.hash, reason)
+        checkpoint = self._seals.checkpoint(project_id, head.seal, head.version, head.hash, reason)
         event = NewEvent(
             event_id=new_event_id(),
             type=CHECKPOINT_TYPE,
@@ -411,15 +402,13 @@ class Journal:
         ``shutdown`` every such project's anchor is also marked closed, sealed now or not.
         Returns how many checkpoints were written.
         """
-        if self.sealer is None:
-            return 0
         due = [p for p, h in self._heads.items() if self._due(h, False, reason) is not None]
         if due:
             self._write([], seal_reason=reason)
         if reason == "shutdown":
             for project, head in self._heads.items():
                 if project not in due and head.seal.sealing:
-                    self.sealer.publish(project, head.seal, closed=True)
+                    self._seals.publish(project, head.seal, closed=True)
         return len(due)
 
     def _link(self, head: _Head, event: NewEvent, *, redact: bool = True) -> JournalRecord:
@@ -453,7 +442,7 @@ class Journal:
         head = self._heads.get(project_id)
         if head is None:
             head = _Head()
-            anchor = self.sealer.anchors.read(project_id) if self.sealer is not None else None
+            anchor = self._seals.anchor(project_id)
             want = anchor.checkpoint.head_position if isinstance(anchor, Anchor) else -1
             want_hash: str | None = None
             checkpoints: list[tuple[int, int, JournalCheckpoint | None]] = []
@@ -468,14 +457,13 @@ class Journal:
                     want_hash = view.hash
                 if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
                     checkpoints.append((version, seq, _checkpoint_of(view)))
-            if self.sealer is not None:
-                head.seal = self.sealer.resume(
-                    project_id,
-                    head_position=head.version,
-                    checkpoints=checkpoints,
-                    anchor=anchor,
-                    anchor_head_hash=want_hash,
-                )
+            head.seal = self._seals.resume(
+                project_id,
+                head_position=head.version,
+                checkpoints=checkpoints,
+                anchor=anchor,
+                anchor_head_hash=want_hash,
+            )
             self._heads[project_id] = head
         return head
 
@@ -501,7 +489,7 @@ class Journal:
             raise ProjectNotFoundError(
                 f"no project {project_id!r} in the journal", project_id=project_id
             )
-        deleted_at = self.sealer.clock() if self.sealer is not None else format_at(utc_now())
+        deleted_at = self._seals.clock()
         record = JournalProjectDeleted(
             project_id=project_id,
             events=events,
@@ -511,8 +499,7 @@ class Journal:
             deleted_at=deleted_at,
             deleted_by=deleted_by,
         )
-        if self.sealer is not None:
-            record = sign_deletion(self.sealer.key, record)
+        record = self._seals.sign(record)
         drop, rewrite = self._batches_without(project_id)
         deletion = _Deletion(
             project_id=project_id,
@@ -529,19 +516,7 @@ class Journal:
         )
         self._heads.pop(project_id, None)
         self._write([], deletion=deletion)
-        if self.sealer is not None:
-            path = self.sealer.anchors.path(project_id)
-            try:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-            except OSError as e:
-                raise JournalError(
-                    f"project {project_id} was deleted (deletion record at seq {deletion.seq}) "
-                    f"but its anchor {path} could not be removed: {e.strerror}; remove it by "
-                    "hand before the id is used again",
-                    project_id=project_id,
-                    path=path,
-                ) from e
+        self._seals.remove_anchor(project_id, deletion.seq)
         return {
             "project_id": project_id,
             "deleted_events": events,
@@ -581,8 +556,7 @@ class Journal:
         its seals), checked only when it holds a record of this project.
         """
         audit = self.audit(DELETIONS_STREAM)
-        key = self.sealer.key if self.sealer is not None else None
-        deletions, problems = deletion_findings(audit.events, project_id, key)
+        deletions, problems = deletion_findings(audit.events, project_id, self._seals.key)
         if deletions and (not audit.chain.ok or (audit.seals is not None and not audit.seals.ok)):
             problems.append(
                 {
@@ -740,22 +714,18 @@ class Journal:
         The anchor is read before the events and again after them (see
         :func:`events.seal_check.check_seals`), so a writer sealing meanwhile is no false alarm.
         """
-        sealer = self.sealer
-        before = sealer.anchors.read(project_id) if sealer is not None else None
+        before = self._seals.anchor(project_id)
         rows = self._recorder.select_stream(project_stream_id(project_id))
-        after = sealer.anchors.read(project_id) if sealer is not None else None
+        after = self._seals.anchor(project_id)
         events = self._mapper.decode_rows(rows)
         chain = verify_chain(events)
-        seals = None
-        if sealer is not None:
-            seals = check_seals(
-                [(version, e) for (_, version, _, _), e in zip(rows, events, strict=True)],
-                project_id=project_id,
-                key=sealer.key,
-                anchor=before,
-                anchor_after=after,
-                chain_breaks=chain.breaks,
-            )
+        seals = self._seals.check(
+            [(version, e) for (_, version, _, _), e in zip(rows, events, strict=True)],
+            project_id=project_id,
+            anchor=before,
+            anchor_after=after,
+            chain_breaks=chain.breaks,
+        )
         return Audit(events=events, chain=chain, seals=seals, anchored=before is not None)
 
     def integrity_check(self) -> str:
