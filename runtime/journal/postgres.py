@@ -33,7 +33,7 @@ from runtime.journal.recorder import (
     StreamDeletion,
     StreamRow,
 )
-from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
+from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys, where
 
 __all__ = ["BACKEND", "RoostPostgresFactory", "RoostPostgresRecorder"]
 
@@ -246,25 +246,16 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
         )
 
     def _scope_where(self, originator_id: UUID, scope: Scope) -> tuple[str, list[Any]]:
-        where = ["originator_id=%s"]
-        params: list[Any] = [originator_id]
-        if scope.conversation_id is None:
-            where.append("conversation_id IS NULL")
-        else:
-            where.append("conversation_id=%s")
-            params.append(scope.conversation_id)
-        if scope.correlation_id is not None:
-            where.append("correlation_id=%s")
-            params.append(scope.correlation_id)
-        if scope.topics:
-            where.append("topic = ANY(%s)")
-            params.append(list(scope.topics))
-        where.append("notification_id>%s")
-        params.append(scope.after_seq)
-        if scope.before_seq is not None:
-            where.append("notification_id<%s")
-            params.append(scope.before_seq)
-        return " AND ".join(where), params
+        conversation = scope.conversation_id
+        return where(
+            (True, "originator_id=%s", (originator_id,)),
+            (conversation is None, "conversation_id IS NULL", ()),
+            (conversation is not None, "conversation_id=%s", (conversation,)),
+            (scope.correlation_id is not None, "correlation_id=%s", (scope.correlation_id,)),
+            (bool(scope.topics), "topic = ANY(%s)", (list(scope.topics),)),
+            (True, "notification_id>%s", (scope.after_seq,)),
+            (scope.before_seq is not None, "notification_id<%s", (scope.before_seq,)),
+        )
 
     def select_scope(
         self, originator_id: UUID, scope: Scope, *, limit: int | None = None, newest: bool = False
@@ -338,17 +329,15 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
         self, project_id: str, conversation_id: str | None = None
     ) -> list[SnapshotRow]:
         """The project's snapshots (one conversation's, when given), by conversation."""
+        conditions, params = where(
+            (True, "project_id=%s", (project_id,)),
+            (conversation_id is not None, "conversation_id=%s", (conversation_id,)),
+        )
         text = (
             "SELECT project_id, conversation_id, seq, stream_version, head_hash, format, body "
-            "FROM {schema}.{table} WHERE project_id=%s"
+            f"FROM {{schema}}.{{table}} WHERE {conditions} ORDER BY conversation_id"
         )
-        params: list[Any] = [project_id]
-        if conversation_id is not None:
-            text += " AND conversation_id=%s"
-            params.append(conversation_id)
-        rows = self._select(
-            self._sql(text + " ORDER BY conversation_id", self.snapshots_table_name), params
-        )
+        rows = self._select(self._sql(text, self.snapshots_table_name), params)
         return [
             (
                 str(r["project_id"]),

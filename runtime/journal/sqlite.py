@@ -46,7 +46,7 @@ from runtime.journal.recorder import (
     StreamDeletion,
     StreamRow,
 )
-from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
+from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys, where
 from runtime.journal.sqlite_layout import LAYOUT, Fresh, Layout, layout_2_statements
 
 __all__ = ["BACKEND", "RoostSQLiteFactory", "RoostSQLiteRecorder"]
@@ -137,18 +137,12 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
                 start, limit, stop, topics, inclusive_of_start=inclusive_of_start
             )
         table = self.events_table_name
-        where: list[str] = []
-        params: list[Any] = []
-        if start is not None:
-            where.append("rowid>=?" if inclusive_of_start else "rowid>?")
-            params.append(start)
-        if stop is not None:
-            where.append("rowid<=?")
-            params.append(stop)
-        if topics:
-            where.append(layout.topics_in(len(topics)))
-            params.extend(topics)
-        condition = f"WHERE {' AND '.join(where)} " if where else ""
+        conditions, params = where(
+            (start is not None, "rowid>=?" if inclusive_of_start else "rowid>?", (start,)),
+            (stop is not None, "rowid<=?", (stop,)),
+            (bool(topics), layout.topics_in(len(topics)), topics),
+        )
+        condition = f"WHERE {conditions} " if conditions else ""
         with self.datastore.transaction(commit=False) as c:
             raw = c.sqlite_cursor
             raw.row_factory = None
@@ -247,11 +241,8 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
                     raise
                 raw.commit()
         self._layout = Layout(layout)
-        if layout == 2:
-            if self._lacking():
-                self._migrate()
-            return
-        super().create_table()
+        if layout != 2:
+            super().create_table()
         if self._lacking():
             self._migrate()
 
@@ -373,13 +364,15 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
         self, project_id: str, conversation_id: str | None = None
     ) -> list[SnapshotRow]:
         """The project's snapshots (one conversation's, when given), by conversation."""
-        sql = "SELECT * FROM roost_snapshots WHERE project_id=?"
-        params: list[Any] = [project_id]
-        if conversation_id is not None:
-            sql += " AND conversation_id=?"
-            params.append(conversation_id)
+        conditions, params = where(
+            (True, "project_id=?", (project_id,)),
+            (conversation_id is not None, "conversation_id=?", (conversation_id,)),
+        )
         with self.datastore.transaction(commit=False) as c:
-            c.execute(sql + " ORDER BY conversation_id", params)
+            c.execute(
+                f"SELECT * FROM roost_snapshots WHERE {conditions} ORDER BY conversation_id",
+                params,
+            )
             return [
                 (str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]), int(r[5]), bytes(r[6]))
                 for r in c.fetchall()
@@ -427,27 +420,22 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
             "correlation_id" if scope.correlation_id is not None else "conversation_id"
         ]
         layout = self.layout
-        where = [f"originator_id={layout.stream_sql}"]
-        params: list[Any] = [layout.stream(originator_id)]
-        if scope.conversation_id is None:
-            where.append("conversation_id IS NULL")
-        else:
-            where.append("conversation_id=?")
-            params.append(scope.conversation_id)
-        if scope.correlation_id is not None:
-            where.append(f"{layout.correlation_column}=?")
-            params.append(layout.correlation(scope.correlation_id))
-        if scope.topics:
-            where.append(layout.topics_in(len(scope.topics)))
-            params.extend(scope.topics)
-        where.append("rowid>?")
-        params.append(scope.after_seq)
-        if scope.before_seq is not None:
-            where.append("rowid<?")
-            params.append(scope.before_seq)
+        conversation, correlation = scope.conversation_id, scope.correlation_id
+        conditions, params = where(
+            (True, f"originator_id={layout.stream_sql}", (layout.stream(originator_id),)),
+            (conversation is None, "conversation_id IS NULL", ()),
+            (conversation is not None, "conversation_id=?", (conversation,)),
+            (
+                correlation is not None,
+                f"{layout.correlation_column}=?",
+                (layout.correlation(correlation),),
+            ),
+            (bool(scope.topics), layout.topics_in(len(scope.topics)), scope.topics),
+            (True, "rowid>?", (scope.after_seq,)),
+            (scope.before_seq is not None, "rowid<?", (scope.before_seq,)),
+        )
         sql = (
-            f"SELECT {columns} FROM {self.events_table_name} INDEXED BY {index} "
-            f"WHERE {' AND '.join(where)}"
+            f"SELECT {columns} FROM {self.events_table_name} INDEXED BY {index} WHERE {conditions}"
         )
         return sql, params
 
@@ -522,16 +510,14 @@ def _delete_project(c: SQLiteCursor, table: str, layout: Layout, deletion: Strea
     )
     c.execute("DELETE FROM roost_snapshots WHERE project_id=?", (deletion.project_id,))
     drop, rewrite = deletion.drop_batches, deletion.rewrite_batches
-    for batches in layout.batch_tables:
-        if drop:
-            c.executemany(
-                f"DELETE FROM {batches} WHERE batch_key=?", [(layout.key_of_text(k),) for k in drop]
-            )
-        if rewrite:
-            c.executemany(
-                f"UPDATE {batches} SET ranges=? WHERE batch_key=?",
-                [(r, layout.key_of_text(k)) for k, r in rewrite],
-            )
+    for batches in layout.batch_tables:  # an empty list of keys executes nothing
+        c.executemany(
+            f"DELETE FROM {batches} WHERE batch_key=?", [(layout.key_of_text(k),) for k in drop]
+        )
+        c.executemany(
+            f"UPDATE {batches} SET ranges=? WHERE batch_key=?",
+            [(r, layout.key_of_text(k)) for k, r in rewrite],
+        )
 
 
 class RoostSQLiteFactory(SQLiteFactory):

@@ -244,8 +244,7 @@ class Journal:
         return [done[b.key] if (b.key and b.key in done) else next(by_batch) for b in batches]
 
     def _committed(self, keys: Sequence[str]) -> dict[str, list[Envelope]]:
-        if not keys:
-            return {}
+        """The envelopes of the batches whose keys were committed (none for no keys)."""
         found = self._recorder.select_batches(keys)
         out: dict[str, list[Envelope]] = {}
         for key, raw in found.items():
