@@ -47,7 +47,7 @@ from runtime.journal.recorder import (
     StreamRow,
 )
 from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys, where
-from runtime.journal.sqlite_layout import LAYOUT, Fresh, Layout, layout_2_statements
+from runtime.journal.sqlite_layout import LAYOUT, Fresh, Layout, layout_2_statements, layout_of
 
 __all__ = ["BACKEND", "RoostSQLiteFactory", "RoostSQLiteRecorder"]
 
@@ -100,7 +100,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
         """The journal's table layout, read once."""
         if self._layout is None:
             with self.datastore.transaction(commit=False) as c:
-                self._layout = Layout(self._read_layout(c) or LAYOUT)
+                self._layout = layout_of(self._read_layout(c) or LAYOUT)
         return self._layout
 
     def _read_layout(self, c: SQLiteCursor) -> int:
@@ -240,7 +240,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
                     raw.rollback()
                     raise
                 raw.commit()
-        self._layout = Layout(layout)
+        self._layout = layout_of(layout)
         if layout != 2:
             super().create_table()
         if self._lacking():
