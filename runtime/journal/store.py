@@ -112,6 +112,50 @@ class _Deletion:
     seq: int = 0
     """The record's global position, once committed."""
 
+    def leading(self) -> list[NewEvent]:
+        """The events linked ahead of the batches: the deletion record."""
+        return [self.record]
+
+    def reason(self, project_id: str, seal_reason: str | None) -> str | None:
+        """The seal reason forced on ``project_id``: the deletion log is sealed at once."""
+        if project_id == DELETIONS_STREAM:
+            return "project_deleted"
+        return seal_reason
+
+    def stream(self, heads: dict[str, _Head]) -> StreamDeletion:
+        """What the store deletes in the transaction; the project's head is dropped with it."""
+        heads[self.project_id] = _Head()  # dropped from the cache once written (or failed)
+        return StreamDeletion(
+            stream=project_stream_id(self.project_id),
+            project_id=self.project_id,
+            drop_batches=self.drop_batches,
+            rewrite_batches=self.rewrite_batches,
+        )
+
+    def done(self, cache: dict[str, _Head], seqs: Sequence[int]) -> None:
+        """Committed: drop the project's cached head; the record's position is the first."""
+        cache.pop(self.project_id, None)
+        self.seq = seqs[0]
+
+
+class _NoDeletion:
+    """A write that deletes no project: each step of a :class:`_Deletion` does nothing."""
+
+    def leading(self) -> list[NewEvent]:
+        return []
+
+    def reason(self, project_id: str, seal_reason: str | None) -> str | None:
+        return seal_reason
+
+    def stream(self, heads: dict[str, _Head]) -> StreamDeletion | None:
+        return None
+
+    def done(self, cache: dict[str, _Head], seqs: Sequence[int]) -> None:
+        pass
+
+
+_NO_DELETION = _NoDeletion()
+
 
 @dataclass(frozen=True)
 class Audit:
@@ -263,7 +307,7 @@ class Journal:
         batches: Sequence[Batch],
         *,
         seal_reason: str | None = None,
-        deletion: _Deletion | None = None,
+        deletion: _Deletion | _NoDeletion = _NO_DELETION,
     ) -> list[list[Envelope]]:
         """Link and commit ``batches``, plus the checkpoints of the projects due for one.
 
@@ -272,10 +316,9 @@ class Journal:
         transaction (:meth:`delete_project`).
         """
         heads: dict[str, _Head] = {}
-        records: list[JournalRecord] = []
-        if deletion is not None:
-            log = heads[DELETIONS_STREAM] = self._head(DELETIONS_STREAM).copy()
-            records.append(self._link(log, deletion.record, redact=False))
+        records = [
+            self._link(self._held(heads, e.project_id), e, redact=False) for e in deletion.leading()
+        ]
         batch_rows: list[tuple[str, bytes]] = []
         sizes: list[int] = []
         stopping: set[str] = set()
@@ -294,10 +337,7 @@ class Journal:
                     )
                 if event.type == "project.stopped":
                     stopping.add(project)
-                head = heads.get(project)
-                if head is None:
-                    head = heads[project] = self._head(project).copy()
-                record = self._link(head, event)
+                record = self._link(self._held(heads, project), event)
                 records.append(record)
                 span = ranges.setdefault(project, [record.originator_version] * 2)
                 span[1] = record.originator_version
@@ -309,9 +349,7 @@ class Journal:
                 heads.setdefault(project, known.copy())
         sealed: list[tuple[str, int, str]] = []
         for project, head in heads.items():
-            forced = seal_reason
-            if deletion is not None and project == DELETIONS_STREAM:
-                forced = "project_deleted"  # the deletion log is sealed at once
+            forced = deletion.reason(project, seal_reason)
             reason = self._due(head, project in stopping, forced)
             if reason is not None:
                 records.append(self._checkpoint(project, head, reason))
@@ -319,15 +357,7 @@ class Journal:
         if not records and not batches:
             return []
         stored = [self._mapper.to_stored_event(r) for r in records]
-        deleting: StreamDeletion | None = None
-        if deletion is not None:
-            deleting = StreamDeletion(
-                stream=project_stream_id(deletion.project_id),
-                project_id=deletion.project_id,
-                drop_batches=deletion.drop_batches,
-                rewrite_batches=deletion.rewrite_batches,
-            )
-            heads[deletion.project_id] = _Head()  # dropped from the cache below
+        deleting = deletion.stream(heads)
         try:
             seqs = self._recorder.insert_events(stored, batch_rows=batch_rows, deletion=deleting)
         except IntegrityError as e:
@@ -345,9 +375,7 @@ class Journal:
         if seqs is None or len(seqs) != len(records):
             raise JournalError("the store did not return a position for every event")
         self._heads.update(heads)
-        if deletion is not None:
-            self._heads.pop(deletion.project_id, None)
-            deletion.seq = seqs[0]
+        deletion.done(self._heads, seqs)
         for project, index, reason in sealed:
             state = heads[project].seal
             state.seq = seqs[index]
@@ -367,14 +395,13 @@ class Journal:
         """Why the project of ``head`` is to be sealed in this transaction, if it is."""
         if not head.seal.sealing or head.unsealed() <= 0:
             return None
-        if forced is not None:
-            return forced
-        if stopping:
-            return "project_stopped"
         every = self._seals.every_events
-        if every and head.unsealed() >= every:
-            return "count"
-        return None
+        reasons = (
+            (forced, forced is not None),
+            ("project_stopped", stopping),
+            ("count", every != 0 and head.unsealed() >= every),
+        )
+        return next((reason for reason, applies in reasons if applies), None)
 
     def _checkpoint(self, project_id: str, head: _Head, reason: str) -> JournalRecord:
         """Link a checkpoint sealing ``head`` (and advance ``head`` past it)."""
@@ -436,6 +463,13 @@ class Journal:
             originator_version=head.version,
             envelope=envelope,
         )
+
+    def _held(self, heads: dict[str, _Head], project_id: str) -> _Head:
+        """The project's head in this write's ``heads``: a copy of its cached one at first."""
+        head = heads.get(project_id)
+        if head is None:
+            head = heads[project_id] = self._head(project_id).copy()
+        return head
 
     def _head(self, project_id: str) -> _Head:
         head = self._heads.get(project_id)
