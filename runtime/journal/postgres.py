@@ -81,7 +81,9 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
     def create_table(self) -> None:
         """Create the tables, then add and fill the index columns a table lacks."""
         super().create_table()
-        if self._missing_columns():
+        with self.datastore.transaction(commit=False) as curs:
+            without = self._missing_columns(curs)
+        if without:
             with self.datastore.transaction(commit=True) as curs:
                 curs.execute(self._sql("LOCK TABLE {schema}.{table}", self.events_table_name))
                 missing = self._missing_columns(curs)
@@ -117,18 +119,15 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
                     )
                 )
 
-    def _missing_columns(self, curs: Cursor[DictRow] | None = None) -> list[str]:
-        query = SQL(
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema=%s AND table_name=%s"
+    def _missing_columns(self, curs: Cursor[DictRow]) -> list[str]:
+        curs.execute(
+            SQL(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema=%s AND table_name=%s"
+            ),
+            (self.datastore.schema, self.events_table_name),
         )
-        params = (self.datastore.schema, self.events_table_name)
-        if curs is None:
-            rows = self._select(query, params)
-        else:
-            curs.execute(query, params)
-            rows = curs.fetchall()
-        have = {str(r["column_name"]) for r in rows}
+        have = {str(r["column_name"]) for r in curs.fetchall()}
         return [column for column in INDEX_COLUMNS if column not in have]
 
     def _backfill(self, curs: Cursor[DictRow]) -> None:
@@ -189,14 +188,13 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
         **kwargs: Any,
     ) -> None:
         batch_rows: Sequence[tuple[str, bytes]] = kwargs.get("batch_rows") or ()
-        if batch_rows:
-            curs.executemany(
-                self._sql(
-                    "INSERT INTO {schema}.{table} (batch_key, ranges) VALUES (%s, %s)",
-                    self.batches_table_name,
-                ),
-                list(batch_rows),
-            )
+        curs.executemany(  # none: nothing is executed
+            self._sql(
+                "INSERT INTO {schema}.{table} (batch_key, ranges) VALUES (%s, %s)",
+                self.batches_table_name,
+            ),
+            list(batch_rows),
+        )
         deletion: StreamDeletion | None = kwargs.get("deletion")
         if deletion is None:
             return
@@ -208,15 +206,13 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
             self._sql(where + "project_id=%s", self.snapshots_table_name), (deletion.project_id,)
         )
         batches = self.batches_table_name
-        if deletion.drop_batches:
-            curs.execute(
-                self._sql(where + "batch_key = ANY(%s)", batches), (list(deletion.drop_batches),)
-            )
-        if deletion.rewrite_batches:
-            curs.executemany(
-                self._sql("UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s", batches),
-                [(r, k) for k, r in deletion.rewrite_batches],
-            )
+        curs.execute(  # an empty list of keys deletes none
+            self._sql(where + "batch_key = ANY(%s)", batches), (list(deletion.drop_batches),)
+        )
+        curs.executemany(  # none: nothing is executed
+            self._sql("UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s", batches),
+            [(r, k) for k, r in deletion.rewrite_batches],
+        )
 
     def _select(self, statement: Composed | SQL, params: Sequence[Any]) -> list[DictRow]:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
