@@ -31,13 +31,12 @@ step refused or failed fails the workflow with that step's reason plus ``step`` 
 
 from __future__ import annotations
 
-import os
-import queue
+import functools
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -52,6 +51,7 @@ from runtime.execution.results import (
     mask_events,
     tool_kind,
 )
+from runtime.execution.workers import WORKERS
 from runtime.guard.secrets.masking import SecretMasker
 from runtime.guard.secrets.redaction import SecretKind, redact
 from runtime.guard.secrets.sources import SecretSources, project_sources
@@ -68,47 +68,6 @@ SELF_ENFORCED_GRACE_S = 2.0
 _POLL_S = 0.05
 
 
-class _Workers:
-    """Threads that run tool calls, kept for the next call once one is done.
-
-    A call still runs on a thread of its own (its caller gives up on it at the deadline,
-    and an abandoned thread simply never comes back), but starting a thread per call cost
-    a hosted runner more than a file read does. At most ``max_idle`` wait for work; a
-    process forked from this one starts with none.
-    """
-
-    def __init__(self, max_idle: int = 8) -> None:
-        self.max_idle = max_idle
-        self._reset()
-
-    def _reset(self) -> None:
-        self._pid = os.getpid()
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._idle = 0
-        self._lock = threading.Lock()
-
-    def run(self, job: Callable[[], None]) -> None:
-        """Run ``job`` on an idle worker, or on a new one."""
-        if self._pid != os.getpid():
-            self._reset()
-        with self._lock:
-            if self._idle > 0:
-                self._idle -= 1
-                self._jobs.put(job)
-                return
-        threading.Thread(target=self._serve, args=(job,), name="tool-worker", daemon=True).start()
-
-    def _serve(self, job: Callable[[], None]) -> None:
-        while True:
-            job()
-            with self._lock:
-                if self._idle >= self.max_idle:
-                    return
-                self._idle += 1
-            job = self._jobs.get()
-
-
-_WORKERS = _Workers()
 _REMEMBERED_CALLS = 4096
 
 
@@ -123,23 +82,20 @@ class RunnerStats(msgspec.Struct, frozen=True, kw_only=True):
     """Timeouts so far per tool."""
 
 
+class _StepResult(TypedDict):
+    """One step's part of a workflow's result."""
+
+    tool: str
+    call_id: str
+    result: Any
+
+
 class _StepFailure(ToolError):
     """A workflow step's failure, already counted (timeouts) and signalled by the step."""
 
 
 def _signals(events: list[ev.Event]) -> list[ev.Event]:
     return [e for e in events if e.__struct_config__.tag in SIGNAL_TYPES]
-
-
-def _checked(name: str, result: object) -> dict[str, Any] | ToolError:
-    """A tool's return value: the result object, or the failure of a tool that returned none."""
-    if not isinstance(result, dict):
-        return ToolError(
-            "tool_error",
-            f"{name} returned {type(result).__name__}, not an object",
-            reason="not_an_object",
-        )
-    return result
 
 
 def _from_reason(reason: Mapping[str, Any], **extra: Any) -> _StepFailure:
@@ -310,7 +266,14 @@ class ToolRunnerCore:
 
         def work() -> None:
             try:
-                outcome.append(_checked(call.name, fn(ctx, dict(call.args))))
+                result = fn(ctx, dict(call.args))
+                if not isinstance(result, dict):
+                    raise ToolError(
+                        "tool_error",
+                        f"{call.name} returned {type(result).__name__}, not an object",
+                        reason="not_an_object",
+                    )
+                outcome.append(result)
             except ToolError as e:
                 outcome.append(e)
             except BaseException as e:  # every other failure becomes the call's reason
@@ -324,7 +287,7 @@ class ToolRunnerCore:
             finally:
                 done.set()
 
-        _WORKERS.run(work)
+        WORKERS.run(work)
         grace = SELF_ENFORCED_GRACE_S if spec.runs_commands or spec.network_capable else 0.0
         deadline = ctx.started_at + timeout_s + grace + spec.cold_start_s
         give_up_at = deadline
@@ -440,7 +403,7 @@ class ToolRunnerCore:
         if not isinstance(steps, list):
             error = ToolError("tool_error", f"{call.name} returned no steps", reason="no_steps")
             return signals, error, NO_FINDINGS
-        results: list[dict[str, Any]] = []
+        results: list[_StepResult] = []
         flags: set[str] = set()
         kinds: set[str] = set()
         count = 0
@@ -464,7 +427,7 @@ class ToolRunnerCore:
             )
             refused = self._decide_step(step_call, spec, signals)
             if refused is not None:
-                return signals, _from_reason(refused, **where), NO_FINDINGS
+                return signals, _from_reason(refused.reason, **where), NO_FINDINGS
             events = self._execute(step_call, cancelled, remaining)
             signals.extend(_signals(events))
             deadline += _cold_starts_s(events)  # a server's start is not the workflow's time
@@ -476,7 +439,7 @@ class ToolRunnerCore:
             count += int(terminal.result.get("sensitivity_findings_count", 0))
             kinds.update(terminal.result.get("sensitivity_finding_kinds", []))
             results.append(
-                {"tool": name, "call_id": step_call.call_id, "result": terminal.result["result"]}
+                _StepResult(tool=name, call_id=step_call.call_id, result=terminal.result["result"])
             )
         summary = ScanSummary(
             risk_flags=sorted(flags), findings_count=count, finding_kinds=sorted(kinds)
@@ -485,15 +448,15 @@ class ToolRunnerCore:
 
     def _decide_step(
         self, step: CallSpec, workflow: ToolSpec, signals: list[ev.Event]
-    ) -> dict[str, Any] | None:
-        """Decide a step; record its signals; return the refusal reason, or None to run it."""
+    ) -> ev.ToolFailed | None:
+        """Decide a step; record its signals; return its refusal, or None to run it."""
         verdict = self._decide(step, workflow)
         signals.extend(_signals(verdict.events))
         if verdict.outcome == "allow":
             return None
         terminal = verdict.events[-1]
         assert isinstance(terminal, ev.ToolFailed), verdict.outcome
-        return dict(terminal.reason)
+        return terminal
 
     # --- results ----------------------------------------------------------------------
 
@@ -518,14 +481,8 @@ class ToolRunnerCore:
         if call is None:
             with self._lock:
                 call = self._calls.get(terminal.call_id)
-        if isinstance(terminal, ev.ToolCancelled):
-            reason: dict[str, Any] = {"code": terminal.reason, "message": "the call was cancelled"}
-            duration_ms = 0
-        elif isinstance(terminal, ev.ToolFailed):
-            reason, duration_ms = dict(terminal.reason), terminal.duration_ms
-        else:
-            reason = {"code": "tool_error", "message": "the result has no status"}
-            duration_ms = terminal.duration_ms
+        failed = _as_failure(terminal)
+        reason, duration_ms = dict(failed.reason), failed.duration_ms
         return {
             "status": "error",
             "tool": terminal.name,
@@ -535,6 +492,34 @@ class ToolRunnerCore:
             "duration_ms": duration_ms,
             "reason": redact(reason),
         }
+
+
+@functools.singledispatch
+def _as_failure(terminal: ev.Event) -> ev.ToolFailed:
+    """A call's terminal event that is no success, as the failure it reports."""
+    raise TypeError(f"{type(terminal).__name__} does not end a call")
+
+
+@_as_failure.register
+def _(terminal: ev.ToolCompleted) -> ev.ToolFailed:
+    reason = {"code": "tool_error", "message": "the result has no status"}
+    return ev.ToolFailed(
+        call_id=terminal.call_id,
+        name=terminal.name,
+        duration_ms=terminal.duration_ms,
+        reason=reason,
+    )
+
+
+@_as_failure.register
+def _(terminal: ev.ToolFailed) -> ev.ToolFailed:
+    return terminal
+
+
+@_as_failure.register
+def _(terminal: ev.ToolCancelled) -> ev.ToolFailed:
+    reason = {"code": terminal.reason, "message": "the call was cancelled"}
+    return ev.ToolFailed(call_id=terminal.call_id, name=terminal.name, reason=reason)
 
 
 def _cold_starts_s(events: list[ev.Event]) -> float:

@@ -224,9 +224,7 @@ class Journal:
         """Seals project heads (None: this journal neither seals nor checks seals)."""
         self._seals: SealMode = Unsealed() if sealer is None else Sealed(sealer)
         settings = journal_env(kind, sqlite_path=sqlite_path, extra=env)
-        check = journal_backend(kind).check
-        if check is not None:
-            check({**os.environ, **(env or {})})
+        journal_backend(kind).check({**os.environ, **(env or {})})
         try:
             self._app = _JournalApp(env=settings)
         except (PersistenceError, OSError) as e:
