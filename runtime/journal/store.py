@@ -31,7 +31,7 @@ import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 from eventsourcing.application import Application
@@ -70,7 +70,7 @@ from runtime.journal.seal_mode import Sealed, SealMode, Unsealed
 from runtime.journal.snapshots import StoredSnapshot
 from runtime.settings_table import JournalKind
 
-__all__ = ["Audit", "Batch", "Journal", "JournalKind", "journal_env"]
+__all__ = ["Audit", "Batch", "Journal", "JournalKind", "ProjectDeletion", "journal_env"]
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True):
@@ -155,6 +155,18 @@ class _NoDeletion:
 
 
 _NO_DELETION = _NoDeletion()
+
+
+class ProjectDeletion(TypedDict):
+    """What :meth:`Journal.delete_project` deleted (``delete_project``'s answer)."""
+
+    project_id: str
+    deleted_events: int
+    """The project's events (its last stream version)."""
+    deletion_seq: int
+    """The deletion record's position in the deletion log."""
+    deleted_at: str
+    deleted_by: str
 
 
 @dataclass(frozen=True)
@@ -498,7 +510,7 @@ class Journal:
             self._heads[project_id] = head
         return head
 
-    def delete_project(self, project_id: str, *, deleted_by: str = "") -> dict[str, Any]:
+    def delete_project(self, project_id: str, *, deleted_by: str = "") -> ProjectDeletion:
         """Delete every event of ``project_id``, its batch keys and its anchor, as evidence.
 
         One transaction deletes the events, drops (or rewrites) the batch keys that name
@@ -548,13 +560,13 @@ class Journal:
         self._heads.pop(project_id, None)
         self._write([], deletion=deletion)
         self._seals.remove_anchor(project_id, deletion.seq)
-        return {
-            "project_id": project_id,
-            "deleted_events": events,
-            "deletion_seq": deletion.seq,
-            "deleted_at": deleted_at,
-            "deleted_by": deleted_by,
-        }
+        return ProjectDeletion(
+            project_id=project_id,
+            deleted_events=events,
+            deletion_seq=deletion.seq,
+            deleted_at=deleted_at,
+            deleted_by=deleted_by,
+        )
 
     def _batches_without(self, project_id: str) -> tuple[list[str], list[tuple[str, bytes]]]:
         """The batch keys to drop, and those to rewrite, once ``project_id`` is deleted.
