@@ -46,8 +46,9 @@ from runtime.journal.recorder import (
     StreamDeletion,
     StreamRow,
 )
-from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys, where
+from runtime.journal.scope import Scope, event_keys, where
 from runtime.journal.sqlite_layout import LAYOUT, Fresh, Layout, layout_2_statements, layout_of
+from runtime.journal.sqlite_migrations import INDEXES, UPGRADES
 
 __all__ = ["BACKEND", "RoostSQLiteFactory", "RoostSQLiteRecorder"]
 
@@ -59,14 +60,6 @@ _SNAPSHOTS_TABLE = (
     "PRIMARY KEY (project_id, conversation_id))"
 )
 """The snapshots' table, in every layout."""
-
-_INDEXES = {
-    "conversation_id": "roost_events_by_conversation",
-    "correlation_id": "roost_events_by_correlation",
-}
-"""Index per column; each is ``(originator_id, column)`` and ends with the rowid (the seq)."""
-
-_BACKFILL_PAGE = 20000
 
 
 class _DurablePool(SQLiteConnectionPool):
@@ -254,28 +247,11 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
             try:
                 c = SQLiteCursor(raw.cursor())
                 c.execute(_SNAPSHOTS_TABLE)
-                if self.layout.version == 2:
-                    raw.commit()
-                    return
-                missing = self._missing_columns(c)
-                for column in missing:
-                    c.execute(f"ALTER TABLE {self.events_table_name} ADD COLUMN {column} TEXT")
-                if missing:
-                    self._backfill(c)
-                for column, index in _INDEXES.items():
-                    c.execute(
-                        f"CREATE INDEX IF NOT EXISTS {index} "
-                        f"ON {self.events_table_name} (originator_id, {column})"
-                    )
+                UPGRADES[self.layout.version].migrate(c, self.events_table_name)
             except BaseException:
                 raw.rollback()
                 raise
             raw.commit()
-
-    def _missing_columns(self, c: SQLiteCursor) -> list[str]:
-        c.execute(f"PRAGMA table_info({self.events_table_name})")
-        have = {str(row[1]) for row in c.fetchall()}
-        return [column for column in INDEX_COLUMNS if column not in have]
 
     def _lacking(self) -> bool:
         """Whether the snapshots' table, an index column or an index is missing (a read)."""
@@ -283,31 +259,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
             c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='roost_snapshots'")
             if c.fetchone() is None:
                 return True
-            if self.layout.version == 2:
-                return False
-            if self._missing_columns(c):
-                return True
-            c.execute("SELECT name FROM sqlite_master WHERE type='index'")
-            have = {str(row[0]) for row in c.fetchall()}
-            return not set(_INDEXES.values()) <= have
-
-    def _backfill(self, c: SQLiteCursor) -> None:
-        """Fill the index columns of every stored event from its envelope (one migration)."""
-        table = self.events_table_name
-        last = 0
-        while True:
-            c.execute(
-                f"SELECT rowid, state FROM {table} WHERE rowid>? ORDER BY rowid LIMIT ?",
-                (last, _BACKFILL_PAGE),
-            )
-            rows = [(int(r[0]), bytes(r[1])) for r in c.fetchall()]
-            if not rows:
-                return
-            c.executemany(
-                f"UPDATE {table} SET conversation_id=?, correlation_id=? WHERE rowid=?",
-                [(*event_keys(state), rowid) for rowid, state in rows],
-            )
-            last = rows[-1][0]
+            return UPGRADES[self.layout.version].lacks(c, self.events_table_name)
 
     def _insert_events(
         self,
@@ -416,9 +368,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
 
     def _scope_sql(self, columns: str, originator_id: UUID, scope: Scope) -> tuple[str, list[Any]]:
         """The ``SELECT`` of ``columns`` for the rows of ``scope``, through its index."""
-        index = _INDEXES[
-            "correlation_id" if scope.correlation_id is not None else "conversation_id"
-        ]
+        index = INDEXES["correlation_id" if scope.correlation_id is not None else "conversation_id"]
         layout = self.layout
         conversation, correlation = scope.conversation_id, scope.correlation_id
         conditions, params = where(

@@ -31,6 +31,7 @@ import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, TypedDict
 
 import msgspec
@@ -200,8 +201,12 @@ class _JournalApp(Application[uuid.UUID]):
         return MsgspecMapper()
 
 
+_NO_SETTINGS: Mapping[str, str] = MappingProxyType({})
+"""No further settings (the environment of the process applies)."""
+
+
 def journal_env(
-    kind: JournalKind, *, sqlite_path: str | None = None, extra: Mapping[str, str] | None = None
+    kind: JournalKind, *, sqlite_path: str | None = None, extra: Mapping[str, str] = _NO_SETTINGS
 ) -> dict[str, str]:
     """Return the eventsourcing environment for a journal of ``kind``.
 
@@ -214,8 +219,7 @@ def journal_env(
             raise JournalError(f"the {kind} journal needs a file path")
         env[backend.path_setting] = sqlite_path
     env.update(backend.settings)
-    if extra:
-        env.update(extra)
+    env.update(extra)
     return env
 
 
@@ -227,7 +231,7 @@ class Journal:
         kind: JournalKind = "sqlite",
         *,
         sqlite_path: str | None = None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] = _NO_SETTINGS,
         redactor: Redactor | None = None,
         sealer: Sealer | None = None,
     ) -> None:
@@ -236,7 +240,7 @@ class Journal:
         """Seals project heads (None: this journal neither seals nor checks seals)."""
         self._seals: SealMode = Unsealed() if sealer is None else Sealed(sealer)
         settings = journal_env(kind, sqlite_path=sqlite_path, extra=env)
-        journal_backend(kind).check({**os.environ, **(env or {})})
+        journal_backend(kind).check({**os.environ, **env})
         try:
             self._app = _JournalApp(env=settings)
         except (PersistenceError, OSError) as e:
@@ -364,8 +368,6 @@ class Journal:
             if reason is not None:
                 records.append(self._checkpoint(project, head, reason))
                 sealed.append((project, len(records) - 1, reason))
-        if not records and not batches:
-            return []
         stored = [self._mapper.to_stored_event(r) for r in records]
         deleting = deletion.stream(heads)
         try:
@@ -719,26 +721,23 @@ class Journal:
 
     def iter_all(self, *, after_seq: int = 0, page: int = 1000) -> Iterator[Envelope]:
         """Every event after ``after_seq``, page by page."""
-        cursor = after_seq
-        while True:
-            chunk = self.read_all(after_seq=cursor, limit=page)
-            if not chunk:
-                return
-            yield from chunk
-            cursor = chunk[-1].seq
+        return self._pages(after_seq, page)
 
     def read_types(self, types: Sequence[str]) -> list[Envelope]:
         """Every event of the given types, in ``seq`` order (used to find projects)."""
-        out: list[Envelope] = []
-        cursor = 0
+        return list(self._pages(0, 1000, types))
+
+    def _pages(self, after_seq: int, page: int, topics: Sequence[str] = ()) -> Iterator[Envelope]:
+        """The events after ``after_seq`` (of ``topics`` only, when given), ``page`` a read."""
         decode = self._mapper.decode_envelope
+        cursor = after_seq
         while True:
             chunk = self._recorder.select_notifications(
-                start=cursor + 1, limit=1000, topics=list(types)
+                start=cursor + 1, limit=page, topics=list(topics)
             )
             if not chunk:
-                return out
-            out.extend(decode(n.state, n.topic, n.id) for n in chunk)
+                return
+            yield from (decode(n.state, n.topic, n.id) for n in chunk)
             cursor = chunk[-1].id
 
     def max_seq(self) -> int:

@@ -17,6 +17,7 @@ so a row verifies the same in either format. A format-1 state begins with a msgp
 
 from __future__ import annotations
 
+import functools
 import zlib
 from datetime import UTC, datetime
 from typing import Any
@@ -77,7 +78,6 @@ _keys1 = msgspec.msgpack.Decoder(_Keys1)
 _format1 = msgspec.msgpack.Decoder(Envelope)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _seconds: dict[int, str] = {}
-_prefixes: dict[str, int] = {}
 
 
 def _pack_uuid(text: str | None) -> str | bytes | None:
@@ -127,21 +127,17 @@ def _format_ms(ms: int) -> str:
     return f"{text}{millis:03d}Z"
 
 
+@functools.lru_cache(maxsize=4096)
 def _epoch_seconds(prefix: str) -> int | None:
     """Seconds since the epoch of a canonical ``YYYY-MM-DDTHH:MM:SS`` (UTC), else None."""
-    seconds = _prefixes.get(prefix)
-    if seconds is None:
-        try:
-            moment = datetime.fromisoformat(prefix + "+00:00")
-        except ValueError:
-            return None
-        delta = moment - _EPOCH
-        seconds = delta.days * 86400 + delta.seconds
-        if seconds < 0 or _format_ms(seconds * 1000)[:19] != prefix:
-            return None
-        if len(_prefixes) > 4096:
-            _prefixes.clear()
-        _prefixes[prefix] = seconds
+    try:
+        moment = datetime.fromisoformat(prefix + "+00:00")
+    except ValueError:
+        return None
+    delta = moment - _EPOCH
+    seconds = delta.days * 86400 + delta.seconds
+    if seconds < 0 or _format_ms(seconds * 1000)[:19] != prefix:
+        return None
     return seconds
 
 
