@@ -77,7 +77,6 @@ _keys2 = msgspec.msgpack.Decoder(_Keys2)
 _keys1 = msgspec.msgpack.Decoder(_Keys1)
 _format1 = msgspec.msgpack.Decoder(Envelope)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_seconds: dict[int, str] = {}
 
 
 def _pack_uuid(text: str | None) -> str | bytes | None:
@@ -101,30 +100,29 @@ def _unpack_uuid(value: Any) -> Any:
 
 
 def _pack_hash(text: str) -> str | bytes:
-    if len(text) == 64:
-        try:
-            packed = bytes.fromhex(text)
-        except ValueError:
-            return text
-        if packed.hex() == text:
-            return packed
-    return text
+    """A SHA-256 hash as its 32 bytes; any other text as it is."""
+    try:
+        packed = bytes.fromhex(text)
+    except ValueError:
+        return text
+    if len(packed) != 32 or packed.hex() != text:
+        return text
+    return packed
 
 
 def _unpack_hash(value: Any) -> Any:
     return value.hex() if isinstance(value, bytes) else value
 
 
+@functools.lru_cache(maxsize=4096)
+def _second_text(seconds: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.`` of a second since the epoch (UTC): what ``at`` begins with."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+
+
 def _format_ms(ms: int) -> str:
     seconds, millis = divmod(ms, 1000)
-    text = _seconds.get(seconds)
-    if text is None:
-        if len(_seconds) > 4096:
-            _seconds.clear()
-        text = _seconds[seconds] = datetime.fromtimestamp(seconds, UTC).strftime(
-            "%Y-%m-%dT%H:%M:%S."
-        )
-    return f"{text}{millis:03d}Z"
+    return f"{_second_text(seconds)}{millis:03d}Z"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -142,11 +140,16 @@ def _epoch_seconds(prefix: str) -> int | None:
 
 
 def _pack_at(at: str) -> str | int:
-    if len(at) != 24 or at[19] != "." or at[23] != "Z":
-        return at
+    """A canonical ``at`` (``YYYY-MM-DDTHH:MM:SS.mmmZ``) as milliseconds; other text as is."""
     millis = at[20:23]
     seconds = _epoch_seconds(at[:19])
-    if seconds is None or not (millis.isascii() and millis.isdigit()):
+    if (
+        seconds is None
+        or len(at) != 24
+        or at[19] != "."
+        or at[23] != "Z"
+        or not (millis.isascii() and millis.isdigit())
+    ):
         return at
     return seconds * 1000 + int(millis)
 
@@ -225,7 +228,7 @@ def decode_rows(rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
     out: list[Envelope] = []
     append = out.append
     decode = _compact.decode
-    seconds = _seconds
+    second_text = _second_text
     ids: dict[bytes, str] = {}
     for seq, _version, topic, state in rows:
         if state[:1] != _PLAIN:
@@ -246,8 +249,7 @@ def decode_rows(rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
         at = c.at
         if at.__class__ is int:
             second, millis = divmod(at, 1000)
-            prefix = seconds.get(second)
-            at = f"{prefix}{millis:03d}Z" if prefix is not None else _format_ms(at)
+            at = f"{second_text(second)}{millis:03d}Z"
         digest = c.hash
         prev = c.prev_hash
         append(
