@@ -325,8 +325,7 @@ class LinkServer:
         pending: list[Pending] = []
         for key, _ in self._selector.select(timeout=self._tick):
             pending.extend(key.data())
-        if pending:
-            self._answer(pending)
+        self._answer(pending)  # nothing pending: nothing to commit or answer
         now = time.monotonic()
         if now >= self._next_sweep:
             self._next_sweep = now + self._tick

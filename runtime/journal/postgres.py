@@ -265,9 +265,8 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
             "SELECT notification_id, originator_version, topic, state FROM {schema}.{table} "
             f"WHERE {where} ORDER BY notification_id{' DESC' if newest else ''}"
         )
-        if limit is not None:
-            text += " LIMIT %s"
-            params.append(limit)
+        text += " LIMIT %s"  # LIMIT NULL (no ``limit``) is no limit
+        params.append(limit)
         rows = self._select(self._sql(text, self.events_table_name), params)
         return [_row(r) for r in rows]
 

@@ -64,9 +64,14 @@ from runtime.errors import (
 )
 from runtime.journal.append_redaction import AppendRedaction, Redactor
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
-from runtime.journal.recorder import JournalRecorder, StreamDeletion, journal_backend
+from runtime.journal.recorder import (
+    JournalRecorder,
+    StreamDeletion,
+    StreamRow,
+    journal_backend,
+)
 from runtime.journal.scope import Scope
-from runtime.journal.seal import Sealer, SealState
+from runtime.journal.seal import Checkpoints, Sealer, SealState
 from runtime.journal.seal_mode import Sealed, SealMode, Unsealed
 from runtime.journal.snapshots import StoredSnapshot
 from runtime.settings_table import JournalKind
@@ -190,6 +195,15 @@ def _checkpoint_of(envelope: Envelope) -> JournalCheckpoint | None:
         return msgspec.convert(envelope.data, JournalCheckpoint)
     except msgspec.ValidationError:
         return None
+
+
+def _checkpoints(rows: Sequence[StreamRow], views: Sequence[Envelope]) -> Checkpoints:
+    """The project's checkpoints among its ``rows`` (decoded as ``views``), in order."""
+    return [
+        (version, seq, _checkpoint_of(view))
+        for (seq, version, _, _), view in zip(rows, views, strict=True)
+        if view.type == CHECKPOINT_TYPE and view.conversation_id is None
+    ]
 
 
 class _JournalApp(Application[uuid.UUID]):
@@ -490,22 +504,18 @@ class Journal:
             anchor = self._seals.anchor(project_id)
             want = anchor.checkpoint.head_position if isinstance(anchor, Anchor) else -1
             want_hash: str | None = None
-            checkpoints: list[tuple[int, int, JournalCheckpoint | None]] = []
             rows = self._recorder.select_stream(project_stream_id(project_id))
-            for (seq, version, _, _), view in zip(
-                rows, self._mapper.decode_rows(rows), strict=True
-            ):
+            views = self._mapper.decode_rows(rows)
+            for (_, version, _, _), view in zip(rows, views, strict=True):
                 head.version = version
                 head.hash = view.hash
                 head.streams[view.conversation_id] = view.stream_version
                 if version == want:
                     want_hash = view.hash
-                if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
-                    checkpoints.append((version, seq, _checkpoint_of(view)))
             head.seal = self._seals.resume(
                 project_id,
                 head_position=head.version,
-                checkpoints=checkpoints,
+                checkpoints=_checkpoints(rows, views),
                 anchor=anchor,
                 anchor_head_hash=want_hash,
             )
@@ -524,12 +534,13 @@ class Journal:
         """
         if project_id == DELETIONS_STREAM:
             raise JournalError(f"{DELETIONS_STREAM} is the journal's own deletion log")
-        events, last_hash, checkpoint = 0, GENESIS_HASH, None
+        events, last_hash = 0, GENESIS_HASH
         rows = self._recorder.select_stream(project_stream_id(project_id))
-        for (_, version, _, _), view in zip(rows, self._mapper.decode_rows(rows), strict=True):
+        views = self._mapper.decode_rows(rows)
+        for (_, version, _, _), view in zip(rows, views, strict=True):
             events, last_hash = version, view.hash
-            if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
-                checkpoint = _checkpoint_of(view) or checkpoint
+        decoded = [c for _, _, c in _checkpoints(rows, views) if c is not None]
+        checkpoint = next(reversed(decoded), None)  # the last one that decodes
         if events == 0:
             raise ProjectNotFoundError(
                 f"no project {project_id!r} in the journal", project_id=project_id
