@@ -130,13 +130,15 @@ class ToolRunnerCore:
         self._per_conversation: dict[str, int] = {}
         self._timeouts: dict[str, int] = {}
         self._calls: OrderedDict[str, CallSpec] = OrderedDict()
-        self._secrets: SecretSources | None = None
 
     def secret_masker(self) -> SecretMasker:
         """The masker of the secret values known now (``runtime.guard.secrets.sources``)."""
-        if self._secrets is None:
-            self._secrets = project_sources(self.root, self.options)
         return self._secrets.masker()
+
+    @functools.cached_property
+    def _secrets(self) -> SecretSources:
+        """The project's secret sources, found at the first call that needs them."""
+        return project_sources(self.root, self.options)
 
     def remember(self, call: CallSpec) -> None:
         """Keep ``call`` so :meth:`result_of` can name its conversation and correlation."""

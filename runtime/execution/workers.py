@@ -26,17 +26,15 @@ class Workers:
     def __init__(self, max_idle: int = 8) -> None:
         self.max_idle = max_idle
         self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # the parent's threads are not here
 
     def _reset(self) -> None:
-        self._pid = os.getpid()
         self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._idle = 0
         self._lock = threading.Lock()
 
     def run(self, job: Callable[[], None]) -> None:
         """Run ``job`` on an idle worker, or on a new one."""
-        if self._pid != os.getpid():
-            self._reset()
         with self._lock:
             if self._idle > 0:
                 self._idle -= 1

@@ -24,7 +24,9 @@ the opener that creates the tables.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -84,17 +86,11 @@ class _DurableDatastore(SQLiteDatastore):
 class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
     """Application recorder with batched inserts, idempotency keys and positioned reads."""
 
-    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
-        super().__init__(datastore, events_table_name)
-        self._layout: Layout | None = None
-
-    @property
+    @functools.cached_property
     def layout(self) -> Layout:
-        """The journal's table layout, read once."""
-        if self._layout is None:
-            with self.datastore.transaction(commit=False) as c:
-                self._layout = layout_of(self._read_layout(c) or LAYOUT)
-        return self._layout
+        """The journal's table layout, read once (or set by :meth:`create_table`)."""
+        with self.datastore.transaction(commit=False) as c:
+            return layout_of(self._read_layout(c) or LAYOUT)
 
     def _read_layout(self, c: SQLiteCursor) -> int:
         """2 or 1 for a journal whose tables exist, 0 before they do."""
@@ -190,7 +186,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """Insert in one transaction; numbers it gave are known once it is committed."""
-        fresh: Fresh = {}
+        fresh: Fresh = defaultdict(dict)
         seqs = super().insert_events(
             stored_events, fresh_numbers=fresh, batch_rows=batch_rows, deletion=deletion, **kwargs
         )
@@ -233,7 +229,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
                     raw.rollback()
                     raise
                 raw.commit()
-        self._layout = layout_of(layout)
+        self.layout = layout_of(layout)
         if layout != 2:
             super().create_table()
         if self._lacking():
@@ -275,7 +271,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
                 f"INSERT INTO {table} VALUES (?, ?)",
                 [(layout.batch_key(key), ranges) for key, ranges in batch_rows],
             )
-        fresh: Fresh = kwargs.get("fresh_numbers", {})
+        fresh: Fresh = kwargs.get("fresh_numbers", defaultdict(dict))
         raw = c.sqlite_cursor
         params = []
         for s in stored_events:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
@@ -105,8 +106,8 @@ def layout_2_statements(table: str) -> list[str]:
     ]
 
 
-Fresh = dict[tuple[str, Any], int]
-"""Numbers given in a transaction not committed yet: ``(table, name) -> number``."""
+Fresh = defaultdict[str, dict[Any, int]]
+"""Numbers given in a transaction not committed yet: ``table -> name -> number``."""
 
 
 class Numbering:
@@ -142,19 +143,18 @@ class Numbering:
         A number given is added to ``fresh`` and is known once the transaction is
         committed (:meth:`committed`).
         """
-        number = self.numbers.get(name) or fresh.get((self.table, name))
+        number = self.numbers.get(name) or fresh[self.table].get(name)
         if number is None:
             number = self.number_of(c, name)
         if number is None:
             c.execute(f"INSERT INTO {self.table} ({self.column}) VALUES (?)", (name,))
-            number = fresh[(self.table, name)] = int(c.lastrowid or 0)
+            number = fresh[self.table][name] = int(c.lastrowid or 0)
         return number
 
     def committed(self, fresh: Fresh) -> None:
         """Remember the numbers given in a committed transaction."""
-        for (table, name), number in fresh.items():
-            if table == self.table:
-                self._known(name, number)
+        for name, number in fresh[self.table].items():
+            self._known(name, number)
 
     def load(self, c: sqlite3.Cursor) -> None:
         """Learn every number committed so far, if some are not known yet.

@@ -349,7 +349,7 @@ class Journal:
         ]
         batch_rows: list[tuple[str, bytes]] = []
         sizes: list[int] = []
-        stopping: set[str] = set()
+        stopping = {e.project_id for b in batches for e in b.events if e.type == "project.stopped"}
         for batch in batches:
             ranges: dict[str, list[int]] = {}
             for event in self._redaction.streams(batch.events):
@@ -363,8 +363,6 @@ class Journal:
                         f"the stream {DELETIONS_STREAM} is written by the journal only",
                         project=project,
                     )
-                if event.type == "project.stopped":
-                    stopping.add(project)
                 record = self._link(self._held(heads, project), event)
                 records.append(record)
                 span = ranges.setdefault(project, [record.originator_version] * 2)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -181,14 +182,61 @@ def encode_state(envelope: Envelope) -> bytes:
     return _PLAIN + body
 
 
-def _body(state: bytes) -> bytes | None:
-    """The msgpack array of a format-2 state, or None for a format-1 state."""
+class _Format1:
+    """A format-1 state: the envelope as a msgpack map with its field names."""
+
+    def envelope(self, state: bytes, topic: str, seq: int) -> Envelope:
+        envelope = _format1.decode(state)
+        msgspec.structs.force_setattr(envelope, "seq", seq)
+        return envelope
+
+    def keys(self, state: bytes) -> tuple[str | None, str | None]:
+        keys = _keys1.decode(state)
+        return keys.conversation_id, keys.correlation_id
+
+
+class _Format2:
+    """A format-2 state: a version byte, then the compact array, as it is or deflated."""
+
+    def __init__(self, body: Callable[[bytes], bytes]) -> None:
+        self.body = body
+        """The array of a state of this version."""
+
+    def envelope(self, state: bytes, topic: str, seq: int) -> Envelope:
+        c = _compact.decode(self.body(state))
+        return Envelope(
+            seq=seq,
+            stream_version=c.stream_version,
+            event_id=_unpack_uuid(c.event_id),
+            type=topic,
+            at=_unpack_at(c.at),
+            project_id=c.project_id,
+            conversation_id=c.conversation_id,
+            correlation_id=c.correlation_id,
+            causation_id=_unpack_uuid(c.causation_id),
+            data=c.data,
+            hash=_unpack_hash(c.hash),
+            prev_hash=_unpack_hash(c.prev_hash),
+        )
+
+    def keys(self, state: bytes) -> tuple[str | None, str | None]:
+        keys = _keys2.decode(self.body(state))
+        return keys.conversation_id, keys.correlation_id
+
+
+_FORMAT_1 = _Format1()
+_PLAIN_2 = _Format2(lambda state: state[1:])
+_DEFLATED_2 = _Format2(lambda state: zlib.decompress(state[1:], wbits=-15))
+
+
+def _format_of(state: bytes) -> _Format1 | _Format2:
+    """The format of ``state``, by its first byte (a format-1 map never begins with 2 or 3)."""
     head = state[:1]
     if head == _PLAIN:
-        return state[1:]
+        return _PLAIN_2
     if head == _DEFLATED:
-        return zlib.decompress(state[1:], wbits=-15)
-    return None
+        return _DEFLATED_2
+    return _FORMAT_1
 
 
 def decode_state(state: bytes, topic: str, seq: int) -> Envelope:
@@ -196,26 +244,7 @@ def decode_state(state: bytes, topic: str, seq: int) -> Envelope:
 
     Raises ``msgspec.DecodeError`` or ``msgspec.ValidationError`` on bytes of neither format.
     """
-    body = _body(state)
-    if body is None:
-        envelope = _format1.decode(state)
-        msgspec.structs.force_setattr(envelope, "seq", seq)
-        return envelope
-    c = _compact.decode(body)
-    return Envelope(
-        seq=seq,
-        stream_version=c.stream_version,
-        event_id=_unpack_uuid(c.event_id),
-        type=topic,
-        at=_unpack_at(c.at),
-        project_id=c.project_id,
-        conversation_id=c.conversation_id,
-        correlation_id=c.correlation_id,
-        causation_id=_unpack_uuid(c.causation_id),
-        data=c.data,
-        hash=_unpack_hash(c.hash),
-        prev_hash=_unpack_hash(c.prev_hash),
-    )
+    return _format_of(state).envelope(state, topic, seq)
 
 
 def decode_rows(rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
@@ -277,11 +306,6 @@ def state_keys(state: bytes) -> tuple[str | None, str | None]:
     Bytes that are no envelope (eventsourcing's own tests store such) give ``(None, None)``.
     """
     try:
-        body = _body(state)
-        if body is None:
-            keys1 = _keys1.decode(state)
-            return keys1.conversation_id, keys1.correlation_id
-        keys2 = _keys2.decode(body)
+        return _format_of(state).keys(state)
     except (msgspec.DecodeError, msgspec.ValidationError, zlib.error):
         return None, None
-    return keys2.conversation_id, keys2.correlation_id
