@@ -23,6 +23,7 @@ bidirectional control (:data:`BIDI`), the "Trojan Source" characters.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ from runtime.tools.base import CallSpec, ToolSpec
 __all__ = [
     "BIDI",
     "INVISIBLE",
+    "NO_FINDINGS",
     "ScanSummary",
     "check_caps",
     "completed_events",
@@ -82,22 +84,39 @@ def _key_segment(key: Any) -> str:
     return "[" + msgspec.json.encode(str(key)).decode() + "]"
 
 
+@functools.singledispatch
+def _artifacts_in(value: object, path: str, depth: int) -> Iterator[tuple[str, Any]]:
+    """A scalar other than a string holds no artifact."""
+    return iter(())
+
+
+@_artifacts_in.register
+def _(value: str, path: str, depth: int) -> Iterator[tuple[str, Any]]:
+    yield path, value
+
+
+@_artifacts_in.register(dict)
+def _(value: dict[Any, Any], path: str, depth: int) -> Iterator[tuple[str, Any]]:
+    for key, item in value.items():
+        sub = path + _key_segment(key)
+        if key == "artifacts" and isinstance(item, list | tuple):
+            for index, element in enumerate(item):
+                yield f"{sub}[{index}]", element
+        yield from _artifacts(item, sub, depth + 1)
+
+
+@_artifacts_in.register(list)
+@_artifacts_in.register(tuple)
+def _(value: list[Any] | tuple[Any, ...], path: str, depth: int) -> Iterator[tuple[str, Any]]:
+    for index, item in enumerate(value):
+        yield from _artifacts(item, f"{path}[{index}]", depth + 1)
+
+
 def _artifacts(value: Any, path: str, depth: int) -> Iterator[tuple[str, Any]]:
     """Yield ``(json_path, artifact)`` for every artifact, in document order."""
     if depth > _MAX_DEPTH:
-        return
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            sub = path + _key_segment(key)
-            if key == "artifacts" and isinstance(item, list | tuple):
-                for index, element in enumerate(item):
-                    yield f"{sub}[{index}]", element
-            yield from _artifacts(item, sub, depth + 1)
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            yield from _artifacts(item, f"{path}[{index}]", depth + 1)
+        return iter(())
+    return _artifacts_in(value, path, depth)
 
 
 def check_caps(result: Any, max_output: int, max_artifact: int) -> None:
@@ -133,19 +152,37 @@ def check_caps(result: Any, max_output: int, max_artifact: int) -> None:
             )
 
 
+@functools.singledispatch
+def _strings_in(value: object, depth: int) -> Iterator[str]:
+    """A scalar other than a string holds no string."""
+    return iter(())
+
+
+@_strings_in.register
+def _(value: str, depth: int) -> Iterator[str]:
+    yield value
+
+
+@_strings_in.register(dict)
+def _(value: dict[Any, Any], depth: int) -> Iterator[str]:
+    for key, item in value.items():
+        if isinstance(key, str):
+            yield key
+        yield from _strings(item, depth + 1)
+
+
+@_strings_in.register(list)
+@_strings_in.register(tuple)
+def _(value: list[Any] | tuple[Any, ...], depth: int) -> Iterator[str]:
+    for item in value:
+        yield from _strings(item, depth + 1)
+
+
 def _strings(value: Any, depth: int = 0) -> Iterator[str]:
+    """Every string of ``value`` (keys included), down to ``_MAX_DEPTH``."""
     if depth > _MAX_DEPTH:
-        return
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str):
-                yield key
-            yield from _strings(item, depth + 1)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _strings(item, depth + 1)
+        return iter(())
+    return _strings_in(value, depth)
 
 
 def invisible_flags(value: Any) -> list[str]:
@@ -170,6 +207,18 @@ class ScanSummary(msgspec.Struct, frozen=True, kw_only=True):
     """Secrets found (each occurrence counts)."""
     finding_kinds: list[str]
     """Distinct kinds of secrets, sorted."""
+
+    def merged(self, other: ScanSummary) -> ScanSummary:
+        """What this scan and ``other`` found together (flags and kinds sorted, counts added)."""
+        return ScanSummary(
+            risk_flags=sorted({*self.risk_flags, *other.risk_flags}),
+            findings_count=self.findings_count + other.findings_count,
+            finding_kinds=sorted({*self.finding_kinds, *other.finding_kinds}),
+        )
+
+
+NO_FINDINGS = ScanSummary(risk_flags=[], findings_count=0, finding_kinds=[])
+"""A scan that found nothing (what a call that is no workflow adds from its steps)."""
 
 
 def scan_result(result: Any, secret_values: int = 0) -> ScanSummary:
@@ -227,15 +276,15 @@ def wrap_for_model(call_id: str, text: str) -> str:
     )
 
 
+_DERIVED_KINDS = (("runs_commands", "command"), ("network_capable", "network"), ("writes", "write"))
+"""A spec's kind when it declares none: the first of its capabilities it has, else ``read``."""
+
+
 def tool_kind(spec: ToolSpec) -> str:
     """The spec's declared ``kind``, else ``command``, ``network``, ``write`` or ``read``."""
     if spec.kind is not None:
         return spec.kind
-    if spec.runs_commands:
-        return "command"
-    if spec.network_capable:
-        return "network"
-    return "write" if spec.writes else "read"
+    return next((kind for flag, kind in _DERIVED_KINDS if getattr(spec, flag)), "read")
 
 
 def completed_events(
@@ -243,7 +292,7 @@ def completed_events(
     spec: ToolSpec,
     result: dict[str, Any],
     duration_ms: int,
-    steps: ScanSummary | None = None,
+    steps: ScanSummary = NO_FINDINGS,
     *,
     secret_values: int = 0,
 ) -> list[ev.Event]:
@@ -265,12 +314,7 @@ def completed_events(
                 call_id=call.call_id,
             )
         )
-    if steps is not None:
-        summary = ScanSummary(
-            risk_flags=sorted({*summary.risk_flags, *steps.risk_flags}),
-            findings_count=summary.findings_count + steps.findings_count,
-            finding_kinds=sorted({*summary.finding_kinds, *steps.finding_kinds}),
-        )
+    summary = summary.merged(steps)
     payload: dict[str, Any] = {
         "status": "ok",
         "tool": call.name,

@@ -31,13 +31,12 @@ step refused or failed fails the workflow with that step's reason plus ``step`` 
 
 from __future__ import annotations
 
-import os
-import queue
+import functools
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -45,12 +44,14 @@ from events import catalog as ev
 from events.catalog import SIGNAL_TYPES
 from runtime.errors import ToolError
 from runtime.execution.results import (
+    NO_FINDINGS,
     ScanSummary,
     check_caps,
     completed_events,
     mask_events,
     tool_kind,
 )
+from runtime.execution.workers import WORKERS
 from runtime.guard.secrets.masking import SecretMasker
 from runtime.guard.secrets.redaction import SecretKind, redact
 from runtime.guard.secrets.sources import SecretSources, project_sources
@@ -67,47 +68,6 @@ SELF_ENFORCED_GRACE_S = 2.0
 _POLL_S = 0.05
 
 
-class _Workers:
-    """Threads that run tool calls, kept for the next call once one is done.
-
-    A call still runs on a thread of its own (its caller gives up on it at the deadline,
-    and an abandoned thread simply never comes back), but starting a thread per call cost
-    a hosted runner more than a file read does. At most ``max_idle`` wait for work; a
-    process forked from this one starts with none.
-    """
-
-    def __init__(self, max_idle: int = 8) -> None:
-        self.max_idle = max_idle
-        self._reset()
-
-    def _reset(self) -> None:
-        self._pid = os.getpid()
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._idle = 0
-        self._lock = threading.Lock()
-
-    def run(self, job: Callable[[], None]) -> None:
-        """Run ``job`` on an idle worker, or on a new one."""
-        if self._pid != os.getpid():
-            self._reset()
-        with self._lock:
-            if self._idle > 0:
-                self._idle -= 1
-                self._jobs.put(job)
-                return
-        threading.Thread(target=self._serve, args=(job,), name="tool-worker", daemon=True).start()
-
-    def _serve(self, job: Callable[[], None]) -> None:
-        while True:
-            job()
-            with self._lock:
-                if self._idle >= self.max_idle:
-                    return
-                self._idle += 1
-            job = self._jobs.get()
-
-
-_WORKERS = _Workers()
 _REMEMBERED_CALLS = 4096
 
 
@@ -120,6 +80,14 @@ class RunnerStats(msgspec.Struct, frozen=True, kw_only=True):
     """Calls in flight per conversation."""
     timeout_counts: dict[str, int]
     """Timeouts so far per tool."""
+
+
+class _StepResult(TypedDict):
+    """One step's part of a workflow's result."""
+
+    tool: str
+    call_id: str
+    result: Any
 
 
 class _StepFailure(ToolError):
@@ -162,19 +130,18 @@ class ToolRunnerCore:
         self._per_conversation: dict[str, int] = {}
         self._timeouts: dict[str, int] = {}
         self._calls: OrderedDict[str, CallSpec] = OrderedDict()
-        self._secrets: SecretSources | None = None
 
     def secret_masker(self) -> SecretMasker:
         """The masker of the secret values known now (``runtime.guard.secrets.sources``)."""
-        if self._secrets is None:
-            self._secrets = project_sources(self.root, self.options)
         return self._secrets.masker()
+
+    @functools.cached_property
+    def _secrets(self) -> SecretSources:
+        """The project's secret sources, found at the first call that needs them."""
+        return project_sources(self.root, self.options)
 
     def remember(self, call: CallSpec) -> None:
         """Keep ``call`` so :meth:`result_of` can name its conversation and correlation."""
-        self._remember(call)
-
-    def _remember(self, call: CallSpec) -> None:
         with self._lock:
             self._calls[call.call_id] = call
             self._calls.move_to_end(call.call_id)
@@ -190,7 +157,7 @@ class ToolRunnerCore:
         ``tool_max_concurrency_per_conversation`` to calls of a conversation (0: none may
         run). A call already in flight is admitted again without counting twice.
         """
-        self._remember(call)
+        self.remember(call)
         with self._lock:
             if call.call_id in self._in_flight:
                 return None
@@ -251,7 +218,7 @@ class ToolRunnerCore:
     def _execute(
         self, call: CallSpec, cancelled: threading.Event, limit_s: float | None
     ) -> list[ev.Event]:
-        self._remember(call)
+        self.remember(call)
         started = time.monotonic()
         entry = self.registry.get(call.name)
         if entry is None:
@@ -263,7 +230,7 @@ class ToolRunnerCore:
             return [ev.ToolFailed(call_id=call.call_id, name=call.name, reason=reason)]
         spec, fn = entry
         timeout_s = self._timeout_s(call.args, limit_s)
-        steps: ScanSummary | None = None
+        steps = NO_FINDINGS
         if spec.kind == "workflow":
             signals, outcome, steps = self._workflow(call, spec, fn, cancelled, timeout_s)
         else:
@@ -296,18 +263,33 @@ class ToolRunnerCore:
             timeout_s=timeout_s,
             cancelled=cancelled,
         )
-        box: dict[str, Any] = {}
+        outcome: list[dict[str, Any] | ToolError] = []
         done = threading.Event()
 
         def work() -> None:
             try:
-                box["result"] = fn(ctx, dict(call.args))
-            except BaseException as e:  # every failure becomes the call's reason
-                box["error"] = e
+                result = fn(ctx, dict(call.args))
+                if not isinstance(result, dict):
+                    raise ToolError(
+                        "tool_error",
+                        f"{call.name} returned {type(result).__name__}, not an object",
+                        reason="not_an_object",
+                    )
+                outcome.append(result)
+            except ToolError as e:
+                outcome.append(e)
+            except BaseException as e:  # every other failure becomes the call's reason
+                outcome.append(
+                    ToolError(
+                        "tool_error",
+                        f"{call.name} raised {type(e).__name__}: {e}",
+                        exception=type(e).__name__,
+                    )
+                )
             finally:
                 done.set()
 
-        _WORKERS.run(work)
+        WORKERS.run(work)
         grace = SELF_ENFORCED_GRACE_S if spec.runs_commands or spec.network_capable else 0.0
         deadline = ctx.started_at + timeout_s + grace + spec.cold_start_s
         give_up_at = deadline
@@ -332,24 +314,7 @@ class ToolRunnerCore:
                     timeout_ms=timeout_ms,
                     abandoned=True,
                 )
-        signals = list(ctx.signals)
-        error = box.get("error")
-        if isinstance(error, ToolError):
-            return signals, error
-        if error is not None:
-            return signals, ToolError(
-                "tool_error",
-                f"{call.name} raised {type(error).__name__}: {error}",
-                exception=type(error).__name__,
-            )
-        result = box.get("result")
-        if not isinstance(result, dict):
-            return signals, ToolError(
-                "tool_error",
-                f"{call.name} returned {type(result).__name__}, not an object",
-                reason="not_an_object",
-            )
-        return signals, result
+        return list(ctx.signals), outcome[0]
 
     def _count_timeout(self, call: CallSpec) -> list[ev.Event]:
         with self._lock:
@@ -375,7 +340,7 @@ class ToolRunnerCore:
         *,
         started: float,
         signals: list[ev.Event],
-        steps: ScanSummary | None,
+        steps: ScanSummary,
     ) -> list[ev.Event]:
         """Caps → known secret values masked → sensitivity scan → redaction, then the terminal.
 
@@ -431,16 +396,16 @@ class ToolRunnerCore:
         fn: ToolFn,
         cancelled: threading.Event,
         timeout_s: float,
-    ) -> tuple[list[ev.Event], dict[str, Any] | ToolError, ScanSummary | None]:
+    ) -> tuple[list[ev.Event], dict[str, Any] | ToolError, ScanSummary]:
         deadline = time.monotonic() + timeout_s
         signals, plan = self._attempt(call, spec, fn, cancelled, timeout_s)
         if isinstance(plan, ToolError):
-            return signals, plan, None
+            return signals, plan, NO_FINDINGS
         steps = plan.get("steps")
         if not isinstance(steps, list):
             error = ToolError("tool_error", f"{call.name} returned no steps", reason="no_steps")
-            return signals, error, None
-        results: list[dict[str, Any]] = []
+            return signals, error, NO_FINDINGS
+        results: list[_StepResult] = []
         flags: set[str] = set()
         kinds: set[str] = set()
         count = 0
@@ -449,11 +414,11 @@ class ToolRunnerCore:
             where = {"step": index, "step_tool": name}
             if cancelled.is_set():
                 error = ToolError("conversation_cancelled", f"{call.name} was cancelled", **where)
-                return signals, error, None
+                return signals, error, NO_FINDINGS
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 message = f"{call.name} ran out of time before step {index}"
-                return signals, ToolError("timeout", message, **where), None
+                return signals, ToolError("timeout", message, **where), NO_FINDINGS
             step_call = CallSpec(
                 call_id=f"{call.call_id}.step-{index}",
                 name=name,
@@ -464,19 +429,19 @@ class ToolRunnerCore:
             )
             refused = self._decide_step(step_call, spec, signals)
             if refused is not None:
-                return signals, _from_reason(refused, **where), None
+                return signals, _from_reason(refused.reason, **where), NO_FINDINGS
             events = self._execute(step_call, cancelled, remaining)
             signals.extend(_signals(events))
             deadline += _cold_starts_s(events)  # a server's start is not the workflow's time
             terminal = events[-1]
             if isinstance(terminal, ev.ToolFailed):
-                return signals, _from_reason(terminal.reason, **where), None
+                return signals, _from_reason(terminal.reason, **where), NO_FINDINGS
             assert isinstance(terminal, ev.ToolCompleted)
             flags.update(terminal.risk_flags)
             count += int(terminal.result.get("sensitivity_findings_count", 0))
             kinds.update(terminal.result.get("sensitivity_finding_kinds", []))
             results.append(
-                {"tool": name, "call_id": step_call.call_id, "result": terminal.result["result"]}
+                _StepResult(tool=name, call_id=step_call.call_id, result=terminal.result["result"])
             )
         summary = ScanSummary(
             risk_flags=sorted(flags), findings_count=count, finding_kinds=sorted(kinds)
@@ -485,15 +450,15 @@ class ToolRunnerCore:
 
     def _decide_step(
         self, step: CallSpec, workflow: ToolSpec, signals: list[ev.Event]
-    ) -> dict[str, Any] | None:
-        """Decide a step; record its signals; return the refusal reason, or None to run it."""
+    ) -> ev.ToolFailed | None:
+        """Decide a step; record its signals; return its refusal, or None to run it."""
         verdict = self._decide(step, workflow)
         signals.extend(_signals(verdict.events))
         if verdict.outcome == "allow":
             return None
         terminal = verdict.events[-1]
         assert isinstance(terminal, ev.ToolFailed), verdict.outcome
-        return dict(terminal.reason)
+        return terminal
 
     # --- results ----------------------------------------------------------------------
 
@@ -518,14 +483,8 @@ class ToolRunnerCore:
         if call is None:
             with self._lock:
                 call = self._calls.get(terminal.call_id)
-        if isinstance(terminal, ev.ToolCancelled):
-            reason: dict[str, Any] = {"code": terminal.reason, "message": "the call was cancelled"}
-            duration_ms = 0
-        elif isinstance(terminal, ev.ToolFailed):
-            reason, duration_ms = dict(terminal.reason), terminal.duration_ms
-        else:
-            reason = {"code": "tool_error", "message": "the result has no status"}
-            duration_ms = terminal.duration_ms
+        failed = _as_failure(terminal)
+        reason, duration_ms = dict(failed.reason), failed.duration_ms
         return {
             "status": "error",
             "tool": terminal.name,
@@ -535,6 +494,34 @@ class ToolRunnerCore:
             "duration_ms": duration_ms,
             "reason": redact(reason),
         }
+
+
+@functools.singledispatch
+def _as_failure(terminal: ev.Event) -> ev.ToolFailed:
+    """A call's terminal event that is no success, as the failure it reports."""
+    raise TypeError(f"{type(terminal).__name__} does not end a call")
+
+
+@_as_failure.register
+def _(terminal: ev.ToolCompleted) -> ev.ToolFailed:
+    reason = {"code": "tool_error", "message": "the result has no status"}
+    return ev.ToolFailed(
+        call_id=terminal.call_id,
+        name=terminal.name,
+        duration_ms=terminal.duration_ms,
+        reason=reason,
+    )
+
+
+@_as_failure.register
+def _(terminal: ev.ToolFailed) -> ev.ToolFailed:
+    return terminal
+
+
+@_as_failure.register
+def _(terminal: ev.ToolCancelled) -> ev.ToolFailed:
+    reason = {"code": terminal.reason, "message": "the call was cancelled"}
+    return ev.ToolFailed(call_id=terminal.call_id, name=terminal.name, reason=reason)
 
 
 def _cold_starts_s(events: list[ev.Event]) -> float:

@@ -3,11 +3,13 @@
 General layout: ``store`` (the eventsourcing application: append, read, hash chain),
 ``append_redaction`` (what an append hides before it links a batch),
 ``recorder`` (what a backend provides: the recorder interface, ``JournalBackend``),
-``sqlite`` / ``postgres`` (the backends; ``sqlite_layout``: the SQLite tables' two layouts),
+``sqlite`` / ``postgres`` (the backends; ``sqlite_layout``: the SQLite tables' two layouts,
+``sqlite_migrations``: bringing an older file up to date),
 ``mapper`` (envelopes in and out of eventsourcing) over ``stored`` (an envelope's stored
 bytes, format 2 and format 1),
 ``scope`` (the indexed selection of one conversation's events) and ``queries`` (the
 timeline and incident report of one conversation, read through it),
+``seal_mode`` (whether a journal seals: ``Sealed``, ``Unsealed``),
 ``writer`` (the single writer: the store behind one lock, group commit, reads, seals), ``link``
 (the Unix-socket link: a hello with the daemon's token, then batched appends).
 

@@ -103,12 +103,9 @@ class AppendRedaction:
     def event(self, event: NewEvent, *, data: bool = True) -> NewEvent:
         """``event`` with its ``data`` (unless ``data`` is false) and its ids redacted."""
         redacted = self._data(event.data) if data else event.data
-        if redacted is not event.data:
-            event = msgspec.structs.replace(event, data=redacted)
-        correlation = self._label(event.correlation_id)
-        causation = self._label(event.causation_id)
-        if correlation is not event.correlation_id or causation is not event.causation_id:
-            event = msgspec.structs.replace(
-                event, correlation_id=correlation or "", causation_id=causation
-            )
-        return event
+        return msgspec.structs.replace(
+            event,
+            data=redacted,
+            correlation_id=self._label(event.correlation_id) or "",
+            causation_id=self._label(event.causation_id),
+        )

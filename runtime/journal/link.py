@@ -42,6 +42,7 @@ must not block while the Journal is down.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import os
 import resource
@@ -287,8 +288,8 @@ class LinkServer:
         listener = bind_unix_socket(self.path)
         listener.setblocking(False)
         self._listener = listener
-        self._selector.register(listener, selectors.EVENT_READ, None)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._selector.register(listener, selectors.EVENT_READ, self._accept)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, self._woken)
         self._thread = threading.Thread(target=self._serve, name=self.thread_name, daemon=True)
         self._thread.start()
 
@@ -320,21 +321,21 @@ class LinkServer:
                 time.sleep(0.01)
 
     def _serve_once(self) -> None:
+        """One pass: each ready socket's handler (its selector data), then the answers."""
         pending: list[Pending] = []
         for key, _ in self._selector.select(timeout=self._tick):
-            if key.fileobj is self._listener:
-                pending.extend(self._accept())
-            elif key.fileobj is self._wake_r:
-                with contextlib.suppress(OSError):
-                    self._wake_r.recv(64)
-            else:
-                pending.extend(self._read(key.data))
-        if pending:
-            self._answer(pending)
+            pending.extend(key.data())
+        self._answer(pending)  # nothing pending: nothing to commit or answer
         now = time.monotonic()
         if now >= self._next_sweep:
             self._next_sweep = now + self._tick
             self._sweep(now)
+
+    def _woken(self) -> list[Pending]:
+        """Drain the wake-up socket (:meth:`close` wrote to it)."""
+        with contextlib.suppress(OSError):
+            self._wake_r.recv(64)
+        return []
 
     def _sweep(self, now: float) -> None:
         """Close connections past their hello deadline or silent for too long."""
@@ -370,7 +371,7 @@ class LinkServer:
             conn = _Connection(sock, time.monotonic())
             self._open.add(conn)
             self._pending += 1
-            self._selector.register(sock, selectors.EVENT_READ, conn)
+            self._selector.register(sock, selectors.EVENT_READ, functools.partial(self._read, conn))
             requests.extend(self._read(conn))
 
     def _admit(self, sock: socket.socket) -> bool:
@@ -436,39 +437,44 @@ class LinkServer:
                 self._cut(conn, "frame_too_large" if conn.authed else "hello_too_large")
                 return []
             if body is None:
-                break
-            if not conn.authed:
-                problem = self._hello(body)
-                if problem is not None:
-                    self._cut(conn, problem)
-                    return []
-                conn.authed = True
-                self._pending -= 1
-                continue
-            try:
-                message = _decode(self.requests, body)
-            except _Refused as e:
-                requests.append((conn, e.answer()))
-                continue
-            except msgspec.DecodeError:
-                self._cut(conn, "malformed_frame")
+                return requests
+            problem = self._take(conn, body, requests)
+            if problem is not None:
+                self._cut(conn, problem)
                 return []
-            if isinstance(message, LinkHello):
-                if not hmac.compare_digest(message.token, self.token):
-                    self._cut(conn, "bad_token")
-                    return []
-            else:
-                requests.append((conn, message))
-        return requests
 
-    def _hello(self, body: bytes) -> str | None:
-        """Why ``body`` is not a valid hello (``None``: it is one, with the right token)."""
+    def _take(self, conn: _Connection, body: bytes, requests: list[Pending]) -> str | None:
+        """Take one frame: queue its request (or refusal), or say why ``conn`` is cut."""
+        if not conn.authed:
+            return self._hello(conn, body)
+        try:
+            message = _decode(self.requests, body)
+        except _Refused as e:
+            requests.append((conn, e.answer()))
+            return None
+        except msgspec.DecodeError:
+            return "malformed_frame"
+        if isinstance(message, LinkHello):  # a hello again: it must carry the token still
+            return self._token(message)
+        requests.append((conn, message))
+        return None
+
+    def _hello(self, conn: _Connection, body: bytes) -> str | None:
+        """Authenticate ``conn`` by its first frame; why not (``None``: it is a valid hello)."""
         try:
             hello = _decode(_HELLO, body)
         except _Refused as e:
             return e.reason
         except msgspec.DecodeError:
             return "not_a_hello"
+        problem = self._token(hello)
+        if problem is None:
+            conn.authed = True
+            self._pending -= 1
+        return problem
+
+    def _token(self, hello: LinkHello) -> str | None:
+        """``bad_token`` unless ``hello`` carries the daemon's link token."""
         return None if hmac.compare_digest(hello.token, self.token) else "bad_token"
 
     def _answer(self, pending: list[Pending]) -> None:
@@ -511,26 +517,7 @@ class LinkClient:
 
     def append(self, events: list[NewEvent], key: str) -> LinkCommitted | LinkFailed:
         """Commit ``events`` under ``key``; across Journal restarts until ``retry_s``."""
-        deadline = time.monotonic() + self.retry_s
-        payload = _frame(LinkAppend(key=key, events=events))
-        delay = 0.01
-        while True:
-            reused = self._sock is not None
-            try:
-                sock = self._connected(deadline)
-                sock.sendall(payload)
-                counters.count("journal_link")
-                return self._answer(sock, deadline)
-            except (OSError, msgspec.DecodeError) as e:
-                self.close()
-                if reused:  # the server closed it while idle (or restarted): reconnect now
-                    continue
-                if time.monotonic() + delay >= deadline:
-                    return _journal_error(
-                        f"the journal did not answer within {self.retry_s:g} s: {e}"
-                    )
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
+        return self.append_many([(events, key)])[0]
 
     def append_many(
         self, batches: list[tuple[list[NewEvent], str]]

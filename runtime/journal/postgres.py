@@ -33,7 +33,7 @@ from runtime.journal.recorder import (
     StreamDeletion,
     StreamRow,
 )
-from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
+from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys, where
 
 __all__ = ["BACKEND", "RoostPostgresFactory", "RoostPostgresRecorder"]
 
@@ -81,7 +81,9 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
     def create_table(self) -> None:
         """Create the tables, then add and fill the index columns a table lacks."""
         super().create_table()
-        if self._missing_columns():
+        with self.datastore.transaction(commit=False) as curs:
+            without = self._missing_columns(curs)
+        if without:
             with self.datastore.transaction(commit=True) as curs:
                 curs.execute(self._sql("LOCK TABLE {schema}.{table}", self.events_table_name))
                 missing = self._missing_columns(curs)
@@ -117,18 +119,15 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
                     )
                 )
 
-    def _missing_columns(self, curs: Cursor[DictRow] | None = None) -> list[str]:
-        query = SQL(
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema=%s AND table_name=%s"
+    def _missing_columns(self, curs: Cursor[DictRow]) -> list[str]:
+        curs.execute(
+            SQL(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema=%s AND table_name=%s"
+            ),
+            (self.datastore.schema, self.events_table_name),
         )
-        params = (self.datastore.schema, self.events_table_name)
-        if curs is None:
-            rows = self._select(query, params)
-        else:
-            curs.execute(query, params)
-            rows = curs.fetchall()
-        have = {str(r["column_name"]) for r in rows}
+        have = {str(r["column_name"]) for r in curs.fetchall()}
         return [column for column in INDEX_COLUMNS if column not in have]
 
     def _backfill(self, curs: Cursor[DictRow]) -> None:
@@ -189,14 +188,13 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
         **kwargs: Any,
     ) -> None:
         batch_rows: Sequence[tuple[str, bytes]] = kwargs.get("batch_rows") or ()
-        if batch_rows:
-            curs.executemany(
-                self._sql(
-                    "INSERT INTO {schema}.{table} (batch_key, ranges) VALUES (%s, %s)",
-                    self.batches_table_name,
-                ),
-                list(batch_rows),
-            )
+        curs.executemany(  # none: nothing is executed
+            self._sql(
+                "INSERT INTO {schema}.{table} (batch_key, ranges) VALUES (%s, %s)",
+                self.batches_table_name,
+            ),
+            list(batch_rows),
+        )
         deletion: StreamDeletion | None = kwargs.get("deletion")
         if deletion is None:
             return
@@ -208,15 +206,13 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
             self._sql(where + "project_id=%s", self.snapshots_table_name), (deletion.project_id,)
         )
         batches = self.batches_table_name
-        if deletion.drop_batches:
-            curs.execute(
-                self._sql(where + "batch_key = ANY(%s)", batches), (list(deletion.drop_batches),)
-            )
-        if deletion.rewrite_batches:
-            curs.executemany(
-                self._sql("UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s", batches),
-                [(r, k) for k, r in deletion.rewrite_batches],
-            )
+        curs.execute(  # an empty list of keys deletes none
+            self._sql(where + "batch_key = ANY(%s)", batches), (list(deletion.drop_batches),)
+        )
+        curs.executemany(  # none: nothing is executed
+            self._sql("UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s", batches),
+            [(r, k) for k, r in deletion.rewrite_batches],
+        )
 
     def _select(self, statement: Composed | SQL, params: Sequence[Any]) -> list[DictRow]:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
@@ -246,25 +242,16 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
         )
 
     def _scope_where(self, originator_id: UUID, scope: Scope) -> tuple[str, list[Any]]:
-        where = ["originator_id=%s"]
-        params: list[Any] = [originator_id]
-        if scope.conversation_id is None:
-            where.append("conversation_id IS NULL")
-        else:
-            where.append("conversation_id=%s")
-            params.append(scope.conversation_id)
-        if scope.correlation_id is not None:
-            where.append("correlation_id=%s")
-            params.append(scope.correlation_id)
-        if scope.topics:
-            where.append("topic = ANY(%s)")
-            params.append(list(scope.topics))
-        where.append("notification_id>%s")
-        params.append(scope.after_seq)
-        if scope.before_seq is not None:
-            where.append("notification_id<%s")
-            params.append(scope.before_seq)
-        return " AND ".join(where), params
+        conversation = scope.conversation_id
+        return where(
+            (True, "originator_id=%s", (originator_id,)),
+            (conversation is None, "conversation_id IS NULL", ()),
+            (conversation is not None, "conversation_id=%s", (conversation,)),
+            (scope.correlation_id is not None, "correlation_id=%s", (scope.correlation_id,)),
+            (bool(scope.topics), "topic = ANY(%s)", (list(scope.topics),)),
+            (True, "notification_id>%s", (scope.after_seq,)),
+            (scope.before_seq is not None, "notification_id<%s", (scope.before_seq,)),
+        )
 
     def select_scope(
         self, originator_id: UUID, scope: Scope, *, limit: int | None = None, newest: bool = False
@@ -278,9 +265,8 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
             "SELECT notification_id, originator_version, topic, state FROM {schema}.{table} "
             f"WHERE {where} ORDER BY notification_id{' DESC' if newest else ''}"
         )
-        if limit is not None:
-            text += " LIMIT %s"
-            params.append(limit)
+        text += " LIMIT %s"  # LIMIT NULL (no ``limit``) is no limit
+        params.append(limit)
         rows = self._select(self._sql(text, self.events_table_name), params)
         return [_row(r) for r in rows]
 
@@ -338,17 +324,15 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
         self, project_id: str, conversation_id: str | None = None
     ) -> list[SnapshotRow]:
         """The project's snapshots (one conversation's, when given), by conversation."""
+        conditions, params = where(
+            (True, "project_id=%s", (project_id,)),
+            (conversation_id is not None, "conversation_id=%s", (conversation_id,)),
+        )
         text = (
             "SELECT project_id, conversation_id, seq, stream_version, head_hash, format, body "
-            "FROM {schema}.{table} WHERE project_id=%s"
+            f"FROM {{schema}}.{{table}} WHERE {conditions} ORDER BY conversation_id"
         )
-        params: list[Any] = [project_id]
-        if conversation_id is not None:
-            text += " AND conversation_id=%s"
-            params.append(conversation_id)
-        rows = self._select(
-            self._sql(text + " ORDER BY conversation_id", self.snapshots_table_name), params
-        )
+        rows = self._select(self._sql(text, self.snapshots_table_name), params)
         return [
             (
                 str(r["project_id"]),

@@ -143,8 +143,9 @@ class JournalBackend:
     """The factory's setting that names the file (with ``home_file``)."""
     settings: Mapping[str, str] = field(default_factory=dict)
     """Further factory settings, always given."""
-    check: Callable[[Mapping[str, str]], None] | None = None
-    """Checks the settings before the store is opened (raises ``JournalError``)."""
+    check: Callable[[Mapping[str, str]], None] = field(default=lambda env: None)
+    """Checks the settings before the store is opened (raises ``JournalError``); a store
+    that needs no setting checks nothing."""
 
 
 def journal_backend(kind: str) -> JournalBackend:

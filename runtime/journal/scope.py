@@ -14,11 +14,14 @@ for a journal written before they existed, once when the journal is opened.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import msgspec
 
 from runtime.journal.stored import state_keys
 
-__all__ = ["INDEX_COLUMNS", "Scope", "event_keys"]
+__all__ = ["INDEX_COLUMNS", "Condition", "Scope", "event_keys", "where"]
 
 INDEX_COLUMNS = ("conversation_id", "correlation_id")
 """The columns the stores add to eventsourcing's ``stored_events``."""
@@ -37,6 +40,20 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
     """Only events whose ``seq`` is greater than this."""
     before_seq: int | None = None
     """Only events whose ``seq`` is less than this (None: no upper bound)."""
+
+
+Condition = tuple[bool, str, Sequence[Any]]
+"""An SQL condition of a query: whether it applies, its text, its parameters in order."""
+
+
+def where(*conditions: Condition) -> tuple[str, list[Any]]:
+    """The conditions that apply joined with ``AND``, and their parameters in order.
+
+    A query's optional conditions are a table of :data:`Condition` rows, read here by one
+    loop, rather than one branch per condition in each store.
+    """
+    applied = [(text, params) for applies, text, params in conditions if applies]
+    return " AND ".join(text for text, _ in applied), [p for _, ps in applied for p in ps]
 
 
 def event_keys(state: bytes) -> tuple[str | None, str | None]:

@@ -24,7 +24,9 @@ the opener that creates the tables.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -46,8 +48,9 @@ from runtime.journal.recorder import (
     StreamDeletion,
     StreamRow,
 )
-from runtime.journal.scope import INDEX_COLUMNS, Scope, event_keys
-from runtime.journal.sqlite_layout import LAYOUT, Fresh, Layout, layout_2_statements
+from runtime.journal.scope import Scope, event_keys, where
+from runtime.journal.sqlite_layout import LAYOUT, Fresh, Layout, layout_2_statements, layout_of
+from runtime.journal.sqlite_migrations import INDEXES, UPGRADES
 
 __all__ = ["BACKEND", "RoostSQLiteFactory", "RoostSQLiteRecorder"]
 
@@ -59,14 +62,6 @@ _SNAPSHOTS_TABLE = (
     "PRIMARY KEY (project_id, conversation_id))"
 )
 """The snapshots' table, in every layout."""
-
-_INDEXES = {
-    "conversation_id": "roost_events_by_conversation",
-    "correlation_id": "roost_events_by_correlation",
-}
-"""Index per column; each is ``(originator_id, column)`` and ends with the rowid (the seq)."""
-
-_BACKFILL_PAGE = 20000
 
 
 class _DurablePool(SQLiteConnectionPool):
@@ -91,17 +86,11 @@ class _DurableDatastore(SQLiteDatastore):
 class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
     """Application recorder with batched inserts, idempotency keys and positioned reads."""
 
-    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
-        super().__init__(datastore, events_table_name)
-        self._layout: Layout | None = None
-
-    @property
+    @functools.cached_property
     def layout(self) -> Layout:
-        """The journal's table layout, read once."""
-        if self._layout is None:
-            with self.datastore.transaction(commit=False) as c:
-                self._layout = Layout(self._read_layout(c) or LAYOUT)
-        return self._layout
+        """The journal's table layout, read once (or set by :meth:`create_table`)."""
+        with self.datastore.transaction(commit=False) as c:
+            return layout_of(self._read_layout(c) or LAYOUT)
 
     def _read_layout(self, c: SQLiteCursor) -> int:
         """2 or 1 for a journal whose tables exist, 0 before they do."""
@@ -137,18 +126,12 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
                 start, limit, stop, topics, inclusive_of_start=inclusive_of_start
             )
         table = self.events_table_name
-        where: list[str] = []
-        params: list[Any] = []
-        if start is not None:
-            where.append("rowid>=?" if inclusive_of_start else "rowid>?")
-            params.append(start)
-        if stop is not None:
-            where.append("rowid<=?")
-            params.append(stop)
-        if topics:
-            where.append(layout.topics_in(len(topics)))
-            params.extend(topics)
-        condition = f"WHERE {' AND '.join(where)} " if where else ""
+        conditions, params = where(
+            (start is not None, "rowid>=?" if inclusive_of_start else "rowid>?", (start,)),
+            (stop is not None, "rowid<=?", (stop,)),
+            (bool(topics), layout.topics_in(len(topics)), topics),
+        )
+        condition = f"WHERE {conditions} " if conditions else ""
         with self.datastore.transaction(commit=False) as c:
             raw = c.sqlite_cursor
             raw.row_factory = None
@@ -203,7 +186,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """Insert in one transaction; numbers it gave are known once it is committed."""
-        fresh: Fresh = {}
+        fresh: Fresh = defaultdict(dict)
         seqs = super().insert_events(
             stored_events, fresh_numbers=fresh, batch_rows=batch_rows, deletion=deletion, **kwargs
         )
@@ -246,12 +229,9 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
                     raw.rollback()
                     raise
                 raw.commit()
-        self._layout = Layout(layout)
-        if layout == 2:
-            if self._lacking():
-                self._migrate()
-            return
-        super().create_table()
+        self.layout = layout_of(layout)
+        if layout != 2:
+            super().create_table()
         if self._lacking():
             self._migrate()
 
@@ -263,28 +243,11 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
             try:
                 c = SQLiteCursor(raw.cursor())
                 c.execute(_SNAPSHOTS_TABLE)
-                if self.layout.version == 2:
-                    raw.commit()
-                    return
-                missing = self._missing_columns(c)
-                for column in missing:
-                    c.execute(f"ALTER TABLE {self.events_table_name} ADD COLUMN {column} TEXT")
-                if missing:
-                    self._backfill(c)
-                for column, index in _INDEXES.items():
-                    c.execute(
-                        f"CREATE INDEX IF NOT EXISTS {index} "
-                        f"ON {self.events_table_name} (originator_id, {column})"
-                    )
+                UPGRADES[self.layout.version].migrate(c, self.events_table_name)
             except BaseException:
                 raw.rollback()
                 raise
             raw.commit()
-
-    def _missing_columns(self, c: SQLiteCursor) -> list[str]:
-        c.execute(f"PRAGMA table_info({self.events_table_name})")
-        have = {str(row[1]) for row in c.fetchall()}
-        return [column for column in INDEX_COLUMNS if column not in have]
 
     def _lacking(self) -> bool:
         """Whether the snapshots' table, an index column or an index is missing (a read)."""
@@ -292,31 +255,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
             c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='roost_snapshots'")
             if c.fetchone() is None:
                 return True
-            if self.layout.version == 2:
-                return False
-            if self._missing_columns(c):
-                return True
-            c.execute("SELECT name FROM sqlite_master WHERE type='index'")
-            have = {str(row[0]) for row in c.fetchall()}
-            return not set(_INDEXES.values()) <= have
-
-    def _backfill(self, c: SQLiteCursor) -> None:
-        """Fill the index columns of every stored event from its envelope (one migration)."""
-        table = self.events_table_name
-        last = 0
-        while True:
-            c.execute(
-                f"SELECT rowid, state FROM {table} WHERE rowid>? ORDER BY rowid LIMIT ?",
-                (last, _BACKFILL_PAGE),
-            )
-            rows = [(int(r[0]), bytes(r[1])) for r in c.fetchall()]
-            if not rows:
-                return
-            c.executemany(
-                f"UPDATE {table} SET conversation_id=?, correlation_id=? WHERE rowid=?",
-                [(*event_keys(state), rowid) for rowid, state in rows],
-            )
-            last = rows[-1][0]
+            return UPGRADES[self.layout.version].lacks(c, self.events_table_name)
 
     def _insert_events(
         self,
@@ -332,7 +271,7 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
                 f"INSERT INTO {table} VALUES (?, ?)",
                 [(layout.batch_key(key), ranges) for key, ranges in batch_rows],
             )
-        fresh: Fresh = kwargs.get("fresh_numbers", {})
+        fresh: Fresh = kwargs.get("fresh_numbers", defaultdict(dict))
         raw = c.sqlite_cursor
         params = []
         for s in stored_events:
@@ -373,13 +312,15 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
         self, project_id: str, conversation_id: str | None = None
     ) -> list[SnapshotRow]:
         """The project's snapshots (one conversation's, when given), by conversation."""
-        sql = "SELECT * FROM roost_snapshots WHERE project_id=?"
-        params: list[Any] = [project_id]
-        if conversation_id is not None:
-            sql += " AND conversation_id=?"
-            params.append(conversation_id)
+        conditions, params = where(
+            (True, "project_id=?", (project_id,)),
+            (conversation_id is not None, "conversation_id=?", (conversation_id,)),
+        )
         with self.datastore.transaction(commit=False) as c:
-            c.execute(sql + " ORDER BY conversation_id", params)
+            c.execute(
+                f"SELECT * FROM roost_snapshots WHERE {conditions} ORDER BY conversation_id",
+                params,
+            )
             return [
                 (str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]), int(r[5]), bytes(r[6]))
                 for r in c.fetchall()
@@ -423,31 +364,24 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
 
     def _scope_sql(self, columns: str, originator_id: UUID, scope: Scope) -> tuple[str, list[Any]]:
         """The ``SELECT`` of ``columns`` for the rows of ``scope``, through its index."""
-        index = _INDEXES[
-            "correlation_id" if scope.correlation_id is not None else "conversation_id"
-        ]
+        index = INDEXES["correlation_id" if scope.correlation_id is not None else "conversation_id"]
         layout = self.layout
-        where = [f"originator_id={layout.stream_sql}"]
-        params: list[Any] = [layout.stream(originator_id)]
-        if scope.conversation_id is None:
-            where.append("conversation_id IS NULL")
-        else:
-            where.append("conversation_id=?")
-            params.append(scope.conversation_id)
-        if scope.correlation_id is not None:
-            where.append(f"{layout.correlation_column}=?")
-            params.append(layout.correlation(scope.correlation_id))
-        if scope.topics:
-            where.append(layout.topics_in(len(scope.topics)))
-            params.extend(scope.topics)
-        where.append("rowid>?")
-        params.append(scope.after_seq)
-        if scope.before_seq is not None:
-            where.append("rowid<?")
-            params.append(scope.before_seq)
+        conversation, correlation = scope.conversation_id, scope.correlation_id
+        conditions, params = where(
+            (True, f"originator_id={layout.stream_sql}", (layout.stream(originator_id),)),
+            (conversation is None, "conversation_id IS NULL", ()),
+            (conversation is not None, "conversation_id=?", (conversation,)),
+            (
+                correlation is not None,
+                f"{layout.correlation_column}=?",
+                (layout.correlation(correlation),),
+            ),
+            (bool(scope.topics), layout.topics_in(len(scope.topics)), scope.topics),
+            (True, "rowid>?", (scope.after_seq,)),
+            (scope.before_seq is not None, "rowid<?", (scope.before_seq,)),
+        )
         sql = (
-            f"SELECT {columns} FROM {self.events_table_name} INDEXED BY {index} "
-            f"WHERE {' AND '.join(where)}"
+            f"SELECT {columns} FROM {self.events_table_name} INDEXED BY {index} WHERE {conditions}"
         )
         return sql, params
 
@@ -522,16 +456,14 @@ def _delete_project(c: SQLiteCursor, table: str, layout: Layout, deletion: Strea
     )
     c.execute("DELETE FROM roost_snapshots WHERE project_id=?", (deletion.project_id,))
     drop, rewrite = deletion.drop_batches, deletion.rewrite_batches
-    for batches in layout.batch_tables:
-        if drop:
-            c.executemany(
-                f"DELETE FROM {batches} WHERE batch_key=?", [(layout.key_of_text(k),) for k in drop]
-            )
-        if rewrite:
-            c.executemany(
-                f"UPDATE {batches} SET ranges=? WHERE batch_key=?",
-                [(r, layout.key_of_text(k)) for k, r in rewrite],
-            )
+    for batches in layout.batch_tables:  # an empty list of keys executes nothing
+        c.executemany(
+            f"DELETE FROM {batches} WHERE batch_key=?", [(layout.key_of_text(k),) for k in drop]
+        )
+        c.executemany(
+            f"UPDATE {batches} SET ranges=? WHERE batch_key=?",
+            [(r, layout.key_of_text(k)) for k, r in rewrite],
+        )
 
 
 class RoostSQLiteFactory(SQLiteFactory):

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
@@ -47,11 +48,15 @@ from uuid import UUID
 __all__ = [
     "BATCH_KEY_RETENTION_S",
     "LAYOUT",
+    "LAYOUTS",
     "Fresh",
     "Layout",
+    "Layout1",
+    "Layout2",
     "Numbering",
     "correlation_key",
     "layout_2_statements",
+    "layout_of",
 ]
 
 LAYOUT = 2
@@ -101,8 +106,8 @@ def layout_2_statements(table: str) -> list[str]:
     ]
 
 
-Fresh = dict[tuple[str, Any], int]
-"""Numbers given in a transaction not committed yet: ``(table, name) -> number``."""
+Fresh = defaultdict[str, dict[Any, int]]
+"""Numbers given in a transaction not committed yet: ``table -> name -> number``."""
 
 
 class Numbering:
@@ -138,19 +143,18 @@ class Numbering:
         A number given is added to ``fresh`` and is known once the transaction is
         committed (:meth:`committed`).
         """
-        number = self.numbers.get(name) or fresh.get((self.table, name))
+        number = self.numbers.get(name) or fresh[self.table].get(name)
         if number is None:
             number = self.number_of(c, name)
         if number is None:
             c.execute(f"INSERT INTO {self.table} ({self.column}) VALUES (?)", (name,))
-            number = fresh[(self.table, name)] = int(c.lastrowid or 0)
+            number = fresh[self.table][name] = int(c.lastrowid or 0)
         return number
 
     def committed(self, fresh: Fresh) -> None:
         """Remember the numbers given in a committed transaction."""
-        for (table, name), number in fresh.items():
-            if table == self.table:
-                self._known(name, number)
+        for name, number in fresh[self.table].items():
+            self._known(name, number)
 
     def load(self, c: sqlite3.Cursor) -> None:
         """Learn every number committed so far, if some are not known yet.
@@ -167,44 +171,148 @@ class Numbering:
 
 
 class Layout:
-    """How one journal's layout stores what its queries look up."""
+    """How one journal's layout stores what its queries look up: what both layouts share.
 
-    def __init__(self, version: int) -> None:
-        self.version = version
-        """1 or 2."""
-        self.correlation_column = "correlation_key" if version == 2 else "correlation_id"
-        """The indexed correlation column."""
+    :class:`Layout1` and :class:`Layout2` fill in the rest; :func:`layout_of` picks one.
+    """
+
+    version: int
+    """1 or 2."""
+    correlation_column: str
+    """The indexed correlation column."""
+    stream_sql: str
+    """What a query compares ``originator_id`` with; its parameter is :meth:`stream`."""
+    batch_tables: tuple[str, ...]
+    """The tables that hold batch keys (``roost_batches`` reads them all)."""
+
+    def __init__(self) -> None:
         self.streams = Numbering("roost_streams", "stream")
         """Layout 2's stream numbers (a stream's 16 bytes -> its number)."""
         self.topics = Numbering("roost_topics", "topic")
         """Layout 2's topic numbers."""
-        self.stream_sql = self.streams.sql if version == 2 else "?"
-        """What a query compares ``originator_id`` with; its parameter is :meth:`stream`."""
         self.clock: Callable[[], float] = time.time
         """The wall clock that ages batch-key generations."""
-        self.batch_tables = (
-            ("roost_batches_0", "roost_batches_1") if version == 2 else ("roost_batches",)
-        )
-        """The tables that hold batch keys (``roost_batches`` reads them all)."""
+
+    def committed(self, fresh: Fresh) -> None:
+        """Remember the numbers given in a committed transaction."""
+        self.streams.committed(fresh)
+        self.topics.committed(fresh)
 
     def stream(self, originator_id: UUID) -> str | bytes:
         """The parameter of :attr:`stream_sql` for a stream."""
-        return originator_id.bytes if self.version == 2 else originator_id.hex
+        raise NotImplementedError
 
     def stream_for_insert(self, c: sqlite3.Cursor, originator_id: UUID, fresh: Fresh) -> Any:
         """The ``originator_id`` of a row, in the inserting transaction ``c``."""
-        if self.version != 2:
-            return originator_id.hex
-        return self.streams.for_insert(c, originator_id.bytes, fresh)
+        raise NotImplementedError
 
     def topic_for_insert(self, c: sqlite3.Cursor, topic: str, fresh: Fresh) -> Any:
         """The ``topic`` of a row, in the inserting transaction ``c``."""
-        return self.topics.for_insert(c, topic, fresh) if self.version == 2 else topic
+        raise NotImplementedError
 
     def named(self, c: sqlite3.Cursor, rows: list[Any], at: int = 2) -> list[Any]:
         """``rows`` (tuples) with the topic number at index ``at`` replaced by the topic."""
-        if self.version != 2:
-            return rows
+        raise NotImplementedError
+
+    def topics_in(self, count: int) -> str:
+        """A condition that a row's topic is one of ``count`` topics given as parameters."""
+        raise NotImplementedError
+
+    def correlation(self, correlation_id: str | None) -> Any:
+        """A correlation id as :attr:`correlation_column` holds it."""
+        raise NotImplementedError
+
+    def batch_key(self, key: str) -> str | bytes:
+        """A batch key as ``roost_batches`` holds it."""
+        raise NotImplementedError
+
+    def stored_key(self, stored: Any) -> str:
+        """A key as ``roost_batches`` returns it, as text (hex digits in layout 2)."""
+        raise NotImplementedError
+
+    def key_of_text(self, text: str) -> str | bytes:
+        """The stored key of :meth:`stored_key`'s text."""
+        raise NotImplementedError
+
+    def batch_table_for_insert(self, c: sqlite3.Cursor) -> str:
+        """The table a batch key goes into, in the inserting transaction ``c``."""
+        raise NotImplementedError
+
+
+class Layout1(Layout):
+    """Layout 1: stream ids, topics, correlations and batch keys are stored as they are."""
+
+    version = 1
+    correlation_column = "correlation_id"
+    stream_sql = "?"
+    batch_tables = ("roost_batches",)
+
+    def stream(self, originator_id: UUID) -> str | bytes:
+        """The stream's UUID as 32 hex digits."""
+        return originator_id.hex
+
+    def stream_for_insert(self, c: sqlite3.Cursor, originator_id: UUID, fresh: Fresh) -> Any:
+        """The stream's UUID as 32 hex digits."""
+        return originator_id.hex
+
+    def topic_for_insert(self, c: sqlite3.Cursor, topic: str, fresh: Fresh) -> Any:
+        """The topic itself."""
+        return topic
+
+    def named(self, c: sqlite3.Cursor, rows: list[Any], at: int = 2) -> list[Any]:
+        """``rows`` as they are: their topics are stored as text."""
+        return rows
+
+    def topics_in(self, count: int) -> str:
+        """``topic IN (?, ...)``."""
+        return f"topic IN ({','.join('?' * count)})"
+
+    def correlation(self, correlation_id: str | None) -> Any:
+        """The correlation id itself."""
+        return correlation_id
+
+    def batch_key(self, key: str) -> str | bytes:
+        """The key itself."""
+        return key
+
+    def stored_key(self, stored: Any) -> str:
+        """The key as text."""
+        return str(stored)
+
+    def key_of_text(self, text: str) -> str | bytes:
+        """The text itself."""
+        return text
+
+    def batch_table_for_insert(self, c: sqlite3.Cursor) -> str:
+        """``roost_batches``, which keeps its keys for good."""
+        return "roost_batches"
+
+
+class Layout2(Layout):
+    """Layout 2: numbered streams and topics, digests of correlations and batch keys."""
+
+    version = 2
+    correlation_column = "correlation_key"
+    batch_tables = ("roost_batches_0", "roost_batches_1")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stream_sql = self.streams.sql
+
+    def stream(self, originator_id: UUID) -> str | bytes:
+        """The stream's 16 bytes (its number is looked up by :attr:`stream_sql`)."""
+        return originator_id.bytes
+
+    def stream_for_insert(self, c: sqlite3.Cursor, originator_id: UUID, fresh: Fresh) -> Any:
+        """The stream's number, given now if it has none."""
+        return self.streams.for_insert(c, originator_id.bytes, fresh)
+
+    def topic_for_insert(self, c: sqlite3.Cursor, topic: str, fresh: Fresh) -> Any:
+        """The topic's number, given now if it has none."""
+        return self.topics.for_insert(c, topic, fresh)
+
+    def named(self, c: sqlite3.Cursor, rows: list[Any], at: int = 2) -> list[Any]:
+        """``rows`` with their topic numbers named (learning them again when one is new)."""
         names = self.topics.names
         if any(row[at] not in names for row in rows):
             self.topics.load(c)
@@ -213,41 +321,31 @@ class Layout:
         return [(*row[:at], names[row[at]], *row[at + 1 :]) for row in rows]
 
     def topics_in(self, count: int) -> str:
-        """A condition that a row's topic is one of ``count`` topics given as parameters."""
+        """A condition on the topics' numbers, looked up by name."""
         marks = ",".join("?" * count)
-        if self.version != 2:
-            return f"topic IN ({marks})"
         return f"topic IN (SELECT number FROM roost_topics WHERE topic IN ({marks}))"
 
-    def committed(self, fresh: Fresh) -> None:
-        """Remember the numbers given in a committed transaction."""
-        self.streams.committed(fresh)
-        self.topics.committed(fresh)
-
     def correlation(self, correlation_id: str | None) -> Any:
-        """A correlation id as :attr:`correlation_column` holds it."""
-        return correlation_key(correlation_id) if self.version == 2 else correlation_id
+        """The correlation's 32-bit digest (:func:`correlation_key`)."""
+        return correlation_key(correlation_id)
 
     def batch_key(self, key: str) -> str | bytes:
-        """A batch key as ``roost_batches`` holds it."""
-        return _batch_digest(key) if self.version == 2 else key
+        """The key's 16-byte digest."""
+        return _batch_digest(key)
 
     def stored_key(self, stored: Any) -> str:
-        """A key as ``roost_batches`` returns it, as text (hex digits in layout 2)."""
-        return bytes(stored).hex() if self.version == 2 else str(stored)
+        """The digest as hex digits."""
+        return bytes(stored).hex()
 
     def key_of_text(self, text: str) -> str | bytes:
-        """The stored key of :meth:`stored_key`'s text."""
-        return bytes.fromhex(text) if self.version == 2 else text
+        """The digest of :meth:`stored_key`'s hex digits."""
+        return bytes.fromhex(text)
 
     def batch_table_for_insert(self, c: sqlite3.Cursor) -> str:
-        """The table a batch key goes into, in the inserting transaction ``c``.
+        """The current generation's table, turned over first when it is old enough.
 
-        In layout 2, turns the generations over first when the current one is
-        :data:`BATCH_KEY_RETENTION_S` old.
+        Old enough: :data:`BATCH_KEY_RETENTION_S` since it became the current one.
         """
-        if self.version != 2:
-            return "roost_batches"
         c.execute("SELECT current, since FROM roost_batch_generation")
         current, since = c.fetchone()
         now = int(self.clock())
@@ -256,3 +354,12 @@ class Layout:
             c.execute(f"DELETE FROM roost_batches_{current}")
             c.execute("UPDATE roost_batch_generation SET current=?, since=?", (current, now))
         return f"roost_batches_{int(current)}"
+
+
+LAYOUTS: dict[int, type[Layout]] = {1: Layout1, 2: Layout2}
+"""Each layout's class, by version."""
+
+
+def layout_of(version: int) -> Layout:
+    """The layout of a journal of ``version`` (1 or 2)."""
+    return LAYOUTS[version]()

@@ -26,14 +26,13 @@ several daemons share a PostgreSQL journal.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypedDict
 
 import msgspec
 from eventsourcing.application import Application
@@ -47,18 +46,16 @@ from events.deletion import (
     DELETIONS_STREAM,
     deletion_findings,
     deletions_of,
-    sign_deletion,
 )
 from events.envelope import (
     GENESIS_HASH,
     Envelope,
     NewEvent,
-    format_at,
     new_correlation_id,
     new_event_id,
 )
 from events.seal import CHECKPOINT_TYPE, Anchor
-from events.seal_check import SealReport, check_seals
+from events.seal_check import SealReport
 from runtime.errors import (
     ConcurrencyError,
     JournalError,
@@ -67,18 +64,19 @@ from runtime.errors import (
 )
 from runtime.journal.append_redaction import AppendRedaction, Redactor
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
-from runtime.journal.recorder import JournalRecorder, StreamDeletion, journal_backend
+from runtime.journal.recorder import (
+    JournalRecorder,
+    StreamDeletion,
+    StreamRow,
+    journal_backend,
+)
 from runtime.journal.scope import Scope
-from runtime.journal.seal import Sealer, SealState
+from runtime.journal.seal import Checkpoints, Sealer, SealState
+from runtime.journal.seal_mode import Sealed, SealMode, Unsealed
 from runtime.journal.snapshots import StoredSnapshot
 from runtime.settings_table import JournalKind
 
-__all__ = ["Audit", "Batch", "Journal", "JournalKind", "journal_env"]
-
-
-def utc_now() -> datetime:
-    """The clock of an unsealed journal's deletion records."""
-    return datetime.now(UTC)
+__all__ = ["Audit", "Batch", "Journal", "JournalKind", "ProjectDeletion", "journal_env"]
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True):
@@ -120,6 +118,62 @@ class _Deletion:
     seq: int = 0
     """The record's global position, once committed."""
 
+    def leading(self) -> list[NewEvent]:
+        """The events linked ahead of the batches: the deletion record."""
+        return [self.record]
+
+    def reason(self, project_id: str, seal_reason: str | None) -> str | None:
+        """The seal reason forced on ``project_id``: the deletion log is sealed at once."""
+        if project_id == DELETIONS_STREAM:
+            return "project_deleted"
+        return seal_reason
+
+    def stream(self, heads: dict[str, _Head]) -> StreamDeletion:
+        """What the store deletes in the transaction; the project's head is dropped with it."""
+        heads[self.project_id] = _Head()  # dropped from the cache once written (or failed)
+        return StreamDeletion(
+            stream=project_stream_id(self.project_id),
+            project_id=self.project_id,
+            drop_batches=self.drop_batches,
+            rewrite_batches=self.rewrite_batches,
+        )
+
+    def done(self, cache: dict[str, _Head], seqs: Sequence[int]) -> None:
+        """Committed: drop the project's cached head; the record's position is the first."""
+        cache.pop(self.project_id, None)
+        self.seq = seqs[0]
+
+
+class _NoDeletion:
+    """A write that deletes no project: each step of a :class:`_Deletion` does nothing."""
+
+    def leading(self) -> list[NewEvent]:
+        return []
+
+    def reason(self, project_id: str, seal_reason: str | None) -> str | None:
+        return seal_reason
+
+    def stream(self, heads: dict[str, _Head]) -> StreamDeletion | None:
+        return None
+
+    def done(self, cache: dict[str, _Head], seqs: Sequence[int]) -> None:
+        pass
+
+
+_NO_DELETION = _NoDeletion()
+
+
+class ProjectDeletion(TypedDict):
+    """What :meth:`Journal.delete_project` deleted (``delete_project``'s answer)."""
+
+    project_id: str
+    deleted_events: int
+    """The project's events (its last stream version)."""
+    deletion_seq: int
+    """The deletion record's position in the deletion log."""
+    deleted_at: str
+    deleted_by: str
+
 
 @dataclass(frozen=True)
 class Audit:
@@ -143,6 +197,15 @@ def _checkpoint_of(envelope: Envelope) -> JournalCheckpoint | None:
         return None
 
 
+def _checkpoints(rows: Sequence[StreamRow], views: Sequence[Envelope]) -> Checkpoints:
+    """The project's checkpoints among its ``rows`` (decoded as ``views``), in order."""
+    return [
+        (version, seq, _checkpoint_of(view))
+        for (seq, version, _, _), view in zip(rows, views, strict=True)
+        if view.type == CHECKPOINT_TYPE and view.conversation_id is None
+    ]
+
+
 class _JournalApp(Application[uuid.UUID]):
     """The eventsourcing application behind the journal."""
 
@@ -152,8 +215,12 @@ class _JournalApp(Application[uuid.UUID]):
         return MsgspecMapper()
 
 
+_NO_SETTINGS: Mapping[str, str] = MappingProxyType({})
+"""No further settings (the environment of the process applies)."""
+
+
 def journal_env(
-    kind: JournalKind, *, sqlite_path: str | None = None, extra: Mapping[str, str] | None = None
+    kind: JournalKind, *, sqlite_path: str | None = None, extra: Mapping[str, str] = _NO_SETTINGS
 ) -> dict[str, str]:
     """Return the eventsourcing environment for a journal of ``kind``.
 
@@ -166,8 +233,7 @@ def journal_env(
             raise JournalError(f"the {kind} journal needs a file path")
         env[backend.path_setting] = sqlite_path
     env.update(backend.settings)
-    if extra:
-        env.update(extra)
+    env.update(extra)
     return env
 
 
@@ -179,17 +245,16 @@ class Journal:
         kind: JournalKind = "sqlite",
         *,
         sqlite_path: str | None = None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] = _NO_SETTINGS,
         redactor: Redactor | None = None,
         sealer: Sealer | None = None,
     ) -> None:
         self.kind = kind
         self.sealer = sealer
         """Seals project heads (None: this journal neither seals nor checks seals)."""
+        self._seals: SealMode = Unsealed() if sealer is None else Sealed(sealer)
         settings = journal_env(kind, sqlite_path=sqlite_path, extra=env)
-        check = journal_backend(kind).check
-        if check is not None:
-            check({**os.environ, **(env or {})})
+        journal_backend(kind).check({**os.environ, **env})
         try:
             self._app = _JournalApp(env=settings)
         except (PersistenceError, OSError) as e:
@@ -251,8 +316,7 @@ class Journal:
         return [done[b.key] if (b.key and b.key in done) else next(by_batch) for b in batches]
 
     def _committed(self, keys: Sequence[str]) -> dict[str, list[Envelope]]:
-        if not keys:
-            return {}
+        """The envelopes of the batches whose keys were committed (none for no keys)."""
         found = self._recorder.select_batches(keys)
         out: dict[str, list[Envelope]] = {}
         for key, raw in found.items():
@@ -271,7 +335,7 @@ class Journal:
         batches: Sequence[Batch],
         *,
         seal_reason: str | None = None,
-        deletion: _Deletion | None = None,
+        deletion: _Deletion | _NoDeletion = _NO_DELETION,
     ) -> list[list[Envelope]]:
         """Link and commit ``batches``, plus the checkpoints of the projects due for one.
 
@@ -280,13 +344,12 @@ class Journal:
         transaction (:meth:`delete_project`).
         """
         heads: dict[str, _Head] = {}
-        records: list[JournalRecord] = []
-        if deletion is not None:
-            log = heads[DELETIONS_STREAM] = self._head(DELETIONS_STREAM).copy()
-            records.append(self._link(log, deletion.record, redact=False))
+        records = [
+            self._link(self._held(heads, e.project_id), e, redact=False) for e in deletion.leading()
+        ]
         batch_rows: list[tuple[str, bytes]] = []
         sizes: list[int] = []
-        stopping: set[str] = set()
+        stopping = {e.project_id for b in batches for e in b.events if e.type == "project.stopped"}
         for batch in batches:
             ranges: dict[str, list[int]] = {}
             for event in self._redaction.streams(batch.events):
@@ -300,12 +363,7 @@ class Journal:
                         f"the stream {DELETIONS_STREAM} is written by the journal only",
                         project=project,
                     )
-                if event.type == "project.stopped":
-                    stopping.add(project)
-                head = heads.get(project)
-                if head is None:
-                    head = heads[project] = self._head(project).copy()
-                record = self._link(head, event)
+                record = self._link(self._held(heads, project), event)
                 records.append(record)
                 span = ranges.setdefault(project, [record.originator_version] * 2)
                 span[1] = record.originator_version
@@ -317,25 +375,13 @@ class Journal:
                 heads.setdefault(project, known.copy())
         sealed: list[tuple[str, int, str]] = []
         for project, head in heads.items():
-            forced = seal_reason
-            if deletion is not None and project == DELETIONS_STREAM:
-                forced = "project_deleted"  # the deletion log is sealed at once
+            forced = deletion.reason(project, seal_reason)
             reason = self._due(head, project in stopping, forced)
             if reason is not None:
                 records.append(self._checkpoint(project, head, reason))
                 sealed.append((project, len(records) - 1, reason))
-        if not records and not batches:
-            return []
         stored = [self._mapper.to_stored_event(r) for r in records]
-        deleting: StreamDeletion | None = None
-        if deletion is not None:
-            deleting = StreamDeletion(
-                stream=project_stream_id(deletion.project_id),
-                project_id=deletion.project_id,
-                drop_batches=deletion.drop_batches,
-                rewrite_batches=deletion.rewrite_batches,
-            )
-            heads[deletion.project_id] = _Head()  # dropped from the cache below
+        deleting = deletion.stream(heads)
         try:
             seqs = self._recorder.insert_events(stored, batch_rows=batch_rows, deletion=deleting)
         except IntegrityError as e:
@@ -353,14 +399,11 @@ class Journal:
         if seqs is None or len(seqs) != len(records):
             raise JournalError("the store did not return a position for every event")
         self._heads.update(heads)
-        if deletion is not None:
-            self._heads.pop(deletion.project_id, None)
-            deletion.seq = seqs[0]
-        if self.sealer is not None:
-            for project, index, reason in sealed:
-                state = heads[project].seal
-                state.seq = seqs[index]
-                self.sealer.publish(project, state, closed=reason == "shutdown")
+        deletion.done(self._heads, seqs)
+        for project, index, reason in sealed:
+            state = heads[project].seal
+            state.seq = seqs[index]
+            self._seals.publish(project, state, closed=reason == "shutdown")
         committed = [
             msgspec.structs.replace(r.envelope, seq=seq)
             for r, seq in zip(records, seqs, strict=True)
@@ -374,21 +417,19 @@ class Journal:
 
     def _due(self, head: _Head, stopping: bool, forced: str | None) -> str | None:
         """Why the project of ``head`` is to be sealed in this transaction, if it is."""
-        if self.sealer is None or not head.seal.sealing or head.unsealed() <= 0:
+        if not head.seal.sealing or head.unsealed() <= 0:
             return None
-        if forced is not None:
-            return forced
-        if stopping:
-            return "project_stopped"
-        every = self.sealer.settings.every_events
-        if every and head.unsealed() >= every:
-            return "count"
-        return None
+        every = self._seals.every_events
+        reasons = (
+            (forced, forced is not None),
+            ("project_stopped", stopping),
+            ("count", every != 0 and head.unsealed() >= every),
+        )
+        return next((reason for reason, applies in reasons if applies), None)
 
     def _checkpoint(self, project_id: str, head: _Head, reason: str) -> JournalRecord:
         """Link a checkpoint sealing ``head`` (and advance ``head`` past it)."""
-        assert self.sealer is not None
-        checkpoint = self.sealer.checkpoint(project_id, head.seal, head.version, head.hash, reason)
+        checkpoint = self._seals.checkpoint(project_id, head.seal, head.version, head.hash, reason)
         event = NewEvent(
             event_id=new_event_id(),
             type=CHECKPOINT_TYPE,
@@ -411,15 +452,13 @@ class Journal:
         ``shutdown`` every such project's anchor is also marked closed, sealed now or not.
         Returns how many checkpoints were written.
         """
-        if self.sealer is None:
-            return 0
         due = [p for p, h in self._heads.items() if self._due(h, False, reason) is not None]
         if due:
             self._write([], seal_reason=reason)
         if reason == "shutdown":
             for project, head in self._heads.items():
                 if project not in due and head.seal.sealing:
-                    self.sealer.publish(project, head.seal, closed=True)
+                    self._seals.publish(project, head.seal, closed=True)
         return len(due)
 
     def _link(self, head: _Head, event: NewEvent, *, redact: bool = True) -> JournalRecord:
@@ -449,37 +488,39 @@ class Journal:
             envelope=envelope,
         )
 
+    def _held(self, heads: dict[str, _Head], project_id: str) -> _Head:
+        """The project's head in this write's ``heads``: a copy of its cached one at first."""
+        head = heads.get(project_id)
+        if head is None:
+            head = heads[project_id] = self._head(project_id).copy()
+        return head
+
     def _head(self, project_id: str) -> _Head:
         head = self._heads.get(project_id)
         if head is None:
             head = _Head()
-            anchor = self.sealer.anchors.read(project_id) if self.sealer is not None else None
+            anchor = self._seals.anchor(project_id)
             want = anchor.checkpoint.head_position if isinstance(anchor, Anchor) else -1
             want_hash: str | None = None
-            checkpoints: list[tuple[int, int, JournalCheckpoint | None]] = []
             rows = self._recorder.select_stream(project_stream_id(project_id))
-            for (seq, version, _, _), view in zip(
-                rows, self._mapper.decode_rows(rows), strict=True
-            ):
+            views = self._mapper.decode_rows(rows)
+            for (_, version, _, _), view in zip(rows, views, strict=True):
                 head.version = version
                 head.hash = view.hash
                 head.streams[view.conversation_id] = view.stream_version
                 if version == want:
                     want_hash = view.hash
-                if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
-                    checkpoints.append((version, seq, _checkpoint_of(view)))
-            if self.sealer is not None:
-                head.seal = self.sealer.resume(
-                    project_id,
-                    head_position=head.version,
-                    checkpoints=checkpoints,
-                    anchor=anchor,
-                    anchor_head_hash=want_hash,
-                )
+            head.seal = self._seals.resume(
+                project_id,
+                head_position=head.version,
+                checkpoints=_checkpoints(rows, views),
+                anchor=anchor,
+                anchor_head_hash=want_hash,
+            )
             self._heads[project_id] = head
         return head
 
-    def delete_project(self, project_id: str, *, deleted_by: str = "") -> dict[str, Any]:
+    def delete_project(self, project_id: str, *, deleted_by: str = "") -> ProjectDeletion:
         """Delete every event of ``project_id``, its batch keys and its anchor, as evidence.
 
         One transaction deletes the events, drops (or rewrites) the batch keys that name
@@ -491,17 +532,18 @@ class Journal:
         """
         if project_id == DELETIONS_STREAM:
             raise JournalError(f"{DELETIONS_STREAM} is the journal's own deletion log")
-        events, last_hash, checkpoint = 0, GENESIS_HASH, None
+        events, last_hash = 0, GENESIS_HASH
         rows = self._recorder.select_stream(project_stream_id(project_id))
-        for (_, version, _, _), view in zip(rows, self._mapper.decode_rows(rows), strict=True):
+        views = self._mapper.decode_rows(rows)
+        for (_, version, _, _), view in zip(rows, views, strict=True):
             events, last_hash = version, view.hash
-            if view.type == CHECKPOINT_TYPE and view.conversation_id is None:
-                checkpoint = _checkpoint_of(view) or checkpoint
+        decoded = [c for _, _, c in _checkpoints(rows, views) if c is not None]
+        checkpoint = next(reversed(decoded), None)  # the last one that decodes
         if events == 0:
             raise ProjectNotFoundError(
                 f"no project {project_id!r} in the journal", project_id=project_id
             )
-        deleted_at = self.sealer.clock() if self.sealer is not None else format_at(utc_now())
+        deleted_at = self._seals.clock()
         record = JournalProjectDeleted(
             project_id=project_id,
             events=events,
@@ -511,8 +553,7 @@ class Journal:
             deleted_at=deleted_at,
             deleted_by=deleted_by,
         )
-        if self.sealer is not None:
-            record = sign_deletion(self.sealer.key, record)
+        record = self._seals.sign(record)
         drop, rewrite = self._batches_without(project_id)
         deletion = _Deletion(
             project_id=project_id,
@@ -529,26 +570,14 @@ class Journal:
         )
         self._heads.pop(project_id, None)
         self._write([], deletion=deletion)
-        if self.sealer is not None:
-            path = self.sealer.anchors.path(project_id)
-            try:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-            except OSError as e:
-                raise JournalError(
-                    f"project {project_id} was deleted (deletion record at seq {deletion.seq}) "
-                    f"but its anchor {path} could not be removed: {e.strerror}; remove it by "
-                    "hand before the id is used again",
-                    project_id=project_id,
-                    path=path,
-                ) from e
-        return {
-            "project_id": project_id,
-            "deleted_events": events,
-            "deletion_seq": deletion.seq,
-            "deleted_at": deleted_at,
-            "deleted_by": deleted_by,
-        }
+        self._seals.remove_anchor(project_id, deletion.seq)
+        return ProjectDeletion(
+            project_id=project_id,
+            deleted_events=events,
+            deletion_seq=deletion.seq,
+            deleted_at=deleted_at,
+            deleted_by=deleted_by,
+        )
 
     def _batches_without(self, project_id: str) -> tuple[list[str], list[tuple[str, bytes]]]:
         """The batch keys to drop, and those to rewrite, once ``project_id`` is deleted.
@@ -581,8 +610,7 @@ class Journal:
         its seals), checked only when it holds a record of this project.
         """
         audit = self.audit(DELETIONS_STREAM)
-        key = self.sealer.key if self.sealer is not None else None
-        deletions, problems = deletion_findings(audit.events, project_id, key)
+        deletions, problems = deletion_findings(audit.events, project_id, self._seals.key)
         if deletions and (not audit.chain.ok or (audit.seals is not None and not audit.seals.ok)):
             problems.append(
                 {
@@ -702,26 +730,23 @@ class Journal:
 
     def iter_all(self, *, after_seq: int = 0, page: int = 1000) -> Iterator[Envelope]:
         """Every event after ``after_seq``, page by page."""
-        cursor = after_seq
-        while True:
-            chunk = self.read_all(after_seq=cursor, limit=page)
-            if not chunk:
-                return
-            yield from chunk
-            cursor = chunk[-1].seq
+        return self._pages(after_seq, page)
 
     def read_types(self, types: Sequence[str]) -> list[Envelope]:
         """Every event of the given types, in ``seq`` order (used to find projects)."""
-        out: list[Envelope] = []
-        cursor = 0
+        return list(self._pages(0, 1000, types))
+
+    def _pages(self, after_seq: int, page: int, topics: Sequence[str] = ()) -> Iterator[Envelope]:
+        """The events after ``after_seq`` (of ``topics`` only, when given), ``page`` a read."""
         decode = self._mapper.decode_envelope
+        cursor = after_seq
         while True:
             chunk = self._recorder.select_notifications(
-                start=cursor + 1, limit=1000, topics=list(types)
+                start=cursor + 1, limit=page, topics=list(topics)
             )
             if not chunk:
-                return out
-            out.extend(decode(n.state, n.topic, n.id) for n in chunk)
+                return
+            yield from (decode(n.state, n.topic, n.id) for n in chunk)
             cursor = chunk[-1].id
 
     def max_seq(self) -> int:
@@ -740,22 +765,18 @@ class Journal:
         The anchor is read before the events and again after them (see
         :func:`events.seal_check.check_seals`), so a writer sealing meanwhile is no false alarm.
         """
-        sealer = self.sealer
-        before = sealer.anchors.read(project_id) if sealer is not None else None
+        before = self._seals.anchor(project_id)
         rows = self._recorder.select_stream(project_stream_id(project_id))
-        after = sealer.anchors.read(project_id) if sealer is not None else None
+        after = self._seals.anchor(project_id)
         events = self._mapper.decode_rows(rows)
         chain = verify_chain(events)
-        seals = None
-        if sealer is not None:
-            seals = check_seals(
-                [(version, e) for (_, version, _, _), e in zip(rows, events, strict=True)],
-                project_id=project_id,
-                key=sealer.key,
-                anchor=before,
-                anchor_after=after,
-                chain_breaks=chain.breaks,
-            )
+        seals = self._seals.check(
+            [(version, e) for (_, version, _, _), e in zip(rows, events, strict=True)],
+            project_id=project_id,
+            anchor=before,
+            anchor_after=after,
+            chain_breaks=chain.breaks,
+        )
         return Audit(events=events, chain=chain, seals=seals, anchored=before is not None)
 
     def integrity_check(self) -> str:

@@ -17,7 +17,9 @@ so a row verifies the same in either format. A format-1 state begins with a msgp
 
 from __future__ import annotations
 
+import functools
 import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,8 +78,6 @@ _keys2 = msgspec.msgpack.Decoder(_Keys2)
 _keys1 = msgspec.msgpack.Decoder(_Keys1)
 _format1 = msgspec.msgpack.Decoder(Envelope)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_seconds: dict[int, str] = {}
-_prefixes: dict[str, int] = {}
 
 
 def _pack_uuid(text: str | None) -> str | bytes | None:
@@ -101,56 +101,56 @@ def _unpack_uuid(value: Any) -> Any:
 
 
 def _pack_hash(text: str) -> str | bytes:
-    if len(text) == 64:
-        try:
-            packed = bytes.fromhex(text)
-        except ValueError:
-            return text
-        if packed.hex() == text:
-            return packed
-    return text
+    """A SHA-256 hash as its 32 bytes; any other text as it is."""
+    try:
+        packed = bytes.fromhex(text)
+    except ValueError:
+        return text
+    if len(packed) != 32 or packed.hex() != text:
+        return text
+    return packed
 
 
 def _unpack_hash(value: Any) -> Any:
     return value.hex() if isinstance(value, bytes) else value
 
 
+@functools.lru_cache(maxsize=4096)
+def _second_text(seconds: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.`` of a second since the epoch (UTC): what ``at`` begins with."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+
+
 def _format_ms(ms: int) -> str:
     seconds, millis = divmod(ms, 1000)
-    text = _seconds.get(seconds)
-    if text is None:
-        if len(_seconds) > 4096:
-            _seconds.clear()
-        text = _seconds[seconds] = datetime.fromtimestamp(seconds, UTC).strftime(
-            "%Y-%m-%dT%H:%M:%S."
-        )
-    return f"{text}{millis:03d}Z"
+    return f"{_second_text(seconds)}{millis:03d}Z"
 
 
+@functools.lru_cache(maxsize=4096)
 def _epoch_seconds(prefix: str) -> int | None:
     """Seconds since the epoch of a canonical ``YYYY-MM-DDTHH:MM:SS`` (UTC), else None."""
-    seconds = _prefixes.get(prefix)
-    if seconds is None:
-        try:
-            moment = datetime.fromisoformat(prefix + "+00:00")
-        except ValueError:
-            return None
-        delta = moment - _EPOCH
-        seconds = delta.days * 86400 + delta.seconds
-        if seconds < 0 or _format_ms(seconds * 1000)[:19] != prefix:
-            return None
-        if len(_prefixes) > 4096:
-            _prefixes.clear()
-        _prefixes[prefix] = seconds
+    try:
+        moment = datetime.fromisoformat(prefix + "+00:00")
+    except ValueError:
+        return None
+    delta = moment - _EPOCH
+    seconds = delta.days * 86400 + delta.seconds
+    if seconds < 0 or _format_ms(seconds * 1000)[:19] != prefix:
+        return None
     return seconds
 
 
 def _pack_at(at: str) -> str | int:
-    if len(at) != 24 or at[19] != "." or at[23] != "Z":
-        return at
+    """A canonical ``at`` (``YYYY-MM-DDTHH:MM:SS.mmmZ``) as milliseconds; other text as is."""
     millis = at[20:23]
     seconds = _epoch_seconds(at[:19])
-    if seconds is None or not (millis.isascii() and millis.isdigit()):
+    if (
+        seconds is None
+        or len(at) != 24
+        or at[19] != "."
+        or at[23] != "Z"
+        or not (millis.isascii() and millis.isdigit())
+    ):
         return at
     return seconds * 1000 + int(millis)
 
@@ -182,14 +182,61 @@ def encode_state(envelope: Envelope) -> bytes:
     return _PLAIN + body
 
 
-def _body(state: bytes) -> bytes | None:
-    """The msgpack array of a format-2 state, or None for a format-1 state."""
+class _Format1:
+    """A format-1 state: the envelope as a msgpack map with its field names."""
+
+    def envelope(self, state: bytes, topic: str, seq: int) -> Envelope:
+        envelope = _format1.decode(state)
+        msgspec.structs.force_setattr(envelope, "seq", seq)
+        return envelope
+
+    def keys(self, state: bytes) -> tuple[str | None, str | None]:
+        keys = _keys1.decode(state)
+        return keys.conversation_id, keys.correlation_id
+
+
+class _Format2:
+    """A format-2 state: a version byte, then the compact array, as it is or deflated."""
+
+    def __init__(self, body: Callable[[bytes], bytes]) -> None:
+        self.body = body
+        """The array of a state of this version."""
+
+    def envelope(self, state: bytes, topic: str, seq: int) -> Envelope:
+        c = _compact.decode(self.body(state))
+        return Envelope(
+            seq=seq,
+            stream_version=c.stream_version,
+            event_id=_unpack_uuid(c.event_id),
+            type=topic,
+            at=_unpack_at(c.at),
+            project_id=c.project_id,
+            conversation_id=c.conversation_id,
+            correlation_id=c.correlation_id,
+            causation_id=_unpack_uuid(c.causation_id),
+            data=c.data,
+            hash=_unpack_hash(c.hash),
+            prev_hash=_unpack_hash(c.prev_hash),
+        )
+
+    def keys(self, state: bytes) -> tuple[str | None, str | None]:
+        keys = _keys2.decode(self.body(state))
+        return keys.conversation_id, keys.correlation_id
+
+
+_FORMAT_1 = _Format1()
+_PLAIN_2 = _Format2(lambda state: state[1:])
+_DEFLATED_2 = _Format2(lambda state: zlib.decompress(state[1:], wbits=-15))
+
+
+def _format_of(state: bytes) -> _Format1 | _Format2:
+    """The format of ``state``, by its first byte (a format-1 map never begins with 2 or 3)."""
     head = state[:1]
     if head == _PLAIN:
-        return state[1:]
+        return _PLAIN_2
     if head == _DEFLATED:
-        return zlib.decompress(state[1:], wbits=-15)
-    return None
+        return _DEFLATED_2
+    return _FORMAT_1
 
 
 def decode_state(state: bytes, topic: str, seq: int) -> Envelope:
@@ -197,26 +244,7 @@ def decode_state(state: bytes, topic: str, seq: int) -> Envelope:
 
     Raises ``msgspec.DecodeError`` or ``msgspec.ValidationError`` on bytes of neither format.
     """
-    body = _body(state)
-    if body is None:
-        envelope = _format1.decode(state)
-        msgspec.structs.force_setattr(envelope, "seq", seq)
-        return envelope
-    c = _compact.decode(body)
-    return Envelope(
-        seq=seq,
-        stream_version=c.stream_version,
-        event_id=_unpack_uuid(c.event_id),
-        type=topic,
-        at=_unpack_at(c.at),
-        project_id=c.project_id,
-        conversation_id=c.conversation_id,
-        correlation_id=c.correlation_id,
-        causation_id=_unpack_uuid(c.causation_id),
-        data=c.data,
-        hash=_unpack_hash(c.hash),
-        prev_hash=_unpack_hash(c.prev_hash),
-    )
+    return _format_of(state).envelope(state, topic, seq)
 
 
 def decode_rows(rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
@@ -229,7 +257,7 @@ def decode_rows(rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
     out: list[Envelope] = []
     append = out.append
     decode = _compact.decode
-    seconds = _seconds
+    second_text = _second_text
     ids: dict[bytes, str] = {}
     for seq, _version, topic, state in rows:
         if state[:1] != _PLAIN:
@@ -250,8 +278,7 @@ def decode_rows(rows: list[tuple[int, int, str, bytes]]) -> list[Envelope]:
         at = c.at
         if at.__class__ is int:
             second, millis = divmod(at, 1000)
-            prefix = seconds.get(second)
-            at = f"{prefix}{millis:03d}Z" if prefix is not None else _format_ms(at)
+            at = f"{second_text(second)}{millis:03d}Z"
         digest = c.hash
         prev = c.prev_hash
         append(
@@ -279,11 +306,6 @@ def state_keys(state: bytes) -> tuple[str | None, str | None]:
     Bytes that are no envelope (eventsourcing's own tests store such) give ``(None, None)``.
     """
     try:
-        body = _body(state)
-        if body is None:
-            keys1 = _keys1.decode(state)
-            return keys1.conversation_id, keys1.correlation_id
-        keys2 = _keys2.decode(body)
+        return _format_of(state).keys(state)
     except (msgspec.DecodeError, msgspec.ValidationError, zlib.error):
         return None, None
-    return keys2.conversation_id, keys2.correlation_id

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import msgspec
 
@@ -55,6 +55,28 @@ class Rehydration(msgspec.Struct, frozen=True, kw_only=True):
     """The snapshot used, when one was stored and checked out."""
     rejected: str | None = None
     """Why a stored snapshot was not used (a reason code), when one was not."""
+
+
+class SnapshotOutcome(TypedDict):
+    """What building one conversation's snapshot did (:meth:`JournalWriter.write_snapshots`)."""
+
+    project_id: NotRequired[str]
+    conversation_id: NotRequired[str]
+    seq: NotRequired[int]
+    """The last event folded into the snapshot (or into the one that made it needless)."""
+    events: NotRequired[int]
+    """Events folded."""
+    bytes: NotRequired[int]
+    """The snapshot's size."""
+    skipped: NotRequired[str]
+    """Why none was stored: ``no_new_events``, ``no_events``, ``closed``,
+    ``project_deleted``, ``a_later_snapshot``."""
+    error: NotRequired[str]
+    """The store failed."""
+
+
+_NOT_OPEN = "the journal is not open yet"
+"""The error a batch (or a deletion) gets before the store is open."""
 
 
 class JournalWriter:
@@ -91,29 +113,34 @@ class JournalWriter:
         written one by one so only the faulty one fails.
         """
         with self.lock:
-            store = self.store
-            if store is None:
-                return [_not_ready() for _ in batches]
-            keys = [key for key, _ in batches]
-            results: list[list[Envelope] | dict[str, Any]] | None = None
-            if len(batches) > 1 and len(set(keys)) == len(keys):
-                with contextlib.suppress(JournalError):  # then one by one, below
-                    results = [*store.append_batches([Batch(events=e, key=k) for k, e in batches])]
-                    counters.count("journal_append", len(batches))
-                    counters.count("journal_commit")
-            if results is None:
-                results = [_append_one(store, key, events) for key, events in batches]
+            results = self._append_all(batches)
             if self.codec is not None:
                 for result in results:
                     if isinstance(result, list):
                         self.schedule.committed(result)
             return results
 
+    def _append_all(
+        self, batches: list[tuple[str, list[NewEvent]]]
+    ) -> list[list[Envelope] | dict[str, Any]]:
+        """The group commit, or one commit per batch when it fails (the lock held)."""
+        store = self.store
+        if store is None:
+            return [JournalError(_NOT_OPEN).to_wire() for _ in batches]
+        keys = [key for key, _ in batches]
+        if len(batches) > 1 and len(set(keys)) == len(keys):
+            with contextlib.suppress(JournalError):  # then one by one, below
+                grouped = store.append_batches([Batch(events=e, key=k) for k, e in batches])
+                counters.count("journal_append", len(batches))
+                counters.count("journal_commit")
+                return [*grouped]
+        return [_append_one(store, key, events) for key, events in batches]
+
     def snapshots_due(self) -> bool:
         """Whether a conversation is due for a snapshot (a read without the lock)."""
         return self.codec is not None and self.schedule.due()
 
-    def write_snapshots(self, limit: int = SNAPSHOTS_PER_CALL) -> list[dict[str, Any]]:
+    def write_snapshots(self, limit: int = SNAPSHOTS_PER_CALL) -> list[SnapshotOutcome]:
         """Build and store the snapshots of up to ``limit`` due conversations.
 
         Each is the conversation's last snapshot (when it checks out) with the events after
@@ -128,9 +155,9 @@ class JournalWriter:
             return []
         with self.lock:
             due = self.schedule.take(limit) if self.store is not None else []
-        done: list[dict[str, Any]] = []
+        done: list[SnapshotOutcome] = []
         for project_id, conversation_id in due:
-            outcome: dict[str, Any] = {"project_id": project_id, "conversation_id": conversation_id}
+            outcome = SnapshotOutcome(project_id=project_id, conversation_id=conversation_id)
             try:
                 outcome.update(self._snapshot(codec, project_id, conversation_id))
             except JournalError as e:
@@ -140,24 +167,22 @@ class JournalWriter:
 
     def _snapshot(
         self, codec: SnapshotCodec, project_id: str, conversation_id: str
-    ) -> dict[str, Any]:
+    ) -> SnapshotOutcome:
+        names = {"project_id": project_id, "conversation_id": conversation_id}
         options = self.schedule.options_for(project_id)
-        names: dict[str, Any] = {
-            "project_id": project_id,
-            "conversation_id": conversation_id,
-            "options": options,
-        }
         prior, after, _ = self._read_snapshot(codec, project_id, conversation_id)
         if prior is not None and not after:
-            return {"seq": prior.seq, "skipped": "no_new_events"}
-        body = codec.fold(prior.body, after, **names) if prior is not None else None
+            return SnapshotOutcome(seq=prior.seq, skipped="no_new_events")
+        body = (
+            codec.fold(prior.body, after, **names, options=options) if prior is not None else None
+        )
         if body is None:
             if prior is not None:  # the fold refused it: the whole history
                 with self.lock:
                     after = self._events(project_id, conversation_id, 0)
             if not after:
-                return {"skipped": "no_events"}
-            body = codec.fold(None, after, **names)
+                return SnapshotOutcome(skipped="no_events")
+            body = codec.fold(None, after, **names, options=options)
         assert body is not None  # a fold without a prior is always built
         last = after[-1]
         snapshot = StoredSnapshot(
@@ -171,16 +196,16 @@ class JournalWriter:
         )
         with self.lock:
             if self.store is None:
-                return {"skipped": "closed"}
+                return SnapshotOutcome(skipped="closed")
             if not self.store.has_project(project_id):  # deleted while it was folded
-                return {"skipped": "project_deleted"}
+                return SnapshotOutcome(skipped="project_deleted")
             key = (project_id, conversation_id)
             if self._stored.get(key, 0) > last.seq:  # the other thread stored a later one
-                return {"seq": last.seq, "skipped": "a_later_snapshot"}
+                return SnapshotOutcome(seq=last.seq, skipped="a_later_snapshot")
             self.store.put_snapshot(snapshot)
             self._stored[key] = last.seq
             self.snapshot_counts["written"] += 1
-        return {"seq": last.seq, "events": len(after), "bytes": len(body)}
+        return SnapshotOutcome(seq=last.seq, events=len(after), bytes=len(body))
 
     def _events(self, project_id: str, conversation_id: str, after_seq: int) -> list[Envelope]:
         """The conversation's events after ``after_seq`` (the lock held by the caller)."""
@@ -270,7 +295,7 @@ class JournalWriter:
         """
         with self.lock:
             if self.store is None:
-                return {"error": _not_ready()}
+                return {"error": JournalError(_NOT_OPEN).to_wire()}
             self.schedule.forget(project_id)
             self._stored = {k: v for k, v in self._stored.items() if k[0] != project_id}
             try:
@@ -313,7 +338,3 @@ def _append_one(
     counters.count("journal_append")
     counters.count("journal_commit")
     return envelopes
-
-
-def _not_ready() -> dict[str, Any]:
-    return {"code": "journal_error", "message": "the journal is not open yet", "details": {}}

@@ -1,11 +1,11 @@
-"""The runner's worker threads (``runtime.execution.runner._Workers``): kept, capped, reset."""
+"""The runner's worker threads (``runtime.execution.workers.Workers``): kept, capped, reset."""
 
 from __future__ import annotations
 
 import os
 import threading
 
-from runtime.execution.runner import _Workers
+from runtime.execution.workers import Workers
 
 
 def _named() -> set[threading.Thread]:
@@ -13,7 +13,7 @@ def _named() -> set[threading.Thread]:
 
 
 def test_a_finished_worker_takes_the_next_call_and_idle_ones_are_capped() -> None:
-    workers = _Workers(max_idle=2)
+    workers = Workers(max_idle=2)
     before = _named()
     for _ in range(5):  # one after another: one thread does them all
         done = threading.Event()
@@ -48,7 +48,7 @@ def test_a_finished_worker_takes_the_next_call_and_idle_ones_are_capped() -> Non
 
 
 def test_a_forked_process_starts_with_no_workers() -> None:
-    workers = _Workers()
+    workers = Workers()
     done = threading.Event()
     workers.run(done.set)
     assert done.wait(10)

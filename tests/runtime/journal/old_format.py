@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from runtime.journal.sqlite_layout import Layout
+from runtime.journal.sqlite_layout import Layout2
 from runtime.journal.stored import decode_state
 
 __all__ = ["to_layout_1"]
@@ -27,7 +27,7 @@ def to_layout_1(path: str, *, index_columns: bool = True, batch_keys: Sequence[s
     (what it wrote before those columns). Layout 2 keeps a digest of each batch key: the
     keys in ``batch_keys`` are written back as text, the others are left out.
     """
-    layout = Layout(2)
+    layout = Layout2()
     texts = {layout.batch_key(key): key for key in batch_keys}
     with sqlite3.connect(path) as new:
         rows = new.execute(
