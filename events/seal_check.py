@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import msgspec
 
@@ -27,7 +27,70 @@ from events.seal import (
     key_id,
 )
 
-__all__ = ["SealReport", "check_seals"]
+__all__ = ["SealProblem", "SealReport", "check_seals"]
+
+
+class SealProblem(TypedDict):
+    """One finding of :func:`check_seals`: its ``kind`` and the fields that kind carries."""
+
+    kind: str
+    """What was lost or changed (the kinds are listed in :func:`check_seals`)."""
+    seq: NotRequired[int]
+    """The event's ``seq`` (a checkpoint's, or the changed event's)."""
+    position: NotRequired[int]
+    """That event's position in the project's stream."""
+    checkpoint_index: NotRequired[int]
+    """The checkpoint concerned."""
+    reason: NotRequired[str]
+    """Why, in words (a decode error, a chain break, an anchor that cannot be trusted)."""
+    sealed_at: NotRequired[str]
+    """When the checkpoint concerned was sealed."""
+    from_position: NotRequired[int]
+    """``missing_events``: the first position missing."""
+    to_position: NotRequired[int]
+    """``missing_events``: the last position missing."""
+    before_seq: NotRequired[int]
+    """``missing_events``: the ``seq`` of the event after the gap."""
+    key_id: NotRequired[str]
+    """``mac_mismatch``: the key the checkpoint names."""
+    expected_key_id: NotRequired[str]
+    """``mac_mismatch``: the key of this journal."""
+    expected_index: NotRequired[int]
+    """The checkpoint index the chain expected next."""
+    after_seq: NotRequired[int | None]
+    """The ``seq`` of the checkpoint before (None: there was none)."""
+    after_position: NotRequired[int]
+    """``rewritten``: the position of the last checkpoint that still holds."""
+    head_position: NotRequired[int]
+    """``rewritten``: the sealed head whose hash changed."""
+    later_checkpoints: NotRequired[int]
+    """``rewritten``: how many later checkpoints were rewritten too."""
+    checkpoints: NotRequired[int]
+    """``anchor_missing``: the checkpoints in the journal."""
+    expected_position: NotRequired[int]
+    """Where the anchor's checkpoint should be."""
+    found_position: NotRequired[int]
+    """Where it is."""
+    expected_seq: NotRequired[int]
+    """The anchor's checkpoint's ``seq``."""
+    expected_through: NotRequired[int]
+    """``truncated``: the position the journal should reach."""
+    found_through: NotRequired[int]
+    """The position it reaches."""
+    found_seq: NotRequired[int | None]
+    """``truncated``: the last ``seq`` found (None: no event)."""
+    intact_through: NotRequired[int]
+    """``truncated``: the last position a checkpoint before the anchor's still seals."""
+    sealed_through: NotRequired[int]
+    """``appended_after_shutdown``: the position sealed at the shutdown."""
+    appended_events: NotRequired[int]
+    """``appended_after_shutdown``: events written after it."""
+    closed_at: NotRequired[str]
+    """``appended_after_shutdown``: when the shutdown wrote the anchor."""
+    anchor_index: NotRequired[int]
+    """``anchor_stale``: the checkpoint the anchor names."""
+    journal_index: NotRequired[int]
+    """``anchor_stale``: the newest checkpoint in the journal."""
 
 
 class SealReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,7 +112,7 @@ class SealReport(msgspec.Struct, frozen=True, kw_only=True):
     anchor: str
     """The anchor outside the database: ``ok``, ``closed`` (a clean shutdown wrote it),
     ``missing`` or ``invalid``."""
-    problems: list[dict[str, Any]] = []
+    problems: list[SealProblem] = []
     """Each ``{kind, ...}``: what was lost or changed, where, and since when."""
 
 
@@ -79,7 +142,7 @@ class _Walk:
         self.key = key
         self.own_key = key_id(key)
         self.project_id = project_id
-        self.problems: list[dict[str, Any]] = []
+        self.problems: list[SealProblem] = []
         self.hash_at: dict[int, str] = {}
         self.position_of: dict[int, int] = {}
         self.by_index: dict[int, _Seen] = {}
@@ -90,7 +153,7 @@ class _Walk:
         self._next_index = 1
         self._prev_mac: str = GENESIS_MAC
         self._prev_seq: int | None = None
-        self._rewritten: dict[str, Any] | None = None
+        self._rewritten: SealProblem | None = None
 
     def run(self, events: Iterable[tuple[int, Envelope]]) -> None:
         for position, event in events:
@@ -125,23 +188,29 @@ class _Walk:
             )
             return
         seen = _Seen(position, event.seq, checkpoint)
-        where = {"seq": event.seq, "position": position, "checkpoint_index": checkpoint.index}
         expected = checkpoint_mac(self.key, self.project_id, checkpoint)
         if not hmac.compare_digest(expected, checkpoint.mac):
-            problem: dict[str, Any] = {"kind": "mac_mismatch", **where}
+            problem: SealProblem = {
+                "kind": "mac_mismatch",
+                "seq": event.seq,
+                "position": position,
+                "checkpoint_index": checkpoint.index,
+            }
             if checkpoint.key_id != self.own_key:
-                problem.update(key_id=checkpoint.key_id, expected_key_id=self.own_key)
+                problem["key_id"] = checkpoint.key_id
+                problem["expected_key_id"] = self.own_key
             self.problems.append(problem)
         else:
-            self._link(checkpoint, where)
-            self._head(seen, where)
+            self._link(seen)
+            self._head(seen)
         self.by_index.setdefault(checkpoint.index, seen)
         self._prev_mac = checkpoint.mac
         self._next_index = checkpoint.index + 1
         self._prev_seq = event.seq
 
-    def _link(self, checkpoint: JournalCheckpoint, where: dict[str, Any]) -> None:
+    def _link(self, seen: _Seen) -> None:
         """The checkpoint chain: each names the one before it, indexes count up by one."""
+        checkpoint = seen.checkpoint
         if checkpoint.index == self._next_index and hmac.compare_digest(
             checkpoint.prev_checkpoint, self._prev_mac
         ):
@@ -152,10 +221,17 @@ class _Walk:
             else "checkpoint_chain_broken"
         )
         self.problems.append(
-            {**where, "kind": kind, "expected_index": self._next_index, "after_seq": self._prev_seq}
+            {
+                "seq": seen.seq,
+                "position": seen.position,
+                "checkpoint_index": checkpoint.index,
+                "kind": kind,
+                "expected_index": self._next_index,
+                "after_seq": self._prev_seq,
+            }
         )
 
-    def _head(self, seen: _Seen, where: dict[str, Any]) -> None:
+    def _head(self, seen: _Seen) -> None:
         """The sealed head: the event at ``head_position`` still has the sealed hash."""
         checkpoint = seen.checkpoint
         if (
@@ -168,7 +244,9 @@ class _Walk:
             self._rewritten["later_checkpoints"] += 1
             return
         self._rewritten = {
-            **where,
+            "seq": seen.seq,
+            "position": seen.position,
+            "checkpoint_index": checkpoint.index,
             "kind": "rewritten",
             "after_position": self.holding[-1].position if self.holding else 0,
             "head_position": checkpoint.head_position,
