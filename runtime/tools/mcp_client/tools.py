@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from runtime.errors import ToolError
 from runtime.guard.secrets.sources import project_sources
@@ -119,6 +119,14 @@ def _spec(entry: Mapping[str, Any], tool: Mapping[str, Any], name: str) -> ToolS
     )
 
 
+_EXIT_FIELDS: tuple[Literal["exit_status", "stderr_tail", "hint"], ...] = (
+    "exit_status",
+    "stderr_tail",
+    "hint",
+)
+"""What a server that could not be listed says of how it ended, copied when it says it."""
+
+
 def mcp_tools(
     root: str, options: Mapping[str, Any]
 ) -> tuple[list[ToolSpec], dict[str, ToolFn], list[LoadProblem]]:
@@ -150,12 +158,9 @@ def mcp_tools(
             reason = f"{error.get('code', 'tool_error')}: {error.get('message', '')}"
             found: LoadProblem = {"type": "mcp_server", "key": server, "reason": reason}
             # how it ended, in its own words (bounded and redacted by failure.clean_tail)
-            if "exit_status" in error:
-                found["exit_status"] = error["exit_status"]
-            if "stderr_tail" in error:
-                found["stderr_tail"] = error["stderr_tail"]
-            if "hint" in error:
-                found["hint"] = error["hint"]
+            for field in _EXIT_FIELDS:
+                if field in error:
+                    found[field] = error[field]
             errors.append(found)
             continue
         for tool in answer.get("tools") or ():
