@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest, ToolCallRequest
+from runtime.tools.rules import Rule, check
 
 __all__ = ["DeterministicAdapter", "word_count"]
 
@@ -123,22 +124,19 @@ def _check_keys(given: Mapping[str, object], known: tuple[str, ...] = (), where:
         )
 
 
-Rule = tuple[Callable[..., bool], str]
-"""A check on named values: when its test holds, the template (formatted with them) says why."""
-
-_FOLLOW_RULES: tuple[Rule, ...] = (
-    (
-        lambda text, chunks, **_: text is not None and not isinstance(text, str),
+_FOLLOW_RULES = (
+    Rule(
+        lambda text, **_: text is not None and not isinstance(text, str),
         "assistant_text must be a string, got {kind}",
     ),
-    (
+    Rule(
         lambda chunks, **_: (
             chunks is not None
             and not (isinstance(chunks, list) and all(isinstance(c, str) for c in chunks))
         ),
         "delta_chunks must be a list of strings",
     ),
-    (
+    Rule(
         lambda text, chunks, **_: (
             chunks is not None and text is not None and "".join(chunks) != text
         ),
@@ -147,17 +145,19 @@ _FOLLOW_RULES: tuple[Rule, ...] = (
 )
 """What the text directives must be, checked in order."""
 
-_CALL_SHAPE: tuple[Rule, ...] = (
-    (
+_CALL_SHAPE = (
+    Rule(
         lambda item, **_: not isinstance(item, dict) or not isinstance(item.get("name"), str),
         "tool_calls[{index}] must be an object with a string name",
     ),
 )
 """What each ``tool_calls`` entry must be before its keys are read."""
 
-_CALL_RULES: tuple[Rule, ...] = (
-    (lambda args, **_: not isinstance(args, dict), "tool_calls[{index}].args must be an object"),
-    (
+_CALL_RULES = (
+    Rule(
+        lambda args, **_: not isinstance(args, dict), "tool_calls[{index}].args must be an object"
+    ),
+    Rule(
         lambda run_mode, **_: run_mode not in _RUN_MODES,
         "tool_calls[{index}].run_mode must be 'sync' or 'async', got {run_mode!r}",
     ),
@@ -165,18 +165,11 @@ _CALL_RULES: tuple[Rule, ...] = (
 """What each entry's ``args`` and ``run_mode`` must be."""
 
 
-def _check(rules: tuple[Rule, ...], **values: Any) -> None:
-    """Raise ``bad_response`` with the first rule that ``values`` break."""
-    for broken, template in rules:
-        if broken(**values):
-            raise _bad(template.format(**values))
-
-
 def _follow(directives: Mapping[str, Any]) -> tuple[str, list[str], list[ToolCallRequest]]:
     """Return the text, deltas and tool calls the directives ask for."""
     text = directives.get("assistant_text")
     chunks = directives.get("delta_chunks")
-    _check(_FOLLOW_RULES, text=text, chunks=chunks, kind=type(text).__name__)
+    check(_FOLLOW_RULES, _bad, text=text, chunks=chunks, kind=type(text).__name__)
     if text is None:
         text = "".join(chunks or [])
     deltas = list(chunks) if chunks is not None else ([text] if text else [])
@@ -191,11 +184,11 @@ def _directed_calls(raw: object) -> list[ToolCallRequest]:
         raise _bad("tool_calls must be a list of {name, args, run_mode?} objects")
     calls = []
     for index, item in enumerate(raw):
-        _check(_CALL_SHAPE, item=item, index=index)
+        check(_CALL_SHAPE, _bad, item=item, index=index)
         _check_keys(item, _CALL_KEYS, f"tool_calls[{index}]")
         args = item.get("args") or {}
         run_mode = item.get("run_mode") or "sync"
-        _check(_CALL_RULES, args=args, run_mode=run_mode, index=index)
+        check(_CALL_RULES, _bad, args=args, run_mode=run_mode, index=index)
         calls.append(ToolCallRequest(id=None, name=item["name"], args=args, run_mode=run_mode))
     return calls
 
