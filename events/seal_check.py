@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable, Sequence
-from typing import NotRequired, TypedDict
 
 import msgspec
 
@@ -22,75 +21,13 @@ from events.seal import (
     GENESIS_MAC,
     Anchor,
     AnchorUnreadable,
+    SealProblem,
     anchor_mac,
     checkpoint_mac,
     key_id,
 )
 
-__all__ = ["SealProblem", "SealReport", "check_seals"]
-
-
-class SealProblem(TypedDict):
-    """One finding of :func:`check_seals`: its ``kind`` and the fields that kind carries."""
-
-    kind: str
-    """What was lost or changed (the kinds are listed in :func:`check_seals`)."""
-    seq: NotRequired[int]
-    """The event's ``seq`` (a checkpoint's, or the changed event's)."""
-    position: NotRequired[int]
-    """That event's position in the project's stream."""
-    checkpoint_index: NotRequired[int]
-    """The checkpoint concerned."""
-    reason: NotRequired[str]
-    """Why, in words (a decode error, a chain break, an anchor that cannot be trusted)."""
-    sealed_at: NotRequired[str]
-    """When the checkpoint concerned was sealed."""
-    from_position: NotRequired[int]
-    """``missing_events``: the first position missing."""
-    to_position: NotRequired[int]
-    """``missing_events``: the last position missing."""
-    before_seq: NotRequired[int]
-    """``missing_events``: the ``seq`` of the event after the gap."""
-    key_id: NotRequired[str]
-    """``mac_mismatch``: the key the checkpoint names."""
-    expected_key_id: NotRequired[str]
-    """``mac_mismatch``: the key of this journal."""
-    expected_index: NotRequired[int]
-    """The checkpoint index the chain expected next."""
-    after_seq: NotRequired[int | None]
-    """The ``seq`` of the checkpoint before (None: there was none)."""
-    after_position: NotRequired[int]
-    """``rewritten``: the position of the last checkpoint that still holds."""
-    head_position: NotRequired[int]
-    """``rewritten``: the sealed head whose hash changed."""
-    later_checkpoints: NotRequired[int]
-    """``rewritten``: how many later checkpoints were rewritten too."""
-    checkpoints: NotRequired[int]
-    """``anchor_missing``: the checkpoints in the journal."""
-    expected_position: NotRequired[int]
-    """Where the anchor's checkpoint should be."""
-    found_position: NotRequired[int]
-    """Where it is."""
-    expected_seq: NotRequired[int]
-    """The anchor's checkpoint's ``seq``."""
-    expected_through: NotRequired[int]
-    """``truncated``: the position the journal should reach."""
-    found_through: NotRequired[int]
-    """The position it reaches."""
-    found_seq: NotRequired[int | None]
-    """``truncated``: the last ``seq`` found (None: no event)."""
-    intact_through: NotRequired[int]
-    """``truncated``: the last position a checkpoint before the anchor's still seals."""
-    sealed_through: NotRequired[int]
-    """``appended_after_shutdown``: the position sealed at the shutdown."""
-    appended_events: NotRequired[int]
-    """``appended_after_shutdown``: events written after it."""
-    closed_at: NotRequired[str]
-    """``appended_after_shutdown``: when the shutdown wrote the anchor."""
-    anchor_index: NotRequired[int]
-    """``anchor_stale``: the checkpoint the anchor names."""
-    journal_index: NotRequired[int]
-    """``anchor_stale``: the newest checkpoint in the journal."""
+__all__ = ["SealReport", "check_seals"]
 
 
 class SealReport(msgspec.Struct, frozen=True, kw_only=True):
