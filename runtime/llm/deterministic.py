@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest, ToolCallRequest
-from runtime.tools.rules import Rule, check
+from runtime.tools.rules import Check, check
 
 __all__ = ["DeterministicAdapter", "word_count"]
 
@@ -125,18 +125,18 @@ def _check_keys(given: Mapping[str, object], known: tuple[str, ...] = (), where:
 
 
 _FOLLOW_RULES = (
-    Rule(
+    Check(
         lambda text, **_: text is not None and not isinstance(text, str),
         "assistant_text must be a string, got {kind}",
     ),
-    Rule(
+    Check(
         lambda chunks, **_: (
             chunks is not None
             and not (isinstance(chunks, list) and all(isinstance(c, str) for c in chunks))
         ),
         "delta_chunks must be a list of strings",
     ),
-    Rule(
+    Check(
         lambda text, chunks, **_: (
             chunks is not None and text is not None and "".join(chunks) != text
         ),
@@ -146,7 +146,7 @@ _FOLLOW_RULES = (
 """What the text directives must be, checked in order."""
 
 _CALL_SHAPE = (
-    Rule(
+    Check(
         lambda item, **_: not isinstance(item, dict) or not isinstance(item.get("name"), str),
         "tool_calls[{index}] must be an object with a string name",
     ),
@@ -154,10 +154,10 @@ _CALL_SHAPE = (
 """What each ``tool_calls`` entry must be before its keys are read."""
 
 _CALL_RULES = (
-    Rule(
+    Check(
         lambda args, **_: not isinstance(args, dict), "tool_calls[{index}].args must be an object"
     ),
-    Rule(
+    Check(
         lambda run_mode, **_: run_mode not in _RUN_MODES,
         "tool_calls[{index}].run_mode must be 'sync' or 'async', got {run_mode!r}",
     ),

@@ -15,7 +15,7 @@ import msgspec
 
 from runtime.errors import ToolError
 from runtime.guard.network.targets import split_scheme
-from runtime.tools.rules import Rule, check
+from runtime.tools.rules import Check, check
 
 __all__ = ["METHODS", "Outgoing", "first_request"]
 
@@ -51,24 +51,24 @@ class Outgoing(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _ARG_RULES = (
-    Rule(
+    Check(
         lambda url, **_: not isinstance(url, str) or not url.strip(),
         "url",
         "url must be a non-empty string, got {url!r}",
     ),
-    Rule(
+    Check(
         lambda url, **_: split_scheme(url)[0] is None,
         "url",
         "url must be an absolute http:// or https:// URL, got {url!r}",
     ),
-    Rule(
+    Check(
         lambda method, **_: (
             method is not None and (not isinstance(method, str) or method.upper() not in METHODS)
         ),
         "method",
         f"method must be one of {', '.join(METHODS)}, got {{method!r}}",
     ),
-    Rule(
+    Check(
         lambda headers, **_: headers is not None and not isinstance(headers, dict),
         "headers",
         "headers must be an object of strings, got {headers!r}",
@@ -77,17 +77,17 @@ _ARG_RULES = (
 """What ``url``, ``method`` and ``headers`` must be."""
 
 _HEADER_RULES = (
-    Rule(
+    Check(
         lambda name, **_: not isinstance(name, str) or _TOKEN.fullmatch(name) is None,
         "headers",
         "header name {name!r} is not a valid HTTP token",
     ),
-    Rule(
+    Check(
         lambda item, **_: not isinstance(item, str) or any(ch in item for ch in "\r\n\0"),
         "headers",
         "header {name!r} must be a string without CR, LF or NUL: {item!r}",
     ),
-    Rule(
+    Check(
         lambda name, **_: name.lower() in _FORBIDDEN_HEADERS,
         "headers",
         "header {name!r} is set by http.fetch; remove it",
@@ -96,7 +96,7 @@ _HEADER_RULES = (
 """What each request header must be."""
 
 _BODY_RULES = (
-    Rule(
+    Check(
         lambda body, **_: body is not None and not isinstance(body, str),
         "body",
         "body must be a string, got {kind}",
