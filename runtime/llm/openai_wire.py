@@ -13,6 +13,7 @@ the reply maps back exactly.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -171,42 +172,37 @@ def request_body(
 class SseEvents:
     """Server-sent events put together line by line: the sync and async readers share it.
 
-    Feed each line (without its newline) to :meth:`line`; it returns an event's data (its
-    ``data:`` lines joined by newlines) when a blank line ends one, else ``None``.
+    Feed each line (without its newline) to :meth:`line`; it returns the data of the event
+    a blank line ends (its ``data:`` lines joined by newlines), as a list of at most one.
     :meth:`end` returns the data of an event the stream ended inside.
     """
 
     def __init__(self) -> None:
         self._data: list[str] = []
 
-    def line(self, line: str) -> str | None:
-        """Take one line; return the finished event's data, if this line ended one."""
+    def line(self, line: str) -> list[str]:
+        """Take one line; return the data of the event it ended ([] when it ended none)."""
         if not line:
             return self.end()
         if line.startswith("data:"):
             value = line[5:]
             self._data.append(value[1:] if value.startswith(" ") else value)
         # "event:", "id:", "retry:" and ":" comment lines carry nothing we use.
-        return None
+        return []
 
-    def end(self) -> str | None:
-        """Return the data gathered since the last event (``None`` if there is none)."""
+    def end(self) -> list[str]:
+        """Return the data gathered since the last event ([] when there is none)."""
         if not self._data:
-            return None
+            return []
         data, self._data = "\n".join(self._data), []
-        return data
+        return [data]
 
 
 def iter_sse_data(lines: Iterable[str]) -> Iterator[str]:
     """Yield the data of each server-sent event (``data:`` lines joined by newlines)."""
     events = SseEvents()
-    for line in lines:
-        data = events.line(line)
-        if data is not None:
-            yield data
-    data = events.end()
-    if data is not None:
-        yield data
+    for line in itertools.chain(lines, [""]):  # the stream's end ends an event too
+        yield from events.line(line)
 
 
 @dataclass
