@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,47 @@ def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
+def _assistant(message: Mapping[str, Any], names: ToolNameMap) -> WireMessage:
+    """A model round: its text and the calls it asked for (no text and no calls: "")."""
+    wire: WireMessage = {"role": "assistant", "content": message.get("content")}
+    calls = message.get("tool_calls") or []
+    if calls:
+        wire["tool_calls"] = [
+            {
+                "id": call.get("id"),
+                "type": "function",
+                "function": {
+                    "name": names.to_wire(str(call.get("name"))),
+                    "arguments": _json(call.get("args") or {}),
+                },
+            }
+            for call in calls
+        ]
+    elif wire["content"] is None:
+        wire["content"] = ""
+    return wire
+
+
+def _tool(message: Mapping[str, Any], names: ToolNameMap) -> WireMessage:
+    """A tool result; a failed one with no content says its code."""
+    content = message.get("content") or ""
+    if not content and message.get("status") == "error":
+        content = f"error: {message.get('code') or 'tool_error'}"
+    return {"role": "tool", "tool_call_id": message.get("tool_call_id"), "content": content}
+
+
+def _plain(message: Mapping[str, Any], names: ToolNameMap) -> WireMessage:
+    """Any other message: its role (``user`` when it has none) and its text."""
+    return {"role": message.get("role") or "user", "content": message.get("content") or ""}
+
+
+_BY_ROLE: dict[object, Callable[[Mapping[str, Any], ToolNameMap], WireMessage]] = {
+    "assistant": _assistant,
+    "tool": _tool,
+}
+"""The roles whose messages change shape on the wire; the others are :func:`_plain`."""
+
+
 def wire_messages(
     messages: Sequence[Mapping[str, Any]], system_prompt: str | None, names: ToolNameMap
 ) -> list[WireMessage]:
@@ -93,33 +134,7 @@ def wire_messages(
     out: list[WireMessage] = []
     if system_prompt:
         out.append({"role": "system", "content": system_prompt})
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant":
-            wire: WireMessage = {"role": "assistant", "content": message.get("content")}
-            calls = message.get("tool_calls") or []
-            if calls:
-                wire["tool_calls"] = [
-                    {
-                        "id": call.get("id"),
-                        "type": "function",
-                        "function": {
-                            "name": names.to_wire(str(call.get("name"))),
-                            "arguments": _json(call.get("args") or {}),
-                        },
-                    }
-                    for call in calls
-                ]
-            elif wire["content"] is None:
-                wire["content"] = ""
-        elif role == "tool":
-            content = message.get("content") or ""
-            if not content and message.get("status") == "error":
-                content = f"error: {message.get('code') or 'tool_error'}"
-            wire = {"role": "tool", "tool_call_id": message.get("tool_call_id"), "content": content}
-        else:
-            wire = {"role": role or "user", "content": message.get("content") or ""}
-        out.append(wire)
+    out.extend(_BY_ROLE.get(m.get("role"), _plain)(m, names) for m in messages)
     return out
 
 
