@@ -17,7 +17,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -173,12 +173,14 @@ def request_body(
             }
             for tool in request.tools
         ]
-    chosen_temperature = request.temperature if request.temperature is not None else temperature
-    if chosen_temperature is not None:
-        body["temperature"] = chosen_temperature
-    chosen_max = request.max_tokens if request.max_tokens is not None else max_tokens
-    if chosen_max is not None:
-        body["max_tokens"] = chosen_max
+    chosen: tuple[tuple[Literal["temperature", "max_tokens"], float | None, float | None], ...] = (
+        ("temperature", request.temperature, temperature),
+        ("max_tokens", request.max_tokens, max_tokens),
+    )
+    for key, asked, setting in chosen:  # the request's value wins; None leaves the key out
+        value = asked if asked is not None else setting
+        if value is not None:
+            body[key] = value
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     return body, names

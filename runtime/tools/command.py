@@ -180,10 +180,15 @@ def _fit(result: CommandOutput, max_bytes: int) -> CommandOutput:
     shares = {small: min(sizes[small], room // 2)}
     shares[large] = room - shares[small]
     for key, share in shares.items():
-        if sizes[key] > share:
-            result[key] = _trim(result[key], share)
-            result[_TRUNCATED[key]] = True
+        _cap(result, key, sizes[key], share)
     return result
+
+
+def _cap(result: CommandOutput, key: _Stream, size: int, room: int) -> None:
+    """Trim one stream of ``size`` bytes (its JSON, quotes excluded) to ``room`` and say so."""
+    if size > room:
+        result[key] = _trim(result[key], room)
+        result[_TRUNCATED[key]] = True
 
 
 def command_run(ctx: ToolContext, args: Mapping[str, Any], tool: str = TOOL) -> CommandOutput:
@@ -295,9 +300,7 @@ def _outcome(
     # so a chatty command is truncated rather than failed with artifact_too_large.
     artifact_max = ctx.settings.tool_max_artifact_bytes
     for key in _STREAMS:
-        if _encoded_len(fitted[key]) > artifact_max:
-            fitted[key] = _trim(fitted[key], artifact_max - 2)
-            fitted[_TRUNCATED[key]] = True
+        _cap(fitted, key, _encoded_len(fitted[key]) - 2, artifact_max - 2)
     return fitted
 
 

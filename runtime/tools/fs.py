@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from events.catalog import Event
 from runtime.errors import ToolError
 from runtime.guard.paths.safe_read import bounded_lines
 from runtime.guard.workspace import PathDecision, Workspace, exception_signal, signal_for
@@ -180,18 +181,20 @@ def _workspace(ctx: ToolContext, tool: str) -> Iterator[Workspace]:
         with Workspace(ctx.root, ctx.options) as ws:
             yield ws
     except ToolError as err:
-        signal = signal_for(err, tool, ctx.call_id)
-        if signal is not None:
-            ctx.signals.append(signal)
+        _record(ctx, signal_for(err, tool, ctx.call_id))
         raise
 
 
 def _checked(ctx: ToolContext, ws: Workspace, tool: str, path: str, write: bool) -> PathDecision:
     decision = ws.check_path(path, write=write)
-    signal = exception_signal(decision, tool, ctx.call_id)
+    _record(ctx, exception_signal(decision, tool, ctx.call_id))
+    return decision
+
+
+def _record(ctx: ToolContext, signal: Event | None) -> None:
+    """Keep the signal a refusal or an exception gives, when it gives one."""
     if signal is not None:
         ctx.signals.append(signal)
-    return decision
 
 
 def _read_all(fd: int, limit: int) -> bytes:
