@@ -29,7 +29,7 @@ from runtime.guard.network.egress import NetworkPolicy, signal_for
 from runtime.guard.network.pinning import denial_in
 from runtime.option_table import RuntimeOptions
 from runtime.tools.a2a_client.listing import fetch_cards
-from runtime.tools.base import LoadProblem, ToolContext, ToolFn, ToolSpec
+from runtime.tools.base import Built, LoadProblem, ToolContext, ToolFn, ToolSpec, remote_tools
 from runtime.tools.sdk_loop import short_error, submit
 
 if TYPE_CHECKING:  # the SDK is imported where a call runs, not where the registry is built
@@ -263,15 +263,17 @@ def a2a_tools(
     del root  # remote agents see nothing of the project
     settings = RuntimeOptions.of(options)
     agents: list[Mapping[str, Any]] = list(settings.a2a_agents)
-    if not agents:
-        return [], {}, []
-    if "a2a" not in settings.protocol_allowlist:
-        reason = "protocol_not_allowed: a2a is not in protocol_allowlist; no card was fetched"
-        return (
-            [],
-            {},
-            [{"type": "a2a_agent", "key": str(a["name"]), "reason": reason} for a in agents],
-        )
+    return remote_tools(
+        agents,
+        "a2a",
+        settings.protocol_allowlist,
+        ("a2a_agent", "no card was fetched"),
+        functools.partial(_agent_tools, agents, options),
+    )
+
+
+def _agent_tools(agents: list[Mapping[str, Any]], options: Mapping[str, Any]) -> Built:
+    """One ``a2a.<agent>.send`` per agent whose card was fetched; a problem per other one."""
     fetched = fetch_cards(agents, options)
     specs: list[ToolSpec] = []
     fns: dict[str, ToolFn] = {}

@@ -25,7 +25,7 @@ from runtime.errors import ToolError
 from runtime.guard.secrets.sources import project_sources
 from runtime.guard.shapes.schema import check_schema
 from runtime.option_table import RuntimeOptions
-from runtime.tools.base import LoadProblem, ToolContext, ToolFn, ToolSpec
+from runtime.tools.base import Built, LoadProblem, ToolContext, ToolFn, ToolSpec, remote_tools
 from runtime.tools.mcp_client.listing import list_servers
 from runtime.tools.mcp_client.session import COLD_START_S, session_for
 
@@ -133,15 +133,17 @@ def mcp_tools(
     """The tools of the project's ``mcp_servers``: ``(specs, fns, errors)`` (see module doc)."""
     settings = RuntimeOptions.of(options)
     servers: list[Mapping[str, Any]] = list(settings.mcp_servers)
-    if not servers:
-        return [], {}, []
-    if "mcp" not in settings.protocol_allowlist:
-        reason = "protocol_not_allowed: mcp is not in protocol_allowlist; no server was started"
-        return (
-            [],
-            {},
-            [{"type": "mcp_server", "key": str(s["name"]), "reason": reason} for s in servers],
-        )
+    return remote_tools(
+        servers,
+        "mcp",
+        settings.protocol_allowlist,
+        ("mcp_server", "no server was started"),
+        functools.partial(_server_tools, servers, root, options),
+    )
+
+
+def _server_tools(servers: list[Mapping[str, Any]], root: str, options: Mapping[str, Any]) -> Built:
+    """The tools each server listed; a problem per server or tool left out."""
     # what a server says about itself is its output too: no known secret value in it
     listed, _ = project_sources(root, options).masker().mask(list_servers(servers, root, options))
     specs: list[ToolSpec] = []
