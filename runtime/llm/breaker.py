@@ -92,14 +92,15 @@ class CircuitBreaker:
         :meth:`record_failure`'s: with many calls at once, each keeps the transitions it caused.
         """
         with self._lock:
-            state = self._state()
-            if state == "closed":
-                return True
-            if state == "open" or self._probing:
-                return False
-            self._probing = True
-            self._changed("open", "half_open", into)
-            return True
+            return _ALLOW[self._state()](self, into)
+
+    def _probe(self, into: list[BreakerChange] | None) -> bool:
+        """Half open: the first call to ask is the probe; the others wait for its outcome."""
+        if self._probing:
+            return False
+        self._probing = True
+        self._changed("open", "half_open", into)
+        return True
 
     def record_success(self, into: list[BreakerChange] | None = None) -> None:
         """Record that the provider answered: close the breaker, forget past failures."""
@@ -151,3 +152,11 @@ class CircuitBreaker:
                 failure_threshold=self.failure_threshold,
                 retry_in_s=retry_in,
             )
+
+
+_ALLOW: dict[BreakerState, Callable[[CircuitBreaker, list[BreakerChange] | None], bool]] = {
+    "closed": lambda breaker, into: True,
+    "open": lambda breaker, into: False,
+    "half_open": CircuitBreaker._probe,
+}
+"""Whether a call may go to the provider, by the breaker's state."""

@@ -8,8 +8,9 @@ one is a :class:`~runtime.tools.frontmatter.FrontmatterError` with the reason co
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runtime.tools.frontmatter import FrontmatterError, placeholder_names
@@ -104,16 +105,29 @@ def command_argv(fields: Mapping[str, Any], schema: Mapping[str, Any]) -> list[s
     return list(argv)
 
 
+@functools.singledispatch
+def _inside(value: Any) -> Iterable[Any]:
+    """The values directly inside a JSON value: none inside a string, a number, ..."""
+    return ()
+
+
+@_inside.register(dict)
+def _(value: dict[Any, Any]) -> Iterable[Any]:
+    return value.values()
+
+
+@_inside.register(list)
+def _(value: list[Any]) -> Iterable[Any]:
+    return value
+
+
 def _walk_strings(value: Any) -> list[str]:
     stack, out = [value], []
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             out.append(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        stack.extend(_inside(item))
     return out
 
 

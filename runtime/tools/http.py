@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urljoin
 
@@ -179,11 +179,17 @@ def _read(ctx: ToolContext, response: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)[:limit]
 
 
+_BECOMES_GET: tuple[tuple[frozenset[int], Callable[[str], bool]], ...] = (
+    (frozenset({303}), lambda method: method != "HEAD"),
+    (frozenset({301, 302}), lambda method: method == "POST"),
+)
+"""``(statuses, methods)`` whose redirect is followed with ``GET`` (RFC 9110 15.4)."""
+
+
 def _redirected(method: str, status: int) -> str:
-    if status == 303 and method != "HEAD":
-        return "GET"
-    if status in (301, 302) and method == "POST":
-        return "GET"
+    for statuses, changes in _BECOMES_GET:
+        if status in statuses and changes(method):
+            return "GET"
     return method
 
 
