@@ -1,4 +1,6 @@
-"""What each kind of asset's frontmatter must hold: a command's ``argv``, a workflow's ``steps``.
+"""What each kind of asset's frontmatter must hold: ``input_schema``, ``argv``, ``steps``.
+
+:data:`KIND_FIELDS` reads, for each kind, the fields only it has (a skill has none).
 
 The checks are rule tables (:mod:`runtime.tools.rules`) in the order they apply; a broken
 one is a :class:`~runtime.tools.frontmatter.FrontmatterError` with the reason code
@@ -10,14 +12,26 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypedDict
 
+from runtime.errors import ToolError
+from runtime.guard.shapes.schema import check_schema, validate_args
 from runtime.tools.frontmatter import FrontmatterError, placeholder_names
 from runtime.tools.results import WorkflowStep
 from runtime.tools.rules import Check, check
 
-__all__ = ["MAX_WORKFLOW_STEPS", "command_argv", "workflow_steps"]
+__all__ = [
+    "EMPTY_SCHEMA",
+    "KIND_FIELDS",
+    "MAX_WORKFLOW_STEPS",
+    "KindFields",
+    "command_argv",
+    "workflow_steps",
+]
+
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+"""The input schema of a command or workflow that declares none."""
 
 MAX_WORKFLOW_STEPS = 50
 """Most steps a workflow may have."""
@@ -145,3 +159,47 @@ def workflow_steps(fields: Mapping[str, Any], schema: Mapping[str, Any]) -> list
             _check_known(placeholder_names(text, f"{where}.args"), schema, f"{where}.args")
         out.append({"tool": tool, "args": args})
     return out
+
+
+def _input_schema(fields: Mapping[str, Any]) -> Mapping[str, Any]:
+    schema = fields.get("input_schema", EMPTY_SCHEMA)
+    try:
+        check_schema(schema)
+        if schema.get("type", "object") != "object":
+            raise ValueError("the top-level type must be 'object'")
+        for name, sub in (schema.get("properties") or {}).items():
+            if "default" in sub:
+                wrapper = {"type": "object", "properties": {name: sub}}
+                validate_args(wrapper, {name: sub["default"]})
+    except (ValueError, ToolError) as e:
+        raise FrontmatterError("invalid_input_schema", f"input_schema is not usable: {e}") from e
+    return dict(schema)
+
+
+class KindFields(TypedDict, total=False):
+    """The fields of an asset that only some kinds have (``runtime.tools.asset_store.Asset``)."""
+
+    input_schema: Mapping[str, Any]
+    """JSON Schema of the inputs (commands and workflows)."""
+    argv: list[str]
+    """The argv template (commands)."""
+    steps: list[WorkflowStep]
+    """The steps (workflows)."""
+
+
+def _command_fields(fields: Mapping[str, Any]) -> KindFields:
+    schema = _input_schema(fields)
+    return {"input_schema": schema, "argv": command_argv(fields, schema)}
+
+
+def _workflow_fields(fields: Mapping[str, Any]) -> KindFields:
+    schema = _input_schema(fields)
+    return {"input_schema": schema, "steps": workflow_steps(fields, schema)}
+
+
+KIND_FIELDS: dict[str, Callable[[Mapping[str, Any]], KindFields]] = {
+    "skills": lambda fields: {},
+    "commands": _command_fields,
+    "workflows": _workflow_fields,
+}
+"""How each kind of asset reads its own frontmatter fields."""

@@ -32,9 +32,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from runtime.errors import AssetLoadFailedError, ToolError
-from runtime.guard.shapes.schema import check_schema, validate_args
-from runtime.tools.asset_kinds import MAX_WORKFLOW_STEPS, command_argv, workflow_steps
+from runtime.errors import AssetLoadFailedError
+from runtime.guard.shapes.schema import validate_args
+from runtime.tools.asset_kinds import EMPTY_SCHEMA, KIND_FIELDS, MAX_WORKFLOW_STEPS
 from runtime.tools.base import LoadProblem
 from runtime.tools.frontmatter import (
     FrontmatterError,
@@ -83,9 +83,6 @@ MAX_CATALOG_BYTES = 16 * 1024 * 1024
 
 PREVIEW_CHARS = 2000
 """Characters of an invalid asset's text kept as its preview body."""
-
-EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
-"""The input schema of a command or workflow that declares none."""
 
 
 class Asset(msgspec.Struct, frozen=True, kw_only=True):
@@ -166,21 +163,6 @@ class AssetCatalog(msgspec.Struct, frozen=True, kw_only=True):
 # --- per-kind rules ---------------------------------------------------------------------
 
 
-def _input_schema(fields: Mapping[str, Any]) -> Mapping[str, Any]:
-    schema = fields.get("input_schema", EMPTY_SCHEMA)
-    try:
-        check_schema(schema)
-        if schema.get("type", "object") != "object":
-            raise ValueError("the top-level type must be 'object'")
-        for name, sub in (schema.get("properties") or {}).items():
-            if "default" in sub:
-                wrapper = {"type": "object", "properties": {name: sub}}
-                validate_args(wrapper, {name: sub["default"]})
-    except (ValueError, ToolError) as e:
-        raise FrontmatterError("invalid_input_schema", f"input_schema is not usable: {e}") from e
-    return dict(schema)
-
-
 def _first_line(body: str) -> str:
     for line in body.split("\n"):
         stripped = line.strip().lstrip("#").strip()
@@ -195,24 +177,13 @@ def parse_asset(type: AssetType, key: str, text: str, path: str) -> Asset:
     description = fields.get("description", "")
     if not isinstance(description, str):
         raise FrontmatterError("invalid_description", "description must be a string")
-    schema: Mapping[str, Any] | None = None
-    argv: list[str] | None = None
-    steps: list[WorkflowStep] | None = None
-    if type in ("commands", "workflows"):
-        schema = _input_schema(fields)
-        if type == "commands":
-            argv = command_argv(fields, schema)
-        else:
-            steps = workflow_steps(fields, schema)
     return Asset(
         type=type,
         key=key,
         description=description.strip() or _first_line(body),
         body=body,
-        input_schema=schema,
-        argv=argv,
-        steps=steps,
         path=path,
+        **KIND_FIELDS[type](fields),
     )
 
 
