@@ -30,7 +30,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import cast
 
@@ -215,18 +215,11 @@ class OpenAIAdapter:
         """Map an HTTP error response to a :class:`ModelError`."""
         status = response.status_code
         message = f"HTTP {status} from {self.url}: {_error_detail(response)}"
-        if status == 429:
-            return ModelError(
-                "rate_limited",
-                message,
-                retryable=True,
-                status=status,
-                retry_after_s=_retry_after(response),
-            )
-        if status == 408:
-            return ModelError("timeout", message, retryable=True, status=status)
-        if status >= 500:
-            return ModelError("provider_error", message, retryable=True, status=status)
+        for answered, reason, wait in _RETRYABLE_STATUS:
+            if answered(status):
+                return ModelError(
+                    reason, message, retryable=True, status=status, retry_after_s=wait(response)
+                )
         if status in (401, 403):
             variable = self.api_key_env or "the variable named by llm_api_key_env"
             message += f" (check the API key in {variable})"
@@ -281,6 +274,17 @@ def _retry_after(response: httpx.Response) -> float | None:
     except ValueError:
         return None
     return value if value >= 0 else None
+
+
+_RETRYABLE_STATUS: tuple[
+    tuple[Callable[[int], bool], str, Callable[[httpx.Response], float | None]], ...
+] = (
+    (lambda status: status == 429, "rate_limited", _retry_after),
+    (lambda status: status == 408, "timeout", lambda response: None),
+    (lambda status: status >= 500, "provider_error", lambda response: None),
+)
+"""The HTTP errors worth another attempt: ``(status test, reason, Retry-After)``, in order;
+any other status is a ``provider_error`` not retried."""
 
 
 class _Watchdog:
