@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -260,6 +260,22 @@ def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> Vi
     )
 
 
+_STOPPED: dict[str, Callable[[int, int], ToolError]] = {
+    "timeout": lambda timeout_ms, killed: ToolError(
+        "timeout",
+        f"command.run did not finish within {timeout_ms} ms; its processes were killed",
+        timeout_ms=timeout_ms,
+        killed_processes=killed,
+    ),
+    "cancel": lambda timeout_ms, killed: ToolError(
+        "conversation_cancelled",
+        "command.run was cancelled; its processes were killed",
+        killed_processes=killed,
+    ),
+}
+"""The error of a run that was stopped, by why (its time limit, and the processes killed)."""
+
+
 def _outcome(
     ctx: ToolContext, result: CommandResult, timeout_s: float, max_bytes: int, tool: str
 ) -> CommandOutput:
@@ -271,20 +287,8 @@ def _outcome(
                 call_id=ctx.call_id, reason=reason, count=result.killed_processes
             )
         )
-    if result.timed_out:
-        timeout_ms = round(timeout_s * 1000)
-        raise ToolError(
-            "timeout",
-            f"command.run did not finish within {timeout_ms} ms; its processes were killed",
-            timeout_ms=timeout_ms,
-            killed_processes=result.killed_processes,
-        )
-    if result.cancelled:
-        raise ToolError(
-            "conversation_cancelled",
-            "command.run was cancelled; its processes were killed",
-            killed_processes=result.killed_processes,
-        )
+    if reason in _STOPPED:
+        raise _STOPPED[reason](round(timeout_s * 1000), result.killed_processes)
     output: CommandOutput = {
         "exit_code": result.exit_code,
         "stdout": result.stdout,
