@@ -279,10 +279,9 @@ async def send_and_follow(
         role=Role.ROLE_USER,
         parts=[Part(text=str(args["text"]))],
     )
-    if args.get("context_id"):
-        message.context_id = str(args["context_id"])
-    if args.get("task_id"):
-        message.task_id = str(args["task_id"])
+    for field in ("context_id", "task_id"):  # the conversation or the task it continues
+        if args.get(field):
+            setattr(message, field, str(args[field]))
     streaming = bool(card.capabilities.streaming)
     async with pinned_client(policy, timeout_s=timeout_s) as http:
         client = open_client(card, http, streaming=streaming)
