@@ -33,6 +33,7 @@ from runtime.guard.shapes.safe_json import (
     json_depth_exceeds,
     object_without_duplicates,
 )
+from runtime.tools.rules import Check, check
 
 __all__ = [
     "FrontmatterError",
@@ -86,11 +87,27 @@ def _json_value(raw: str, following: list[str], key: str, lineno: int) -> tuple[
         value, stop = _DECODER.raw_decode(rest)
     except (ValueError, RecursionError) as e:
         raise _bad(lineno, f"the value of {key!r} is not valid JSON: {e}") from e
-    if json_depth_exceeds(rest[:stop], MAX_JSON_DEPTH):
-        raise _bad(lineno, f"the JSON value of {key!r} nests over {MAX_JSON_DEPTH} deep")
-    if rest[stop:].split("\n", 1)[0].strip():
-        raise _bad(lineno, f"unexpected text after the JSON value of {key!r}")
+    check(
+        _JSON_VALUE_RULES,
+        functools.partial(_bad, lineno),
+        key=key,
+        json=rest[:stop],
+        after=rest[stop:],
+    )
     return value, rest[:stop].count("\n")
+
+
+_JSON_VALUE_RULES = (
+    Check(
+        lambda json, **_: json_depth_exceeds(json, MAX_JSON_DEPTH),
+        f"the JSON value of {{key!r}} nests over {MAX_JSON_DEPTH} deep",
+    ),
+    Check(
+        lambda after, **_: bool(after.split("\n", 1)[0].strip()),
+        "unexpected text after the JSON value of {key!r}",
+    ),
+)
+"""What a JSON value must be once decoded: not too deep, alone on its last line."""
 
 
 def _json_string(raw: str, following: list[str], key: str, lineno: int) -> tuple[object, int]:
