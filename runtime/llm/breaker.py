@@ -105,8 +105,7 @@ class CircuitBreaker:
     def record_success(self, into: list[BreakerChange] | None = None) -> None:
         """Record that the provider answered: close the breaker, forget past failures."""
         with self._lock:
-            if self._opened_at is not None:
-                self._changed(self._state(), "closed", into)
+            self._changed(self._state(), "closed", into)
             self._failures = 0
             self._opened_at = None
             self._probing = False
@@ -118,13 +117,15 @@ class CircuitBreaker:
             if self._probing or self._failures >= self.failure_threshold:
                 previous = self._state()
                 self._opened_at = self._clock()
-                if previous != "open":
-                    self._changed(previous, "open", into)
+                self._changed(previous, "open", into)
             self._probing = False
 
     def _changed(
         self, previous: BreakerState, state: BreakerState, into: list[BreakerChange] | None
     ) -> None:
+        """Record a transition (staying in a state is none)."""
+        if previous == state:
+            return
         change = BreakerChange(previous=previous, state=state, consecutive_failures=self._failures)
         (self._changes if into is None else into).append(change)
 
