@@ -20,6 +20,7 @@ whitespace-separated words in the system prompt and every message's content,
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -208,11 +209,7 @@ def _answer(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[ToolCallRe
 
 def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Return the ``tool`` messages after the last assistant message, if the chat ends there."""
-    results: list[Mapping[str, Any]] = []
-    for message in reversed(messages):
-        if message.get("role") != "tool":
-            break
-        results.append(message)
+    results = list(itertools.takewhile(lambda m: m.get("role") == "tool", reversed(messages)))
     results.reverse()
     return results
 

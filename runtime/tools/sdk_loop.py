@@ -182,8 +182,7 @@ def child_answers(
             proc.stdin.close()
             data, problem = read_pipe(proc.stdout.fileno(), MAX_ANSWER_BYTES, timeout_s)
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            proc.kill()  # does nothing once it has ended (Popen.send_signal polls first)
             proc.wait()
             proc.stdout.close()
         if problem is not None:
