@@ -16,6 +16,7 @@ import msgspec
 
 from events import describe as d
 from events.facts import PLAIN, EventFacts, Stage
+from events.view_types import ChangedPath, QuarantinedPath
 
 __all__ = [
     "PAYLOAD_TYPES",
@@ -516,11 +517,11 @@ class ToolChanges(Event, frozen=True, kw_only=True, tag="tool.changes"):
     """``inotify`` (the paths with events) or ``walk`` (the whole root, judged by ctime)."""
     detail: str = ""
     """Why a walk was needed, when one was."""
-    created: list[dict[str, Any]] = []
+    created: list[ChangedPath] = []
     """Entries that did not exist before the run (a walk lists every change here)."""
-    modified: list[dict[str, Any]] = []
+    modified: list[ChangedPath] = []
     """Entries that existed and were changed."""
-    deleted: list[dict[str, Any]] = []
+    deleted: list[ChangedPath] = []
     """Entries that existed and are gone."""
     created_count: int = 0
     """All created entries."""
@@ -528,9 +529,8 @@ class ToolChanges(Event, frozen=True, kw_only=True, tag="tool.changes"):
     """All modified entries."""
     deleted_count: int = 0
     """All deleted entries."""
-    quarantined: list[dict[str, Any]] = []
-    """``{path, reason, kind, moved_to?, error?}`` of what the review took out of the root
-    (``error``: it could not be, and is still there)."""
+    quarantined: list[QuarantinedPath] = []
+    """What the review took out of the root (``error``: it could not be, and is still there)."""
     recovered: bool = False
     """The run was cut by a stop or a crash and reviewed when the daemon or project started."""
     conversation_id: str | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import msgspec
 
@@ -30,6 +30,7 @@ from events.seal import key_id
 __all__ = [
     "DELETIONS_STREAM",
     "DELETION_TYPE",
+    "DeletionSummary",
     "deletion_findings",
     "deletion_mac",
     "deletions_of",
@@ -44,6 +45,21 @@ DELETION_TYPE: Final = "journal.project_deleted"
 
 _PURPOSE: Final = "roost.journal.deletion.v1"
 """Domain separation from checkpoints' and anchors' MACs."""
+
+
+class DeletionSummary(TypedDict):
+    """One deletion record as ``roost verify`` lists it (None: the record does not decode)."""
+
+    seq: int
+    """The record's ``seq`` in the deletion log."""
+    deleted_at: str | None
+    """When the project was deleted."""
+    deleted_by: str | None
+    """Who deleted it."""
+    events: int | None
+    """How many events were deleted."""
+    valid: bool
+    """The record decodes and its MAC matches the journal key."""
 
 
 def deletion_mac(key: bytes, record: JournalProjectDeleted) -> str:
@@ -80,7 +96,7 @@ def deletions_of(log: Iterable[Envelope], project_id: str) -> list[tuple[Envelop
 
 def deletion_findings(
     log: Iterable[Envelope], project_id: str, key: bytes | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[DeletionSummary], list[dict[str, Any]]]:
     """What ``roost verify`` says of the deletions of ``project_id``.
 
     Returns ``(deletions, problems)``: one summary per record (``seq``, ``deleted_at``,
@@ -88,7 +104,7 @@ def deletion_findings(
     each record that does not decode or whose MAC does not match ``key`` (None: a journal
     opened without a key checks nothing).
     """
-    deletions: list[dict[str, Any]] = []
+    deletions: list[DeletionSummary] = []
     problems: list[dict[str, Any]] = []
     for envelope, record in deletions_of(log, project_id):
         valid = record is not None and (

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, NotRequired, TypedDict
 
 import msgspec
 
@@ -35,6 +35,7 @@ __all__ = [
     "GENESIS_MAC",
     "Anchor",
     "AnchorUnreadable",
+    "SealProblem",
     "anchor_mac",
     "checkpoint_mac",
     "key_id",
@@ -132,3 +133,66 @@ def anchor_mac(key: bytes, anchor: Anchor) -> str:
 def sign_anchor(key: bytes, anchor: Anchor) -> Anchor:
     """``anchor`` with its ``mac`` set."""
     return msgspec.structs.replace(anchor, mac=anchor_mac(key, anchor))
+
+
+class SealProblem(TypedDict):
+    """One finding of :func:`check_seals`: its ``kind`` and the fields that kind carries."""
+
+    kind: str
+    """What was lost or changed (the kinds are listed in :func:`check_seals`)."""
+    seq: NotRequired[int]
+    """The event's ``seq`` (a checkpoint's, or the changed event's)."""
+    position: NotRequired[int]
+    """That event's position in the project's stream."""
+    checkpoint_index: NotRequired[int]
+    """The checkpoint concerned."""
+    reason: NotRequired[str]
+    """Why, in words (a decode error, a chain break, an anchor that cannot be trusted)."""
+    sealed_at: NotRequired[str]
+    """When the checkpoint concerned was sealed."""
+    from_position: NotRequired[int]
+    """``missing_events``: the first position missing."""
+    to_position: NotRequired[int]
+    """``missing_events``: the last position missing."""
+    before_seq: NotRequired[int]
+    """``missing_events``: the ``seq`` of the event after the gap."""
+    key_id: NotRequired[str]
+    """``mac_mismatch``: the key the checkpoint names."""
+    expected_key_id: NotRequired[str]
+    """``mac_mismatch``: the key of this journal."""
+    expected_index: NotRequired[int]
+    """The checkpoint index the chain expected next."""
+    after_seq: NotRequired[int | None]
+    """The ``seq`` of the checkpoint before (None: there was none)."""
+    after_position: NotRequired[int]
+    """``rewritten``: the position of the last checkpoint that still holds."""
+    head_position: NotRequired[int]
+    """``rewritten``: the sealed head whose hash changed."""
+    later_checkpoints: NotRequired[int]
+    """``rewritten``: how many later checkpoints were rewritten too."""
+    checkpoints: NotRequired[int]
+    """``anchor_missing``: the checkpoints in the journal."""
+    expected_position: NotRequired[int]
+    """Where the anchor's checkpoint should be."""
+    found_position: NotRequired[int]
+    """Where it is."""
+    expected_seq: NotRequired[int]
+    """The anchor's checkpoint's ``seq``."""
+    expected_through: NotRequired[int]
+    """``truncated``: the position the journal should reach."""
+    found_through: NotRequired[int]
+    """The position it reaches."""
+    found_seq: NotRequired[int | None]
+    """``truncated``: the last ``seq`` found (None: no event)."""
+    intact_through: NotRequired[int]
+    """``truncated``: the last position a checkpoint before the anchor's still seals."""
+    sealed_through: NotRequired[int]
+    """``appended_after_shutdown``: the position sealed at the shutdown."""
+    appended_events: NotRequired[int]
+    """``appended_after_shutdown``: events written after it."""
+    closed_at: NotRequired[str]
+    """``appended_after_shutdown``: when the shutdown wrote the anchor."""
+    anchor_index: NotRequired[int]
+    """``anchor_stale``: the checkpoint the anchor names."""
+    journal_index: NotRequired[int]
+    """``anchor_stale``: the newest checkpoint in the journal."""

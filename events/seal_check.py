@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import msgspec
 
@@ -22,6 +21,7 @@ from events.seal import (
     GENESIS_MAC,
     Anchor,
     AnchorUnreadable,
+    SealProblem,
     anchor_mac,
     checkpoint_mac,
     key_id,
@@ -49,7 +49,7 @@ class SealReport(msgspec.Struct, frozen=True, kw_only=True):
     anchor: str
     """The anchor outside the database: ``ok``, ``closed`` (a clean shutdown wrote it),
     ``missing`` or ``invalid``."""
-    problems: list[dict[str, Any]] = []
+    problems: list[SealProblem] = []
     """Each ``{kind, ...}``: what was lost or changed, where, and since when."""
 
 
@@ -79,7 +79,7 @@ class _Walk:
         self.key = key
         self.own_key = key_id(key)
         self.project_id = project_id
-        self.problems: list[dict[str, Any]] = []
+        self.problems: list[SealProblem] = []
         self.hash_at: dict[int, str] = {}
         self.position_of: dict[int, int] = {}
         self.by_index: dict[int, _Seen] = {}
@@ -90,7 +90,7 @@ class _Walk:
         self._next_index = 1
         self._prev_mac: str = GENESIS_MAC
         self._prev_seq: int | None = None
-        self._rewritten: dict[str, Any] | None = None
+        self._rewritten: SealProblem | None = None
 
     def run(self, events: Iterable[tuple[int, Envelope]]) -> None:
         for position, event in events:
@@ -125,23 +125,29 @@ class _Walk:
             )
             return
         seen = _Seen(position, event.seq, checkpoint)
-        where = {"seq": event.seq, "position": position, "checkpoint_index": checkpoint.index}
         expected = checkpoint_mac(self.key, self.project_id, checkpoint)
         if not hmac.compare_digest(expected, checkpoint.mac):
-            problem: dict[str, Any] = {"kind": "mac_mismatch", **where}
+            problem: SealProblem = {
+                "kind": "mac_mismatch",
+                "seq": event.seq,
+                "position": position,
+                "checkpoint_index": checkpoint.index,
+            }
             if checkpoint.key_id != self.own_key:
-                problem.update(key_id=checkpoint.key_id, expected_key_id=self.own_key)
+                problem["key_id"] = checkpoint.key_id
+                problem["expected_key_id"] = self.own_key
             self.problems.append(problem)
         else:
-            self._link(checkpoint, where)
-            self._head(seen, where)
+            self._link(seen)
+            self._head(seen)
         self.by_index.setdefault(checkpoint.index, seen)
         self._prev_mac = checkpoint.mac
         self._next_index = checkpoint.index + 1
         self._prev_seq = event.seq
 
-    def _link(self, checkpoint: JournalCheckpoint, where: dict[str, Any]) -> None:
+    def _link(self, seen: _Seen) -> None:
         """The checkpoint chain: each names the one before it, indexes count up by one."""
+        checkpoint = seen.checkpoint
         if checkpoint.index == self._next_index and hmac.compare_digest(
             checkpoint.prev_checkpoint, self._prev_mac
         ):
@@ -152,10 +158,17 @@ class _Walk:
             else "checkpoint_chain_broken"
         )
         self.problems.append(
-            {**where, "kind": kind, "expected_index": self._next_index, "after_seq": self._prev_seq}
+            {
+                "seq": seen.seq,
+                "position": seen.position,
+                "checkpoint_index": checkpoint.index,
+                "kind": kind,
+                "expected_index": self._next_index,
+                "after_seq": self._prev_seq,
+            }
         )
 
-    def _head(self, seen: _Seen, where: dict[str, Any]) -> None:
+    def _head(self, seen: _Seen) -> None:
         """The sealed head: the event at ``head_position`` still has the sealed hash."""
         checkpoint = seen.checkpoint
         if (
@@ -168,7 +181,9 @@ class _Walk:
             self._rewritten["later_checkpoints"] += 1
             return
         self._rewritten = {
-            **where,
+            "seq": seen.seq,
+            "position": seen.position,
+            "checkpoint_index": checkpoint.index,
             "kind": "rewritten",
             "after_position": self.holding[-1].position if self.holding else 0,
             "head_position": checkpoint.head_position,

@@ -61,10 +61,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
         599,
         "not split yet: one protocol; LinkServer and LinkClient would split beside it",
     ),
-    "runtime/tools/asset_store.py": (
-        457,
-        "not split yet: parse, load and render; rendering the inputs would split off",
-    ),
     "actors/thespian/mailbox.py": (
         599,
         "not split yet: the Queue replacement; _Outbox would split from the inbox",

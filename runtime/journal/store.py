@@ -44,6 +44,7 @@ from events.chain import ChainReport, chain_hash, verify_chain
 from events.deletion import (
     DELETION_TYPE,
     DELETIONS_STREAM,
+    DeletionSummary,
     deletion_findings,
     deletions_of,
 )
@@ -601,7 +602,7 @@ class Journal:
         """The deletion records of ``project_id`` in the deletion log, oldest first."""
         return [e for e, _ in deletions_of(self.read_project(DELETIONS_STREAM), project_id)]
 
-    def deletion_audit(self, project_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def deletion_audit(self, project_id: str) -> tuple[list[DeletionSummary], list[dict[str, Any]]]:
         """The deletions of ``project_id`` and what is wrong with them, for ``roost verify``.
 
         ``(deletions, problems)``: each record's summary (:func:`events.deletion.

@@ -42,28 +42,45 @@ def make_adapter(
     """
     settings = RuntimeOptions.of(options)
     kind = settings.llm_adapter
-    if kind == "deterministic":
-        return DeterministicAdapter()
-    if kind == "openai":
-        inner = OpenAIAdapter(
-            base_url=settings.llm_base_url or DEFAULT_BASE_URL,
-            model=settings.llm_model,
-            api_key_env=settings.llm_api_key_env,
-            system_prompt=settings.llm_system_prompt,
-            temperature=settings.llm_temperature,
-            max_tokens=settings.llm_max_tokens,
-            environ=os.environ if environ is None else environ,
+    build = _BUILDERS.get(kind)
+    if build is None:
+        raise InvalidRuntimeOptError(
+            f"llm_adapter must be 'deterministic' or 'openai', got {kind!r}",
+            key="llm_adapter",
+            reason="invalid_entry",
         )
-        return ResilientAdapter(
-            inner,
-            RetryPolicy(),
-            CircuitBreaker(clock=clock),
-            sleep=sleep,
-            asleep=asleep,
-            clock=clock,
-        )
-    raise InvalidRuntimeOptError(
-        f"llm_adapter must be 'deterministic' or 'openai', got {kind!r}",
-        key="llm_adapter",
-        reason="invalid_entry",
+    return build(settings, os.environ if environ is None else environ, sleep, asleep, clock)
+
+
+def _openai(
+    settings: RuntimeOptions,
+    environ: Mapping[str, str],
+    sleep: Callable[[float], None],
+    asleep: Callable[[float], Awaitable[None]],
+    clock: Callable[[], float],
+) -> ModelAdapter:
+    """The OpenAI-compatible adapter, in a resilient one with its own breaker."""
+    inner = OpenAIAdapter(
+        base_url=settings.llm_base_url or DEFAULT_BASE_URL,
+        model=settings.llm_model,
+        api_key_env=settings.llm_api_key_env,
+        system_prompt=settings.llm_system_prompt,
+        temperature=settings.llm_temperature,
+        max_tokens=settings.llm_max_tokens,
+        environ=environ,
     )
+    return ResilientAdapter(
+        inner,
+        RetryPolicy(),
+        CircuitBreaker(clock=clock),
+        sleep=sleep,
+        asleep=asleep,
+        clock=clock,
+    )
+
+
+_BUILDERS: dict[str, Callable[..., ModelAdapter]] = {
+    "deterministic": lambda *_: DeterministicAdapter(),
+    "openai": _openai,
+}
+"""Each ``llm_adapter``'s builder: ``(settings, environ, sleep, asleep, clock)``."""

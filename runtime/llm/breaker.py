@@ -92,20 +92,20 @@ class CircuitBreaker:
         :meth:`record_failure`'s: with many calls at once, each keeps the transitions it caused.
         """
         with self._lock:
-            state = self._state()
-            if state == "closed":
-                return True
-            if state == "open" or self._probing:
-                return False
-            self._probing = True
-            self._changed("open", "half_open", into)
-            return True
+            return _ALLOW[self._state()](self, into)
+
+    def _probe(self, into: list[BreakerChange] | None) -> bool:
+        """Half open: the first call to ask is the probe; the others wait for its outcome."""
+        if self._probing:
+            return False
+        self._probing = True
+        self._changed("open", "half_open", into)
+        return True
 
     def record_success(self, into: list[BreakerChange] | None = None) -> None:
         """Record that the provider answered: close the breaker, forget past failures."""
         with self._lock:
-            if self._opened_at is not None:
-                self._changed(self._state(), "closed", into)
+            self._changed(self._state(), "closed", into)
             self._failures = 0
             self._opened_at = None
             self._probing = False
@@ -117,13 +117,15 @@ class CircuitBreaker:
             if self._probing or self._failures >= self.failure_threshold:
                 previous = self._state()
                 self._opened_at = self._clock()
-                if previous != "open":
-                    self._changed(previous, "open", into)
+                self._changed(previous, "open", into)
             self._probing = False
 
     def _changed(
         self, previous: BreakerState, state: BreakerState, into: list[BreakerChange] | None
     ) -> None:
+        """Record a transition (staying in a state is none)."""
+        if previous == state:
+            return
         change = BreakerChange(previous=previous, state=state, consecutive_failures=self._failures)
         (self._changes if into is None else into).append(change)
 
@@ -151,3 +153,11 @@ class CircuitBreaker:
                 failure_threshold=self.failure_threshold,
                 retry_in_s=retry_in,
             )
+
+
+_ALLOW: dict[BreakerState, Callable[[CircuitBreaker, list[BreakerChange] | None], bool]] = {
+    "closed": lambda breaker, into: True,
+    "open": lambda breaker, into: False,
+    "half_open": CircuitBreaker._probe,
+}
+"""Whether a call may go to the provider, by the breaker's state."""

@@ -88,6 +88,13 @@ class ModelOutcome(msgspec.Struct, frozen=True, kw_only=True):
             reason="adapter_error", message=f"{type(error).__name__}: {error}", notes=notes or []
         )
 
+    @classmethod
+    def noted(cls, result: ModelReply | ModelError, notes: list[ModelNote]) -> ModelOutcome:
+        """The outcome of a call that gave its notes with its reply or its error."""
+        if isinstance(result, ModelError):
+            return cls.failed(result, notes)
+        return cls(reply=result, notes=notes)
+
 
 class ModelCallerClosedError(RoostError):
     """A call was submitted to a :class:`ModelCaller` after :meth:`ModelCaller.close`."""
@@ -110,10 +117,7 @@ def complete_now(adapter: ModelAdapter, request: ModelRequest) -> ModelOutcome:
     with_notes = getattr(adapter, "complete_with_notes", None)
     try:
         if with_notes is not None:
-            result, notes = with_notes(request)
-            if isinstance(result, ModelError):
-                return ModelOutcome.failed(result, notes)
-            return ModelOutcome(reply=result, notes=notes)
+            return ModelOutcome.noted(*with_notes(request))
         reply = adapter.complete(request)
     except Exception as e:
         return ModelOutcome.failed(e, _taken_notes(adapter))
@@ -298,10 +302,7 @@ class ModelCaller:
         with_notes = getattr(adapter, "acomplete_with_notes", None)
         try:
             if with_notes is not None:
-                result, notes = await with_notes(request, client=self._client)
-                if isinstance(result, ModelError):
-                    return ModelOutcome.failed(result, notes)
-                return ModelOutcome(reply=result, notes=notes)
+                return ModelOutcome.noted(*await with_notes(request, client=self._client))
             if isinstance(adapter, AsyncModelAdapter):
                 return ModelOutcome(reply=await adapter.acomplete(request, client=self._client))
         except Exception as e:  # a ModelError, or an adapter's bug: both end the call

@@ -20,17 +20,25 @@ whitespace-separated words in the system prompt and every message's content,
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest, ToolCallRequest
+from runtime.tools.rules import Check, check
 
 __all__ = ["DeterministicAdapter", "word_count"]
 
 _LIST = re.compile(r"^list\s+(skills|commands|workflows)\b", re.IGNORECASE)
 _READ = re.compile(r"^read\s+(\S.*)$", re.IGNORECASE | re.DOTALL)
 _SEARCH = re.compile(r"^search\s+(\S.*)$", re.IGNORECASE | re.DOTALL)
+_RULES: tuple[tuple[re.Pattern[str], str, str, Callable[[str], str]], ...] = (
+    (_LIST, "asset.list", "type", str.lower),
+    (_READ, "fs.read", "path", str.strip),
+    (_SEARCH, "fs.search", "pattern", str.strip),
+)
+"""The rules on the last user message: ``(pattern, tool, argument, clean)``, first match wins."""
 _DIRECTIVE_KEYS = ("assistant_text", "delta_chunks", "tool_calls")
 _CALL_KEYS = ("name", "args", "run_mode")
 _RUN_MODES = ("sync", "async")
@@ -117,18 +125,52 @@ def _check_keys(given: Mapping[str, object], known: tuple[str, ...] = (), where:
         )
 
 
+_FOLLOW_RULES = (
+    Check(
+        lambda text, **_: text is not None and not isinstance(text, str),
+        "assistant_text must be a string, got {kind}",
+    ),
+    Check(
+        lambda chunks, **_: (
+            chunks is not None
+            and not (isinstance(chunks, list) and all(isinstance(c, str) for c in chunks))
+        ),
+        "delta_chunks must be a list of strings",
+    ),
+    Check(
+        lambda text, chunks, **_: (
+            chunks is not None and text is not None and "".join(chunks) != text
+        ),
+        "delta_chunks must join to assistant_text when both are given",
+    ),
+)
+"""What the text directives must be, checked in order."""
+
+_CALL_SHAPE = (
+    Check(
+        lambda item, **_: not isinstance(item, dict) or not isinstance(item.get("name"), str),
+        "tool_calls[{index}] must be an object with a string name",
+    ),
+)
+"""What each ``tool_calls`` entry must be before its keys are read."""
+
+_CALL_RULES = (
+    Check(
+        lambda args, **_: not isinstance(args, dict), "tool_calls[{index}].args must be an object"
+    ),
+    Check(
+        lambda run_mode, **_: run_mode not in _RUN_MODES,
+        "tool_calls[{index}].run_mode must be 'sync' or 'async', got {run_mode!r}",
+    ),
+)
+"""What each entry's ``args`` and ``run_mode`` must be."""
+
+
 def _follow(directives: Mapping[str, Any]) -> tuple[str, list[str], list[ToolCallRequest]]:
     """Return the text, deltas and tool calls the directives ask for."""
     text = directives.get("assistant_text")
     chunks = directives.get("delta_chunks")
-    if text is not None and not isinstance(text, str):
-        raise _bad(f"assistant_text must be a string, got {type(text).__name__}")
-    if chunks is not None and not (
-        isinstance(chunks, list) and all(isinstance(c, str) for c in chunks)
-    ):
-        raise _bad("delta_chunks must be a list of strings")
-    if chunks is not None and text is not None and "".join(chunks) != text:
-        raise _bad("delta_chunks must join to assistant_text when both are given")
+    check(_FOLLOW_RULES, _bad, text=text, chunks=chunks, kind=type(text).__name__)
     if text is None:
         text = "".join(chunks or [])
     deltas = list(chunks) if chunks is not None else ([text] if text else [])
@@ -143,15 +185,11 @@ def _directed_calls(raw: object) -> list[ToolCallRequest]:
         raise _bad("tool_calls must be a list of {name, args, run_mode?} objects")
     calls = []
     for index, item in enumerate(raw):
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise _bad(f"tool_calls[{index}] must be an object with a string name")
+        check(_CALL_SHAPE, _bad, item=item, index=index)
         _check_keys(item, _CALL_KEYS, f"tool_calls[{index}]")
         args = item.get("args") or {}
         run_mode = item.get("run_mode") or "sync"
-        if not isinstance(args, dict):
-            raise _bad(f"tool_calls[{index}].args must be an object")
-        if run_mode not in _RUN_MODES:
-            raise _bad(f"tool_calls[{index}].run_mode must be 'sync' or 'async', got {run_mode!r}")
+        check(_CALL_RULES, _bad, args=args, run_mode=run_mode, index=index)
         calls.append(ToolCallRequest(id=None, name=item["name"], args=args, run_mode=run_mode))
     return calls
 
@@ -163,22 +201,15 @@ def _answer(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[ToolCallRe
         return "\n".join(_result_line(m) for m in results), []
     content = _last_user_content(messages)
     stripped = content.strip()
-    if match := _LIST.match(stripped):
-        return "", [_call("asset.list", type=match.group(1).lower())]
-    if match := _READ.match(stripped):
-        return "", [_call("fs.read", path=match.group(1).strip())]
-    if match := _SEARCH.match(stripped):
-        return "", [_call("fs.search", pattern=match.group(1).strip())]
+    for pattern, tool, arg, clean in _RULES:
+        if match := pattern.match(stripped):
+            return "", [_call(tool, **{arg: clean(match.group(1))})]
     return f"Acknowledged: {content}", []
 
 
 def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Return the ``tool`` messages after the last assistant message, if the chat ends there."""
-    results: list[Mapping[str, Any]] = []
-    for message in reversed(messages):
-        if message.get("role") != "tool":
-            break
-        results.append(message)
+    results = list(itertools.takewhile(lambda m: m.get("role") == "tool", reversed(messages)))
     results.reverse()
     return results
 

@@ -30,11 +30,12 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import TracebackType
-from typing import Any, cast
+from typing import cast
 
 import httpx
+import msgspec
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest
 from runtime.llm.chat_shapes import ChatBody
@@ -214,18 +215,11 @@ class OpenAIAdapter:
         """Map an HTTP error response to a :class:`ModelError`."""
         status = response.status_code
         message = f"HTTP {status} from {self.url}: {_error_detail(response)}"
-        if status == 429:
-            return ModelError(
-                "rate_limited",
-                message,
-                retryable=True,
-                status=status,
-                retry_after_s=_retry_after(response),
-            )
-        if status == 408:
-            return ModelError("timeout", message, retryable=True, status=status)
-        if status >= 500:
-            return ModelError("provider_error", message, retryable=True, status=status)
+        for answered, reason, wait in _RETRYABLE_STATUS:
+            if answered(status):
+                return ModelError(
+                    reason, message, retryable=True, status=status, retry_after_s=wait(response)
+                )
         if status in (401, 403):
             variable = self.api_key_env or "the variable named by llm_api_key_env"
             message += f" (check the API key in {variable})"
@@ -236,13 +230,11 @@ async def _afold_stream(lines: AsyncIterator[str], accumulator: StreamAccumulato
     """Feed the events of an SSE stream to ``accumulator`` until ``[DONE]`` or its end."""
     events = SseEvents()
     async for line in lines:
-        data = events.line(line)
-        if data is not None:
+        for data in events.line(line):
             accumulator.feed_data(data)
-            if accumulator.done:
-                return
-    data = events.end()
-    if data is not None:
+        if accumulator.done:
+            return
+    for data in events.end():
         accumulator.feed_data(data)
 
 
@@ -252,18 +244,27 @@ def _is_json(response: httpx.Response) -> bool:
     return content_type.startswith("application/json")
 
 
+class _ErrorMessage(msgspec.Struct):
+    """An error object that says what went wrong."""
+
+    message: str
+    """The provider's words."""
+
+
+class _ErrorBody(msgspec.Struct):
+    """An error response's JSON body, as OpenAI-compatible servers send it."""
+
+    error: _ErrorMessage | str
+    """``{"message": ...}``, or the message itself."""
+
+
 def _error_detail(response: httpx.Response) -> str:
     """Return the provider's ``error.message`` from a JSON body, else the body's start."""
     try:
-        payload: Any = response.json()
-    except ValueError:
+        error = msgspec.json.decode(response.content, type=_ErrorBody).error
+    except msgspec.DecodeError:  # not JSON, or not such a body (a validation error too)
         return response.text[:200] or response.reason_phrase
-    error = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return str(error["message"])[:200]
-    if isinstance(error, str):
-        return error[:200]
-    return response.text[:200]
+    return (error if isinstance(error, str) else error.message)[:200]
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -273,6 +274,17 @@ def _retry_after(response: httpx.Response) -> float | None:
     except ValueError:
         return None
     return value if value >= 0 else None
+
+
+_RETRYABLE_STATUS: tuple[
+    tuple[Callable[[int], bool], str, Callable[[httpx.Response], float | None]], ...
+] = (
+    (lambda status: status == 429, "rate_limited", _retry_after),
+    (lambda status: status == 408, "timeout", lambda response: None),
+    (lambda status: status >= 500, "provider_error", lambda response: None),
+)
+"""The HTTP errors worth another attempt: ``(status test, reason, Retry-After)``, in order;
+any other status is a ``provider_error`` not retried."""
 
 
 class _Watchdog:

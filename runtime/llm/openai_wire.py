@@ -13,10 +13,11 @@ the reply maps back exactly.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -85,6 +86,47 @@ def _json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
+def _assistant(message: Mapping[str, Any], names: ToolNameMap) -> WireMessage:
+    """A model round: its text and the calls it asked for (no text and no calls: "")."""
+    wire: WireMessage = {"role": "assistant", "content": message.get("content")}
+    calls = message.get("tool_calls") or []
+    if calls:
+        wire["tool_calls"] = [
+            {
+                "id": call.get("id"),
+                "type": "function",
+                "function": {
+                    "name": names.to_wire(str(call.get("name"))),
+                    "arguments": _json(call.get("args") or {}),
+                },
+            }
+            for call in calls
+        ]
+    elif wire["content"] is None:
+        wire["content"] = ""
+    return wire
+
+
+def _tool(message: Mapping[str, Any], names: ToolNameMap) -> WireMessage:
+    """A tool result; a failed one with no content says its code."""
+    content = message.get("content") or ""
+    if not content and message.get("status") == "error":
+        content = f"error: {message.get('code') or 'tool_error'}"
+    return {"role": "tool", "tool_call_id": message.get("tool_call_id"), "content": content}
+
+
+def _plain(message: Mapping[str, Any], names: ToolNameMap) -> WireMessage:
+    """Any other message: its role (``user`` when it has none) and its text."""
+    return {"role": message.get("role") or "user", "content": message.get("content") or ""}
+
+
+_BY_ROLE: dict[object, Callable[[Mapping[str, Any], ToolNameMap], WireMessage]] = {
+    "assistant": _assistant,
+    "tool": _tool,
+}
+"""The roles whose messages change shape on the wire; the others are :func:`_plain`."""
+
+
 def wire_messages(
     messages: Sequence[Mapping[str, Any]], system_prompt: str | None, names: ToolNameMap
 ) -> list[WireMessage]:
@@ -92,33 +134,7 @@ def wire_messages(
     out: list[WireMessage] = []
     if system_prompt:
         out.append({"role": "system", "content": system_prompt})
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant":
-            wire: WireMessage = {"role": "assistant", "content": message.get("content")}
-            calls = message.get("tool_calls") or []
-            if calls:
-                wire["tool_calls"] = [
-                    {
-                        "id": call.get("id"),
-                        "type": "function",
-                        "function": {
-                            "name": names.to_wire(str(call.get("name"))),
-                            "arguments": _json(call.get("args") or {}),
-                        },
-                    }
-                    for call in calls
-                ]
-            elif wire["content"] is None:
-                wire["content"] = ""
-        elif role == "tool":
-            content = message.get("content") or ""
-            if not content and message.get("status") == "error":
-                content = f"error: {message.get('code') or 'tool_error'}"
-            wire = {"role": "tool", "tool_call_id": message.get("tool_call_id"), "content": content}
-        else:
-            wire = {"role": role or "user", "content": message.get("content") or ""}
-        out.append(wire)
+    out.extend(_BY_ROLE.get(m.get("role"), _plain)(m, names) for m in messages)
     return out
 
 
@@ -157,12 +173,14 @@ def request_body(
             }
             for tool in request.tools
         ]
-    chosen_temperature = request.temperature if request.temperature is not None else temperature
-    if chosen_temperature is not None:
-        body["temperature"] = chosen_temperature
-    chosen_max = request.max_tokens if request.max_tokens is not None else max_tokens
-    if chosen_max is not None:
-        body["max_tokens"] = chosen_max
+    chosen: tuple[tuple[Literal["temperature", "max_tokens"], float | None, float | None], ...] = (
+        ("temperature", request.temperature, temperature),
+        ("max_tokens", request.max_tokens, max_tokens),
+    )
+    for key, asked, setting in chosen:  # the request's value wins; None leaves the key out
+        value = asked if asked is not None else setting
+        if value is not None:
+            body[key] = value
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     return body, names
@@ -171,42 +189,37 @@ def request_body(
 class SseEvents:
     """Server-sent events put together line by line: the sync and async readers share it.
 
-    Feed each line (without its newline) to :meth:`line`; it returns an event's data (its
-    ``data:`` lines joined by newlines) when a blank line ends one, else ``None``.
+    Feed each line (without its newline) to :meth:`line`; it returns the data of the event
+    a blank line ends (its ``data:`` lines joined by newlines), as a list of at most one.
     :meth:`end` returns the data of an event the stream ended inside.
     """
 
     def __init__(self) -> None:
         self._data: list[str] = []
 
-    def line(self, line: str) -> str | None:
-        """Take one line; return the finished event's data, if this line ended one."""
+    def line(self, line: str) -> list[str]:
+        """Take one line; return the data of the event it ended ([] when it ended none)."""
         if not line:
             return self.end()
         if line.startswith("data:"):
             value = line[5:]
             self._data.append(value[1:] if value.startswith(" ") else value)
         # "event:", "id:", "retry:" and ":" comment lines carry nothing we use.
-        return None
+        return []
 
-    def end(self) -> str | None:
-        """Return the data gathered since the last event (``None`` if there is none)."""
+    def end(self) -> list[str]:
+        """Return the data gathered since the last event ([] when there is none)."""
         if not self._data:
-            return None
+            return []
         data, self._data = "\n".join(self._data), []
-        return data
+        return [data]
 
 
 def iter_sse_data(lines: Iterable[str]) -> Iterator[str]:
     """Yield the data of each server-sent event (``data:`` lines joined by newlines)."""
     events = SseEvents()
-    for line in lines:
-        data = events.line(line)
-        if data is not None:
-            yield data
-    data = events.end()
-    if data is not None:
-        yield data
+    for line in itertools.chain(lines, [""]):  # the stream's end ends an event too
+        yield from events.line(line)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import functools
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from runtime.errors import ToolError
 from runtime.guard.shapes.schema import validate_args
@@ -198,11 +198,24 @@ def catalog_for(root: str) -> AssetCatalog:
 # --- asset.list / search / get ------------------------------------------------------------
 
 
+_RUN_PREFIX = {"commands": "command.run.", "workflows": "workflow.run."}
+"""The generated tool name's prefix for each asset type that runs."""
+
+_KindField = Literal["input_schema", "argv", "steps"]
+_KIND_FIELDS: tuple[_KindField, ...] = ("input_schema", "argv", "steps")
+"""The fields only some asset types have; ``asset.get`` shows those an asset has."""
+
+
 def tool_name(asset: Asset) -> str | None:
     """Return the generated tool's name for a valid command or workflow, else None."""
     if not asset.valid or asset.type == "skills":
         return None
-    return f"{'command' if asset.type == 'commands' else 'workflow'}.run.{asset.key}"
+    return _RUN_PREFIX[asset.type] + asset.key
+
+
+def _runnable(catalog: AssetCatalog, type: str) -> list[tuple[Asset, str]]:
+    """The valid assets of ``type`` (commands or workflows), each with its tool's name."""
+    return [(a, _RUN_PREFIX[type] + a.key) for a in catalog.assets if a.valid and a.type == type]
 
 
 def _summary(asset: Asset) -> AssetSummary:
@@ -266,12 +279,9 @@ def asset_get(ctx: ToolContext, args: Mapping[str, Any]) -> AssetDetail:
         "path": asset.path,
         "body": asset.body,
     }
-    if asset.input_schema is not None:
-        out["input_schema"] = asset.input_schema
-    if asset.argv is not None:
-        out["argv"] = asset.argv
-    if asset.steps is not None:
-        out["steps"] = asset.steps
+    for field in _KIND_FIELDS:
+        if getattr(asset, field) is not None:
+            out[field] = getattr(asset, field)
     name = tool_name(asset)
     if name is not None:
         out["tool"] = name
@@ -345,10 +355,7 @@ def unavailable_workflows(
     shows it.
     """
     out: dict[str, UnknownStepTool] = {}
-    for asset in catalog.assets:
-        name = tool_name(asset)
-        if name is None or asset.type != "workflows":
-            continue
+    for asset, name in _runnable(catalog, "workflows"):
         for index, step in enumerate(asset.steps or []):
             if step["tool"] not in known:
                 out[name] = {
@@ -376,10 +383,7 @@ def asset_tools(
     specs: list[ToolSpec] = []
     fns: dict[str, ToolFn] = {}
     lookup: dict[str, ToolSpec] = dict(known or {})
-    for asset in catalog.assets:
-        name = tool_name(asset)
-        if name is None or asset.type != "commands":
-            continue
+    for asset, name in _runnable(catalog, "commands"):
         spec = ToolSpec(
             name=name,
             description=asset.description or f"Run the {asset.key} command.",
@@ -389,10 +393,7 @@ def asset_tools(
         specs.append(spec)
         lookup[name] = spec
         fns[name] = _command_fn(asset)
-    for asset in catalog.assets:
-        name = tool_name(asset)
-        if name is None or asset.type != "workflows":
-            continue
+    for asset, name in _runnable(catalog, "workflows"):
         specs.append(_workflow_spec(asset, name, lookup))
         fns[name] = _workflow_fn(asset)
     return specs, fns

@@ -32,13 +32,13 @@ from typing import Any, Literal
 
 import msgspec
 
-from runtime.errors import AssetLoadFailedError, ToolError
-from runtime.guard.shapes.schema import check_schema, validate_args
+from runtime.errors import AssetLoadFailedError
+from runtime.guard.shapes.schema import validate_args
+from runtime.tools.asset_kinds import EMPTY_SCHEMA, KIND_FIELDS, MAX_WORKFLOW_STEPS
 from runtime.tools.base import LoadProblem
 from runtime.tools.frontmatter import (
     FrontmatterError,
     parse_frontmatter,
-    placeholder_names,
     render_text,
     render_value,
 )
@@ -81,16 +81,8 @@ MAX_ASSETS_PER_TYPE = 500
 MAX_CATALOG_BYTES = 16 * 1024 * 1024
 """Most bytes of asset files read for one catalog; files past it are invalid ``too_large``."""
 
-MAX_WORKFLOW_STEPS = 50
-"""Most steps a workflow may have."""
-
 PREVIEW_CHARS = 2000
 """Characters of an invalid asset's text kept as its preview body."""
-
-EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
-"""The input schema of a command or workflow that declares none."""
-
-_STEP_TOOL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 class Asset(msgspec.Struct, frozen=True, kw_only=True):
@@ -171,84 +163,6 @@ class AssetCatalog(msgspec.Struct, frozen=True, kw_only=True):
 # --- per-kind rules ---------------------------------------------------------------------
 
 
-def _check_known(names: list[str], schema: Mapping[str, Any], where: str) -> None:
-    known = schema.get("properties") or {}
-    unknown = sorted({n for n in names if n not in known})
-    if unknown:
-        raise FrontmatterError(
-            "unknown_placeholder",
-            f"{where} uses {{{{{unknown[0]}}}}}, which input_schema.properties does not "
-            "declare; add it there or fix the name",
-        )
-
-
-def _input_schema(fields: Mapping[str, Any]) -> Mapping[str, Any]:
-    schema = fields.get("input_schema", EMPTY_SCHEMA)
-    try:
-        check_schema(schema)
-        if schema.get("type", "object") != "object":
-            raise ValueError("the top-level type must be 'object'")
-        for name, sub in (schema.get("properties") or {}).items():
-            if "default" in sub:
-                wrapper = {"type": "object", "properties": {name: sub}}
-                validate_args(wrapper, {name: sub["default"]})
-    except (ValueError, ToolError) as e:
-        raise FrontmatterError("invalid_input_schema", f"input_schema is not usable: {e}") from e
-    return dict(schema)
-
-
-def _argv(fields: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
-    if "argv" not in fields:
-        raise FrontmatterError("missing_argv", "a command needs 'argv: [\"program\", ...]'")
-    argv = fields["argv"]
-    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
-        raise FrontmatterError("invalid_argv", "argv must be a non-empty JSON list of strings")
-    if not argv[0]:
-        raise FrontmatterError("invalid_argv", "argv[0] (the program) must not be empty")
-    for index, element in enumerate(argv):
-        _check_known(placeholder_names(element, f"argv[{index}]"), schema, f"argv[{index}]")
-    return list(argv)
-
-
-def _walk_strings(value: Any) -> list[str]:
-    stack, out = [value], []
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return out
-
-
-def _steps(fields: Mapping[str, Any], schema: Mapping[str, Any]) -> list[WorkflowStep]:
-    if "steps" not in fields:
-        raise FrontmatterError("missing_steps", "a workflow needs 'steps: [{\"tool\": ...}]'")
-    steps = fields["steps"]
-    if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_WORKFLOW_STEPS:
-        raise FrontmatterError(
-            "invalid_steps", f"steps must be a JSON list of 1 to {MAX_WORKFLOW_STEPS} steps"
-        )
-    out: list[WorkflowStep] = []
-    for index, step in enumerate(steps):
-        where = f"steps[{index}]"
-        if not isinstance(step, dict) or set(step) - {"tool", "args"}:
-            raise FrontmatterError("invalid_steps", f"{where} must be an object {{tool, args}}")
-        tool, args = step.get("tool"), step.get("args", {})
-        if not isinstance(tool, str) or not _STEP_TOOL.match(tool):
-            raise FrontmatterError("invalid_steps", f"{where}.tool must be a tool name")
-        if tool.startswith("workflow.run."):
-            raise FrontmatterError("invalid_steps", f"{where} calls {tool}; workflows cannot nest")
-        if not isinstance(args, dict):
-            raise FrontmatterError("invalid_steps", f"{where}.args must be a JSON object")
-        for text in _walk_strings(args):
-            _check_known(placeholder_names(text, f"{where}.args"), schema, f"{where}.args")
-        out.append({"tool": tool, "args": args})
-    return out
-
-
 def _first_line(body: str) -> str:
     for line in body.split("\n"):
         stripped = line.strip().lstrip("#").strip()
@@ -263,24 +177,13 @@ def parse_asset(type: AssetType, key: str, text: str, path: str) -> Asset:
     description = fields.get("description", "")
     if not isinstance(description, str):
         raise FrontmatterError("invalid_description", "description must be a string")
-    schema: Mapping[str, Any] | None = None
-    argv: list[str] | None = None
-    steps: list[WorkflowStep] | None = None
-    if type in ("commands", "workflows"):
-        schema = _input_schema(fields)
-        if type == "commands":
-            argv = _argv(fields, schema)
-        else:
-            steps = _steps(fields, schema)
     return Asset(
         type=type,
         key=key,
         description=description.strip() or _first_line(body),
         body=body,
-        input_schema=schema,
-        argv=argv,
-        steps=steps,
         path=path,
+        **KIND_FIELDS[type](fields),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -20,7 +20,16 @@ import msgspec
 from events.catalog import Event
 from runtime.option_table import RuntimeOptions
 
-__all__ = ["CallSpec", "LoadProblem", "ToolContext", "ToolFn", "ToolKind", "ToolSpec"]
+__all__ = [
+    "Built",
+    "CallSpec",
+    "LoadProblem",
+    "ToolContext",
+    "ToolFn",
+    "ToolKind",
+    "ToolSpec",
+    "remote_tools",
+]
 
 ToolKind = Literal["read", "write", "command", "network", "asset", "workflow"]
 """What ``tool.completed`` reports as a call's ``kind``."""
@@ -150,3 +159,28 @@ class CallSpec(msgspec.Struct, frozen=True, kw_only=True):
     """The turn's correlation."""
     causation_id: str | None = None
     """The event that led to this step."""
+
+
+Built = tuple[list[ToolSpec], dict[str, ToolFn], list[LoadProblem]]
+"""What a remote tool builder gives: ``(specs, fns, errors)``."""
+
+
+def remote_tools(
+    entries: Sequence[Mapping[str, Any]],
+    protocol: str,
+    allowlist: Sequence[str],
+    problem: tuple[str, str],
+    build: Callable[[], Built],
+) -> Built:
+    """The tools ``build`` makes of remote ``entries`` (MCP servers, A2A agents), if any.
+
+    None without entries; none either when ``protocol`` is not in ``allowlist``, each entry
+    then a ``protocol_not_allowed`` problem: ``problem`` is its ``(type, what was not done)``.
+    """
+    if not entries:
+        return [], {}, []
+    if protocol not in allowlist:
+        kind, undone = problem
+        reason = f"protocol_not_allowed: {protocol} is not in protocol_allowlist; {undone}"
+        return [], {}, [{"type": kind, "key": str(e["name"]), "reason": reason} for e in entries]
+    return build()

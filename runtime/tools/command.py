@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -180,10 +180,15 @@ def _fit(result: CommandOutput, max_bytes: int) -> CommandOutput:
     shares = {small: min(sizes[small], room // 2)}
     shares[large] = room - shares[small]
     for key, share in shares.items():
-        if sizes[key] > share:
-            result[key] = _trim(result[key], share)
-            result[_TRUNCATED[key]] = True
+        _cap(result, key, sizes[key], share)
     return result
+
+
+def _cap(result: CommandOutput, key: _Stream, size: int, room: int) -> None:
+    """Trim one stream of ``size`` bytes (its JSON, quotes excluded) to ``room`` and say so."""
+    if size > room:
+        result[key] = _trim(result[key], room)
+        result[_TRUNCATED[key]] = True
 
 
 def command_run(ctx: ToolContext, args: Mapping[str, Any], tool: str = TOOL) -> CommandOutput:
@@ -255,6 +260,22 @@ def command_view(settings: RuntimeOptions, root: str, home: str, cwd: str) -> Vi
     )
 
 
+_STOPPED: dict[str, Callable[[int, int], ToolError]] = {
+    "timeout": lambda timeout_ms, killed: ToolError(
+        "timeout",
+        f"command.run did not finish within {timeout_ms} ms; its processes were killed",
+        timeout_ms=timeout_ms,
+        killed_processes=killed,
+    ),
+    "cancel": lambda timeout_ms, killed: ToolError(
+        "conversation_cancelled",
+        "command.run was cancelled; its processes were killed",
+        killed_processes=killed,
+    ),
+}
+"""The error of a run that was stopped, by why (its time limit, and the processes killed)."""
+
+
 def _outcome(
     ctx: ToolContext, result: CommandResult, timeout_s: float, max_bytes: int, tool: str
 ) -> CommandOutput:
@@ -266,20 +287,8 @@ def _outcome(
                 call_id=ctx.call_id, reason=reason, count=result.killed_processes
             )
         )
-    if result.timed_out:
-        timeout_ms = round(timeout_s * 1000)
-        raise ToolError(
-            "timeout",
-            f"command.run did not finish within {timeout_ms} ms; its processes were killed",
-            timeout_ms=timeout_ms,
-            killed_processes=result.killed_processes,
-        )
-    if result.cancelled:
-        raise ToolError(
-            "conversation_cancelled",
-            "command.run was cancelled; its processes were killed",
-            killed_processes=result.killed_processes,
-        )
+    if reason in _STOPPED:
+        raise _STOPPED[reason](round(timeout_s * 1000), result.killed_processes)
     output: CommandOutput = {
         "exit_code": result.exit_code,
         "stdout": result.stdout,
@@ -295,9 +304,7 @@ def _outcome(
     # so a chatty command is truncated rather than failed with artifact_too_large.
     artifact_max = ctx.settings.tool_max_artifact_bytes
     for key in _STREAMS:
-        if _encoded_len(fitted[key]) > artifact_max:
-            fitted[key] = _trim(fitted[key], artifact_max - 2)
-            fitted[_TRUNCATED[key]] = True
+        _cap(fitted, key, _encoded_len(fitted[key]) - 2, artifact_max - 2)
     return fitted
 
 

@@ -21,9 +21,10 @@ template, split, or given to a shell.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from runtime.errors import ToolError
@@ -32,6 +33,7 @@ from runtime.guard.shapes.safe_json import (
     json_depth_exceeds,
     object_without_duplicates,
 )
+from runtime.tools.rules import Check, check
 
 __all__ = [
     "FrontmatterError",
@@ -78,6 +80,67 @@ def _single_quoted(raw: str, lineno: int) -> str:
     return inner.replace("''", "'")
 
 
+def _json_value(raw: str, following: list[str], key: str, lineno: int) -> tuple[object, int]:
+    """A JSON value, perhaps continued on ``following`` lines; how many of them it took."""
+    rest = "\n".join([raw, *following])
+    try:
+        value, stop = _DECODER.raw_decode(rest)
+    except (ValueError, RecursionError) as e:
+        raise _bad(lineno, f"the value of {key!r} is not valid JSON: {e}") from e
+    check(
+        _JSON_VALUE_RULES,
+        functools.partial(_bad, lineno),
+        key=key,
+        json=rest[:stop],
+        after=rest[stop:],
+    )
+    return value, rest[:stop].count("\n")
+
+
+_JSON_VALUE_RULES = (
+    Check(
+        lambda json, **_: json_depth_exceeds(json, MAX_JSON_DEPTH),
+        f"the JSON value of {{key!r}} nests over {MAX_JSON_DEPTH} deep",
+    ),
+    Check(
+        lambda after, **_: bool(after.split("\n", 1)[0].strip()),
+        "unexpected text after the JSON value of {key!r}",
+    ),
+)
+"""What a JSON value must be once decoded: not too deep, alone on its last line."""
+
+
+def _json_string(raw: str, following: list[str], key: str, lineno: int) -> tuple[object, int]:
+    """A JSON string (a JSON text that opens with ``"`` can only be one)."""
+    try:
+        return json.loads(raw), 0
+    except ValueError as e:
+        raise _bad(lineno, f"the value of {key!r} is not a valid JSON string") from e
+
+
+def _literal(raw: str, following: list[str], key: str, lineno: int) -> tuple[object, int]:
+    """A single-quoted literal string."""
+    return _single_quoted(raw, lineno), 0
+
+
+def _plain(raw: str, following: list[str], key: str, lineno: int) -> tuple[object, int]:
+    """Any other value: the trimmed text itself."""
+    return raw, 0
+
+
+_VALUE_KIND = re.compile(r"(?P<json>[\[{])|(?P<string>\")|(?P<literal>')|(?P<plain>)")
+"""A value's kind, told by its first character."""
+
+_VALUES: dict[str, Callable[[str, list[str], str, int], tuple[object, int]]] = {
+    "json": _json_value,
+    "string": _json_string,
+    "literal": _literal,
+    "plain": _plain,
+}
+"""How each kind of value is read: ``(raw, following lines, key, line number)`` to the
+value and the number of following lines it took."""
+
+
 def parse_frontmatter(text: str) -> tuple[dict[str, object], str]:
     """Split ``text`` into its frontmatter fields and its Markdown body.
 
@@ -112,27 +175,10 @@ def parse_frontmatter(text: str) -> tuple[dict[str, object], str]:
         key, raw = match.group(1), match.group(2).strip()
         if key in fields:
             raise _bad(lineno, f"the key {key!r} appears twice")
-        value: Any = raw
-        if raw.startswith(("[", "{")):
-            rest = "\n".join([raw, *block[i:]])
-            try:
-                value, stop = _DECODER.raw_decode(rest)
-            except (ValueError, RecursionError) as e:
-                raise _bad(lineno, f"the value of {key!r} is not valid JSON: {e}") from e
-            if json_depth_exceeds(rest[:stop], MAX_JSON_DEPTH):
-                raise _bad(lineno, f"the JSON value of {key!r} nests over {MAX_JSON_DEPTH} deep")
-            if rest[stop:].split("\n", 1)[0].strip():
-                raise _bad(lineno, f"unexpected text after the JSON value of {key!r}")
-            i += rest[:stop].count("\n")
-        elif raw.startswith('"'):
-            try:
-                value = json.loads(raw)
-            except ValueError as e:
-                raise _bad(lineno, f"the value of {key!r} is not a valid JSON string") from e
-            if not isinstance(value, str):  # pragma: no cover - a '"' opens a JSON string
-                raise _bad(lineno, f"the value of {key!r} is not a string")
-        elif raw.startswith("'"):
-            value = _single_quoted(raw, lineno)
+        kind = _VALUE_KIND.match(raw)
+        assert kind is not None  # the empty "plain" alternative matches any text
+        value, more = _VALUES[str(kind.lastgroup)](raw, block[i:], key, lineno)
+        i += more
         fields[key] = value
     return fields, "\n".join(lines[end + 1 :])
 
@@ -181,20 +227,31 @@ def render_text(template: str, inputs: Mapping[str, object]) -> str:
     return _PLACEHOLDER.sub(lambda m: _as_text(inputs[m.group(1)]), template)
 
 
+@functools.singledispatch
 def render_value(value: Any, inputs: Mapping[str, object]) -> Any:
     """Render every string inside ``value`` (objects and lists at any depth; keys untouched).
 
-    A string that is exactly one placeholder becomes the input's value with its type.
+    A string that is exactly one placeholder becomes the input's value with its type;
+    anything but a string, an object or a list is kept as it is.
     """
-    if isinstance(value, str):
-        whole = _FULL_PLACEHOLDER.match(value)
-        if whole is not None:
-            if whole.group(1) not in inputs:
-                raise _missing({whole.group(1)})
-            return inputs[whole.group(1)]
-        return render_text(value, inputs)
-    if isinstance(value, dict):
-        return {k: render_value(v, inputs) for k, v in value.items()}
-    if isinstance(value, list):
-        return [render_value(v, inputs) for v in value]
     return value
+
+
+@render_value.register
+def _(value: str, inputs: Mapping[str, object]) -> Any:
+    whole = _FULL_PLACEHOLDER.match(value)
+    if whole is not None:
+        if whole.group(1) not in inputs:
+            raise _missing({whole.group(1)})
+        return inputs[whole.group(1)]
+    return render_text(value, inputs)
+
+
+@render_value.register(dict)
+def _(value: dict[Any, Any], inputs: Mapping[str, object]) -> Any:
+    return {k: render_value(v, inputs) for k, v in value.items()}
+
+
+@render_value.register(list)
+def _(value: list[Any], inputs: Mapping[str, object]) -> Any:
+    return [render_value(v, inputs) for v in value]

@@ -17,9 +17,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from events.catalog import Event
 from runtime.errors import ToolError
 from runtime.guard.paths.safe_read import bounded_lines
 from runtime.guard.workspace import PathDecision, Workspace, exception_signal, signal_for
+from runtime.tools.args import BOOLEAN, OPTIONAL_STRING, STRING, bad_arg, integer, read_arg
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.fswalk import (
     SEARCH_MAX_PATTERN,
@@ -143,36 +145,6 @@ SPECS: list[ToolSpec] = [
 # --- shared ----------------------------------------------------------------------------
 
 
-def _bad_arg(name: str, expected: str, value: object) -> ToolError:
-    return ToolError(
-        "invalid_tool_args",
-        f"argument {name!r} must be {expected}, got {value!r}",
-        kind="invalid_type",
-        arg=name,
-    )
-
-
-def _arg_str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
-    value = args.get(name, default)
-    if not isinstance(value, str):
-        raise _bad_arg(name, "a string", value)
-    return value
-
-
-def _arg_int(args: Mapping[str, Any], name: str, default: int, minimum: int) -> int:
-    value = args.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _bad_arg(name, f"an integer >= {minimum}", value)
-    return value
-
-
-def _arg_bool(args: Mapping[str, Any], name: str) -> bool:
-    value = args.get(name, False)
-    if not isinstance(value, bool):
-        raise _bad_arg(name, "a boolean", value)
-    return value
-
-
 @contextmanager
 def _workspace(ctx: ToolContext, tool: str) -> Iterator[Workspace]:
     """Open a Workspace for the call; refusals raised inside record their signal."""
@@ -180,18 +152,20 @@ def _workspace(ctx: ToolContext, tool: str) -> Iterator[Workspace]:
         with Workspace(ctx.root, ctx.options) as ws:
             yield ws
     except ToolError as err:
-        signal = signal_for(err, tool, ctx.call_id)
-        if signal is not None:
-            ctx.signals.append(signal)
+        _record(ctx, signal_for(err, tool, ctx.call_id))
         raise
 
 
 def _checked(ctx: ToolContext, ws: Workspace, tool: str, path: str, write: bool) -> PathDecision:
     decision = ws.check_path(path, write=write)
-    signal = exception_signal(decision, tool, ctx.call_id)
+    _record(ctx, exception_signal(decision, tool, ctx.call_id))
+    return decision
+
+
+def _record(ctx: ToolContext, signal: Event | None) -> None:
+    """Keep the signal a refusal or an exception gives, when it gives one."""
     if signal is not None:
         ctx.signals.append(signal)
-    return decision
 
 
 def _read_all(fd: int, limit: int) -> bytes:
@@ -213,7 +187,7 @@ def _encode(text: str, name: str) -> bytes:
     try:
         return text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
-        raise _bad_arg(name, "valid Unicode text", text[:80]) from None
+        raise bad_arg(name, "valid Unicode text", text[:80]) from None
 
 
 # --- the tools -------------------------------------------------------------------------
@@ -221,9 +195,9 @@ def _encode(text: str, name: str) -> bytes:
 
 def fs_read(ctx: ToolContext, args: Mapping[str, Any]) -> FsRead:
     """``fs.read``: ``{path, content, total_lines, truncated}`` for the selected lines."""
-    path = _arg_str(args, "path")
-    offset = _arg_int(args, "offset", 0, 0)
-    limit = _arg_int(args, "limit", READ_DEFAULT_LIMIT, 1)
+    path = read_arg(args, "path", STRING)
+    offset = read_arg(args, "offset", integer(0), 0)
+    limit = read_arg(args, "limit", integer(1), READ_DEFAULT_LIMIT)
     with _workspace(ctx, "fs.read") as ws:
         _checked(ctx, ws, "fs.read", path, write=False)
         fd = ws.open_for_read(path)
@@ -248,8 +222,8 @@ def fs_read(ctx: ToolContext, args: Mapping[str, Any]) -> FsRead:
 
 def fs_write(ctx: ToolContext, args: Mapping[str, Any]) -> FsWrite:
     """``fs.write``: replace the file's content; ``{path, bytes_written}``."""
-    path = _arg_str(args, "path")
-    data = _encode(_arg_str(args, "content"), "content")
+    path = read_arg(args, "path", STRING)
+    data = _encode(read_arg(args, "content", STRING), "content")
     with _workspace(ctx, "fs.write") as ws:
         _checked(ctx, ws, "fs.write", path, write=True)
         fd = ws.open_for_write(path, make_parents=True)
@@ -259,11 +233,11 @@ def fs_write(ctx: ToolContext, args: Mapping[str, Any]) -> FsWrite:
 
 def fs_edit(ctx: ToolContext, args: Mapping[str, Any]) -> FsEdit:
     """``fs.edit``: replace ``old`` by ``new``; ``{path, replacements}``."""
-    path = _arg_str(args, "path")
-    old, new = _arg_str(args, "old"), _arg_str(args, "new")
-    replace_all = _arg_bool(args, "replace_all")
+    path = read_arg(args, "path", STRING)
+    old, new = read_arg(args, "old", STRING), read_arg(args, "new", STRING)
+    replace_all = read_arg(args, "replace_all", BOOLEAN, False)
     if not old:
-        raise _bad_arg("old", "a non-empty string", old)
+        raise bad_arg("old", "a non-empty string", old)
     with _workspace(ctx, "fs.edit") as ws:
         _checked(ctx, ws, "fs.edit", path, write=True)
         text = _read_all(ws.open_for_read(path), EDIT_MAX_BYTES).decode("utf-8", "surrogateescape")
@@ -299,10 +273,8 @@ def _display_base(ws: Workspace, decision: PathDecision) -> tuple[str, ...]:
 
 def fs_list(ctx: ToolContext, args: Mapping[str, Any]) -> FsList:
     """``fs.list``: ``{path, entries: [{path, type}], truncated}``, sorted by path."""
-    path = _arg_str(args, "path", ".")
-    glob = args.get("glob")
-    if glob is not None and not isinstance(glob, str):
-        raise _bad_arg("glob", "a string", glob)
+    path = read_arg(args, "path", STRING, ".")
+    glob = read_arg(args, "glob", OPTIONAL_STRING)
     matcher = glob_regex(glob) if glob else None
     max_depth = 1 if glob is None else (None if "**" in glob else glob.count("/") + 1)
     found: list[FsListEntry] = []
@@ -323,9 +295,9 @@ def fs_list(ctx: ToolContext, args: Mapping[str, Any]) -> FsList:
 
 def fs_search(ctx: ToolContext, args: Mapping[str, Any]) -> FsSearch:
     """``fs.search``: ``{matches: [{path, line, text}], truncated, files_scanned, ...}``."""
-    pattern = _arg_str(args, "pattern")
-    path = _arg_str(args, "path", ".")
-    matches = compile_search(pattern, _arg_bool(args, "regex"))
+    pattern = read_arg(args, "pattern", STRING)
+    path = read_arg(args, "path", STRING, ".")
+    matches = compile_search(pattern, read_arg(args, "regex", BOOLEAN, False))
     result: list[FsMatch] = []
     counts = {"files_scanned": 0, "skipped_sensitive": 0, "skipped_binary_or_large": 0}
     stopped = [False]

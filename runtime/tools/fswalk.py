@@ -45,37 +45,34 @@ SEARCH_MAX_LINE_TEXT = 400
 """Characters of a matching line kept in the result."""
 
 
+_GLOB_PIECE = re.compile(r"(?P<wild>\*\*/|\*\*|\*|\?)|\[(?P<set>.[^\]]*)\]|(?P<char>.)", re.DOTALL)
+"""One piece of a glob, tried in this order: a wildcard, a ``[...]`` set, any other character."""
+
+_WILDCARDS = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+"""Each wildcard's regex: ``**`` spans directories, ``*`` and ``?`` stay in one."""
+
+_PIECES: dict[str, Callable[[str], str]] = {
+    "wild": _WILDCARDS.__getitem__,
+    "set": lambda body: "[" + ("^" + body[1:] if body.startswith("!") else body) + "]",
+    "char": re.escape,
+}
+"""The regex of each kind of piece, from its text (a set's without its brackets)."""
+
+
+def _translated(piece: re.Match[str]) -> str:
+    kind = str(piece.lastgroup)
+    return _PIECES[kind](piece.group(kind))
+
+
 def glob_regex(glob: str) -> UntrustedRegex:
     """Compile a path glob for ``fullmatch``: ``**`` spans directories, ``*`` and ``?`` one.
 
     A glob is the model's text, so it is compiled like a search pattern (with RE2: a glob
     such as ``*a*a*a*a*a*a*a*a*b`` would backtrack for minutes on a long name with ``re``).
     """
-    out, i = [], 0
-    while i < len(glob):
-        ch = glob[i]
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if ch == "*":
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "[" and (end := glob.find("]", i + 2)) != -1:
-            body = glob[i + 1 : end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end + 1
-            continue
-        else:
-            out.append(re.escape(ch))
-        i += 1
+    out = _GLOB_PIECE.sub(_translated, glob)
     try:
-        return compile_untrusted("(?s)" + "".join(out), what="the glob's pattern")
+        return compile_untrusted("(?s)" + out, what="the glob's pattern")
     except UnsafePatternError as e:
         raise ToolError(
             "invalid_tool_args",
@@ -146,13 +143,20 @@ def _dir_id(entry: os.DirEntry[str]) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+_KINDS: tuple[tuple[Callable[[os.DirEntry[str]], bool], str], ...] = (
+    (lambda entry: entry.is_symlink(), "symlink"),
+    (lambda entry: entry.is_dir(follow_symlinks=False), "dir"),
+    (lambda entry: entry.is_file(follow_symlinks=False), "file"),
+)
+"""``(test, kind)`` of directory entries, tried in order (none following a symlink)."""
+
+
 def entry_kind(entry: os.DirEntry[str]) -> str:
     """Return ``symlink``, ``dir``, ``file`` or ``other`` for a directory entry (no following)."""
-    if entry.is_symlink():
-        return "symlink"
-    if entry.is_dir(follow_symlinks=False):
-        return "dir"
-    return "file" if entry.is_file(follow_symlinks=False) else "other"
+    for test, kind in _KINDS:
+        if test(entry):
+            return kind
+    return "other"
 
 
 def compile_search(pattern: str, regex: bool) -> Callable[[str], bool]:

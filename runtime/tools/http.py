@@ -12,14 +12,12 @@ are followed by hand, at most :data:`MAX_REDIRECTS`. The body read is bounded by
 from __future__ import annotations
 
 import base64
-import re
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urljoin
 
 import httpx
-import msgspec
 
 from runtime.errors import ToolError
 from runtime.guard.network.egress import (
@@ -32,35 +30,20 @@ from runtime.guard.network.egress import (
     resolve_and_check,
     signal_for,
 )
-from runtime.guard.network.targets import DEFAULT_PORTS, ParsedTarget, parse_target, split_scheme
+from runtime.guard.network.targets import DEFAULT_PORTS, ParsedTarget, parse_target
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
+from runtime.tools.http_args import METHODS, Outgoing, first_request
 from runtime.tools.http_decode import BoundedDecoder, DecodeError
 from runtime.tools.results import HttpFetch, HttpRedirect
+from runtime.tools.rules import Check, check
 
 __all__ = ["MAX_REDIRECTS", "METHODS", "SPECS", "TOOLS", "http_fetch"]
 
 TOOL = "http.fetch"
 MAX_REDIRECTS = 5
 """Redirect hops followed before the call fails with ``too_many_redirects``."""
-METHODS: tuple[str, ...] = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
-"""HTTP methods ``http.fetch`` sends."""
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_FORBIDDEN_HEADERS = frozenset(
-    {
-        "connection",
-        "content-length",
-        "host",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-"""Headers the fetcher owns: overriding them would defeat pinning or framing."""
 _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 """Headers dropped when a redirect leaves the origin."""
 
@@ -95,48 +78,6 @@ SPECS: list[ToolSpec] = [
     )
 ]
 """The specs of the tools in this module."""
-
-
-class _Outgoing(msgspec.Struct, frozen=True, kw_only=True):
-    """The request to send on one hop."""
-
-    method: str
-    """HTTP method."""
-    headers: dict[str, str]
-    """Caller's headers (validated)."""
-    body: bytes | None
-    """Body bytes, if any."""
-
-
-def _invalid(key: str, message: str) -> ToolError:
-    return ToolError("invalid_tool_args", message, kind="invalid_type", key=key)
-
-
-def _method(value: Any) -> str:
-    if value is None:
-        return "GET"
-    if not isinstance(value, str) or value.upper() not in METHODS:
-        raise _invalid("method", f"method must be one of {', '.join(METHODS)}, got {value!r}")
-    return value.upper()
-
-
-def _headers(value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise _invalid("headers", f"headers must be an object of strings, got {value!r}")
-    headers: dict[str, str] = {}
-    for name, item in value.items():
-        if not isinstance(name, str) or _TOKEN.fullmatch(name) is None:
-            raise _invalid("headers", f"header name {name!r} is not a valid HTTP token")
-        if not isinstance(item, str) or any(ch in item for ch in "\r\n\0"):
-            raise _invalid(
-                "headers", f"header {name!r} must be a string without CR, LF or NUL: {item!r}"
-            )
-        if name.lower() in _FORBIDDEN_HEADERS:
-            raise _invalid("headers", f"header {name!r} is set by http.fetch; remove it")
-        headers[name] = item
-    return headers
 
 
 def _deny(ctx: ToolContext, error: NetworkDeniedError, **fields: Any) -> NetworkDeniedError:
@@ -177,12 +118,26 @@ def _host_header(parsed: ParsedTarget) -> str:
     return f"{host}:{parsed.port}" if parsed.explicit_port else host
 
 
+_GOING_ON = (
+    Check(
+        lambda remaining, **_: remaining <= 0,
+        "timeout",
+        "http.fetch ran out of time ({timeout_s:g} s)",
+    ),
+    Check(
+        lambda cancelled, **_: cancelled.is_set(),
+        "conversation_cancelled",
+        "http.fetch was cancelled",
+    ),
+)
+"""Why a fetch stops between hops and reads: its time is up, or its conversation cancelled."""
+
+
 def _remaining(ctx: ToolContext) -> float:
     remaining = ctx.remaining_s()
-    if remaining <= 0:
-        raise ToolError("timeout", f"http.fetch ran out of time ({ctx.timeout_s:g} s)")
-    if ctx.cancelled.is_set():
-        raise ToolError("conversation_cancelled", "http.fetch was cancelled")
+    check(
+        _GOING_ON, ToolError, remaining=remaining, timeout_s=ctx.timeout_s, cancelled=ctx.cancelled
+    )
     return remaining
 
 
@@ -191,7 +146,7 @@ def _send(
     client: httpx.Client,
     parsed: ParsedTarget,
     address: str,
-    outgoing: _Outgoing,
+    outgoing: Outgoing,
 ) -> httpx.Response:
     """Send one request to the pinned ``address``; return the streaming response."""
     literal = f"[{address}]" if ":" in address else address
@@ -239,11 +194,17 @@ def _read(ctx: ToolContext, response: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)[:limit]
 
 
+_BECOMES_GET: tuple[tuple[frozenset[int], Callable[[str], bool]], ...] = (
+    (frozenset({303}), lambda method: method != "HEAD"),
+    (frozenset({301, 302}), lambda method: method == "POST"),
+)
+"""``(statuses, methods)`` whose redirect is followed with ``GET`` (RFC 9110 15.4)."""
+
+
 def _redirected(method: str, status: int) -> str:
-    if status == 303 and method != "HEAD":
-        return "GET"
-    if status in (301, 302) and method == "POST":
-        return "GET"
+    for statuses, changes in _BECOMES_GET:
+        if status in statuses and changes(method):
+            return "GET"
     return method
 
 
@@ -263,22 +224,11 @@ def http_fetch(
     Return ``{status_code, headers, body, url, redirects}``; ``resolver`` replaces DNS and
     ``verify`` the TLS trust (both for tests and embedding).
     """
-    url = args.get("url")
-    if not isinstance(url, str) or not url.strip():
-        raise _invalid("url", f"url must be a non-empty string, got {url!r}")
-    if split_scheme(url)[0] is None:
-        raise _invalid("url", f"url must be an absolute http:// or https:// URL, got {url!r}")
-    method = _method(args.get("method"))
-    headers = _headers(args.get("headers"))
-    raw_body = args.get("body")
-    if raw_body is not None and not isinstance(raw_body, str):
-        raise _invalid("body", f"body must be a string, got {type(raw_body).__name__}")
-    body = raw_body.encode("utf-8") if raw_body is not None else None
+    url, outgoing = first_request(args)
     policy = NetworkPolicy.from_options(ctx.options)
     limit = ctx.settings.tool_max_output_bytes + 1
     redirects: list[HttpRedirect] = []
-    current = url.strip()
-    outgoing = _Outgoing(method=method, headers=headers, body=body)
+    current = url
     with httpx.Client(verify=verify, trust_env=False, follow_redirects=False) as client:
         for hop in range(MAX_REDIRECTS + 1):
             parsed, addresses = _admit(ctx, policy, current, resolver, hop)
@@ -314,8 +264,8 @@ def http_fetch(
 
 
 def _next_request(
-    outgoing: _Outgoing, status: int, parsed: ParsedTarget, following: str
-) -> _Outgoing:
+    outgoing: Outgoing, status: int, parsed: ParsedTarget, following: str
+) -> Outgoing:
     """Build the next hop's request: method and body per RFC 9110, credentials per origin."""
     method, body = outgoing.method, outgoing.body
     headers = dict(outgoing.headers)
@@ -325,7 +275,7 @@ def _next_request(
         headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
     if not _same_origin(parsed, following):
         headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
-    return _Outgoing(method=method, headers=headers, body=body)
+    return Outgoing(method=method, headers=headers, body=body)
 
 
 def _same_origin(parsed: ParsedTarget, url: str) -> bool:
@@ -340,7 +290,7 @@ def _connect(
     client: httpx.Client,
     parsed: ParsedTarget,
     addresses: list[str],
-    outgoing: _Outgoing,
+    outgoing: Outgoing,
 ) -> httpx.Response:
     """Try the checked addresses in order; map httpx failures to tool errors."""
     last: Exception | None = None

@@ -27,7 +27,7 @@ from it, so what is listed, what is decided and what runs are the same asset ver
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -102,12 +102,20 @@ def list_rule(name: str, options: Mapping[str, Any]) -> str | None:
     Entries are exact names or ``fnmatch`` globs (``command.run.*``).
     """
     settings = RuntimeOptions.of(options)
-    if _matches(name, settings.deny_tools):
-        return "deny_tools"
-    allow = settings.allow_tools
-    if allow is not None and not _matches(name, allow):
-        return "allow_tools"
+    for option, keeps_out in _LIST_RULES:
+        if keeps_out(name, settings):
+            return option
     return None
+
+
+_LIST_RULES: tuple[tuple[str, Callable[[str, RuntimeOptions], bool]], ...] = (
+    ("deny_tools", lambda name, s: _matches(name, s.deny_tools)),
+    (
+        "allow_tools",
+        lambda name, s: s.allow_tools is not None and not _matches(name, s.allow_tools),
+    ),
+)
+"""``(option, keeps tool name out)``, in the order they are applied: deny wins over allow."""
 
 
 class ToolRegistry:

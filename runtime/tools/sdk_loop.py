@@ -116,13 +116,18 @@ def submit(
             if now < stop_by and settled is not None and not settled():
                 continue
             future.cancel()
-            if stop == "conversation_cancelled":
-                message = f"the call to {what} was cancelled"
-                raise ToolError("conversation_cancelled", message) from None
-            ms = round(timeout_s * 1000)
-            raise ToolError(
-                "timeout", f"{what} did not answer within {ms} ms", timeout_ms=ms
-            ) from None
+            raise _STOPPED[stop](what, round(timeout_s * 1000)) from None
+
+
+_STOPPED: dict[str, Callable[[str, int], ToolError]] = {
+    "conversation_cancelled": lambda what, ms: ToolError(
+        "conversation_cancelled", f"the call to {what} was cancelled"
+    ),
+    "timeout": lambda what, ms: ToolError(
+        "timeout", f"{what} did not answer within {ms} ms", timeout_ms=ms
+    ),
+}
+"""The error of a call given up, by why (``what`` names the other side, ``ms`` its time)."""
 
 
 def root_cause(error: BaseException) -> BaseException:
@@ -177,8 +182,7 @@ def child_answers(
             proc.stdin.close()
             data, problem = read_pipe(proc.stdout.fileno(), MAX_ANSWER_BYTES, timeout_s)
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            proc.kill()  # does nothing once it has ended (Popen.send_signal polls first)
             proc.wait()
             proc.stdout.close()
         if problem is not None:

@@ -58,6 +58,12 @@ def _strategy(tp: Any) -> st.SearchStrategy[Any]:
         return st.integers(-(2**53), 2**53)
     if tp is bool:
         return st.booleans()
+    if typing.is_typeddict(tp):
+        hints = typing.get_type_hints(tp)
+        return st.fixed_dictionaries(
+            {key: _strategy(hints[key]) for key in sorted(tp.__required_keys__)},
+            optional={key: _strategy(hints[key]) for key in sorted(tp.__optional_keys__)},
+        )
     raise AssertionError(f"no strategy for {tp!r}")
 
 

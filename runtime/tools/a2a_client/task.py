@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypedDict
 
 import httpx
@@ -51,6 +51,7 @@ __all__ = [
     "BINDINGS",
     "ENDED",
     "INTERRUPTED",
+    "ON_PAYLOAD",
     "A2AArtifact",
     "A2AResult",
     "Delegation",
@@ -183,24 +184,25 @@ class Delegation:
         self._see(task.id, task.context_id, task.status.state, message)
 
     def absorb(self, response: StreamResponse) -> None:
-        """Take in one answer of the agent."""
-        kind = response.WhichOneof("payload")
-        if kind == "task":
-            self.absorb_task(response.task)
-        elif kind == "status_update":
-            update = response.status_update
-            status = update.status
-            message = status.message if status.HasField("message") else None
-            self._see(update.task_id, update.context_id, status.state, message)
-        elif kind == "artifact_update":
-            update = response.artifact_update
-            self.task_id = update.task_id or self.task_id
-            self.context_id = update.context_id or self.context_id
-            self._artifact(update.artifact, append=update.append)
-        elif kind == "message":
-            self.context_id = response.message.context_id or self.context_id
-            self.reply_text = _text(response.message.parts)
-            self.state = "message"
+        """Take in one answer of the agent, by the kind of its payload (:data:`ON_PAYLOAD`)."""
+        ON_PAYLOAD[response.WhichOneof("payload")](self, response)
+
+    def _status_update(self, response: StreamResponse) -> None:
+        update = response.status_update
+        status = update.status
+        message = status.message if status.HasField("message") else None
+        self._see(update.task_id, update.context_id, status.state, message)
+
+    def _artifact_update(self, response: StreamResponse) -> None:
+        update = response.artifact_update
+        self.task_id = update.task_id or self.task_id
+        self.context_id = update.context_id or self.context_id
+        self._artifact(update.artifact, append=update.append)
+
+    def _message(self, response: StreamResponse) -> None:
+        self.context_id = response.message.context_id or self.context_id
+        self.reply_text = _text(response.message.parts)
+        self.state = "message"
 
     @property
     def size(self) -> int:
@@ -228,6 +230,16 @@ class Delegation:
             "text": text or self.reply_text or self.status_text,
             "artifacts": artifacts,
         }
+
+
+ON_PAYLOAD: dict[str | None, Callable[[Delegation, StreamResponse], None]] = {
+    None: lambda delegation, response: None,
+    "task": lambda delegation, response: delegation.absorb_task(response.task),
+    "status_update": Delegation._status_update,
+    "artifact_update": Delegation._artifact_update,
+    "message": Delegation._message,
+}
+"""How a delegation takes in each kind of ``StreamResponse`` payload (None: there is none)."""
 
 
 BINDINGS: tuple[str, ...] = (TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON)
@@ -267,10 +279,9 @@ async def send_and_follow(
         role=Role.ROLE_USER,
         parts=[Part(text=str(args["text"]))],
     )
-    if args.get("context_id"):
-        message.context_id = str(args["context_id"])
-    if args.get("task_id"):
-        message.task_id = str(args["task_id"])
+    for field in ("context_id", "task_id"):  # the conversation or the task it continues
+        if args.get(field):
+            setattr(message, field, str(args[field]))
     streaming = bool(card.capabilities.streaming)
     async with pinned_client(policy, timeout_s=timeout_s) as http:
         client = open_client(card, http, streaming=streaming)

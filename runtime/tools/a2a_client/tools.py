@@ -29,7 +29,7 @@ from runtime.guard.network.egress import NetworkPolicy, signal_for
 from runtime.guard.network.pinning import denial_in
 from runtime.option_table import RuntimeOptions
 from runtime.tools.a2a_client.listing import fetch_cards
-from runtime.tools.base import LoadProblem, ToolContext, ToolFn, ToolSpec
+from runtime.tools.base import Built, LoadProblem, ToolContext, ToolFn, ToolSpec, remote_tools
 from runtime.tools.sdk_loop import short_error, submit
 
 if TYPE_CHECKING:  # the SDK is imported where a call runs, not where the registry is built
@@ -121,6 +121,53 @@ def _cancel_remote(card: Any, policy: NetworkPolicy, delegation: Delegation, why
     delegation.note(state, "tasks/cancel answered")
 
 
+def _too_large(
+    error: ToolError, ctx: ToolContext, delegation: Delegation, cancel: _Cancel
+) -> ToolError:
+    """The answer outgrew the cap: the remote task is cancelled, the error names it."""
+    cancel(delegation, error.code)
+    task_id = delegation.task_id or None
+    return ToolError(
+        error.code, error.message, **error.details, agent=delegation.agent, task_id=task_id
+    )
+
+
+def _stopped(
+    error: ToolError, ctx: ToolContext, delegation: Delegation, cancel: _Cancel
+) -> ToolError:
+    """Out of time or cancelled: the remote task is cancelled and the error says how far."""
+    cancel(delegation, error.code)
+    agent, task_id = delegation.agent, delegation.task_id or None
+    ms = round(ctx.timeout_s * 1000)
+    what = (
+        f"A2A agent {agent} did not finish within {ms} ms"
+        if error.code == "timeout"
+        else f"the call to A2A agent {agent} was cancelled"
+    )
+    if task_id is not None:
+        what += f"; its task {task_id} was " + (
+            "cancelled" if delegation.state == "canceled" else "asked to cancel"
+        )
+    fields = {"timeout_ms": ms} if error.code == "timeout" else {}
+    return ToolError(error.code, what, **fields, agent=agent, task_id=task_id)
+
+
+def _relabelled(
+    error: ToolError, ctx: ToolContext, delegation: Delegation, cancel: _Cancel
+) -> ToolError:
+    """Any other tool error: the same, naming the agent."""
+    return ToolError(error.code, error.message, **{**error.details, "agent": delegation.agent})
+
+
+_Cancel = Callable[["Delegation", str], None]
+_TOOL_FAILURES: dict[str, Callable[[ToolError, ToolContext, Delegation, _Cancel], ToolError]] = {
+    "output_too_large": _too_large,
+    "timeout": _stopped,
+    "conversation_cancelled": _stopped,
+}
+"""The tool errors that end a call with more than the agent's name added, by code."""
+
+
 def _failure(
     error: Exception,
     ctx: ToolContext,
@@ -135,25 +182,8 @@ def _failure(
         ctx.signals.append(signal_for(denial.decision, tool_name(agent), ctx.call_id))
         denial.details["agent"] = agent
         return denial
-    if isinstance(error, ToolError) and error.code == "output_too_large":
-        cancel(delegation, error.code)
-        return ToolError(error.code, error.message, **error.details, agent=agent, task_id=task_id)
-    if isinstance(error, ToolError) and error.code in ("timeout", "conversation_cancelled"):
-        cancel(delegation, error.code)
-        ms = round(ctx.timeout_s * 1000)
-        what = (
-            f"A2A agent {agent} did not finish within {ms} ms"
-            if error.code == "timeout"
-            else f"the call to A2A agent {agent} was cancelled"
-        )
-        if task_id is not None:
-            what += f"; its task {task_id} was " + (
-                "cancelled" if delegation.state == "canceled" else "asked to cancel"
-            )
-        fields = {"timeout_ms": ms} if error.code == "timeout" else {}
-        return ToolError(error.code, what, **fields, agent=agent, task_id=task_id)
     if isinstance(error, ToolError):
-        return ToolError(error.code, error.message, **{**error.details, "agent": agent})
+        return _TOOL_FAILURES.get(error.code, _relabelled)(error, ctx, delegation, cancel)
     from a2a.client.errors import A2AClientError  # noqa: PLC0415 - loaded by the call already
     from a2a.utils.errors import A2AError  # noqa: PLC0415
 
@@ -233,15 +263,17 @@ def a2a_tools(
     del root  # remote agents see nothing of the project
     settings = RuntimeOptions.of(options)
     agents: list[Mapping[str, Any]] = list(settings.a2a_agents)
-    if not agents:
-        return [], {}, []
-    if "a2a" not in settings.protocol_allowlist:
-        reason = "protocol_not_allowed: a2a is not in protocol_allowlist; no card was fetched"
-        return (
-            [],
-            {},
-            [{"type": "a2a_agent", "key": str(a["name"]), "reason": reason} for a in agents],
-        )
+    return remote_tools(
+        agents,
+        "a2a",
+        settings.protocol_allowlist,
+        ("a2a_agent", "no card was fetched"),
+        functools.partial(_agent_tools, agents, options),
+    )
+
+
+def _agent_tools(agents: list[Mapping[str, Any]], options: Mapping[str, Any]) -> Built:
+    """One ``a2a.<agent>.send`` per agent whose card was fetched; a problem per other one."""
     fetched = fetch_cards(agents, options)
     specs: list[ToolSpec] = []
     fns: dict[str, ToolFn] = {}

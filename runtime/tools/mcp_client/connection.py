@@ -144,7 +144,8 @@ class Connection:
         """The stdio server's process (None for HTTP)."""
         self.changes: list[ChangeReport] = []
         """The post-run check's reports when the server stopped."""
-        self.closing: asyncio.Event | None = None
+        self.closing = asyncio.Event()
+        """Set by :meth:`close`: the session ends and the server stops."""
         self.task: asyncio.Task[None] | None = None
 
     @property
@@ -155,7 +156,6 @@ class Connection:
     async def open(self) -> None:
         """Start the server and initialize the session; raise what went wrong."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.closing = asyncio.Event()
         self.task = asyncio.create_task(self._hold(ready))
         await ready
 
@@ -210,7 +210,6 @@ class Connection:
                 await session.initialize()
                 self.session = session
                 ready.set_result(None)
-                assert self.closing is not None
                 await self.closing.wait()
         except BaseException as e:
             if not ready.done():
@@ -232,8 +231,7 @@ class Connection:
 
     async def close(self) -> None:
         """Leave the session and stop the server."""
-        if self.closing is not None:
-            self.closing.set()
+        self.closing.set()
         if self.task is not None:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(self.task, 5.0)

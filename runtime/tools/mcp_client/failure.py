@@ -16,7 +16,7 @@ imports, a command the sandbox cannot find) and says how to fix them.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from runtime.errors import ToolError
@@ -31,6 +31,7 @@ MAX_TAIL_CHARS = 1500
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 _NOT_FOUND = re.compile(r"execvp (\S+): No such file or directory")
+_Hint = Callable[[re.Match[str], list[str]], str]
 
 
 def clean_tail(text: str, limit: int = MAX_TAIL_CHARS) -> str:
@@ -43,24 +44,37 @@ def clean_tail(text: str, limit: int = MAX_TAIL_CHARS) -> str:
     return "..." + (cut[newline:] if 0 <= newline < limit // 2 else cut)
 
 
+def _missing_module(found: re.Match[str], argv: list[str]) -> str:
+    return (
+        f"the Python that runs the server ({argv[0] if argv else '?'}) has no module "
+        f"'{found.group(1)}'; give the server a Python that has it, in a place the sandbox "
+        "shows (not $HOME): a virtualenv named in command_read_paths, e.g. "
+        '"command": ["/opt/mcp-venv/bin/python", ...] with '
+        '"command_read_paths": ["/opt/mcp-venv"]'
+    )
+
+
+def _no_program(found: re.Match[str], argv: list[str]) -> str:
+    return (
+        f"the sandbox has no program {found.group(1)}; name one the system or the "
+        "project root provides (a path relative to the root, or an absolute system path)"
+    )
+
+
+_HINTS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], bool], _Hint], ...] = (
+    # a package's missing part (a dotted name) is not this
+    (_MISSING_MODULE, lambda found: "." not in found.group(1), _missing_module),
+    (_NOT_FOUND, lambda found: True, _no_program),
+)
+"""What a stderr tail may show and how to fix it: ``(pattern, applies, hint)``, in order."""
+
+
 def hint_for(tail: str, argv: list[str]) -> str:
     """How to fix what the stderr ``tail`` shows, or ``""`` when it shows nothing known."""
-    missing = _MISSING_MODULE.search(tail)
-    if missing and "." not in missing.group(1):  # a package's missing part is not this
-        module = missing.group(1)
-        return (
-            f"the Python that runs the server ({argv[0] if argv else '?'}) has no module "
-            f"'{module}'; give the server a Python that has it, in a place the sandbox shows "
-            "(not $HOME): a virtualenv named in command_read_paths, e.g. "
-            '"command": ["/opt/mcp-venv/bin/python", ...] with '
-            '"command_read_paths": ["/opt/mcp-venv"]'
-        )
-    not_found = _NOT_FOUND.search(tail)
-    if not_found:
-        return (
-            f"the sandbox has no program {not_found.group(1)}; name one the system or the "
-            "project root provides (a path relative to the root, or an absolute system path)"
-        )
+    for pattern, applies, hint in _HINTS:
+        found = pattern.search(tail)
+        if found and applies(found):
+            return hint(found, argv)
     return ""
 
 
@@ -94,12 +108,11 @@ def start_failure(
     message = f"MCP server {server} {_how(report)} ({text})"
     if last:
         message += f"; stderr: {last if len(last) <= 400 else last[:397] + '...'}"
-    hint = hint_for(tail, argv)
-    if hint:
-        message += f"; {hint}"
     details: dict[str, object] = {"kind": "mcp_server_unavailable", "server": server}
     if report:
         details.update(exit_status=report.get("exit_status"), stderr_tail=tail)
+    hint = hint_for(tail, argv)
     if hint:
+        message += f"; {hint}"
         details["hint"] = hint
     return ToolError("tool_error", message, **details)

@@ -112,13 +112,12 @@ class ServerSession:
             out += change_events(report, tool=self._tool, call_id=call_id or "mcp-server")
         return out
 
-    def _drop(self, signals: list[ev.Event] | None = None, call_id: str | None = None) -> None:
+    def _drop(self, signals: list[ev.Event], call_id: str | None = None) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(conn.close(), event_loop()).result(10.0)
-            if signals is not None:
-                signals += self._review_signals(conn.changes, call_id)
+            signals += self._review_signals(conn.changes, call_id)
 
     def _refresh_view(self, signals: list[ev.Event], call_id: str) -> None:
         """Stop a frozen server whose view no longer hides what a command's would hide now."""
@@ -285,7 +284,7 @@ class ServerSession:
         locked = self._lock.acquire(timeout=5.0)
         try:
             conn = self._conn
-            self._drop()
+            self._drop([])  # no call to record its review's signals with
             return [] if conn is None else list(conn.removed)
         finally:
             if locked:

@@ -19,13 +19,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from runtime.errors import ToolError
 from runtime.guard.secrets.sources import project_sources
 from runtime.guard.shapes.schema import check_schema
 from runtime.option_table import RuntimeOptions
-from runtime.tools.base import LoadProblem, ToolContext, ToolFn, ToolSpec
+from runtime.tools.base import Built, LoadProblem, ToolContext, ToolFn, ToolSpec, remote_tools
 from runtime.tools.mcp_client.listing import list_servers
 from runtime.tools.mcp_client.session import COLD_START_S, session_for
 
@@ -119,21 +119,31 @@ def _spec(entry: Mapping[str, Any], tool: Mapping[str, Any], name: str) -> ToolS
     )
 
 
+_EXIT_FIELDS: tuple[Literal["exit_status", "stderr_tail", "hint"], ...] = (
+    "exit_status",
+    "stderr_tail",
+    "hint",
+)
+"""What a server that could not be listed says of how it ended, copied when it says it."""
+
+
 def mcp_tools(
     root: str, options: Mapping[str, Any]
 ) -> tuple[list[ToolSpec], dict[str, ToolFn], list[LoadProblem]]:
     """The tools of the project's ``mcp_servers``: ``(specs, fns, errors)`` (see module doc)."""
     settings = RuntimeOptions.of(options)
     servers: list[Mapping[str, Any]] = list(settings.mcp_servers)
-    if not servers:
-        return [], {}, []
-    if "mcp" not in settings.protocol_allowlist:
-        reason = "protocol_not_allowed: mcp is not in protocol_allowlist; no server was started"
-        return (
-            [],
-            {},
-            [{"type": "mcp_server", "key": str(s["name"]), "reason": reason} for s in servers],
-        )
+    return remote_tools(
+        servers,
+        "mcp",
+        settings.protocol_allowlist,
+        ("mcp_server", "no server was started"),
+        functools.partial(_server_tools, servers, root, options),
+    )
+
+
+def _server_tools(servers: list[Mapping[str, Any]], root: str, options: Mapping[str, Any]) -> Built:
+    """The tools each server listed; a problem per server or tool left out."""
     # what a server says about itself is its output too: no known secret value in it
     listed, _ = project_sources(root, options).masker().mask(list_servers(servers, root, options))
     specs: list[ToolSpec] = []
@@ -150,12 +160,9 @@ def mcp_tools(
             reason = f"{error.get('code', 'tool_error')}: {error.get('message', '')}"
             found: LoadProblem = {"type": "mcp_server", "key": server, "reason": reason}
             # how it ended, in its own words (bounded and redacted by failure.clean_tail)
-            if "exit_status" in error:
-                found["exit_status"] = error["exit_status"]
-            if "stderr_tail" in error:
-                found["stderr_tail"] = error["stderr_tail"]
-            if "hint" in error:
-                found["hint"] = error["hint"]
+            for field in _EXIT_FIELDS:
+                if field in error:
+                    found[field] = error[field]
             errors.append(found)
             continue
         for tool in answer.get("tools") or ():

@@ -28,7 +28,13 @@ from events import catalog as ev
 from runtime.errors import InvalidRuntimeOptError
 from runtime.policy.a2a_agents import PROBLEMS
 from runtime.policy.options import validate_options
-from runtime.tools.a2a_client.task import Delegation, card_from_json, card_to_json, open_client
+from runtime.tools.a2a_client.task import (
+    ON_PAYLOAD,
+    Delegation,
+    card_from_json,
+    card_to_json,
+    open_client,
+)
 from runtime.tools.a2a_client.tools import a2a_tools, describe_card, tool_name
 
 
@@ -198,6 +204,18 @@ def test_a_direct_message_reply_has_no_task() -> None:
     delegation.absorb(StreamResponse(message=reply))
     assert delegation.result()["text"] == "hi" and delegation.result()["task_id"] is None
     assert not delegation.waiting and signals == []
+
+
+def test_every_payload_a_stream_response_can_carry_has_a_handler() -> None:
+    payloads = StreamResponse.DESCRIPTOR.oneofs_by_name["payload"].fields
+    assert set(ON_PAYLOAD) == {None, *(field.name for field in payloads)}
+
+
+def test_an_answer_without_a_payload_changes_nothing() -> None:
+    signals: list[ev.Event] = []
+    delegation = Delegation("peer", "call-1", signals)
+    delegation.absorb(StreamResponse())
+    assert delegation.result()["task_id"] is None and delegation.waiting and signals == []
 
 
 def test_a_card_survives_its_json_form() -> None:
