@@ -8,9 +8,13 @@ their shapes in ``events.view_types``; the client names them from there. An open
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from events.view_types import ProjectDecision
+
+if TYPE_CHECKING:  # types only: the client does not load the seal and deletion checks
+    from events.deletion import DeletionSummary
+    from events.seal import SealProblem
 
 __all__ = [
     "DaemonStatus",
@@ -161,6 +165,6 @@ class VerifyReport(TypedDict):
     conversations_compared: list[str]
     snapshots: dict[str, int]
     anchor_ok: bool
-    anchor_problems: list[dict[str, object]]
-    deletions: list[dict[str, object]]
+    anchor_problems: list[SealProblem]
+    deletions: list[DeletionSummary]
     seal: SealSummary | None
