@@ -44,8 +44,9 @@ MAX_DEPTH = 8
 
 _KEYWORDS = frozenset({"!", "{", "}", "then", "do", "else", "elif", "if", "while", "until"})
 _KEYWORDS |= frozenset({"time", "coproc", "fi", "done", "esac"})
-_GLOB = re.compile(r"[*?\[]")
-"""A program name with these runs whatever files it matches: no list can judge it."""
+_GLOB = re.compile(r"[*?]|\[[^]]+]")
+"""A glob (``*``, ``?``, ``[…]``; a lone ``[`` is the test program): a program name with
+one runs whatever files it matches, so no list can judge it."""
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 _FORK_BOMB = re.compile(
     r"(?P<f>[A-Za-z_:.][\w:.-]*)\(\)\{[^}]*(?P=f)\|(?P=f)"

@@ -24,6 +24,9 @@ VERDICTS: list[tuple[str, str | None]] = [
     ("./tools/x?z-build all", "program_pattern"),
     ("timeout 5 ./b*", "program_pattern"),
     ("ls *.py ?.txt", None),
+    ('[ -e "$f" ] && echo y', None),  # a lone [ is the test program, no glob
+    ("[[ -e x ]] && echo y", None),
+    ("/usr/bin/[ -e x ]", None),
     ("env -u X A=1 B=2 sudo ls", "sudo"),
     ("script -c 'sudo ls' log", "sudo"),
     ("script --command 'rm -rf /'", "rm_rf_root"),
