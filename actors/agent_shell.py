@@ -36,6 +36,7 @@ from actors.messages import (
 from events.envelope import Envelope
 from runtime.agent import effects as fx
 from runtime.agent.core import ConversationCore, provisional
+from runtime.errors import WireError
 from runtime.llm.base import ModelAdapter, ModelError
 from runtime.llm.resilience import ModelNote
 
@@ -217,7 +218,7 @@ class AgentShell(RoostActor):
         core = self.core
         assert core is not None
         if not isinstance(answer, AppendFailed) and not core.confirm(provisional, answer.envelopes):
-            error = {
+            error: WireError = {
                 "code": "internal_error",
                 "message": "the journal kept other events than the conversation folded",
                 "details": {"reason": "stage_mismatch"},

@@ -17,6 +17,7 @@ from typing import Any
 
 from actors.messages import Appended, AppendFailed
 from events.envelope import NewEvent
+from runtime.errors import JournalError
 from runtime.journal.link import LinkClient, LinkFailed
 from runtime.logging import get_logger
 
@@ -76,7 +77,7 @@ class Appender:
                 answers = self.client.append_many(batches)
             except Exception as e:  # the thread must answer every batch, whatever happens
                 log.exception("appender_failed")
-                error = {"code": "journal_error", "message": f"append failed: {e}", "details": {}}
+                error = JournalError(f"append failed: {e}").to_wire()
                 answers = [LinkFailed(error=error)] * len(batches)
             self.batches += len(batches)
             self.passes += 1

@@ -22,6 +22,7 @@ import msgspec
 from thespian.actors import ActorAddress
 
 from actors.messages import Reply, Request
+from runtime.errors import WireError
 from runtime.journal.link import LinkFailed, LinkHello, LinkServer, Pending
 from runtime.wire import counters
 from runtime.wire.dispatch import call_from_wire
@@ -108,7 +109,7 @@ class HostLinkServer(LinkServer):
         if isinstance(reply, Reply):
             answer = HostReply(id=request, ok=reply.ok, result=reply.result, error=reply.error)
         else:
-            error = {
+            error: WireError = {
                 "code": "internal_error",
                 "message": f"unexpected answer {type(reply).__name__}",
                 "details": {},
@@ -120,7 +121,11 @@ class HostLinkServer(LinkServer):
         try:
             data = frame(_ENCODER.encode(answer))
         except (TypeError, msgspec.EncodeError) as e:
-            error = {"code": "internal_error", "message": f"answer not encodable: {e}"}
+            error: WireError = {
+                "code": "internal_error",
+                "message": f"answer not encodable: {e}",
+                "details": {},
+            }
             data = frame(_ENCODER.encode(HostReply(id=answer.id, ok=False, error=error)))
         sock: socket.socket = conn.sock
         try:

@@ -15,6 +15,7 @@ import msgspec
 
 from events.catalog import Event
 from events.envelope import Envelope, NewEvent
+from runtime.errors import WireError
 from runtime.settings_table import JournalKind
 from runtime.tools.base import CallSpec
 from runtime.tools.registry import ToolRegistry
@@ -76,7 +77,7 @@ class Reply(Message, frozen=True, kw_only=True):
     """True on success."""
     result: Any = None
     """The result when ok."""
-    error: dict[str, Any] | None = None
+    error: WireError | None = None
     """The wire error ``{code, message, details}`` when not ok."""
 
 
@@ -90,7 +91,7 @@ class SetupJournal(Message, frozen=True, kw_only=True):
     peer_roots: list[int] = []
     """Pids one of which every journal-link peer must descend from (the Supervisor, the
     daemon); empty: the Journal's own process."""
-    error: dict[str, Any] | None = None
+    error: WireError | None = None
     """Set on the Journal's answer when the store did not open: the error's wire shape."""
 
 
@@ -119,7 +120,7 @@ class AppendFailed(Message, frozen=True, kw_only=True):
 
     token: int
     """The request's token."""
-    error: dict[str, Any]
+    error: WireError
     """The wire error."""
 
 
@@ -339,7 +340,7 @@ class Escalate(Message, frozen=True, kw_only=True):
     """The project."""
     child: str
     """The child that kept failing."""
-    error: dict[str, Any] | None = None
+    error: WireError | None = None
     """Set when the project's start could not be recorded (e.g. a full disk): the
     Supervisor forgets the project instead of restarting it."""
 
@@ -373,7 +374,7 @@ class ProjectDeleted(Message, frozen=True, kw_only=True):
     """The client waiting for the answer."""
     result: dict[str, Any] | None = None
     """What was deleted (``Journal.delete_project``), or None on error."""
-    error: dict[str, Any] | None = None
+    error: WireError | None = None
     """The wire error, or None."""
 
 

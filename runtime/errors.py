@@ -29,7 +29,8 @@ A tool failure is not raised to clients: ``run_tool`` returns ``{status: "error"
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypedDict
 
 __all__ = [
     "REQUEST_ERROR_CODES",
@@ -53,9 +54,21 @@ __all__ = [
     "RequestTimeoutError",
     "RoostError",
     "ToolError",
+    "WireError",
     "error_from_wire",
     "wire_error",
 ]
+
+
+class WireError(TypedDict):
+    """An error as it crosses a process or a socket: every reply, answer and link failure."""
+
+    code: str
+    """The stable code (``project_not_found``, ``journal_error``, ...)."""
+    message: str
+    """One line for a person."""
+    details: dict[str, Any]
+    """The code's own fields (ids, limits, the reason), open by code."""
 
 
 class RoostError(Exception):
@@ -68,7 +81,7 @@ class RoostError(Exception):
         self.message = message
         self.details: dict[str, Any] = details
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> WireError:
         """Return the error as its wire shape ``{code, message, details}``."""
         return {"code": self.code, "message": self.message, "details": self.details}
 
@@ -266,7 +279,7 @@ class ToolError(RoostError):
         return {"code": self.tool_code, "message": self.message, **self.details}
 
 
-def error_from_wire(wire: dict[str, Any]) -> RequestError:
+def error_from_wire(wire: Mapping[str, Any]) -> RequestError:
     """Rebuild the client-side exception from a wire error ``{code, message, details}``."""
     code = str(wire.get("code", "bad_request"))
     message = str(wire.get("message", code))
@@ -278,7 +291,7 @@ def error_from_wire(wire: dict[str, Any]) -> RequestError:
     return err
 
 
-def wire_error(error: BaseException) -> dict[str, Any]:
+def wire_error(error: BaseException) -> WireError:
     """``error`` in its wire shape ``{code, message, details}``.
 
     A :class:`RoostError` keeps its code; anything else is an ``internal_error`` naming the

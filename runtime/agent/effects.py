@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from events.envelope import NewEvent
+from runtime.errors import WireError
 from runtime.llm.base import ModelRequest
 from runtime.tools.base import CallSpec
 from runtime.wire.op_args import ToolRequest
@@ -51,7 +52,7 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
     """True on success."""
     result: Any = None
     """The result when ok (JSON-able)."""
-    error: dict[str, Any] | None = None
+    error: WireError | None = None
     """The wire error ``{code, message, details}`` when not ok."""
 
 

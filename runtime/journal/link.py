@@ -56,6 +56,7 @@ from typing import Any
 import msgspec
 
 from events.envelope import Envelope, NewEvent
+from runtime.errors import WireError
 from runtime.guard.sandbox.peers import PeerRefusal, Throttle, examine_peer
 from runtime.logging import get_logger
 from runtime.wire import counters
@@ -121,7 +122,7 @@ class LinkCommitted(msgspec.Struct, frozen=True, kw_only=True, tag="committed"):
 class LinkFailed(msgspec.Struct, frozen=True, kw_only=True, tag="failed"):
     """The batch was not committed: a wire error ``{code, message, details}``."""
 
-    error: dict[str, Any]
+    error: WireError
 
 
 _ENCODER = msgspec.msgpack.Encoder()

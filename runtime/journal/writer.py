@@ -28,7 +28,7 @@ from typing import Any, NotRequired, TypedDict
 import msgspec
 
 from events.envelope import Envelope, NewEvent
-from runtime.errors import JournalError, RequestError
+from runtime.errors import JournalError, RequestError, WireError
 from runtime.journal.scope import Scope
 from runtime.journal.snapshots import SnapshotCodec, SnapshotSchedule, StoredSnapshot
 from runtime.journal.store import Batch, Journal
@@ -104,9 +104,7 @@ class JournalWriter:
             self.store = Journal.open(home, kind)
             return True
 
-    def commit(
-        self, batches: list[tuple[str, list[NewEvent]]]
-    ) -> list[list[Envelope] | dict[str, Any]]:
+    def commit(self, batches: list[tuple[str, list[NewEvent]]]) -> list[list[Envelope] | WireError]:
         """Commit ``(key, events)`` batches, together when possible: envelopes or an error.
 
         One transaction for all; if one batch spoils it (e.g. a lost ownership), they are
@@ -122,7 +120,7 @@ class JournalWriter:
 
     def _append_all(
         self, batches: list[tuple[str, list[NewEvent]]]
-    ) -> list[list[Envelope] | dict[str, Any]]:
+    ) -> list[list[Envelope] | WireError]:
         """The group commit, or one commit per batch when it fails (the lock held)."""
         store = self.store
         if store is None:
@@ -326,9 +324,7 @@ class JournalWriter:
                 self.store = None
 
 
-def _append_one(
-    store: Journal, key: str, events: list[NewEvent]
-) -> list[Envelope] | dict[str, Any]:
+def _append_one(store: Journal, key: str, events: list[NewEvent]) -> list[Envelope] | WireError:
     try:
         envelopes = store.append(events, key=key)
     except JournalError as e:

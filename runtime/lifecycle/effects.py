@@ -20,7 +20,7 @@ import msgspec
 
 from events.envelope import NewEvent
 from runtime.agent.effects import Answer
-from runtime.errors import wire_error
+from runtime.errors import WireError, wire_error
 from runtime.wire.op_args import ToolRequest
 
 __all__ = [
@@ -101,7 +101,7 @@ class AppendThen(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     events: list[NewEvent]
-    then: Callable[[dict[str, Any] | None], list[Effect]] | None = None
+    then: Callable[[WireError | None], list[Effect]] | None = None
 
 
 class DeleteHistory(msgspec.Struct, frozen=True, kw_only=True):
@@ -158,7 +158,7 @@ class EscalateChild(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     child: str
-    error: dict[str, Any] | None = None
+    error: WireError | None = None
     """Set when the project's start could not be recorded: the Supervisor forgets it."""
 
 
@@ -183,10 +183,10 @@ Effect = (
 """Any effect."""
 
 
-def answer_after(to: Any, result: Any) -> Callable[[dict[str, Any] | None], list[Effect]]:
+def answer_after(to: Any, result: Any) -> Callable[[WireError | None], list[Effect]]:
     """An :attr:`AppendThen.then` that answers ``to``: ``result`` once committed, else the error."""
 
-    def answer(error: dict[str, Any] | None) -> list[Effect]:
+    def answer(error: WireError | None) -> list[Effect]:
         if error is not None:
             return [Answer(to=to, ok=False, error=error)]
         return [Answer(to=to, ok=True, result=result)]

@@ -27,6 +27,7 @@ from runtime.errors import (
     ConversationAlreadyStartedError,
     ConversationNotFoundError,
     RoostError,
+    WireError,
 )
 from runtime.lifecycle.effects import (
     Answer,
@@ -236,7 +237,7 @@ class ProjectCore:
             cause=started.event_id,
         )
 
-        def done(error: dict[str, Any] | None) -> list[Effect]:
+        def done(error: WireError | None) -> list[Effect]:
             if error is not None:  # not recorded: the Supervisor forgets this project
                 failed: list[Effect] = [EscalateChild(child="start", error=error)]
                 waiting, self.waiting = self.waiting, []
@@ -379,8 +380,7 @@ class ProjectCore:
     ) -> list[Effect]:
         """``inject_fault``: crash a live hosted child, as a SIGKILL would a process.
 
-        The daemon refuses the op unless it was started with ``ROOST_FAULT_INJECTION=1``
-        (the fault-injection tests and ``roost soak --scenario chaos``).
+        Refused unless the daemon was started with ``ROOST_FAULT_INJECTION=1``.
         """
         target = call.args.target
         address = dict(self._children()).get(target)

@@ -21,11 +21,7 @@ import msgspec
 
 from events import catalog as ev
 from events.envelope import Envelope, format_at, new_correlation_id, new_event
-from runtime.errors import (
-    BadRequestError,
-    JournalError,
-    ProjectNotFoundError,
-)
+from runtime.errors import BadRequestError, JournalError, ProjectNotFoundError, WireError
 from runtime.guard.ids import NAME_ID, check_id
 from runtime.guard.workspace import root_home_conflict
 from runtime.lifecycle.effects import (
@@ -146,7 +142,7 @@ class SupervisorCore:
         self.boot_reply = reply_to
         return [Spawn(name=JOURNAL)]
 
-    def journal_ready(self, error: dict[str, Any] | None = None) -> list[Effect]:
+    def journal_ready(self, error: WireError | None = None) -> list[Effect]:
         """The Journal is set up: at boot, read which projects were running.
 
         ``error`` (its store did not open): at boot the boot fails with it, at once; later
@@ -343,13 +339,14 @@ class SupervisorCore:
         project_id: str,
         reply_to: Any,
         result: dict[str, Any] | None,
-        error: dict[str, Any] | None,
+        error: WireError | None,
     ) -> list[Effect]:
         """The Journal answered a deletion: answer its client."""
         self.deleting.pop(project_id, None)
         self.delete_sent.discard(project_id)
         if error is not None or result is None:
-            return [Answer(to=reply_to, ok=False, error=error or {"code": "journal_error"})]
+            error = error or JournalError("the journal answered no deletion").to_wire()
+            return [Answer(to=reply_to, ok=False, error=error)]
         self.failed.pop(project_id, None)
         fields = {"project_id": project_id, "deleted_events": result.get("deleted_events")}
         return [
@@ -418,7 +415,7 @@ class SupervisorCore:
         return self._crashed(project_id, "process exited")
 
     def escalated(
-        self, project_id: str, child: str, error: dict[str, Any] | None = None
+        self, project_id: str, child: str, error: WireError | None = None
     ) -> list[Effect]:
         """A project gave up on one of its children: restart the project.
 

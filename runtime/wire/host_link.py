@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from runtime.errors import WireError
 from runtime.wire.ops import Call
 
 __all__ = ["HOSTS_DIR", "HostReply", "HostRequest", "host_socket_path"]
@@ -45,7 +46,7 @@ class HostReply(msgspec.Struct, frozen=True, kw_only=True, tag="reply"):
     """True on success."""
     result: Any = None
     """The result when ok."""
-    error: dict[str, Any] | None = None
+    error: WireError | None = None
     """The wire error ``{code, message, details}`` when not ok."""
 
 

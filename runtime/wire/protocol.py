@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from runtime.errors import RequestError, RoostError
+from runtime.errors import RequestError, RoostError, WireError
 from runtime.wire.framing import (
     HEADER_SIZE,
     FrameTooLargeError,
@@ -152,7 +152,7 @@ def encode_reply(request_id: int, result: Any) -> bytes:
     return encode_frame({"id": request_id, "ok": True, "result": result})
 
 
-def encode_error(request_id: int, error: RoostError | dict[str, Any]) -> bytes:
+def encode_error(request_id: int, error: RoostError | WireError) -> bytes:
     """Encode an error frame from a ``RoostError`` or a wire error dict."""
     wire = error.to_wire() if isinstance(error, RoostError) else error
     return encode_frame({"id": request_id, "ok": False, "error": wire})
@@ -304,7 +304,7 @@ _SERVER_FRAMES: tuple[
 told from its keys, and the value it carries."""
 
 
-def internal_error(op: str, error: Exception) -> dict[str, Any]:
+def internal_error(op: str, error: Exception) -> WireError:
     """The wire error for an unexpected exception while serving ``op`` (``internal_error``)."""
     return {
         "code": "internal_error",
