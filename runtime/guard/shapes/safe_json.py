@@ -12,6 +12,7 @@ the options file and ``.roost`` frontmatter use them too.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -20,7 +21,9 @@ __all__ = [
     "DuplicateJsonKey",
     "json_depth_exceeds",
     "json_document",
+    "json_kind",
     "json_type_name",
+    "matches_json_type",
     "object_without_duplicates",
     "value_depth_exceeds",
 ]
@@ -33,23 +36,51 @@ MAX_JSON_DEPTH = 32
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 
 
+_JSON_TYPE_NAMES: dict[type, str] = {
+    type(None): "null",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    tuple: "array",
+    dict: "object",
+}
+"""The JSON type name of each Python type a JSON value can have (a subclass takes its base's)."""
+
+
 def json_type_name(value: Any) -> str:
-    """Return the JSON type name of a Python value (``integer``, ``object``, ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    """Return the JSON type name of a Python value (``integer``, ``object``, ...).
+
+    The nearest class in the value's MRO that :data:`_JSON_TYPE_NAMES` names decides
+    (``bool`` before ``int``); any other value is named after its type.
+    """
+    for cls in type(value).__mro__:
+        if cls in _JSON_TYPE_NAMES:
+            return _JSON_TYPE_NAMES[cls]
     return type(value).__name__
+
+
+def json_kind(value: Any) -> str:
+    """:func:`json_type_name`, but ``nonfinite`` for NaN and the infinities (no JSON number)."""
+    name = json_type_name(value)
+    if name == "number" and not math.isfinite(value):
+        return "nonfinite"
+    return name
+
+
+_SATISFIES = {"integer": ("integer", "number"), "nonfinite": ()}
+"""Kinds that satisfy other type names than their own (every other kind: its own only)."""
+
+
+def matches_json_type(value: Any, name: str) -> bool:
+    """Whether ``value`` is of the JSON Schema type ``name``.
+
+    An integer is a ``number`` too; a boolean is neither, and NaN and the infinities are
+    no ``number``.
+    """
+    kind = json_kind(value)
+    return name in _SATISFIES.get(kind, (kind,))
 
 
 def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
