@@ -106,7 +106,7 @@ NAMED_VALUE_RULES: tuple[Rule, ...] = (
         _SENSITIVE_TRIGGERS,
         value_groups=("value",),
         accept=_accept_named,
-        line_start=True,
+        prefix="\n",
     ),
     Rule(  # HTTP headers and top-level YAML: Name: value at the start of a line
         SecretKind.SENSITIVE_KEY,
@@ -115,7 +115,7 @@ NAMED_VALUE_RULES: tuple[Rule, ...] = (
         _SENSITIVE_TRIGGERS,
         value_groups=("value",),
         accept=_accept_named,
-        line_start=True,
+        prefix="\n",
     ),
     Rule(  # JSON and Python literals: "name": "value"
         SecretKind.SENSITIVE_KEY,

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from runtime.guard.secrets.named_values import NAMED_VALUE_RULES
-from runtime.guard.secrets.rule import Rule, SecretKind, SpanMap, plausible_value
+from runtime.guard.secrets.rule import FoldedRule, Rule, SecretKind, SpanMap, plausible_value
 
 __all__ = ["RULES", "has_trigger", "redact_string"]
 
@@ -147,30 +147,27 @@ RULES: tuple[Rule, ...] = (
         ("hooks.slack.com",),
         value_groups=("value",),
     ),
-    Rule(
+    FoldedRule(
         SecretKind.AWS_SECRET_ACCESS_KEY,
         r"secret[_\-. ]?(?P<access>access[_\-. ]?)?key"
         r"[\"']?[ \t]*+[:=][ \t]*+[\"']?(?P<value>[a-z0-9/+=]{16,}+)",
         ("secret",),
         value_groups=("value",),
         accept=_accept_aws_label,
-        fold=True,
     ),
-    Rule(
+    FoldedRule(
         SecretKind.BEARER_TOKEN,
         r"bearer(?<![a-z0-9]bearer)[ \t]++(?P<value>[a-z0-9._~+/\-]{8,}+=*+)",
         ("bearer",),
         value_groups=("value",),
         accept=_accept_bearer,
-        fold=True,
     ),
-    Rule(
+    FoldedRule(
         SecretKind.BASIC_AUTH,
         r"basic(?<![a-z0-9]basic)[ \t]++(?P<value>[a-z0-9+/]{8,}+=*+)",
         ("basic",),
         value_groups=("value",),
         accept=_accept_basic,
-        fold=True,
     ),
     Rule(
         SecretKind.ANTHROPIC_KEY,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import enum
 import itertools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 __all__ = [
     "REDACTED",
     "Accept",
+    "FoldedRule",
     "Rule",
     "SecretKind",
     "SpanMap",
@@ -69,19 +70,16 @@ Accept = Callable[[re.Match[str], str], bool]
 class Rule:
     r"""One secret shape: a pattern, the literals that gate it, and what to replace.
 
-    ``fold``: the pattern is written in lower case and runs on the lowered text (a literal
-    prefix keeps it fast; case-insensitive patterns are several times slower).
-    ``line_start``: the pattern begins with ``\n`` and runs on the text with a newline
-    prepended, so "at the start of a line" is a literal the regex engine can search for.
+    ``prefix``: text put before the text the pattern runs on (``"\n"``: a pattern that
+    begins with ``\n`` finds "at the start of a line" as a literal the regex engine can
+    search for). :class:`FoldedRule` runs its pattern on the lowered text.
     """
 
     __slots__ = (
         "accept",
-        "fallback",
-        "fold",
         "kind",
-        "line_start",
         "pattern",
+        "prefix",
         "triggers",
         "value_groups",
         "within_lines",
@@ -95,28 +93,27 @@ class Rule:
         *,
         value_groups: tuple[str, ...] = (),
         accept: Accept | None = None,
-        fold: bool = False,
-        line_start: bool = False,
+        prefix: str = "",
         within_lines: bool = False,
     ) -> None:
         self.kind: str = kind.value
         """The :class:`SecretKind` value reported for a match."""
         self.pattern = re.compile(pattern)
         """The compiled, linear-time pattern."""
-        self.fallback = re.compile(pattern, re.IGNORECASE) if fold else self.pattern
-        """For ``fold`` rules: the case-insensitive form, for text whose length lowering changes."""
         self.triggers = triggers
         """Lower-case literals; the rule runs only if the lowered text contains one."""
         self.value_groups = value_groups
         """Groups holding the secret (the first that matched); empty: the whole match."""
         self.accept = accept
         """Declines a match when it returns false (the text is then left as it was)."""
-        self.fold = fold
-        """Match on the lowered text."""
-        self.line_start = line_start
-        """Match on the text with a newline prepended."""
+        self.prefix = prefix
+        """Put before the text the pattern runs on (match positions are shifted back)."""
         self.within_lines = within_lines
         """Every match lies on one line holding a trigger: in long text, scan only those."""
+
+    def _subject(self, text: str, lowered: str) -> tuple[re.Pattern[str], str]:
+        """The pattern to run and the text to run it on (before the prefix)."""
+        return self.pattern, text
 
     def apply(
         self, text: str, lowered: str, kinds: list[str] | None, spans: SpanMap | None = None
@@ -126,30 +123,17 @@ class Rule:
         Appends the kind to ``kinds`` for each replacement, and records the replaced
         ranges in ``spans``; returns ``text`` itself when nothing was replaced.
         """
-        pattern = self.pattern
-        subject = text
-        if self.fold:
-            if len(lowered) == len(text):
-                subject = lowered
-            else:
-                pattern = self.fallback
-        shift = 0
-        if self.line_start:
-            subject = "\n" + subject
-            shift = 1
+        pattern, subject = self._subject(text, lowered)
+        subject = self.prefix + subject
+        shift = len(self.prefix)
         replacement = marker(self.kind)
-        edits: list[tuple[int, int]] | None = [] if spans is not None else None
+        edits: list[tuple[int, int]] = []
         pieces: list[str] = []
         done = 0
-        windows = None
+        windows = [(0, len(subject))]
         if self.within_lines and len(subject) > _WINDOWS_FROM and len(lowered) == len(text):
-            windows = _trigger_lines(lowered, self.triggers)
-        if windows is None:
-            matches: Iterable[re.Match[str]] = pattern.finditer(subject)
-        else:
-            matches = itertools.chain.from_iterable(
-                pattern.finditer(subject, a, b) for a, b in windows
-            )
+            windows = _trigger_lines(lowered, self.triggers, windows)
+        matches = itertools.chain.from_iterable(pattern.finditer(subject, a, b) for a, b in windows)
         for match in matches:
             start, end = match.span()
             for group in self.value_groups:
@@ -162,31 +146,61 @@ class Rule:
                 continue
             if kinds is not None:
                 kinds.append(self.kind)
-            if edits is not None:
-                edits.append((start, end))
+            edits.append((start, end))
             pieces.append(text[done:start])
             pieces.append(replacement)
             done = end
         if not pieces:
             return text
         pieces.append(text[done:])
-        if spans is not None and edits:
+        if spans is not None:
             spans.record(edits, len(replacement))
         return "".join(pieces)
+
+
+class FoldedRule(Rule):
+    """A rule whose pattern is written in lower case and runs on the lowered text.
+
+    A literal prefix keeps it fast (case-insensitive patterns are several times slower);
+    for a text whose length lowering changes, the case-insensitive form runs on the text.
+    """
+
+    __slots__ = ("fallback",)
+
+    def __init__(
+        self,
+        kind: SecretKind,
+        pattern: str,
+        triggers: tuple[str, ...],
+        *,
+        value_groups: tuple[str, ...] = (),
+        accept: Accept | None = None,
+    ) -> None:
+        super().__init__(kind, pattern, triggers, value_groups=value_groups, accept=accept)
+        self.fallback = re.compile(pattern, re.IGNORECASE)
+        """The case-insensitive form, for text whose length lowering changes."""
+
+    def _subject(self, text: str, lowered: str) -> tuple[re.Pattern[str], str]:
+        if len(lowered) == len(text):
+            return self.pattern, lowered
+        return self.fallback, text
 
 
 _WINDOWS_FROM = 4096
 _MAX_WINDOWS = 4096
 
 
-def _trigger_lines(lowered: str, triggers: tuple[str, ...]) -> list[tuple[int, int]] | None:
+def _trigger_lines(
+    lowered: str, triggers: tuple[str, ...], whole: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
     """The lines of ``lowered`` holding a trigger, merged, as ``(start, end)`` ranges.
 
-    None when scanning them would not pay: few lines at all, more than
-    :data:`_MAX_WINDOWS` of them, or together more than half the text.
+    ``whole`` (the one range of the whole text) when scanning them would not pay: few
+    lines at all, more than :data:`_MAX_WINDOWS` of them, or together more than half the
+    text.
     """
     if lowered.count("\n", 0, _WINDOWS_FROM) < 8:
-        return None  # long lines: a window would be most of the text
+        return whole  # long lines: a window would be most of the text
     found: list[tuple[int, int]] = []
     for trigger in triggers:
         at = lowered.find(trigger)
@@ -196,7 +210,7 @@ def _trigger_lines(lowered: str, triggers: tuple[str, ...]) -> list[tuple[int, i
             end = len(lowered) if end < 0 else end
             found.append((start, end))
             if len(found) > _MAX_WINDOWS:
-                return None
+                return whole
             at = lowered.find(trigger, end)
     found.sort()
     merged: list[tuple[int, int]] = []
@@ -209,7 +223,7 @@ def _trigger_lines(lowered: str, triggers: tuple[str, ...]) -> list[tuple[int, i
         else:
             merged.append((start, end))
             covered += end - start
-    return None if covered * 2 > len(lowered) else merged
+    return whole if covered * 2 > len(lowered) else merged
 
 
 _ALNUM_CHAR = re.compile(r"[^\W_]")
