@@ -201,8 +201,7 @@ class SecretMasker:
         found: list[tuple[int, int]] = []
         for regex in self._regexes:
             found.extend(_matches(regex, data))
-        if len(self._regexes) > 1:
-            found.sort()
+        found.sort()  # one program's matches come sorted; several programs' interleave
         merged: list[tuple[int, int]] = []
         for start, end in found:
             if merged and start <= merged[-1][1]:
@@ -227,34 +226,22 @@ class SecretMasker:
         if depth > 200:
             return value, 0
         if isinstance(value, dict):
-            changed: dict[Any, Any] | None = None
+            pairs: list[tuple[Any, Any]] = []
             total = 0
             for key, item in value.items():
                 new_key, k = self.mask_text(key) if isinstance(key, str) else (key, 0)
                 new, n = self._walk(item, depth + 1)
-                if k or n:
-                    total += k + n
-                    if changed is None:
-                        changed = {}
-                        for old_key, old in value.items():
-                            if old_key == key:
-                                break
-                            changed[old_key] = old
-                elif changed is None:
-                    continue
-                changed[new_key] = new
-            return (value, 0) if changed is None else (changed, total)
+                pairs.append((new_key, new))
+                total += k + n
+            if not total:
+                return value, 0
+            return dict(pairs), total
         if isinstance(value, list | tuple):
-            items: list[Any] | None = None
-            total = 0
-            for index, item in enumerate(value):
-                new, n = self._walk(item, depth + 1)
-                if n:
-                    total += n
-                    if items is None:
-                        items = list(value)
-                    items[index] = new
-            return (value, 0) if items is None else (items, total)
+            elements = [self._walk(item, depth + 1) for item in value]
+            total = sum(n for _, n in elements)
+            if not total:
+                return value, 0
+            return [new for new, _ in elements], total
         return value, 0
 
 
