@@ -46,10 +46,10 @@ from runtime.errors import InvalidRootPathError, ToolError
 from runtime.guard.home import roost_home
 from runtime.guard.home.statedir import project_mode
 from runtime.guard.paths import openat2 as sys_openat2
+from runtime.guard.paths.arguments import extract_paths
 from runtime.guard.paths.rules import (
     OutsideRootEntry,
     SensitiveRules,
-    extract_paths,
     fold,
     parse_outside_allowlist,
     protected_match,
