@@ -34,6 +34,7 @@ reads one unbounded. The masker is compiled again only when the set of values ch
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -114,18 +115,22 @@ def _json_strings(value: Any, depth: int = 0) -> Iterator[tuple[str, str]]:
     """``(key, string)`` for every string in a JSON document (the key: the nearest one)."""
     if depth > 64:
         return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(item, str):
-                yield str(key), item
-            else:
-                yield from _json_strings(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, str):
-                yield "", item
-            else:
-                yield from _json_strings(item, depth + 1)
+    for key, item in _MEMBERS.get(type(value), _no_members)(value):
+        if isinstance(item, str):
+            yield key, item
+        else:
+            yield from _json_strings(item, depth + 1)
+
+
+def _no_members(value: Any) -> Iterator[tuple[str, Any]]:
+    return iter(())
+
+
+_MEMBERS: dict[type, Callable[[Any], Iterator[tuple[str, Any]]]] = {
+    dict: lambda value: ((str(key), item) for key, item in value.items()),
+    list: lambda value: (("", item) for item in value),
+}
+"""A parsed JSON container's members, each with its key (``""`` in an array)."""
 
 
 def file_values(text: str) -> set[str]:
@@ -213,7 +218,7 @@ class SecretSources:
         self._rules = SensitiveRules(deny, allow)
         self._by_name = not any("/" in pattern for pattern in (*deny, *allow))
         """No pattern names a path: a file's name alone decides (cached per name)."""
-        self._names: dict[str, bool] = {}
+        self._name_matches = functools.lru_cache(maxsize=65536)(self._name_is_sensitive)
         self._env_values = frozenset(
             environment_values(os.environ if environ is None else environ, api_key_env)
         )
@@ -314,12 +319,10 @@ class SecretSources:
         """Whether the entry ``name`` of the directory ``parts`` is sensitive (its dir is not)."""
         if not self._by_name:
             return self._rules.match((*parts, name)) is not None
-        hit = self._names.get(name)
-        if hit is None:
-            if len(self._names) > 65536:
-                self._names.clear()
-            hit = self._names[name] = self._rules.match((name,)) is not None
-        return hit
+        return self._name_matches(name)
+
+    def _name_is_sensitive(self, name: str) -> bool:
+        return self._rules.match((name,)) is not None
 
     def _read(self, rel: str, parse: Callable[[str], set[str]]) -> _Read | None:
         path = os.path.join(self.root, rel)
