@@ -44,8 +44,26 @@ PATH_MAX = 4095
 
 
 def _refuse(reason: str, message: str, path: str) -> ToolError:
-    shown = path if len(path) <= 200 else path[:200] + "..."
+    shown = path.replace("\0", "")  # NUL bytes are never echoed
+    shown = shown if len(shown) <= 200 else shown[:200] + "..."
     return ToolError("invalid_tool_args", message, kind="invalid_type", reason=reason, path=shown)
+
+
+_TEXT_RULES: tuple[tuple[str, Callable[[str], bool], str], ...] = (
+    ("empty_path", lambda path: path == "", "the path is empty; name a file or directory"),
+    ("nul_byte", lambda path: "\x00" in path, "the path contains a NUL byte; remove it"),
+)
+"""What no file name can hold, in the order it is checked: the reason and how to fix it."""
+
+_BYTE_LIMITS: tuple[tuple[Callable[[bytes], int], int, str], ...] = (
+    (len, PATH_MAX, "the path is {size} bytes; the limit is {limit}"),
+    (
+        lambda raw: max(len(part) for part in raw.split(b"/")),
+        NAME_MAX,
+        "a path component is {size} bytes; the limit is {limit}",
+    ),
+)
+"""The sizes of a path's UTF-8 bytes that have a limit (refused with ``name_too_long``)."""
 
 
 def validate_path_text(path: object) -> str:
@@ -61,25 +79,17 @@ def validate_path_text(path: object) -> str:
             kind="invalid_type",
             reason="expected_string",
         )
-    if path == "":
-        raise _refuse("empty_path", "the path is empty; name a file or directory", path)
-    if "\x00" in path:
-        raise _refuse("nul_byte", "the path contains a NUL byte; remove it", path.replace("\0", ""))
+    for reason, broken, message in _TEXT_RULES:
+        if broken(path):
+            raise _refuse(reason, message, path)
     try:
         raw = path.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         raise _refuse("invalid_encoding", "the path is not valid Unicode text", path) from None
-    if len(raw) > PATH_MAX:
-        raise _refuse(
-            "name_too_long", f"the path is {len(raw)} bytes; the limit is {PATH_MAX}", path
-        )
-    longest = max(len(part) for part in raw.split(b"/"))
-    if longest > NAME_MAX:
-        raise _refuse(
-            "name_too_long",
-            f"a path component is {longest} bytes; the limit is {NAME_MAX}",
-            path,
-        )
+    for measure, limit, message in _BYTE_LIMITS:
+        size = measure(raw)
+        if size > limit:
+            raise _refuse("name_too_long", message.format(size=size, limit=limit), path)
     return path
 
 

@@ -130,8 +130,6 @@ def _segments_say_secret(key: str) -> bool:
     (``PRIMARY_KEY``, ``idempotency_key``).
     """
     words = [w.lower() for w in _SEGMENT.findall(key)]
-    if not words:
-        return False
     if any(w in _PASS_SEGMENTS for w in words[1:]) or words == ["pass"]:
         return True
     if len(words) < 2:
@@ -150,11 +148,10 @@ def _classify_key(key: str) -> bool:
     if name.endswith(_REFERENCE_SUFFIXES):
         # ``llm_api_key_env``, ``password_file``: the value names where a secret lives.
         return False
+    for fragment in _BENIGN_LONGEST_FIRST:
+        name = name.replace(fragment, " ")
     if any(word in name for word in _SENSITIVE_WORDS):
-        for fragment in _BENIGN_LONGEST_FIRST:
-            name = name.replace(fragment, " ")
-        if any(word in name for word in _SENSITIVE_WORDS):
-            return True
+        return True
     return _segments_say_secret(key)
 
 

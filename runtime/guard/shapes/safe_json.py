@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = [
@@ -83,6 +84,10 @@ def matches_json_type(value: Any, name: str) -> bool:
     return name in _SATISFIES.get(kind, (kind,))
 
 
+_STEPS = {"[": 1, "{": 1, "]": -1, "}": -1}
+"""How each bracket changes the nesting (a string token changes nothing)."""
+
+
 def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Tell whether JSON ``text`` nests objects/arrays deeper than ``limit``, without parsing.
 
@@ -90,14 +95,14 @@ def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """
     depth = 0
     for match in _TOKENS.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif token in "]}" and depth > 0:
-            depth -= 1
+        depth = max(depth + _STEPS.get(match.group(), 0), 0)  # a stray closer: stays at 0
+        if depth > limit:
+            return True
     return False
+
+
+_CHILDREN: dict[str, Callable[[Any], Iterable[Any]]] = {"object": dict.values, "array": iter}
+"""The members of a container, by its JSON type (other values have none)."""
 
 
 def value_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -105,15 +110,12 @@ def value_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
+        children = _CHILDREN.get(json_type_name(item))
+        if children is None:
             continue
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, depth + 1) for child in children(item))
     return False
 
 
