@@ -12,7 +12,14 @@ import re
 from collections.abc import Callable
 
 from runtime.guard.secrets.named_values import NAMED_VALUE_RULES
-from runtime.guard.secrets.rule import FoldedRule, Rule, SecretKind, SpanMap, plausible_value
+from runtime.guard.secrets.rule import (
+    UNNOTED,
+    FoldedRule,
+    Replaced,
+    Rule,
+    SecretKind,
+    plausible_value,
+)
 
 __all__ = ["RULES", "has_trigger", "redact_string"]
 
@@ -266,9 +273,7 @@ def has_trigger(lowered: str) -> bool:
     return any(search(lowered) for search in _GATE_SEARCHES)
 
 
-def _apply_rules(
-    text: str, lowered: str, kinds: list[str] | None, spans: SpanMap | None = None
-) -> str:
+def _apply_rules(text: str, lowered: str, replaced: Replaced) -> str:
     result = text
     seen: dict[str, bool] = {}  # trigger -> in lowered (rules share most of their triggers)
     for rule in RULES:
@@ -277,7 +282,7 @@ def _apply_rules(
             if present is None:
                 present = seen[trigger] = trigger in lowered
             if present:
-                changed = rule.apply(result, lowered, kinds, spans)
+                changed = rule.apply(result, lowered, replaced)
                 if changed is not result:
                     result = changed
                     lowered = changed.lower()
@@ -289,7 +294,7 @@ def _apply_rules(
 _MAX_PASSES = 4
 
 
-def redact_string(text: str, kinds: list[str] | None = None, spans: SpanMap | None = None) -> str:
+def redact_string(text: str, replaced: Replaced = UNNOTED) -> str:
     """Return ``text`` with every known secret shape replaced by ``[REDACTED:<kind>]``.
 
     Returns ``text`` itself when nothing was found. With ``kinds``, appends the kind of
@@ -303,9 +308,9 @@ def redact_string(text: str, kinds: list[str] | None = None, spans: SpanMap | No
     lowered = text.lower()
     if not has_trigger(lowered):
         return text
-    result = _apply_rules(text, lowered, kinds, spans)
+    result = _apply_rules(text, lowered, replaced)
     passes = 1
     while result is not text and passes < _MAX_PASSES:
         text, passes = result, passes + 1
-        result = _apply_rules(text, text.lower(), kinds, spans)
+        result = _apply_rules(text, text.lower(), replaced)
     return result

@@ -40,8 +40,8 @@ from runtime.guard.secrets.key_names import _SENSITIVE_WORDS, _SEPARATORS, is_se
 from runtime.guard.secrets.patterns import has_trigger, redact_string
 from runtime.guard.secrets.rule import (
     REDACTED,
+    Replaced,
     SecretKind,
-    SpanMap,
     is_redaction_marker,
     marker,
 )
@@ -127,16 +127,16 @@ class _Sink(_Redactor):
         self.findings.append(Finding(kind, "$" + "".join(self.path)))
 
     def text(self, text: str) -> str:
-        kinds: list[str] = []
-        result = redact_string(text, kinds)
-        for kind in kinds:
+        replaced = Replaced()
+        result = redact_string(text, replaced)
+        for kind in replaced.kinds:
             self.add(kind)
         return result
 
     def hidden(self, text: str) -> None:
-        kinds: list[str] = []
-        redact_string(text, kinds)
-        for kind in kinds or [SecretKind.SENSITIVE_KEY.value]:
+        replaced = Replaced()
+        redact_string(text, replaced)
+        for kind in replaced.kinds or [SecretKind.SENSITIVE_KEY.value]:
             self.add(kind)
 
     def too_deep(self) -> str:
@@ -291,11 +291,11 @@ def redact_stream(chunks: Sequence[str]) -> list[str]:
     piece holds any part of a secret the whole text would hide.
     """
     text = "".join(chunks)
-    spans = SpanMap()
-    whole = redact_string(text, spans=spans)
+    found = Replaced()
+    whole = redact_string(text, found)
     if whole is text:
         return list(chunks)
-    replaced = spans.spans
+    replaced = found.spans.spans
     pieces: list[str] = []
     done = 0  # where the previous piece ended, in ``whole``
     position = 0  # the boundary after the current chunk, in ``text``

@@ -15,8 +15,10 @@ from collections.abc import Callable
 
 __all__ = [
     "REDACTED",
+    "UNNOTED",
     "Accept",
     "FoldedRule",
+    "Replaced",
     "Rule",
     "SecretKind",
     "SpanMap",
@@ -67,6 +69,85 @@ Accept = Callable[[re.Match[str], str], bool]
 """A rule's second opinion on a match: ``(match, value) -> redact?``."""
 
 
+class SpanMap:
+    """Where the replacements of one :func:`~runtime.guard.secrets.patterns.redact_string` call lie.
+
+    ``spans`` is a sorted list of disjoint ``[orig_start, orig_end, cur_start, cur_end]``:
+    ``original[orig_start:orig_end]`` became ``redacted[cur_start:cur_end]`` (a marker, or
+    markers and the text between them when a later rule replaced text around an earlier
+    marker). Outside the spans both texts are the same characters, shifted. Used to cut a
+    redacted stream where its chunks were cut
+    (:func:`runtime.guard.secrets.redaction.redact_stream`).
+    """
+
+    __slots__ = ("spans",)
+
+    def __init__(self) -> None:
+        self.spans: list[list[int]] = []
+        """``[orig_start, orig_end, cur_start, cur_end]`` of every replaced range, in order."""
+
+    def record(self, edits: list[tuple[int, int]], width: int) -> None:
+        """One rule replaced each ``(start, end)`` of the current text by ``width`` characters."""
+        old, new = self.spans, []
+        i = 0
+        drift = 0  # current - original, for positions after old[:i]
+        shift = 0  # after these edits - before them, for positions after the edits so far
+        for a, b in edits:
+            while i < len(old) and old[i][3] <= a:
+                o0, o1, c0, c1 = old[i]
+                new.append([o0, o1, c0 + shift, c1 + shift])
+                drift += (c1 - c0) - (o1 - o0)
+                i += 1
+            lo, orig_lo = a, a - drift
+            hi, orig_hi = b, -1
+            while i < len(old) and old[i][2] < b:  # an earlier span the edit overlaps
+                o0, o1, c0, c1 = old[i]
+                if c0 < lo:
+                    lo, orig_lo = c0, o0
+                if c1 > hi:
+                    hi, orig_hi = c1, o1
+                drift += (c1 - c0) - (o1 - o0)
+                i += 1
+            if orig_hi < 0:
+                orig_hi = b - drift
+            start = lo + shift
+            new.append([orig_lo, orig_hi, start, start + (a - lo) + width + (hi - b)])
+            shift += width - (b - a)
+        for o0, o1, c0, c1 in old[i:]:
+            new.append([o0, o1, c0 + shift, c1 + shift])
+        self.spans = new
+
+
+class Replaced:
+    """What one :func:`~runtime.guard.secrets.patterns.redact_string` call replaced."""
+
+    __slots__ = ("kinds", "spans")
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        """The kind of every replacement, in rule order."""
+        self.spans = SpanMap()
+        """Where the replacements lie."""
+
+    def note(self, kind: str, edits: list[tuple[int, int]], width: int) -> None:
+        """One rule replaced each ``(start, end)`` of the current text by ``width`` characters."""
+        self.kinds.extend([kind] * len(edits))
+        self.spans.record(edits, width)
+
+
+class _Unnoted(Replaced):
+    """Keeps nothing: for a caller that wants only the redacted text."""
+
+    __slots__ = ()
+
+    def note(self, kind: str, edits: list[tuple[int, int]], width: int) -> None:
+        """Forget the replacements."""
+
+
+UNNOTED: Replaced = _Unnoted()
+"""The :class:`Replaced` that keeps nothing (the default)."""
+
+
 class Rule:
     r"""One secret shape: a pattern, the literals that gate it, and what to replace.
 
@@ -115,13 +196,11 @@ class Rule:
         """The pattern to run and the text to run it on (before the prefix)."""
         return self.pattern, text
 
-    def apply(
-        self, text: str, lowered: str, kinds: list[str] | None, spans: SpanMap | None = None
-    ) -> str:
+    def apply(self, text: str, lowered: str, replaced: Replaced = UNNOTED) -> str:
         """Replace every accepted match in ``text`` (``lowered`` is ``text.lower()``).
 
-        Appends the kind to ``kinds`` for each replacement, and records the replaced
-        ranges in ``spans``; returns ``text`` itself when nothing was replaced.
+        Notes the replacements in ``replaced``; returns ``text`` itself when nothing was
+        replaced.
         """
         pattern, subject = self._subject(text, lowered)
         subject = self.prefix + subject
@@ -144,8 +223,6 @@ class Rule:
             end -= shift
             if self.accept is not None and not self.accept(match, text[start:end]):
                 continue
-            if kinds is not None:
-                kinds.append(self.kind)
             edits.append((start, end))
             pieces.append(text[done:start])
             pieces.append(replacement)
@@ -153,8 +230,7 @@ class Rule:
         if not pieces:
             return text
         pieces.append(text[done:])
-        if spans is not None:
-            spans.record(edits, len(replacement))
+        replaced.note(self.kind, edits, len(replacement))
         return "".join(pieces)
 
 
@@ -242,52 +318,3 @@ def plausible_value(value: str) -> bool:
         and "[REDACTED" not in bare
         and _ALNUM_CHAR.search(bare) is not None
     )
-
-
-class SpanMap:
-    """Where the replacements of one :func:`~runtime.guard.secrets.patterns.redact_string` call lie.
-
-    ``spans`` is a sorted list of disjoint ``[orig_start, orig_end, cur_start, cur_end]``:
-    ``original[orig_start:orig_end]`` became ``redacted[cur_start:cur_end]`` (a marker, or
-    markers and the text between them when a later rule replaced text around an earlier
-    marker). Outside the spans both texts are the same characters, shifted. Used to cut a
-    redacted stream where its chunks were cut
-    (:func:`runtime.guard.secrets.redaction.redact_stream`).
-    """
-
-    __slots__ = ("spans",)
-
-    def __init__(self) -> None:
-        self.spans: list[list[int]] = []
-        """``[orig_start, orig_end, cur_start, cur_end]`` of every replaced range, in order."""
-
-    def record(self, edits: list[tuple[int, int]], width: int) -> None:
-        """One rule replaced each ``(start, end)`` of the current text by ``width`` characters."""
-        old, new = self.spans, []
-        i = 0
-        drift = 0  # current - original, for positions after old[:i]
-        shift = 0  # after these edits - before them, for positions after the edits so far
-        for a, b in edits:
-            while i < len(old) and old[i][3] <= a:
-                o0, o1, c0, c1 = old[i]
-                new.append([o0, o1, c0 + shift, c1 + shift])
-                drift += (c1 - c0) - (o1 - o0)
-                i += 1
-            lo, orig_lo = a, a - drift
-            hi, orig_hi = b, -1
-            while i < len(old) and old[i][2] < b:  # an earlier span the edit overlaps
-                o0, o1, c0, c1 = old[i]
-                if c0 < lo:
-                    lo, orig_lo = c0, o0
-                if c1 > hi:
-                    hi, orig_hi = c1, o1
-                drift += (c1 - c0) - (o1 - o0)
-                i += 1
-            if orig_hi < 0:
-                orig_hi = b - drift
-            start = lo + shift
-            new.append([orig_lo, orig_hi, start, start + (a - lo) + width + (hi - b)])
-            shift += width - (b - a)
-        for o0, o1, c0, c1 in old[i:]:
-            new.append([o0, o1, c0 + shift, c1 + shift])
-        self.spans = new
