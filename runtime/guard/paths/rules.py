@@ -124,8 +124,6 @@ class SensitiveRules:
     def match(self, parts: Sequence[str]) -> str | None:
         """Return the denylist pattern ``parts`` (path components) hits, or None."""
         parts = [p for p in parts if p not in ("", ".", "..")]
-        if not parts:
-            return None
         if all(p.isascii() for p in parts):  # both folds of ASCII text are its lower case
             lowered = [p.lower() for p in parts]
             if not any(self._screened(lowered, screen) for screen in self._screens):

@@ -361,6 +361,5 @@ def redaction_processor(
             new = REDACTED if hide else redact_string(shown)
             if new is shown:
                 new = value
-        if new is not value:
-            event_dict[key] = new
+        event_dict[key] = new  # the same object when nothing changed (no key is added)
     return event_dict
