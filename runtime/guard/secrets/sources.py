@@ -6,10 +6,7 @@ project, and hands out a :class:`~runtime.guard.secrets.masking.SecretMasker` fo
 - **Sensitive files.** Every regular file under the root whose path the
   ``sensitive_path_denylist`` matches (``.env``, ``.env.*``, ``*.pem``, ``*.key``, ...;
   ``sensitive_path_allowlist`` exceptions apply), ``.git`` not entered, symlinks neither
-  followed nor read. Values are ``KEY=VALUE`` / ``export KEY=VALUE`` / ``key: value``
-  lines (quotes and inline comments dropped), a JSON document's strings, a PEM block's
-  body lines, and lines that are a bare token. A value of letters only or digits only
-  counts only under a sensitive key (``NODE_ENV=production`` is no secret).
+  followed nor read. Their values: :mod:`runtime.guard.secrets.sensitive_files`.
 - **Git's credentials.** Tokens the repository's own ``.git/config`` keeps in a remote's
   URL or an ``extraheader`` (:mod:`runtime.guard.secrets.git_credentials`), read the same way.
 - **Withheld environment.** A command's environment is built from nothing
@@ -33,9 +30,7 @@ reads one unbounded. The masker is compiled again only when the set of values ch
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import os
 import re
 import stat
@@ -50,6 +45,7 @@ from runtime.guard.secrets.git_credentials import GIT_CONFIG_FILES, git_config_v
 from runtime.guard.secrets.key_names import is_sensitive_key
 from runtime.guard.secrets.masking import MIN_SECRET_LENGTH, SecretMasker
 from runtime.guard.secrets.patterns import redact_string
+from runtime.guard.secrets.sensitive_files import file_values
 from runtime.option_table import RuntimeOptions
 
 __all__ = [
@@ -60,7 +56,6 @@ __all__ = [
     "SKIPPED_DIRECTORIES",
     "SecretSources",
     "environment_values",
-    "file_values",
     "project_sources",
 ]
 
@@ -82,9 +77,6 @@ SKIPPED_DIRECTORIES = frozenset(
 """Directories never looked into: git's own, and trees of installed dependencies or caches."""
 
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.~]{16,}")
-_LINE = re.compile(r"""^(?:export\s+)?["']?([A-Za-z_][A-Za-z0-9_.\-]*)["']?\s*[=:]\s*(.*?)[,;]?$""")
-_PEM_BEGIN = re.compile(r"^-----BEGIN [A-Z0-9 ]+-----$")
-_PEM_END = re.compile(r"^-----END [A-Z0-9 ]+-----$")
 
 
 class _Listing(NamedTuple):
@@ -97,77 +89,6 @@ class _Listing(NamedTuple):
 class _Read(NamedTuple):
     key: tuple[int, int, int, int, int]
     values: frozenset[str]
-
-
-def _ordinary(value: str) -> bool:
-    """A word or a number: a value that masks nothing but ordinary text."""
-    return value.isalpha() or value.isdigit()
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] in "\"'`":
-        end = value.find(value[0], 1)
-        return value[1:end] if end > 0 else value[1:]
-    return re.split(r"\s+#", value, maxsplit=1)[0].strip()
-
-
-def _json_strings(value: Any, depth: int = 0) -> Iterator[tuple[str, str]]:
-    """``(key, string)`` for every string in a JSON document (the key: the nearest one)."""
-    if depth > 64:
-        return
-    for key, item in _MEMBERS.get(type(value), _no_members)(value):
-        if isinstance(item, str):
-            yield key, item
-        else:
-            yield from _json_strings(item, depth + 1)
-
-
-def _no_members(value: Any) -> Iterator[tuple[str, Any]]:
-    return iter(())
-
-
-_MEMBERS: dict[type, Callable[[Any], Iterator[tuple[str, Any]]]] = {
-    dict: lambda value: ((str(key), item) for key, item in value.items()),
-    list: lambda value: (("", item) for item in value),
-}
-"""A parsed JSON container's members, each with its key (``""`` in an array)."""
-
-
-def file_values(text: str) -> set[str]:
-    """The secret values a sensitive file's ``text`` holds (see the module docstring)."""
-    pairs: list[tuple[str, str]] = []
-    stripped = text.strip()
-    if stripped[:1] in ("{", "["):
-        with contextlib.suppress(ValueError):
-            pairs.extend(_json_strings(json.loads(stripped)))
-    in_pem = False
-    body: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if _PEM_BEGIN.match(line):
-            in_pem, body = True, []
-            continue
-        if _PEM_END.match(line):
-            in_pem = False
-            pairs.extend(("pem", part) for part in (*body, "".join(body)))
-            continue
-        if in_pem:
-            if ":" not in line:  # not a header such as Proc-Type:
-                body.append(line)
-            continue
-        if not line or line[0] in "#;":
-            continue
-        found = _LINE.match(line)
-        if found is not None:
-            pairs.append((found.group(1), _unquote(found.group(2).strip())))
-        elif not any(c.isspace() for c in line):
-            pairs.append(("token", line))
-    return {
-        value
-        for key, value in pairs
-        if len(value) >= MIN_SECRET_LENGTH
-        and (not _ordinary(value) or key in ("pem", "token") or is_sensitive_key(key))
-    }
 
 
 def _token_like(value: str) -> bool:
