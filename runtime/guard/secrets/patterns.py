@@ -15,7 +15,7 @@ from runtime.guard.secrets.named_values import NAMED_VALUE_RULES
 from runtime.guard.secrets.rule import (
     UNNOTED,
     FoldedRule,
-    Replaced,
+    Recorder,
     Rule,
     SecretKind,
     plausible_value,
@@ -273,7 +273,7 @@ def has_trigger(lowered: str) -> bool:
     return any(search(lowered) for search in _GATE_SEARCHES)
 
 
-def _apply_rules(text: str, lowered: str, replaced: Replaced) -> str:
+def _apply_rules(text: str, lowered: str, replaced: Recorder) -> str:
     result = text
     seen: dict[str, bool] = {}  # trigger -> in lowered (rules share most of their triggers)
     for rule in RULES:
@@ -294,14 +294,14 @@ def _apply_rules(text: str, lowered: str, replaced: Replaced) -> str:
 _MAX_PASSES = 4
 
 
-def redact_string(text: str, replaced: Replaced = UNNOTED) -> str:
+def redact_string(text: str, replaced: Recorder = UNNOTED) -> str:
     """Return ``text`` with every known secret shape replaced by ``[REDACTED:<kind>]``.
 
-    Returns ``text`` itself when nothing was found. With ``kinds``, appends the kind of
-    every replacement to it, in rule order; with ``spans``, records where each replacement
-    lies. A text that changed is run through the rules again until it stops changing: a
-    replacement can shift how quotes or separators pair up in malformed text, and
-    redaction must be idempotent.
+    Returns ``text`` itself when nothing was found. Each rule's replacements are noted in
+    ``replaced`` (a :class:`~runtime.guard.secrets.rule.Replaced` keeps their kinds, in rule
+    order, and where they lie). A text that changed is run through the rules again until
+    it stops changing: a replacement can shift how quotes or separators pair up in
+    malformed text, and redaction must be idempotent.
     """
     if len(text) < _MIN_SECRET_LEN:
         return text

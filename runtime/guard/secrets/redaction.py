@@ -127,11 +127,12 @@ class _Sink(_Redactor):
         self.findings.append(Finding(kind, "$" + "".join(self.path)))
 
     def text(self, text: str) -> str:
-        replaced = Replaced()
-        result = redact_string(text, replaced)
-        for kind in replaced.kinds:
+        return redact_string(text, self)
+
+    def note(self, kind: str, edits: list[tuple[int, int]], width: int) -> None:
+        """A rule replaced ``edits`` in the current string: one finding each."""
+        for _ in edits:
             self.add(kind)
-        return result
 
     def hidden(self, text: str) -> None:
         replaced = Replaced()
@@ -144,13 +145,14 @@ class _Sink(_Redactor):
         return _TOO_DEEP
 
     def member(self, item: Any, depth: int, blank: bool, key: Any) -> Any:
-        return self._inside(_key_segment(key), item, depth, blank)
+        self.path.append(_key_segment(key))
+        try:
+            return _walk(item, depth + 1, self, blank)
+        finally:
+            self.path.pop()
 
     def element(self, item: Any, depth: int, blank: bool, index: int) -> Any:
-        return self._inside(f"[{index}]", item, depth, blank)
-
-    def _inside(self, segment: str, item: Any, depth: int, blank: bool) -> Any:
-        self.path.append(segment)
+        self.path.append(f"[{index}]")
         try:
             return _walk(item, depth + 1, self, blank)
         finally:
@@ -226,8 +228,6 @@ def _looks_clean(value: Any) -> bool:
     searches cost a fraction of walking each string (the journal calls this for every
     event it appends). Anything odd (unencodable, very large) takes the full walk.
     """
-    if isinstance(value, str):
-        return False
     try:
         text = _JSON.encode(value)
     except (TypeError, ValueError, msgspec.EncodeError):

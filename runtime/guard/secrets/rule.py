@@ -9,15 +9,16 @@ or bounded repeats), and a rule that needs judgement matches generously and decl
 from __future__ import annotations
 
 import enum
-import itertools
 import re
 from collections.abc import Callable
+from typing import Protocol
 
 __all__ = [
     "REDACTED",
     "UNNOTED",
     "Accept",
     "FoldedRule",
+    "Recorder",
     "Replaced",
     "Rule",
     "SecretKind",
@@ -118,6 +119,13 @@ class SpanMap:
         self.spans = new
 
 
+class Recorder(Protocol):
+    """Told by each rule that replaced something in one ``redact_string`` call."""
+
+    def note(self, kind: str, edits: list[tuple[int, int]], width: int) -> None:
+        """One rule replaced each ``(start, end)`` of the current text by ``width`` characters."""
+
+
 class Replaced:
     """What one :func:`~runtime.guard.secrets.patterns.redact_string` call replaced."""
 
@@ -144,8 +152,8 @@ class _Unnoted(Replaced):
         """Forget the replacements."""
 
 
-UNNOTED: Replaced = _Unnoted()
-"""The :class:`Replaced` that keeps nothing (the default)."""
+UNNOTED: Recorder = _Unnoted()
+"""The recorder that keeps nothing (the default)."""
 
 
 class Rule:
@@ -159,6 +167,7 @@ class Rule:
     __slots__ = (
         "accept",
         "kind",
+        "marker",
         "pattern",
         "prefix",
         "triggers",
@@ -179,6 +188,8 @@ class Rule:
     ) -> None:
         self.kind: str = kind.value
         """The :class:`SecretKind` value reported for a match."""
+        self.marker = marker(self.kind)
+        """What a match becomes."""
         self.pattern = re.compile(pattern)
         """The compiled, linear-time pattern."""
         self.triggers = triggers
@@ -196,7 +207,7 @@ class Rule:
         """The pattern to run and the text to run it on (before the prefix)."""
         return self.pattern, text
 
-    def apply(self, text: str, lowered: str, replaced: Replaced = UNNOTED) -> str:
+    def apply(self, text: str, lowered: str, replaced: Recorder = UNNOTED) -> str:
         """Replace every accepted match in ``text`` (``lowered`` is ``text.lower()``).
 
         Notes the replacements in ``replaced``; returns ``text`` itself when nothing was
@@ -205,28 +216,28 @@ class Rule:
         pattern, subject = self._subject(text, lowered)
         subject = self.prefix + subject
         shift = len(self.prefix)
-        replacement = marker(self.kind)
+        replacement = self.marker
         edits: list[tuple[int, int]] = []
         pieces: list[str] = []
         done = 0
         windows = [(0, len(subject))]
         if self.within_lines and len(subject) > _WINDOWS_FROM and len(lowered) == len(text):
             windows = _trigger_lines(lowered, self.triggers, windows)
-        matches = itertools.chain.from_iterable(pattern.finditer(subject, a, b) for a, b in windows)
-        for match in matches:
-            start, end = match.span()
-            for group in self.value_groups:
-                if match.start(group) >= 0:
-                    start, end = match.span(group)
-                    break
-            start -= shift
-            end -= shift
-            if self.accept is not None and not self.accept(match, text[start:end]):
-                continue
-            edits.append((start, end))
-            pieces.append(text[done:start])
-            pieces.append(replacement)
-            done = end
+        for a, b in windows:
+            for match in pattern.finditer(subject, a, b):
+                start, end = match.span()
+                for group in self.value_groups:
+                    if match.start(group) >= 0:
+                        start, end = match.span(group)
+                        break
+                start -= shift
+                end -= shift
+                if self.accept is not None and not self.accept(match, text[start:end]):
+                    continue
+                edits.append((start, end))
+                pieces.append(text[done:start])
+                pieces.append(replacement)
+                done = end
         if not pieces:
             return text
         pieces.append(text[done:])

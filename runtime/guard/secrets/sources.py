@@ -146,8 +146,8 @@ class SecretSources:
         self._lock = threading.Lock()
         self._listings: dict[str, _Listing] = {}
         self._reads: dict[str, _Read] = {}
-        self._known = self._env_values
-        self._masker = SecretMasker(self._env_values)
+        self._masker_of = functools.lru_cache(maxsize=1)(SecretMasker)
+        """The masker of the values known last (compiled again only when they change)."""
         self.truncated = False
         """Whether the last look stopped at a limit (:data:`MAX_DIRECTORIES`, files)."""
 
@@ -157,11 +157,7 @@ class SecretSources:
             values = set(self._env_values)
             for values_of_file in self._file_values():
                 values |= values_of_file
-            known = frozenset(values)
-            if known != self._known:
-                self._known = known
-                self._masker = SecretMasker(known)
-            return self._masker
+            return self._masker_of(frozenset(values))
 
     def _file_values(self) -> Iterator[frozenset[str]]:
         now = time.monotonic()

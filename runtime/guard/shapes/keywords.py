@@ -52,15 +52,16 @@ def _type_names(types: Any, _at: str) -> bool:
     return isinstance(names, list) and bool(names) and all(n in TYPE_NAMES for n in names)
 
 
-def _compiles(value: Any, at: str) -> bool:
-    """A string RE2 compiles; a pattern it refuses raises, its reason in brackets."""
-    if not isinstance(value, str):
-        return False
+def _compiles(value: str, at: str) -> None:
+    """Raise unless RE2 compiles the pattern, the refusal's reason in brackets."""
     try:
         compile_untrusted(value, what=f"'{at}pattern'")
     except UnsafePatternError as e:
         raise ValueError(f"{e} [{e.reason}]") from e
-    return True
+
+
+def _nothing_more(value: Any, at: str) -> None:
+    """A keyword whose value is usable once it has the right shape."""
 
 
 def _null_or(valid: Valid) -> Valid:
@@ -68,21 +69,34 @@ def _null_or(valid: Valid) -> Valid:
     return lambda value, at: value is None or valid(value, at)
 
 
-def _no_subschemas(value: Any) -> Sequence[tuple[str, Any]]:
-    return ()
-
-
 def _properties(value: Any) -> Sequence[tuple[str, Any]]:
     return [(f"properties.{name}.", sub) for name, sub in value.items()]
 
 
+def _no_subschemas(value: Any) -> Sequence[tuple[str, Any]]:
+    return ()
+
+
+def _not_a_schema(keyword: str, value: Any) -> Sequence[tuple[str, Any]]:
+    """A boolean or null: no subschema."""
+    return ()
+
+
+def _object_subschema(keyword: str, value: Any) -> Sequence[tuple[str, Any]]:
+    return [(f"{keyword}.", value)]
+
+
+_AS_SCHEMA: dict[str, Callable[[str, Any], Sequence[tuple[str, Any]]]] = {
+    "object": _object_subschema
+}
+"""A keyword's value as the subschemas in it, by its JSON type (only an object is one)."""
+
+
 def _subschema(keyword: str) -> Callable[[Any], Sequence[tuple[str, Any]]]:
-    """The value of ``keyword`` when it is a schema (not a boolean or null)."""
+    """The value of ``keyword`` when it is a schema (an object; not a boolean or null)."""
 
     def found(value: Any) -> Sequence[tuple[str, Any]]:
-        if isinstance(value, dict):
-            return [(f"{keyword}.", value)]
-        return ()
+        return _AS_SCHEMA.get(json_type_name(value), _not_a_schema)(keyword, value)
 
     return found
 
@@ -94,6 +108,8 @@ class _Keyword(NamedTuple):
     valid: Valid
     problem: str
     subschemas: Callable[[Any], Sequence[tuple[str, Any]]] = _no_subschemas
+    usable: Callable[[Any, str], None] = _nothing_more
+    """Raises when a value of the right shape still cannot be used (a pattern RE2 refuses)."""
 
 
 _KEYWORDS = (
@@ -140,7 +156,12 @@ _KEYWORDS = (
         )
         for name in ("minLength", "maxLength", "minItems", "maxItems")
     ),
-    _Keyword("pattern", _compiles, "'pattern' must be a string"),
+    _Keyword(
+        "pattern",
+        lambda value, _: isinstance(value, str),
+        "'pattern' must be a string",
+        usable=_compiles,
+    ),
 )
 """Every keyword :func:`check_schema` looks at, in the order it looks: the first problem
 is reported, and a keyword's subschemas are checked right after it."""
@@ -166,5 +187,6 @@ def check_schema(schema: Any, *, _depth: int = 1, _at: str = "") -> None:
             value = schema[keyword.name]
             if not keyword.valid(value, _at):
                 raise ValueError(keyword.problem)
+            keyword.usable(value, _at)
             for where, sub in keyword.subschemas(value):
                 check_schema(sub, _depth=_depth + 1, _at=f"{_at}{where}")
