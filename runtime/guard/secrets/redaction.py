@@ -247,7 +247,7 @@ def redact_text(text: str) -> str:
 
 
 _PLAIN_LABEL = re.compile(r"(?:corr-)?[0-9A-Fa-f\-]*+")
-_LABEL_SEPARATORS = frozenset("-_.:/")
+_LABEL_SEPARATOR = re.compile(r"[-_.:/]")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -257,12 +257,11 @@ def _redact_id(label: str) -> str:
         return whole
     # In text, "x-sk-…" is no key (the shape must start a word); an id is glued from
     # parts, so each part after a separator is judged as if it started the text.
-    for index, char in enumerate(label[:-1]):
-        if char in _LABEL_SEPARATORS:
-            tail = label[index + 1 :]
-            redacted = redact_string(tail)
-            if redacted is not tail:
-                return label[: index + 1] + redacted
+    for separator in _LABEL_SEPARATOR.finditer(label, 0, len(label) - 1):
+        tail = label[separator.end() :]
+        redacted = redact_string(tail)
+        if redacted is not tail:
+            return label[: separator.end()] + redacted
     return label
 
 

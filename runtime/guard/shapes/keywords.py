@@ -77,26 +77,13 @@ def _no_subschemas(value: Any) -> Sequence[tuple[str, Any]]:
     return ()
 
 
-def _not_a_schema(keyword: str, value: Any) -> Sequence[tuple[str, Any]]:
-    """A boolean or null: no subschema."""
-    return ()
-
-
-def _object_subschema(keyword: str, value: Any) -> Sequence[tuple[str, Any]]:
-    return [(f"{keyword}.", value)]
-
-
-_AS_SCHEMA: dict[str, Callable[[str, Any], Sequence[tuple[str, Any]]]] = {
-    "object": _object_subschema
-}
-"""A keyword's value as the subschemas in it, by its JSON type (only an object is one)."""
-
-
 def _subschema(keyword: str) -> Callable[[Any], Sequence[tuple[str, Any]]]:
-    """The value of ``keyword`` when it is a schema (an object; not a boolean or null)."""
+    """The value of ``keyword`` when it is a schema (not a boolean or null)."""
 
     def found(value: Any) -> Sequence[tuple[str, Any]]:
-        return _AS_SCHEMA.get(json_type_name(value), _not_a_schema)(keyword, value)
+        if isinstance(value, dict):
+            return [(f"{keyword}.", value)]
+        return ()
 
     return found
 
