@@ -27,11 +27,13 @@ decisions and refusals into the security signals a tool appends to ``ctx.signals
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import stat
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 import msgspec
@@ -46,10 +48,10 @@ from runtime.errors import InvalidRootPathError, ToolError
 from runtime.guard.home import roost_home
 from runtime.guard.home.statedir import project_mode
 from runtime.guard.paths import openat2 as sys_openat2
+from runtime.guard.paths.arguments import extract_paths
 from runtime.guard.paths.rules import (
     OutsideRootEntry,
     SensitiveRules,
-    extract_paths,
     fold,
     parse_outside_allowlist,
     protected_match,
@@ -83,6 +85,7 @@ __all__ = [
 ]
 
 _IO_FLAGS = os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_CLIMBED_OUT = ("dotdot", "symlink_escape")  # escapes an outside_root_allowlist entry may lift
 
 
 def git_config_places() -> tuple[tuple[str, str], ...]:
@@ -118,15 +121,6 @@ def _dir_id(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _lineage(path: str) -> list[str]:
-    """``path`` and every directory above it, up to ``/``."""
-    out = [path]
-    while path != os.path.dirname(path):
-        path = os.path.dirname(path)
-        out.append(path)
-    return out
-
-
 def root_home_conflict(root: str, home: str) -> str | None:
     """Why a project on ``root`` would reach ``home`` (``ROOST_HOME``), or None.
 
@@ -137,16 +131,22 @@ def root_home_conflict(root: str, home: str) -> str | None:
     device and inode.
     """
     real_root, real_home = os.path.realpath(root), os.path.realpath(home)
-    if _under(real_home, real_root):
-        return "contains_roost_home"
-    if _under(real_root, real_home):
-        return "inside_roost_home"
-    root_id, home_id = _dir_id(real_root), _dir_id(real_home)
-    if root_id is not None and root_id in map(_dir_id, _lineage(real_home)):
-        return "contains_roost_home"
-    if home_id is not None and home_id in map(_dir_id, _lineage(real_root)):
-        return "inside_roost_home"
+    for reason, lies_under, below, above in (  # by path first, then by device and inode
+        ("contains_roost_home", _under, real_home, real_root),
+        ("inside_roost_home", _under, real_root, real_home),
+        ("contains_roost_home", _same_dir_above, real_home, real_root),
+        ("inside_roost_home", _same_dir_above, real_root, real_home),
+    ):
+        if lies_under(below, above):
+            return reason
     return None
+
+
+def _same_dir_above(path: str, top: str) -> bool:
+    """Whether ``top`` (by device and inode) is ``path`` or a directory above it, up to ``/``."""
+    top_id = _dir_id(top)
+    lineage = (path, *map(str, PurePosixPath(path).parents))
+    return top_id is not None and top_id in map(_dir_id, lineage)
 
 
 class PathDecision(msgspec.Struct, frozen=True, kw_only=True):
@@ -216,10 +216,9 @@ class Workspace:
             force_fallback = "openat2" in disabled_layers()
         self.use_proc = _proc_fd_available() if use_proc is None else use_proc
         """Whether fds are re-checked through ``/proc/self/fd``."""
-        self.mode = "openat2" if self.use_proc and not force_fallback else "walk"
+        kernel = self.use_proc and not force_fallback and sys_openat2.available()
+        self.mode = "openat2" if kernel else "walk"
         """``openat2`` (kernel-confined resolution) or ``walk`` (the ``O_NOFOLLOW`` walk)."""
-        if self.mode == "openat2" and not sys_openat2.available():
-            self.mode = "walk"
         try:
             self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as e:
@@ -270,10 +269,7 @@ class Workspace:
                 comps = self._landed(res, text)
                 st = res.st
         except ToolError as err:
-            if err.code == "outside_root" and err.details.get("reason") in (
-                "dotdot",
-                "symlink_escape",
-            ):
+            if err.code == "outside_root" and err.details.get("reason") in _CLIMBED_OUT:
                 return self._outside(text, os.path.join(self.root, *parts), err, write)
             raise
         self._check_names(text, parts, comps, write, os.path.join(self.root, *comps))
@@ -367,11 +363,8 @@ class Workspace:
         decision = self.check_path(path)
         if not decision.inside_root:
             return self._open_outside(decision.resolved, path, os.O_RDONLY)
-        with self._resolve(self._parts(path), path) as res:
-            if res.fd < 0 or res.st is None:
-                raise not_found(path)
-            self._verify(res, path, write=False)
-            require_regular(res.st, path)
+        with self._existing(path) as (res, st):
+            require_regular(st, path)
             return self._reopen(res, os.O_RDONLY, path)
 
     def open_for_write(
@@ -424,15 +417,21 @@ class Workspace:
         try:
             if not decision.inside_root:
                 return os.open(decision.resolved, flags | os.O_NOFOLLOW)
-            with self._resolve(self._parts(path), path) as res:
-                if res.fd < 0 or res.st is None:
-                    raise not_found(path)
-                self._verify(res, path, write=False)
-                if not stat.S_ISDIR(res.st.st_mode):
+            with self._existing(path) as (res, st):
+                if not stat.S_ISDIR(st.st_mode):
                     raise os_error(NotADirectoryError(20, "Not a directory"), path)
                 return os.open(".", flags, dir_fd=res.fd)
         except OSError as e:
             raise os_error(e, path) from e
+
+    @contextlib.contextmanager
+    def _existing(self, path: str) -> Iterator[tuple[Resolved, os.stat_result]]:
+        """``path`` (inside the root) resolved again, re-checked for reading, and its stat."""
+        with self._resolve(self._parts(path), path) as res:
+            if res.fd < 0 or res.st is None:
+                raise not_found(path)
+            self._verify(res, path, write=False)
+            yield res, res.st
 
     def _parts(self, path: str) -> list[str]:
         parts = self.relative_parts(path)

@@ -54,7 +54,7 @@ from runtime.guard.commands.controls import blocked_signal, build_env, check_blo
 from runtime.guard.network.egress import NetworkPolicy, check_args, denial_error, first_denial
 from runtime.guard.network.egress import signal_for as network_signal
 from runtime.guard.network.targets import extract_targets, split_scheme
-from runtime.guard.paths.rules import extract_paths
+from runtime.guard.paths.arguments import extract_paths
 from runtime.guard.shapes.schema import validate_args
 from runtime.guard.workspace import Workspace, exception_signal
 from runtime.guard.workspace import signal_for as path_signal

@@ -64,7 +64,7 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """The arguments whose values are paths (a string or a list of strings), each checked
     against the workspace by the policy. ``None``: not declared (an MCP tool, a command or
     workflow asset's arguments): the policy then takes every argument named like a path
-    (``runtime.guard.paths.rules.PATH_KEYS``) as one."""
+    (``runtime.guard.paths.arguments.PATH_KEYS``) as one."""
     data_args: tuple[str, ...] = ()
     """The arguments whose values are data (a file's content, a search pattern, a request
     body): never searched for paths, so ``dest=/usr/local`` in a script is not one."""

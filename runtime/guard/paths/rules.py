@@ -1,4 +1,4 @@
-"""Pure rules about path text: validation, sensitive and protected names, path extraction.
+"""Pure rules about path text: validation, sensitive and protected names.
 
 Nothing here touches the filesystem; :mod:`runtime.guard.workspace` applies these rules to the
 real components a path resolves to.
@@ -9,7 +9,8 @@ real components a path resolves to.
   Unicode-normalized (NFC and, stricter, NFKC), against every component and the relative
   path, with ``sensitive_path_allowlist`` as explicit exceptions.
 - :func:`protected_match` names the git and ``.roost`` places tools may never write.
-- :func:`extract_paths` finds every path-like argument, however it is wrapped.
+
+:mod:`runtime.guard.paths.arguments` finds the paths in a tool call's arguments.
 """
 
 from __future__ import annotations
@@ -18,22 +19,18 @@ import fnmatch
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import msgspec
 
 from runtime.errors import InvalidRuntimeOptError, ToolError
-from runtime.guard.shapes.safe_json import json_document
 
 __all__ = [
     "NAME_MAX",
-    "PATH_KEYS",
     "PATH_MAX",
     "OutsideRootEntry",
     "SensitiveRules",
-    "extract_paths",
     "fold",
     "parse_outside_allowlist",
     "protected_match",
@@ -45,47 +42,28 @@ NAME_MAX = 255
 PATH_MAX = 4095
 """Longest path, in bytes, not counting the terminating NUL (Linux ``PATH_MAX - 1``)."""
 
-PATH_KEYS = frozenset(
-    {
-        "path",
-        "paths",
-        "file",
-        "files",
-        "filename",
-        "filepath",
-        "cwd",
-        "dir",
-        "dirs",
-        "directory",
-        "workdir",
-        "workingdir",
-        "target",
-        "source",
-        "src",
-        "dest",
-        "dst",
-        "destination",
-    }
-)
-"""Argument keys whose values are paths, compared lower-cased with ``_`` and ``-`` removed.
-
-The name heuristics for arguments no trusted spec describes (an MCP tool's, a command or
-workflow asset's) and for keys inside text or nested objects; a built-in tool declares its
-path arguments (``ToolSpec.path_args``)."""
-
-_KV_RE = re.compile(
-    r"(?<!\w)(path|paths|file|files|filename|file_path|filepath|cwd|dir|directory|workdir"
-    r"|target|source|src|dest|dst|destination)\s*=\s*"
-    r"(?:\"([^\"]*)\"|'([^']*)'|([^\s,;&|]+))",
-    re.IGNORECASE,
-)
-_MAX_DEPTH = 32
-_MAX_NODES = 10_000
-
 
 def _refuse(reason: str, message: str, path: str) -> ToolError:
-    shown = path if len(path) <= 200 else path[:200] + "..."
+    shown = path.replace("\0", "")  # NUL bytes are never echoed
+    shown = shown if len(shown) <= 200 else shown[:200] + "..."
     return ToolError("invalid_tool_args", message, kind="invalid_type", reason=reason, path=shown)
+
+
+_TEXT_RULES: tuple[tuple[str, Callable[[str], bool], str], ...] = (
+    ("empty_path", lambda path: path == "", "the path is empty; name a file or directory"),
+    ("nul_byte", lambda path: "\x00" in path, "the path contains a NUL byte; remove it"),
+)
+"""What no file name can hold, in the order it is checked: the reason and how to fix it."""
+
+_BYTE_LIMITS: tuple[tuple[Callable[[bytes], int], int, str], ...] = (
+    (len, PATH_MAX, "the path is {size} bytes; the limit is {limit}"),
+    (
+        lambda raw: max(len(part) for part in raw.split(b"/")),
+        NAME_MAX,
+        "a path component is {size} bytes; the limit is {limit}",
+    ),
+)
+"""The sizes of a path's UTF-8 bytes that have a limit (refused with ``name_too_long``)."""
 
 
 def validate_path_text(path: object) -> str:
@@ -101,25 +79,17 @@ def validate_path_text(path: object) -> str:
             kind="invalid_type",
             reason="expected_string",
         )
-    if path == "":
-        raise _refuse("empty_path", "the path is empty; name a file or directory", path)
-    if "\x00" in path:
-        raise _refuse("nul_byte", "the path contains a NUL byte; remove it", path.replace("\0", ""))
+    for reason, broken, message in _TEXT_RULES:
+        if broken(path):
+            raise _refuse(reason, message, path)
     try:
         raw = path.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         raise _refuse("invalid_encoding", "the path is not valid Unicode text", path) from None
-    if len(raw) > PATH_MAX:
-        raise _refuse(
-            "name_too_long", f"the path is {len(raw)} bytes; the limit is {PATH_MAX}", path
-        )
-    longest = max(len(part) for part in raw.split(b"/"))
-    if longest > NAME_MAX:
-        raise _refuse(
-            "name_too_long",
-            f"a path component is {longest} bytes; the limit is {NAME_MAX}",
-            path,
-        )
+    for measure, limit, message in _BYTE_LIMITS:
+        size = measure(raw)
+        if size > limit:
+            raise _refuse("name_too_long", message.format(size=size, limit=limit), path)
     return path
 
 
@@ -154,8 +124,6 @@ class SensitiveRules:
     def match(self, parts: Sequence[str]) -> str | None:
         """Return the denylist pattern ``parts`` (path components) hits, or None."""
         parts = [p for p in parts if p not in ("", ".", "..")]
-        if not parts:
-            return None
         if all(p.isascii() for p in parts):  # both folds of ASCII text are its lower case
             lowered = [p.lower() for p in parts]
             if not any(self._screened(lowered, screen) for screen in self._screens):
@@ -266,22 +234,43 @@ def protected_match(parts: Sequence[str]) -> str | None:
     return None
 
 
+def _nothing(rest: list[str]) -> bool:
+    return not rest
+
+
+def _anything(rest: list[str]) -> bool:
+    return True
+
+
+def _hooks(rest: list[str]) -> bool:
+    return rest[0] == "hooks" or (rest[0] == "modules" and "hooks" in rest[1:])
+
+
+def _config(rest: list[str]) -> bool:
+    return rest[-1] in ("config", "config.worktree")
+
+
+_PROTECTED: dict[str, tuple[tuple[Callable[[list[str]], bool], str], ...]] = {
+    ".roost": ((_anything, ".roost/"),),
+    ".git": (
+        (_nothing, ".git"),
+        (_hooks, ".git/hooks/"),
+        (_config, ".git/config"),
+        (_anything, ".git/"),
+    ),
+    "head": ((_nothing, "HEAD"),),
+}
+"""Per folded component: what the components after it say about the place, in order.
+
+``head`` decides only as the final component; any ``.git`` or ``.roost`` before it has
+decided already."""
+
+
 def _protected(names: list[str]) -> str | None:
     for i, name in enumerate(names):
-        if name == ".roost":
-            return ".roost/"
-        if name != ".git":
-            continue
-        rest = names[i + 1 :]
-        if not rest:
-            return ".git"
-        if rest[0] == "hooks" or (rest[0] == "modules" and "hooks" in rest[1:]):
-            return ".git/hooks/"
-        if rest[-1] in ("config", "config.worktree"):
-            return ".git/config"
-        return ".git/"
-    if names and names[-1] == "head":
-        return "HEAD"
+        for holds, place in _PROTECTED.get(name, ()):
+            if holds(names[i + 1 :]):
+                return place
     return None
 
 
@@ -334,63 +323,3 @@ def parse_outside_allowlist(raw: object, root: str) -> tuple[OutsideRootEntry, .
         else:
             raise bad(f"entry {dict(item)!r} needs exactly one of path or pattern")
     return tuple(entries)
-
-
-# --- extraction ------------------------------------------------------------------------
-
-
-def _is_path_key(key: object) -> bool:
-    return isinstance(key, str) and key.lower().replace("_", "").replace("-", "") in PATH_KEYS
-
-
-def extract_paths(args: Any, *, path_keys: Collection[str] | None = None) -> list[str]:
-    """Every path-like value in ``args``, in first-seen order, without duplicates.
-
-    Found: values of keys named like ``path``/``file``/``cwd``/``dir``/``target``/``source``/
-    ``dest`` (see :data:`PATH_KEYS`) at any depth, strings in lists under them, the contents
-    of JSON-encoded strings (objects and arrays, parsed and searched the same way),
-    ``key=value`` text in any string (``"path=../../etc/passwd"``, ``--cwd='/x'``), and
-    ``file:`` URLs. Nesting deeper than 32 levels or beyond 10,000 values is not searched.
-
-    ``path_keys`` (a trusted spec's declared path arguments): the top-level keys of
-    ``args`` that are paths, whatever they are called; the other top-level keys are not
-    paths by their name, only by what their values hold.
-    """
-    found: dict[str, None] = {}
-    budget = [_MAX_NODES]
-
-    def add(value: str) -> None:
-        if value:
-            found.setdefault(value, None)
-
-    def visit_text(text: str, in_path_key: bool, depth: int) -> None:
-        if in_path_key:
-            add(text)
-        if text.startswith("file:"):
-            add(unquote(urlsplit(text).path))
-        for match in _KV_RE.finditer(text):
-            add(next(g for g in match.groups()[1:] if g is not None))
-        parsed = json_document(text)
-        if parsed is not None:
-            visit(parsed, in_path_key, depth + 1)
-
-    def is_path_key(key: object, depth: int) -> bool:
-        if path_keys is not None and depth == 0:
-            return key in path_keys
-        return _is_path_key(key)
-
-    def visit(value: Any, in_path_key: bool, depth: int) -> None:
-        budget[0] -= 1
-        if depth > _MAX_DEPTH or budget[0] < 0:
-            return
-        if isinstance(value, str):
-            visit_text(value, in_path_key, depth)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                visit(item, is_path_key(key, depth), depth + 1)
-        elif isinstance(value, list | tuple):
-            for item in value:
-                visit(item, in_path_key, depth + 1)
-
-    visit(args, False, 0)
-    return list(found)

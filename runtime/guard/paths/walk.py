@@ -25,6 +25,7 @@ import errno
 import os
 import stat
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime.errors import ToolError
@@ -112,29 +113,41 @@ def _symlink_error(path: str, reason: str) -> ToolError:
     return ToolError("not_a_regular_file", f"path {path!r} {why}", path=path, reason=reason)
 
 
+def _name_too_long(path: str) -> ToolError:
+    return ToolError(
+        "invalid_tool_args",
+        f"path {path!r} is too long for the filesystem",
+        kind="invalid_type",
+        reason="name_too_long",
+        path=path,
+    )
+
+
+_OWN_ERRORS: dict[int, Callable[[str], ToolError]] = {
+    errno.ELOOP: lambda path: _symlink_error(path, "symlink_loop"),
+    errno.ENAMETOOLONG: _name_too_long,
+}
+"""Errors that are not a ``tool_error``: the refusal each errno makes."""
+
+_REASONS = {
+    errno.ENOENT: "not_found",
+    errno.ENOTDIR: "not_a_directory",
+    errno.EISDIR: "is_a_directory",
+    errno.EACCES: "permission_denied",
+    errno.EPERM: "permission_denied",
+    errno.EROFS: "read_only_filesystem",
+    errno.ENOSPC: "no_space",
+}
+"""The ``reason`` of a ``tool_error`` per errno (others: the errno's lower-case name)."""
+
+
 def os_error(err: OSError, path: str) -> ToolError:
     """Map an ``OSError`` met while resolving or opening ``path`` to a ``ToolError``."""
     code = err.errno
-    if code == errno.ELOOP:
-        return _symlink_error(path, "symlink_loop")
-    if code == errno.ENAMETOOLONG:
-        return ToolError(
-            "invalid_tool_args",
-            f"path {path!r} is too long for the filesystem",
-            kind="invalid_type",
-            reason="name_too_long",
-            path=path,
-        )
-    reasons = {
-        errno.ENOENT: "not_found",
-        errno.ENOTDIR: "not_a_directory",
-        errno.EISDIR: "is_a_directory",
-        errno.EACCES: "permission_denied",
-        errno.EPERM: "permission_denied",
-        errno.EROFS: "read_only_filesystem",
-        errno.ENOSPC: "no_space",
-    }
-    reason = reasons.get(code or 0, errno.errorcode.get(code or 0, "os_error").lower())
+    own = _OWN_ERRORS.get(code or 0)
+    if own is not None:
+        return own(path)
+    reason = _REASONS.get(code or 0, errno.errorcode.get(code or 0, "os_error").lower())
     return ToolError("tool_error", f"path {path!r}: {err.strerror}", path=path, reason=reason)
 
 

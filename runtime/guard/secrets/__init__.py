@@ -2,5 +2,6 @@
 
 ``redaction`` walks values; ``patterns`` is the rule table it runs on every string (each a
 ``rule``; ``key_names`` and ``named_values`` for the values under a sensitive name);
-``masking`` / ``sources`` / ``git_credentials`` find the exact values Roost knows.
+``masking`` / ``sources`` / ``sensitive_files`` / ``git_credentials`` find the exact values
+Roost knows.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 __all__ = ["is_env_name", "is_sensitive_key"]
 
@@ -130,18 +131,32 @@ def _segments_say_secret(key: str) -> bool:
     (``PRIMARY_KEY``, ``idempotency_key``).
     """
     words = [w.lower() for w in _SEGMENT.findall(key)]
-    if not words:
-        return False
     if any(w in _PASS_SEGMENTS for w in words[1:]) or words == ["pass"]:
         return True
     if len(words) < 2:
         return False
-    last, before = words[-1], words[-2]
-    if last in _SHORT_PASS_SEGMENTS:
-        return True
-    if last != "key" or before in _BENIGN_KEY_QUALIFIERS:
-        return False
-    return before in _KEY_QUALIFIERS or is_env_name(key)
+    return _LAST_WORDS.get(words[-1], _not_secret)(key, words[-2])
+
+
+def _not_secret(key: str, before: str) -> bool:
+    return False
+
+
+def _short_pass(key: str, before: str) -> bool:
+    return True
+
+
+def _secret_key(key: str, before: str) -> bool:
+    """``key`` after a word that names a secret, or in an environment variable's name."""
+    return before not in _BENIGN_KEY_QUALIFIERS and (before in _KEY_QUALIFIERS or is_env_name(key))
+
+
+_LAST_WORDS: dict[str, Callable[[str, str], bool]] = {
+    **dict.fromkeys(_SHORT_PASS_SEGMENTS, _short_pass),
+    "key": _secret_key,
+}
+"""The last words of a name of several words that can make it secret, and how they decide
+(given the name and the word before the last)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -150,11 +165,10 @@ def _classify_key(key: str) -> bool:
     if name.endswith(_REFERENCE_SUFFIXES):
         # ``llm_api_key_env``, ``password_file``: the value names where a secret lives.
         return False
+    for fragment in _BENIGN_LONGEST_FIRST:
+        name = name.replace(fragment, " ")
     if any(word in name for word in _SENSITIVE_WORDS):
-        for fragment in _BENIGN_LONGEST_FIRST:
-            name = name.replace(fragment, " ")
-        if any(word in name for word in _SENSITIVE_WORDS):
-            return True
+        return True
     return _segments_say_secret(key)
 
 

@@ -30,13 +30,14 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote, quote_plus
 
 import re2
 
 from runtime.guard.secrets.rule import SecretKind, marker
+from runtime.guard.shapes.safe_json import json_type_name
 
 __all__ = [
     "MAX_SECRET_VALUES",
@@ -185,8 +186,7 @@ class SecretMasker:
         spans = self._spans(squeezed)
         if not spans:
             return text, 0
-        if len(squeezed) != len(data):
-            spans = _unsqueeze(data, spans)
+        spans = _unsqueeze(data, spans)  # the same spans when no whitespace was removed
         out: list[bytes] = []
         done = 0
         for start, end in spans:
@@ -201,8 +201,7 @@ class SecretMasker:
         found: list[tuple[int, int]] = []
         for regex in self._regexes:
             found.extend(_matches(regex, data))
-        if len(self._regexes) > 1:
-            found.sort()
+        found.sort()  # one program's matches come sorted; several programs' interleave
         merged: list[tuple[int, int]] = []
         for start, end in found:
             if merged and start <= merged[-1][1]:
@@ -226,36 +225,38 @@ class SecretMasker:
             return self.mask_text(value)
         if depth > 200:
             return value, 0
-        if isinstance(value, dict):
-            changed: dict[Any, Any] | None = None
-            total = 0
-            for key, item in value.items():
-                new_key, k = self.mask_text(key) if isinstance(key, str) else (key, 0)
-                new, n = self._walk(item, depth + 1)
-                if k or n:
-                    total += k + n
-                    if changed is None:
-                        changed = {}
-                        for old_key, old in value.items():
-                            if old_key == key:
-                                break
-                            changed[old_key] = old
-                elif changed is None:
-                    continue
-                changed[new_key] = new
-            return (value, 0) if changed is None else (changed, total)
-        if isinstance(value, list | tuple):
-            items: list[Any] | None = None
-            total = 0
-            for index, item in enumerate(value):
-                new, n = self._walk(item, depth + 1)
-                if n:
-                    total += n
-                    if items is None:
-                        items = list(value)
-                    items[index] = new
-            return (value, 0) if items is None else (items, total)
-        return value, 0
+        return _CONTAINER_WALKS.get(json_type_name(value), _unmasked)(self, value, depth)
+
+    def _walk_object(self, value: dict[Any, Any], depth: int) -> tuple[Any, int]:
+        pairs: list[tuple[Any, Any]] = []
+        total = 0
+        for key, item in value.items():
+            new_key, k = self.mask_text(key) if isinstance(key, str) else (key, 0)
+            new, n = self._walk(item, depth + 1)
+            pairs.append((new_key, new))
+            total += k + n
+        if not total:
+            return value, 0
+        return dict(pairs), total
+
+    def _walk_array(self, value: Sequence[Any], depth: int) -> tuple[Any, int]:
+        elements = [self._walk(item, depth + 1) for item in value]
+        total = sum(n for _, n in elements)
+        if not total:
+            return value, 0
+        return [new for new, _ in elements], total
+
+
+def _unmasked(masker: SecretMasker, value: Any, depth: int) -> tuple[Any, int]:
+    """A number, boolean, null or other object: nothing to mask."""
+    return value, 0
+
+
+_CONTAINER_WALKS: dict[str, Callable[[SecretMasker, Any, int], tuple[Any, int]]] = {
+    "object": SecretMasker._walk_object,
+    "array": SecretMasker._walk_array,
+}
+"""How a container of each JSON type is masked (a copy only where something changed)."""
 
 
 def _matches(regex: Any, data: bytes) -> Iterator[tuple[int, int]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from runtime.guard.secrets.key_names import is_env_name, is_sensitive_key
-from runtime.guard.secrets.rule import Rule, SecretKind, plausible_value
+from runtime.guard.secrets.rule import Accept, Rule, SecretKind, plausible_value
 
 __all__ = ["NAMED_VALUE_RULES"]
 
@@ -33,17 +33,25 @@ def _accept_assignment(match: re.Match[str], value: str) -> bool:
     ``PGPASSWORD=x psql`` and ``DB_PASS=x`` (environment variables), quoted literals
     (``password='x'``) and ``password=hunter2`` in a sentence are secrets;
     ``login(password=password)`` and ``token=self.token`` pass a variable, not a secret.
+    The value's form (the group that matched it) decides how it is judged.
     """
     if not _accept_named(match, value):
         return False
-    name = match.group("name")
-    if match.start("v3") < 0:
-        if " " not in match.group("op") and "\t" not in match.group("op"):
-            return True  # password='x', DB_PASS="x": a keyword argument or a shell variable
-        # Code: OPENAI_KEY = "openai_key" names a thing; a secret has a digit or a capital.
-        words = value.lower()
-        return _PLAIN_WORDS.fullmatch(value) is None and words != name.lower()
-    if is_env_name(name):
+    return _ASSIGNED[match.lastgroup](match, value)
+
+
+def _accept_quoted(match: re.Match[str], value: str) -> bool:
+    """``name = "value"``: a secret, unless code names a thing with it."""
+    if " " not in match.group("op") and "\t" not in match.group("op"):
+        return True  # password='x', DB_PASS="x": a keyword argument or a shell variable
+    # Code: OPENAI_KEY = "openai_key" names a thing; a secret has a digit or a capital.
+    words = value.lower()
+    return _PLAIN_WORDS.fullmatch(value) is None and words != match.group("name").lower()
+
+
+def _accept_bare(match: re.Match[str], value: str) -> bool:
+    """``name=value`` unquoted: a secret, unless it passes a variable or a reference."""
+    if is_env_name(match.group("name")):
         return True
     if _IDENTIFIER_VALUE.fullmatch(value) is None:
         return True
@@ -52,6 +60,14 @@ def _accept_assignment(match: re.Match[str], value: str) -> bool:
     start = match.start()
     before = match.string[max(0, start - 64) : start].rstrip(" \t")[-1:]
     return before not in ("(", ",")  # a keyword argument: login(password=password)
+
+
+_ASSIGNED: dict[str | None, Accept] = {
+    "v1": _accept_quoted,
+    "v2": _accept_quoted,
+    "v3": _accept_bare,
+}
+"""How an assigned value is judged, by the group that matched it (the last one to close)."""
 
 
 _AUTH_SCHEME = re.compile(r"(?:basic|bearer|token|digest|negotiate|ntlm|apikey)[ \t]", re.I)
@@ -106,7 +122,7 @@ NAMED_VALUE_RULES: tuple[Rule, ...] = (
         _SENSITIVE_TRIGGERS,
         value_groups=("value",),
         accept=_accept_named,
-        line_start=True,
+        prefix="\n",
     ),
     Rule(  # HTTP headers and top-level YAML: Name: value at the start of a line
         SecretKind.SENSITIVE_KEY,
@@ -115,7 +131,7 @@ NAMED_VALUE_RULES: tuple[Rule, ...] = (
         _SENSITIVE_TRIGGERS,
         value_groups=("value",),
         accept=_accept_named,
-        line_start=True,
+        prefix="\n",
     ),
     Rule(  # JSON and Python literals: "name": "value"
         SecretKind.SENSITIVE_KEY,

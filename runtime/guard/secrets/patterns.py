@@ -12,7 +12,14 @@ import re
 from collections.abc import Callable
 
 from runtime.guard.secrets.named_values import NAMED_VALUE_RULES
-from runtime.guard.secrets.rule import Rule, SecretKind, SpanMap, plausible_value
+from runtime.guard.secrets.rule import (
+    UNNOTED,
+    FoldedRule,
+    Recorder,
+    Rule,
+    SecretKind,
+    plausible_value,
+)
 
 __all__ = ["RULES", "has_trigger", "redact_string"]
 
@@ -147,30 +154,27 @@ RULES: tuple[Rule, ...] = (
         ("hooks.slack.com",),
         value_groups=("value",),
     ),
-    Rule(
+    FoldedRule(
         SecretKind.AWS_SECRET_ACCESS_KEY,
         r"secret[_\-. ]?(?P<access>access[_\-. ]?)?key"
         r"[\"']?[ \t]*+[:=][ \t]*+[\"']?(?P<value>[a-z0-9/+=]{16,}+)",
         ("secret",),
         value_groups=("value",),
         accept=_accept_aws_label,
-        fold=True,
     ),
-    Rule(
+    FoldedRule(
         SecretKind.BEARER_TOKEN,
         r"bearer(?<![a-z0-9]bearer)[ \t]++(?P<value>[a-z0-9._~+/\-]{8,}+=*+)",
         ("bearer",),
         value_groups=("value",),
         accept=_accept_bearer,
-        fold=True,
     ),
-    Rule(
+    FoldedRule(
         SecretKind.BASIC_AUTH,
         r"basic(?<![a-z0-9]basic)[ \t]++(?P<value>[a-z0-9+/]{8,}+=*+)",
         ("basic",),
         value_groups=("value",),
         accept=_accept_basic,
-        fold=True,
     ),
     Rule(
         SecretKind.ANTHROPIC_KEY,
@@ -269,9 +273,7 @@ def has_trigger(lowered: str) -> bool:
     return any(search(lowered) for search in _GATE_SEARCHES)
 
 
-def _apply_rules(
-    text: str, lowered: str, kinds: list[str] | None, spans: SpanMap | None = None
-) -> str:
+def _apply_rules(text: str, lowered: str, replaced: Recorder) -> str:
     result = text
     seen: dict[str, bool] = {}  # trigger -> in lowered (rules share most of their triggers)
     for rule in RULES:
@@ -280,7 +282,7 @@ def _apply_rules(
             if present is None:
                 present = seen[trigger] = trigger in lowered
             if present:
-                changed = rule.apply(result, lowered, kinds, spans)
+                changed = rule.apply(result, lowered, replaced)
                 if changed is not result:
                     result = changed
                     lowered = changed.lower()
@@ -292,23 +294,23 @@ def _apply_rules(
 _MAX_PASSES = 4
 
 
-def redact_string(text: str, kinds: list[str] | None = None, spans: SpanMap | None = None) -> str:
+def redact_string(text: str, replaced: Recorder = UNNOTED) -> str:
     """Return ``text`` with every known secret shape replaced by ``[REDACTED:<kind>]``.
 
-    Returns ``text`` itself when nothing was found. With ``kinds``, appends the kind of
-    every replacement to it, in rule order; with ``spans``, records where each replacement
-    lies. A text that changed is run through the rules again until it stops changing: a
-    replacement can shift how quotes or separators pair up in malformed text, and
-    redaction must be idempotent.
+    Returns ``text`` itself when nothing was found. Each rule's replacements are noted in
+    ``replaced`` (a :class:`~runtime.guard.secrets.rule.Replaced` keeps their kinds, in rule
+    order, and where they lie). A text that changed is run through the rules again until
+    it stops changing: a replacement can shift how quotes or separators pair up in
+    malformed text, and redaction must be idempotent.
     """
     if len(text) < _MIN_SECRET_LEN:
         return text
     lowered = text.lower()
     if not has_trigger(lowered):
         return text
-    result = _apply_rules(text, lowered, kinds, spans)
+    result = _apply_rules(text, lowered, replaced)
     passes = 1
     while result is not text and passes < _MAX_PASSES:
         text, passes = result, passes + 1
-        result = _apply_rules(text, text.lower(), kinds, spans)
+        result = _apply_rules(text, text.lower(), replaced)
     return result

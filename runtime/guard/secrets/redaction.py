@@ -40,8 +40,8 @@ from runtime.guard.secrets.key_names import _SENSITIVE_WORDS, _SEPARATORS, is_se
 from runtime.guard.secrets.patterns import has_trigger, redact_string
 from runtime.guard.secrets.rule import (
     REDACTED,
+    Replaced,
     SecretKind,
-    SpanMap,
     is_redaction_marker,
     marker,
 )
@@ -76,12 +76,46 @@ class Finding(msgspec.Struct, frozen=True):
 
 
 _TOO_DEEP = marker(SecretKind.DEPTH_LIMIT.value)
-_SCALARS = frozenset({int, float, bool, type(None)})
+_CONTAINERS = (dict, list, tuple)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class _Sink:
-    """Collects findings during a scan; ``path`` is the stack of JSONPath segments."""
+def _key_segment(key: Any) -> str:
+    if isinstance(key, str) and _IDENTIFIER.fullmatch(key):
+        return "." + key
+    return "[" + msgspec.json.encode(str(key)).decode() + "]"
+
+
+class _Redactor:
+    """The walk's companion when only the redacted value is wanted (no findings kept)."""
+
+    __slots__ = ()
+
+    def text(self, text: str) -> str:
+        """``text`` with every known secret shape replaced."""
+        return redact_string(text)
+
+    def hidden(self, text: str) -> None:
+        """``text`` sits under a sensitive key and is hidden whole."""
+
+    def too_deep(self) -> str:
+        """What a container nested deeper than :data:`MAX_DEPTH` becomes."""
+        return _TOO_DEEP
+
+    def member(self, item: Any, depth: int, blank: bool, key: Any) -> Any:
+        """Redact the member of a dict under ``key``."""
+        return _walk(item, depth + 1, self, blank)
+
+    def element(self, item: Any, depth: int, blank: bool, index: int) -> Any:
+        """Redact the element of a list at ``index``."""
+        return _walk(item, depth + 1, self, blank)
+
+
+_QUIET = _Redactor()
+
+
+class _Sink(_Redactor):
+    """Redacts and collects findings; ``path`` is the stack of JSONPath segments."""
 
     __slots__ = ("findings", "path")
 
@@ -92,84 +126,79 @@ class _Sink:
     def add(self, kind: str) -> None:
         self.findings.append(Finding(kind, "$" + "".join(self.path)))
 
+    def text(self, text: str) -> str:
+        return redact_string(text, self)
 
-def _key_segment(key: Any) -> str:
-    if isinstance(key, str) and _IDENTIFIER.fullmatch(key):
-        return "." + key
-    return "[" + msgspec.json.encode(str(key)).decode() + "]"
+    def note(self, kind: str, edits: list[tuple[int, int]], width: int) -> None:
+        """A rule replaced ``edits`` in the current string: one finding each."""
+        for _ in edits:
+            self.add(kind)
+
+    def hidden(self, text: str) -> None:
+        replaced = Replaced()
+        redact_string(text, replaced)
+        for kind in replaced.kinds or [SecretKind.SENSITIVE_KEY.value]:
+            self.add(kind)
+
+    def too_deep(self) -> str:
+        self.add(SecretKind.DEPTH_LIMIT.value)
+        return _TOO_DEEP
+
+    def member(self, item: Any, depth: int, blank: bool, key: Any) -> Any:
+        self.path.append(_key_segment(key))
+        try:
+            return _walk(item, depth + 1, self, blank)
+        finally:
+            self.path.pop()
+
+    def element(self, item: Any, depth: int, blank: bool, index: int) -> Any:
+        self.path.append(f"[{index}]")
+        try:
+            return _walk(item, depth + 1, self, blank)
+        finally:
+            self.path.pop()
 
 
-def _text(text: str, sink: _Sink | None, blank: bool) -> str:
+def _text(text: str, sink: _Redactor, blank: bool) -> str:
     if not blank:
-        if sink is None:
-            return redact_string(text)
-        kinds: list[str] = []
-        result = redact_string(text, kinds)
-        for kind in kinds:
-            sink.add(kind)
-        return result
+        return sink.text(text)
     if not text or is_redaction_marker(text):
         return text
-    if sink is not None:
-        kinds = []
-        redact_string(text, kinds)
-        for kind in kinds or [SecretKind.SENSITIVE_KEY.value]:
-            sink.add(kind)
+    sink.hidden(text)
     return REDACTED
 
 
-def _walk_child(
-    item: Any, depth: int, sink: _Sink | None, blank: bool, *, key: Any = None, index: int = -1
-) -> Any:
-    """Redact one member of a container: a dict's under ``key``, a list's at ``index``."""
-    if sink is None:
-        return _walk(item, depth + 1, None, blank)
-    sink.path.append(f"[{index}]" if index >= 0 else _key_segment(key))
-    try:
-        return _walk(item, depth + 1, sink, blank)
-    finally:
-        sink.path.pop()
+def _walk(value: Any, depth: int, sink: _Redactor, blank: bool) -> Any:
+    """Redact ``value``; ``blank``: it sits under a sensitive key, so hide every string.
 
-
-def _walk(value: Any, depth: int, sink: _Sink | None, blank: bool) -> Any:
-    """Redact ``value``; ``blank``: it sits under a sensitive key, so hide every string."""
-    kind = type(value)
-    if kind is str:
-        return _text(value, sink, blank)
-    if kind in _SCALARS:
-        return value
+    A container comes back as it was when no member changed (a tuple always as a list).
+    """
     if isinstance(value, str):
         return _text(value, sink, blank)
+    if not isinstance(value, _CONTAINERS):
+        return value
+    if depth >= MAX_DEPTH:
+        return sink.too_deep()
+    changed: dict[Any, Any] = {}  # key or index -> its redacted value
     if isinstance(value, dict):
-        if depth >= MAX_DEPTH:
-            return _too_deep(sink)
-        changed: dict[Any, Any] | None = None
         for key, item in value.items():
             hide = blank or (isinstance(key, str) and is_sensitive_key(key))
-            new = _walk_child(item, depth, sink, hide, key=key)
+            new = sink.member(item, depth, hide, key)
             if new is not item:
-                if changed is None:
-                    changed = dict(value)
                 changed[key] = new
-        return value if changed is None else changed
-    if isinstance(value, (list, tuple)):
-        if depth >= MAX_DEPTH:
-            return _too_deep(sink)
-        items: list[Any] | None = None if type(value) is list else list(value)
-        for index, item in enumerate(value):
-            new = _walk_child(item, depth, sink, blank, index=index)
-            if new is not item:
-                if items is None:
-                    items = list(value)
-                items[index] = new
-        return value if items is None else items
-    return value
-
-
-def _too_deep(sink: _Sink | None) -> str:
-    if sink is not None:
-        sink.add(SecretKind.DEPTH_LIMIT.value)
-    return _TOO_DEEP
+        if not changed:
+            return value
+        return {**value, **changed}
+    for index, item in enumerate(value):
+        new = sink.element(item, depth, blank, index)
+        if new is not item:
+            changed[index] = new
+    if not changed and type(value) is list:
+        return value
+    items = list(value)
+    for index, new in changed.items():
+        items[index] = new
+    return items
 
 
 def redact(value: Any) -> Any:
@@ -183,7 +212,7 @@ def redact(value: Any) -> Any:
     """
     if _looks_clean(value):
         return value
-    return _walk(value, 0, None, False)
+    return _walk(value, 0, _QUIET, False)
 
 
 _JSON = msgspec.json.Encoder()
@@ -199,8 +228,6 @@ def _looks_clean(value: Any) -> bool:
     searches cost a fraction of walking each string (the journal calls this for every
     event it appends). Anything odd (unencodable, very large) takes the full walk.
     """
-    if isinstance(value, str):
-        return False
     try:
         text = _JSON.encode(value)
     except (TypeError, ValueError, msgspec.EncodeError):
@@ -220,7 +247,7 @@ def redact_text(text: str) -> str:
 
 
 _PLAIN_LABEL = re.compile(r"(?:corr-)?[0-9A-Fa-f\-]*+")
-_LABEL_SEPARATORS = frozenset("-_.:/")
+_LABEL_SEPARATOR = re.compile(r"[-_.:/]")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -230,12 +257,11 @@ def _redact_id(label: str) -> str:
         return whole
     # In text, "x-sk-…" is no key (the shape must start a word); an id is glued from
     # parts, so each part after a separator is judged as if it started the text.
-    for index, char in enumerate(label[:-1]):
-        if char in _LABEL_SEPARATORS:
-            tail = label[index + 1 :]
-            redacted = redact_string(tail)
-            if redacted is not tail:
-                return label[: index + 1] + redacted
+    for separator in _LABEL_SEPARATOR.finditer(label, 0, len(label) - 1):
+        tail = label[separator.end() :]
+        redacted = redact_string(tail)
+        if redacted is not tail:
+            return label[: separator.end()] + redacted
     return label
 
 
@@ -264,11 +290,11 @@ def redact_stream(chunks: Sequence[str]) -> list[str]:
     piece holds any part of a secret the whole text would hide.
     """
     text = "".join(chunks)
-    spans = SpanMap()
-    whole = redact_string(text, spans=spans)
+    found = Replaced()
+    whole = redact_string(text, found)
     if whole is text:
         return list(chunks)
-    replaced = spans.spans
+    replaced = found.spans.spans
     pieces: list[str] = []
     done = 0  # where the previous piece ended, in ``whole``
     position = 0  # the boundary after the current chunk, in ``text``
@@ -328,12 +354,11 @@ def redaction_processor(
         if type(value) is str and isinstance(key, str) and key.endswith("_id") and not hide:
             new = redact_label(value)
         elif type(value) in _JSON_LIKE:
-            new = _walk(value, 0, None, hide)
+            new = _walk(value, 0, _QUIET, hide)
         else:
             shown = repr(value)
             new = REDACTED if hide else redact_string(shown)
             if new is shown:
                 new = value
-        if new is not value:
-            event_dict[key] = new
+        event_dict[key] = new  # the same object when nothing changed (no key is added)
     return event_dict

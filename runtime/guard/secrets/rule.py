@@ -9,13 +9,17 @@ or bounded repeats), and a rule that needs judgement matches generously and decl
 from __future__ import annotations
 
 import enum
-import itertools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = [
     "REDACTED",
+    "UNNOTED",
     "Accept",
+    "FoldedRule",
+    "Recorder",
+    "Replaced",
     "Rule",
     "SecretKind",
     "SpanMap",
@@ -66,170 +70,6 @@ Accept = Callable[[re.Match[str], str], bool]
 """A rule's second opinion on a match: ``(match, value) -> redact?``."""
 
 
-class Rule:
-    r"""One secret shape: a pattern, the literals that gate it, and what to replace.
-
-    ``fold``: the pattern is written in lower case and runs on the lowered text (a literal
-    prefix keeps it fast; case-insensitive patterns are several times slower).
-    ``line_start``: the pattern begins with ``\n`` and runs on the text with a newline
-    prepended, so "at the start of a line" is a literal the regex engine can search for.
-    """
-
-    __slots__ = (
-        "accept",
-        "fallback",
-        "fold",
-        "kind",
-        "line_start",
-        "pattern",
-        "triggers",
-        "value_groups",
-        "within_lines",
-    )
-
-    def __init__(
-        self,
-        kind: SecretKind,
-        pattern: str,
-        triggers: tuple[str, ...],
-        *,
-        value_groups: tuple[str, ...] = (),
-        accept: Accept | None = None,
-        fold: bool = False,
-        line_start: bool = False,
-        within_lines: bool = False,
-    ) -> None:
-        self.kind: str = kind.value
-        """The :class:`SecretKind` value reported for a match."""
-        self.pattern = re.compile(pattern)
-        """The compiled, linear-time pattern."""
-        self.fallback = re.compile(pattern, re.IGNORECASE) if fold else self.pattern
-        """For ``fold`` rules: the case-insensitive form, for text whose length lowering changes."""
-        self.triggers = triggers
-        """Lower-case literals; the rule runs only if the lowered text contains one."""
-        self.value_groups = value_groups
-        """Groups holding the secret (the first that matched); empty: the whole match."""
-        self.accept = accept
-        """Declines a match when it returns false (the text is then left as it was)."""
-        self.fold = fold
-        """Match on the lowered text."""
-        self.line_start = line_start
-        """Match on the text with a newline prepended."""
-        self.within_lines = within_lines
-        """Every match lies on one line holding a trigger: in long text, scan only those."""
-
-    def apply(
-        self, text: str, lowered: str, kinds: list[str] | None, spans: SpanMap | None = None
-    ) -> str:
-        """Replace every accepted match in ``text`` (``lowered`` is ``text.lower()``).
-
-        Appends the kind to ``kinds`` for each replacement, and records the replaced
-        ranges in ``spans``; returns ``text`` itself when nothing was replaced.
-        """
-        pattern = self.pattern
-        subject = text
-        if self.fold:
-            if len(lowered) == len(text):
-                subject = lowered
-            else:
-                pattern = self.fallback
-        shift = 0
-        if self.line_start:
-            subject = "\n" + subject
-            shift = 1
-        replacement = marker(self.kind)
-        edits: list[tuple[int, int]] | None = [] if spans is not None else None
-        pieces: list[str] = []
-        done = 0
-        windows = None
-        if self.within_lines and len(subject) > _WINDOWS_FROM and len(lowered) == len(text):
-            windows = _trigger_lines(lowered, self.triggers)
-        if windows is None:
-            matches: Iterable[re.Match[str]] = pattern.finditer(subject)
-        else:
-            matches = itertools.chain.from_iterable(
-                pattern.finditer(subject, a, b) for a, b in windows
-            )
-        for match in matches:
-            start, end = match.span()
-            for group in self.value_groups:
-                if match.start(group) >= 0:
-                    start, end = match.span(group)
-                    break
-            start -= shift
-            end -= shift
-            if self.accept is not None and not self.accept(match, text[start:end]):
-                continue
-            if kinds is not None:
-                kinds.append(self.kind)
-            if edits is not None:
-                edits.append((start, end))
-            pieces.append(text[done:start])
-            pieces.append(replacement)
-            done = end
-        if not pieces:
-            return text
-        pieces.append(text[done:])
-        if spans is not None and edits:
-            spans.record(edits, len(replacement))
-        return "".join(pieces)
-
-
-_WINDOWS_FROM = 4096
-_MAX_WINDOWS = 4096
-
-
-def _trigger_lines(lowered: str, triggers: tuple[str, ...]) -> list[tuple[int, int]] | None:
-    """The lines of ``lowered`` holding a trigger, merged, as ``(start, end)`` ranges.
-
-    None when scanning them would not pay: few lines at all, more than
-    :data:`_MAX_WINDOWS` of them, or together more than half the text.
-    """
-    if lowered.count("\n", 0, _WINDOWS_FROM) < 8:
-        return None  # long lines: a window would be most of the text
-    found: list[tuple[int, int]] = []
-    for trigger in triggers:
-        at = lowered.find(trigger)
-        while at >= 0:
-            start = lowered.rfind("\n", 0, at) + 1
-            end = lowered.find("\n", at)
-            end = len(lowered) if end < 0 else end
-            found.append((start, end))
-            if len(found) > _MAX_WINDOWS:
-                return None
-            at = lowered.find(trigger, end)
-    found.sort()
-    merged: list[tuple[int, int]] = []
-    covered = 0
-    for start, end in found:
-        if merged and start <= merged[-1][1] + 1:
-            last = merged[-1]
-            covered += max(0, end - last[1])
-            merged[-1] = (last[0], max(last[1], end))
-        else:
-            merged.append((start, end))
-            covered += end - start
-    return None if covered * 2 > len(lowered) else merged
-
-
-_ALNUM_CHAR = re.compile(r"[^\W_]")
-
-
-def plausible_value(value: str) -> bool:
-    """Tell a value worth hiding from nothing: empty, a number, ``$VAR``, a marker, ``...``.
-
-    A value without any letter or digit (``...``, ``…``, ``***``) is a placeholder.
-    """
-    bare = value.strip().strip("\"'").strip()
-    return (
-        bool(bare)
-        and not bare.isdigit()
-        and bare[0] != "$"
-        and "[REDACTED" not in bare
-        and _ALNUM_CHAR.search(bare) is not None
-    )
-
-
 class SpanMap:
     """Where the replacements of one :func:`~runtime.guard.secrets.patterns.redact_string` call lie.
 
@@ -277,3 +117,215 @@ class SpanMap:
         for o0, o1, c0, c1 in old[i:]:
             new.append([o0, o1, c0 + shift, c1 + shift])
         self.spans = new
+
+
+class Recorder(Protocol):
+    """Told by each rule that replaced something in one ``redact_string`` call."""
+
+    def note(self, kind: str, edits: list[tuple[int, int]], width: int) -> None:
+        """One rule replaced each ``(start, end)`` of the current text by ``width`` characters."""
+
+
+class Replaced:
+    """What one :func:`~runtime.guard.secrets.patterns.redact_string` call replaced."""
+
+    __slots__ = ("kinds", "spans")
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        """The kind of every replacement, in rule order."""
+        self.spans = SpanMap()
+        """Where the replacements lie."""
+
+    def note(self, kind: str, edits: list[tuple[int, int]], width: int) -> None:
+        """One rule replaced each ``(start, end)`` of the current text by ``width`` characters."""
+        self.kinds.extend([kind] * len(edits))
+        self.spans.record(edits, width)
+
+
+class _Unnoted(Replaced):
+    """Keeps nothing: for a caller that wants only the redacted text."""
+
+    __slots__ = ()
+
+    def note(self, kind: str, edits: list[tuple[int, int]], width: int) -> None:
+        """Forget the replacements."""
+
+
+UNNOTED: Recorder = _Unnoted()
+"""The recorder that keeps nothing (the default)."""
+
+
+class Rule:
+    r"""One secret shape: a pattern, the literals that gate it, and what to replace.
+
+    ``prefix``: text put before the text the pattern runs on (``"\n"``: a pattern that
+    begins with ``\n`` finds "at the start of a line" as a literal the regex engine can
+    search for). :class:`FoldedRule` runs its pattern on the lowered text.
+    """
+
+    __slots__ = (
+        "accept",
+        "kind",
+        "marker",
+        "pattern",
+        "prefix",
+        "triggers",
+        "value_groups",
+        "within_lines",
+    )
+
+    def __init__(
+        self,
+        kind: SecretKind,
+        pattern: str,
+        triggers: tuple[str, ...],
+        *,
+        value_groups: tuple[str, ...] = (),
+        accept: Accept | None = None,
+        prefix: str = "",
+        within_lines: bool = False,
+    ) -> None:
+        self.kind: str = kind.value
+        """The :class:`SecretKind` value reported for a match."""
+        self.marker = marker(self.kind)
+        """What a match becomes."""
+        self.pattern = re.compile(pattern)
+        """The compiled, linear-time pattern."""
+        self.triggers = triggers
+        """Lower-case literals; the rule runs only if the lowered text contains one."""
+        self.value_groups = value_groups
+        """Groups holding the secret (the first that matched); empty: the whole match."""
+        self.accept = accept
+        """Declines a match when it returns false (the text is then left as it was)."""
+        self.prefix = prefix
+        """Put before the text the pattern runs on (match positions are shifted back)."""
+        self.within_lines = within_lines
+        """Every match lies on one line holding a trigger: in long text, scan only those."""
+
+    def _subject(self, text: str, lowered: str) -> tuple[re.Pattern[str], str]:
+        """The pattern to run and the text to run it on (before the prefix)."""
+        return self.pattern, text
+
+    def apply(self, text: str, lowered: str, replaced: Recorder = UNNOTED) -> str:
+        """Replace every accepted match in ``text`` (``lowered`` is ``text.lower()``).
+
+        Notes the replacements in ``replaced``; returns ``text`` itself when nothing was
+        replaced.
+        """
+        pattern, subject = self._subject(text, lowered)
+        subject = self.prefix + subject
+        shift = len(self.prefix)
+        replacement = self.marker
+        edits: list[tuple[int, int]] = []
+        pieces: list[str] = []
+        done = 0
+        windows = [(0, len(subject))]
+        if self.within_lines and len(subject) > _WINDOWS_FROM and len(lowered) == len(text):
+            windows = _trigger_lines(lowered, self.triggers, windows)
+        for a, b in windows:
+            for match in pattern.finditer(subject, a, b):
+                start, end = match.span()
+                for group in self.value_groups:
+                    if match.start(group) >= 0:
+                        start, end = match.span(group)
+                        break
+                start -= shift
+                end -= shift
+                if self.accept is not None and not self.accept(match, text[start:end]):
+                    continue
+                edits.append((start, end))
+                pieces.append(text[done:start])
+                pieces.append(replacement)
+                done = end
+        if not pieces:
+            return text
+        pieces.append(text[done:])
+        replaced.note(self.kind, edits, len(replacement))
+        return "".join(pieces)
+
+
+class FoldedRule(Rule):
+    """A rule whose pattern is written in lower case and runs on the lowered text.
+
+    A literal prefix keeps it fast (case-insensitive patterns are several times slower);
+    for a text whose length lowering changes, the case-insensitive form runs on the text.
+    """
+
+    __slots__ = ("fallback",)
+
+    def __init__(
+        self,
+        kind: SecretKind,
+        pattern: str,
+        triggers: tuple[str, ...],
+        *,
+        value_groups: tuple[str, ...] = (),
+        accept: Accept | None = None,
+    ) -> None:
+        super().__init__(kind, pattern, triggers, value_groups=value_groups, accept=accept)
+        self.fallback = re.compile(pattern, re.IGNORECASE)
+        """The case-insensitive form, for text whose length lowering changes."""
+
+    def _subject(self, text: str, lowered: str) -> tuple[re.Pattern[str], str]:
+        if len(lowered) == len(text):
+            return self.pattern, lowered
+        return self.fallback, text
+
+
+_WINDOWS_FROM = 4096
+_MAX_WINDOWS = 4096
+
+
+def _trigger_lines(
+    lowered: str, triggers: tuple[str, ...], whole: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The lines of ``lowered`` holding a trigger, merged, as ``(start, end)`` ranges.
+
+    ``whole`` (the one range of the whole text) when scanning them would not pay: few
+    lines at all, more than :data:`_MAX_WINDOWS` of them, or together more than half the
+    text.
+    """
+    if lowered.count("\n", 0, _WINDOWS_FROM) < 8:
+        return whole  # long lines: a window would be most of the text
+    found: list[tuple[int, int]] = []
+    for trigger in triggers:
+        at = lowered.find(trigger)
+        while at >= 0:
+            start = lowered.rfind("\n", 0, at) + 1
+            end = lowered.find("\n", at)
+            end = len(lowered) if end < 0 else end
+            found.append((start, end))
+            if len(found) > _MAX_WINDOWS:
+                return whole
+            at = lowered.find(trigger, end)
+    found.sort()
+    merged: list[tuple[int, int]] = []
+    covered = 0
+    for start, end in found:
+        if merged and start <= merged[-1][1] + 1:
+            last = merged[-1]
+            covered += max(0, end - last[1])
+            merged[-1] = (last[0], max(last[1], end))
+        else:
+            merged.append((start, end))
+            covered += end - start
+    return whole if covered * 2 > len(lowered) else merged
+
+
+_ALNUM_CHAR = re.compile(r"[^\W_]")
+
+
+def plausible_value(value: str) -> bool:
+    """Tell a value worth hiding from nothing: empty, a number, ``$VAR``, a marker, ``...``.
+
+    A value without any letter or digit (``...``, ``…``, ``***``) is a placeholder.
+    """
+    bare = value.strip().strip("\"'").strip()
+    return (
+        bool(bare)
+        and not bare.isdigit()
+        and bare[0] != "$"
+        and "[REDACTED" not in bare
+        and _ALNUM_CHAR.search(bare) is not None
+    )

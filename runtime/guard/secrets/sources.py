@@ -6,10 +6,7 @@ project, and hands out a :class:`~runtime.guard.secrets.masking.SecretMasker` fo
 - **Sensitive files.** Every regular file under the root whose path the
   ``sensitive_path_denylist`` matches (``.env``, ``.env.*``, ``*.pem``, ``*.key``, ...;
   ``sensitive_path_allowlist`` exceptions apply), ``.git`` not entered, symlinks neither
-  followed nor read. Values are ``KEY=VALUE`` / ``export KEY=VALUE`` / ``key: value``
-  lines (quotes and inline comments dropped), a JSON document's strings, a PEM block's
-  body lines, and lines that are a bare token. A value of letters only or digits only
-  counts only under a sensitive key (``NODE_ENV=production`` is no secret).
+  followed nor read. Their values: :mod:`runtime.guard.secrets.sensitive_files`.
 - **Git's credentials.** Tokens the repository's own ``.git/config`` keeps in a remote's
   URL or an ``extraheader`` (:mod:`runtime.guard.secrets.git_credentials`), read the same way.
 - **Withheld environment.** A command's environment is built from nothing
@@ -33,8 +30,7 @@ reads one unbounded. The masker is compiled again only when the set of values ch
 
 from __future__ import annotations
 
-import contextlib
-import json
+import functools
 import os
 import re
 import stat
@@ -49,6 +45,7 @@ from runtime.guard.secrets.git_credentials import GIT_CONFIG_FILES, git_config_v
 from runtime.guard.secrets.key_names import is_sensitive_key
 from runtime.guard.secrets.masking import MIN_SECRET_LENGTH, SecretMasker
 from runtime.guard.secrets.patterns import redact_string
+from runtime.guard.secrets.sensitive_files import file_values
 from runtime.option_table import RuntimeOptions
 
 __all__ = [
@@ -59,7 +56,6 @@ __all__ = [
     "SKIPPED_DIRECTORIES",
     "SecretSources",
     "environment_values",
-    "file_values",
     "project_sources",
 ]
 
@@ -81,9 +77,6 @@ SKIPPED_DIRECTORIES = frozenset(
 """Directories never looked into: git's own, and trees of installed dependencies or caches."""
 
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.~]{16,}")
-_LINE = re.compile(r"""^(?:export\s+)?["']?([A-Za-z_][A-Za-z0-9_.\-]*)["']?\s*[=:]\s*(.*?)[,;]?$""")
-_PEM_BEGIN = re.compile(r"^-----BEGIN [A-Z0-9 ]+-----$")
-_PEM_END = re.compile(r"^-----END [A-Z0-9 ]+-----$")
 
 
 class _Listing(NamedTuple):
@@ -96,73 +89,6 @@ class _Listing(NamedTuple):
 class _Read(NamedTuple):
     key: tuple[int, int, int, int, int]
     values: frozenset[str]
-
-
-def _ordinary(value: str) -> bool:
-    """A word or a number: a value that masks nothing but ordinary text."""
-    return value.isalpha() or value.isdigit()
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] in "\"'`":
-        end = value.find(value[0], 1)
-        return value[1:end] if end > 0 else value[1:]
-    return re.split(r"\s+#", value, maxsplit=1)[0].strip()
-
-
-def _json_strings(value: Any, depth: int = 0) -> Iterator[tuple[str, str]]:
-    """``(key, string)`` for every string in a JSON document (the key: the nearest one)."""
-    if depth > 64:
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(item, str):
-                yield str(key), item
-            else:
-                yield from _json_strings(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, str):
-                yield "", item
-            else:
-                yield from _json_strings(item, depth + 1)
-
-
-def file_values(text: str) -> set[str]:
-    """The secret values a sensitive file's ``text`` holds (see the module docstring)."""
-    pairs: list[tuple[str, str]] = []
-    stripped = text.strip()
-    if stripped[:1] in ("{", "["):
-        with contextlib.suppress(ValueError):
-            pairs.extend(_json_strings(json.loads(stripped)))
-    in_pem = False
-    body: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if _PEM_BEGIN.match(line):
-            in_pem, body = True, []
-            continue
-        if _PEM_END.match(line):
-            in_pem = False
-            pairs.extend(("pem", part) for part in (*body, "".join(body)))
-            continue
-        if in_pem:
-            if ":" not in line:  # not a header such as Proc-Type:
-                body.append(line)
-            continue
-        if not line or line[0] in "#;":
-            continue
-        found = _LINE.match(line)
-        if found is not None:
-            pairs.append((found.group(1), _unquote(found.group(2).strip())))
-        elif not any(c.isspace() for c in line):
-            pairs.append(("token", line))
-    return {
-        value
-        for key, value in pairs
-        if len(value) >= MIN_SECRET_LENGTH
-        and (not _ordinary(value) or key in ("pem", "token") or is_sensitive_key(key))
-    }
 
 
 def _token_like(value: str) -> bool:
@@ -213,15 +139,15 @@ class SecretSources:
         self._rules = SensitiveRules(deny, allow)
         self._by_name = not any("/" in pattern for pattern in (*deny, *allow))
         """No pattern names a path: a file's name alone decides (cached per name)."""
-        self._names: dict[str, bool] = {}
+        self._name_matches = functools.lru_cache(maxsize=65536)(self._name_is_sensitive)
         self._env_values = frozenset(
             environment_values(os.environ if environ is None else environ, api_key_env)
         )
         self._lock = threading.Lock()
         self._listings: dict[str, _Listing] = {}
         self._reads: dict[str, _Read] = {}
-        self._known = self._env_values
-        self._masker = SecretMasker(self._env_values)
+        self._masker_of = functools.lru_cache(maxsize=1)(SecretMasker)
+        """The masker of the values known last (compiled again only when they change)."""
         self.truncated = False
         """Whether the last look stopped at a limit (:data:`MAX_DIRECTORIES`, files)."""
 
@@ -231,11 +157,7 @@ class SecretSources:
             values = set(self._env_values)
             for values_of_file in self._file_values():
                 values |= values_of_file
-            known = frozenset(values)
-            if known != self._known:
-                self._known = known
-                self._masker = SecretMasker(known)
-            return self._masker
+            return self._masker_of(frozenset(values))
 
     def _file_values(self) -> Iterator[frozenset[str]]:
         now = time.monotonic()
@@ -314,12 +236,10 @@ class SecretSources:
         """Whether the entry ``name`` of the directory ``parts`` is sensitive (its dir is not)."""
         if not self._by_name:
             return self._rules.match((*parts, name)) is not None
-        hit = self._names.get(name)
-        if hit is None:
-            if len(self._names) > 65536:
-                self._names.clear()
-            hit = self._names[name] = self._rules.match((name,)) is not None
-        return hit
+        return self._name_matches(name)
+
+    def _name_is_sensitive(self, name: str) -> bool:
+        return self._rules.match((name,)) is not None
 
     def _read(self, rel: str, parse: Callable[[str], set[str]]) -> _Read | None:
         path = os.path.join(self.root, rel)

@@ -12,7 +12,9 @@ the options file and ``.roost`` frontmatter use them too.
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = [
@@ -20,7 +22,9 @@ __all__ = [
     "DuplicateJsonKey",
     "json_depth_exceeds",
     "json_document",
+    "json_kind",
     "json_type_name",
+    "matches_json_type",
     "object_without_duplicates",
     "value_depth_exceeds",
 ]
@@ -33,23 +37,55 @@ MAX_JSON_DEPTH = 32
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 
 
+_JSON_TYPE_NAMES: dict[type, str] = {
+    type(None): "null",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    tuple: "array",
+    dict: "object",
+}
+"""The JSON type name of each Python type a JSON value can have (a subclass takes its base's)."""
+
+
 def json_type_name(value: Any) -> str:
-    """Return the JSON type name of a Python value (``integer``, ``object``, ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    """Return the JSON type name of a Python value (``integer``, ``object``, ...).
+
+    The nearest class in the value's MRO that :data:`_JSON_TYPE_NAMES` names decides
+    (``bool`` before ``int``); any other value is named after its type.
+    """
+    for cls in type(value).__mro__:
+        if cls in _JSON_TYPE_NAMES:
+            return _JSON_TYPE_NAMES[cls]
     return type(value).__name__
+
+
+def json_kind(value: Any) -> str:
+    """:func:`json_type_name`, but ``nonfinite`` for NaN and the infinities (no JSON number)."""
+    name = json_type_name(value)
+    if name == "number" and not math.isfinite(value):
+        return "nonfinite"
+    return name
+
+
+_SATISFIES = {"integer": ("integer", "number"), "nonfinite": ()}
+"""Kinds that satisfy other type names than their own (every other kind: its own only)."""
+
+
+def matches_json_type(value: Any, name: str) -> bool:
+    """Whether ``value`` is of the JSON Schema type ``name``.
+
+    An integer is a ``number`` too; a boolean is neither, and NaN and the infinities are
+    no ``number``.
+    """
+    kind = json_kind(value)
+    return name in _SATISFIES.get(kind, (kind,))
+
+
+_STEPS = {"[": 1, "{": 1, "]": -1, "}": -1}
+"""How each bracket changes the nesting (a string token changes nothing)."""
 
 
 def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -59,14 +95,14 @@ def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """
     depth = 0
     for match in _TOKENS.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif token in "]}" and depth > 0:
-            depth -= 1
+        depth = max(depth + _STEPS.get(match.group(), 0), 0)  # a stray closer: stays at 0
+        if depth > limit:
+            return True
     return False
+
+
+_CHILDREN: dict[str, Callable[[Any], Iterable[Any]]] = {"object": dict.values, "array": iter}
+"""The members of a container, by its JSON type (other values have none)."""
 
 
 def value_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -74,15 +110,12 @@ def value_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
+        children = _CHILDREN.get(json_type_name(item))
+        if children is None:
             continue
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, depth + 1) for child in children(item))
     return False
 
 

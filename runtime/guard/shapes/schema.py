@@ -40,15 +40,18 @@ from __future__ import annotations
 import json
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from runtime.errors import ToolError
+from runtime.guard.shapes.keywords import SUPPORTED_KEYWORDS, check_schema
 from runtime.guard.shapes.safe_json import (
     MAX_JSON_DEPTH,
     DuplicateJsonKey,
     json_depth_exceeds,
+    json_kind,
     json_type_name,
+    matches_json_type,
     object_without_duplicates,
     value_depth_exceeds,
 )
@@ -64,32 +67,6 @@ __all__ = [
     "parse_json_args",
     "validate_args",
 ]
-
-TYPE_NAMES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
-"""The JSON Schema type names Roost understands."""
-
-SUPPORTED_KEYWORDS = frozenset(
-    {
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "enum",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minItems",
-        "maxItems",
-    }
-)
-"""Keywords :func:`validate_args` enforces."""
-
-_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$schema", "$id"})
 
 
 def _invalid(key: str | None, message: str, **fields: Any) -> ToolError:
@@ -144,14 +121,6 @@ def parse_json_args(text: str | bytes) -> dict[str, Any]:
     return value
 
 
-def _matches_type(value: Any, name: str) -> bool:
-    if name == "number":
-        if isinstance(value, float):
-            return math.isfinite(value)
-        return isinstance(value, int) and not isinstance(value, bool)
-    return json_type_name(value) == name
-
-
 def _json_equal(a: Any, b: Any) -> bool:
     kind_a, kind_b = json_type_name(a), json_type_name(b)
     numeric = {"integer", "number"}
@@ -187,7 +156,7 @@ def _check(schema: Mapping[str, Any], value: Any, path: str, top: bool) -> None:
     types = schema.get("type")
     if types is not None:
         names = [types] if isinstance(types, str) else list(types)
-        if not any(_matches_type(value, n) for n in names):
+        if not any(matches_json_type(value, n) for n in names):
             expected = " or ".join(names)
             raise _invalid(
                 path or None,
@@ -204,54 +173,58 @@ def _check(schema: Mapping[str, Any], value: Any, path: str, top: bool) -> None:
             expected=list(schema["enum"]),
             actual=json_type_name(value),
         )
-    if isinstance(value, dict):
-        _check_object(schema, value, path, top)
-    elif isinstance(value, list | tuple):
-        _check_bounds(schema, len(value), path, items=True)
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for index, item in enumerate(value):
-                _check(items, item, f"{path}[{index}]", False)
-    elif isinstance(value, str):
-        _check_bounds(schema, len(value), path, items=False)
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str) and not _pattern(pattern, path).search(value):
+    _CONSTRAINTS.get(json_kind(value), _no_constraints)(schema, value, path, top)
+
+
+def _no_constraints(schema: Mapping[str, Any], value: Any, path: str, top: bool) -> None:
+    """A boolean, null or non-finite number: no keyword beyond ``type`` and ``enum`` applies."""
+
+
+def _check_array(schema: Mapping[str, Any], value: Any, path: str, _top: bool) -> None:
+    _check_size(schema, len(value), path, "array")
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for index, item in enumerate(value):
+            _check(items, item, f"{path}[{index}]", False)
+
+
+def _check_string(schema: Mapping[str, Any], value: str, path: str, _top: bool) -> None:
+    _check_size(schema, len(value), path, "string")
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str) and not _pattern(pattern, path).search(value):
+        raise _invalid(
+            path or None,
+            f"{path or 'arguments'} must match the pattern {pattern!r}",
+            reason="pattern_mismatch",
+            expected=pattern,
+            actual="string",
+        )
+
+
+_SIZE_LIMITS = {
+    "array": (
+        ("minItems", operator.lt, "at least", "items", "too_few_items"),
+        ("maxItems", operator.gt, "at most", "items", "too_many_items"),
+    ),
+    "string": (
+        ("minLength", operator.lt, "at least", "characters", "too_short"),
+        ("maxLength", operator.gt, "at most", "characters", "too_long"),
+    ),
+}
+"""Per kind: each size keyword, the comparison that breaks it, its words and its reason."""
+
+
+def _check_size(schema: Mapping[str, Any], size: int, path: str, kind: str) -> None:
+    where = path or "arguments"
+    for keyword, breaks, bound, unit, reason in _SIZE_LIMITS[kind]:
+        if keyword in schema and breaks(size, schema[keyword]):
             raise _invalid(
                 path or None,
-                f"{where} must match the pattern {pattern!r}",
-                reason="pattern_mismatch",
-                expected=pattern,
-                actual="string",
+                f"{where} must have {bound} {schema[keyword]} {unit}, got {size}",
+                reason=reason,
+                expected=f"{keyword} {schema[keyword]}",
+                actual=size,
             )
-    elif _matches_type(value, "number"):
-        _check_number(schema, value, path)
-
-
-_BOUNDS = {
-    True: ("minItems", "maxItems", "items", "too_few_items", "too_many_items"),
-    False: ("minLength", "maxLength", "characters", "too_short", "too_long"),
-}
-
-
-def _check_bounds(schema: Mapping[str, Any], size: int, path: str, *, items: bool) -> None:
-    where = path or "arguments"
-    low, high, unit, short, long_ = _BOUNDS[items]
-    if low in schema and size < schema[low]:
-        raise _invalid(
-            path or None,
-            f"{where} must have at least {schema[low]} {unit}, got {size}",
-            reason=short,
-            expected=f"{low} {schema[low]}",
-            actual=size,
-        )
-    if high in schema and size > schema[high]:
-        raise _invalid(
-            path or None,
-            f"{where} must have at most {schema[high]} {unit}, got {size}",
-            reason=long_,
-            expected=f"{high} {schema[high]}",
-            actual=size,
-        )
 
 
 def _long_int(value: int) -> str:
@@ -259,7 +232,7 @@ def _long_int(value: int) -> str:
     return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
 
 
-def _check_number(schema: Mapping[str, Any], value: float, path: str) -> None:
+def _check_number(schema: Mapping[str, Any], value: float, path: str, _top: bool) -> None:
     where = path or "arguments"
     rules = (
         ("minimum", operator.ge, ">=", "below_minimum"),
@@ -318,6 +291,18 @@ def _check_object(schema: Mapping[str, Any], value: dict[Any, Any], path: str, t
             _check(sub, value[key], _path(path, key), False)
 
 
+_Checker = Callable[[Mapping[str, Any], Any, str, bool], None]
+
+_CONSTRAINTS: dict[str, _Checker] = {
+    "object": _check_object,
+    "array": _check_array,
+    "string": _check_string,
+    "integer": _check_number,
+    "number": _check_number,
+}
+"""Past ``type`` and ``enum``: the check of each kind of value (other kinds have none)."""
+
+
 def validate_args(schema: Mapping[str, Any], args: Any) -> None:
     """Check a tool call's ``args`` against its input ``schema``; raise ``ToolError`` if not.
 
@@ -334,59 +319,3 @@ def validate_args(schema: Mapping[str, Any], args: Any) -> None:
     if value_depth_exceeds(args, MAX_JSON_DEPTH):
         raise _too_deep()
     _check(schema, args, "", True)
-
-
-def check_schema(schema: Any, *, _depth: int = 1, _at: str = "") -> None:
-    """Raise ``ValueError`` unless ``schema`` uses only what :func:`validate_args` enforces.
-
-    For input schemas that come from files (command and workflow assets): an unsupported
-    keyword would otherwise be ignored and its constraint silently not enforced. A
-    ``pattern`` must compile with RE2 (:mod:`runtime.guard.shapes.untrusted_regex`); the message
-    ends with the refusal's reason in brackets, e.g. ``[unsupported_regex]``.
-    """
-    if _depth > MAX_JSON_DEPTH:
-        raise ValueError(f"schema nests deeper than {MAX_JSON_DEPTH} levels")
-    if not isinstance(schema, dict):
-        raise ValueError(f"a schema must be an object, got {json_type_name(schema)}")
-    unknown = sorted(str(k) for k in schema if k not in SUPPORTED_KEYWORDS | _ANNOTATIONS)
-    if unknown:
-        raise ValueError(f"unsupported schema keyword(s): {', '.join(unknown)}")
-    types = schema.get("type")
-    if types is not None:
-        names = [types] if isinstance(types, str) else types
-        if not isinstance(names, list) or not names or not all(n in TYPE_NAMES for n in names):
-            raise ValueError(f"'type' must be one of {sorted(TYPE_NAMES)} or a list of them")
-    properties = schema.get("properties", {})
-    if not isinstance(properties, dict):
-        raise ValueError("'properties' must be an object")
-    for name, sub in properties.items():
-        check_schema(sub, _depth=_depth + 1, _at=f"{_at}properties.{name}.")
-    required = schema.get("required", [])
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-        raise ValueError("'required' must be a list of strings")
-    for keyword in ("additionalProperties", "items"):
-        sub = schema.get(keyword)
-        if isinstance(sub, dict):
-            check_schema(sub, _depth=_depth + 1, _at=f"{_at}{keyword}.")
-        elif sub is not None and not (keyword == "additionalProperties" and sub in (True, False)):
-            raise ValueError(
-                f"'{keyword}' must be a schema"
-                + (" or a boolean" * (keyword == "additionalProperties"))
-            )
-    if "enum" in schema and not isinstance(schema["enum"], list):
-        raise ValueError("'enum' must be a list")
-    for keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        if keyword in schema and not _matches_type(schema[keyword], "number"):
-            raise ValueError(f"'{keyword}' must be a number")
-    for keyword in ("minLength", "maxLength", "minItems", "maxItems"):
-        if keyword in schema and not (
-            _matches_type(schema[keyword], "integer") and schema[keyword] >= 0
-        ):
-            raise ValueError(f"'{keyword}' must be a non-negative integer")
-    if "pattern" in schema:
-        if not isinstance(schema["pattern"], str):
-            raise ValueError("'pattern' must be a string")
-        try:
-            compile_untrusted(schema["pattern"], what=f"'{_at}pattern'")
-        except UnsafePatternError as e:
-            raise ValueError(f"{e} [{e.reason}]") from e

@@ -29,6 +29,7 @@ one line, or one argument value).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import re2
@@ -115,19 +116,53 @@ _BACKTRACKING = (
 )
 
 
+def _needs_backtracking(detail: str) -> bool:
+    possessive = detail.startswith("bad repetition operator: ") and detail.endswith("+")  # a++
+    return detail.startswith(_BACKTRACKING) or possessive
+
+
+def _too_large(detail: str) -> bool:
+    return detail.startswith("pattern too large")
+
+
+def _repeat_over_limit(detail: str) -> bool:
+    """A repeat count over RE2's limit of 1000 (``x{1001}``), not a malformed one."""
+    if not detail.startswith("invalid repetition size: "):
+        return False
+    bounds = detail.partition(": ")[2].strip("{}").split(",")
+    return any(b.isdigit() and int(b) > 1000 for b in bounds)
+
+
+_REASONS: tuple[tuple[Callable[[str], bool], UnsafeReason], ...] = (
+    (_needs_backtracking, "unsupported_regex"),
+    (_too_large, "regex_too_complex"),
+    (_repeat_over_limit, "regex_too_complex"),
+)
+"""RE2's error texts, in order, and the refusal each names (any other: ``invalid_regex``)."""
+
+
 def _reason(detail: str) -> UnsafeReason:
     """Name the refusal from RE2's error text (pinned binding: the texts are stable)."""
-    if detail.startswith(_BACKTRACKING) or (
-        detail.startswith("bad repetition operator: ") and detail.endswith("+")  # a++
-    ):
-        return "unsupported_regex"
-    if detail.startswith("pattern too large"):
-        return "regex_too_complex"
-    if detail.startswith("invalid repetition size: "):
-        bounds = detail.partition(": ")[2].strip("{}").split(",")
-        if any(b.isdigit() and int(b) > 1000 for b in bounds):  # RE2's repeat limit
-            return "regex_too_complex"
+    for applies, reason in _REASONS:
+        if applies(detail):
+            return reason
     return "invalid_regex"
+
+
+_MESSAGES: dict[UnsafeReason, str] = {
+    "regex_too_complex": (
+        "{what} is too complex to match in bounded time and memory ({detail}); "
+        "use smaller repeat counts or a simpler pattern"
+    ),
+    "unsupported_regex": (
+        "{what} uses a feature the linear-time matcher (RE2) does not have "
+        "({detail}): backreferences, lookaround, atomic groups, possessive repeats "
+        "and \\Z need backtracking, which can take exponential time; rewrite it "
+        "without them (\\z for the end of the text) or search for plain text"
+    ),
+    "invalid_regex": "{what} is not a valid RE2 regular expression ({detail})",
+}
+"""What a refusal of RE2's says, per reason."""
 
 
 def compile_untrusted(pattern: str, *, what: str = "the pattern") -> UntrustedRegex:
@@ -155,20 +190,7 @@ def compile_untrusted(pattern: str, *, what: str = "the pattern") -> UntrustedRe
         raw = e.args[0] if e.args else b"rejected"
         detail = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         reason = _reason(detail)
-        if reason == "regex_too_complex":
-            message = (
-                f"{what} is too complex to match in bounded time and memory ({detail}); "
-                "use smaller repeat counts or a simpler pattern"
-            )
-        elif reason == "unsupported_regex":
-            message = (
-                f"{what} uses a feature the linear-time matcher (RE2) does not have "
-                f"({detail}): backreferences, lookaround, atomic groups, possessive repeats "
-                "and \\Z need backtracking, which can take exponential time; rewrite it "
-                "without them (\\z for the end of the text) or search for plain text"
-            )
-        else:
-            message = f"{what} is not a valid RE2 regular expression ({detail})"
+        message = _MESSAGES[reason].format(what=what, detail=detail)
         raise UnsafePatternError(message, reason) from e
     size = int(compiled._regexp.ProgramSize())
     if size > MAX_PROGRAM_SIZE:

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import InvalidRuntimeOptError, ToolError
+from runtime.guard.paths.arguments import extract_paths
 from runtime.guard.paths.rules import (
     SensitiveRules,
     _fold_compat,
-    extract_paths,
     fold,
     parse_outside_allowlist,
     protected_match,

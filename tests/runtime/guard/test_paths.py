@@ -27,6 +27,7 @@ from events.catalog import (
     SecuritySensitivePathDenied,
 )
 from runtime.errors import InvalidRootPathError, InvalidRuntimeOptError, ToolError
+from runtime.guard import workspace as workspace_module
 from runtime.guard.home.roost_home import home as state_home
 from runtime.guard.home.roost_home import protect as protect_state_home
 from runtime.guard.paths import openat2
@@ -860,6 +861,30 @@ def test_a_root_that_contains_or_lies_inside_the_home_is_named(tmp_path, root, h
 
 def test_the_root_of_the_filesystem_contains_every_home(tmp_path):
     assert root_home_conflict("/", str(tmp_path)) == "contains_roost_home"
+
+
+@pytest.mark.parametrize(
+    ("root", "home", "conflict"),
+    [
+        ("a", "b/state", "contains_roost_home"),  # the root is b by another path
+        ("b/repo", "a", "inside_roost_home"),  # the home is b by another path
+        ("a", "b", "contains_roost_home"),  # the same directory twice: the root wins
+        ("a/repo", "c/state", None),
+    ],
+)
+def test_the_same_directory_by_another_path_is_recognised_by_device_and_inode(
+    tmp_path, monkeypatch, root, home, conflict
+):
+    for rel in ("a/repo", "b/state", "b/repo", "c/state"):
+        (tmp_path / rel).mkdir(parents=True, exist_ok=True)
+    real_dir_id = workspace_module._dir_id
+    b = real_dir_id(str(tmp_path / "b"))
+
+    def dir_id(path: str) -> tuple[int, int] | None:  # a is a bind mount of b
+        return b if path == str(tmp_path / "a") else real_dir_id(path)
+
+    monkeypatch.setattr(workspace_module, "_dir_id", dir_id)
+    assert root_home_conflict(f"{tmp_path}/{root}", f"{tmp_path}/{home}") == conflict
 
 
 # --- races: the open is the enforcement point -----------------------------------------------

@@ -294,7 +294,7 @@ def test_scanning_only_the_trigger_lines_finds_what_scanning_everything_finds(
         for slot in Rule.__slots__:
             setattr(whole, slot, getattr(rule, slot))
         whole.within_lines = False
-        assert rule.apply(text, lowered, None) == whole.apply(text, lowered, None)
+        assert rule.apply(text, lowered) == whole.apply(text, lowered)
 
 
 def test_ids_in_a_log_line_are_judged_like_envelope_labels() -> None:

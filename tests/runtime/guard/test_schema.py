@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import collections
+import enum
 import json
+import math
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -550,3 +553,42 @@ def test_a_schema_nested_too_deep_is_refused() -> None:
         schema = {"type": "object", "properties": {"a": schema}}
     with pytest.raises(ValueError, match=r"^schema nests deeper than 32 levels$"):
         check_schema(schema)
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+class _Point(NamedTuple):
+    x: int
+
+
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [
+        (_Level.LOW, "integer"),  # a subclass takes its base's name (bool's before int's)
+        (True, "boolean"),
+        (collections.OrderedDict(), "object"),
+        (_Point(1), "array"),
+        (b"x", "bytes"),  # no JSON type: the Python type's name
+        (object(), "object"),
+    ],
+)
+def test_json_type_name_of_subclasses_and_other_values(value: object, name: str) -> None:
+    assert json_type_name(value) == name
+
+
+def test_a_null_type_items_or_additional_properties_counts_as_absent() -> None:
+    check_schema({"type": None, "items": None, "additionalProperties": None})
+    with pytest.raises(ValueError, match=r"^'properties' must be an object$"):
+        check_schema({"properties": None})
+    with pytest.raises(ValueError, match=r"^'minimum' must be a number$"):
+        check_schema({"minimum": None})
+
+
+def test_non_finite_numbers_match_no_type_and_meet_no_bound() -> None:
+    schema = {"type": "object", "properties": {"n": {"maximum": 1}}}
+    validate_args(schema, {"n": float("inf")})  # no ``type``: a bound does not apply to it
+    with pytest.raises(ToolError) as exc:
+        validate_args({"type": "object", "properties": {"n": {"type": "number"}}}, {"n": math.nan})
+    assert (exc.value.details["expected"], exc.value.details["actual"]) == ("number", "number")

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from runtime.guard.secrets.masking import SECRET_VALUE_MARKER
+from runtime.guard.secrets.sensitive_files import file_values
 from runtime.guard.secrets.sources import (
     MAX_FILE_BYTES,
     SecretSources,
     environment_values,
-    file_values,
     project_sources,
 )
 from runtime.option_table import RuntimeOptions
