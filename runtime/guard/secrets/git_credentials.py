@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable
 from urllib.parse import unquote
 
 __all__ = ["GIT_CONFIG_FILES", "MIN_USER_TOKEN", "git_config_values"]
@@ -51,22 +50,10 @@ def git_config_values(text: str, min_length: int = 8) -> set[str]:
     for match in _AUTHORIZATION.finditer(text):
         scheme, credential = match.group(1).lower(), match.group(2)
         found.add(credential)
-        found |= _HELD_INSIDE.get(scheme, _nothing_inside)(credential)
+        if scheme == "basic":
+            try:
+                decoded = base64.b64decode(credential, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                continue
+            found |= {decoded, decoded.partition(":")[2]}
     return {value for value in found if len(value) >= min_length}
-
-
-def _nothing_inside(credential: str) -> set[str]:
-    return set()
-
-
-def _basic_inside(credential: str) -> set[str]:
-    """``user:password`` and the password, from base64 (nothing when it is not base64)."""
-    try:
-        decoded = base64.b64decode(credential, validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return set()
-    return {decoded, decoded.partition(":")[2]}
-
-
-_HELD_INSIDE: dict[str, Callable[[str], set[str]]] = {"basic": _basic_inside}
-"""Per authorization scheme: the credentials a credential holds besides itself."""
