@@ -232,15 +232,15 @@ def table(
     """Render rows as an aligned table; ``columns`` are ``(key, HEADER)`` pairs.
 
     Without ``columns``, every key seen (in first-seen order) becomes one. The last
-    column is not padded. ``empty`` is returned when there are no rows.
+    column is not padded. ``empty`` is returned when there are no rows, or no columns.
     """
-    if not rows:
-        return empty
     if columns is None:
         keys: dict[str, None] = {}
         for row in rows:
             keys.update(dict.fromkeys(row))
         columns = [(k, k.upper()) for k in keys]
+    if not rows or not columns:
+        return empty
     grid = [[header for _, header in columns]]
     grid += [[cell(row.get(key)) for key, _ in columns] for row in rows]
     widths = [max(len(line[i]) for line in grid) for i in range(len(columns))]

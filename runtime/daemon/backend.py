@@ -210,6 +210,7 @@ class ActorBackend:
         """
         op, args = call.op, call.args
         expected = _expected_correlation(call)
+        timeout = max(0.05, deadline - time.monotonic())
         if route_of(op) in ("project", "conversation"):
             answer = self.host_links.ask(args.project_id, call, deadline)
             if answer is not None:
@@ -217,8 +218,8 @@ class ActorBackend:
                     return answer.result
                 if answer.error is not None:
                     raise error_from_wire(answer.error)
-                raise _no_answer(call, expected, "in time", round(deadline, 3))
-        timeout = max(0.05, deadline - time.monotonic())
+                raise _no_answer(call, expected, f"within {timeout:.1f} s", round(timeout, 3))
+            timeout = max(0.05, deadline - time.monotonic())
         with self._endpoints.lease() as lease:
             endpoint = lease.endpoint
             refused = mailbox.refusals()

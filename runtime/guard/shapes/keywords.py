@@ -118,7 +118,7 @@ _KEYWORDS = (
     ),
     _Keyword(
         "additionalProperties",
-        _null_or(lambda value, _: isinstance(value, dict) or value in (True, False)),
+        _null_or(lambda value, _: isinstance(value, (dict, bool))),
         "'additionalProperties' must be a schema or a boolean",
         _subschema("additionalProperties"),
     ),

@@ -35,6 +35,8 @@ def test_a_table_without_columns_uses_every_key_in_first_seen_order() -> None:
 
 def test_an_empty_table_says_so() -> None:
     assert table([], empty="(no projects)") == "(no projects)"
+    assert table([{}, {}], empty="(nothing)") == "(nothing)"  # rows with no keys: no columns
+    assert table([{"a": 1}], [], empty="(nothing)") == "(nothing)"
 
 
 def test_a_long_cell_is_cut_with_an_ellipsis() -> None:

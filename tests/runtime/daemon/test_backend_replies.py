@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
 from actors.messages import Reply
-from runtime.daemon.backend import _expected_correlation, _stale_outcome
+from runtime.daemon.backend import ActorBackend, _expected_correlation, _stale_outcome
+from runtime.errors import RequestTimeoutError
+from runtime.wire.host_link import HostReply
 from tests.runtime.calls import call_of
 
 
@@ -30,3 +38,15 @@ def test_only_an_outcome_for_another_correlation_is_stale() -> None:
     assert not _stale_outcome(Reply(ok=True, result=ack), "b")
     assert not _stale_outcome(Reply(ok=False, error={"code": "x"}), "b")
     assert not _stale_outcome(None, "b")
+
+
+def test_a_host_that_does_not_answer_in_time_is_a_timeout_naming_the_time_given() -> None:
+    class SilentHosts:
+        def ask(self, project_id: str, call: Any, deadline: float) -> HostReply:
+            return HostReply(id=1, ok=False, error=None)  # the link gave up at the deadline
+
+    backend: Any = SimpleNamespace(host_links=SilentHosts())
+    with pytest.raises(RequestTimeoutError) as raised:
+        ActorBackend.ask(backend, call_of("describe_project"), time.monotonic() + 2.0)
+    assert 0 < raised.value.details["timeout_s"] <= 2.0  # the time given, not a clock reading
+    assert raised.value.message.startswith("describe_project did not finish within ")

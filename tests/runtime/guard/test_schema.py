@@ -490,6 +490,8 @@ def test_the_supported_subset_passes_the_schema_check(schema: dict[str, Any]) ->
         ({"required": "path"}, "'required' must be a list of strings"),
         ({"items": True}, "'items' must be a schema"),
         ({"additionalProperties": "no"}, "'additionalProperties' must be a schema or a boolean"),
+        ({"additionalProperties": 1}, "'additionalProperties' must be a schema or a boolean"),
+        ({"additionalProperties": 0.0}, "'additionalProperties' must be a schema or a boolean"),
         ({"enum": "a"}, "'enum' must be a list"),
         ({"minimum": "0"}, "'minimum' must be a number"),
         ({"maxLength": -1}, "'maxLength' must be a non-negative integer"),
