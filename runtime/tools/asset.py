@@ -25,6 +25,7 @@ from runtime.tools.asset_store import (
     Asset,
     AssetCatalog,
     load_assets,
+    open_dir,
     render_argv,
     render_step_args,
     resolve_inputs,
@@ -126,14 +127,6 @@ def _entry(name: str, dir_fd: int) -> tuple[Any, ...]:
     return (name, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
 
 
-def _open_dir(name: str, dir_fd: int) -> int | None:
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        return os.open(name, flags, dir_fd=dir_fd)
-    except OSError:
-        return None
-
-
 def _fingerprint(root: str) -> tuple[Any, ...]:
     """Identity and mtime of ``.roost``, its type directories and their files.
 
@@ -148,7 +141,7 @@ def _fingerprint(root: str) -> tuple[Any, ...]:
         return (("root", None),)
     try:
         parts.append(_entry(".roost", root_fd))
-        roost_fd = _open_dir(".roost", root_fd)
+        roost_fd = open_dir(".roost", root_fd)
     finally:
         os.close(root_fd)
     if roost_fd is None:
@@ -156,7 +149,7 @@ def _fingerprint(root: str) -> tuple[Any, ...]:
     try:
         for kind in ASSET_TYPES:
             parts.append((kind, *_entry(kind, roost_fd)))
-            type_fd = _open_dir(kind, roost_fd)
+            type_fd = open_dir(kind, roost_fd)
             if type_fd is None:
                 continue
             try:

@@ -57,6 +57,7 @@ __all__ = [
     "AssetType",
     "FrontmatterError",
     "load_assets",
+    "open_dir",
     "parse_asset",
     "render_argv",
     "render_step_args",
@@ -195,7 +196,8 @@ def _printable(name: str) -> str:
     return "".join(c if c.isprintable() else "\ufffd" for c in text)[:128]
 
 
-def _open_dir(name: str, parent_fd: int) -> int | None:
+def open_dir(name: str, parent_fd: int) -> int | None:
+    """The directory ``name`` under ``parent_fd``, opened without following a symlink, or None."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         return os.open(name, flags, dir_fd=parent_fd)
@@ -277,13 +279,13 @@ def load_assets(root: str, *, strict: bool = False, generation: int = 1) -> Asse
     budget = [MAX_CATALOG_BYTES]
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        roost_fd = _open_dir(".roost", root_fd)
+        roost_fd = open_dir(".roost", root_fd)
     finally:
         os.close(root_fd)
     if roost_fd is not None:
         try:
             for type in ASSET_TYPES:
-                type_fd = _open_dir(type, roost_fd)
+                type_fd = open_dir(type, roost_fd)
                 if type_fd is None:
                     continue
                 try:
