@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import signal
 import time
 import uuid
@@ -54,16 +55,21 @@ _JOIN_NAME = "roost-cgroup-join"
 _JOIN_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 
 
-def mounts() -> list[tuple[str, str, set[str]]]:
-    """``(mount point, fstype, super options)`` of every cgroup mount."""
+def mounts(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str, set[str]]]:
+    """``(mount point, fstype, super options)`` of every cgroup mount.
+
+    A mount point's escapes (an octal escape for a space) are read back; bytes that are not UTF-8
+    stay as the surrogates ``os`` functions take back to the same bytes.
+    """
     found = []
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
             for line in f:
                 left, _, right = line.partition(" - ")
                 fields, rest = left.split(), right.split()
                 if len(fields) >= 5 and len(rest) >= 3 and rest[0] in ("cgroup", "cgroup2"):
-                    found.append((fields[4], rest[0], set(rest[2].split(","))))
+                    point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+                    found.append((point, rest[0], set(rest[2].split(","))))
     except OSError:
         pass
     return found

@@ -129,3 +129,20 @@ def test_closing_a_run_kills_what_is_left_and_removes_every_cgroup() -> None:
         sleeper.kill()
         sleeper.wait()
     assert [d for d in group.dirs.values() if os.path.exists(d)] == []
+
+
+def test_cgroup_mounts_read_escaped_and_non_utf8_mount_points(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_bytes(
+        b"30 25 0:26 / /sys/fs/cgroup/my\\040pids rw,nosuid - cgroup cgroup rw,pids\n"
+        b"31 25 0:27 / /sys/fs/cgroup/m\xffem rw - cgroup cgroup rw,memory\n"
+        b"32 25 0:28 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate\n"
+        b"33 25 0:29 / /proc rw - proc proc rw\n"
+    )
+    found = cgroupfs.mounts(str(mountinfo))
+    assert found == [
+        ("/sys/fs/cgroup/my pids", "cgroup", {"rw", "pids"}),
+        ("/sys/fs/cgroup/m\udcffem", "cgroup", {"rw", "memory"}),
+        ("/sys/fs/cgroup/unified", "cgroup2", {"rw", "nsdelegate"}),
+    ]
+    assert os.fsencode(found[1][0]) == b"/sys/fs/cgroup/m\xffem"  # the same bytes back
