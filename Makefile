@@ -30,9 +30,10 @@ PYTEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
-# The fast part (no daemon, no docs run word for word, no soak): for the edit-test loop.
+# The fast part (no daemon, no docs run word for word, no soak): for the edit-test loop,
+# on the same workers as `test`.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
 check: $(STAMP)
 	$(BIN)/ruff check .
