@@ -35,6 +35,7 @@ from runtime.wire import counters
 from runtime.wire.framing import FrameTooLargeError, TruncatedFrameError, frame, read_frame
 from runtime.wire.host_link import HostReply, HostRequest, host_socket_path
 from runtime.wire.ops import Call
+from runtime.wire.protocol import internal_error
 from runtime.wire.transport import connect_unix_socket
 
 __all__ = ["HostLinks"]
@@ -92,7 +93,11 @@ class HostLinks:
                 body = read_frame(sock, _MAX_REPLY, deadline=deadline)
                 if body is None:
                     raise ConnectionResetError("the host closed the link")
-                reply = _REPLY.decode(body)
+                try:
+                    reply = _REPLY.decode(body)
+                except msgspec.DecodeError as e:  # the host has the request: never run it twice
+                    sock.close()
+                    return HostReply(id=number, ok=False, error=internal_error(call.op, e))
                 if reply.id == number:
                     break
         except TimeoutError:

@@ -73,6 +73,23 @@ def test_an_error_keeps_its_wire_shape(tmp_path: Path) -> None:
         server.close()
 
 
+def test_an_answer_that_does_not_decode_is_an_error_not_a_second_run(tmp_path: Path) -> None:
+    # an error without ``message``/``details`` is no WireError: the host ran the request,
+    # so the daemon must not send it down the actor tree again (no fallback)
+    malformed: Any = {"code": "x"}
+    server = serve(tmp_path, lambda _request: Reply(ok=False, error=malformed))
+    links = HostLinks(str(tmp_path), TOKEN)
+    try:
+        reply = links.ask("p1", call_of("describe_project"), _later())
+        assert reply is not None and not reply.ok and reply.error is not None
+        assert reply.error["code"] == "internal_error"
+        assert reply.error["details"] == {"op": "describe_project"}
+        assert links.fallbacks == 0
+    finally:
+        links.close()
+        server.close()
+
+
 def test_no_host_socket_or_a_host_that_dies_means_ask_the_actor_tree(tmp_path: Path) -> None:
     links = HostLinks(str(tmp_path), TOKEN)
     assert links.ask("p1", call_of("describe_project"), _later()) is None
