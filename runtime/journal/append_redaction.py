@@ -103,9 +103,11 @@ class AppendRedaction:
     def event(self, event: NewEvent, *, data: bool = True) -> NewEvent:
         """``event`` with its ``data`` (unless ``data`` is false) and its ids redacted."""
         redacted = self._data(event.data) if data else event.data
+        correlation = self._label(event.correlation_id)
+        causation = self._label(event.causation_id)
+        same_ids = correlation is event.correlation_id and causation is event.causation_id
+        if redacted is event.data and same_ids:
+            return event  # nothing redacted (the common case): no copy on every append
         return msgspec.structs.replace(
-            event,
-            data=redacted,
-            correlation_id=self._label(event.correlation_id) or "",
-            causation_id=self._label(event.causation_id),
+            event, data=redacted, correlation_id=correlation or "", causation_id=causation
         )

@@ -188,13 +188,15 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
         **kwargs: Any,
     ) -> None:
         batch_rows: Sequence[tuple[str, bytes]] = kwargs.get("batch_rows") or ()
-        curs.executemany(  # none: nothing is executed
-            self._sql(
-                "INSERT INTO {schema}.{table} (batch_key, ranges) VALUES (%s, %s)",
-                self.batches_table_name,
-            ),
-            list(batch_rows),
-        )
+        # psycopg's executemany of no rows still enters and leaves a pipeline (a round trip)
+        if batch_rows:
+            curs.executemany(
+                self._sql(
+                    "INSERT INTO {schema}.{table} (batch_key, ranges) VALUES (%s, %s)",
+                    self.batches_table_name,
+                ),
+                list(batch_rows),
+            )
         deletion: StreamDeletion | None = kwargs.get("deletion")
         if deletion is None:
             return
@@ -206,13 +208,15 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
             self._sql(where + "project_id=%s", self.snapshots_table_name), (deletion.project_id,)
         )
         batches = self.batches_table_name
-        curs.execute(  # an empty list of keys deletes none
-            self._sql(where + "batch_key = ANY(%s)", batches), (list(deletion.drop_batches),)
-        )
-        curs.executemany(  # none: nothing is executed
-            self._sql("UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s", batches),
-            [(r, k) for k, r in deletion.rewrite_batches],
-        )
+        if deletion.drop_batches:
+            curs.execute(
+                self._sql(where + "batch_key = ANY(%s)", batches), (list(deletion.drop_batches),)
+            )
+        if deletion.rewrite_batches:
+            curs.executemany(
+                self._sql("UPDATE {schema}.{table} SET ranges=%s WHERE batch_key=%s", batches),
+                [(r, k) for k, r in deletion.rewrite_batches],
+            )
 
     def _select(self, statement: Composed | SQL, params: Sequence[Any]) -> list[DictRow]:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:

@@ -95,6 +95,10 @@ def is_program(word: str, names: Collection[str]) -> str | None:
     matches the first entry it spells.
     """
     base = name(word)
+    if base in names:  # the common case, without a pattern match per entry
+        return base
+    if not any(ch in base for ch in "*?["):
+        return None
     return next((candidate for candidate in names if fnmatchcase(candidate, base)), None)
 
 

@@ -165,10 +165,11 @@ def _classify_key(key: str) -> bool:
     if name.endswith(_REFERENCE_SUFFIXES):
         # ``llm_api_key_env``, ``password_file``: the value names where a secret lives.
         return False
-    for fragment in _BENIGN_LONGEST_FIRST:
-        name = name.replace(fragment, " ")
-    if any(word in name for word in _SENSITIVE_WORDS):
-        return True
+    if any(word in name for word in _SENSITIVE_WORDS):  # else no benign fragment matters
+        for fragment in _BENIGN_LONGEST_FIRST:
+            name = name.replace(fragment, " ")
+        if any(word in name for word in _SENSITIVE_WORDS):
+            return True
     return _segments_say_secret(key)
 
 

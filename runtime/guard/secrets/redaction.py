@@ -228,6 +228,8 @@ def _looks_clean(value: Any) -> bool:
     searches cost a fraction of walking each string (the journal calls this for every
     event it appends). Anything odd (unencodable, very large) takes the full walk.
     """
+    if isinstance(value, str):
+        return False  # redact_string's own gate is cheaper than an encode
     try:
         text = _JSON.encode(value)
     except (TypeError, ValueError, msgspec.EncodeError):
