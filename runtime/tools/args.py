@@ -12,7 +12,17 @@ from typing import Any, Generic, TypeVar
 
 from runtime.errors import ToolError
 
-__all__ = ["BOOLEAN", "OPTIONAL_STRING", "STRING", "ArgKind", "bad_arg", "integer", "read_arg"]
+__all__ = [
+    "BOOLEAN",
+    "NON_NEGATIVE",
+    "OPTIONAL_STRING",
+    "POSITIVE",
+    "STRING",
+    "ArgKind",
+    "bad_arg",
+    "integer",
+    "read_arg",
+]
 
 
 def bad_arg(name: str, expected: str, value: object) -> ToolError:
@@ -55,6 +65,12 @@ def integer(minimum: int) -> ArgKind[int]:
         return not isinstance(v, bool) and isinstance(v, int) and v >= minimum
 
     return ArgKind(valid, f"an integer >= {minimum}")
+
+
+NON_NEGATIVE = integer(0)
+"""An integer >= 0 (an offset)."""
+POSITIVE = integer(1)
+"""An integer >= 1 (a count)."""
 
 
 def read_arg(args: Mapping[str, Any], name: str, kind: ArgKind[T], default: T | None = None) -> T:

@@ -208,7 +208,7 @@ def tool_name(asset: Asset) -> str | None:
 
 def _runnable(catalog: AssetCatalog, type: str) -> list[tuple[Asset, str]]:
     """The valid assets of ``type`` (commands or workflows), each with its tool's name."""
-    return [(a, _RUN_PREFIX[type] + a.key) for a in catalog.assets if a.valid and a.type == type]
+    return [(a, n) for a in catalog.assets if a.type == type and (n := tool_name(a)) is not None]
 
 
 def _summary(asset: Asset) -> AssetSummary:

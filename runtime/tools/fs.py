@@ -21,7 +21,15 @@ from events.catalog import Event
 from runtime.errors import ToolError
 from runtime.guard.paths.safe_read import bounded_lines
 from runtime.guard.workspace import PathDecision, Workspace, exception_signal, signal_for
-from runtime.tools.args import BOOLEAN, OPTIONAL_STRING, STRING, bad_arg, integer, read_arg
+from runtime.tools.args import (
+    BOOLEAN,
+    NON_NEGATIVE,
+    OPTIONAL_STRING,
+    POSITIVE,
+    STRING,
+    bad_arg,
+    read_arg,
+)
 from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.fswalk import (
     SEARCH_MAX_PATTERN,
@@ -196,8 +204,8 @@ def _encode(text: str, name: str) -> bytes:
 def fs_read(ctx: ToolContext, args: Mapping[str, Any]) -> FsRead:
     """``fs.read``: ``{path, content, total_lines, truncated}`` for the selected lines."""
     path = read_arg(args, "path", STRING)
-    offset = read_arg(args, "offset", integer(0), 0)
-    limit = read_arg(args, "limit", integer(1), READ_DEFAULT_LIMIT)
+    offset = read_arg(args, "offset", NON_NEGATIVE, 0)
+    limit = read_arg(args, "limit", POSITIVE, READ_DEFAULT_LIMIT)
     with _workspace(ctx, "fs.read") as ws:
         _checked(ctx, ws, "fs.read", path, write=False)
         fd = ws.open_for_read(path)

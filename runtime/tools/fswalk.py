@@ -143,20 +143,13 @@ def _dir_id(entry: os.DirEntry[str]) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-_KINDS: tuple[tuple[Callable[[os.DirEntry[str]], bool], str], ...] = (
-    (lambda entry: entry.is_symlink(), "symlink"),
-    (lambda entry: entry.is_dir(follow_symlinks=False), "dir"),
-    (lambda entry: entry.is_file(follow_symlinks=False), "file"),
-)
-"""``(test, kind)`` of directory entries, tried in order (none following a symlink)."""
-
-
 def entry_kind(entry: os.DirEntry[str]) -> str:
     """Return ``symlink``, ``dir``, ``file`` or ``other`` for a directory entry (no following)."""
-    for test, kind in _KINDS:
-        if test(entry):
-            return kind
-    return "other"
+    if entry.is_symlink():
+        return "symlink"
+    if entry.is_dir(follow_symlinks=False):
+        return "dir"
+    return "file" if entry.is_file(follow_symlinks=False) else "other"
 
 
 def compile_search(pattern: str, regex: bool) -> Callable[[str], bool]:

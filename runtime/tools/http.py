@@ -35,7 +35,6 @@ from runtime.tools.base import ToolContext, ToolFn, ToolSpec
 from runtime.tools.http_args import METHODS, Outgoing, first_request
 from runtime.tools.http_decode import BoundedDecoder, DecodeError
 from runtime.tools.results import HttpFetch, HttpRedirect
-from runtime.tools.rules import Check, check
 
 __all__ = ["MAX_REDIRECTS", "METHODS", "SPECS", "TOOLS", "http_fetch"]
 
@@ -118,26 +117,13 @@ def _host_header(parsed: ParsedTarget) -> str:
     return f"{host}:{parsed.port}" if parsed.explicit_port else host
 
 
-_GOING_ON = (
-    Check(
-        lambda remaining, **_: remaining <= 0,
-        "timeout",
-        "http.fetch ran out of time ({timeout_s:g} s)",
-    ),
-    Check(
-        lambda cancelled, **_: cancelled.is_set(),
-        "conversation_cancelled",
-        "http.fetch was cancelled",
-    ),
-)
-"""Why a fetch stops between hops and reads: its time is up, or its conversation cancelled."""
-
-
 def _remaining(ctx: ToolContext) -> float:
+    """The time left; stops a fetch (between hops and reads) that is out of time or cancelled."""
     remaining = ctx.remaining_s()
-    check(
-        _GOING_ON, ToolError, remaining=remaining, timeout_s=ctx.timeout_s, cancelled=ctx.cancelled
-    )
+    if remaining <= 0:
+        raise ToolError("timeout", f"http.fetch ran out of time ({ctx.timeout_s:g} s)")
+    if ctx.cancelled.is_set():
+        raise ToolError("conversation_cancelled", "http.fetch was cancelled")
     return remaining
 
 

@@ -55,7 +55,7 @@ _FORK_BOMB = re.compile(
 _BRACE = re.compile(r"^(.*?)\{([^{}]*,[^{}]*)\}(.*)$", re.S)
 
 _Peel = Callable[["_Wrapper", list[str], int, list[str]], "list[str] | str"]
-"""_Peel one wrapper off: ``(wrapper, its args, depth, stdin words)`` -> the argv it runs
+"""Peel one wrapper off: ``(wrapper, its args, depth, stdin words)`` -> the argv it runs
 next, or a blocklist pattern."""
 
 
@@ -207,7 +207,7 @@ def _options_then_operands(args: list[str], valued: frozenset[str]) -> list[str]
 
 
 def _unwrap(argv: list[str], depth: int, stdin_words: list[str]) -> list[str] | str:
-    """_Peel wrappers off ``argv``: the argv that really runs, or a pattern if blocked."""
+    """Peel wrappers off ``argv``: the argv that really runs, or a pattern if blocked."""
     for _ in range(16):
         if not argv:
             return []
