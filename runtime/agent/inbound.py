@@ -40,11 +40,6 @@ from runtime.wire.ops import Call, event_type_of
 
 __all__ = ["INBOUND_TYPES", "Inbound"]
 
-INBOUND_TYPES = frozenset(
-    {"user.message", "conversation.cancel", "conversation.resume", "tool.approved", "tool.rejected"}
-)
-"""Event types a client may send into a conversation."""
-
 _FollowUp = tuple[list[NewEvent], list[Effect]]
 """An inbound event's batch (the event first) and the effects after its commit."""
 
@@ -309,4 +304,8 @@ _FOLLOW_UPS: dict[str, Callable[[Inbound, ev.Event, NewEvent], _FollowUp]] = {
     "tool.approved": Inbound._on_approved,
     "tool.rejected": Inbound._on_rejected,
 }
-"""Each inbound event type (``INBOUND_TYPES``), and what its recording brings with it."""
+"""Each event type a client may send into a conversation, and what its recording brings."""
+
+INBOUND_TYPES = frozenset(_FOLLOW_UPS)
+"""Event types a client may send into a conversation (the keys of one table, so a type
+that is accepted always has its follow-up)."""

@@ -18,6 +18,7 @@ from runtime.client.replies import VerifyReport
 from runtime.daemon.live_views import Ask, LiveProject, live_status
 from runtime.daemon.snapshot_check import snapshot_mismatches
 from runtime.errors import ProjectNotFoundError
+from runtime.journal.scope import Scope
 from runtime.journal.store import Journal
 from runtime.wire.op_args import ProjectionArgs
 from runtime.wire.ops import Call
@@ -27,6 +28,8 @@ __all__ = ["verify_project"]
 _SETTLE_ATTEMPTS = 10
 """How often ``verify`` asks a live conversation again while a turn moves it on."""
 _SETTLE_PAUSE_S = 0.2
+_PROJECT_OWN = Scope(conversation_id=None)
+"""The project's own events (no conversation), read again on each retry."""
 
 
 def _diff(live: Any, replayed: Any, limit: int = 40) -> list[str]:
@@ -43,18 +46,18 @@ def _compare_live(
     *,
     project_id: str,
     conversation_id: str,
-    project_own: list[Any],
     fresh: list[Any],
     deadline: float,
 ) -> list[dict[str, Any]]:
     """The projections where a live conversation and the replay of its events differ.
 
     A turn in flight can put the live state ahead of what was read (a commit after the
-    read, or the steps a turn folds before their commit): a difference is asked again,
-    the conversation's events read again (``project_own``: the project's own, its
-    options, as the audit read them), until both settle; one that persists is a mismatch. The
-    timeline is read from the journal on both sides (the backend's ``_timeline``), so it
-    is not asked.
+    read, or the steps a turn folds before their commit), and a project started again
+    during the verify changes the options a replay folds: a difference is asked again, the
+    conversation's events and the project's own (its ``project.started``, hence its
+    options) read again through their indexes, until both settle; one that persists is a
+    mismatch. The timeline is read from the journal on both sides (the backend's
+    ``_timeline``), so it is not asked.
     """
     differ: list[dict[str, Any]] = []
     for attempt in range(_SETTLE_ATTEMPTS):
@@ -75,6 +78,7 @@ def _compare_live(
         if not differ or attempt == _SETTLE_ATTEMPTS - 1 or time.monotonic() >= deadline:
             break
         time.sleep(_SETTLE_PAUSE_S)
+        project_own = journal.read_scope(project_id, _PROJECT_OWN)
         fresh = [*project_own, *journal.read_conversation(project_id, conversation_id)]
     return differ
 
@@ -132,7 +136,6 @@ def verify_project(
                 ask,
                 project_id=project_id,
                 conversation_id=conversation_id,
-                project_own=own[None],
                 fresh=fresh,
                 deadline=deadline,
             )

@@ -18,6 +18,8 @@ import binascii
 import re
 from urllib.parse import unquote
 
+from runtime.guard.secrets.rule import ordinary_word
+
 __all__ = ["GIT_CONFIG_FILES", "MIN_USER_TOKEN", "git_config_values"]
 
 GIT_CONFIG_FILES: tuple[str, ...] = (".git/config", ".git/config.worktree")
@@ -28,10 +30,6 @@ MIN_USER_TOKEN = 16
 
 _USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://([^\s/@\"'?#]+)@")
 _AUTHORIZATION = re.compile(r"(?i)authorization:\s*(basic|bearer|token)\s+([^\s\"';]+)")
-
-
-def _ordinary(value: str) -> bool:
-    return value.isalpha() or value.isdigit()
 
 
 def git_config_values(text: str, min_length: int = 8) -> set[str]:
@@ -45,7 +43,7 @@ def git_config_values(text: str, min_length: int = 8) -> set[str]:
         user, colon, password = match.group(1).partition(":")
         if colon:
             found |= {password, unquote(password)}
-        elif len(user) >= MIN_USER_TOKEN and not _ordinary(user):
+        elif len(user) >= MIN_USER_TOKEN and not ordinary_word(user):
             found |= {user, unquote(user)}
     for match in _AUTHORIZATION.finditer(text):
         scheme, credential = match.group(1).lower(), match.group(2)

@@ -25,6 +25,7 @@ __all__ = [
     "SpanMap",
     "is_redaction_marker",
     "marker",
+    "ordinary_word",
     "plausible_value",
 ]
 
@@ -329,3 +330,8 @@ def plausible_value(value: str) -> bool:
         and "[REDACTED" not in bare
         and _ALNUM_CHAR.search(bare) is not None
     )
+
+
+def ordinary_word(value: str) -> bool:
+    """A word or a number (letters only, or digits only): it masks nothing but ordinary text."""
+    return value.isalpha() or value.isdigit()

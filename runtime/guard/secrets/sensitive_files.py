@@ -17,17 +17,13 @@ from typing import Any
 
 from runtime.guard.secrets.key_names import is_sensitive_key
 from runtime.guard.secrets.masking import MIN_SECRET_LENGTH
+from runtime.guard.secrets.rule import ordinary_word
 
 __all__ = ["file_values"]
 
 _LINE = re.compile(r"""^(?:export\s+)?["']?([A-Za-z_][A-Za-z0-9_.\-]*)["']?\s*[=:]\s*(.*?)[,;]?$""")
 _PEM_MARK = re.compile(r"\A-----(BEGIN|END) [A-Z0-9 ]+-----\Z")
 """``findall`` gives ``["BEGIN"]`` or ``["END"]`` on a PEM block's first or last line."""
-
-
-def _ordinary(value: str) -> bool:
-    """A word or a number: a value that masks nothing but ordinary text."""
-    return value.isalpha() or value.isdigit()
 
 
 def _unquote(value: str) -> str:
@@ -109,5 +105,5 @@ def file_values(text: str) -> set[str]:
         value
         for key, value in reader.pairs
         if len(value) >= MIN_SECRET_LENGTH
-        and (not _ordinary(value) or key in ("pem", "token") or is_sensitive_key(key))
+        and (not ordinary_word(value) or key in ("pem", "token") or is_sensitive_key(key))
     }

@@ -45,7 +45,6 @@ def _compare(journal: Journal, fresh: list[Any], live: Any) -> list[dict[str, An
         ask,
         project_id="p1",
         conversation_id="c1",
-        project_own=[],
         fresh=fresh,
         deadline=time.monotonic() + 60,
     )
@@ -70,3 +69,32 @@ def test_a_difference_that_persists_is_a_mismatch(journal: Journal) -> None:
         ("projection", "llm_context"),
         ("projection", "diagnostics"),
     ]
+
+
+def _started(window_chars: int) -> NewEvent:
+    return NewEvent(
+        event_id=str(uuid.uuid4()),
+        type="project.started",
+        at="2026-11-27T10:00:00.000Z",
+        project_id="p1",
+        conversation_id=None,
+        correlation_id="corr-00000000000000000002",
+        data={"root": "/srv/p1", "options": {"context_window_chars": window_chars}},
+    )
+
+
+def test_a_project_started_again_during_the_verify_is_read_again_with_its_options(
+    journal: Journal,
+) -> None:
+    journal.append([_started(0)])
+    for n in range(6):
+        journal.append([_message(f"message {n} " + "x" * 400)])
+    own = [e for e in journal.read_project("p1") if e.conversation_id is None]
+    read = [*own, *journal.read_conversation("p1", "c1")]
+    journal.append([_started(600)])  # the project started again, with a smaller window
+    now = [
+        *[e for e in journal.read_project("p1") if e.conversation_id is None],
+        *journal.read_conversation("p1", "c1"),
+    ]
+    assert get_projection(now, "c1", "llm_context") != get_projection(read, "c1", "llm_context")
+    assert _compare(journal, read, lambda key: get_projection(now, "c1", key)) == []
