@@ -479,11 +479,8 @@ class Client:
         stream = EventStream(
             self.socket_path,
             home=self.home,
-            args={
-                "project_id": project_id,
-                "conversation_id": conversation_id,
-                "after_seq": after_seq,
-            },
+            args={"project_id": project_id, "conversation_id": conversation_id},
+            after_seq=after_seq,
             connect_timeout_s=self.timeout_s,
             max_frame_bytes=self.max_frame_bytes,
         )

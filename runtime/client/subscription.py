@@ -92,7 +92,11 @@ def exchange(sock: socket.socket, frame: bytes, *, timeout_s: float, max_bytes: 
 
 
 class EventStream(Iterator["TimelineEvent"]):
-    """Events of one ``subscribe`` request, in ``seq`` order; ``close()`` to stop."""
+    """Events of one ``subscribe`` request, in ``seq`` order; ``close()`` to stop.
+
+    ``args`` are the request's (``project_id``, ``conversation_id``), ``after_seq`` the
+    cursor it starts from.
+    """
 
     def __init__(
         self,
@@ -100,6 +104,7 @@ class EventStream(Iterator["TimelineEvent"]):
         *,
         home: str,
         args: Mapping[str, object],
+        after_seq: int = 0,
         connect_timeout_s: float = 5.0,
         max_frame_bytes: int,
         max_retries: int = 5,
@@ -114,8 +119,7 @@ class EventStream(Iterator["TimelineEvent"]):
         self._lock = threading.Lock()
         self._closed = False
         self._failures = 0
-        after_seq = args.get("after_seq", 0)
-        self.last_seq: int = after_seq if isinstance(after_seq, int) else 0
+        self.last_seq = after_seq
         """The ``seq`` of the last event yielded (the cursor a reconnect resumes from)."""
         self.reconnects = 0
         """How many times the stream was resumed on a new connection."""
