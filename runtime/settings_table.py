@@ -7,8 +7,7 @@ must stay thin: this module imports nothing of Roost's and no third-party packag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 __all__ = [
     "CONFIG_NAME",
@@ -37,9 +36,12 @@ Rule = Literal[
 """How a setting's value is checked (``runtime.daemon.settings`` says what each must be)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Setting:
-    """One daemon setting: its key in the config file, its variable, its rule."""
+class Setting(NamedTuple):
+    """One daemon setting: its key in the config file, its variable, its rule.
+
+    A ``NamedTuple`` (built by keyword), not a dataclass: ``dataclasses`` loads ``inspect``,
+    and every ``roost`` command builds its parser from this table.
+    """
 
     key: str
     """Its name in the config file (``postgres.host`` is ``host`` in ``[postgres]``)."""

@@ -14,8 +14,8 @@ bytecode of each is compiled first (as installed). It prints, median and best of
   from a client in this process that connects for it, as the program does. What ``send``
   adds is the program's time minus that client's: the interpreter, the imports, the parser,
   the output;
-- the CPU time of importing the parser, then ``msgspec``, then the client (the last
-  checkout's).
+- the CPU time of importing the parser, then the client, then ``msgspec`` (which the
+  client no longer loads: what it would cost; the last checkout's).
 """
 
 from __future__ import annotations
@@ -105,14 +105,17 @@ def bench_tab(runs: int, envs: dict[str, dict[str, str]]) -> None:
 IMPORTS = {
     "python -c pass": "pass",
     "the parser (runtime.cli.app)": "import runtime.cli.app",
-    "+ msgspec": "import runtime.cli.app, msgspec",
     "+ the client (runtime.client.connection)": "import runtime.cli.app, runtime.client.connection",
+    "+ msgspec (the daemon's codec, not the client's)": (
+        "import runtime.cli.app, runtime.client.connection, msgspec"
+    ),
 }
-"""What the client's imports cost, step by step (``--only imports``)."""
+"""What the client's imports cost, step by step (``--only imports``); the last line shows
+what msgspec would add (the client encodes with ``json``, ``runtime.wire.client_codec``)."""
 
 
 def bench_imports(runs: int, envs: dict[str, dict[str, str]]) -> None:
-    """CPU time of importing the parser, then ``msgspec``, then the client (last checkout)."""
+    """CPU time of importing the parser, then the client, then ``msgspec`` (last checkout)."""
     env = list(envs.values())[-1]
     cpus: dict[str, list[float]] = {name: [] for name in IMPORTS}
     for _ in range(runs):

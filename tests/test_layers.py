@@ -48,7 +48,7 @@ def tree(tmp_path: Path) -> Path:
 def test_the_tree_keeps_every_import_contract(tree: Path) -> None:
     done = lint(tree)
     assert done.returncode == 0, done.stdout
-    assert "Contracts: 7 kept, 0 broken." in done.stdout
+    assert "Contracts: 8 kept, 0 broken." in done.stdout
 
 
 def test_the_mcp_server_may_not_reach_past_the_client(tree: Path) -> None:
@@ -78,6 +78,18 @@ def test_a_client_command_may_not_load_the_daemon_not_even_inside_a_function(tre
     done = lint(tree)
     assert done.returncode == 1, done.stdout
     assert "runtime.cli.commands is not allowed to import runtime.daemon:" in done.stdout
+
+
+def test_the_client_may_not_load_msgspec_nor_the_events_package(tree: Path) -> None:
+    connection = tree / "runtime" / "client" / "connection.py"
+    connection.write_text(connection.read_text() + "\nfrom runtime.wire.ops import OP_TABLE\n")
+    waiting = tree / "runtime" / "cli" / "waiting.py"
+    waiting.write_text(waiting.read_text() + "\nfrom events.view_types import TimelinePage\n")
+    done = lint(tree)
+    assert done.returncode == 1, done.stdout
+    assert "runtime.client is not allowed to import runtime.wire.ops:" in done.stdout
+    assert "runtime.client is not allowed to import msgspec:" in done.stdout
+    assert "runtime.cli.waiting is not allowed to import events:" in done.stdout
 
 
 def test_an_upward_import_breaks_the_layers_contract(tree: Path) -> None:

@@ -190,12 +190,9 @@ class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 def dumps_json(value: Any, *, pretty: bool = True) -> str:
     """Encode ``value`` as JSON text (indented unless ``pretty=False``)."""
-    import msgspec  # noqa: PLC0415 - not for --help, --version and completion
+    from runtime.wire.client_codec import encode_json  # noqa: PLC0415 - not for --version
 
-    raw = msgspec.json.encode(value)
-    if pretty:
-        raw = msgspec.json.format(raw, indent=2)
-    return raw.decode()
+    return encode_json(value, indent=pretty).decode()
 
 
 @functools.singledispatch

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from events.view_types import PendingToolCall
 from runtime.client.connection import Client
 from runtime.errors import RequestTimeoutError, RoostError
+
+if TYPE_CHECKING:  # a type only: the client does not load the events package
+    from events.view_types import PendingToolCall
 
 __all__ = ["TURN_END_TYPES", "wait_for_turn"]
 

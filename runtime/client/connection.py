@@ -25,20 +25,8 @@ import select
 import socket
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from events.view_types import IncidentReport, ProjectEvents, TimelinePage
-from runtime.client.replies import (
-    DaemonStatus,
-    DeletedProject,
-    Pong,
-    ProjectDescription,
-    ProjectDiagnostics,
-    ProjectSummary,
-    ProtocolCheck,
-    ShutdownAck,
-    VerifyReport,
-)
 from runtime.client.subscription import EventStream, exchange, open_socket
 from runtime.errors import (
     BadRequestError,
@@ -48,14 +36,23 @@ from runtime.errors import (
     error_from_wire,
 )
 from runtime.guard.home.roost_home import resolve_home, socket_path
-from runtime.wire.op_args import SubscribeArgs
-from runtime.wire.ops import new_idempotency_key, normalize_event, op_timeout_s
-from runtime.wire.protocol import (
-    DEFAULT_MAX_FRAME_BYTES,
-    HEADER_SIZE,
-    FrameTooLargeError,
-    encode_request,
-)
+from runtime.wire.client_codec import encode_request
+from runtime.wire.client_ops import new_idempotency_key, normalize_event, op_timeout_s
+from runtime.wire.framing import DEFAULT_MAX_FRAME_BYTES, HEADER_SIZE, FrameTooLargeError
+
+if TYPE_CHECKING:  # types only: the shapes of the answers, not loaded by a client
+    from events.view_types import IncidentReport, ProjectEvents, TimelinePage
+    from runtime.client.replies import (
+        DaemonStatus,
+        DeletedProject,
+        Pong,
+        ProjectDescription,
+        ProjectDiagnostics,
+        ProjectSummary,
+        ProtocolCheck,
+        ShutdownAck,
+        VerifyReport,
+    )
 
 __all__ = ["REPLY_MARGIN_S", "Client", "EventStream", "normalize_event"]
 
@@ -482,9 +479,8 @@ class Client:
         stream = EventStream(
             self.socket_path,
             home=self.home,
-            args=SubscribeArgs(
-                project_id=project_id, conversation_id=conversation_id, after_seq=after_seq
-            ),
+            args={"project_id": project_id, "conversation_id": conversation_id},
+            after_seq=after_seq,
             connect_timeout_s=self.timeout_s,
             max_frame_bytes=self.max_frame_bytes,
         )

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
-from events.view_types import ProjectDecision
-
-if TYPE_CHECKING:  # types only: the client does not load the seal and deletion checks
+if TYPE_CHECKING:  # types only: the client does not load the events package
     from events.deletion import DeletionSummary
     from events.seal import SealProblem
+    from events.view_types import ProjectDecision
 
 __all__ = [
     "DaemonStatus",

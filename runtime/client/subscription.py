@@ -19,24 +19,23 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-import msgspec
-
-from events.view_types import TimelineEvent
 from runtime.errors import DaemonUnreachableError, error_from_wire
 from runtime.guard.home.pidfile import locked_pid
 from runtime.guard.home.roost_home import pid_path
-from runtime.wire.op_args import SubscribeArgs
-from runtime.wire.protocol import (
+from runtime.wire.client_codec import (
     MalformedFrameError,
     ServerFrame,
-    TruncatedFrameError,
     decode_server_frame,
     encode_request,
-    read_frame,
 )
+from runtime.wire.framing import TruncatedFrameError, read_frame
 from runtime.wire.transport import connect_unix_socket
+
+if TYPE_CHECKING:  # a type only: the client does not load the events package
+    from events.view_types import TimelineEvent
 
 __all__ = ["SHUTDOWN_WAIT_S", "EventStream", "daemon_state", "exchange", "open_socket"]
 
@@ -92,22 +91,27 @@ def exchange(sock: socket.socket, frame: bytes, *, timeout_s: float, max_bytes: 
     return decode_server_frame(body)
 
 
-class EventStream(Iterator[TimelineEvent]):
-    """Events of one ``subscribe`` request, in ``seq`` order; ``close()`` to stop."""
+class EventStream(Iterator["TimelineEvent"]):
+    """Events of one ``subscribe`` request, in ``seq`` order; ``close()`` to stop.
+
+    ``args`` are the request's (``project_id``, ``conversation_id``), ``after_seq`` the
+    cursor it starts from.
+    """
 
     def __init__(
         self,
         socket_path: str,
         *,
         home: str,
-        args: SubscribeArgs,
+        args: Mapping[str, object],
+        after_seq: int = 0,
         connect_timeout_s: float = 5.0,
         max_frame_bytes: int,
         max_retries: int = 5,
     ) -> None:
         self._socket_path = socket_path
         self._home = home
-        self._args = args
+        self._args = dict(args)
         self._connect_timeout_s = connect_timeout_s
         self._max_frame_bytes = max_frame_bytes
         self._max_retries = max_retries
@@ -115,7 +119,7 @@ class EventStream(Iterator[TimelineEvent]):
         self._lock = threading.Lock()
         self._closed = False
         self._failures = 0
-        self.last_seq: int = args.after_seq
+        self.last_seq = after_seq
         """The ``seq`` of the last event yielded (the cursor a reconnect resumes from)."""
         self.reconnects = 0
         """How many times the stream was resumed on a new connection."""
@@ -124,8 +128,8 @@ class EventStream(Iterator[TimelineEvent]):
         """Connect and send the request (``after_seq`` = :attr:`last_seq`)."""
         sock = open_socket(self._socket_path, self._home, self._connect_timeout_s)
         try:
-            args = msgspec.structs.replace(self._args, after_seq=self.last_seq)
-            sock.sendall(encode_request(1, "subscribe", msgspec.structs.asdict(args)))
+            args = {**self._args, "after_seq": self.last_seq}
+            sock.sendall(encode_request(1, "subscribe", args))
             sock.settimeout(None)
         except OSError as e:
             sock.close()

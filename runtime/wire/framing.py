@@ -15,6 +15,7 @@ import time
 from runtime.errors import RequestError
 
 __all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
     "HEADER_SIZE",
     "FrameTooLargeError",
     "TruncatedFrameError",
@@ -27,6 +28,9 @@ __all__ = [
 _HEADER = struct.Struct(">I")
 HEADER_SIZE = _HEADER.size
 """Bytes of the length prefix."""
+
+DEFAULT_MAX_FRAME_BYTES = 8 * 1024 * 1024
+"""Largest frame body either side of the client ↔ daemon protocol accepts (8 MiB)."""
 
 
 class FrameTooLargeError(RequestError):

@@ -5,18 +5,27 @@ limit, its waiting rule and where its ids live (checked by ``runtime.guard.ids``
 here by :func:`with_ids`). :func:`validate_args` turns a request's arguments into that
 Struct (``bad_request`` with ``reason`` ``unknown_op`` or ``invalid_args``); a
 :class:`~runtime.wire.op_args.Call` carries it down, and each level serves the op with its
-method ``op_<name>`` (``runtime.wire.dispatch``).
+method ``op_<name>`` (``runtime.wire.dispatch``). What a client needs of the table without
+loading msgspec (time limits, ``send_event``'s waiting rule, the event's wire shape, a fresh
+idempotency key) is declared in ``runtime.wire.client_ops`` and taken from there.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import msgspec
 
 from runtime.errors import BadRequestError
+from runtime.wire.client_ops import (
+    DEFAULT_OP_TIMEOUT_S,
+    OP_TIMEOUTS_S,
+    new_idempotency_key,
+    normalize_event,
+    user_message_wait,
+    wait_timeout,
+)
 from runtime.wire.op_args import (
     PROJECTION_KEYS,
     A,
@@ -78,10 +87,6 @@ __all__ = [
     "with_ids",
 ]
 
-DEFAULT_OP_TIMEOUT_S = 60.0
-"""Seconds a request may take inside the daemon unless its op says otherwise."""
-
-
 Route = Literal["gateway", "stream", "daemon", "supervisor", "project", "conversation"]
 """Who serves an op: the gateway, a stream, the daemon's backend (from the journal), or an
 actor of the tree (the Supervisor, the project's Project, the conversation's Conversation)."""
@@ -99,22 +104,6 @@ IdKind = Literal["project_id", "conversation_id", "correlation_id", "idempotency
 
 IdPath = tuple[IdKind, tuple[str, ...]]
 """An id a client may choose, and where in the arguments it lives."""
-
-
-def _arg(args: Any, name: str, default: Any = None) -> Any:
-    """A field of an op's arguments: its Struct's, or (a client's) its dict's."""
-    return args.get(name, default) if isinstance(args, dict) else getattr(args, name, default)
-
-
-def _user_message_wait(args: Any) -> bool:
-    return bool(_arg(args, "wait")) and _arg(_arg(args, "event"), "type") == "user.message"
-
-
-def _wait_timeout(args: Any) -> float:
-    if not _arg(args, "wait"):
-        return 0.0
-    wait = _arg(args, "wait_timeout_s", 60.0)
-    return float(wait) if isinstance(wait, int | float) else 60.0
 
 
 class Op(msgspec.Struct, frozen=True, kw_only=True):
@@ -174,7 +163,9 @@ OP_TABLE: dict[str, Op] = {
     ),
     "stop_project": Op(args=ProjectArgs, route="supervisor", correlated=True),
     "list_projects": Op(args=ListProjectsArgs, route="supervisor"),
-    "delete_project": Op(args=DeleteProjectArgs, route="supervisor", timeout_s=600.0),
+    "delete_project": Op(
+        args=DeleteProjectArgs, route="supervisor", timeout_s=OP_TIMEOUTS_S["delete_project"]
+    ),
     "diagnostics": Op(args=ProjectArgs, route="daemon"),
     "list_tools": Op(args=ListToolsArgs, route="project"),
     "describe_project": Op(args=ProjectArgs, route="project"),
@@ -198,8 +189,8 @@ OP_TABLE: dict[str, Op] = {
     "send_event": Op(
         args=SendEventArgs,
         route="conversation",
-        extra_timeout=_wait_timeout,
-        waits=_user_message_wait,
+        extra_timeout=wait_timeout,
+        waits=user_message_wait,
         correlated=True,
         ids=(
             ("correlation_id", ("event", "correlation_id")),
@@ -225,9 +216,11 @@ OP_TABLE: dict[str, Op] = {
     ),
     "get_projection": Op(args=ProjectionArgs, route="conversation"),
     "incident_timeline": Op(args=TimelineArgs, route="daemon"),
-    "incident_report": Op(args=ReportArgs, route="daemon", timeout_s=300.0),
+    "incident_report": Op(
+        args=ReportArgs, route="daemon", timeout_s=OP_TIMEOUTS_S["incident_report"]
+    ),
     "project_events": Op(args=ProjectEventsArgs, route="daemon"),
-    "verify": Op(args=ProjectArgs, route="daemon", timeout_s=3600.0),
+    "verify": Op(args=ProjectArgs, route="daemon", timeout_s=OP_TIMEOUTS_S["verify"]),
     "subscribe": Op(args=SubscribeArgs, route="stream"),
 }
 """Every op, declared once (``live_status`` is the daemon's own, not a client's)."""
@@ -257,43 +250,6 @@ def event_type_of(op: str) -> str | None:
     return spec.event_type if spec is not None else None
 
 
-_EVENT_KEYS = ("type", "data", "correlation_id")
-
-
-def normalize_event(event: dict[str, Any]) -> dict[str, Any]:
-    """Return ``event`` in the wire shape ``{type, data, correlation_id}``.
-
-    ``meta.correlation_id`` moves to the top level (SPEC's example); any other top-level
-    key (``content``, ``llm``...) is a payload field and moves into ``data``. Raises
-    ``BadRequestError`` for a missing ``type``, a non-object ``data`` or ``meta``, an
-    unknown ``meta`` key, or a payload field given twice.
-    """
-    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-        raise BadRequestError("an event must be an object with a string 'type'")
-    data = event.get("data", {})
-    meta = event.get("meta", {})
-    if not isinstance(data, dict) or not isinstance(meta, dict):
-        raise BadRequestError("an event's 'data' and 'meta' must be objects")
-    unknown_meta = sorted(set(meta) - {"correlation_id"})
-    if unknown_meta:
-        raise BadRequestError(
-            f"unknown event meta keys {unknown_meta}; only correlation_id is allowed",
-            reason="unexpected_meta",
-            keys=unknown_meta,
-        )
-    fields = {key: value for key, value in event.items() if key not in (*_EVENT_KEYS, "meta")}
-    twice = [key for key in fields if key in data]
-    if twice:
-        raise BadRequestError(
-            f"event field {twice[0]!r} given both at the top level and in data",
-            reason="duplicate_field",
-            key=twice[0],
-        )
-    data = {**data, **fields}
-    correlation_id = event.get("correlation_id") or meta.get("correlation_id")
-    return {"type": event["type"], "data": data, "correlation_id": correlation_id}
-
-
 def validate_args(op: str, args: Any) -> Args:
     """Check ``args`` for ``op``; return them as its Struct with every default filled in.
 
@@ -320,11 +276,6 @@ def validate_args(op: str, args: Any) -> Args:
         raise BadRequestError(
             f"invalid arguments for {op}: {e}", reason="invalid_args", op=op, problem=str(e)
         ) from e
-
-
-def new_idempotency_key() -> str:
-    """A fresh idempotency key (a UUID): the client's for its retries, or the gateway's."""
-    return str(uuid.uuid4())
 
 
 def id_at(args: Any, path: tuple[str, ...] | None) -> Any:

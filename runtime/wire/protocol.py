@@ -1,4 +1,4 @@
-"""The wire protocol between client and daemon: length-prefixed msgspec JSON frames.
+"""The wire protocol between client and daemon: length-prefixed JSON frames.
 
 A frame is a 4-byte big-endian unsigned length and that many bytes of JSON. Frames::
 
@@ -17,6 +17,10 @@ JSON parsers disagree on which one wins, so none is chosen), ``unknown_op`` or
 :class:`TooDeeplyNestedError`, :class:`DuplicateKeyError`, :class:`FrameTooLargeError`) are
 ``RequestError`` siblings of ``BadRequestError`` with its code, ``bad_request``: a reader
 of a request frame catches the three decoding ones by name.
+
+The daemon's side is here, on msgspec (strict decoding of every request). The client's
+(``encode_request``, ``decode_server_frame``, ``ServerFrame``, ``MalformedFrameError``) is
+in :mod:`runtime.wire.client_codec`, on the standard library's ``json``, re-exported here.
 """
 
 from __future__ import annotations
@@ -24,22 +28,25 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from runtime.errors import RequestError, RoostError, WireError
+from runtime.wire.client_codec import (
+    MalformedFrameError,
+    ServerFrame,
+    decode_server_frame,
+    encode_request,
+)
 from runtime.wire.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
     HEADER_SIZE,
     FrameTooLargeError,
     TruncatedFrameError,
     frame,
     read_frame,
 )
-
-DEFAULT_MAX_FRAME_BYTES = 8 * 1024 * 1024
-"""Largest frame body either side accepts (8 MiB)."""
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -78,14 +85,6 @@ _BRACKET_STEP[ord("[")] = _BRACKET_STEP[ord("{")] = 1
 _BRACKET_STEP[ord("]")] = _BRACKET_STEP[ord("}")] = -1
 
 
-class MalformedFrameError(RequestError):
-    """A frame body is not JSON or not the expected shape; ``request_id`` if it was readable."""
-
-    def __init__(self, problem: str, request_id: int = 0) -> None:
-        super().__init__(f"malformed frame: {problem}", reason="malformed_frame", problem=problem)
-        self.request_id = request_id
-
-
 class TooDeeplyNestedError(RequestError):
     """Objects and arrays nested deeper than the limit; ``details`` ``{reason, max_depth}``."""
 
@@ -122,29 +121,9 @@ class RequestFrame(msgspec.Struct, frozen=True, kw_only=True):
     """The op's arguments."""
 
 
-ServerFrameKind = Literal["result", "error", "event", "end"]
-"""What a frame from the daemon carries."""
-
-
-class ServerFrame(msgspec.Struct, frozen=True, kw_only=True):
-    """A decoded frame from the daemon."""
-
-    id: int
-    """The request it answers (0: the daemon could not read the request)."""
-    kind: ServerFrameKind
-    """What the frame carries."""
-    value: Any = None
-    """The result, the wire error ``{code, message, details}``, or the event."""
-
-
 def encode_frame(message: Any) -> bytes:
     """Encode ``message`` (JSON-able or Structs) as one frame: length prefix and body."""
     return frame(_encoder.encode(message))
-
-
-def encode_request(request_id: int, op: str, args: Mapping[str, object]) -> bytes:
-    """Encode a request frame."""
-    return encode_frame({"id": request_id, "op": op, "args": args})
 
 
 def encode_reply(request_id: int, result: Any) -> bytes:
@@ -268,40 +247,6 @@ def _readable_id(body: bytes, error: TooDeeplyNestedError | DuplicateKeyError) -
         return 0
     request_id = _int_id(raw.get("id")) if isinstance(raw, dict) else None
     return request_id if request_id is not None and request_id >= 0 else 0
-
-
-def decode_server_frame(body: bytes) -> ServerFrame:
-    """Decode a frame from the daemon; raise :class:`MalformedFrameError` on a wrong shape."""
-    try:
-        raw = msgspec.json.decode(body)
-    except msgspec.DecodeError as e:
-        raise MalformedFrameError(f"reply is not valid JSON ({e})") from e
-    if not isinstance(raw, dict) or _int_id(raw.get("id")) is None:
-        raise MalformedFrameError("reply must be an object with an integer 'id'")
-    frame_id = int(raw["id"])
-    for kind, fits, value in _SERVER_FRAMES:
-        if fits(raw):
-            return ServerFrame(id=frame_id, kind=kind, value=value(raw))
-    raise MalformedFrameError(f"unrecognised reply keys {sorted(raw)}", frame_id)
-
-
-_SERVER_FRAMES: tuple[
-    tuple[
-        ServerFrameKind, Callable[[dict[str, object]], bool], Callable[[dict[str, object]], object]
-    ],
-    ...,
-] = (
-    ("result", lambda raw: raw.get("ok") is True and "result" in raw, lambda raw: raw["result"]),
-    (
-        "error",
-        lambda raw: raw.get("ok") is False and isinstance(raw.get("error"), dict),
-        lambda raw: raw["error"],
-    ),
-    ("event", lambda raw: "event" in raw, lambda raw: raw["event"]),
-    ("end", lambda raw: raw.get("end") is True, lambda raw: None),
-)
-"""Each kind of frame the daemon sends (:data:`ServerFrame.kind`), first fit first: how it is
-told from its keys, and the value it carries."""
 
 
 def internal_error(op: str, error: Exception) -> WireError:

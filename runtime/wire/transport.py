@@ -15,8 +15,7 @@ import stat
 import struct
 import time
 from collections.abc import Iterator
-
-import msgspec
+from typing import NamedTuple
 
 __all__ = [
     "PeerCredentials",
@@ -32,8 +31,11 @@ _CREDS = struct.Struct("3i")
 _MAX_SUN_PATH = 107
 
 
-class PeerCredentials(msgspec.Struct, frozen=True, kw_only=True):
-    """The connecting process, as the kernel reports it (SO_PEERCRED)."""
+class PeerCredentials(NamedTuple):
+    """The connecting process, as the kernel reports it (SO_PEERCRED).
+
+    A ``NamedTuple``, not a msgspec Struct: clients load this module and no codec.
+    """
 
     pid: int
     """Peer process id."""

@@ -8,6 +8,7 @@ figures (``roost --version`` in ms, the overhead of ``send``) are in ``docs/perf
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 import subprocess
 import sys
@@ -41,6 +42,11 @@ HEAVY = (
 )
 """What no client-side run may load (the ``thin-client`` contract in pyproject.toml)."""
 
+CODEC = ("msgspec", "events", "typing_extensions", "inspect", "dataclasses", "uuid", "platform")
+"""What a client command does not load either: msgspec (the client's frames and ``--json``
+are on the standard library's ``json``), the events package (its answers' shapes are types
+only), and what those would bring (``docs/performance.md``, "The thin client")."""
+
 _IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(?P<name>\S+)\s*$")
 
 
@@ -63,6 +69,10 @@ def run_loaded(
 
 def heavy(loaded: set[str]) -> list[str]:
     return sorted(m for m in loaded if m.startswith(HEAVY))
+
+
+def codec(loaded: set[str]) -> list[str]:
+    return sorted(m for m in loaded if m in CODEC or m.startswith(tuple(f"{c}." for c in CODEC)))
 
 
 def stderr_text(done: subprocess.CompletedProcess[str]) -> str:
@@ -95,6 +105,7 @@ def test_a_client_command_loads_the_client_but_not_the_daemon(tmp_path: Path) ->
     assert "daemon_unreachable" in stderr_text(done)
     assert "runtime.client.connection" in loaded
     assert heavy(loaded) == []
+    assert codec(loaded) == []
 
 
 def test_a_daemon_command_still_loads_the_daemon_when_it_runs(tmp_path: Path) -> None:
@@ -137,6 +148,39 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             c.start_conversation("alpha", conversation_id="c-one")
             c.start_conversation("alpha", conversation_id="c-two")
         yield path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("send", "alpha", "c-one", "héllo ✓", "--wait"),
+        ("--json", "send", "alpha", "c-one", "hello"),
+        ("timeline", "alpha", "c-one"),
+        ("--json", "timeline", "alpha", "c-one"),
+        ("incident", "alpha", "c-one"),
+        ("projection", "alpha", "c-one", "timeline"),
+        ("conversation", "list", "alpha"),
+        ("project", "list"),
+        ("cancel", "alpha", "c-two"),
+    ],
+    ids=" ".join,
+)
+def test_a_client_command_loads_no_codec_but_json(home: str, command: tuple[str, ...]) -> None:
+    done, loaded = run_loaded("--home", home, *command)
+    assert done.returncode == 0, stderr_text(done)
+    assert "runtime.wire.client_codec" in loaded
+    assert heavy(loaded) == []
+    assert codec(loaded) == []
+
+
+def test_send_wait_prints_the_turn_the_daemon_answered(home: str) -> None:
+    done, _ = run_loaded("--home", home, "--json", "send", "alpha", "c-one", "hi ✓", "--wait")
+    assert done.returncode == 0, stderr_text(done)
+    with Client.connect(home) as c:
+        entries = c.incident_timeline("alpha", "c-one", 500)["entries"]
+    ack = json.loads(done.stdout)
+    sent = next(e for e in entries if e["correlation_id"] == ack["correlation_id"])
+    assert (sent["type"], sent["data"]["content"]) == ("user.message", "hi ✓")
 
 
 def test_a_tab_offers_the_project_ids_the_daemon_runs(tmp_path: Path, home: str) -> None:
