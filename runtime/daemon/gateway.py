@@ -53,6 +53,7 @@ from runtime.wire.ops import OP_TABLE, STREAM_OPS, Call, validate_args, with_ids
 from runtime.wire.protocol import (
     DuplicateKeyError,
     FrameTooLargeError,
+    IntegerOutOfRangeError,
     MalformedFrameError,
     RequestFrame,
     TooDeeplyNestedError,
@@ -277,7 +278,12 @@ class Gateway:
                 return
             try:
                 request = decode_request(body)
-            except (MalformedFrameError, TooDeeplyNestedError, DuplicateKeyError) as e:
+            except (
+                MalformedFrameError,
+                TooDeeplyNestedError,
+                DuplicateKeyError,
+                IntegerOutOfRangeError,
+            ) as e:
                 log.warning("bad_frame", reason=e.details["reason"], problem=e.message)
                 conn.sendall(encode_error(e.request_id, e))
                 continue

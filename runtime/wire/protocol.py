@@ -54,6 +54,7 @@ __all__ = [
     "MAX_DEPTH",
     "DuplicateKeyError",
     "FrameTooLargeError",
+    "IntegerOutOfRangeError",
     "MalformedFrameError",
     "RequestFrame",
     "ServerFrame",
@@ -93,6 +94,28 @@ class TooDeeplyNestedError(RequestError):
             f"frame nested deeper than {max_depth} levels of objects and arrays",
             reason="too_deeply_nested",
             max_depth=max_depth,
+        )
+        self.request_id = request_id
+
+
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1
+"""The integers a request may carry: what the journal's msgpack stores (int64 to uint64)."""
+_LONG_DIGITS = re.compile(rb"\d{19,}")
+"""A run of digits long enough to hold an integer outside ``INT_MIN``..``INT_MAX``."""
+
+
+class IntegerOutOfRangeError(RequestError):
+    """An integer the journal cannot store; ``details`` ``{reason, path, min, max}``."""
+
+    def __init__(self, path: str, request_id: int = 0) -> None:
+        super().__init__(
+            f"the integer at {path} is outside {INT_MIN}..{INT_MAX}, the range the journal "
+            "stores; send it as a string",
+            reason="integer_out_of_range",
+            path=path,
+            min=str(INT_MIN),
+            max=str(INT_MAX),
         )
         self.request_id = request_id
 
@@ -183,11 +206,27 @@ def _first_duplicate(body: bytes) -> tuple[str, str]:
     return "?", "$"
 
 
-def decode_json_strict(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
-    """Decode a JSON document, refusing deep nesting and duplicate keys at any depth.
+def _out_of_range(value: Any) -> str | None:
+    """The path of the first integer outside ``INT_MIN``..``INT_MAX`` in ``value``, if any."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}") for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
+        elif type(item) is int and not INT_MIN <= item <= INT_MAX:
+            return path
+    return None
 
-    Raises :class:`MalformedFrameError` (not JSON), :class:`TooDeeplyNestedError` and
-    :class:`DuplicateKeyError` (its ``request_id`` is 0: the caller knows the id).
+
+def decode_json_strict(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """Decode a JSON document, refusing deep nesting, duplicate keys and unstorable integers.
+
+    Raises :class:`MalformedFrameError` (not JSON), :class:`TooDeeplyNestedError`,
+    :class:`DuplicateKeyError` and :class:`IntegerOutOfRangeError` (their ``request_id``
+    is 0: the caller knows the id). Integers are looked for only when the text outside
+    strings has a run of 19 digits or more, so an ordinary frame pays one regex search.
     """
     try:
         raw = msgspec.json.decode(body)
@@ -201,6 +240,10 @@ def decode_json_strict(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
     # Decoding keeps one member per key: re-encoded, a body with a repeated key has fewer.
     if structure.count(b":") != _STRING.sub(b"", _encoder.encode(raw)).count(b":"):
         raise DuplicateKeyError(*_first_duplicate(body))
+    if _LONG_DIGITS.search(structure) is not None:
+        path = _out_of_range(raw)
+        if path is not None:
+            raise IntegerOutOfRangeError(path)
     return raw
 
 
@@ -214,7 +257,7 @@ def decode_request(body: bytes) -> RequestFrame:
     """
     try:
         raw = decode_json_strict(body)
-    except (TooDeeplyNestedError, DuplicateKeyError) as e:
+    except (TooDeeplyNestedError, DuplicateKeyError, IntegerOutOfRangeError) as e:
         e.request_id = _readable_id(body, e)
         raise
     if not isinstance(raw, dict):
@@ -234,12 +277,14 @@ def decode_request(body: bytes) -> RequestFrame:
     return RequestFrame(id=request_id, op=op, args=args)
 
 
-def _readable_id(body: bytes, error: TooDeeplyNestedError | DuplicateKeyError) -> int:
+def _readable_id(
+    body: bytes, error: TooDeeplyNestedError | DuplicateKeyError | IntegerOutOfRangeError
+) -> int:
     """The request id of a refused body when it can be told for sure, else 0."""
-    if isinstance(error, DuplicateKeyError) and (error.details["path"], error.details["key"]) == (
-        "$",
-        "id",
-    ):
+    if error.details.get("path") == "$.id" or (
+        error.details.get("path"),
+        error.details.get("key"),
+    ) == ("$", "id"):
         return 0
     try:
         raw = msgspec.json.decode(body)

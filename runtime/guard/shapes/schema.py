@@ -84,12 +84,25 @@ def _too_deep() -> ToolError:
     )
 
 
+class _UnstorableInt(ValueError):
+    """An integer literal outside what the journal stores (int64 to uint64)."""
+
+
+def _storable_int(literal: str) -> int:
+    """``json.loads``'s ``parse_int``: the integer, or :class:`_UnstorableInt`."""
+    value = int(literal)
+    if not -(2**63) <= value <= 2**64 - 1:
+        raise _UnstorableInt(literal)
+    return value
+
+
 def parse_json_args(text: str | bytes) -> dict[str, Any]:
     """Parse tool arguments from JSON text: an object, no duplicate keys, bounded nesting.
 
     Raises ``ToolError("invalid_tool_args", kind="invalid_type")`` with ``reason``
-    ``invalid_json``, ``duplicate_key`` (and ``key``), ``nesting_too_deep`` or
-    ``not_an_object``.
+    ``invalid_json``, ``duplicate_key`` (and ``key``), ``nesting_too_deep``,
+    ``integer_out_of_range`` (an integer the journal, whose events record the arguments,
+    cannot store: outside -2**63..2**64-1) or ``not_an_object``.
     """
     if isinstance(text, bytes | bytearray):
         try:
@@ -101,12 +114,21 @@ def parse_json_args(text: str | bytes) -> dict[str, Any]:
     if json_depth_exceeds(text, MAX_JSON_DEPTH):
         raise _too_deep()
     try:
-        value = json.loads(text, object_pairs_hook=object_without_duplicates)
+        value = json.loads(
+            text, object_pairs_hook=object_without_duplicates, parse_int=_storable_int
+        )
     except DuplicateJsonKey as e:
         raise _invalid(
             e.key,
             f"duplicate key {e.key!r} in the arguments; send each key once",
             reason="duplicate_key",
+        ) from e
+    except _UnstorableInt as e:
+        raise _invalid(
+            None,
+            f"the integer {str(e)[:40]} in the arguments is outside -2**63..2**64-1; "
+            "send it as a string",
+            reason="integer_out_of_range",
         ) from e
     except (ValueError, RecursionError) as e:
         raise _invalid(None, f"arguments are not valid JSON: {e}", reason="invalid_json") from e

@@ -148,6 +148,21 @@ def test_a_deeply_nested_frame_gets_too_deeply_nested_and_no_crash(
     assert [line["reason"] for line in daemon.log_lines("bad_frame")] == ["too_deeply_nested"]
 
 
+def test_an_integer_the_journal_cannot_store_is_refused_and_the_daemon_goes_on(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    body = json.dumps({"id": 9, "op": "start_project", "args": {"root": str(tmp_path)}})
+    body = body[:-2] + ', "options": {"max_rounds": 18446744073709551616}}}'
+    with daemon.raw() as sock:
+        reply = exchange(sock, body.encode())
+        assert reply["id"] == 9
+        assert reply["error"]["code"] == "bad_request"
+        assert reply["error"]["details"]["reason"] == "integer_out_of_range"
+        assert reply["error"]["details"]["path"] == "$.args.options.max_rounds"
+        assert exchange(sock, encode_request(10, "ping", {})[4:])["id"] == 10
+    assert [line["reason"] for line in daemon.log_lines("bad_frame")] == ["integer_out_of_range"]
+
+
 # --- idle connections and the connection cap -----------------------------------------
 
 

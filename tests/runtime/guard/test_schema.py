@@ -386,6 +386,22 @@ def test_a_duplicate_key_is_rejected(text: str, key: str) -> None:
     }
 
 
+@pytest.mark.parametrize("number", ["18446744073709551616", "-9223372036854775809"])
+def test_an_integer_the_journal_cannot_store_is_rejected(number: str) -> None:
+    assert parse_reason('{"a": [1, ' + number + "]}") == {
+        "code": "invalid_tool_args",
+        "kind": "invalid_type",
+        "reason": "integer_out_of_range",
+    }
+
+
+def test_integers_at_the_storable_bounds_are_parsed() -> None:
+    assert parse_json_args('{"a": 18446744073709551615, "b": -9223372036854775808}') == {
+        "a": 2**64 - 1,
+        "b": -(2**63),
+    }
+
+
 def test_deep_json_is_rejected_before_parsing() -> None:
     assert parse_reason('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}") == DEEP_REASON
 
@@ -448,7 +464,7 @@ def depth_of(value: Any) -> int:
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5),
     lambda children: (
         st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3)
     ),

@@ -19,6 +19,7 @@ from runtime.wire.protocol import (
     MAX_DEPTH,
     DuplicateKeyError,
     FrameTooLargeError,
+    IntegerOutOfRangeError,
     MalformedFrameError,
     TooDeeplyNestedError,
     TruncatedFrameError,
@@ -192,6 +193,39 @@ def test_a_request_nested_deeper_than_the_limit_is_refused(depth: int, request_i
     assert info.value.details == {"reason": "too_deeply_nested", "max_depth": MAX_DEPTH}
     assert info.value.message == "frame nested deeper than 64 levels of objects and arrays"
     assert info.value.request_id == request_id
+
+
+@pytest.mark.parametrize(
+    ("args", "path"),
+    [
+        (b'{"n": 18446744073709551616}', "$.args.n"),
+        (b'{"e": {"data": [1, -9223372036854775809]}}', "$.args.e.data[1]"),
+    ],
+)
+def test_an_integer_the_journal_cannot_store_is_refused_with_its_path(
+    args: bytes, path: str
+) -> None:
+    with pytest.raises(IntegerOutOfRangeError) as info:
+        decode_request(b'{"id": 4, "op": "ping", "args": ' + args + b"}")
+    assert info.value.code == "bad_request"
+    assert info.value.details["reason"] == "integer_out_of_range"
+    assert info.value.details["path"] == path
+    assert info.value.request_id == 4
+
+
+def test_integers_at_the_bounds_and_long_digits_in_strings_and_floats_are_accepted() -> None:
+    body = (
+        b'{"id": 4, "op": "ping", "args": {"a": 18446744073709551615, '
+        b'"b": -9223372036854775808, "s": "123456789012345678901234", '
+        b'"f": 12345678901234567890123.5}}'
+    )
+    assert decode_request(body).args["a"] == 2**64 - 1
+
+
+def test_an_id_out_of_range_is_answered_with_id_zero() -> None:
+    with pytest.raises(IntegerOutOfRangeError) as info:
+        decode_request(b'{"id": 99999999999999999999999, "op": "ping", "args": {}}')
+    assert info.value.request_id == 0
 
 
 def test_server_frames_decode_to_their_kind() -> None:
