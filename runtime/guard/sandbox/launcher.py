@@ -28,6 +28,7 @@ import contextlib
 import functools
 import os
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -209,6 +210,8 @@ class Launch:
     """Descriptors only the child needs: closed once it is spawned."""
     _own_fds: list[int] = field(default_factory=list)
     """The daemon's own ends (``done_fd``): closed by :meth:`close`."""
+    _warm_stop: threading.Event = field(default_factory=threading.Event)
+    """Ends the cgroup lock's warm-up (``cgroupfs.keep_warm``) if the join has not yet."""
 
     def spawn(
         self,
@@ -312,6 +315,7 @@ class Launch:
 
         A run whose post-run check has not run (it never started) is reviewed here.
         """
+        self._warm_stop.set()
         self._close_child_fds()
         _close_all(self._own_fds)
         self.done_fd = None
@@ -364,6 +368,7 @@ def _prepare(
 ) -> None:
     groups = launch.groups
     if layers["pids_limit"]["available"]:
+        _warm_join(launch)
         try:
             launch.pids = cgroups.ToolCgroup.create(cgroup_limits(limits, layers))
         except OSError as e:
@@ -386,6 +391,13 @@ def _prepare(
     _RLIMITS[layers["rlimits"]["via"]](launch, rlimit_values(limits, timeout_s))
     _NAMESPACES[launch.via](launch, layers, allow_network, root, label)
     launch.layers += ["process_group_kill", "process_tree_kill"]
+
+
+def _warm_join(launch: Launch) -> None:
+    """Warm the kernel's migration lock for the join while the rest is prepared."""
+    where = cgroupfs.parent_dir("pids")
+    if where is not None:
+        cgroupfs.keep_warm(where[0], lambda: bool(launch.cgroup_pids()), launch._warm_stop)
 
 
 def _by_prlimit(launch: Launch, values: dict[int, tuple[int, int]]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,29 @@ def test_cgroup_mounts_read_escaped_and_non_utf8_mount_points(tmp_path: Path) ->
         ("/sys/fs/cgroup/unified", "cgroup2", {"rw", "nsdelegate"}),
     ]
     assert os.fsencode(found[1][0]) == b"/sys/fs/cgroup/m\xffem"  # the same bytes back
+
+
+def test_the_warm_up_moves_this_process_where_it_is_until_the_join_came(tmp_path: Path) -> None:
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text("")
+    asked: list[int] = []
+
+    def joined() -> bool:
+        asked.append(1)
+        return len(asked) == 3
+
+    cgroupfs.keep_warm(str(tmp_path), joined, threading.Event()).join(10)
+    assert len(asked) == 3  # a write, then one more after each "not yet"
+    assert procs.read_text() == str(os.getpid())
+
+
+def test_the_warm_up_ends_when_stopped_or_refused(tmp_path: Path) -> None:
+    stop = threading.Event()
+    stop.set()
+    asked: list[int] = []
+    (tmp_path / "cgroup.procs").write_text("")
+    cgroupfs.keep_warm(str(tmp_path), lambda: bool(asked.append(1)), stop).join(10)
+    assert asked == []  # stopped after its first write, without asking
+    refused = cgroupfs.keep_warm(str(tmp_path / "gone"), lambda: bool(asked.append(1)), stop)
+    refused.join(10)
+    assert (refused.is_alive(), asked) == (False, [])  # the write failed: it gave up at once
