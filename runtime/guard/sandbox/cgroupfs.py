@@ -226,10 +226,15 @@ def make_cgroup(parent: str, name: str, files: list[tuple[str, str, bool]]) -> s
     return path
 
 
-def join_argv(*groups: Joinable) -> list[str]:
-    """The prefix that moves the process into every one of ``groups`` before it execs."""
+def join_argv(*groups: Joinable, first: str | None = None) -> list[str]:
+    """The prefix that moves the process into every one of ``groups`` before it execs.
+
+    ``first``: shell commands it runs before that (the rlimits' ``ulimit``); when one
+    fails, it exits 125 as a failed join does.
+    """
     files = [f for group in groups for f in group.procs_files]
-    return ["/bin/sh", "-c", _JOIN_SCRIPT, _JOIN_NAME, *files, "--"]
+    script = _JOIN_SCRIPT if first is None else f"{first} || exit 125; {_JOIN_SCRIPT}"
+    return ["/bin/sh", "-c", script, _JOIN_NAME, *files, "--"]
 
 
 WARM_PERIOD_S = 0.002

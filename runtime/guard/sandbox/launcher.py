@@ -6,7 +6,8 @@ gets from the sandbox:
 
 - its cgroups (:mod:`runtime.guard.sandbox.cgroups`), and for a long-lived process
   (``shape="serve"``) a freezer cgroup (:mod:`runtime.guard.sandbox.freezer`);
-- its prefix: the cgroup join, the rlimits (``prlimit``), the parent-death signal
+- its prefix: the cgroup join, the rlimits (the join shell's ``ulimit``, or ``prlimit`` for
+  a value the shell cannot express exactly), the parent-death signal
   (bubblewrap's own ``--die-with-parent``; ``setpriv --pdeathsig`` where there is no
   bubblewrap), bubblewrap with the view of :mod:`runtime.guard.sandbox.view` passed
   through a memory file (``--args``), and for a run to completion (``shape="run"``) the
@@ -62,6 +63,7 @@ from runtime.guard.sandbox.limits import (
     cgroup_limits,
     prlimit_argv,
     rlimit_values,
+    ulimit_script,
 )
 from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, hooks_dirs
 from runtime.guard.sandbox.view import view_state
@@ -386,9 +388,14 @@ def _prepare(
         else:
             groups.append(launch.freezer)
             launch.layers.append("freezer")
-    if groups:
-        launch.prefix += cgroupfs.join_argv(*groups)
-    _RLIMITS[layers["rlimits"]["via"]](launch, rlimit_values(limits, timeout_s))
+    values = rlimit_values(limits, timeout_s)
+    via = layers["rlimits"]["via"]
+    # Where prlimit would run, the join shell sets them itself: one exec fewer.
+    script = ulimit_script(values) if via == "prlimit" else None
+    if groups or script is not None:
+        launch.prefix += cgroupfs.join_argv(*groups, first=script)
+    if script is None:
+        _RLIMITS[via](launch, values)
     _NAMESPACES[launch.via](launch, layers, allow_network, root, label)
     launch.layers += ["process_group_kill", "process_tree_kill"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import select
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from runtime.guard.home import roost_home
 from runtime.guard.sandbox import cgroupfs, cgroups
 from runtime.guard.sandbox.launcher import Limits, prepare
 from runtime.guard.sandbox.layers import DISABLE_ENV, View, probe_layers
+from runtime.guard.sandbox.limits import rlimit_values
 from runtime.guard.sandbox.run import run_command
 from runtime.guard.sandbox.server_process import ServerProcess
 
@@ -192,6 +194,38 @@ def test_a_launch_warms_the_cgroup_lock_until_its_process_joined(
     assert cgroupfs.own_cgroups() == own  # it moved this process nowhere
 
 
+def test_the_join_shell_sets_the_rlimits_without_a_prlimit_exec(tmp_path: Path) -> None:
+    if probe_layers()["rlimits"]["via"] != "prlimit":
+        pytest.skip("no prlimit here: the rlimits are set before exec")
+    limits = Limits(cpu_seconds=60, file_size_bytes=1 << 20, open_files=77)
+    launch = prepare(view=_view(tmp_path), allow_network=False, limits=limits, timeout_s=5)
+    launch.close()
+    assert not any(os.path.basename(a) == "prlimit" for a in launch.prefix)
+    result = run_command(
+        "cat /proc/self/limits",
+        cwd=str(tmp_path),
+        env=ENV,
+        timeout_s=20,
+        allow_network=False,
+        view=_view(tmp_path),
+        limits=limits,
+    )
+    names = {
+        "Max cpu time": "RLIMIT_CPU",
+        "Max address space": "RLIMIT_AS",
+        "Max file size": "RLIMIT_FSIZE",
+        "Max open files": "RLIMIT_NOFILE",
+        "Max core file size": "RLIMIT_CORE",
+    }
+    seen = {}
+    for line in result.stdout.splitlines():
+        for label, name in names.items():
+            if line.startswith(label):
+                soft, hard = line[len(label) :].split()[:2]
+                seen[getattr(resource, name)] = (int(soft), int(hard))
+    assert seen == rlimit_values(limits, 5)
+
+
 def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -211,6 +245,7 @@ def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
 LAUNCH_AND_WAIT = """
 import os, subprocess, sys, time
 from runtime.guard.sandbox.launcher import Limits, prepare
+from runtime.guard.sandbox.limits import rlimit_values
 from runtime.guard.sandbox.layers import View
 root = sys.argv[1]
 view = View(writable=(root,), cwd=root)
