@@ -370,7 +370,6 @@ def _prepare(
 ) -> None:
     groups = launch.groups
     if layers["pids_limit"]["available"]:
-        _warm_join(launch)
         try:
             launch.pids = cgroups.ToolCgroup.create(cgroup_limits(limits, layers))
         except OSError as e:
@@ -388,6 +387,8 @@ def _prepare(
         else:
             groups.append(launch.freezer)
             launch.layers.append("freezer")
+    if launch.pids is not None:  # after the cgroups are made: see _warm_join
+        _warm_join(launch, os.path.dirname(launch.pids.path))
     values = rlimit_values(limits, timeout_s)
     via = layers["rlimits"]["via"]
     # Where prlimit would run, the join shell sets them itself: one exec fewer.
@@ -400,11 +401,14 @@ def _prepare(
     launch.layers += ["process_group_kill", "process_tree_kill"]
 
 
-def _warm_join(launch: Launch) -> None:
-    """Warm the kernel's migration lock for the join while the rest is prepared."""
-    where = cgroupfs.parent_dir("pids")
-    if where is not None:
-        cgroupfs.keep_warm(where[0], lambda: bool(launch.cgroup_pids()), launch._warm_stop)
+def _warm_join(launch: Launch, parent: str) -> None:
+    """Warm the kernel's migration lock for the join while the rest is prepared.
+
+    Started once the cgroups are made: a move into a cgroup waits for its grace period
+    holding the kernel's ``cgroup_mutex``, which making a cgroup (``mkdir``, its limit
+    files) needs too. ``parent``: where the run's cgroup was made, the daemon's own.
+    """
+    cgroupfs.keep_warm(parent, lambda: bool(launch.cgroup_pids()), launch._warm_stop)
 
 
 def _by_prlimit(launch: Launch, values: dict[int, tuple[int, int]]) -> None:
