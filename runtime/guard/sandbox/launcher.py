@@ -26,7 +26,6 @@ project plugs in (``docs/security.md``, "One launcher").
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import subprocess
 import threading
@@ -58,12 +57,10 @@ from runtime.guard.sandbox.layers import (
 )
 from runtime.guard.sandbox.limits import (
     Limits,
-    apply_rlimits,
     cgroup_layers,
     cgroup_limits,
-    prlimit_argv,
+    rlimit_steps,
     rlimit_values,
-    ulimit_script,
 )
 from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, hooks_dirs
 from runtime.guard.sandbox.view import view_state
@@ -387,45 +384,18 @@ def _prepare(
         else:
             groups.append(launch.freezer)
             launch.layers.append("freezer")
-    if launch.pids is not None:  # after the cgroups are made: see _warm_join
-        _warm_join(launch, os.path.dirname(launch.pids.path))
-    values = rlimit_values(limits, timeout_s)
-    via = layers["rlimits"]["via"]
-    # Where prlimit would run, the join shell sets them itself: one exec fewer.
-    script = ulimit_script(values) if via == "prlimit" else None
+    if launch.pids is not None:  # after the cgroups' mkdir, which needs the lock's mutex
+        cgroupfs.keep_warm(
+            os.path.dirname(launch.pids.path), lambda: bool(launch.cgroup_pids()), launch._warm_stop
+        )
+    script, argv, launch.preexec = rlimit_steps(
+        rlimit_values(limits, timeout_s), layers["rlimits"]["via"]
+    )
     if groups or script is not None:
         launch.prefix += cgroupfs.join_argv(*groups, first=script)
-    if script is None:
-        _RLIMITS[via](launch, values)
+    launch.prefix += argv
     _NAMESPACES[launch.via](launch, layers, allow_network, root, label)
     launch.layers += ["process_group_kill", "process_tree_kill"]
-
-
-def _warm_join(launch: Launch, parent: str) -> None:
-    """Warm the kernel's migration lock for the join while the rest is prepared.
-
-    Started once the cgroups are made: a move into a cgroup waits for its grace period
-    holding the kernel's ``cgroup_mutex``, which making a cgroup (``mkdir``, its limit
-    files) needs too. ``parent``: where the run's cgroup was made, the daemon's own.
-    """
-    cgroupfs.keep_warm(parent, lambda: bool(launch.cgroup_pids()), launch._warm_stop)
-
-
-def _by_prlimit(launch: Launch, values: dict[int, tuple[int, int]]) -> None:
-    """``prlimit`` in the prefix sets them on itself, then execs the rest."""
-    launch.prefix += prlimit_argv(values)
-
-
-def _before_exec(launch: Launch, values: dict[int, tuple[int, int]]) -> None:
-    """Without ``prlimit``: set in the child between ``fork`` and ``exec``."""
-    launch.preexec = functools.partial(apply_rlimits, values)
-
-
-_RLIMITS: dict[str | None, Callable[[Launch, dict[int, tuple[int, int]]], None]] = {
-    "prlimit": _by_prlimit,
-    "preexec": _before_exec,
-}
-"""How the rlimits are applied, by the way ``probe_layers`` found (``rlimits.via``)."""
 
 
 def _close_all(fds: list[int]) -> None:

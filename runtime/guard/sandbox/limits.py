@@ -9,9 +9,10 @@ values of one run, applied by the prefix's first shell (:func:`ulimit_script`) o
 
 from __future__ import annotations
 
+import functools
 import math
 import resource
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
@@ -25,6 +26,7 @@ __all__ = [
     "cgroup_layers",
     "cgroup_limits",
     "prlimit_argv",
+    "rlimit_steps",
     "rlimit_values",
     "ulimit_script",
 ]
@@ -112,6 +114,22 @@ def ulimit_script(values: Mapping[int, tuple[int, int]]) -> str | None:
         if soft != hard:
             commands.append(f"ulimit -S {option} {soft // unit}")
     return " && ".join(commands) if commands else None
+
+
+def rlimit_steps(
+    values: Mapping[int, tuple[int, int]], via: str | None
+) -> tuple[str | None, list[str], Callable[[], None] | None]:
+    """How a prefix applies ``values``: ``(ulimit script, prefix argv, preexec)``.
+
+    ``via`` is ``probe_layers``' ``rlimits.via``. Where ``prlimit`` is, the prefix's first
+    shell (the cgroup join) runs :func:`ulimit_script` itself, one exec fewer, or, for a
+    value the shell cannot express exactly, ``prlimit`` sets them on itself and execs the
+    rest; without it they are set in the child between ``fork`` and ``exec``.
+    """
+    if via == "prlimit":
+        script = ulimit_script(values)
+        return (script, [], None) if script is not None else (None, prlimit_argv(values), None)
+    return None, [], functools.partial(apply_rlimits, values)
 
 
 def cgroup_limits(limits: Limits, layers: Layers) -> cgroups.CgroupLimits:
