@@ -6,7 +6,8 @@ gets from the sandbox:
 
 - its cgroups (:mod:`runtime.guard.sandbox.cgroups`), and for a long-lived process
   (``shape="serve"``) a freezer cgroup (:mod:`runtime.guard.sandbox.freezer`);
-- its prefix: the cgroup join, the rlimits (``prlimit``), the parent-death signal
+- its prefix: the cgroup join, the rlimits (the join shell's ``ulimit``, or ``prlimit`` for
+  a value the shell cannot express exactly), the parent-death signal
   (bubblewrap's own ``--die-with-parent``; ``setpriv --pdeathsig`` where there is no
   bubblewrap), bubblewrap with the view of :mod:`runtime.guard.sandbox.view` passed
   through a memory file (``--args``), and for a run to completion (``shape="run"``) the
@@ -25,9 +26,9 @@ project plugs in (``docs/security.md``, "One launcher").
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -56,10 +57,9 @@ from runtime.guard.sandbox.layers import (
 )
 from runtime.guard.sandbox.limits import (
     Limits,
-    apply_rlimits,
     cgroup_layers,
     cgroup_limits,
-    prlimit_argv,
+    rlimit_steps,
     rlimit_values,
 )
 from runtime.guard.sandbox.protected import PROTECTED_IN_WRITABLE, hooks_dirs
@@ -209,6 +209,8 @@ class Launch:
     """Descriptors only the child needs: closed once it is spawned."""
     _own_fds: list[int] = field(default_factory=list)
     """The daemon's own ends (``done_fd``): closed by :meth:`close`."""
+    _warm_stop: threading.Event = field(default_factory=threading.Event)
+    """Ends the cgroup lock's warm-up (``cgroupfs.keep_warm``) if the join has not yet."""
 
     def spawn(
         self,
@@ -312,6 +314,7 @@ class Launch:
 
         A run whose post-run check has not run (it never started) is reviewed here.
         """
+        self._warm_stop.set()
         self._close_child_fds()
         _close_all(self._own_fds)
         self.done_fd = None
@@ -381,28 +384,18 @@ def _prepare(
         else:
             groups.append(launch.freezer)
             launch.layers.append("freezer")
-    if groups:
-        launch.prefix += cgroupfs.join_argv(*groups)
-    _RLIMITS[layers["rlimits"]["via"]](launch, rlimit_values(limits, timeout_s))
+    if launch.pids is not None:  # after the cgroups' mkdir, which needs the lock's mutex
+        cgroupfs.keep_warm(
+            os.path.dirname(launch.pids.path), lambda: bool(launch.cgroup_pids()), launch._warm_stop
+        )
+    script, argv, launch.preexec = rlimit_steps(
+        rlimit_values(limits, timeout_s), layers["rlimits"]["via"]
+    )
+    if groups or script is not None:
+        launch.prefix += cgroupfs.join_argv(*groups, first=script)
+    launch.prefix += argv
     _NAMESPACES[launch.via](launch, layers, allow_network, root, label)
     launch.layers += ["process_group_kill", "process_tree_kill"]
-
-
-def _by_prlimit(launch: Launch, values: dict[int, tuple[int, int]]) -> None:
-    """``prlimit`` in the prefix sets them on itself, then execs the rest."""
-    launch.prefix += prlimit_argv(values)
-
-
-def _before_exec(launch: Launch, values: dict[int, tuple[int, int]]) -> None:
-    """Without ``prlimit``: set in the child between ``fork`` and ``exec``."""
-    launch.preexec = functools.partial(apply_rlimits, values)
-
-
-_RLIMITS: dict[str | None, Callable[[Launch, dict[int, tuple[int, int]]], None]] = {
-    "prlimit": _by_prlimit,
-    "preexec": _before_exec,
-}
-"""How the rlimits are applied, by the way ``probe_layers`` found (``rlimits.via``)."""
 
 
 def _close_all(fds: list[int]) -> None:

@@ -1,16 +1,18 @@
 """A tool process's resource limits: per process (``setrlimit``) and per tool (cgroups).
 
 :class:`Limits` is what a caller asks; :func:`rlimit_values` turns it into the ``setrlimit``
-values of one run, applied by ``prlimit`` (:func:`prlimit_argv`) or, without it, in the
-child before exec (:func:`apply_rlimits`); :func:`cgroup_limits` keeps the cgroup limits
-whose layer works here. The one launcher (:mod:`runtime.guard.sandbox.launcher`) applies them.
+values of one run, applied by the prefix's first shell (:func:`ulimit_script`) or ``prlimit``
+(:func:`prlimit_argv`), or without it in the child before exec (:func:`apply_rlimits`);
+:func:`cgroup_limits` keeps the cgroup limits whose layer works here. The one launcher
+(:mod:`runtime.guard.sandbox.launcher`) applies them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import resource
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
@@ -24,7 +26,9 @@ __all__ = [
     "cgroup_layers",
     "cgroup_limits",
     "prlimit_argv",
+    "rlimit_steps",
     "rlimit_values",
+    "ulimit_script",
 ]
 
 
@@ -79,6 +83,53 @@ def prlimit_argv(values: Mapping[int, tuple[int, int]]) -> list[str]:
         *(f"{names[r]}={soft}:{hard}" for r, (soft, hard) in values.items()),
         "--",
     ]
+
+
+_ULIMIT: dict[int, tuple[str, int]] = {
+    resource.RLIMIT_CPU: ("-t", 1),
+    resource.RLIMIT_AS: ("-v", 1024),
+    resource.RLIMIT_FSIZE: ("-f", 512),
+    resource.RLIMIT_NOFILE: ("-n", 1),
+    resource.RLIMIT_CORE: ("-c", 512),
+}
+"""``/bin/sh``'s ``ulimit`` option and unit for each resource (POSIX's 512-byte blocks for
+``-f``, kibibytes for ``-v``, as dash, bash as ``sh`` and busybox count them)."""
+
+
+def ulimit_script(values: Mapping[int, tuple[int, int]]) -> str | None:
+    """Shell commands setting ``values`` on the shell itself, or None when one cannot be.
+
+    The prefix's first shell (the cgroup join) runs them before it execs the rest, as
+    ``prlimit`` did on itself, one exec fewer. None when a value is not a whole number of
+    its unit (the shell would round it) or a resource has no option: ``prlimit`` then.
+    Each is set whole (soft and hard) first, then a lower soft limit, so a soft limit is
+    never above its hard one.
+    """
+    commands: list[str] = []
+    for which, (soft, hard) in values.items():
+        option, unit = _ULIMIT.get(which, ("", 0))
+        if not option or soft < 0 or soft > hard or soft % unit or hard % unit:
+            return None
+        commands.append(f"ulimit {option} {hard // unit}")
+        if soft != hard:
+            commands.append(f"ulimit -S {option} {soft // unit}")
+    return " && ".join(commands) if commands else None
+
+
+def rlimit_steps(
+    values: Mapping[int, tuple[int, int]], via: str | None
+) -> tuple[str | None, list[str], Callable[[], None] | None]:
+    """How a prefix applies ``values``: ``(ulimit script, prefix argv, preexec)``.
+
+    ``via`` is ``probe_layers``' ``rlimits.via``. Where ``prlimit`` is, the prefix's first
+    shell (the cgroup join) runs :func:`ulimit_script` itself, one exec fewer, or, for a
+    value the shell cannot express exactly, ``prlimit`` sets them on itself and execs the
+    rest; without it they are set in the child between ``fork`` and ``exec``.
+    """
+    if via == "prlimit":
+        script = ulimit_script(values)
+        return (script, [], None) if script is not None else (None, prlimit_argv(values), None)
+    return None, [], functools.partial(apply_rlimits, values)
 
 
 def cgroup_limits(limits: Limits, layers: Layers) -> cgroups.CgroupLimits:

@@ -7,7 +7,9 @@ choice of a parent, and every limit file, without a writable cgroup filesystem.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from runtime.guard.sandbox import cgroupfs, cgroups
 from runtime.guard.sandbox.cgroupfs import Controller
 from runtime.guard.sandbox.cgroups import CgroupLimits, _limit_files
+from runtime.guard.sandbox.limits import ulimit_script
 from tests.runtime.daemon_helpers import wait_for
 
 LIMITS = CgroupLimits(max_pids=7, memory_bytes=1024, cpu_cores=1.5)
@@ -146,3 +149,51 @@ def test_cgroup_mounts_read_escaped_and_non_utf8_mount_points(tmp_path: Path) ->
         ("/sys/fs/cgroup/unified", "cgroup2", {"rw", "nsdelegate"}),
     ]
     assert os.fsencode(found[1][0]) == b"/sys/fs/cgroup/m\xffem"  # the same bytes back
+
+
+def test_the_warm_up_moves_this_process_where_it_is_until_the_join_came(tmp_path: Path) -> None:
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text("")
+    asked: list[int] = []
+
+    def joined() -> bool:
+        asked.append(1)
+        return len(asked) == 3
+
+    cgroupfs.keep_warm(str(tmp_path), joined, threading.Event()).join(10)
+    assert len(asked) == 3  # a write, then one more after each "not yet"
+    assert procs.read_text() == str(os.getpid())
+
+
+def test_the_warm_up_ends_when_stopped_or_refused(tmp_path: Path) -> None:
+    stop = threading.Event()
+    stop.set()
+    asked: list[int] = []
+    (tmp_path / "cgroup.procs").write_text("")
+    cgroupfs.keep_warm(str(tmp_path), lambda: bool(asked.append(1)), stop).join(10)
+    assert asked == []  # stopped after its first write, without asking
+    refused = cgroupfs.keep_warm(str(tmp_path / "gone"), lambda: bool(asked.append(1)), stop)
+    refused.join(10)
+    assert (refused.is_alive(), asked) == (False, [])  # the write failed: it gave up at once
+
+
+def test_the_rlimits_become_ulimit_commands_only_when_exact() -> None:
+    values = {
+        resource.RLIMIT_CPU: (31, 32),
+        resource.RLIMIT_AS: (1 << 31, 1 << 31),
+        resource.RLIMIT_FSIZE: (1 << 30, 1 << 30),
+        resource.RLIMIT_CORE: (0, 0),
+    }
+    assert ulimit_script(values) == (
+        "ulimit -t 32 && ulimit -S -t 31 && ulimit -v 2097152 && ulimit -f 2097152 && ulimit -c 0"
+    )
+    assert ulimit_script({resource.RLIMIT_FSIZE: (100000, 100000)}) is None  # not 512-byte blocks
+    assert ulimit_script({resource.RLIMIT_AS: (1000, 1000)}) is None
+    assert ulimit_script({resource.RLIMIT_NPROC: (5, 5)}) is None  # no option for it
+    assert ulimit_script({resource.RLIMIT_CPU: (5, 4)}) is None
+
+
+def test_a_ulimit_that_fails_stops_the_join_with_125(tmp_path: Path) -> None:
+    argv = cgroupfs.join_argv(first="ulimit -t 4 && ulimit -S -t 5")  # soft above hard
+    done = subprocess.run([*argv, "/bin/echo", "ran"], capture_output=True, check=False)
+    assert (done.returncode, done.stdout) == (125, b"")

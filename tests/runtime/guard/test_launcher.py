@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import os
+import resource
 import select
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from runtime.guard.home import roost_home
-from runtime.guard.sandbox import cgroups
+from runtime.guard.sandbox import cgroupfs, cgroups
 from runtime.guard.sandbox.launcher import Limits, prepare
 from runtime.guard.sandbox.layers import DISABLE_ENV, View, probe_layers
+from runtime.guard.sandbox.limits import rlimit_values
 from runtime.guard.sandbox.run import run_command
 from runtime.guard.sandbox.server_process import ServerProcess
 
@@ -152,6 +155,78 @@ def test_a_launch_closes_its_cgroups(tmp_path: Path) -> None:
     assert cgroups.sweep_stale() == []
 
 
+def test_a_launch_warms_the_cgroup_lock_until_its_process_joined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The join shell's move into the cgroup waits for an RCU grace period when the kernel's
+    # migration lock is cold (8-13 ms here); the launcher keeps it warm while it prepares.
+    if not probe_layers()["pids_limit"]["available"]:
+        pytest.skip("no pids cgroup here")
+    started: list[tuple[str, Callable[[], bool], threading.Event]] = []
+    real = cgroupfs.keep_warm
+
+    def spy(directory: str, joined: Callable[[], bool], stop: threading.Event) -> threading.Thread:
+        started.append((directory, joined, stop))
+        return real(directory, joined, stop)
+
+    monkeypatch.setattr(cgroupfs, "keep_warm", spy)
+    own = cgroupfs.own_cgroups()
+    launch = prepare(view=_view(tmp_path), allow_network=False, limits=LIMITS, timeout_s=5)
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        [(directory, joined, stop)] = started
+        parent = cgroupfs.parent_dir("pids")
+        assert parent is not None
+        assert os.path.normpath(directory) == os.path.normpath(parent[0])  # where it already is
+        assert not joined()
+        proc = launch.spawn(
+            ["true"], cwd=str(tmp_path), env=ENV, stdin=None, stdout=None, stderr=None
+        )
+        deadline = time.monotonic() + 20
+        while not joined() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert joined()  # the child is in the run's cgroup: the warm-up ends
+    finally:
+        launch.close()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+    assert stop.is_set()
+    assert cgroupfs.own_cgroups() == own  # it moved this process nowhere
+
+
+def test_the_join_shell_sets_the_rlimits_without_a_prlimit_exec(tmp_path: Path) -> None:
+    if probe_layers()["rlimits"]["via"] != "prlimit":
+        pytest.skip("no prlimit here: the rlimits are set before exec")
+    limits = Limits(cpu_seconds=60, file_size_bytes=1 << 20, open_files=77)
+    launch = prepare(view=_view(tmp_path), allow_network=False, limits=limits, timeout_s=5)
+    launch.close()
+    assert not any(os.path.basename(a) == "prlimit" for a in launch.prefix)
+    result = run_command(
+        "cat /proc/self/limits",
+        cwd=str(tmp_path),
+        env=ENV,
+        timeout_s=20,
+        allow_network=False,
+        view=_view(tmp_path),
+        limits=limits,
+    )
+    names = {
+        "Max cpu time": "RLIMIT_CPU",
+        "Max address space": "RLIMIT_AS",
+        "Max file size": "RLIMIT_FSIZE",
+        "Max open files": "RLIMIT_NOFILE",
+        "Max core file size": "RLIMIT_CORE",
+    }
+    seen = {}
+    for line in result.stdout.splitlines():
+        for label, name in names.items():
+            if line.startswith(label):
+                soft, hard = line[len(label) :].split()[:2]
+                seen[getattr(resource, name)] = (int(soft), int(hard))
+    assert seen == rlimit_values(limits, 5)
+
+
 def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,6 +246,7 @@ def test_without_a_freezer_a_server_runs_between_calls_and_says_so(
 LAUNCH_AND_WAIT = """
 import os, subprocess, sys, time
 from runtime.guard.sandbox.launcher import Limits, prepare
+from runtime.guard.sandbox.limits import rlimit_values
 from runtime.guard.sandbox.layers import View
 root = sys.argv[1]
 view = View(writable=(root,), cwd=root)
