@@ -21,7 +21,8 @@
    eventsourcing (``soak.baseline``) and report the ratio.
 
 The daemon's ``status`` counters are read just before and just after the workload (step
-3), for ``messages_per_turn`` and ``appends_per_commit``. ``slow-model`` serves the
+3), for ``messages_per_turn`` and ``appends_per_commit``, and the CPU time of the daemon's
+tree and of the harness, for ``cpu_ms_per_turn``. ``slow-model`` serves the
 projects' model from ``soak.model_server`` for the whole run, starts no conversation and
 sends no warm-up before the workload: its workload starts every conversation at once
 (``start_conversation`` timed) and then sends its turns.
@@ -115,15 +116,7 @@ def run_soak(
     )
     sampler = MemorySampler(session.home)
     monkey: ChaosMonkey | None = None
-    result = WorkloadResult(
-        results=[],
-        elapsed_s=0.0,
-        stalled=False,
-        overloaded=0,
-        refused=0,
-        onset_inflight=None,
-        max_inflight=0,
-    )
+    result = WorkloadResult()
     integrity = Integrity(
         checked_events=0,
         lost=0,
@@ -199,7 +192,8 @@ def run_soak(
             first = status_counters(client)
             counters_before = status_counters(client)
             try:
-                result = workload.run(turns)
+                with sampler.cpu:  # the CPU of the load alone
+                    result = workload.run(turns)
             finally:
                 if monkey is not None:
                     monkey.stop()
@@ -341,6 +335,7 @@ def run_soak(
         ),
         messages_per_turn=messages_per_turn(counted, len(ok)),
         appends_per_commit=appends_per_commit(counted),
+        cpu_ms_per_turn=sampler.cpu.per_turn(len(ok)),
         counters=counted,
         overhead_ms=None if overhead is None else latency_stats(overhead),
         slow_model=None

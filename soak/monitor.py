@@ -26,9 +26,17 @@ from runtime.daemon import (
     stop_daemon,
 )
 from runtime.errors import RoostError
-from soak.report import Failure
+from soak.report import CpuPerTurn, Failure
 
-__all__ = ["DaemonSession", "Failures", "MemorySampler", "live", "wait_until"]
+__all__ = [
+    "CpuClock",
+    "DaemonSession",
+    "Failures",
+    "MemorySampler",
+    "cpu_per_turn",
+    "live",
+    "wait_until",
+]
 
 
 class Failures:
@@ -117,6 +125,60 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, step_s: float = 
     return True
 
 
+class CpuClock:
+    """The CPU the daemon's tree and this process spend inside ``with clock:``.
+
+    Reads every tree process's user + system time (``psutil``) and this process's
+    (``time.process_time``, all its threads) on entry and on exit.
+    """
+
+    def __init__(self, home: str) -> None:
+        self.home = home
+        self._before: dict[int, float] = {}
+        self._after: dict[int, float] | None = None
+        self._client = 0.0
+
+    def __enter__(self) -> CpuClock:
+        self._before, self._client = tree_cpu_s(self.home), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._client = time.process_time() - self._client
+        self._after = tree_cpu_s(self.home)
+
+    def per_turn(self, turns: int) -> CpuPerTurn | None:
+        """The CPU per turn of the block (None before it ended, or without turns)."""
+        if self._after is None:
+            return None
+        return cpu_per_turn(self._before, self._after, self._client, turns)
+
+
+def tree_cpu_s(home: str) -> dict[int, float]:
+    """User + system CPU seconds of each process of the daemon's tree, by pid."""
+    seconds: dict[int, float] = {}
+    for proc in daemon_processes(home):
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            seconds[proc.pid] = times.user + times.system
+    return seconds
+
+
+def cpu_per_turn(
+    before: dict[int, float], after: dict[int, float], client_s: float, turns: int
+) -> CpuPerTurn | None:
+    """CPU ms per turn from two readings of :func:`tree_cpu_s` and the client's seconds.
+
+    A process found only at the end (a host restarted, a tool) counts from zero; one gone
+    by the end is not counted (its last seconds cannot be read).
+    """
+    if turns <= 0:
+        return None
+    tree = sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+    return CpuPerTurn(
+        tree_ms=round(tree * 1000 / turns, 3), client_ms=round(client_s * 1000 / turns, 3)
+    )
+
+
 class MemorySampler:
     """Samples the RSS of the daemon's whole process tree every ``interval_s``, in a thread.
 
@@ -151,6 +213,8 @@ class MemorySampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="soak-memory", daemon=True)
+        self.cpu = CpuClock(home)
+        """The CPU clock of the measured load (the harness enters it around the workload)."""
 
     def start(self) -> None:
         """Start sampling."""

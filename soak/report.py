@@ -169,6 +169,21 @@ class Regression(msgspec.Struct, frozen=True, kw_only=True):
     """Relative change, signed (negative: lower than before)."""
 
 
+class CpuPerTurn(msgspec.Struct, frozen=True, kw_only=True):
+    """CPU time per finished turn of the measured load (``soak.monitor.CpuClock``).
+
+    At many turns in flight the machine's cores are the limit, so turns/s is about the
+    cores over these two figures together; unlike turns/s, neither moves much with the
+    machine's other load.
+    """
+
+    tree_ms: float
+    """User + system CPU of the daemon's process tree (daemon, Journal, hosts, their
+    children) over the load, per turn; a process that ended during the load is left out."""
+    client_ms: float
+    """The harness's own CPU (its client threads, memory sampler) over the load, per turn."""
+
+
 class Backpressure(msgspec.Struct, frozen=True, kw_only=True):
     """``overloaded`` answers and what the harness did about them."""
 
@@ -338,6 +353,8 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     ``events.sent``; null when the daemon does not report counters."""
     appends_per_commit: float | None = None
     """Journal appends (batches) per commit (transaction) during the measured load."""
+    cpu_ms_per_turn: CpuPerTurn | None = None
+    """CPU per finished turn of the measured load, the tree's and the harness's."""
     counters: dict[str, int] = {}
     """The daemon's ``status`` counters over the measured load (after - before, the
     reading's own cost taken out)."""

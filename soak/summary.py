@@ -102,6 +102,12 @@ def _design_lines(report: SoakReport) -> list[str]:
         + " per live conversation",
         f"  per minute     {' '.join(str(n) for n in r.throughput.per_minute) or '-'} turns",
     ]
+    if r.cpu_ms_per_turn is not None:
+        cpu = r.cpu_ms_per_turn
+        lines.append(
+            f"  cpu per turn   {cpu.tree_ms:g} ms in the daemon's tree, {cpu.client_ms:g} ms "
+            "in this harness"
+        )
     if r.overhead_ms is not None:
         o = r.overhead_ms
         lines.append(

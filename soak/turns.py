@@ -58,21 +58,21 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class WorkloadResult(msgspec.Struct, frozen=True, kw_only=True):
-    """All turns, and the run's timing and back-pressure figures."""
+    """All turns, and the run's timing and back-pressure figures (none yet: the defaults)."""
 
-    results: list[TurnResult]
+    results: list[TurnResult] = []
     """One per turn issued."""
-    elapsed_s: float
+    elapsed_s: float = 0.0
     """From the first send to the last answer."""
-    stalled: bool
+    stalled: bool = False
     """No turn finished for the stall period, so the workload stopped issuing turns."""
-    overloaded: int
+    overloaded: int = 0
     """``overloaded`` answers in total."""
-    refused: int
+    refused: int = 0
     """Connections refused because the daemon's listen backlog was full."""
-    onset_inflight: int | None
+    onset_inflight: int | None = None
     """Turns in flight when back-pressure (either kind) first showed."""
-    max_inflight: int
+    max_inflight: int = 0
     """Most turns in flight at once."""
     start_ms: list[float] = []
     """``start_conversations``: each successful ``start_conversation``'s latency."""

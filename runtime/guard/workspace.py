@@ -114,11 +114,10 @@ def _under(path: str, parent: str) -> bool:
 
 
 def _dir_id(path: str) -> tuple[int, int] | None:
-    try:
+    with contextlib.suppress(OSError):
         st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
+        return st.st_dev, st.st_ino
+    return None
 
 
 def root_home_conflict(root: str, home: str) -> str | None:
@@ -207,11 +206,8 @@ class Workspace:
         """The normalized ``outside_root_allowlist``."""
         self.state_home = roost_home.home()
         """``ROOST_HOME``, resolved: nothing under it is read or written, whatever the lists say."""
-        home_id = _dir_id(self.state_home)
-        self.hidden_dirs = frozenset() if home_id is None else frozenset({home_id})
+        self.hidden_dirs = frozenset(filter(None, [_dir_id(self.state_home)]))
         """``(st_dev, st_ino)`` of the directories tree walks skip (``ROOST_HOME``)."""
-        self.git_config = git_config_places()
-        """Git's global and system configuration: readable, never writable."""
         if force_fallback is None:
             force_fallback = "openat2" in disabled_layers()
         self.use_proc = _proc_fd_available() if use_proc is None else use_proc
@@ -227,6 +223,11 @@ class Workspace:
                 root=root,
             ) from e
         self._finalizer = weakref.finalize(self, os.close, self._root_fd)
+
+    @functools.cached_property
+    def git_config(self) -> tuple[tuple[str, str], ...]:
+        """Git's global and system configuration (never writable), resolved at a first write."""
+        return git_config_places()  # not per read: ~30 µs, and a workspace is made per call
 
     def close(self) -> None:
         """Close the root fd."""

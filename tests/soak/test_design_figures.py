@@ -24,7 +24,8 @@ from soak.figures import (
     per_minute,
 )
 from soak.model_server import ModelServer, answer_for, tag, tag_of
-from soak.report import Memory, SlowModelSummary
+from soak.monitor import CpuClock, cpu_per_turn
+from soak.report import CpuPerTurn, Memory, SlowModelSummary
 from soak.steps import spread_conversations
 from soak.verdict import SLOW_MODEL_GOALS, decide, goal, judge_goals
 from tests.soak.test_report import _report
@@ -58,6 +59,28 @@ def test_messages_per_turn_adds_actor_journal_link_and_host_link_messages() -> N
     assert messages_per_turn(delta, 3) == 33.33
     assert messages_per_turn(delta, 0) is None
     assert messages_per_turn({}, 4) is None  # a daemon without counters
+
+
+def test_cpu_per_turn_sums_each_tree_process_since_the_first_reading() -> None:
+    before = {10: 1.0, 11: 2.0, 12: 5.0}  # 12 ends during the load: left out
+    after = {10: 1.5, 11: 2.25, 13: 0.25}  # 13 starts during the load: counted from zero
+
+    assert cpu_per_turn(before, after, 0.1, 10) == CpuPerTurn(tree_ms=100.0, client_ms=10.0)
+    assert cpu_per_turn(before, after, 0.1, 0) is None
+
+
+def test_the_cpu_clock_reads_this_process_inside_its_block(tmp_path: Any) -> None:
+    clock = CpuClock(str(tmp_path))  # no daemon there: an empty tree
+    assert clock.per_turn(1) is None  # not measured yet
+    with clock:
+        end = time.process_time() + 0.05
+        while time.process_time() < end:
+            pass
+
+    figures = clock.per_turn(10)
+    assert figures is not None
+    assert figures.tree_ms == 0
+    assert figures.client_ms >= 5.0  # 50 ms of CPU over 10 turns
 
 
 def test_appends_per_commit_is_batches_over_transactions() -> None:

@@ -72,6 +72,10 @@ def test_a_small_soak_run_passes_reports_every_figure_and_leaves_no_process(
     assert report["messages_per_turn"] >= 2
     assert report["counters"]["journal_append"] >= 4  # at least one append per turn
     assert report["appends_per_commit"] >= 1
+    # the tree's hosts and Journal did the turns' work: CPU was spent, and read per turn
+    cpu = report["cpu_ms_per_turn"]
+    assert cpu["tree_ms"] > 0 and cpu["client_ms"] > 0
+    assert any(line.startswith("  cpu per turn   ") for line in printed.splitlines())
     assert (report["overhead_ms"], report["slow_model"]) == (None, None)
     assert (report["restarts"], report["chaos"], report["baseline"]) == (0, None, None)
     assert daemon_processes(str(home)) == []

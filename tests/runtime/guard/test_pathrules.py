@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import unicodedata
 
@@ -325,3 +326,24 @@ def test_invalid_json_that_looks_like_json_is_treated_as_text():
 @given(st.recursive(st.text(max_size=8), lambda c: st.lists(c) | st.dictionaries(st.text(), c)))
 def test_extraction_never_fails_on_arbitrary_json_like_values(value):
     assert isinstance(extract_paths(value), list)
+
+
+def test_rules_built_again_from_the_same_lists_reuse_their_compiled_screens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a Workspace (so a SensitiveRules) is made per tool call and per policy decision
+    deny = (".reuse-test", "*.reuse-pem", "config/reuse-secrets.yml")
+    first = SensitiveRules(deny)
+    translated: list[str] = []
+    translate = fnmatch.translate
+    monkeypatch.setattr(fnmatch, "translate", lambda p: translated.append(p) or translate(p))
+
+    again = SensitiveRules(list(deny), ["ok.reuse-pem"])
+
+    assert translated == []
+    assert again._screens == first._screens
+    assert again.match(["config", "reuse-secrets.yml"]) == "config/reuse-secrets.yml"
+    assert again.match(["a", "b.txt"]) is None
+    translated.clear()
+    SensitiveRules(("*.other-key",))
+    assert "*.other-key" in translated  # a new list is translated

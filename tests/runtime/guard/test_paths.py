@@ -995,3 +995,32 @@ def test_an_accepted_path_is_where_realpath_puts_it_and_an_escaping_one_is_refus
             return
     assert inside
     assert decision.resolved == real
+
+
+def test_git_config_places_are_resolved_only_when_a_write_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a workspace is made per tool call and per policy decision, most of them reads
+    home = tmp_path / "user"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "a.txt").write_text("x")
+    resolved: list[int] = []
+    places = workspace_module.git_config_places
+    monkeypatch.setattr(
+        workspace_module, "git_config_places", lambda: resolved.append(1) or places()
+    )
+    outside = {"outside_root_allowlist": [{"path": str(home), "reason_code": "user_home"}]}
+    with workspace_module.Workspace(str(root), outside) as ws:
+        ws.check_path("a.txt")
+        assert resolved == []
+
+        with pytest.raises(ToolError) as caught:
+            ws.check_path(str(home / ".gitconfig"), write=True)
+        ws.check_path("a.txt", write=True)
+
+    assert caught.value.details["pattern"] == "~/.gitconfig"
+    assert resolved == [1]  # once per workspace

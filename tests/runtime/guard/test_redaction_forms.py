@@ -172,10 +172,36 @@ def test_names_that_only_look_like_secrets_are_not_sensitive(key: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=st.text(alphabet="-apuwkeyhtoscrx:/_ACP", max_size=40))
+@given(text=st.text(alphabet="-apuwkeyhtoscrx:/_ACP \t", max_size=40))
 def test_the_grouped_gate_finds_exactly_the_literals_the_rules_need(text: str) -> None:
     lowered = text.lower()
     assert has_trigger(lowered) == any(trigger in lowered for trigger in _GATE)
+
+
+@pytest.mark.parametrize(
+    "text", ["soak-9d9d79-p0-c1-0", "call-ae55723f81f0b045", "run-u7-w2", "x-a-p-u-w"]
+)
+def test_ids_with_a_flag_like_fragment_skip_the_rules(text: str) -> None:
+    # -p, -a, -u, -w are command-line flags only after a blank; ids hold them everywhere
+    assert has_trigger(text.lower()) is False
+
+
+_COMMAND_WORDS = [
+    "mysql", "curl", "sshpass", "redis-cli", "sqlcmd", "ldapsearch", "zip", "7z", "login",
+    "http", "-p", "-P", "-u", "-U", "-a", "-w", "--user", "--auth", "--proxy-user", "=",
+    "user:pw", "hunter2", "x", "'", " ", "\t", "\n",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(words=st.lists(st.sampled_from(_COMMAND_WORDS), max_size=14))
+def test_a_rule_never_matches_text_without_one_of_its_triggers(words: list[str]) -> None:
+    # the triggers gate the rules: a match in text that holds none of them would be missed
+    text = "".join(words)
+    lowered = text.lower()
+    for rule in RULES:
+        if not any(trigger in lowered for trigger in rule.triggers):
+            assert rule.apply(text, lowered) is text, (rule.kind, text)
 
 
 # --- streams ---------------------------------------------------------------------------------
