@@ -15,7 +15,8 @@ from typing import Any, Protocol
 from actors.messages import Appended, AppendFailed, AppendRequest
 from actors.sends import utc_now
 from events.envelope import Envelope, NewEvent
-from runtime.journal.link import LinkClient, LinkFailed, link_settings
+from runtime.journal.link import LinkFailed, link_settings
+from runtime.journal.link_client import LinkClient
 
 __all__ = ["Appending", "JournalAppends", "batch_key"]
 

@@ -1,97 +1,245 @@
 """The appender: one thread per host that commits its entities' appends over one link.
 
 A host's conversations queue their batches (``actors.hosting.EntityHost.append``); the
-appender takes every batch queued since its last pass and sends them pipelined on one
-journal-link connection (:meth:`runtime.journal.link.LinkClient.append_many`), so they
-share the Journal's group commit with each other and with other hosts' batches. Each
-answer goes to its caller's callback, on this thread (the host's callback posts it back
-to the entity's turn).
+appender sends what is queued at once, pipelined on one journal-link connection, without
+waiting for the answers to what it sent before (up to :data:`MAX_PASSES` sends
+unanswered): the Journal's loop reads what has arrived and commits it together
+(``runtime.journal.link``, with its commit window), so a host's batches reach the next
+commit instead of queueing in the host behind its last one. The Journal answers one
+connection in order, so each answer is its oldest unanswered batch's; each submitted group
+of batches goes to its callback, on this thread, once all of them are answered (the
+host's callback posts it back to the entity's turn).
+
+When the link breaks (the Journal died, or closed an idle connection) every unanswered
+batch is sent again with its key on a new connection, until ``retry_s`` after the oldest
+was sent: a batch the dead Journal had committed is answered from the journal, never
+appended twice. Past that time, or if the thread itself fails, every unanswered batch is
+answered with a ``journal_error``.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import queue
+import select
+import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
+
+import msgspec
 
 from actors.messages import Appended, AppendFailed
 from events.envelope import NewEvent
 from runtime.errors import JournalError
-from runtime.journal.link import LinkClient, LinkFailed
+from runtime.journal.link import LinkCommitted, LinkFailed
+from runtime.journal.link_client import LinkClient, append_frames
 from runtime.logging import get_logger
+from runtime.wire import counters
 
-__all__ = ["Appender"]
+__all__ = ["MAX_PASSES", "Appender"]
 
 log = get_logger("roost.host")
+
+MAX_PASSES = 4
+"""Sends at most still unanswered; more queued batches wait for an answer (a bound on what
+the two ends buffer for each other)."""
+
+
+class _Submitted:
+    """One :meth:`Appender.submit`: its batches, their answers so far, its callback."""
+
+    __slots__ = ("answers", "batches", "done")
+
+    def __init__(
+        self, batches: list[tuple[list[NewEvent], str]], done: Callable[[list[Any]], None]
+    ) -> None:
+        self.batches = batches
+        self.done = done
+        self.answers: list[LinkCommitted | LinkFailed] = []
+
+
+class _Sent:
+    """A batch sent and not answered yet."""
+
+    __slots__ = ("batch", "deadline", "last_of_pass", "owner")
+
+    def __init__(
+        self, batch: tuple[list[NewEvent], str], owner: _Submitted, deadline: float
+    ) -> None:
+        self.batch = batch
+        self.owner = owner
+        self.deadline = deadline
+        self.last_of_pass = False
 
 
 class Appender:
     """One thread per host that commits its entities' appends over one journal link.
 
-    It takes every batch queued since its last pass and sends them pipelined
-    (:meth:`runtime.journal.link.LinkClient.append_many`); each answer goes to its batch's
-    callback (called on this thread: the host's callback posts it to the entity).
+    It sends what is queued at once, pipelined, up to :data:`MAX_PASSES` sends unanswered;
+    each submitted group's answers go to its callback (called on this thread: the host's
+    callback posts them to the entity).
     """
 
-    def __init__(self, path: str, token: str) -> None:
-        self.client = LinkClient(path, token)
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    def __init__(
+        self, path: str, token: str, *, retry_s: float = 30.0, max_passes: int = MAX_PASSES
+    ) -> None:
+        self.client = LinkClient(path, token, retry_s=retry_s)
+        self.max_passes = max_passes
+        self.queue: queue.SimpleQueue[_Submitted | None] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._unanswered: collections.deque[_Sent] = collections.deque()
+        self._open_passes = 0
         self.batches = 0
         self.passes = 0
+        self.most_passes = 0
+        """The most sends that were unanswered at once."""
         self._thread = threading.Thread(target=self._loop, name="roost-appender", daemon=True)
         self._thread.start()
 
     def submit(
         self, batches: list[tuple[list[NewEvent], str]], done: Callable[[list[Any]], None]
     ) -> None:
-        """Queue batches (sent in one pass); ``done(answers)`` is called when answered.
+        """Queue batches; ``done(answers)`` is called when all of them are answered.
 
         One ``Appended`` or ``AppendFailed`` per batch, called on the appender's thread.
         """
-        self.queue.put((batches, done))
+        self.queue.put(_Submitted(batches, done))
+        self._wake()
 
     def close(self) -> None:
         """Stop the thread once what is queued is answered."""
         self.queue.put(None)
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full: a wake-up is pending anyway
+            self._wake_w.send(b"\0")
 
     def _loop(self) -> None:
+        stopping = False
         while True:
-            item = self.queue.get()
-            if item is None:
-                self.client.close()
-                return
-            work = [item]
-            stop = False
-            while True:
-                try:
-                    more = self.queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                work.append(more)
-            batches = [batch for item, _ in work for batch in item]
             try:
-                answers = self.client.append_many(batches)
+                if not stopping and self._open_passes < self.max_passes:
+                    stopping = self._send_queued()
+                if self._unanswered:
+                    self._receive()
+                elif stopping:
+                    break
+                else:
+                    select.select([self._wake_r], [], [])
+                    self._drain_wake()
             except Exception as e:  # the thread must answer every batch, whatever happens
                 log.exception("appender_failed")
-                error = JournalError(f"append failed: {e}").to_wire()
-                answers = [LinkFailed(error=error)] * len(batches)
-            self.batches += len(batches)
-            self.passes += 1
-            given = iter(answers)
-            for item, done in work:
-                mine = [next(given) for _ in item]
-                done(
-                    [
-                        AppendFailed(token=0, error=a.error)
-                        if isinstance(a, LinkFailed)
-                        else Appended(token=0, envelopes=a.envelopes)
-                        for a in mine
-                    ]
-                )
-            if stop:
                 self.client.close()
+                self._fail_all(JournalError(f"append failed: {e}").to_wire())
+        self.client.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _send_queued(self) -> bool:
+        """Send every batch queued (one pass); True when :meth:`close` was called."""
+        stop = False
+        sent: list[_Sent] = []
+        deadline = time.monotonic() + self.client.retry_s
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                stop = True
+                break
+            sent.extend(_Sent(batch, item, deadline) for batch in item.batches)
+            if not item.batches:
+                item.done([])
+        if not sent:
+            return stop
+        sent[-1].last_of_pass = True
+        self._unanswered.extend(sent)
+        self._open_passes += 1
+        self.most_passes = max(self.most_passes, self._open_passes)
+        self.batches += len(sent)
+        self.passes += 1
+        try:
+            sock = self.client.connected(deadline)
+            sock.sendall(append_frames([s.batch for s in sent]))
+            counters.count("journal_link", len(sent))
+        except OSError as e:
+            self._resend(e)
+        return stop
+
+    def _receive(self) -> None:
+        """Wait for the next answer (or new work); take it; resend on a broken link."""
+        oldest = self._unanswered[0]
+        sock = self.client.sock
+        try:
+            if sock is None:
+                raise ConnectionResetError("not connected")
+            timeout = oldest.deadline - time.monotonic()
+            if timeout <= 0:
+                self.client.close()  # a late answer must not be taken for a later batch's
+                self._fail_all(_late(self.client.retry_s, "no answer"))
                 return
+            can_send = self._open_passes < self.max_passes
+            ready, _, _ = select.select(
+                [sock, self._wake_r] if can_send else [sock], [], [], timeout
+            )
+            if self._wake_r in ready:
+                self._drain_wake()
+            if sock in ready:
+                self._answered(self.client.read_answer(sock, oldest.deadline))
+        except (OSError, msgspec.DecodeError) as e:
+            self._resend(e)
+
+    def _resend(self, error: Exception) -> None:
+        """Send every unanswered batch again on a new connection, until the oldest's deadline."""
+        self.client.close()
+        delay = 0.01
+        while self._unanswered:
+            deadline = self._unanswered[0].deadline
+            try:
+                sock = self.client.connected(deadline)
+                sock.sendall(append_frames([s.batch for s in self._unanswered]))
+                counters.count("journal_link", len(self._unanswered))
+                return
+            except OSError as e:
+                self.client.close()
+                error = e
+                if time.monotonic() + delay >= deadline:
+                    self._fail_all(_late(self.client.retry_s, str(error)))
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+
+    def _answered(self, answer: LinkCommitted | LinkFailed) -> None:
+        sent = self._unanswered.popleft()
+        self._open_passes -= sent.last_of_pass
+        owner = sent.owner
+        owner.answers.append(answer)
+        if len(owner.answers) == len(owner.batches):
+            owner.done(
+                [
+                    AppendFailed(token=0, error=a.error)
+                    if isinstance(a, LinkFailed)
+                    else Appended(token=0, envelopes=a.envelopes)
+                    for a in owner.answers
+                ]
+            )
+
+    def _fail_all(self, error: Any) -> None:
+        while self._unanswered:
+            self._answered(LinkFailed(error=error))
+
+    def _drain_wake(self) -> None:
+        with contextlib.suppress(OSError):
+            while self._wake_r.recv(4096):
+                pass
+
+
+def _late(retry_s: float, why: str) -> Any:
+    return JournalError(f"the journal did not answer within {retry_s:g} s: {why}").to_wire()

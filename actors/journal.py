@@ -11,8 +11,9 @@ that turns hundreds of small commits a second into a few large ones; when idle, 
 of one is written as soon as its marker comes back.
 
 Conversations append through the Journal link instead (``runtime.journal.link``): a Unix
-socket served by a thread of this process, with its own group commit, for peers that
-descend from the ``peer_roots`` of :class:`SetupJournal` (the Supervisor, the daemon).
+socket served by a thread of this process, with its own group commit (and its commit
+window, ``runtime.journal.commit_window``), for peers that descend from the ``peer_roots``
+of :class:`SetupJournal` (the Supervisor, the daemon).
 The store is used by both threads, one at a time, through one
 :class:`runtime.journal.writer.JournalWriter` (the group commit and its fallback, reads,
 seals): this actor only queues, answers and serves the link.
@@ -56,6 +57,7 @@ from actors.messages import (
 )
 from runtime.agent.snapshot import CODEC
 from runtime.errors import wire_error
+from runtime.journal.commit_window import CommitWindow
 from runtime.journal.link import LinkAppend, LinkCommitted, LinkFailed, LinkServer, link_settings
 from runtime.journal.writer import JournalWriter
 
@@ -200,6 +202,7 @@ class JournalActor(RoostActor):
             self._commit_link,
             tree_roots=peer_roots or None,
             after=self._after_link,
+            window=CommitWindow(),
         )
         self.link.start()
         self.log.info("journal_link_serving", pid=os.getpid())

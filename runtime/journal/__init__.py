@@ -11,7 +11,9 @@ bytes, format 2 and format 1),
 timeline and incident report of one conversation, read through it),
 ``seal_mode`` (whether a journal seals: ``Sealed``, ``Unsealed``),
 ``writer`` (the single writer: the store behind one lock, group commit, reads, seals), ``link``
-(the Unix-socket link: a hello with the daemon's token, then batched appends).
+(the Unix-socket link: a hello with the daemon's token, then batched appends; its server),
+``link_client`` (its client) and ``commit_window`` (when the link's server waits for more
+appends before it commits).
 
 Imports ``runtime.guard`` (redaction, peers) and ``runtime.wire``.
 """

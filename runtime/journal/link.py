@@ -28,12 +28,13 @@ distance in the tree.
 
   The client sends its hello and its first append together: no extra round trip.
 - The server is a thread in the Journal's process. Each pass of its loop reads every
-  request that has arrived and commits them together (group commit: one transaction, one
-  fsync), then answers each connection.
-- The client is synchronous: a conversation waits for its append to commit before it
-  acts on the events anyway. When the Journal dies, the client reconnects and sends the
-  same batch with the same idempotency key to its replacement, until ``retry_s``: a batch
-  the dead Journal had committed is answered from the journal, never appended twice.
+  request that has arrived (and, given a ``window``, waits a moment for more when more are
+  coming: ``runtime.journal.commit_window``), commits them together (group commit: one
+  transaction, one fsync), then answers each connection, in order.
+- The client (``runtime.journal.link_client``) is synchronous; a host's appender
+  (``actors.host_appender``) pipelines its batches on one. When the Journal dies, a client
+  reconnects and sends the same batches with their keys to its replacement, until
+  ``retry_s``: a batch the dead Journal had committed is answered, never appended twice.
 
 Actors whose parent restarts the Journal (the Supervisor) keep using actor messages: they
 must not block while the Journal is down.
@@ -58,18 +59,18 @@ import msgspec
 from events.envelope import Envelope, NewEvent
 from runtime.errors import WireError
 from runtime.guard.sandbox.peers import PeerRefusal, Throttle, examine_peer
+from runtime.journal.commit_window import CommitWindow, gather
 from runtime.logging import get_logger
 from runtime.wire import counters
-from runtime.wire.framing import FrameTooLargeError, frame, read_frame, take_frame
+from runtime.wire.framing import FrameTooLargeError, frame, take_frame
 from runtime.wire.msgpack_keys import duplicate_map_key
-from runtime.wire.transport import bind_unix_socket, connect_unix_socket
+from runtime.wire.transport import bind_unix_socket
 
 __all__ = [
     "HELLO_MAX_BYTES",
     "LINK_SOCKET_NAME",
     "MAX_FRAME",
     "LinkAppend",
-    "LinkClient",
     "LinkCommitted",
     "LinkFailed",
     "LinkHello",
@@ -219,6 +220,10 @@ def _raise_descriptor_limit() -> None:
 Pending = tuple[_Connection, LinkAppend | LinkFailed]
 
 
+def _appends(pending: list[Pending]) -> int:
+    return sum(isinstance(request, LinkAppend) for _, request in pending)
+
+
 class LinkServer:
     """Serves appends on the link socket from a thread; ``commit`` does the writing.
 
@@ -246,8 +251,11 @@ class LinkServer:
         hello_timeout_s: float = HELLO_TIMEOUT_S,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         after: Callable[[], None] | None = None,
+        window: CommitWindow | None = None,
     ) -> None:
         self.path = path
+        self.window = window
+        """When set, a commit waits a moment for more appends when more are coming."""
         self.token = token
         self.commit = commit
         self.after = after
@@ -323,14 +331,17 @@ class LinkServer:
 
     def _serve_once(self) -> None:
         """One pass: each ready socket's handler (its selector data), then the answers."""
-        pending: list[Pending] = []
-        for key, _ in self._selector.select(timeout=self._tick):
-            pending.extend(key.data())
+        pending = self._select(self._tick)
+        pending = gather(self.window, pending, _appends, self._select, time.monotonic)
         self._answer(pending)  # nothing pending: nothing to commit or answer
         now = time.monotonic()
         if now >= self._next_sweep:
             self._next_sweep = now + self._tick
             self._sweep(now)
+
+    def _select(self, timeout: float) -> list[Pending]:
+        """What the sockets ready within ``timeout`` sent (each one's handler)."""
+        return [p for key, _ in self._selector.select(timeout=timeout) for p in key.data()]
 
     def _woken(self) -> list[Pending]:
         """Drain the wake-up socket (:meth:`close` wrote to it)."""
@@ -488,6 +499,8 @@ class LinkServer:
                 results = [_journal_error(f"commit failed: {e}")] * len(appends)
             if len(results) != len(appends):
                 results = [_journal_error("the journal answered the wrong count")] * len(appends)
+            if self.window is not None:
+                self.window.note((r.events for r in appends), time.monotonic())
         answers = iter(results)
         for conn, request in pending:
             result = next(answers) if isinstance(request, LinkAppend) else request
@@ -502,86 +515,3 @@ class LinkServer:
                 self._drop(conn)
         if appends and self.after is not None:
             self.after()
-
-
-class LinkClient:
-    """One actor's connection to the Journal; ``append`` blocks until the batch commits."""
-
-    def __init__(self, path: str, token: str, *, retry_s: float = 30.0) -> None:
-        self.path = path
-        self.token = token
-        self.retry_s = retry_s
-        self._sock: socket.socket | None = None
-        self.reconnects = 0
-        """Connections made after the first (the Journal restarted)."""
-        self._ever_connected = False
-
-    def append(self, events: list[NewEvent], key: str) -> LinkCommitted | LinkFailed:
-        """Commit ``events`` under ``key``; across Journal restarts until ``retry_s``."""
-        return self.append_many([(events, key)])[0]
-
-    def append_many(
-        self, batches: list[tuple[list[NewEvent], str]]
-    ) -> list[LinkCommitted | LinkFailed]:
-        """Commit several batches, pipelined on one connection: every frame, then each answer.
-
-        The Journal's loop reads what has arrived and commits it together, so the batches
-        of one host's conversations share a commit (and one with other hosts'). Across a
-        Journal restart the batches still unanswered are sent again with their keys, until
-        ``retry_s``: a batch the dead Journal had committed is answered, not appended twice.
-        """
-        answers: list[LinkCommitted | LinkFailed] = []
-        deadline = time.monotonic() + self.retry_s
-        delay = 0.01
-        while len(answers) < len(batches):
-            todo = batches[len(answers) :]
-            reused = self._sock is not None
-            try:
-                sock = self._connected(deadline)
-                sock.sendall(b"".join(_frame(LinkAppend(key=k, events=e)) for e, k in todo))
-                counters.count("journal_link", len(todo))
-                for _ in todo:
-                    answers.append(self._answer(sock, deadline))
-            except (OSError, msgspec.DecodeError) as e:
-                self.close()
-                if reused:
-                    continue
-                if time.monotonic() + delay >= deadline:
-                    failed = _journal_error(
-                        f"the journal did not answer within {self.retry_s:g} s: {e}"
-                    )
-                    return answers + [failed] * (len(batches) - len(answers))
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
-        return answers
-
-    def close(self) -> None:
-        """Drop the connection (the next append reconnects)."""
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.close()
-            self._sock = None
-
-    def _connected(self, deadline: float) -> socket.socket:
-        if self._sock is None:
-            sock = connect_unix_socket(self.path, max(0.05, deadline - time.monotonic()))
-            try:
-                sock.sendall(_frame(LinkHello(token=self.token)))
-                counters.count("journal_link")
-            except OSError:
-                sock.close()
-                raise
-            self.reconnects += self._ever_connected
-            self._ever_connected = True
-            self._sock = sock
-        return self._sock
-
-    def _answer(self, sock: socket.socket, deadline: float) -> LinkCommitted | LinkFailed:
-        try:
-            body = read_frame(sock, MAX_FRAME, deadline=deadline)
-        except FrameTooLargeError as e:
-            raise OSError(f"journal answer too large: {e.details['size']} bytes") from e
-        if body is None:
-            raise ConnectionResetError("the journal closed the link")
-        answer: LinkCommitted | LinkFailed = _ANSWERS.decode(body)
-        return answer

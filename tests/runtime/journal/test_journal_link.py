@@ -25,7 +25,6 @@ from runtime.journal import link as journal_link
 from runtime.journal.link import (
     HELLO_MAX_BYTES,
     LinkAppend,
-    LinkClient,
     LinkCommitted,
     LinkFailed,
     LinkHello,
@@ -34,6 +33,7 @@ from runtime.journal.link import (
     configure,
     link_settings,
 )
+from runtime.journal.link_client import LinkClient
 from runtime.journal.store import Batch, Journal
 from runtime.wire.msgpack_keys import duplicate_map_key
 from tests.runtime.daemon_helpers import wait_for
