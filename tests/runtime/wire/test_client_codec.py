@@ -34,11 +34,13 @@ exact_values = st.recursive(
     ),
     max_leaves=20,
 )
-# With floats of every kind (NaN and the infinities too) and bytes: the same values.
+# With floats of every kind (NaN and the infinities too) and bytes: the same values. Integers
+# within what the daemon accepts (the journal's range; beyond it a request is refused with
+# integer_out_of_range, tests/runtime/wire/test_protocol.py).
 any_values = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers()
+    | st.integers(-(2**63), 2**64 - 1)
     | st.floats()
     | st.text(max_size=20)
     | st.binary(max_size=8),
