@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from soak.chaos import ChaosMonkey
 
 __all__ = [
+    "WARM_UP_FRACTION",
     "WARM_UP_MAX_S",
     "RunState",
     "bare_baseline",
@@ -33,12 +34,15 @@ __all__ = [
     "status_counters",
     "wait_passivated",
     "warm_up",
+    "warm_up_s",
     "workload_for",
 ]
 
 
+WARM_UP_FRACTION = 0.25
+"""The share of ``--duration-s`` a run's warm-up lasts (up to :data:`WARM_UP_MAX_S`)."""
 WARM_UP_MAX_S = 300.0
-"""The longest warm-up of a ``--duration-s`` run (a tenth of the duration up to this)."""
+"""The longest warm-up of a ``--duration-s`` run."""
 
 
 class RunState:
@@ -150,20 +154,46 @@ def workload_for(
     )
 
 
-def warm_up(config: SoakConfig, home: str, run: RunState) -> None:
+def warm_up_s(config: SoakConfig) -> float:
+    """How long a ``--duration-s`` run's warm-up sends turns (0: one round only)."""
+    if not config.duration_s:
+        return 0.0
+    return min(config.duration_s * WARM_UP_FRACTION, WARM_UP_MAX_S)
+
+
+def warm_up(
+    config: SoakConfig,
+    home: str,
+    run: RunState,
+    passivated: Callable[[], None] | None = None,
+) -> None:
     """Send the turns that come before the *before* reading of the leak check.
 
-    One per conversation, and with ``--duration-s`` a tenth of the duration more (at most
-    :data:`WARM_UP_MAX_S`), so caches that fill up to their bound (SQLite's page cache,
-    the endpoint pool) are full first.
+    One per conversation, and with ``--duration-s`` a quarter of the duration more (at
+    most :data:`WARM_UP_MAX_S`), so what fills up to a bound (each conversation's 256
+    recent turns and closed calls, the 4,096-entry caches of redacted ids, SQLite's page
+    cache, the endpoint pool) is full first. Then, with ``--duration-s`` and
+    ``passivated`` (which waits until every conversation is passivated), one more turn
+    per conversation once they all passivated: each is rehydrated from its snapshot and
+    the events after it, relayed through the Supervisor, as the load's first turns will
+    be; the most a process ever held for that is then in the *before* reading too.
     """
     keep_going = None
     if config.duration_s:
-        end_at = time.monotonic() + min(config.duration_s / 10, WARM_UP_MAX_S)
+        end_at = time.monotonic() + warm_up_s(config)
 
         def keep_going() -> bool:
             return time.monotonic() < end_at
 
+    _warm_up_round(config, home, run, keep_going)
+    if config.duration_s and passivated is not None:
+        passivated()
+        _warm_up_round(config, home, run, None)
+
+
+def _warm_up_round(
+    config: SoakConfig, home: str, run: RunState, keep_going: Callable[[], bool] | None
+) -> None:
     workload = workload_for(config, home, run, keep_going, warm_up=True)
     for r in workload.run(plan_turns(run.conversations, 1, workload.run_id)).results:
         if not r.ok:
