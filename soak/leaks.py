@@ -8,12 +8,12 @@ time once every conversation has passivated (a host holds its live conversations
 
 - *before*, after a warm-up (``soak.steps.warm_up``), so what the first use of each code
   path, pool and allocator arena costs, and what fills up to a bound, is not counted as
-  growth: one turn per conversation, and with ``--duration-s`` a quarter of the duration
-  more (at most 300 s: each conversation's 256 recent turns and closed calls, the 4,096
-  redacted ids each host and the Journal cache, fill in its first minutes), then, once
-  every conversation passivated, one more turn each, which rehydrates it as the load's
-  first turns will (the Supervisor relays the snapshot and the events after it, a step
-  of ~1.6 MiB of RSS at once that then stays flat);
+  growth: one turn per conversation, and with ``--duration-s`` half the duration more
+  (at most 300 s: each conversation's 256 recent turns and closed calls, each host's
+  4,096 remembered tool calls and cached redacted ids fill at the turn rate, ~200 s at
+  20 turns a second per host), then, once every conversation passivated, one more turn
+  each, which rehydrates it as the load's first turns will (the Supervisor relays the
+  snapshot and the events after it: a step of ~1.6 MiB of RSS once, flat after);
 - *after*, once the load has stopped, every turn is over, and :data:`SETTLE_S` more
   seconds have passed.
 

@@ -16,14 +16,18 @@ from soak.turns import Turn, TurnResult, WorkloadResult
 class _Workload:
     """Records the turns it is given and whether it would go on sending; sends nothing."""
 
-    def __init__(self, log: list[Any], keep_going: Callable[[], bool] | None) -> None:
+    def __init__(
+        self, log: list[Any], keys: list[str], keep_going: Callable[[], bool] | None, run_id: str
+    ) -> None:
         self.log = log
+        self.keys = keys
         self.keep_going = keep_going
-        self.run_id = "w"
+        self.run_id = run_id
 
     def run(self, turns: Sequence[Turn]) -> WorkloadResult:
         timed = self.keep_going is not None and self.keep_going()
         self.log.append(("round", sorted((t.project_id, t.conversation_id) for t in turns), timed))
+        self.keys.extend(t.key for t in turns)
         results = [TurnResult(turn=t, ok=True, latency_ms=1.0) for t in turns]
         return WorkloadResult(
             results=results,
@@ -38,23 +42,26 @@ class _Workload:
 
 def _warm_up(monkeypatch: pytest.MonkeyPatch, config: SoakConfig) -> list[Any]:
     log: list[Any] = []
+    keys: list[str] = []
 
     def workload_for(
         _config: SoakConfig,
         _home: str,
-        _run: RunState,
+        run: RunState,
         keep_going: Callable[[], bool] | None = None,
         *,
-        warm_up: bool = False,
+        warm_up: str = "",
     ) -> _Workload:
         assert warm_up
-        return _Workload(log, keep_going)
+        return _Workload(log, keys, keep_going, f"{run.run_id}{warm_up}")
 
     monkeypatch.setattr(steps, "workload_for", workload_for)
     run = RunState(config, None)
     run.conversations = [("p1", "c0"), ("p1", "c1"), ("p2", "c0")]
     warm_up(config, "home", run, passivated=lambda: log.append("passivated"))
     assert run.failures.items() == []
+    # a key sent again is the same turn to the daemon (idempotency): it would wait for it
+    assert len(set(keys)) == len(keys)
     return log
 
 
@@ -68,7 +75,7 @@ def test_a_timed_run_warms_up_then_rehydrates_every_conversation_once(
     """
     every = [("p1", "c0"), ("p1", "c1"), ("p2", "c0")]
     assert _warm_up(monkeypatch, SoakConfig(duration_s=600)) == [
-        ("round", every, True),  # sends until a quarter of the duration is over
+        ("round", every, True),  # sends until half the duration is over
         "passivated",
         ("round", every, False),  # one turn each, on passivated conversations
     ]
@@ -81,7 +88,8 @@ def test_a_run_of_counted_turns_warms_up_with_one_round_only(
     assert _warm_up(monkeypatch, SoakConfig(events=3)) == [("round", every, False)]
 
 
-def test_the_warm_up_lasts_a_quarter_of_the_duration_up_to_five_minutes() -> None:
-    assert warm_up_s(SoakConfig(duration_s=600)) == 150.0
+def test_the_warm_up_lasts_half_the_duration_up_to_five_minutes() -> None:
+    assert warm_up_s(SoakConfig(duration_s=300)) == 150.0
     assert warm_up_s(SoakConfig(duration_s=3600)) == WARM_UP_MAX_S == 300.0
+    assert warm_up_s(SoakConfig(duration_s=600)) == 300.0
     assert warm_up_s(SoakConfig(events=3)) == 0.0
