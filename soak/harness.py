@@ -3,34 +3,30 @@
 :func:`run_soak` drives the real daemon through the real client (its steps are in
 ``soak.steps``, the verdict in ``soak.verdict``):
 
-1. use the daemon running on ``--home``, or spawn one (``runtime.daemon.start_daemon``) on
-   ``--home`` or on a temporary ``ROOST_HOME`` (``soak.monitor.DaemonSession``);
+1. use the daemon running on ``--home``, or spawn one (``soak.monitor.DaemonSession``);
 2. create temporary project roots with seed files, start the projects (their
    ``idle_passivation_ms`` is short, so idle conversations stop after the run), sample the
-   daemon tree's memory, start the conversations, run a warm-up round (one turn each),
-   wait for the conversations to be passivated and read the always-on processes' USS
-   (``soak.leaks``);
+   daemon tree's memory, start the conversations, warm up (``soak.steps.warm_up``), wait
+   for the conversations to be passivated, read the always-on processes' USS (``soak.leaks``);
 3. run the scenario's workload (``soak.scenarios``; ``chaos`` crashes entities and kills hosts
-   meanwhile, ``soak.chaos``), then wait until no conversation has a turn running and the
-   idle ones are passivated, settle, and read the always-on processes' USS again: one that
-   grew by more than 10% fails the run;
+   meanwhile, ``soak.chaos``), wait until no turn runs and the idle conversations are
+   passivated, settle, read the USS again: a process grown by over 10% fails the run;
 4. read every project's journal back, streaming, and check it (``soak.readback``,
-   ``soak.integrity``); 5. sample memory again;
-6. stop the daemon it spawned and make sure no process of it is left;
-7. ``baseline``: replay the run's message and append pattern on bare Thespian and
-   eventsourcing (``soak.baseline``) and report the ratio.
+   ``soak.integrity``); 5. sample memory again; 6. stop the daemon it spawned and make sure
+   no process of it is left; 7. ``baseline``: replay the run's message and append pattern
+   on bare Thespian and eventsourcing (``soak.baseline``) and report the ratio.
 
 The daemon's ``status`` counters are read just before and just after the workload (step
-3), for ``messages_per_turn`` and ``appends_per_commit``, and the CPU time of the daemon's
-tree and of the harness, for ``cpu_ms_per_turn``. ``slow-model`` serves the
-projects' model from ``soak.model_server`` for the whole run, starts no conversation and
-sends no warm-up before the workload: its workload starts every conversation at once
-(``start_conversation`` timed) and then sends its turns.
+3), for ``messages_per_turn``, ``appends_per_commit`` and ``cpu_ms_per_turn`` (the CPU
+time of the daemon's tree and of the harness). ``slow-model`` serves the projects' model
+from ``soak.model_server``, starts no conversation and sends no warm-up: its workload
+starts every conversation at once (``start_conversation`` timed), then sends its turns.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import shutil
 import tempfile
@@ -158,6 +154,9 @@ def run_soak(
             rss_start, procs_start = sampler.sample(refresh=True)
             pss_start = sampler.pss(refresh=True)
             sampler.start()
+            passivated = functools.partial(
+                wait_passivated, client, run.projects, sampler, procs_start, config
+            )
             if slow:  # started by the workload, all at once
                 run.conversations = spread_conversations(run.projects, config.concurrency)
             else:
@@ -166,10 +165,10 @@ def run_soak(
                     client, run.projects, config.conversations, run.failures
                 )
                 run.note("warm-up round")
-                warm_up(config, session.home, run)
+                warm_up(config, session.home, run, passivated)
             before = event_counts(client, run.projects)
             # as at the *after* reading
-            wait_passivated(client, run.projects, sampler, procs_start, config)
+            passivated()
             leak_watch.before()
             per_conversation = 1 if config.duration_s else config.events
             turns = plan_turns(run.conversations, per_conversation, run.run_id)
@@ -212,7 +211,7 @@ def run_soak(
             with Guard(client, budget) as guard:
                 wait_idle(client, run.conversations, settle_s, run.failures)
                 run.note("settling, then reading memory for the leak check")
-                wait_passivated(client, run.projects, sampler, procs_start, config)
+                passivated()
                 leak_watch.after()
                 run.note("reading the journal back")
                 if config.scenario == "baseline":
@@ -246,7 +245,7 @@ def run_soak(
             restarts = check.types["actor.restarted"]
             crashes = check.types["actor.crashed"]
             run.note("waiting for idle conversations to be passivated")
-            wait_passivated(client, run.projects, sampler, procs_start, config)
+            passivated()
             rss_end, procs_end = sampler.sample(refresh=True)
             pss_end = sampler.pss(refresh=True)
             if not session.owned:

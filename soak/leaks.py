@@ -6,8 +6,14 @@ Thespian admin and logger, the Supervisor, the Journal,
 each project's host, where its Conversations, Policy and ToolRunner live) twice, each
 time once every conversation has passivated (a host holds its live conversations):
 
-- *before*, after a warm-up round of turns, so what the first use of each code path, pool
-  and allocator arena costs is not counted as growth;
+- *before*, after a warm-up (``soak.steps.warm_up``), so what the first use of each code
+  path, pool and allocator arena costs, and what fills up to a bound, is not counted as
+  growth: one turn per conversation, and with ``--duration-s`` half the duration more
+  (at most 300 s: each conversation's 256 recent turns and closed calls, each host's
+  4,096 remembered tool calls and cached redacted ids fill at the turn rate, ~200 s at
+  20 turns a second per host), then, once every conversation passivated, one more turn
+  each, which rehydrates it as the load's first turns will (the Supervisor relays the
+  snapshot and the events after it: a step of ~1.6 MiB of RSS once, flat after);
 - *after*, once the load has stopped, every turn is over, and :data:`SETTLE_S` more
   seconds have passed.
 
@@ -22,7 +28,8 @@ A leak is growth that goes on with the load; a process also grows in steps while
 minutes of load fill what it keeps (a Supervisor relaying a larger history once, a Project
 restarting killed children). So only a run whose load lasted :data:`MIN_JUDGED_LOAD_S`
 between the readings is judged; a shorter one (the test suite's small runs) reports its
-figures and passes.
+figures and passes. The warm-up comes before ``--duration-s``, not out of it: a process
+that leaks per turn grows through the whole judged load as before.
 """
 
 from __future__ import annotations
