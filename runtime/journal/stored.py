@@ -115,7 +115,13 @@ def _unpack_hash(value: Any) -> Any:
     return value.hex() if isinstance(value, bytes) else value
 
 
-@functools.lru_cache(maxsize=4096)
+_RECENT_SECONDS = 256
+"""How many seconds' texts each cache below keeps: events are written and read close to
+``now``, so a few minutes' worth serve nearly every call, and a daemon that runs for weeks
+keeps no more than these (a cache of 4,096 grew by one entry per second for over an hour)."""
+
+
+@functools.lru_cache(maxsize=_RECENT_SECONDS)
 def _second_text(seconds: int) -> str:
     """``YYYY-MM-DDTHH:MM:SS.`` of a second since the epoch (UTC): what ``at`` begins with."""
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
@@ -126,7 +132,7 @@ def _format_ms(ms: int) -> str:
     return f"{_second_text(seconds)}{millis:03d}Z"
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=_RECENT_SECONDS)
 def _epoch_seconds(prefix: str) -> int | None:
     """Seconds since the epoch of a canonical ``YYYY-MM-DDTHH:MM:SS`` (UTC), else None."""
     try:

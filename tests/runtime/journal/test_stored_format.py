@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
@@ -12,6 +13,7 @@ import pytest
 
 from events.chain import chain_hash
 from events.envelope import GENESIS_HASH, Envelope, NewEvent
+from runtime.journal import stored
 from runtime.journal.mapper import project_stream_id
 from runtime.journal.scope import Scope
 from runtime.journal.seal import AnchorStore, Sealer, SealSettings
@@ -260,3 +262,15 @@ def test_rows_of_every_format_decode_as_each_state_does() -> None:
     rows = [(seq, seq, "tool.completed", state) for seq, state in enumerate(states, start=1)]
     assert decode_rows(rows) == [decode_state(state, topic, seq) for seq, _, topic, state in rows]
     assert [e.causation_id for e in decode_rows(rows)][:2] == [first.causation_id, first.event_id]
+
+
+def test_a_journal_that_runs_for_hours_keeps_a_bounded_number_of_second_texts() -> None:
+    """Each stored ``at`` is cached by its second; hours of seconds must not all stay."""
+    start = datetime(2026, 11, 27, 7, 0, 0, tzinfo=UTC)
+    for second in range(0, 2 * 3600, 3):
+        at = (start + timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%S.123Z")
+        envelope = _envelope(at=at)
+        state = encode_state(envelope)
+        assert decode_state(state, envelope.type, 1).at == at
+    assert stored._second_text.cache_info().currsize <= 256
+    assert stored._epoch_seconds.cache_info().currsize <= 256
