@@ -33,9 +33,9 @@ import msgspec
 
 from actors.messages import Appended, AppendFailed
 from events.envelope import NewEvent
-from runtime.errors import JournalError
+from runtime.errors import BadRequestError, JournalError
 from runtime.journal.link import LinkCommitted, LinkFailed
-from runtime.journal.link_client import LinkClient, append_frames
+from runtime.journal.link_client import LinkClient, append_frame, read_answer, send_reading
 from runtime.logging import get_logger
 from runtime.wire import counters
 
@@ -51,26 +51,41 @@ the two ends buffer for each other)."""
 class _Submitted:
     """One :meth:`Appender.submit`: its batches, their answers so far, its callback."""
 
-    __slots__ = ("answers", "batches", "done")
+    __slots__ = ("answers", "batches", "done", "missing")
 
     def __init__(
         self, batches: list[tuple[list[NewEvent], str]], done: Callable[[list[Any]], None]
     ) -> None:
         self.batches = batches
         self.done = done
-        self.answers: list[LinkCommitted | LinkFailed] = []
+        self.answers: list[LinkCommitted | LinkFailed | None] = [None] * len(batches)
+        self.missing = len(batches)
+
+    def answer(self, slot: int, answer: LinkCommitted | LinkFailed) -> None:
+        """Its batch ``slot`` is answered; the callback runs once every batch is."""
+        self.answers[slot] = answer
+        self.missing -= 1
+        if self.missing == 0:
+            self.done(
+                [
+                    AppendFailed(token=0, error=a.error)
+                    if isinstance(a, LinkFailed)
+                    else Appended(token=0, envelopes=a.envelopes)
+                    for a in self.answers
+                    if a is not None
+                ]
+            )
 
 
 class _Sent:
-    """A batch sent and not answered yet."""
+    """A batch sent and not answered yet: its frame, and its place in its submission."""
 
-    __slots__ = ("batch", "deadline", "last_of_pass", "owner")
+    __slots__ = ("deadline", "frame", "last_of_pass", "owner", "slot")
 
-    def __init__(
-        self, batch: tuple[list[NewEvent], str], owner: _Submitted, deadline: float
-    ) -> None:
-        self.batch = batch
+    def __init__(self, frame: bytes, owner: _Submitted, slot: int, deadline: float) -> None:
+        self.frame = frame
         self.owner = owner
+        self.slot = slot
         self.deadline = deadline
         self.last_of_pass = False
 
@@ -131,7 +146,9 @@ class Appender:
                 elif stopping:
                     break
                 else:
-                    select.select([self._wake_r], [], [])
+                    waiting = select.poll()
+                    waiting.register(self._wake_r, select.POLLIN)
+                    waiting.poll()
                     self._drain_wake()
             except Exception as e:  # the thread must answer every batch, whatever happens
                 log.exception("appender_failed")
@@ -154,9 +171,15 @@ class Appender:
             if item is None:
                 stop = True
                 break
-            sent.extend(_Sent(batch, item, deadline) for batch in item.batches)
             if not item.batches:
                 item.done([])
+            for slot, (events, key) in enumerate(item.batches):
+                try:
+                    frame = append_frame(events, key)
+                except (OverflowError, TypeError, msgspec.EncodeError) as e:  # not for msgpack
+                    item.answer(slot, LinkFailed(error=_unstorable(e)))
+                    continue
+                sent.append(_Sent(frame, item, slot, deadline))
         if not sent:
             return stop
         sent[-1].last_of_pass = True
@@ -167,9 +190,9 @@ class Appender:
         self.passes += 1
         try:
             sock = self.client.connected(deadline)
-            sock.sendall(append_frames([s.batch for s in sent]))
+            send_reading(sock, b"".join(s.frame for s in sent), deadline, self._answered)
             counters.count("journal_link", len(sent))
-        except OSError as e:
+        except (OSError, msgspec.DecodeError) as e:
             self._resend(e)
         return stop
 
@@ -186,13 +209,15 @@ class Appender:
                 self._fail_all(_late(self.client.retry_s, "no answer"))
                 return
             can_send = self._open_passes < self.max_passes
-            ready, _, _ = select.select(
-                [sock, self._wake_r] if can_send else [sock], [], [], timeout
-            )
-            if self._wake_r in ready:
+            poller = select.poll()  # not select(): a busy host's descriptors pass 1024
+            poller.register(sock, select.POLLIN)
+            if can_send:
+                poller.register(self._wake_r, select.POLLIN)
+            ready = {fd for fd, _ in poller.poll(timeout * 1000)}
+            if self._wake_r.fileno() in ready:
                 self._drain_wake()
-            if sock in ready:
-                self._answered(self.client.read_answer(sock, oldest.deadline))
+            if sock.fileno() in ready:
+                self._answered(read_answer(sock, oldest.deadline))
         except (OSError, msgspec.DecodeError) as e:
             self._resend(e)
 
@@ -204,10 +229,11 @@ class Appender:
             deadline = self._unanswered[0].deadline
             try:
                 sock = self.client.connected(deadline)
-                sock.sendall(append_frames([s.batch for s in self._unanswered]))
-                counters.count("journal_link", len(self._unanswered))
+                again = list(self._unanswered)
+                send_reading(sock, b"".join(s.frame for s in again), deadline, self._answered)
+                counters.count("journal_link", len(again))
                 return
-            except OSError as e:
+            except (OSError, msgspec.DecodeError) as e:
                 self.client.close()
                 error = e
                 if time.monotonic() + delay >= deadline:
@@ -219,17 +245,7 @@ class Appender:
     def _answered(self, answer: LinkCommitted | LinkFailed) -> None:
         sent = self._unanswered.popleft()
         self._open_passes -= sent.last_of_pass
-        owner = sent.owner
-        owner.answers.append(answer)
-        if len(owner.answers) == len(owner.batches):
-            owner.done(
-                [
-                    AppendFailed(token=0, error=a.error)
-                    if isinstance(a, LinkFailed)
-                    else Appended(token=0, envelopes=a.envelopes)
-                    for a in owner.answers
-                ]
-            )
+        sent.owner.answer(sent.slot, answer)
 
     def _fail_all(self, error: Any) -> None:
         while self._unanswered:
@@ -239,6 +255,13 @@ class Appender:
         with contextlib.suppress(OSError):
             while self._wake_r.recv(4096):
                 pass
+
+
+def _unstorable(error: Exception) -> Any:
+    """The answer to a batch the link cannot carry: refused alone, its neighbours go on."""
+    return BadRequestError(
+        f"the batch cannot be stored: {error}", reason="unstorable_event"
+    ).to_wire()
 
 
 def _late(retry_s: float, why: str) -> Any:

@@ -10,8 +10,10 @@ protocol and the server are in :mod:`runtime.journal.link`.
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import time
+from collections.abc import Callable
 
 import msgspec
 
@@ -30,12 +32,68 @@ from runtime.wire import counters
 from runtime.wire.framing import FrameTooLargeError, read_frame
 from runtime.wire.transport import connect_unix_socket
 
-__all__ = ["LinkClient", "append_frames"]
+__all__ = ["LinkClient", "append_frame", "append_frames", "read_answer", "send_reading"]
+
+
+def append_frame(events: list[NewEvent], key: str) -> bytes:
+    """The frame of one ``(events, key)`` batch.
+
+    Raises ``OverflowError``, ``TypeError`` or ``msgspec.EncodeError`` for a batch msgpack
+    cannot hold (an integer beyond 64 bits).
+    """
+    return _frame(LinkAppend(key=key, events=events))
 
 
 def append_frames(batches: list[tuple[list[NewEvent], str]]) -> bytes:
     """The frames of ``(events, key)`` batches, to send pipelined on one connection."""
-    return b"".join(_frame(LinkAppend(key=k, events=e)) for e, k in batches)
+    return b"".join(append_frame(e, k) for e, k in batches)
+
+
+_SEND_CHUNK = 256 * 1024
+
+
+def send_reading(
+    sock: socket.socket,
+    data: bytes,
+    deadline: float,
+    on_answer: Callable[[LinkCommitted | LinkFailed], None],
+) -> None:
+    """Send ``data`` on the link while taking each answer that arrives meanwhile.
+
+    The Journal answers a connection while it still sends to it (a pipelined batch is
+    committed and answered before the next has arrived whole), and it answers with a
+    blocking send from its one thread: a client that only sent, reading nothing until it
+    was done, would fill the Journal's send buffer and stop it reading ours, and both ends
+    would wait (until the Journal's 5-s send timeout cut the link, for every host). So the
+    send waits with ``poll`` (no ``select``: descriptors past 1024) for either direction and
+    hands each answer to ``on_answer`` in order. Raises ``OSError`` as ``sendall`` does,
+    and ``TimeoutError`` at ``deadline``.
+    """
+    view = memoryview(data)
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLOUT)
+    while view:
+        left_ms = (deadline - time.monotonic()) * 1000
+        if left_ms <= 0:
+            raise TimeoutError("the journal link did not take the batch in time")
+        for _fd, event in poller.poll(left_ms):
+            if event & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                on_answer(read_answer(sock, deadline))
+            if event & select.POLLOUT and view:
+                with contextlib.suppress(BlockingIOError):
+                    view = view[sock.send(view[:_SEND_CHUNK], socket.MSG_DONTWAIT) :]
+
+
+def read_answer(sock: socket.socket, deadline: float) -> LinkCommitted | LinkFailed:
+    """The next answer on ``sock`` (raises ``OSError`` when there is none by ``deadline``)."""
+    try:
+        body = read_frame(sock, MAX_FRAME, deadline=deadline)
+    except FrameTooLargeError as e:
+        raise OSError(f"journal answer too large: {e.details['size']} bytes") from e
+    if body is None:
+        raise ConnectionResetError("the journal closed the link")
+    answer: LinkCommitted | LinkFailed = _ANSWERS.decode(body)
+    return answer
 
 
 class LinkClient:
@@ -72,9 +130,10 @@ class LinkClient:
             reused = self.sock is not None
             try:
                 sock = self.connected(deadline)
-                sock.sendall(append_frames(todo))
+                wanted = len(answers) + len(todo)
+                send_reading(sock, append_frames(todo), deadline, answers.append)
                 counters.count("journal_link", len(todo))
-                for _ in todo:
+                while len(answers) < wanted:
                     answers.append(self.read_answer(sock, deadline))
             except (OSError, msgspec.DecodeError) as e:
                 self.close()
@@ -113,11 +172,4 @@ class LinkClient:
 
     def read_answer(self, sock: socket.socket, deadline: float) -> LinkCommitted | LinkFailed:
         """The next answer on ``sock`` (raises ``OSError`` when there is none by ``deadline``)."""
-        try:
-            body = read_frame(sock, MAX_FRAME, deadline=deadline)
-        except FrameTooLargeError as e:
-            raise OSError(f"journal answer too large: {e.details['size']} bytes") from e
-        if body is None:
-            raise ConnectionResetError("the journal closed the link")
-        answer: LinkCommitted | LinkFailed = _ANSWERS.decode(body)
-        return answer
+        return read_answer(sock, deadline)

@@ -3,6 +3,8 @@ are coming (its commit window); both keep the retry and idempotency rules."""
 
 from __future__ import annotations
 
+import os
+import resource
 import socket
 import struct
 import threading
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 from actors.host_appender import Appender
 from actors.messages import Appended, AppendFailed
@@ -248,3 +251,98 @@ def test_a_lone_conversation_is_committed_without_waiting(tmp_path: Path) -> Non
         server.close()
         store.journal.close()
     assert store.groups == [["k0"], ["k1"], ["k2"]] and window.waits == 0
+
+
+def _big_events(conversation: str, size: int) -> list[NewEvent]:
+    return [
+        new_event(
+            ev.UserMessage(content="x" * size),
+            project_id="p1",
+            at="2026-11-22T10:00:00.000Z",
+            conversation_id=conversation,
+            correlation_id="corr-00000000000000000001",
+        )
+    ]
+
+
+def test_large_pipelined_batches_are_answered_while_the_appender_still_sends(
+    tmp_path: Path,
+) -> None:
+    # The Journal answers the first batch while the second still arrives; an appender that
+    # read nothing until it had sent all would leave the Journal blocked on an answer
+    # nobody reads, and the Journal would stop reading the rest: both ends waiting, the
+    # link cut after the Journal's send timeout, the same again on every resend.
+    store = _Store(tmp_path)
+    server = LinkServer(str(tmp_path / "j.sock"), TOKEN, store.commit)
+    server.start()
+    appender = Appender(str(tmp_path / "j.sock"), TOKEN, retry_s=120)
+    answers = _Answers()
+    try:
+        batches = [(_big_events(f"c{i}", 700_000), f"big-{i}") for i in range(3)]
+        appender.submit(batches, answers.to("big"))
+        [(_, got)] = answers.wait(1)
+    finally:
+        appender.close()
+        server.close()
+        store.journal.close()
+    assert [type(a) for a in got] == [Appended] * 3
+    assert appender.client.reconnects == 0
+
+
+def test_a_batch_msgpack_cannot_hold_is_refused_alone(tmp_path: Path) -> None:
+    journal = _FakeJournal(tmp_path / "j.sock")
+    appender = Appender(str(tmp_path / "j.sock"), TOKEN)
+    answers = _Answers()
+    bad = [
+        new_event(
+            ev.UserMessage(content="hello"),
+            project_id="p1",
+            at="2026-11-22T10:00:00.000Z",
+            conversation_id="c2",
+            correlation_id="corr-00000000000000000001",
+        )
+    ]
+    bad = [msgspec.structs.replace(bad[0], data={**bad[0].data, "n": 2**70})]
+    try:
+        appender.submit([(_events("c1"), "k1")], answers.to("first"))
+        conn = journal.accept()
+        assert journal.read(conn).key == "k1"  # on the wire, not answered yet
+        appender.submit(
+            [(_events("c2"), "k2"), (bad, "k3"), (_events("c2"), "k4")], answers.to("mixed")
+        )
+        assert [journal.read(conn).key for _ in range(2)] == ["k2", "k4"]
+        for _ in range(3):
+            journal.answer(conn)
+        got = dict(answers.wait(2))
+    finally:
+        appender.close()
+        journal.close()
+    assert [type(a) for a in got["first"]] == [Appended]
+    assert [type(a) for a in got["mixed"]] == [Appended, AppendFailed, Appended]
+    assert got["mixed"][1].error["code"] == "bad_request"
+    assert got["mixed"][1].error["details"]["reason"] == "unstorable_event"
+
+
+def test_the_appender_works_with_a_link_descriptor_past_1024(tmp_path: Path) -> None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1400:
+        pytest.skip(f"needs 1,400 descriptors, the limit is {soft}")
+    fillers = []
+    while not fillers or fillers[-1] < 1100:
+        fillers.append(os.open(os.devnull, os.O_RDONLY))
+    journal = _FakeJournal(tmp_path / "j.sock")
+    appender = Appender(str(tmp_path / "j.sock"), TOKEN)
+    answers = _Answers()
+    try:
+        appender.submit([(_events("c1"), "k1")], answers.to("first"))
+        conn = journal.accept()
+        assert journal.read(conn).key == "k1"
+        assert appender.client.sock is not None and appender.client.sock.fileno() > 1024
+        journal.answer(conn)
+        [(_, got)] = answers.wait(1)
+    finally:
+        appender.close()
+        journal.close()
+        for fd in fillers:
+            os.close(fd)
+    assert [type(a) for a in got] == [Appended]
