@@ -55,7 +55,8 @@ CONTROLLERS: tuple[Controller, ...] = ("pids", "memory", "cpu")
 CGROUP_PREFIX = "roost-"
 """Every cgroup Roost makes is named ``<prefix><owner pid>-<random>`` (:func:`fresh_name`)."""
 _JOIN_NAME = "roost-cgroup-join"
-_JOIN_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+_JOIN_LOOP = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift'
+_JOIN_SCRIPT = f'{_JOIN_LOOP}; exec "$@"'
 
 
 def mounts(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str, set[str]]]:
@@ -229,11 +230,12 @@ def make_cgroup(parent: str, name: str, files: list[tuple[str, str, bool]]) -> s
 def join_argv(*groups: Joinable, first: str | None = None) -> list[str]:
     """The prefix that moves the process into every one of ``groups`` before it execs.
 
-    ``first``: shell commands it runs before that (the rlimits' ``ulimit``); when one
-    fails, it exits 125 as a failed join does.
+    ``first``: shell commands it runs once it joined, just before the exec (the rlimits'
+    ``ulimit``: after the join, so the join's own redirections run without them, as with
+    ``prlimit`` after it); when one fails, it exits 125 as a failed join does.
     """
     files = [f for group in groups for f in group.procs_files]
-    script = _JOIN_SCRIPT if first is None else f"{first} || exit 125; {_JOIN_SCRIPT}"
+    script = _JOIN_SCRIPT if first is None else f'{_JOIN_LOOP}; {first} || exit 125; exec "$@"'
     return ["/bin/sh", "-c", script, _JOIN_NAME, *files, "--"]
 
 
@@ -245,7 +247,7 @@ WARM_LIMIT_S = 0.5
 
 def keep_warm(
     directory: str, joined: Callable[[], bool], stop: threading.Event
-) -> threading.Thread:
+) -> threading.Thread | None:
     """Keep the kernel's cgroup migration lock warm until a join shell has joined.
 
     Every move into a cgroup (a write to a ``cgroup.procs`` file) takes one global lock of
@@ -257,14 +259,23 @@ def keep_warm(
     again every :data:`WARM_PERIOD_S`, until ``joined()`` (the new cgroup has a member),
     ``stop`` is set, or :data:`WARM_LIMIT_S` passed. A write that is refused ends it: the
     join then pays the grace period itself, as it did before.
+
+    Nothing is warmed (None) unless this process is a member of ``directory`` already (a
+    cgroup mount that binds a subtree could make ``directory`` another cgroup, and the
+    writes would move the daemon), or when no thread can be started.
     """
-    thread = threading.Thread(
-        target=_warm,
-        args=(os.path.join(directory, "cgroup.procs"), joined, stop),
-        name="roost-cgroup-warm",
-        daemon=True,
-    )
-    thread.start()
+    try:
+        if os.getpid() not in tasks(directory):
+            return None
+        thread = threading.Thread(
+            target=_warm,
+            args=(os.path.join(directory, "cgroup.procs"), joined, stop),
+            name="roost-cgroup-warm",
+            daemon=True,
+        )
+        thread.start()
+    except (OSError, ValueError, RuntimeError):
+        return None
     return thread
 
 

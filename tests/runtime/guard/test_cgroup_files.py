@@ -153,28 +153,42 @@ def test_cgroup_mounts_read_escaped_and_non_utf8_mount_points(tmp_path: Path) ->
 
 def test_the_warm_up_moves_this_process_where_it_is_until_the_join_came(tmp_path: Path) -> None:
     procs = tmp_path / "cgroup.procs"
-    procs.write_text("")
+    procs.write_text(str(os.getpid()))  # a cgroup this process is in
     asked: list[int] = []
 
     def joined() -> bool:
         asked.append(1)
         return len(asked) == 3
 
-    cgroupfs.keep_warm(str(tmp_path), joined, threading.Event()).join(10)
+    thread = cgroupfs.keep_warm(str(tmp_path), joined, threading.Event())
+    assert thread is not None
+    thread.join(10)
     assert len(asked) == 3  # a write, then one more after each "not yet"
     assert procs.read_text() == str(os.getpid())
+
+
+def test_the_warm_up_never_writes_to_a_cgroup_this_process_is_not_in(tmp_path: Path) -> None:
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text("1\n")  # another cgroup: a write would move the daemon into it
+    assert cgroupfs.keep_warm(str(tmp_path), lambda: False, threading.Event()) is None
+    assert procs.read_text() == "1\n"
 
 
 def test_the_warm_up_ends_when_stopped_or_refused(tmp_path: Path) -> None:
     stop = threading.Event()
     stop.set()
     asked: list[int] = []
-    (tmp_path / "cgroup.procs").write_text("")
-    cgroupfs.keep_warm(str(tmp_path), lambda: bool(asked.append(1)), stop).join(10)
+    (tmp_path / "cgroup.procs").write_text(str(os.getpid()))
+    stopped = cgroupfs.keep_warm(str(tmp_path), lambda: bool(asked.append(1)), stop)
+    assert stopped is not None
+    stopped.join(10)
     assert asked == []  # stopped after its first write, without asking
-    refused = cgroupfs.keep_warm(str(tmp_path / "gone"), lambda: bool(asked.append(1)), stop)
-    refused.join(10)
-    assert (refused.is_alive(), asked) == (False, [])  # the write failed: it gave up at once
+    # A write that fails, with a stop that is not set: the loop gives up at once, without
+    # asking whether the join came.
+    cgroupfs._warm(
+        str(tmp_path / "gone" / "cgroup.procs"), lambda: bool(asked.append(1)), threading.Event()
+    )
+    assert asked == []
 
 
 def test_the_rlimits_become_ulimit_commands_only_when_exact() -> None:
@@ -191,6 +205,21 @@ def test_the_rlimits_become_ulimit_commands_only_when_exact() -> None:
     assert ulimit_script({resource.RLIMIT_AS: (1000, 1000)}) is None
     assert ulimit_script({resource.RLIMIT_NPROC: (5, 5)}) is None  # no option for it
     assert ulimit_script({resource.RLIMIT_CPU: (5, 4)}) is None
+
+
+def test_the_rlimits_apply_after_the_join_so_few_open_files_do_not_break_it(
+    tmp_path: Path,
+) -> None:
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text("")
+
+    class _Group:
+        procs_files = [str(procs)]
+
+    argv = cgroupfs.join_argv(_Group(), first="ulimit -n 8")
+    done = subprocess.run([*argv, "/bin/sh", "-c", "ulimit -n"], capture_output=True, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, b"8"), done.stderr
+    assert procs.read_text().strip().isdigit()  # the shell joined, then lowered its limits
 
 
 def test_a_ulimit_that_fails_stops_the_join_with_125(tmp_path: Path) -> None:
