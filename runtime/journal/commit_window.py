@@ -10,8 +10,9 @@ appends each at 32 turns in flight, issue 18). Before committing, the loop asks
 - at least ``target`` conversations appended within the last ``active_s`` (as PostgreSQL's
   ``commit_siblings``): one conversation alone, or a few, never wait, since theirs is the
   only append coming (a sequential turn pays nothing), and
-- another append came within ``gap_s`` of the last one (a quiet link is not waited on),
-  for at most ``max_wait_s`` from the first.
+- no more than ``gap_s`` passed since the last append arrived (so among busy
+  conversations even a lone append waits up to ``gap_s`` for a second one, then as long
+  as appends keep arriving), for at most ``max_wait_s`` from the first.
 
 No append is answered before it is committed: waiting only delays the commit and its
 answers. Plain code with the clock passed in (``tests/runtime/journal``).

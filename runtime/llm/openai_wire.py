@@ -23,6 +23,7 @@ import msgspec
 
 from runtime.llm.base import ModelError, ModelReply, ModelRequest, ToolCallRequest
 from runtime.llm.chat_shapes import ChatBody, WireMessage
+from runtime.wire.protocol import unstorable_int_path
 
 __all__ = [
     "SseEvents",
@@ -342,21 +343,37 @@ class StreamAccumulator:
                 "bad_response",
                 f"tool call {wire_name} arguments are not a JSON object: {raw[:200]!r}",
             )
+        unstorable = unstorable_int_path(args)
+        if unstorable is not None:
+            raise ModelError(
+                "bad_response",
+                f"tool call {wire_name} has an integer the journal cannot store at "
+                f"{unstorable} (outside -2**63..2**64-1): {raw[:200]!r}",
+            )
         return ToolCallRequest(id=partial.id, name=names.from_wire(wire_name), args=args)
 
 
 def _usage(raw: Mapping[str, Any]) -> dict[str, int]:
     """Normalize a usage object to the three integer counts."""
-    prompt = raw.get("prompt_tokens")
-    completion = raw.get("completion_tokens")
-    prompt = prompt if isinstance(prompt, int) else 0
-    completion = completion if isinstance(completion, int) else 0
+    prompt = _count(raw.get("prompt_tokens"))
+    completion = _count(raw.get("completion_tokens"))
     total = raw.get("total_tokens")
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
-        "total_tokens": total if isinstance(total, int) else prompt + completion,
+        "total_tokens": total if _count(total) == total else prompt + completion,
     }
+
+
+_MAX_COUNT = 2**63 - 1
+
+
+def _count(value: Any) -> int:
+    """A token count as the server sent it; 0 for a negative, a non-integer, or one too large.
+
+    The journal stores integers up to 64 bits: a count beyond that is no count.
+    """
+    return value if isinstance(value, int) and 0 <= value <= _MAX_COUNT else 0
 
 
 def _estimate(text: str) -> int:

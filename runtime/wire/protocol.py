@@ -71,6 +71,7 @@ __all__ = [
     "encode_stream_event",
     "internal_error",
     "read_frame",
+    "unstorable_int_path",
 ]
 
 MAX_DEPTH = 64
@@ -206,7 +207,7 @@ def _first_duplicate(body: bytes) -> tuple[str, str]:
     return "?", "$"
 
 
-def _out_of_range(value: Any) -> str | None:
+def unstorable_int_path(value: Any) -> str | None:
     """The path of the first integer outside ``INT_MIN``..``INT_MAX`` in ``value``, if any."""
     stack: list[tuple[Any, str]] = [(value, "$")]
     while stack:
@@ -241,7 +242,7 @@ def decode_json_strict(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
     if structure.count(b":") != _STRING.sub(b"", _encoder.encode(raw)).count(b":"):
         raise DuplicateKeyError(*_first_duplicate(body))
     if _LONG_DIGITS.search(structure) is not None:
-        path = _out_of_range(raw)
+        path = unstorable_int_path(raw)
         if path is not None:
             raise IntegerOutOfRangeError(path)
     return raw

@@ -419,6 +419,33 @@ def test_tool_call_arguments_must_be_a_json_object(server: ChatServer) -> None:
     assert caught.value.message == "tool call fs__read arguments are not a JSON object: '[1, 2]'"
 
 
+def test_tool_call_arguments_with_an_integer_the_journal_cannot_store_are_a_bad_response(
+    server: ChatServer,
+) -> None:
+    server.add(
+        StreamReply(
+            tool_calls=[
+                ToolCallReply(name="fs__read", arguments='{"n": [1, 1e2, 99999999999999999999]}')
+            ]
+        )
+    )
+    with pytest.raises(ModelError) as caught:
+        adapter_for(server).complete(request())
+    assert caught.value.reason == "bad_response"
+    assert "integer the journal cannot store at $.n[2]" in caught.value.message
+
+
+def test_usage_counts_beyond_64_bits_are_no_counts(server: ChatServer) -> None:
+    server.add(
+        StreamReply(
+            content=["ok"],
+            usage={"prompt_tokens": 2**70, "completion_tokens": 3, "total_tokens": 2**70},
+        )
+    )
+    reply = adapter_for(server).complete(request())
+    assert reply.usage == {"prompt_tokens": 0, "completion_tokens": 3, "total_tokens": 3}
+
+
 def test_a_chunk_that_is_not_json_is_a_bad_response(server: ChatServer) -> None:
     server.add(RawReply(body=b"data: {not json\n\n"))
     with pytest.raises(ModelError) as caught:
