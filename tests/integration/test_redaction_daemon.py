@@ -120,7 +120,7 @@ def tail_json(daemon: Daemon, project: str, until_seq: int) -> list[dict[str, An
             assert line, f"tail ended before seq {until_seq}"
             events.append(json.loads(line))
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=20)
+        proc.communicate(timeout=120)  # bounds a hang; a loaded machine may be slow to exit
     finally:
         if proc.poll() is None:
             proc.kill()
