@@ -26,10 +26,10 @@ from runtime.journal.store import Batch, Journal
 TOKEN = "0123456789abcdef0123456789abcdef"
 
 
-def _events(conversation: str) -> list[NewEvent]:
+def _events(conversation: str, content: str = "hello") -> list[NewEvent]:
     return [
         new_event(
-            ev.UserMessage(content="hello"),
+            ev.UserMessage(content=content),
             project_id="p1",
             at="2026-11-22T10:00:00.000Z",
             conversation_id=conversation,
@@ -253,18 +253,6 @@ def test_a_lone_conversation_is_committed_without_waiting(tmp_path: Path) -> Non
     assert store.groups == [["k0"], ["k1"], ["k2"]] and window.waits == 0
 
 
-def _big_events(conversation: str, size: int) -> list[NewEvent]:
-    return [
-        new_event(
-            ev.UserMessage(content="x" * size),
-            project_id="p1",
-            at="2026-11-22T10:00:00.000Z",
-            conversation_id=conversation,
-            correlation_id="corr-00000000000000000001",
-        )
-    ]
-
-
 def test_large_pipelined_batches_are_answered_while_the_appender_still_sends(
     tmp_path: Path,
 ) -> None:
@@ -278,7 +266,7 @@ def test_large_pipelined_batches_are_answered_while_the_appender_still_sends(
     appender = Appender(str(tmp_path / "j.sock"), TOKEN, retry_s=120)
     answers = _Answers()
     try:
-        batches = [(_big_events(f"c{i}", 700_000), f"big-{i}") for i in range(3)]
+        batches = [(_events(f"c{i}", "x" * 700_000), f"big-{i}") for i in range(3)]
         appender.submit(batches, answers.to("big"))
         [(_, got)] = answers.wait(1)
     finally:
@@ -293,16 +281,8 @@ def test_a_batch_msgpack_cannot_hold_is_refused_alone(tmp_path: Path) -> None:
     journal = _FakeJournal(tmp_path / "j.sock")
     appender = Appender(str(tmp_path / "j.sock"), TOKEN)
     answers = _Answers()
-    bad = [
-        new_event(
-            ev.UserMessage(content="hello"),
-            project_id="p1",
-            at="2026-11-22T10:00:00.000Z",
-            conversation_id="c2",
-            correlation_id="corr-00000000000000000001",
-        )
-    ]
-    bad = [msgspec.structs.replace(bad[0], data={**bad[0].data, "n": 2**70})]
+    [event] = _events("c2")
+    bad = [msgspec.structs.replace(event, data={**event.data, "n": 2**70})]
     try:
         appender.submit([(_events("c1"), "k1")], answers.to("first"))
         conn = journal.accept()
@@ -327,7 +307,7 @@ def test_the_appender_works_with_a_link_descriptor_past_1024(tmp_path: Path) -> 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 1400:
         pytest.skip(f"needs 1,400 descriptors, the limit is {soft}")
-    fillers = []
+    fillers: list[int] = []
     while not fillers or fillers[-1] < 1100:
         fillers.append(os.open(os.devnull, os.O_RDONLY))
     journal = _FakeJournal(tmp_path / "j.sock")
