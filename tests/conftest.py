@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 
 import pytest
+
+# The tests press Ctrl-C (SIGINT) on the programs they start. A suite started in the
+# background by a shell without job control (`make test &` in a script, CI runners) inherits
+# SIGINT ignored, every program it starts too, and Python keeps an ignored SIGINT ignored:
+# `roost tail` would never see its Ctrl-C. A handler here is reset to the default in each
+# program at exec, so they get SIGINT as from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 POSTGRES_ENV = {
     "POSTGRES_DBNAME": os.environ.get("ROOST_TEST_POSTGRES_DBNAME", "test"),
