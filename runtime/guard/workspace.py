@@ -55,6 +55,7 @@ from runtime.guard.paths.rules import (
     fold,
     parse_outside_allowlist,
     protected_match,
+    under,
     validate_path_text,
 )
 from runtime.guard.paths.walk import (
@@ -109,10 +110,6 @@ def git_config_places() -> tuple[tuple[str, str], ...]:
     return tuple((os.path.realpath(path), label) for path, label in places)
 
 
-def _under(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
 def _dir_id(path: str) -> tuple[int, int] | None:
     with contextlib.suppress(OSError):
         st = os.stat(path)
@@ -131,8 +128,8 @@ def root_home_conflict(root: str, home: str) -> str | None:
     """
     real_root, real_home = os.path.realpath(root), os.path.realpath(home)
     for reason, lies_under, below, above in (  # by path first, then by device and inode
-        ("contains_roost_home", _under, real_home, real_root),
-        ("inside_roost_home", _under, real_root, real_home),
+        ("contains_roost_home", under, real_home, real_root),
+        ("inside_roost_home", under, real_root, real_home),
         ("contains_roost_home", _same_dir_above, real_home, real_root),
         ("inside_roost_home", _same_dir_above, real_root, real_home),
     ):
@@ -296,7 +293,7 @@ class Workspace:
 
     def in_state_home(self, absolute: str) -> bool:
         """Whether ``absolute`` (resolved) is ``ROOST_HOME`` or under it (compared folded)."""
-        return _under(fold(absolute), fold(self.state_home))
+        return under(fold(absolute), fold(self.state_home))
 
     def _check_names(
         self, text: str, asked: Sequence[str], real: Sequence[str], write: bool, absolute: str
@@ -324,9 +321,9 @@ class Workspace:
             place = protected_match(real) or protected_match(asked)
             folded = fold(absolute)
             place = place or next(
-                (label for path, label in self.git_config if _under(folded, fold(path))), None
+                (label for path, label in self.git_config if under(folded, fold(path))), None
             )
-            if place is None and any(_under(folded, fold(h)) for h in hooks_dirs([self.root])):
+            if place is None and any(under(folded, fold(h)) for h in hooks_dirs([self.root])):
                 place = "core.hooksPath"
             if place is not None:
                 raise ToolError(

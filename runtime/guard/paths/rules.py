@@ -9,6 +9,7 @@ real components a path resolves to.
   Unicode-normalized (NFC and, stricter, NFKC), against every component and the relative
   path, with ``sensitive_path_allowlist`` as explicit exceptions.
 - :func:`protected_match` names the git and ``.roost`` places tools may never write.
+- :func:`under` tells whether one normalized absolute path is another or beneath it.
 
 :mod:`runtime.guard.paths.arguments` finds the paths in a tool call's arguments.
 """
@@ -35,8 +36,15 @@ __all__ = [
     "fold",
     "parse_outside_allowlist",
     "protected_match",
+    "under",
     "validate_path_text",
 ]
+
+
+def under(path: str, parent: str) -> bool:
+    """Whether ``path`` is ``parent`` or beneath it, by text (both absolute, normalized)."""
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
 
 NAME_MAX = 255
 """Longest file name component, in bytes (Linux ``NAME_MAX``)."""

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from runtime.guard.paths.rules import SensitiveRules
+from runtime.guard.paths.rules import SensitiveRules, under
 from runtime.guard.review import inotify
-from runtime.guard.review.rootreview import Change, Quarantined, RootReview, inside
+from runtime.guard.review.rootreview import Change, Quarantined, RootReview
 from runtime.guard.review.rootscan import RootScan
 from runtime.guard.review.run_ledger import (
     RunLabel,
@@ -97,7 +97,7 @@ class RootWatch:
         self.started_at = time.time()
         self.run_id = label.run_id if label is not None else uuid.uuid4().hex[:16]
         self.project_id = label.project_id if label is not None else "local"
-        self.gits = frozenset(os.path.relpath(g, root) for g in scan.git if inside(g, root))
+        self.gits = frozenset(os.path.relpath(g, root) for g in scan.git if under(g, root))
         # Not a real directory now: not bound read-only, so what appears there is judged
         # (a symlinked .roost loads no assets, but a directory made in its place would).
         self.missing = tuple(
@@ -124,7 +124,7 @@ class RootWatch:
         try:
             self.notify = inotify.Inotify()
             for directory in scan.directories:
-                if inside(directory, root):
+                if under(directory, root):
                     self.notify.watch(directory)
         except OSError as e:
             self.detail = f"inotify unavailable ({e.strerror or e}): the whole root was walked"
@@ -186,7 +186,7 @@ class RootWatch:
         a file never closed makes no close event either.
         """
         for path in paths:
-            if path != self.root and inside(path, self.root):
+            if path != self.root and under(path, self.root):
                 name = os.path.basename(path)
                 self.held.append((os.path.dirname(path), name, inotify.IN_MODIFY))
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from runtime.guard.paths.rules import SensitiveRules
+from runtime.guard.paths.rules import SensitiveRules, under
 from runtime.guard.paths.safe_read import read_regular
 from runtime.guard.review import inotify
 from runtime.guard.review.quarantine import take_out
@@ -31,7 +31,6 @@ __all__ = [
     "Change",
     "Quarantined",
     "RootReview",
-    "inside",
 ]
 
 LIST_MAX = 200
@@ -77,11 +76,6 @@ class Quarantined(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     """Where it is now (``None``: a special file, removed; or the move failed)."""
     error: str | None = None
     """Why it could not be taken out (it is still in the root), when it could not."""
-
-
-def inside(path: str, parent: str) -> bool:
-    """Whether ``path`` is ``parent`` or beneath it (both absolute, normalized)."""
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 def _shown(name: str) -> str:
@@ -324,7 +318,7 @@ class RootReview:
         except OSError:
             return Change(path=rel, kind=kind)
         where = os.path.normpath(os.path.join(os.path.dirname(self._abs(rel)), target))
-        return Change(path=rel, kind=kind, target=target, outside_root=not inside(where, self.root))
+        return Change(path=rel, kind=kind, target=target, outside_root=not under(where, self.root))
 
     def _file(self, rel: str, st: os.stat_result, kind: str) -> Change:
         """A regular file: its size, and its SHA-256 while the budget lasts (not if sensitive)."""

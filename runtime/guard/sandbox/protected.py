@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable, Sequence
 
 from runtime.errors import ToolError
+from runtime.guard.paths.rules import under
 from runtime.guard.paths.safe_read import read_regular
 from runtime.guard.review.git_probe import GitProbeError, hooks_paths
 
@@ -40,7 +41,7 @@ def inside(path: str, parent: str) -> bool:
     same answer 10x faster; any other path gets ``commonpath`` itself.
     """
     if _plain(path) and _plain(parent):
-        return path == parent or path.startswith(parent if parent == "/" else parent + "/")
+        return under(path, parent)
     return os.path.commonpath([path, parent]) == parent
 
 
