@@ -189,12 +189,16 @@ class Appender:
         self.batches += len(sent)
         self.passes += 1
         try:
-            sock = self.client.connected(deadline)
-            send_reading(sock, b"".join(s.frame for s in sent), deadline, self._answered)
-            counters.count("journal_link", len(sent))
+            self._send(sent, deadline)
         except (OSError, msgspec.DecodeError) as e:
             self._resend(e)
         return stop
+
+    def _send(self, sent: list[_Sent], deadline: float) -> None:
+        """Send ``sent``'s frames on the link (connecting), taking answers meanwhile."""
+        sock = self.client.connected(deadline)
+        send_reading(sock, b"".join(s.frame for s in sent), deadline, self._answered)
+        counters.count("journal_link", len(sent))
 
     def _receive(self) -> None:
         """Wait for the next answer (or new work); take it; resend on a broken link."""
@@ -228,10 +232,7 @@ class Appender:
         while self._unanswered:
             deadline = self._unanswered[0].deadline
             try:
-                sock = self.client.connected(deadline)
-                again = list(self._unanswered)
-                send_reading(sock, b"".join(s.frame for s in again), deadline, self._answered)
-                counters.count("journal_link", len(again))
+                self._send(list(self._unanswered), deadline)
                 return
             except (OSError, msgspec.DecodeError) as e:
                 self.client.close()

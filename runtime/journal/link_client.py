@@ -134,7 +134,7 @@ class LinkClient:
                 send_reading(sock, append_frames(todo), deadline, answers.append)
                 counters.count("journal_link", len(todo))
                 while len(answers) < wanted:
-                    answers.append(self.read_answer(sock, deadline))
+                    answers.append(read_answer(sock, deadline))
             except (OSError, msgspec.DecodeError) as e:
                 self.close()
                 if reused:
@@ -169,7 +169,3 @@ class LinkClient:
             self._ever_connected = True
             self.sock = sock
         return self.sock
-
-    def read_answer(self, sock: socket.socket, deadline: float) -> LinkCommitted | LinkFailed:
-        """The next answer on ``sock`` (raises ``OSError`` when there is none by ``deadline``)."""
-        return read_answer(sock, deadline)
