@@ -30,6 +30,7 @@ __all__ = [
     "decode_server_frame",
     "encode_json",
     "encode_request",
+    "int_id",
 ]
 
 
@@ -91,7 +92,8 @@ def encode_request(request_id: int, op: str, args: Mapping[str, object]) -> byte
     return frame(encode_json({"id": request_id, "op": op, "args": args}))
 
 
-def _int_id(value: object) -> int | None:
+def int_id(value: object) -> int | None:
+    """A frame's ``id``: an integer (not a bool), else None."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     return None
@@ -103,7 +105,7 @@ def decode_server_frame(body: bytes) -> ServerFrame:
         raw = json.loads(body)
     except (ValueError, RecursionError) as e:  # not JSON, not UTF-8, or absurdly deep
         raise MalformedFrameError(f"reply is not valid JSON ({e})") from e
-    if not isinstance(raw, dict) or _int_id(raw.get("id")) is None:
+    if not isinstance(raw, dict) or int_id(raw.get("id")) is None:
         raise MalformedFrameError("reply must be an object with an integer 'id'")
     frame_id = int(raw["id"])
     for kind, fits, value in _SERVER_FRAMES:

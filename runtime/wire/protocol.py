@@ -38,6 +38,7 @@ from runtime.wire.client_codec import (
     ServerFrame,
     decode_server_frame,
     encode_request,
+    int_id,
 )
 from runtime.wire.framing import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -171,12 +172,6 @@ def encode_end(request_id: int) -> bytes:
     return encode_frame({"id": request_id, "end": True})
 
 
-def _int_id(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return None
-
-
 def _depth(structure: bytes) -> int:
     """Deepest nesting of ``[``/``{`` in JSON text whose strings were removed."""
     brackets = structure.translate(None, _NOT_BRACKETS)
@@ -263,7 +258,7 @@ def decode_request(body: bytes) -> RequestFrame:
         raise
     if not isinstance(raw, dict):
         raise MalformedFrameError(f"expected an object, got {type(raw).__name__}")
-    request_id = _int_id(raw.get("id"))
+    request_id = int_id(raw.get("id"))
     if request_id is None or request_id < 0:
         raise MalformedFrameError("'id' must be a non-negative integer")
     op = raw.get("op")
@@ -278,20 +273,21 @@ def decode_request(body: bytes) -> RequestFrame:
     return RequestFrame(id=request_id, op=op, args=args)
 
 
+_ABOUT_THE_ID = {("$", "id"), ("$.id", None)}
+"""``(path, key)`` of a refusal that is about the id itself: it given twice, out of range."""
+
+
 def _readable_id(
     body: bytes, error: TooDeeplyNestedError | DuplicateKeyError | IntegerOutOfRangeError
 ) -> int:
     """The request id of a refused body when it can be told for sure, else 0."""
-    if error.details.get("path") == "$.id" or (
-        error.details.get("path"),
-        error.details.get("key"),
-    ) == ("$", "id"):
+    if (error.details.get("path"), error.details.get("key")) in _ABOUT_THE_ID:
         return 0
     try:
         raw = msgspec.json.decode(body)
     except (msgspec.DecodeError, RecursionError):
         return 0
-    request_id = _int_id(raw.get("id")) if isinstance(raw, dict) else None
+    request_id = int_id(raw.get("id")) if isinstance(raw, dict) else None
     return request_id if request_id is not None and request_id >= 0 else 0
 
 
