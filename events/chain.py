@@ -25,10 +25,12 @@ class _HashedBody(TypedDict):
     stream_version: int
     correlation_id: str
     causation_id: str | None
-    data: dict[str, object]
+    data: dict[str, object] | msgspec.Raw
 
 
-def _body(event: NewEvent | Envelope, stream_version: int) -> _HashedBody:
+def _body(
+    event: NewEvent | Envelope, stream_version: int, data: dict[str, object] | msgspec.Raw
+) -> _HashedBody:
     return {
         "event_id": event.event_id,
         "type": event.type,
@@ -38,18 +40,27 @@ def _body(event: NewEvent | Envelope, stream_version: int) -> _HashedBody:
         "stream_version": stream_version,
         "correlation_id": event.correlation_id,
         "causation_id": event.causation_id,
-        "data": event.data,
+        "data": data,
     }
 
 
-def chain_hash(prev_hash: str, event: NewEvent | Envelope, stream_version: int) -> str:
+def chain_hash(
+    prev_hash: str,
+    event: NewEvent | Envelope,
+    stream_version: int,
+    *,
+    data_json: bytes | None = None,
+) -> str:
     """Return the hash linking ``event`` (at ``stream_version``) to ``prev_hash``.
 
     The global ``seq`` is not hashed: it is assigned at commit, after the hash.
+    ``data_json``: ``canonical_json(event.data)`` when the caller has it already (the
+    journal, which scans it for secrets first); the hash is the same.
     """
+    data = event.data if data_json is None else msgspec.Raw(data_json)
     digest = hashlib.sha256(prev_hash.encode("ascii"))
     digest.update(b"\n")
-    digest.update(canonical_json(_body(event, stream_version)))
+    digest.update(canonical_json(_body(event, stream_version, data)))
     return digest.hexdigest()
 
 

@@ -20,18 +20,21 @@ __all__ = ["AppendRedaction", "Redactor"]
 
 Redactor = Callable[[Any], Any]
 """Redacts an event's ``data``."""
+EncodedRedactor = Callable[[Any, bytes], Any]
+"""Redacts an event's ``data`` given its JSON text (``redact_encoded``)."""
 LabelRedactor = Callable[[str | None], str | None]
 StreamRedactor = Callable[[Sequence[str]], list[str]]
 
 
-def _default_redactors() -> tuple[Redactor, LabelRedactor, StreamRedactor]:
+def _default_redactors() -> tuple[Redactor, EncodedRedactor, LabelRedactor, StreamRedactor]:
     from runtime.guard.secrets.redaction import (  # noqa: PLC0415 - keeps events/ import-light
         redact,
+        redact_encoded,
         redact_label,
         redact_stream,
     )
 
-    return redact, redact_label, redact_stream
+    return redact, redact_encoded, redact_label, redact_stream
 
 
 def _same_label(label: str | None) -> str | None:
@@ -91,18 +94,31 @@ class AppendRedaction:
     """The redaction step of an append; ``redactor`` (a test's) replaces all of it."""
 
     def __init__(self, redactor: Redactor | None = None) -> None:
+        self._encoded: EncodedRedactor | None
         if redactor is None:
-            self._data, self._label, self._stream = _default_redactors()
+            self._data, self._encoded, self._label, self._stream = _default_redactors()
         else:
             self._data, self._label, self._stream = redactor, _same_label, _same_stream
+            self._encoded = None
 
     def streams(self, events: list[NewEvent]) -> list[NewEvent]:
         """``events`` with each streamed text redacted as a whole (see :func:`_redact_streams`)."""
         return _redact_streams(events, self._stream)
 
-    def event(self, event: NewEvent, *, data: bool = True) -> NewEvent:
-        """``event`` with its ``data`` (unless ``data`` is false) and its ids redacted."""
-        redacted = self._data(event.data) if data else event.data
+    def event(
+        self, event: NewEvent, *, data: bool = True, data_json: bytes | None = None
+    ) -> NewEvent:
+        """``event`` with its ``data`` (unless ``data`` is false) and its ids redacted.
+
+        ``data_json``: the JSON text of ``event.data`` when the caller has it (any key
+        order); the check for secrets then scans it instead of encoding the data again.
+        """
+        if not data:
+            redacted = event.data
+        elif data_json is not None and self._encoded is not None:
+            redacted = self._encoded(event.data, data_json)
+        else:
+            redacted = self._data(event.data)
         correlation = self._label(event.correlation_id)
         causation = self._label(event.causation_id)
         same_ids = correlation is event.correlation_id and causation is event.causation_id

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.chain import chain_hash, verify_chain
+from events.codecs import canonical_json
 from events.envelope import GENESIS_HASH, Envelope, NewEvent
 
 
@@ -78,3 +79,33 @@ def test_any_single_change_is_detected(contents: list[str], data: st.DataObject)
         events[index], data={"content": events[index].data["content"] + "!"}
     )
     assert verify_chain(events).ok is False
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    data=st.dictionaries(
+        st.text(max_size=8),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+            max_leaves=8,
+        ),
+        max_size=5,
+    )
+)
+def test_a_hash_given_the_data_s_canonical_json_is_the_hash_of_the_event(
+    data: dict[str, object],
+) -> None:
+    event = NewEvent(
+        event_id="e1",
+        type="tool.completed",
+        at="2026-11-22T00:00:00.000Z",
+        project_id="p",
+        conversation_id="c",
+        correlation_id="corr",
+        data=data,
+    )
+
+    given_json = chain_hash(GENESIS_HASH, event, 3, data_json=canonical_json(data))
+
+    assert given_json == chain_hash(GENESIS_HASH, event, 3)

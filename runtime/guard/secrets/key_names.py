@@ -51,7 +51,8 @@ _BENIGN_FRAGMENTS = (
 )
 _BENIGN_LONGEST_FIRST = sorted(_BENIGN_FRAGMENTS, key=len, reverse=True)
 _REFERENCE_SUFFIXES = ("env", "envvar", "path", "file", "filename", "dir")
-_SEPARATORS = str.maketrans("", "", "-_. ")
+_SEPARATOR_CHARS = "-_. "
+_SEPARATORS = str.maketrans("", "", _SEPARATOR_CHARS)
 
 
 _SEGMENT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")

@@ -9,7 +9,6 @@ come first, the values under a sensitive name last
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from runtime.guard.secrets.named_values import NAMED_VALUE_RULES
 from runtime.guard.secrets.rule import (
@@ -21,7 +20,7 @@ from runtime.guard.secrets.rule import (
     plausible_value,
 )
 
-__all__ = ["RULES", "has_trigger", "redact_string"]
+__all__ = ["RULES", "has_ascii_trigger", "has_trigger", "redact_string"]
 
 
 def _accept_mixed(match: re.Match[str], value: str) -> bool:
@@ -249,7 +248,7 @@ _GATE = tuple(sorted(t for t in _ALL_TRIGGERS if not any(u != t and u in t for u
 _MIN_SECRET_LEN = 7  # "token=x" is the shortest text any rule can match
 
 
-def _gate_plan() -> tuple[tuple[str, ...], tuple[Callable[[str], object], ...]]:
+def _gate_plan() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The gate as lone literals plus one small pattern per first letter they share.
 
     ``x in text`` costs about the same for any short literal, so literals that start alike
@@ -263,12 +262,12 @@ def _gate_plan() -> tuple[tuple[str, ...], tuple[Callable[[str], object], ...]]:
     for trigger in _GATE:
         groups.setdefault(trigger.lstrip(_BLANKS)[0], []).append(trigger)
     literals = tuple(g[0] for g in groups.values() if len(g) == 1 and g[0][0] not in _BLANKS)
-    searches = tuple(
-        re.compile(re.escape(first) + "(?:" + "|".join(_alternatives(g)) + ")").search
+    patterns = tuple(
+        re.escape(first) + "(?:" + "|".join(_alternatives(g)) + ")"
         for first, g in groups.items()
         if len(g) > 1 or g[0][0] in _BLANKS
     )
-    return literals, searches
+    return literals, patterns
 
 
 _BLANKS = " \t"
@@ -291,7 +290,12 @@ def _alternatives(group: list[str]) -> list[str]:
     return sorted(plain, key=len, reverse=True) + after
 
 
-_GATE_LITERALS, _GATE_SEARCHES = _gate_plan()
+_GATE_LITERALS, _GATE_PATTERNS = _gate_plan()
+_GATE_SEARCHES = tuple(re.compile(pattern).search for pattern in _GATE_PATTERNS)
+_ASCII_GATE = re.compile(
+    "|".join([*map(re.escape, _GATE_LITERALS), *_GATE_PATTERNS]).encode("ascii")
+).search
+"""The whole gate as one search over ASCII bytes: one call into ``re`` for a document."""
 
 
 def has_trigger(lowered: str) -> bool:
@@ -300,6 +304,11 @@ def has_trigger(lowered: str) -> bool:
         if literal in lowered:
             return True
     return any(search(lowered) for search in _GATE_SEARCHES)
+
+
+def has_ascii_trigger(lowered: bytes) -> bool:
+    """:func:`has_trigger` of lower-cased ASCII text given as bytes (no decode, no copy)."""
+    return _ASCII_GATE(lowered) is not None
 
 
 def _apply_rules(text: str, lowered: str, replaced: Recorder) -> str:

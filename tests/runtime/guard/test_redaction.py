@@ -7,11 +7,13 @@ import json
 import string
 from typing import Any
 
+import msgspec
 import pytest
 import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runtime.guard.secrets.patterns import _ALL_TRIGGERS, has_ascii_trigger, has_trigger
 from runtime.guard.secrets.redaction import (
     MAX_DEPTH,
     REDACTED,
@@ -20,6 +22,7 @@ from runtime.guard.secrets.redaction import (
     finding_kinds,
     is_sensitive_key,
     redact,
+    redact_encoded,
     redact_text,
     redact_with_findings,
     redaction_processor,
@@ -315,6 +318,14 @@ def test_clean_data_comes_back_as_the_same_object() -> None:
     assert redact(data) is data
 
 
+def test_a_password_flag_after_a_tab_is_redacted_inside_data() -> None:
+    # JSON writes the tab as an escape, which once hid the flag from the clean check.
+    data = {"command": "mysql\t-pS3cretValue9 app", "nested": ["psql\t-w", "redis-cli\t-a x"]}
+
+    assert redact(data)["command"] == "mysql\t-p[REDACTED:command_credentials] app"
+    assert redact_encoded(data, msgspec.json.encode(data)) == redact(data)
+
+
 def test_redact_leaves_its_input_unchanged() -> None:
     data = {"result": {"content": f"key={OPENAI}", "items": [GITHUB]}, "token": "t"}
     before = json.dumps(data)
@@ -427,6 +438,57 @@ def test_the_log_processor_redacts_every_value_of_a_log_line() -> None:
         "body": {"client_secret": REDACTED, "n": 2},
         "max_tokens": 100,
     }
+
+
+def test_the_log_processor_judges_ids_strictly_and_tabs_in_lines_that_look_plain() -> None:
+    line = {
+        "event": "turn_ended",
+        "seq": 3,
+        "correlation_id": f"corr-{OPENAI}",
+        "command": "mysql\t-pS3cretValue9",
+    }
+
+    event = redaction_processor(None, "info", dict(line))
+
+    assert event == {
+        "event": "turn_ended",
+        "seq": 3,
+        "correlation_id": "corr-[REDACTED:openai_key]",
+        "command": "mysql\t-p[REDACTED:command_credentials]",
+    }
+
+
+def test_the_log_processor_returns_a_clean_line_unchanged() -> None:
+    line = {"event": "turn_ended", "seq": 3, "project_id": "p-1", "outcome": "ok", "ms": [1]}
+    values = list(line.values())
+
+    event = redaction_processor(None, "info", line)
+
+    assert event == line
+    assert all(new is old for new, old in zip(event.values(), values, strict=True))
+
+
+GATE_TEXT = st.lists(
+    st.one_of(
+        st.sampled_from(sorted(_ALL_TRIGGERS)).map(lambda t: t[: len(t) // 2 + 1]),
+        st.sampled_from(sorted(_ALL_TRIGGERS)),
+        st.text(alphabet=string.printable, max_size=6),
+    ),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=GATE_TEXT)
+def test_the_gate_on_ascii_bytes_agrees_with_the_gate_on_text(text: str) -> None:
+    lowered = text.lower()
+
+    assert has_ascii_trigger(lowered.encode("ascii")) == has_trigger(lowered)
+
+
+@pytest.mark.parametrize("trigger", sorted(_ALL_TRIGGERS))
+def test_the_gate_on_ascii_bytes_finds_every_trigger(trigger: str) -> None:
+    assert has_ascii_trigger(f"x {trigger} y".encode("ascii"))
 
 
 def test_the_log_processor_redacts_tracebacks() -> None:
@@ -596,6 +658,17 @@ def test_redaction_is_idempotent_and_leaves_nothing_to_find(document: Any) -> No
 
     assert redact(once) == once
     assert scan(once) == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(document=DOCUMENTS)
+def test_redacting_with_the_encoded_text_redacts_what_redact_does(document: Any) -> None:
+    try:
+        encoded = msgspec.json.encode(document, order="sorted")
+    except TypeError:  # a dict with keys of several types cannot be sorted
+        encoded = msgspec.json.encode(document)
+
+    assert redact_encoded(document, encoded) == redact(document)
 
 
 @settings(max_examples=150, deadline=None)

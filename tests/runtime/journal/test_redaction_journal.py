@@ -182,3 +182,28 @@ def test_the_property_sees_a_secret_the_journal_does_not_redact() -> None:
             journal.close()
         stored = b"".join(p.read_bytes() for p in sorted(Path(home).glob("journal.sqlite*")))
     assert b"ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" in stored
+
+
+def test_a_password_given_after_a_tab_never_reaches_the_journal() -> None:
+    secret = "S3cretValue9"
+    event = new_event(
+        ev.ToolRequested(call_id="c1", name="command.run", args={"cmd": f"mysql\t-p{secret} a"}),
+        project_id="p",
+        conversation_id="c",
+        correlation_id=new_correlation_id(),
+        at=AT,
+    )
+    with tempfile.TemporaryDirectory() as home:
+        path = Path(home) / "journal.sqlite"
+        journal = Journal("sqlite", sqlite_path=str(path))
+        try:
+            [envelope] = journal.append([event])
+            [read] = journal.read_project("p")
+            assert journal.verify("p").ok
+        finally:
+            journal.close()
+        stored = b"".join(p.read_bytes() for p in sorted(Path(home).glob("journal.sqlite*")))
+
+    assert envelope.data["args"] == {"cmd": "mysql\t-p[REDACTED:command_credentials] a"}
+    assert read.data == envelope.data
+    assert secret.encode() not in stored
