@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from events.codecs import canonical_json
 from events.envelope import NewEvent
 
 __all__ = ["AppendRedaction", "Redactor"]
@@ -127,3 +128,17 @@ class AppendRedaction:
         return msgspec.structs.replace(
             event, data=redacted, correlation_id=correlation or "", causation_id=causation
         )
+
+    def hashable(self, event: NewEvent, *, data: bool = True) -> tuple[NewEvent, bytes | None]:
+        """:meth:`event`, and the canonical JSON of the data it keeps (for its hash).
+
+        The JSON is encoded once: the check for secrets scans it, and when nothing was
+        redacted it is what the hash covers. None when the data cannot be encoded (the
+        hash then says why) or when something was redacted.
+        """
+        try:
+            data_json: bytes | None = canonical_json(event.data)
+        except (TypeError, ValueError, msgspec.EncodeError):
+            data_json = None
+        redacted = self.event(event, data=data, data_json=data_json)
+        return redacted, (data_json if redacted.data is event.data else None)

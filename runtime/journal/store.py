@@ -41,7 +41,6 @@ from eventsourcing.utils import get_topic
 
 from events.catalog import JournalCheckpoint, JournalProjectDeleted, payload_to_data
 from events.chain import ChainReport, chain_hash, verify_chain
-from events.codecs import canonical_json
 from events.deletion import (
     DELETION_TYPE,
     DELETIONS_STREAM,
@@ -189,14 +188,6 @@ class Audit:
     """The seals; None for a journal opened without a sealer."""
     anchored: bool
     """True when an anchor file exists for the project (even if its events do not)."""
-
-
-def _data_json(data: Any) -> bytes | None:
-    """``canonical_json(data)``, or None when it cannot be encoded (the hash will say why)."""
-    try:
-        return canonical_json(data)
-    except (TypeError, ValueError, msgspec.EncodeError):
-        return None
 
 
 def _checkpoint_of(envelope: Envelope) -> JournalCheckpoint | None:
@@ -472,11 +463,7 @@ class Journal:
         return len(due)
 
     def _link(self, head: _Head, event: NewEvent, *, redact: bool = True) -> JournalRecord:
-        data = event.data
-        data_json = _data_json(data)  # hashed, and scanned for secrets first
-        event = self._redaction.event(event, data=redact, data_json=data_json)
-        if event.data is not data:
-            data_json = None  # something was redacted: hash what is kept
+        event, data_json = self._redaction.hashable(event, data=redact)
         stream_version = head.streams.get(event.conversation_id, 0) + 1
         digest = chain_hash(head.hash, event, stream_version, data_json=data_json)
         envelope = Envelope(

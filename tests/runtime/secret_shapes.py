@@ -141,6 +141,10 @@ SHAPES: dict[str, st.SearchStrategy[tuple[str, str, str]]] = {
                 "sqlcmd -S db -U sa -P {pw}",
                 "ldapsearch -x -D cn=admin -w {pw} -b dc=x",
                 "7z x -p{pw} a.7z",
+                # a tab before the flag (JSON writes it as an escape: the whole-document
+                # check must not call such data clean)
+                "mysql -h db\t-p{pw} app",
+                "redis-cli\t-a {pw} ping",
             ]
         ),
         PASSWORDS,

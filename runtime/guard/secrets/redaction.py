@@ -17,8 +17,8 @@ ASCII; the journal passes the canonical JSON it hashes, ``redact_encoded``, so n
 encoded twice), a string is lowered once and tested for a few literals before any regex
 runs, containers are copied only when something inside changed, and untouched input
 comes back as the very same object (treat the result as read-only). Log lines are tested
-the same way, whole, before any value is walked. Measured with ``python -m timeit`` on one core of the development
-machine (CPython 3.11)::
+the same way, whole, before any value is walked (:mod:`runtime.guard.secrets.clean_check`).
+Measured with ``python -m timeit`` on one core of the development machine (CPython 3.11)::
 
     clean event dict (9 keys, a nested result with ~200 chars of code)      ~9 µs
     the same with an API key in the text and an Authorization header        ~56 µs
@@ -39,13 +39,9 @@ from typing import Any
 import msgspec
 from structlog.typing import EventDict, WrappedLogger
 
-from runtime.guard.secrets.key_names import (
-    _SENSITIVE_WORDS,
-    _SEPARATOR_CHARS,
-    _SEPARATORS,
-    is_sensitive_key,
-)
-from runtime.guard.secrets.patterns import has_ascii_trigger, has_trigger, redact_string
+from runtime.guard.secrets.clean_check import MAX_DEPTH, json_looks_clean, looks_clean
+from runtime.guard.secrets.key_names import is_sensitive_key
+from runtime.guard.secrets.patterns import redact_string
 from runtime.guard.secrets.rule import (
     REDACTED,
     Replaced,
@@ -71,9 +67,6 @@ __all__ = [
     "redaction_processor",
     "scan",
 ]
-
-MAX_DEPTH = 200
-"""Containers nested deeper than this are replaced whole by ``[REDACTED:depth_limit]``."""
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -220,7 +213,7 @@ def redact(value: Any) -> Any:
     tuples become lists, other objects pass through unchanged. Returns the same object
     when nothing changed, so treat the result as read-only. Idempotent.
     """
-    if _looks_clean(value):
+    if looks_clean(value):
         return value
     return _walk(value, 0, _QUIET, False)
 
@@ -234,57 +227,6 @@ def redact_encoded(value: Any, encoded: bytes) -> Any:
     if isinstance(value, str) or not json_looks_clean(encoded):
         return _walk(value, 0, _QUIET, False)
     return value
-
-
-_JSON = msgspec.json.Encoder()
-_FAST_LIMIT = 65536
-_TAB_ESCAPE = b"\\t"
-_ASCII_WORD = re.compile("|".join(_SENSITIVE_WORDS).encode("ascii")).search
-_ASCII_SEPARATORS = _SEPARATOR_CHARS.encode("ascii")
-
-
-def _looks_clean(value: Any) -> bool:
-    """Tell, from the JSON text of ``value`` as a whole, that no rule can match in it.
-
-    One encode and a few substring searches (:func:`json_looks_clean`) cost a fraction of
-    walking each string (the journal calls this for every event it appends). Anything odd
-    (unencodable, very large) takes the full walk.
-    """
-    if isinstance(value, str):
-        return False  # redact_string's own gate is cheaper than an encode
-    try:
-        text = _JSON.encode(value)
-    except (TypeError, ValueError, msgspec.EncodeError):
-        return False
-    return json_looks_clean(text)
-
-
-def json_looks_clean(text: bytes) -> bool:
-    """Tell, from msgspec's JSON text of a value, that no rule can match in the value.
-
-    Every rule needs one of the gate's trigger words in a string, and every sensitive key
-    needs one of the sensitive words once separators are dropped; when the document holds
-    neither, the walk would change nothing. JSON writes a tab as a backslash and ``t``,
-    which hides the triggers that start with one (a password flag after a tab), so a
-    document with that escape is never called clean; no other trigger holds a character
-    JSON escapes.
-    Large documents, and ones possibly deeper than the walk's limit, are not called clean.
-    """
-    if len(text) > _FAST_LIMIT or text.count(b"[") + text.count(b"{") >= MAX_DEPTH:
-        return False
-    if _TAB_ESCAPE in text:
-        return False
-    if text.isascii():  # most events: the same tests on bytes, without a decode
-        lowered_bytes = text.lower()
-        if has_ascii_trigger(lowered_bytes):
-            return False
-        squeezed_bytes = lowered_bytes.translate(None, _ASCII_SEPARATORS)
-        return _ASCII_WORD(squeezed_bytes) is None
-    lowered = text.decode("utf-8").lower()
-    if has_trigger(lowered):
-        return False
-    squeezed = lowered.translate(_SEPARATORS)
-    return all(word not in squeezed for word in _SENSITIVE_WORDS)
 
 
 def redact_text(text: str) -> str:
@@ -425,4 +367,4 @@ def _line_looks_clean(event_dict: EventDict) -> bool:
     for value in event_dict.values():
         if type(value) not in _JSON_LIKE:
             return False
-    return _looks_clean(event_dict)
+    return looks_clean(event_dict)
