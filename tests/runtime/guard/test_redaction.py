@@ -13,6 +13,7 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runtime.guard.secrets.clean_check import json_looks_clean
 from runtime.guard.secrets.patterns import _ALL_TRIGGERS, has_ascii_trigger, has_trigger
 from runtime.guard.secrets.redaction import (
     MAX_DEPTH,
@@ -324,6 +325,18 @@ def test_a_password_flag_after_a_tab_is_redacted_inside_data() -> None:
 
     assert redact(data)["command"] == "mysql\t-p[REDACTED:command_credentials] app"
     assert redact_encoded(data, msgspec.json.encode(data)) == redact(data)
+
+
+def test_every_trigger_either_survives_json_or_holds_the_one_escape_the_check_refuses() -> None:
+    """The clean check reads JSON text: a trigger JSON writes otherwise would hide there.
+
+    A new rule whose trigger holds a quote, a backslash or a control character other than
+    the tab fails here until the clean check learns to refuse that escape too.
+    """
+    for trigger in sorted(_ALL_TRIGGERS):
+        encoded = msgspec.json.encode(trigger).decode()[1:-1]
+        assert trigger in encoded or "\t" in trigger, trigger
+        assert not json_looks_clean(msgspec.json.encode({"text": f"x {trigger} y"})), trigger
 
 
 def test_redact_leaves_its_input_unchanged() -> None:
