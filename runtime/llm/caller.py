@@ -2,10 +2,10 @@
 
 A host process runs many conversations; a model that takes seconds must not hold any of
 them up. :class:`ModelCaller` owns one asyncio event loop on one daemon thread and one
-``httpx.AsyncClient`` (the connection pool, per host). The host submits a call and goes
-on; when it ends, ``done`` is called on the caller's thread with a :class:`ModelOutcome`
-(the reply, or the failure's ``reason`` and ``message``, and the call's notes), and the
-host turns that into a message to itself::
+connection pool per host (shards of ``httpx.AsyncClient``, see :class:`PoolShards`). The
+host submits a call and goes on; when it ends, ``done`` is called on the caller's thread
+with a :class:`ModelOutcome` (the reply, or the failure's ``reason`` and ``message``, and
+the call's notes), and the host turns that into a message to itself::
 
     caller = ModelCaller()                           # one per host process
     if is_instant(adapter):                          # the deterministic model: no thread hop
@@ -52,12 +52,15 @@ __all__ = [
     "ModelCaller",
     "ModelCallerClosedError",
     "ModelOutcome",
+    "PoolShards",
     "complete_now",
     "is_instant",
 ]
 
 DEFAULT_MAX_CONCURRENT = 2000
 """Calls one :class:`ModelCaller` runs at once; more wait for a slot."""
+DEFAULT_POOL_SIZE = 16
+"""Connections in one shard of a :class:`ModelCaller`'s pool (see :class:`PoolShards`)."""
 
 log = get_logger(__name__)
 
@@ -133,7 +136,7 @@ class ModelCaller:
     """Runs model calls on one event loop thread and one connection pool; see the module.
 
     ``max_concurrent`` bounds the calls in flight (others queue, in submission order);
-    ``limits`` are the pool's (default: as many connections as ``max_concurrent``);
+    ``pool_size`` is the connections of each of the pool's shards (see :class:`PoolShards`);
     ``blocking_workers`` threads run adapters that have no async path and are not instant.
     Thread-safe: :meth:`submit` may be called from any thread.
     """
@@ -142,7 +145,7 @@ class ModelCaller:
         self,
         *,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
-        limits: httpx.Limits | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
         blocking_workers: int = 4,
         timeout_grace_s: float = 1.0,
         name: str = "model-caller",
@@ -151,9 +154,7 @@ class ModelCaller:
             raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
         self.max_concurrent = max_concurrent
         self.timeout_grace_s = timeout_grace_s
-        self._limits = limits or httpx.Limits(
-            max_connections=max_concurrent, max_keepalive_connections=min(max_concurrent, 100)
-        )
+        self._pools = PoolShards(pool_size)
         self._blocking = concurrent.futures.ThreadPoolExecutor(
             max_workers=blocking_workers, thread_name_prefix=f"{name}-blocking"
         )
@@ -162,7 +163,6 @@ class ModelCaller:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop = asyncio.new_event_loop()
         self._slots = asyncio.Semaphore(max_concurrent)
-        self._client: httpx.AsyncClient | None = None
         started = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(started,), name=name, daemon=True)
         self._thread.start()
@@ -224,7 +224,6 @@ class ModelCaller:
     def _run(self, started: threading.Event) -> None:
         """The loop thread: make the pool on the loop, serve until :meth:`close` stops it."""
         asyncio.set_event_loop(self._loop)
-        self._client = httpx.AsyncClient(limits=self._limits)
         started.set()
         try:
             self._loop.run_forever()
@@ -300,13 +299,17 @@ class ModelCaller:
     async def _outcome(self, adapter: ModelAdapter, request: ModelRequest) -> ModelOutcome:
         """Run the call the way its adapter allows (see the module docstring)."""
         with_notes = getattr(adapter, "acomplete_with_notes", None)
-        try:
-            if with_notes is not None:
-                return ModelOutcome.noted(*await with_notes(request, client=self._client))
-            if isinstance(adapter, AsyncModelAdapter):
-                return ModelOutcome(reply=await adapter.acomplete(request, client=self._client))
-        except Exception as e:  # a ModelError, or an adapter's bug: both end the call
-            return ModelOutcome.failed(e)
+        if with_notes is not None or isinstance(adapter, AsyncModelAdapter):
+            client = self._pools.lease()
+            try:
+                if with_notes is not None:
+                    return ModelOutcome.noted(*await with_notes(request, client=client))
+                assert isinstance(adapter, AsyncModelAdapter)  # narrowed above, for mypy
+                return ModelOutcome(reply=await adapter.acomplete(request, client=client))
+            except Exception as e:  # a ModelError, or an adapter's bug: both end the call
+                return ModelOutcome.failed(e)
+            finally:
+                self._pools.release(client)
         if is_instant(adapter):
             return complete_now(adapter, request)
         return await self._loop.run_in_executor(self._blocking, complete_now, adapter, request)
@@ -317,8 +320,59 @@ class ModelCaller:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
+        await self._pools.aclose()
+
+
+class PoolShards:
+    """The caller's connection pool, in shards of ``size`` connections each (used on the loop).
+
+    httpx's pool (httpcore) looks at every connection it holds each time a request comes
+    or goes, and asks each idle one whether its socket is readable (a ``poll``): with a
+    thousand calls in flight that is most of a call's CPU. A call leases the first shard
+    with a free connection, so the shards fill in order, a quiet host uses one, and each
+    shard's scan stays short; a shard keeps its connections alive for the next call (one
+    TLS context for all of them: making one costs tens of milliseconds).
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"pool_size must be at least 1, got {size}")
+        self.size = size
+        self._ssl = httpx.create_ssl_context()
+        self._limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+        self._clients: list[httpx.AsyncClient] = []
+        self._leased: list[int] = []
+
+    @property
+    def shards(self) -> int:
+        """Shards made so far."""
+        return len(self._clients)
+
+    def lease(self) -> httpx.AsyncClient:
+        """The first shard with a connection to spare (a new shard when none has)."""
+        for index, leased in enumerate(self._leased):
+            if leased < self.size:
+                self._leased[index] += 1
+                return self._clients[index]
+        self._clients.append(httpx.AsyncClient(limits=self._limits, verify=self._ssl))
+        self._leased.append(1)
+        return self._clients[-1]
+
+    def shard_of(self, client: httpx.AsyncClient) -> int:
+        """The index of ``client``'s shard (``ValueError`` when it is none of them)."""
+        for index, held in enumerate(self._clients):
+            if held is client:
+                return index
+        raise ValueError("not a client of these pool shards")
+
+    def release(self, client: httpx.AsyncClient) -> None:
+        """``client``'s call ended."""
+        self._leased[self.shard_of(client)] -= 1
+
+    async def aclose(self) -> None:
+        """Close every shard's connections."""
+        for client in self._clients:
+            await client.aclose()
 
 
 def _deliver(done: Callable[[ModelOutcome], None], outcome: ModelOutcome) -> None:

@@ -227,15 +227,42 @@ class OpenAIAdapter:
 
 
 async def _afold_stream(lines: AsyncIterator[str], accumulator: StreamAccumulator) -> None:
-    """Feed the events of an SSE stream to ``accumulator`` until ``[DONE]`` or its end."""
+    """Feed the events of an SSE stream to ``accumulator`` until ``[DONE]`` or its end.
+
+    After ``[DONE]`` the rest of the body (the chunked encoding's last chunk, as a rule) is
+    read too: a response left unread is closed with its connection, and the next call on
+    the shared pool would pay a new connection (a TLS handshake, against a real provider).
+    """
     events = SseEvents()
     async for line in lines:
         for data in events.line(line):
             accumulator.feed_data(data)
         if accumulator.done:
+            await _drain(lines)
             return
     for data in events.end():
         accumulator.feed_data(data)
+
+
+_DRAIN_LINES = 16
+"""Lines read after ``[DONE]`` at most before the connection is given up instead."""
+_DRAIN_S = 0.5
+"""Seconds the end of the body may take after ``[DONE]`` before the connection is given up."""
+
+
+async def _drain(lines: AsyncIterator[str]) -> None:
+    """Read ``lines`` to their end so the connection can be reused; the reply is complete.
+
+    A server that keeps sending (or stalls) after ``[DONE]`` costs at most ``_DRAIN_LINES``
+    lines or ``_DRAIN_S``: then the response is closed with its connection, as before.
+    """
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(_DRAIN_S):
+            read = 0
+            async for _ in lines:
+                read += 1
+                if read >= _DRAIN_LINES:
+                    return
 
 
 def _is_json(response: httpx.Response) -> bool:

@@ -75,6 +75,8 @@ class StreamReply:
     chunk_delay_s: float = 0.0
     done: bool = True  # send "data: [DONE]"
     delay_s: float = 0.0
+    keep_alive: bool = False  # keep the connection open for the next request, as providers do
+    after_done: list[str] = field(default_factory=list)  # raw lines sent after "[DONE]"
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,8 @@ class ChatServer:
         self.model = model
         self.responder = responder
         self.requests: list[RecordedRequest] = []
+        self.connections = 0
+        """Connections accepted so far."""
         self._script = list(script)
         self._cond = threading.Condition()
         self.stopping = threading.Event()
@@ -206,6 +210,12 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     timeout = 30  # a client that connects and never sends cannot hold shutdown forever
 
+    def setup(self) -> None:
+        """Count the connection (one handler per connection)."""
+        super().setup()
+        with self.server.chat._cond:
+            self.server.chat.connections += 1
+
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
@@ -261,9 +271,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
+        if not reply.keep_alive:
+            self.send_header("Connection", "close")
         self.end_headers()
-        self.close_connection = True
+        self.close_connection = not reply.keep_alive
         for index, event in enumerate(_stream_events(reply, model)):
             if (
                 index
@@ -272,6 +283,10 @@ class _Handler(BaseHTTPRequestHandler):
             ):
                 return
             data = f"data: {event}\n\n".encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+        for line in reply.after_done:
+            data = f"{line}\n".encode()
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")

@@ -24,6 +24,7 @@ from runtime.llm.caller import (
     ModelCaller,
     ModelCallerClosedError,
     ModelOutcome,
+    PoolShards,
     complete_now,
     is_instant,
 )
@@ -367,3 +368,27 @@ def test_500_calls_at_once_on_one_loop_thread_all_complete() -> None:
 def read_lines(stream: IO[str], lines: queue.Queue[str]) -> None:
     for line in stream:
         lines.put(line.strip())
+
+
+def test_pool_shards_fill_in_order_and_a_full_shard_opens_the_next() -> None:
+    """A quiet host uses one shard; a shard never holds more calls than its connections."""
+
+    async def leases() -> tuple[list[int], int, int]:
+        pools = PoolShards(2)
+        clients = [pools.lease() for _ in range(5)]
+        shards = [pools.shard_of(client) for client in clients]
+        pools.release(clients[0])
+        again = pools.lease()  # the first shard has a free connection again
+        reused = pools.shard_of(again)
+        made = pools.shards
+        await pools.aclose()
+        return shards, reused, made
+
+    shards, reused, made = asyncio.run(leases())
+    assert shards == [0, 0, 1, 1, 2]
+    assert (reused, made) == (0, 3)
+
+
+def test_a_pool_shard_of_no_connections_is_refused() -> None:
+    with pytest.raises(ValueError, match="pool_size must be at least 1"):
+        PoolShards(0)

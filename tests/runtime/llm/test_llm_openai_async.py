@@ -337,3 +337,34 @@ def test_concurrent_calls_on_one_adapter_each_get_their_own_notes(server: ChatSe
         [("retry", f"HTTP 500 from {server.base_url}/chat/completions: flaky once")],
         [],
     ]
+
+
+def test_calls_in_a_row_reuse_one_connection_of_the_shared_pool(server: ChatServer) -> None:
+    """The body's end after ``[DONE]`` is read, so the connection goes back to the pool.
+
+    Against a real provider a connection left unread is a new TCP and TLS handshake for
+    every model round.
+    """
+    server.add(*[StreamReply(content=[f"answer {i}"], keep_alive=True) for i in range(3)])
+    adapter = adapter_for(server)
+
+    async def three(client: httpx.AsyncClient) -> list[str | None]:
+        return [(await adapter.acomplete(request(f"q{i}"), client=client)).text for i in range(3)]
+
+    assert run(three) == ["answer 0", "answer 1", "answer 2"]
+    assert server.connections == 1
+
+
+def test_a_server_that_goes_on_after_done_costs_the_connection_not_the_reply(
+    server: ChatServer,
+) -> None:
+    """Lines after ``[DONE]`` beyond what is read to reuse a connection: the reply stands."""
+    noise = [f"data: late {i}" for i in range(40)]
+    server.add(*[StreamReply(content=["done"], keep_alive=True, after_done=noise)] * 2)
+    adapter = adapter_for(server)
+
+    async def two(client: httpx.AsyncClient) -> list[str | None]:
+        return [(await adapter.acomplete(request("q"), client=client)).text for _ in range(2)]
+
+    assert run(two) == ["done", "done"]
+    assert server.connections == 2  # each response was closed with its connection
