@@ -11,7 +11,7 @@ import msgspec
 from events.codecs import canonical_json
 from events.envelope import GENESIS_HASH, Envelope, NewEvent
 
-__all__ = ["ChainBreak", "ChainReport", "chain_hash", "verify_chain"]
+__all__ = ["ChainBreak", "ChainReport", "ChainWalk", "chain_hash", "verify_chain"]
 
 
 class _HashedBody(TypedDict):
@@ -86,29 +86,47 @@ class ChainReport(msgspec.Struct, frozen=True, kw_only=True):
     """The first break per project, if any."""
 
 
+class ChainWalk:
+    """:func:`verify_chain` one event at a time, so a long history is checked in pages.
+
+    It keeps each project's last hash and first break, nothing of the events themselves.
+    """
+
+    def __init__(self) -> None:
+        self._heads: dict[str, str] = {}
+        self._broken: dict[str, ChainBreak] = {}
+        self.checked = 0
+        """How many events were fed."""
+
+    def feed(self, event: Envelope) -> ChainBreak | None:
+        """Check the next event (in ``seq`` order); its project's first break, if it is one."""
+        self.checked += 1
+        project = event.project_id
+        if project in self._broken:
+            return None
+        if event.prev_hash != self._heads.get(project, GENESIS_HASH):
+            found = ChainBreak(project_id=project, seq=event.seq, reason="prev_hash_mismatch")
+        elif chain_hash(event.prev_hash, event, event.stream_version) != event.hash:
+            found = ChainBreak(project_id=project, seq=event.seq, reason="hash_mismatch")
+        else:
+            self._heads[project] = event.hash
+            return None
+        self._broken[project] = found
+        return found
+
+    def report(self) -> ChainReport:
+        """What the events fed so far show."""
+        breaks = sorted(self._broken.values(), key=lambda b: (b.seq, b.project_id))
+        return ChainReport(ok=not breaks, checked_events=self.checked, breaks=breaks)
+
+
 def verify_chain(events: Iterable[Envelope]) -> ChainReport:
     """Check the chain of every project in ``events`` (given in ``seq`` order).
 
     Detects a changed event (its hash no longer matches its body), and a removed or
     reordered event (its ``prev_hash`` is not the previous event's hash).
     """
-    heads: dict[str, str] = {}
-    broken: dict[str, ChainBreak] = {}
-    checked = 0
+    walk = ChainWalk()
     for event in events:
-        checked += 1
-        project = event.project_id
-        if project in broken:
-            continue
-        expected_prev = heads.get(project, GENESIS_HASH)
-        if event.prev_hash != expected_prev:
-            broken[project] = ChainBreak(
-                project_id=project, seq=event.seq, reason="prev_hash_mismatch"
-            )
-            continue
-        if chain_hash(event.prev_hash, event, event.stream_version) != event.hash:
-            broken[project] = ChainBreak(project_id=project, seq=event.seq, reason="hash_mismatch")
-            continue
-        heads[project] = event.hash
-    breaks = sorted(broken.values(), key=lambda b: (b.seq, b.project_id))
-    return ChainReport(ok=not breaks, checked_events=checked, breaks=breaks)
+        walk.feed(event)
+    return walk.report()

@@ -9,7 +9,7 @@ Pure, like :mod:`events.seal`.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
@@ -27,7 +27,7 @@ from events.seal import (
     key_id,
 )
 
-__all__ = ["SealReport", "check_seals"]
+__all__ = ["SealReport", "SealWalk", "check_seals"]
 
 
 class SealReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,21 +70,33 @@ class _Seen(msgspec.Struct, frozen=True):
     position: int
     seq: int
     checkpoint: JournalCheckpoint
+    events: int
+    """Events walked through this one (itself included)."""
 
 
-class _Walk:
-    """One pass over a project's events: positions, checkpoints and their problems."""
+class SealWalk:
+    """One pass over a project's events: positions, checkpoints and their problems.
 
-    def __init__(self, key: bytes, project_id: str) -> None:
+    Fed in pages (:meth:`run`), it keeps the checkpoints and the hashes of the page at hand
+    (:meth:`forget` drops them): the hash of a sealed head in an earlier page comes from
+    ``hash_of`` (the journal reads that one event again). :func:`check_seals` is one walk
+    over a whole list.
+    """
+
+    def __init__(
+        self, key: bytes, project_id: str, hash_of: Callable[[int], str | None] | None = None
+    ) -> None:
         self.key = key
         self.own_key = key_id(key)
         self.project_id = project_id
+        self.hash_of = hash_of
+        """The hash of the event at a position no longer held (None: unknown)."""
         self.problems: list[SealProblem] = []
         self.hash_at: dict[int, str] = {}
-        self.position_of: dict[int, int] = {}
         self.by_index: dict[int, _Seen] = {}
         self.holding: list[_Seen] = []
         self.count = 0
+        self.events = 0
         self.last: tuple[int, int] = (0, 0)
         self._next_position = 1
         self._next_index = 1
@@ -93,6 +105,7 @@ class _Walk:
         self._rewritten: SealProblem | None = None
 
     def run(self, events: Iterable[tuple[int, Envelope]]) -> None:
+        """Walk the next ``(position, event)`` pairs, in position order."""
         for position, event in events:
             if position != self._next_position:
                 self.problems.append(
@@ -104,11 +117,21 @@ class _Walk:
                     }
                 )
             self._next_position = position + 1
+            self.events += 1
             self.hash_at[position] = event.hash
-            self.position_of[event.seq] = position
             self.last = (position, event.seq)
             if event.type == CHECKPOINT_TYPE and event.conversation_id is None:
                 self._checkpoint(position, event)
+
+    def forget(self) -> None:
+        """Drop the hashes of the events walked so far (a page is done)."""
+        self.hash_at.clear()
+
+    def _hash(self, position: int) -> str | None:
+        found = self.hash_at.get(position)
+        if found is None and self.hash_of is not None and 0 < position < self._next_position:
+            return self.hash_of(position)
+        return found
 
     def _checkpoint(self, position: int, event: Envelope) -> None:
         self.count += 1
@@ -124,7 +147,7 @@ class _Walk:
                 }
             )
             return
-        seen = _Seen(position, event.seq, checkpoint)
+        seen = _Seen(position, event.seq, checkpoint, self.events)
         expected = checkpoint_mac(self.key, self.project_id, checkpoint)
         if not hmac.compare_digest(expected, checkpoint.mac):
             problem: SealProblem = {
@@ -173,7 +196,7 @@ class _Walk:
         checkpoint = seen.checkpoint
         if (
             checkpoint.head_position < seen.position
-            and self.hash_at.get(checkpoint.head_position) == checkpoint.head_hash
+            and self._hash(checkpoint.head_position) == checkpoint.head_hash
         ):
             self.holding.append(seen)
             return
@@ -192,12 +215,12 @@ class _Walk:
         }
         self.problems.append(self._rewritten)
 
-    def changed_after_seal(self, breaks: Iterable[ChainBreak]) -> None:
-        """A chain break inside the sealed part: an event changed after it was sealed."""
-        for brk in breaks:
-            position = self.position_of.get(brk.seq)
-            if position is None:
-                continue
+    def changed_after_seal(self, breaks: Iterable[tuple[ChainBreak, int]]) -> None:
+        """A chain break inside the sealed part: an event changed after it was sealed.
+
+        Each break comes with the position of its event.
+        """
+        for brk, position in breaks:
             seal = next((s for s in self.holding if s.checkpoint.head_position >= position), None)
             if seal is not None:
                 self.problems.append(
@@ -211,9 +234,33 @@ class _Walk:
                     }
                 )
 
+    def report(
+        self,
+        anchor: Anchor | AnchorUnreadable | None,
+        anchor_after: Anchor | AnchorUnreadable | None,
+        chain_breaks: Iterable[tuple[ChainBreak, int]] = (),
+    ) -> SealReport:
+        """The verdict once every event is walked (see :func:`check_seals`).
+
+        ``chain_breaks`` are the chain's breaks in these events, each with its position.
+        """
+        self.changed_after_seal(chain_breaks)
+        state = _check_anchor(self, self.key, anchor, anchor_after)
+        last = self.holding[-1] if self.holding else None
+        return SealReport(
+            ok=not self.problems,
+            checkpoints=self.count,
+            sealed_through=last.position if last else 0,
+            sealed_seq=last.seq if last else None,
+            sealed_at=last.checkpoint.sealed_at if last else None,
+            unsealed_events=self.events - (last.events if last else 0),
+            anchor=state,
+            problems=self.problems,
+        )
+
 
 def _check_anchor(
-    walk: _Walk,
+    walk: SealWalk,
     key: bytes,
     anchor: Anchor | AnchorUnreadable | None,
     anchor_after: Anchor | AnchorUnreadable | None,
@@ -329,19 +376,13 @@ def check_seals(
     anchor's checkpoint is gone, events after it too), ``anchor_checkpoint_missing``,
     ``anchor_mismatch``, ``appended_after_shutdown`` and ``anchor_stale``.
     """
-    walk = _Walk(key, project_id)
+    walk = SealWalk(key, project_id)
     walk.run(events)
-    walk.changed_after_seal(chain_breaks)
-    state = _check_anchor(walk, key, anchor, anchor_after)
-    last = walk.holding[-1] if walk.holding else None
-    sealed_through = last.position if last else 0
-    return SealReport(
-        ok=not walk.problems,
-        checkpoints=walk.count,
-        sealed_through=sealed_through,
-        sealed_seq=last.seq if last else None,
-        sealed_at=last.checkpoint.sealed_at if last else None,
-        unsealed_events=sum(1 for position, _ in events if position > sealed_through),
-        anchor=state,
-        problems=walk.problems,
+    breaks = list(chain_breaks)
+    wanted = {b.seq for b in breaks}
+    position_of = {e.seq: position for position, e in events if e.seq in wanted}
+    return walk.report(
+        anchor,
+        anchor_after,
+        [(b, position_of[b.seq]) for b in breaks if b.seq in position_of],
     )

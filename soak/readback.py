@@ -16,7 +16,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import msgspec
@@ -26,11 +26,13 @@ from runtime.client.replies import VerifyReport
 from runtime.errors import RoostError
 from soak.integrity import StreamCheck
 from soak.monitor import Failures
+from soak.turns import TurnResult
 
 __all__ = [
     "READ_BACK_S_PER_EVENT",
     "Guard",
     "collect_events",
+    "first_verify_allowance",
     "journal_batch_sizes",
     "read_project",
     "wait_idle",
@@ -87,6 +89,16 @@ class Guard:
             abort_call(self.client)
             if self._stop.wait(1.0):
                 return
+
+
+def first_verify_allowance(results: Iterable[TurnResult]) -> float:
+    """Seconds the first project's ``verify`` may take: its events are not counted yet.
+
+    Its events are at most the journal's highest acked seq, each given
+    ``READ_BACK_S_PER_EVENT`` (a verify of 2.4 million events outgrew the fixed budget).
+    """
+    seqs = (r.ack["seq"] for r in results if r.ack is not None)
+    return max((s for s in seqs if isinstance(s, int)), default=0) * READ_BACK_S_PER_EVENT
 
 
 def wait_idle(

@@ -1,23 +1,27 @@
 """``verify``: a project's hash chain, stream versions, snapshots and live projections checked.
 
-The journal is read in the daemon process; a running project's live conversations are
-asked (through ``ask``, the backend's way down the actor tree) for their projections,
-which must equal the replay of their events.
+The journal is read in the daemon process, a page at a time (a project can hold millions
+of events; the daemon keeps a page of them, not the history); a running project's live
+conversations are asked (through ``ask``, the backend's way down the actor tree) for their
+projections, which must equal the replay of their events.
 """
 
 from __future__ import annotations
 
 import difflib
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
+from events.envelope import Envelope
 from events.projections import get_projection
 from runtime.client.replies import VerifyReport
 from runtime.daemon.live_views import Ask, LiveProject, live_status
-from runtime.daemon.snapshot_check import snapshot_mismatches
+from runtime.daemon.snapshot_check import SnapshotCheck
 from runtime.errors import ProjectNotFoundError
+from runtime.journal.audit import AUDIT_PAGE
 from runtime.journal.scope import Scope
 from runtime.journal.store import Journal
 from runtime.wire.op_args import ProjectionArgs
@@ -83,54 +87,74 @@ def _compare_live(
     return differ
 
 
+class _StreamVersions:
+    """Each stream's version, checked to count up by one as the pages pass."""
+
+    def __init__(self) -> None:
+        self.versions: dict[tuple[str, str | None], int] = {}
+        self.mismatches: list[dict[str, Any]] = []
+
+    def visit(self, events: Sequence[Envelope]) -> None:
+        versions = self.versions
+        for envelope in events:
+            stream = (envelope.project_id, envelope.conversation_id)
+            expected = versions.get(stream, 0) + 1
+            if envelope.stream_version != expected:
+                self.mismatches.append(
+                    {
+                        "kind": "stream_version",
+                        "seq": envelope.seq,
+                        "expected": expected,
+                        "actual": envelope.stream_version,
+                    }
+                )
+            versions[stream] = envelope.stream_version
+
+
 def verify_project(
     journal: Journal,
     project_id: str,
     live: dict[str, LiveProject],
     ask: Ask,
     deadline: float,
+    *,
+    page: int = AUDIT_PAGE,
 ) -> VerifyReport:
-    """The verdict of ``verify`` on one project; ``live`` is the Supervisor's project states."""
-    audit = journal.audit(project_id)
+    """The verdict of ``verify`` on one project; ``live`` is the Supervisor's project states.
+
+    One pass over the project's events, ``page`` rows a read (:meth:`Journal.audit`): the
+    chain, the seals, the stream versions and the snapshots are checked as they pass, and
+    nothing of a page is kept once it is checked. A live conversation's replay reads its
+    own events again, through its index.
+    """
+    snapshot_check = SnapshotCheck(journal, project_id, page=page)
+    stream_versions = _StreamVersions()
+
+    def visit(events: Sequence[Envelope]) -> None:
+        stream_versions.visit(events)
+        snapshot_check.visit(events)
+
+    audit = journal.audit(project_id, visit=visit, page=page)
     deletions, deletion_problems = journal.deletion_audit(project_id)
-    if not audit.events and not audit.anchored and not deletions:
+    if not audit.checked_events and not audit.anchored and not deletions:
         raise ProjectNotFoundError(
             f"no project {project_id!r} in the journal", project_id=project_id
         )
-    events, chain = audit.events, audit.chain
+    chain = audit.chain
     mismatches: list[dict[str, Any]] = [
         {"kind": "hash_chain", "seq": b.seq, "reason": b.reason} for b in chain.breaks
     ]
     mismatches += deletion_problems
-    snapshot_problems, snapshots = snapshot_mismatches(journal, project_id, events)
+    snapshot_problems, snapshots = snapshot_check.finish()
     mismatches += snapshot_problems
-    versions: dict[tuple[str, str | None], int] = {}
-    for envelope in events:
-        stream = (envelope.project_id, envelope.conversation_id)
-        expected = versions.get(stream, 0) + 1
-        if envelope.stream_version != expected:
-            mismatches.append(
-                {
-                    "kind": "stream_version",
-                    "seq": envelope.seq,
-                    "expected": expected,
-                    "actual": envelope.stream_version,
-                }
-            )
-        versions[stream] = envelope.stream_version
+    mismatches += stream_versions.mismatches
     compared: list[str] = []
     state = live.get(project_id)
     if state is not None and state.get("status") == "running":
         status = ask(live_status(project_id), deadline)
-        active = set(status.get("active_conversations", []))
-        # Each replay takes its conversation's events and the project's own (its options)
-        # from the audit's read: one pass over the history, not a second read of it.
-        own: dict[str | None, list[Any]] = {c: [] for c in (*active, None)}
-        for e in events:
-            if e.conversation_id in own:
-                own[e.conversation_id].append(e)
+        project_own = journal.read_scope(project_id, _PROJECT_OWN)
         for conversation_id in status.get("active_conversations", []):
-            fresh = [*own[None], *own[conversation_id]]
+            fresh = [*project_own, *journal.read_conversation(project_id, conversation_id)]
             mismatches += _compare_live(
                 journal,
                 ask,
@@ -144,7 +168,7 @@ def verify_project(
     anchor_ok = seals is None or seals.ok
     return {
         "ok": not mismatches and anchor_ok,
-        "checked_events": len(events),
+        "checked_events": audit.checked_events,
         "chain_ok": chain.ok,
         "mismatches": mismatches,
         "conversations_compared": compared,

@@ -1,6 +1,7 @@
 """The journal: the single event store and the link conversations append through.
 
 General layout: ``store`` (the eventsourcing application: append, read, hash chain),
+``audit`` (a project's stream checked page by page: its chain and seals, for ``verify``),
 ``append_redaction`` (what an append hides before it links a batch),
 ``recorder`` (what a backend provides: the recorder interface, ``JournalBackend``),
 ``sqlite`` / ``postgres`` (the backends; ``sqlite_layout``: the SQLite tables' two layouts,

@@ -223,21 +223,25 @@ class RoostPostgresRecorder(PostgresApplicationRecorder, JournalRecorder):
             curs.execute(statement, params)
             return curs.fetchall()
 
-    def _stream(self, versions: str, params: Sequence[Any]) -> list[StreamRow]:
+    def _stream(
+        self, versions: str, params: Sequence[Any], limit: int | None = None
+    ) -> list[StreamRow]:
         """``(seq, version, topic, state)`` of the stream's events whose version is ``versions``."""
         rows = self._select(
             self._sql(
                 "SELECT notification_id, originator_version, topic, state FROM {schema}.{table} "
-                f"WHERE originator_id=%s AND {versions} ORDER BY originator_version",
+                f"WHERE originator_id=%s AND {versions} ORDER BY originator_version LIMIT %s",
                 self.events_table_name,
             ),
-            params,
+            (*params, limit),  # LIMIT NULL is no limit
         )
         return [_row(r) for r in rows]
 
-    def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
-        """Return ``(seq, version, topic, state)`` of a stream's events after version ``gt``."""
-        return self._stream("originator_version>%s", (originator_id, gt))
+    def select_stream(
+        self, originator_id: UUID, *, gt: int = 0, limit: int | None = None
+    ) -> list[StreamRow]:
+        """``(seq, version, topic, state)`` of a stream's events after version ``gt``."""
+        return self._stream("originator_version>%s", (originator_id, gt), limit)
 
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:
         """Return ``(seq, version, topic, state)`` for versions ``first..last`` of a stream."""

@@ -82,8 +82,10 @@ class JournalRecorder(ApplicationRecorder):
         """
 
     @abstractmethod
-    def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
-        """The stream's events after version ``gt``, by version."""
+    def select_stream(
+        self, originator_id: UUID, *, gt: int = 0, limit: int | None = None
+    ) -> list[StreamRow]:
+        """The stream's events after version ``gt``, by version (the first ``limit``)."""
 
     @abstractmethod
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
 from events.catalog import JournalCheckpoint, JournalProjectDeleted
-from events.chain import ChainBreak
 from events.deletion import sign_deletion
-from events.envelope import Envelope, format_at
+from events.envelope import format_at
 from events.seal import Anchor, AnchorUnreadable
-from events.seal_check import SealReport, check_seals
+from events.seal_check import SealWalk
 from runtime.errors import JournalError
 from runtime.journal.seal import Checkpoints, Sealer, SealState
 
@@ -73,16 +72,8 @@ class SealMode(Protocol):
     def remove_anchor(self, project_id: str, seq: int) -> None:
         """Remove the anchor of a project deleted by the record at ``seq``."""
 
-    def check(
-        self,
-        events: Sequence[tuple[int, Envelope]],
-        *,
-        project_id: str,
-        anchor: AnchorRead,
-        anchor_after: AnchorRead,
-        chain_breaks: Iterable[ChainBreak],
-    ) -> SealReport | None:
-        """Judge a project's ``(position, event)`` list against its seals."""
+    def walk(self, project_id: str, hash_of: Callable[[int], str | None]) -> SealWalk | None:
+        """A walk of the project's seals (None: no seal is checked)."""
 
 
 class Sealed:
@@ -120,24 +111,9 @@ class Sealed:
                 path=path,
             ) from e
 
-    def check(
-        self,
-        events: Sequence[tuple[int, Envelope]],
-        *,
-        project_id: str,
-        anchor: AnchorRead,
-        anchor_after: AnchorRead,
-        chain_breaks: Iterable[ChainBreak],
-    ) -> SealReport | None:
-        """:func:`events.seal_check.check_seals` with this journal's key."""
-        return check_seals(
-            events,
-            project_id=project_id,
-            key=self.sealer.key,
-            anchor=anchor,
-            anchor_after=anchor_after,
-            chain_breaks=chain_breaks,
-        )
+    def walk(self, project_id: str, hash_of: Callable[[int], str | None]) -> SealWalk | None:
+        """:class:`events.seal_check.SealWalk` with this journal's key."""
+        return SealWalk(self.sealer.key, project_id, hash_of)
 
 
 class Unsealed:
@@ -183,14 +159,6 @@ class Unsealed:
     def remove_anchor(self, project_id: str, seq: int) -> None:
         """There is none."""
 
-    def check(
-        self,
-        events: Sequence[tuple[int, Envelope]],
-        *,
-        project_id: str,
-        anchor: AnchorRead,
-        anchor_after: AnchorRead,
-        chain_breaks: Iterable[ChainBreak],
-    ) -> SealReport | None:
+    def walk(self, project_id: str, hash_of: Callable[[int], str | None]) -> SealWalk | None:
         """No seal is checked."""
         return None

@@ -332,20 +332,20 @@ class RoostSQLiteRecorder(SQLiteApplicationRecorder, JournalRecorder):
             c.execute("SELECT batch_key, ranges FROM roost_batches")
             return [(self.layout.stored_key(r[0]), bytes(r[1])) for r in c.fetchall()]
 
-    def select_stream(self, originator_id: UUID, *, gt: int = 0) -> list[StreamRow]:
-        """Return ``(seq, version, topic, state)`` of a stream's events after version ``gt``."""
+    def select_stream(
+        self, originator_id: UUID, *, gt: int = 0, limit: int | None = None
+    ) -> list[StreamRow]:
+        """``(seq, version, topic, state)`` after version ``gt`` (the first ``limit``)."""
         with self.datastore.transaction(commit=False) as c:
             raw = c.sqlite_cursor
             raw.row_factory = None  # plain tuples: (int, int, str, bytes) as stored
-            table = self.events_table_name
             raw.execute(
-                f"SELECT rowid, originator_version, topic, state FROM {table} "
+                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
                 f"WHERE originator_id={self.layout.stream_sql} "
-                "AND originator_version>? ORDER BY originator_version",
-                (self.layout.stream(originator_id), gt),
+                "AND originator_version>? ORDER BY originator_version LIMIT ?",
+                (self.layout.stream(originator_id), gt, -1 if limit is None else limit),
             )
-            rows: list[StreamRow] = self.layout.named(raw, raw.fetchall())
-            return rows
+            return self.layout.named(raw, raw.fetchall())
 
     def select_stream_range(self, originator_id: UUID, first: int, last: int) -> list[StreamRow]:
         """Return ``(seq, version, topic, state)`` for versions ``first..last`` of a stream."""

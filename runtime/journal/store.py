@@ -56,7 +56,6 @@ from events.envelope import (
     new_event_id,
 )
 from events.seal import CHECKPOINT_TYPE, Anchor
-from events.seal_check import SealReport
 from runtime.errors import (
     ConcurrencyError,
     JournalError,
@@ -64,6 +63,7 @@ from runtime.errors import (
     ProjectNotFoundError,
 )
 from runtime.journal.append_redaction import AppendRedaction, Redactor
+from runtime.journal.audit import AUDIT_PAGE, Audit, PageVisitor, audit_stream
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
 from runtime.journal.recorder import (
     JournalRecorder,
@@ -174,20 +174,6 @@ class ProjectDeletion(TypedDict):
     """The deletion record's position in the deletion log."""
     deleted_at: str
     deleted_by: str
-
-
-@dataclass(frozen=True)
-class Audit:
-    """A project's events and what checking them found (:meth:`Journal.audit`)."""
-
-    events: list[Envelope]
-    """The project's events, in ``seq`` order."""
-    chain: ChainReport
-    """The hash chain."""
-    seals: SealReport | None
-    """The seals; None for a journal opened without a sealer."""
-    anchored: bool
-    """True when an anchor file exists for the project (even if its events do not)."""
 
 
 def _checkpoint_of(envelope: Envelope) -> JournalCheckpoint | None:
@@ -610,8 +596,9 @@ class Journal:
         ``deletion_log`` problem when the deletion log itself does not verify (its chain or
         its seals), checked only when it holds a record of this project.
         """
-        audit = self.audit(DELETIONS_STREAM)
-        deletions, problems = deletion_findings(audit.events, project_id, self._seals.key)
+        records: list[Envelope] = []  # the deletion log: one record a deleted project
+        audit = self.audit(DELETIONS_STREAM, visit=records.extend)
+        deletions, problems = deletion_findings(records, project_id, self._seals.key)
         if deletions and (not audit.chain.ok or (audit.seals is not None and not audit.seals.ok)):
             problems.append(
                 {
@@ -760,25 +747,14 @@ class Journal:
         report = verify_chain(events)
         return report
 
-    def audit(self, project_id: str) -> Audit:
-        """Read the project's events and check their hash chain and their seals.
+    def audit(
+        self, project_id: str, *, visit: PageVisitor | None = None, page: int = AUDIT_PAGE
+    ) -> Audit:
+        """Check the project's hash chain and seals, reading its events a page at a time.
 
-        The anchor is read before the events and again after them (see
-        :func:`events.seal_check.check_seals`), so a writer sealing meanwhile is no false alarm.
+        ``visit`` sees each page (:func:`runtime.journal.audit.audit_stream`).
         """
-        before = self._seals.anchor(project_id)
-        rows = self._recorder.select_stream(project_stream_id(project_id))
-        after = self._seals.anchor(project_id)
-        events = self._mapper.decode_rows(rows)
-        chain = verify_chain(events)
-        seals = self._seals.check(
-            [(version, e) for (_, version, _, _), e in zip(rows, events, strict=True)],
-            project_id=project_id,
-            anchor=before,
-            anchor_after=after,
-            chain_breaks=chain.breaks,
-        )
-        return Audit(events=events, chain=chain, seals=seals, anchored=before is not None)
+        return audit_stream(self._recorder, self._seals, project_id, visit=visit, page=page)
 
     def integrity_check(self) -> str:
         """The database's own integrity check (``ok`` when sound)."""

@@ -265,3 +265,12 @@ def test_a_read_back_fed_one_project_after_another_finds_what_the_whole_check_fi
     assert check.result(verified).lost == 1
     assert check.result(verified, read={"p0"}).lost == 0  # p1 was not read back
     assert check.types["user.message"] == 7  # the lost one was a message
+
+
+def test_ids_and_seqs_that_differ_only_in_their_text_are_not_duplicates(journal: Any) -> None:
+    events, _acks = journal
+    event = events[3]
+    upper = {**copy.deepcopy(event), "event_id": str(event["event_id"]).upper(), "seq": 99_999}
+    padded = {**copy.deepcopy(events[4]), "event_id": "another", "seq": f"0{events[4]['seq']}"}
+    assert str(event["event_id"]) != upper["event_id"]
+    assert find_duplicates([*events, upper, padded]) == []
