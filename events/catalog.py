@@ -487,7 +487,11 @@ class ToolTimeout(Event, frozen=True, kw_only=True, tag="tool.timeout"):
 class ToolChildProcessesTerminated(
     Event, frozen=True, kw_only=True, tag="tool.child_processes_terminated"
 ):
-    """Processes left by a tool call were killed."""
+    """Processes left by a tool call were killed.
+
+    A cancelled command always has one, ``count`` 0 when the cancel came before it had a
+    process of its own.
+    """
 
     facts = EventFacts(signal=True)
 

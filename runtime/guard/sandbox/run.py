@@ -12,6 +12,7 @@ It returns a :class:`CommandResult`.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import threading
 import time
@@ -66,6 +67,16 @@ def _exit_status(reported: bytes) -> int | None:
     return None
 
 
+def _not_started(layers: list[str]) -> CommandResult:
+    """The result of a run cancelled before its command was spawned: nothing ran or was killed.
+
+    Its exit status is a killed command's (``128 + SIGKILL``): the command never finished.
+    """
+    return CommandResult(
+        exit_code=128 + signal.SIGKILL, stdout="", stderr="", cancelled=True, layers=layers
+    )
+
+
 def run_command(
     command: str | Sequence[str],
     *,
@@ -90,11 +101,15 @@ def run_command(
     durable record). With a ``pids`` cgroup the command and all its
     descendants may have at most ``limits.max_processes`` tasks. On timeout or ``cancel``
     every process of the command is killed; processes left behind by a command that
-    exited are killed too. Raises ``ToolError("isolation_unavailable")`` when the network
+    exited are killed too. ``cancel`` is also read before the sandbox is prepared and
+    again before the spawn: a run cancelled by then starts nothing (``cancelled``, no
+    process killed). Raises ``ToolError("isolation_unavailable")`` when the network
     must be denied and no namespace can be made, or when the view cannot be built.
     """
     view = view or View(writable=tuple(writable_paths), cwd=cwd)
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
+    if cancel is not None and cancel.is_set():
+        return _not_started([])
     launch = prepare(
         view=view,
         allow_network=allow_network,
@@ -132,6 +147,8 @@ def _run(
 ) -> CommandResult:
     marker = uuid.uuid4().hex
     started = time.monotonic()
+    if cancel is not None and cancel.is_set():  # cancelled while the sandbox was prepared
+        return _not_started(launch.layers)
     try:
         proc = launch.spawn(
             argv,

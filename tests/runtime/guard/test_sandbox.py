@@ -331,6 +331,14 @@ def test_a_timeout_kills_an_orphaned_double_forked_daemon(tmp_path: Path, mode: 
     assert no_survivors(marker)
 
 
+def test_a_run_cancelled_before_it_starts_spawns_nothing(tmp_path: Path, mode: str) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    result = run(tmp_path, "touch ran", cancel=cancel)
+    assert (result.cancelled, result.killed_processes, result.timed_out) == (True, 0, False)
+    assert not (tmp_path / "root" / "ran").exists()
+
+
 def test_cancelling_kills_the_tree_and_reports_cancelled(tmp_path: Path, mode: str) -> None:
     marker = unique_sleep()
     cancel = threading.Event()

@@ -244,6 +244,55 @@ def test_cancelling_fails_the_call_as_cancelled(root: Path, mode: str) -> None:
     assert no_survivors(marker)
 
 
+class CancelAtLook(threading.Event):
+    """A cancel flag that sets itself the ``at``-th time it is read.
+
+    It puts a cancel at one chosen point of a command's launch (the read before the
+    sandbox is prepared, the one before the spawn, the supervisor's first looks), with no
+    timing involved.
+    """
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+        self.looks = 0
+
+    def is_set(self) -> bool:
+        self.looks += 1
+        if self.looks == self.at:
+            self.set()
+        return super().is_set()
+
+
+@pytest.mark.parametrize("at", [1, 2, 3, 4, 6])
+def test_a_cancel_at_any_stage_of_the_launch_is_recorded_and_leaves_nothing_running(
+    root: Path, mode: str, at: int
+) -> None:
+    marker = unique_sleep()
+    ctx = ctx_for(mode, root)
+    ctx.cancelled = CancelAtLook(at)
+    error = fail(ctx, {"command": f"sleep {marker}"})
+    assert error.code == "conversation_cancelled"
+    [killed] = [s for s in ctx.signals if isinstance(s, ToolChildProcessesTerminated)]
+    assert (killed.call_id, killed.reason, killed.count) == (
+        "call-1",
+        "cancel",
+        error.details["killed_processes"],
+    )
+    assert no_survivors(marker)
+
+
+def test_a_command_cancelled_before_its_launch_is_not_run_and_the_cancel_is_recorded(
+    root: Path, mode: str
+) -> None:
+    ctx = ctx_for(mode, root)
+    ctx.cancelled.set()
+    error = fail(ctx, {"command": "touch ran"})
+    assert (error.code, error.details) == ("conversation_cancelled", {"killed_processes": 0})
+    assert ctx.signals == [ToolChildProcessesTerminated(call_id="call-1", reason="cancel", count=0)]
+    assert not (root / "ran").exists()
+
+
 def test_background_leftovers_of_a_finished_command_are_reported(root: Path, mode: str) -> None:
     marker = unique_sleep()
     ctx = ctx_for(mode, root)
