@@ -487,11 +487,7 @@ class ToolTimeout(Event, frozen=True, kw_only=True, tag="tool.timeout"):
 class ToolChildProcessesTerminated(
     Event, frozen=True, kw_only=True, tag="tool.child_processes_terminated"
 ):
-    """Processes left by a tool call were killed.
-
-    A cancelled command always has one, ``count`` 0 when the cancel came before it had a
-    process of its own.
-    """
+    """Processes of a tool call were killed (a cancelled command: always, ``count`` maybe 0)."""
 
     facts = EventFacts(signal=True)
 

@@ -12,8 +12,7 @@ it). Every tool function runs on one of this core's worker threads, which the ca
 on: the ToolRunner actor's own thread for a ``sync`` call of an ``inline`` tool
 (``ToolSpec.inline``: file and asset tools), one of its worker threads for every other call.
 Tools that run processes or reach the network enforce the timeout themselves (killing the
-process tree) and get :data:`SELF_ENFORCED_GRACE_S` more before the runner gives up on them
-(a cancel does not shorten a command's wait: its answer records what the cancel killed);
+process tree) and get :data:`SELF_ENFORCED_GRACE_S` more before the runner gives up on them;
 in-process tools (files, assets) are abandoned at the deadline: Python cannot kill a
 thread, so an abandoned tool keeps running in the background until it returns, and its
 result is thrown away. Every timeout counts
@@ -52,7 +51,7 @@ from runtime.execution.results import (
     mask_events,
     tool_kind,
 )
-from runtime.execution.workers import WORKERS
+from runtime.execution.workers import WORKERS, give_up_time
 from runtime.guard.secrets.masking import SecretMasker
 from runtime.guard.secrets.redaction import SecretKind, redact
 from runtime.guard.secrets.sources import SecretSources, project_sources
@@ -61,7 +60,7 @@ from runtime.policy.decisions import Verdict
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
 from runtime.tools.registry import ToolRegistry
 
-__all__ = ["SELF_ENFORCED_GRACE_S", "RunnerStats", "ToolRunnerCore", "give_up_time", "tool_kind"]
+__all__ = ["SELF_ENFORCED_GRACE_S", "RunnerStats", "ToolRunnerCore", "tool_kind"]
 
 SELF_ENFORCED_GRACE_S = 2.0
 """Seconds a tool that enforces its own timeout (commands, HTTP) gets past the deadline."""
@@ -70,21 +69,6 @@ _POLL_S = 0.05
 
 
 _REMEMBERED_CALLS = 4096
-
-
-def give_up_time(
-    deadline: float, cancelled_at: float, grace: float, *, kills_its_processes: bool
-) -> float:
-    """When the runner stops waiting for a tool cancelled at ``cancelled_at``.
-
-    A tool that runs processes kills them on the cancel and returns what it killed
-    (``tool.child_processes_terminated``); given up on, that record would be lost while the
-    kill still happens, so the cancel does not shorten its wait: it keeps its ``deadline``.
-    Any other tool gets ``grace`` from the cancel (none for in-process tools).
-    """
-    if kills_its_processes:
-        return deadline
-    return min(deadline, cancelled_at + grace)
 
 
 class RunnerStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -309,14 +293,10 @@ class ToolRunnerCore:
         grace = SELF_ENFORCED_GRACE_S if spec.runs_commands or spec.network_capable else 0.0
         deadline = ctx.started_at + timeout_s + grace + spec.cold_start_s
         give_up_at = deadline
-        cancelled_at: float | None = None
         while not done.wait(max(0.0, min(_POLL_S, give_up_at - time.monotonic()))):
             now = time.monotonic()
-            if cancelled.is_set() and cancelled_at is None:
-                cancelled_at = now
-                give_up_at = give_up_time(
-                    deadline, cancelled_at, grace, kills_its_processes=spec.runs_commands
-                )
+            if cancelled.is_set() and give_up_at == deadline:  # a cancel's wait (see give_up_time)
+                give_up_at = give_up_time(deadline, now, grace, spec.runs_commands)
             if now >= give_up_at:
                 signals = list(ctx.signals)
                 if cancelled.is_set():

@@ -11,7 +11,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-__all__ = ["WORKERS", "Workers"]
+__all__ = ["WORKERS", "Workers", "give_up_time"]
 
 
 class Workers:
@@ -54,3 +54,16 @@ class Workers:
 
 WORKERS = Workers()
 """The process's workers."""
+
+
+def give_up_time(deadline: float, cancelled_at: float, grace: float, kills: bool) -> float:
+    """When the runner stops waiting for a tool cancelled at ``cancelled_at``.
+
+    A tool that runs processes (``kills``) kills them on the cancel and returns what it killed
+    (``tool.child_processes_terminated``); given up on, that record would be lost while the
+    kill still happens, so the cancel does not shorten its wait: it keeps its ``deadline``.
+    Any other tool gets ``grace`` from the cancel (none for in-process tools).
+    """
+    if kills:
+        return deadline
+    return min(deadline, cancelled_at + grace)

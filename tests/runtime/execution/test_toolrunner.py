@@ -17,7 +17,8 @@ from events import catalog as ev
 from runtime.errors import ToolError
 from runtime.execution.pipeline import ToolPipeline
 from runtime.execution.results import wrap_for_model
-from runtime.execution.runner import give_up_time, tool_kind
+from runtime.execution.runner import tool_kind
+from runtime.execution.workers import give_up_time
 from runtime.policy.options import validate_options
 from runtime.tools.base import CallSpec, ToolContext, ToolFn, ToolSpec
 from runtime.tools.registry import ToolRegistry
@@ -371,13 +372,13 @@ def test_a_cancelled_in_process_tool_is_abandoned_at_once(root: Path, gate: Gate
 
 def test_a_cancel_does_not_shorten_the_wait_for_a_tool_that_kills_its_processes() -> None:
     # Given up on after the cancel, a command's answer (what the cancel killed) was lost.
-    assert give_up_time(100.0, 10.0, 2.0, kills_its_processes=True) == 100.0
+    assert give_up_time(100.0, 10.0, 2.0, kills=True) == 100.0
 
 
 def test_a_cancelled_tool_that_kills_nothing_gets_its_grace_from_the_cancel() -> None:
-    assert give_up_time(100.0, 10.0, 2.0, kills_its_processes=False) == 12.0
-    assert give_up_time(100.0, 10.0, 0.0, kills_its_processes=False) == 10.0
-    assert give_up_time(100.0, 99.0, 2.0, kills_its_processes=False) == 100.0
+    assert give_up_time(100.0, 10.0, 2.0, kills=False) == 12.0
+    assert give_up_time(100.0, 10.0, 0.0, kills=False) == 10.0
+    assert give_up_time(100.0, 99.0, 2.0, kills=False) == 100.0
 
 
 # --- caps ----------------------------------------------------------------------------------
