@@ -42,7 +42,16 @@ from runtime.client import Client
 from runtime.daemon import start_daemon, stop_daemon
 from runtime.journal.store import Batch, Journal
 
-__all__ = ["Build", "DaemonQueries", "QueryReport", "Timing", "build_journal", "main", "run_bench"]
+__all__ = [
+    "Build",
+    "DaemonQueries",
+    "QueryReport",
+    "Timing",
+    "build_journal",
+    "emit_report",
+    "main",
+    "run_bench",
+]
 
 
 class Timing(TypedDict):
@@ -358,12 +367,17 @@ def main(argv: list[str] | None = None) -> int:
         whole=args.whole,
         workdir=args.workdir,
     )
+    emit_report(report, args.json_path)
+    return 0
+
+
+def emit_report(report: object, json_path: str | None) -> None:
+    """Print ``report`` as indented JSON, and write the same text to ``json_path`` if given."""
     text = json.dumps(report, indent=2)
     print(text)
-    if args.json_path:
-        with open(args.json_path, "w", encoding="utf-8") as f:
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
             f.write(text + "\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from runtime.agent.snapshot import CODEC
 from runtime.journal.scope import Scope
 from runtime.journal.snapshots import StoredSnapshot
 from runtime.journal.store import Journal
-from soak.query_bench import PROJECT, _conversation, build_journal
+from soak.query_bench import PROJECT, _conversation, build_journal, emit_report
 
 __all__ = ["VERIFY", "add_snapshots", "main", "run_verify"]
 
@@ -144,11 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(base, ignore_errors=True)
         elif base is not None:
             report["home"] = home
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json_path:
-        with open(args.json_path, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    emit_report(report, args.json_path)
     return 0
 
 
