@@ -123,11 +123,13 @@ class OpenAIAdapter:
         """
         headers, body, names = self._prepare(request)
         try:
-            async with asyncio.timeout(request.timeout_s):
+            async with asyncio.timeout(request.timeout_s) as deadline:
                 if client is not None:
-                    return await self._apost(client, request, headers, body, names)
+                    return await self._apost(
+                        client, request, headers, body, names, deadline=deadline
+                    )
                 async with httpx.AsyncClient() as own:
-                    return await self._apost(own, request, headers, body, names)
+                    return await self._apost(own, request, headers, body, names, deadline=deadline)
         except (TimeoutError, httpx.TimeoutException) as e:
             raise self._timeout(request.timeout_s) from e
         except httpx.TransportError as e:
@@ -140,8 +142,14 @@ class OpenAIAdapter:
         headers: dict[str, str],
         body: ChatBody,
         names: ToolNameMap,
+        *,
+        deadline: asyncio.Timeout,
     ) -> ModelReply:
-        """POST the request on ``client`` and fold the streamed answer into a reply."""
+        """POST the request on ``client`` and fold the streamed answer into a reply.
+
+        ``deadline`` is the call's: once the answer is whole it no longer applies (see
+        :func:`_afold_stream`).
+        """
         timeout = httpx.Timeout(request.timeout_s)
         async with client.stream(
             "POST", self.url, json=body, headers=headers, timeout=timeout
@@ -155,7 +163,7 @@ class OpenAIAdapter:
             else:
                 lines = cast(AsyncGenerator[str, None], response.aiter_lines())
                 async with contextlib.aclosing(lines):  # closed here, even when left early
-                    await _afold_stream(lines, accumulator)
+                    await _afold_stream(lines, accumulator, deadline)
             return accumulator.reply(names, estimate_prompt_tokens(body))
 
     def _prepare(self, request: ModelRequest) -> tuple[dict[str, str], ChatBody, ToolNameMap]:
@@ -226,18 +234,23 @@ class OpenAIAdapter:
         return ModelError("provider_error", message, status=status)
 
 
-async def _afold_stream(lines: AsyncIterator[str], accumulator: StreamAccumulator) -> None:
+async def _afold_stream(
+    lines: AsyncIterator[str], accumulator: StreamAccumulator, deadline: asyncio.Timeout
+) -> None:
     """Feed the events of an SSE stream to ``accumulator`` until ``[DONE]`` or its end.
 
     After ``[DONE]`` the rest of the body (the chunked encoding's last chunk, as a rule) is
     read too: a response left unread is closed with its connection, and the next call on
     the shared pool would pay a new connection (a TLS handshake, against a real provider).
+    The answer is whole by then, so the call's ``deadline`` is lifted first: the drain's own
+    bound (:data:`_DRAIN_S`) can cost the connection, never the reply.
     """
     events = SseEvents()
     async for line in lines:
         for data in events.line(line):
             accumulator.feed_data(data)
         if accumulator.done:
+            deadline.reschedule(None)
             await _drain(lines)
             return
     for data in events.end():

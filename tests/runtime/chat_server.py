@@ -29,7 +29,8 @@ a test that calls more often than it planned fails loudly. Replies:
 
 Every reply has ``delay_s``: seconds to wait before answering (to test timeouts). Waits
 end early when the server stops, so leaving the ``with`` block never hangs. Responses
-carry ``Connection: close``; the server joins its handler threads on exit.
+carry ``Connection: close`` unless a :class:`StreamReply` asks to keep the connection
+(``keep_alive``, as providers do); the server joins its handler threads on exit.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class StreamReply:
     delay_s: float = 0.0
     keep_alive: bool = False  # keep the connection open for the next request, as providers do
     after_done: list[str] = field(default_factory=list)  # raw lines sent after "[DONE]"
+    stall_after_done_s: float = 0.0  # wait before the body's last chunk (after after_done)
 
 
 @dataclass(frozen=True)
@@ -289,6 +291,8 @@ class _Handler(BaseHTTPRequestHandler):
             data = f"{line}\n".encode()
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
+        if reply.stall_after_done_s and self.server.chat.stopping.wait(reply.stall_after_done_s):
+            return
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 

@@ -392,3 +392,39 @@ def test_pool_shards_fill_in_order_and_a_full_shard_opens_the_next() -> None:
 def test_a_pool_shard_of_no_connections_is_refused() -> None:
     with pytest.raises(ValueError, match="pool_size must be at least 1"):
         PoolShards(0)
+
+
+def test_trailing_pool_shards_no_call_uses_are_closed_and_the_first_stays() -> None:
+    """After a burst, the shards beyond the first close once idle; a shard in use stays."""
+
+    async def burst() -> tuple[int, int, int]:
+        pools = PoolShards(1, idle_s=0.05)
+        clients = [pools.lease() for _ in range(3)]
+        opened = pools.shards
+        for client in clients[1:]:  # the first shard keeps its call
+            pools.release(client)
+        await asyncio.sleep(0.5)  # the sweeps (due at 0.05 s) run before this wakes
+        idle_closed = pools.shards
+        pools.release(clients[0])
+        await asyncio.sleep(0.5)
+        kept = pools.shards
+        await pools.aclose()
+        return opened, idle_closed, kept
+
+    assert asyncio.run(burst()) == (3, 1, 1)
+
+
+def test_a_shard_in_use_again_before_its_sweep_is_not_closed() -> None:
+    async def reused() -> int:
+        pools = PoolShards(1, idle_s=0.05)
+        first, second = pools.lease(), pools.lease()
+        pools.release(second)
+        again = pools.lease()  # the second shard again, before the sweep
+        await asyncio.sleep(0.5)
+        shards = pools.shards
+        for client in (first, again):
+            pools.release(client)
+        await pools.aclose()
+        return shards
+
+    assert asyncio.run(reused()) == 2

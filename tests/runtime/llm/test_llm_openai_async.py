@@ -7,8 +7,9 @@ loopback chat-completions server; the async path runs on a shared ``httpx.AsyncC
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import httpx
@@ -17,7 +18,8 @@ import pytest
 from runtime.llm.adapters import make_adapter
 from runtime.llm.base import AsyncModelAdapter, ModelError, ModelReply, ModelRequest
 from runtime.llm.base import ToolCallRequest as Call
-from runtime.llm.openai import OpenAIAdapter
+from runtime.llm.openai import OpenAIAdapter, _afold_stream
+from runtime.llm.openai_wire import StreamAccumulator
 from runtime.llm.resilience import CircuitBreaker, ModelNote, ResilientAdapter, RetryPolicy
 from tests.runtime.chat_server import (
     ChatServer,
@@ -368,3 +370,43 @@ def test_a_server_that_goes_on_after_done_costs_the_connection_not_the_reply(
 
     assert run(two) == ["done", "done"]
     assert server.connections == 2  # each response was closed with its connection
+
+
+def test_a_server_that_stalls_after_done_costs_the_connection_not_the_reply(
+    server: ChatServer,
+) -> None:
+    """The body's end never comes: the drain gives up (0.5 s), the reply stands."""
+    server.add(StreamReply(content=["whole"], keep_alive=True, stall_after_done_s=60))
+    server.add(StreamReply(content=["next"], keep_alive=True))
+    adapter = adapter_for(server)
+
+    async def two(client: httpx.AsyncClient) -> list[str | None]:
+        return [(await adapter.acomplete(request("q"), client=client)).text for _ in range(2)]
+
+    assert run(two) == ["whole", "next"]
+    assert server.connections == 2
+
+
+def test_the_call_deadline_passing_while_the_body_ends_keeps_the_whole_reply() -> None:
+    """The answer was whole at ``[DONE]``: a deadline that passes in the drain is lifted.
+
+    The deadline (0.2 s) always passes before the drain's own bound (0.5 s from ``[DONE]``).
+    """
+    chunk = '{"choices": [{"index": 0, "delta": {"content": "kept"}, "finish_reason": "stop"}]}'
+
+    async def stalling() -> AsyncIterator[str]:
+        for line in (f"data: {chunk}", "", "data: [DONE]", ""):
+            yield line
+        await asyncio.sleep(30)  # the body's end does not come
+        yield ""
+
+    async def fold() -> StreamAccumulator:
+        accumulator = StreamAccumulator()
+        lines = stalling()
+        async with contextlib.aclosing(lines), asyncio.timeout(0.2) as deadline:
+            await _afold_stream(lines, accumulator, deadline)
+        return accumulator
+
+    accumulator = asyncio.run(fold())
+    assert accumulator.done
+    assert accumulator.reply({}, 0).text == "kept"
