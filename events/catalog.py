@@ -487,7 +487,7 @@ class ToolTimeout(Event, frozen=True, kw_only=True, tag="tool.timeout"):
 class ToolChildProcessesTerminated(
     Event, frozen=True, kw_only=True, tag="tool.child_processes_terminated"
 ):
-    """Processes of a tool call were killed (a cancelled command: always, ``count`` maybe 0)."""
+    """Processes of a tool call were killed (a stopping cancel: always, ``count`` maybe 0)."""
 
     facts = EventFacts(signal=True)
 

@@ -296,7 +296,7 @@ class ToolRunnerCore:
         while not done.wait(max(0.0, min(_POLL_S, give_up_at - time.monotonic()))):
             now = time.monotonic()
             if cancelled.is_set() and give_up_at == deadline:  # a cancel's wait (see give_up_time)
-                give_up_at = give_up_time(deadline, now, grace, spec.runs_commands)
+                give_up_at = give_up_time(deadline, now, grace, spec.kills_on_cancel)
             if now >= give_up_at:
                 signals = list(ctx.signals)
                 if cancelled.is_set():

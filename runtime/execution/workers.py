@@ -59,10 +59,11 @@ WORKERS = Workers()
 def give_up_time(deadline: float, cancelled_at: float, grace: float, kills: bool) -> float:
     """When the runner stops waiting for a tool cancelled at ``cancelled_at``.
 
-    A tool that runs processes (``kills``) kills them on the cancel and returns what it killed
-    (``tool.child_processes_terminated``); given up on, that record would be lost while the
-    kill still happens, so the cancel does not shorten its wait: it keeps its ``deadline``.
-    Any other tool gets ``grace`` from the cancel (none for in-process tools).
+    A tool that kills its processes on the cancel (``kills``: ``ToolSpec.kills_on_cancel``)
+    answers with what it killed (``tool.child_processes_terminated``); given up on, that
+    record would be lost while the kill still happens, so the cancel does not shorten its
+    wait: it keeps its ``deadline``. Any other tool (an MCP stdio call, a workflow) gets
+    ``grace`` from the cancel (none for in-process tools).
     """
     if kills:
         return deadline

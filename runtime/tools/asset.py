@@ -382,6 +382,7 @@ def asset_tools(
             description=asset.description or f"Run the {asset.key} command.",
             input_schema=dict(asset.input_schema or {}),
             runs_commands=True,
+            kills_on_cancel=True,
         )
         specs.append(spec)
         lookup[name] = spec

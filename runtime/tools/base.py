@@ -57,6 +57,10 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """May reach the network."""
     runs_commands: bool = False
     """Runs processes."""
+    kills_on_cancel: bool = False
+    """Kills its processes when cancelled and answers with what it killed (``command.run``
+    and command assets): the runner waits for that answer rather than giving up on the
+    call a grace after the cancel (MCP stdio calls and workflows get the grace)."""
     cold_start_s: float = 0.0
     """Seconds it may spend starting a long-lived process (an MCP stdio server) before its
     call's own timeout starts; it then enforces that timeout itself."""

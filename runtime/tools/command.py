@@ -7,9 +7,9 @@ root), then the run (``runtime.guard.sandbox.run.run_command``) with the call's 
 the project's egress policy. A non-zero exit is a normal result, not a failure; a
 timeout fails with ``timeout`` and a cancellation with ``conversation_cancelled``, and
 whenever processes had to be killed a ``tool.child_processes_terminated`` signal says how
-many and why (``timeout``, ``cancel``, or ``completed`` for background leftovers); a
-cancelled run always has one, with ``count`` 0 when the cancel came before the command had
-a process of its own.
+many and why (``timeout``, ``cancel``, or ``completed`` for background leftovers); a run
+the cancel stopped always has one, with ``count`` 0 when the cancel came before the command
+had a process of its own.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ SPECS: list[ToolSpec] = [
             "additionalProperties": False,
         },
         runs_commands=True,
+        kills_on_cancel=True,
         path_args=("cwd",),
     )
 ]
@@ -283,9 +284,8 @@ def _outcome(
 ) -> CommandOutput:
     ctx.signals.extend(change_events(result.changes, tool=tool, call_id=ctx.call_id))
     reason = "timeout" if result.timed_out else "cancel" if result.cancelled else "completed"
-    # A cancel is always recorded, even one that found nothing to kill (it came before the
-    # spawn, or while the sandbox's own processes were the only ones): the record says
-    # what the cancel did, whatever the moment it came.
+    # A cancel that stopped the run is always recorded, even one that found nothing to kill
+    # (it came before the spawn, or while the sandbox's own processes were the only ones).
     if result.killed_processes or reason == "cancel":
         ctx.signals.append(
             ToolChildProcessesTerminated(

@@ -87,7 +87,9 @@ def root(tmp_path: Path) -> Path:
     return project
 
 
-def core_for(root: Path, gate: Gate | None = None, **options: Any) -> ToolPipeline:
+def core_for(
+    root: Path, gate: Gate | None = None, gate_flags: dict[str, bool] | None = None, **options: Any
+) -> ToolPipeline:
     normalized = validate_options(options)
     base = ToolRegistry.for_project(str(root), normalized)
     tools: dict[str, tuple[ToolSpec, ToolFn]] = {}
@@ -106,7 +108,7 @@ def core_for(root: Path, gate: Gate | None = None, **options: Any) -> ToolPipeli
     for name, fn in extra.items():
         tools[name] = (spec(name, read_only=True), fn)
     if gate is not None:
-        tools["test.block"] = (spec("test.block", read_only=True), gate.tool)
+        tools["test.block"] = (spec("test.block", **(gate_flags or {"read_only": True})), gate.tool)
     registry = ToolRegistry(tools, base.catalog)
     return ToolPipeline("p1", str(root), normalized, registry)
 
@@ -367,6 +369,30 @@ def test_a_cancelled_in_process_tool_is_abandoned_at_once(root: Path, gate: Gate
     cancel.set()
     thread.join(10)
 
+    assert reason_of(out[0])["code"] == "conversation_cancelled"
+
+
+def test_a_cancelled_process_tool_that_does_not_kill_on_cancel_is_given_up_after_its_grace(
+    root: Path, gate: Gate
+) -> None:
+    """An MCP stdio call runs processes but neither kills nor reports on a cancel.
+
+    Waited on until its deadline (600 s here), it would hold its slots that long; it is
+    given up on a grace after the cancel, long before the gate would let it return.
+    """
+    core = core_for(root, gate, {"runs_commands": True}, tool_timeout_ms=600_000)
+    cancel = threading.Event()
+    out: list[list[ev.Event]] = []
+    thread = threading.Thread(
+        target=lambda: out.append(core.execute(call("test.block"), cancel)), daemon=True
+    )
+    thread.start()
+    assert gate.entered.acquire(timeout=10)
+
+    cancel.set()
+    thread.join(25)  # the gate holds the tool for 30 s; the grace is 2 s
+
+    assert out, "the runner still waited for a cancelled call that cannot report a kill"
     assert reason_of(out[0])["code"] == "conversation_cancelled"
 
 
