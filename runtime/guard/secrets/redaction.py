@@ -350,7 +350,10 @@ def redaction_processor(
         if type(value) is str and isinstance(key, str) and key.endswith("_id") and not hide:
             new = redact_label(value)
         elif type(value) in _JSON_LIKE:
-            new = _walk(value, 0, _QUIET, hide)
+            shown = _as_rendered(value, 0)
+            new = _walk(shown, 0, _QUIET, hide)
+            if new is shown:
+                new = value
         else:
             shown = repr(value)
             new = REDACTED if hide else redact_string(shown)
@@ -358,6 +361,28 @@ def redaction_processor(
                 new = value
         event_dict[key] = new  # the same object when nothing changed (no key is added)
     return event_dict
+
+
+def _as_rendered(value: Any, depth: int) -> Any:
+    """``value`` as the log's renderer writes it: sets as lists, other objects as ``repr``.
+
+    :func:`_walk` passes what is not JSON-like through untouched, and the renderer then
+    writes a set's items or an object's ``repr``, so a secret nested in either would reach
+    the log; the same object when there is nothing to change.
+    """
+    kind = type(value)
+    if kind in (str, int, float, bool, type(None)) or depth > MAX_DEPTH:
+        return value
+    if kind is dict:
+        items = {k: _as_rendered(v, depth + 1) for k, v in value.items()}
+        same = all(items[k] is v for k, v in value.items())
+        return value if same else items
+    if kind in (list, tuple):
+        shown = [_as_rendered(v, depth + 1) for v in value]
+        return value if all(a is b for a, b in zip(shown, value, strict=True)) else shown
+    if kind in (set, frozenset):
+        return [_as_rendered(v, depth + 1) for v in value]
+    return repr(value)
 
 
 def _line_looks_clean(event_dict: EventDict) -> bool:
