@@ -102,7 +102,11 @@ def kill_tree(pid: int, home: str | None = None) -> None:
 
 
 def reap_stragglers(home: str, timeout_s: float = 5.0) -> int:
-    """Give processes left by a stopped daemon ``timeout_s`` to exit, then SIGKILL them."""
+    """Give processes left by a stopped daemon ``timeout_s`` to exit, then SIGKILL them.
+
+    Waits (``timeout_s`` again) for the killed ones to be gone: a busy machine takes a
+    moment to tear a killed process down, and the caller was promised none is left.
+    """
     left = daemon_processes(home)
     if not left:
         return 0
@@ -113,6 +117,7 @@ def reap_stragglers(home: str, timeout_s: float = 5.0) -> int:
             proc.kill()
     if alive:
         log.warning("daemon_stragglers_killed", pids=[p.pid for p in alive])
+        psutil.wait_procs(alive, timeout=timeout_s)  # gone when this returns, not dying
     return len(alive)
 
 

@@ -609,6 +609,7 @@ class ProjectCore:
             return []
         child = payload["child"]
         effects: list[Effect] = []
+        held: list[Effect] = []  # served once the restart's own event is committed, before them
         if child in _RESPAWN:
             effects += _RESPAWN[child]
         else:
@@ -616,7 +617,7 @@ class ProjectCore:
             if conversation_id in self.known and conversation_id not in self.live:
                 effects += self._spawn(conversation_id, new=False, recovering=True)
             for request in self.held.pop(conversation_id, []):
-                effects += self._request(*request)
+                held += self._request(*request)
         restarted = restarted_event(
             project_id=self.project_id,
             actor=child,
@@ -629,7 +630,7 @@ class ProjectCore:
         fields = {"child": child, "restart_count": payload["restart_count"]}
         return [
             *effects,
-            AppendThen(events=[restarted]),
+            AppendThen(events=[restarted], then=lambda _error: held),
             Log(level="info", event="actor_restarted", fields=fields),
         ]
 

@@ -139,6 +139,7 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
     finally:
         seen += running.processes()
         stop_daemon(home, timeout_s=30)
+        psutil.wait_procs(alive(seen), timeout=10)  # one still tearing down is not left behind
         left = alive(seen)
         for proc in left:
             proc.kill()

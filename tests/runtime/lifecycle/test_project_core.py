@@ -264,10 +264,15 @@ def test_a_crashed_conversation_holds_requests_until_it_is_restarted() -> None:
     assert appended(effects) == [("actor.crashed", crash)]
     assert ask(core, "cancel", conversation_id="c1") == []
     (wakeup,) = of(effects, fx.Wakeup)
-    again = run(core, core.wakeup(wakeup.payload))
+    woken = core.wakeup(wakeup.payload)
+    assert of(woken, fx.Send) == []  # the held requests wait for actor.restarted's commit
+    again = run(core, woken)
     assert of(again, fx.Spawn) == [fx.Spawn(name="conversation:c1", recovering=True)]
-    assert of(again, fx.Send) == [fx.Send(to=fx.Child("conversation:c1"), message="cancel-request")]
     assert [t for t, _ in appended(again)] == ["actor.restarted"]
+    (commit,) = of(again, fx.AppendThen)
+    assert commit.then is not None
+    sent = of(commit.then(None), fx.Send)
+    assert sent == [fx.Send(to=fx.Child("conversation:c1"), message="cancel-request")]
 
 
 def test_a_conversation_the_journal_refused_restarts_at_once_and_never_escalates() -> None:
