@@ -94,6 +94,8 @@ class SnapshotCheck:
             while replay.pending:
                 self._judge(conversation_id, replay, replay.pending.pop(0))
         self._replays.clear()
+        # in the stored snapshots' order (by conversation), whatever the pages' boundaries
+        self.mismatches.sort(key=lambda m: (str(m["conversation_id"]), int(m["seq"])))
         return self.mismatches, {"checked": self.checked, "stale": self.stale}
 
     def _options_at(self, seq: int) -> dict[str, Any]:

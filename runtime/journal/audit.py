@@ -65,11 +65,20 @@ def audit_stream(
         return decode_rows(rows)[0].hash if rows else None
 
     before = seals.anchor(project_id)
+    # What was committed by now is checked; a writer's later appends are not chased (the
+    # anchor, read first, names a checkpoint at or below this position).
+    last_seq = int(recorder.max_notification_id() or 0)
     chain = ChainWalk()
     walk = seals.walk(project_id, hash_of)
     breaks: list[tuple[ChainBreak, int]] = []
     after = 0
-    while rows := recorder.select_stream(stream, gt=after, limit=page):
+    done = False
+    while not done and (rows := recorder.select_stream(stream, gt=after, limit=page)):
+        if rows[-1][0] > last_seq:  # seq grows with the version within a stream
+            rows = [row for row in rows if row[0] <= last_seq]
+            done = True
+            if not rows:
+                break
         events = decode_rows(rows)
         positions = [version for _, version, _, _ in rows]
         for position, event in zip(positions, events, strict=True):

@@ -20,6 +20,7 @@ from runtime.agent.snapshot import CODEC
 from runtime.client.replies import VerifyReport
 from runtime.daemon.verify import verify_project
 from runtime.journal.seal import AnchorStore, Sealer, SealSettings
+from runtime.journal.sqlite import RoostSQLiteRecorder
 from runtime.journal.store import Journal
 from runtime.journal.stored import decode_state, encode_state
 from runtime.journal.writer import JournalWriter
@@ -253,3 +254,27 @@ def test_a_snapshot_after_the_project_started_again_with_other_options_verifies(
         assert [m["code"] for m in _paged_and_whole(h)["mismatches"]] == ["snapshot_mismatch"]
     finally:
         h.close()
+
+
+def test_events_committed_while_the_pages_are_read_are_not_chased(
+    history: History, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer appending as fast as verify reads must not keep it going: it checks what was
+    committed when it began."""
+    before = len(history.rows())
+    read = RoostSQLiteRecorder.select_stream
+    pages = 0
+
+    def busy_writer(self: RoostSQLiteRecorder, *args: Any, **kwargs: Any) -> Any:
+        nonlocal pages
+        pages += 1
+        if pages <= 3:
+            history.commit(_messages(PAGE))  # more than a page behind each page read
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(RoostSQLiteRecorder, "select_stream", busy_writer)
+    report = history.verify(PAGE)
+    monkeypatch.undo()
+
+    assert (report["ok"], report["checked_events"]) == (True, before)
+    assert len(history.rows()) >= before + 3 * PAGE  # they were committed (and sealed)
