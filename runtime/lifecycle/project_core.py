@@ -628,11 +628,8 @@ class ProjectCore:
             cause=payload["cause"],
         )
         fields = {"child": child, "restart_count": payload["restart_count"]}
-        return [
-            *effects,
-            AppendThen(events=[restarted], then=lambda _error: held),
-            Log(level="info", event="actor_restarted", fields=fields),
-        ]
+        log = Log(level="info", event="actor_restarted", fields=fields)
+        return [*effects, AppendThen(events=[restarted], then=lambda _error: held), log]
 
 
 _OPS = op_handlers(ProjectCore, "project", forward=ProjectCore._to_conversation)

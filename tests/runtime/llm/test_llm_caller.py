@@ -24,11 +24,11 @@ from runtime.llm.caller import (
     ModelCaller,
     ModelCallerClosedError,
     ModelOutcome,
-    PoolShards,
     complete_now,
     is_instant,
 )
 from runtime.llm.deterministic import DeterministicAdapter
+from runtime.llm.pool_shards import PoolShards
 from runtime.llm.resilience import ResilientAdapter
 from tests.runtime.chat_server import ChatServer, ErrorReply, StreamReply
 
