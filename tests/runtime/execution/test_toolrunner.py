@@ -356,8 +356,8 @@ def test_timeouts_are_counted_per_tool(root: Path, gate: Gate) -> None:
     assert no_survivors(marker)
 
 
-def test_a_cancelled_in_process_tool_is_abandoned_at_once(root: Path, gate: Gate) -> None:
-    core = core_for(root, gate)
+def _cancelled_while_held(core: ToolPipeline, gate: Gate, wait_s: float) -> list[list[ev.Event]]:
+    """Run ``test.block``, cancel it once it is held, wait ``wait_s`` for the runner's answer."""
     cancel = threading.Event()
     out: list[list[ev.Event]] = []
     thread = threading.Thread(
@@ -365,9 +365,13 @@ def test_a_cancelled_in_process_tool_is_abandoned_at_once(root: Path, gate: Gate
     )
     thread.start()
     assert gate.entered.acquire(timeout=10)
-
     cancel.set()
-    thread.join(10)
+    thread.join(wait_s)
+    return out
+
+
+def test_a_cancelled_in_process_tool_is_abandoned_at_once(root: Path, gate: Gate) -> None:
+    out = _cancelled_while_held(core_for(root, gate), gate, 10)
 
     assert reason_of(out[0])["code"] == "conversation_cancelled"
 
@@ -381,16 +385,7 @@ def test_a_cancelled_process_tool_that_does_not_kill_on_cancel_is_given_up_after
     given up on a grace after the cancel, long before the gate would let it return.
     """
     core = core_for(root, gate, {"runs_commands": True}, tool_timeout_ms=600_000)
-    cancel = threading.Event()
-    out: list[list[ev.Event]] = []
-    thread = threading.Thread(
-        target=lambda: out.append(core.execute(call("test.block"), cancel)), daemon=True
-    )
-    thread.start()
-    assert gate.entered.acquire(timeout=10)
-
-    cancel.set()
-    thread.join(25)  # the gate holds the tool for 30 s; the grace is 2 s
+    out = _cancelled_while_held(core, gate, 25)  # the gate holds it 30 s; the grace is 2 s
 
     assert out, "the runner still waited for a cancelled call that cannot report a kill"
     assert reason_of(out[0])["code"] == "conversation_cancelled"
