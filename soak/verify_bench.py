@@ -84,12 +84,10 @@ def add_snapshots(home: str, conversations: int) -> int:
             if body is None or last is None:
                 continue
             journal.put_snapshot(
-                StoredSnapshot(
+                StoredSnapshot.at(
+                    last,
                     project_id=PROJECT,
                     conversation_id=conversation,
-                    seq=last.seq,
-                    stream_version=last.stream_version,
-                    head_hash=last.hash,
                     format=CODEC.format,
                     body=body,
                 )

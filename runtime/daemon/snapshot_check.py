@@ -49,8 +49,8 @@ class _Replay:
     """The state folded so far, as a snapshot's bytes (None: none yet, or refused)."""
     options: dict[str, Any] | None = None
     """The options ``body`` was folded with."""
-    head: tuple[int, int, str] | None = None
-    """``(seq, stream_version, hash)`` of its last event passed."""
+    last: Envelope | None = None
+    """Its last event passed."""
     stale: bool = False
     """True when ``body`` cannot be folded on (other options): rebuilt at the next judgment."""
 
@@ -124,8 +124,7 @@ class SnapshotCheck:
     def _fold(self, conversation_id: str, replay: _Replay, events: list[Envelope]) -> None:
         if not events:
             return
-        last = events[-1]
-        replay.head = (last.seq, last.stream_version, last.hash)
+        last = replay.last = events[-1]
         options = self._options_at(last.seq)
         if replay.stale or (replay.options is not None and replay.options != options):
             replay.stale = True
@@ -164,7 +163,7 @@ class SnapshotCheck:
     def _judge(self, conversation_id: str, replay: _Replay, snapshot: StoredSnapshot) -> None:
         self.checked += 1
         where = {"kind": "snapshot", "conversation_id": conversation_id, "seq": snapshot.seq}
-        if replay.head != (snapshot.seq, snapshot.stream_version, snapshot.head_hash):
+        if replay.last is None or not snapshot.headed_by(replay.last):
             self.mismatches.append({**where, "code": "snapshot_head_mismatch"})
             return
         options = self._options_at(snapshot.seq)

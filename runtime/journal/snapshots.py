@@ -54,6 +54,29 @@ class StoredSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     body: bytes
     """The state, as the codec wrote it."""
 
+    @classmethod
+    def at(
+        cls, head: Envelope, *, project_id: str, conversation_id: str, format: int, body: bytes
+    ) -> StoredSnapshot:
+        """The snapshot of ``body``, the state folded through ``head`` (its last event)."""
+        return cls(
+            project_id=project_id,
+            conversation_id=conversation_id,
+            seq=head.seq,
+            stream_version=head.stream_version,
+            head_hash=head.hash,
+            format=format,
+            body=body,
+        )
+
+    def headed_by(self, event: Envelope) -> bool:
+        """Whether ``event`` is the snapshot's last folded event, unchanged since (its hash)."""
+        return (event.seq, event.stream_version, event.hash) == (
+            self.seq,
+            self.stream_version,
+            self.head_hash,
+        )
+
 
 class SnapshotCodec(Protocol):
     """Builds and checks the state bytes of a snapshot (``runtime.agent.snapshot.CODEC``)."""

@@ -183,15 +183,7 @@ class JournalWriter:
             body = codec.fold(None, after, **names, options=options)
         assert body is not None  # a fold without a prior is always built
         last = after[-1]
-        snapshot = StoredSnapshot(
-            project_id=project_id,
-            conversation_id=conversation_id,
-            seq=last.seq,
-            stream_version=last.stream_version,
-            head_hash=last.hash,
-            format=codec.format,
-            body=body,
-        )
+        snapshot = StoredSnapshot.at(last, **names, format=codec.format, body=body)
         with self.lock:
             if self.store is None:
                 return SnapshotOutcome(skipped="closed")
@@ -236,11 +228,7 @@ class JournalWriter:
             pass
         elif snapshot.format != codec.format:
             rejected = "snapshot_format"
-        elif not events or (events[0].seq, events[0].stream_version, events[0].hash) != (
-            snapshot.seq,
-            snapshot.stream_version,
-            snapshot.head_hash,
-        ):
+        elif not events or not snapshot.headed_by(events[0]):
             rejected = "snapshot_head_mismatch"
         else:
             rejected = codec.check(
