@@ -219,7 +219,7 @@ class ModelCaller:
         self.close()
 
     def _run(self, started: threading.Event) -> None:
-        """The loop thread: make the pool on the loop, serve until :meth:`close` stops it."""
+        """The loop thread (the pool's shards are made on it): serve until :meth:`close`."""
         asyncio.set_event_loop(self._loop)
         started.set()
         try:
