@@ -23,16 +23,16 @@ grains and Akka Cluster Sharding entities are:
   and leaves its neighbours alone. The host process itself is a Thespian actor: when it
   dies (SIGKILL, OOM) the Supervisor restarts it, and its entities come back by replay on
   their next message.
-- Threads of the host (tool runs, model calls, the journal appender) hand their results
-  back with :meth:`EntityHost.post`, which wakes the host's Thespian loop with one small
-  message to its own mailbox: no polling.
-- Journal appends of every entity go through one :class:`Appender` thread per host: it
-  takes every batch queued meanwhile and sends them pipelined over one journal link, so a
-  host's conversations share the Journal's group commit.
-- A Thespian message an entity sends to an actor outside the host (an append or a read
-  to the Journal actor) carries the host's address as its sender; the host gives it a
-  token of its own and routes the answer back to the entity (:meth:`EntityHost.outbound`,
-  :meth:`EntityHost.route_answer`).
+- Threads of the host (tool runs, model calls, the journal appender) hand their results back
+  with :meth:`EntityHost.post`, which wakes the host's loop with one small message to its own
+  mailbox: no polling. Journal appends of every entity go through one :class:`Appender`
+  thread per host, pipelined over one journal link: a host's conversations share the
+  Journal's group commit.
+- A Thespian message an entity sends outside the host (an append or a read to the Journal)
+  carries the host's address as its sender; the host gives it a token of its own and routes
+  the answer back to the entity (:meth:`EntityHost.outbound`, :meth:`EntityHost.route_answer`).
+- What exited entities leave (their objects point at each other) is collected when it is
+  worth a full pass (``actors.host_collector``).
 """
 
 from __future__ import annotations
@@ -43,12 +43,14 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 from thespian.actors import ActorAddress, ActorExitRequest, WakeupMessage
 
 from actors.host_appender import Appender
+from actors.host_collector import ExitCollector
+from actors.host_owner import HostOwner
 from actors.messages import Appended, AppendFailed, AppendRequest, Message, ReadProject, ReadResult
 from events.envelope import NewEvent
 from runtime.logging import get_logger
@@ -102,27 +104,6 @@ def is_entity(address: Any) -> bool:
     """Whether ``address`` is an entity's (hosted) rather than a process's."""
     details = getattr(address, "addressDetails", None)
     return isinstance(details, tuple) and len(details) == 4 and details[0] == _ENTITY
-
-
-class HostOwner(Protocol):
-    """The actor that hosts entities (the Project)."""
-
-    myAddress: Any
-
-    def send(self, targetAddr: Any, msg: Any) -> bool:
-        """Send an actor message (Thespian's)."""
-
-    def wakeupAfter(self, timePeriod: Any, payload: Any = None) -> None:
-        """Ask for a wakeup (Thespian's)."""
-
-    def receiveMessage(self, message: Any, sender: Any) -> None:
-        """Handle one message (Thespian's)."""
-
-    def entity_exited(self, address: Any) -> None:
-        """A hosted entity exited."""
-
-    def host_queue(self) -> Any:
-        """The owner's own Thespian mailbox."""
 
 
 class _Port:
@@ -188,6 +169,8 @@ class EntityHost:
         self.appender = appender
         self.host_id = f"{os.getpid()}-{id(self):x}"
         self._model_caller: Any = None
+        self.collector = ExitCollector()
+        """The full collection after exits (``actors.host_collector``)."""
 
     # --- entities ------------------------------------------------------------------------
 
@@ -328,30 +311,37 @@ class EntityHost:
         return True
 
     def run(self) -> None:
-        """Run entities with mail, one message each in turn, until none has (not reentrant)."""
+        """Run entities with mail, one message each in turn, until none has (not reentrant).
+
+        Then, out of the loop's frame, collect what exited entities left if it is due.
+        """
         if self._running:
             return
         self._running = True
         try:
-            while self.runnable or self.parent_mail:
-                while self.parent_mail:
-                    message, sender = self.parent_mail.popleft()
-                    self.owner.receiveMessage(message, sender)
-                if not self.runnable:
-                    continue
-                entity = self.runnable.popleft()
-                entity.scheduled = False
-                if not entity.mailbox or entity.key not in self.entities:
-                    continue
-                message, sender = entity.mailbox.popleft()
-                entity.actor.receiveMessage(message, sender)
-                if isinstance(message, ActorExitRequest):
-                    self._exited(entity)
-                elif entity.mailbox:
-                    entity.scheduled = True
-                    self.runnable.append(entity)
+            self._run_mail()
         finally:
             self._running = False
+        self.collector.collect_if_due()
+
+    def _run_mail(self) -> None:
+        while self.runnable or self.parent_mail:
+            while self.parent_mail:
+                message, sender = self.parent_mail.popleft()
+                self.owner.receiveMessage(message, sender)
+            if not self.runnable:
+                continue
+            entity = self.runnable.popleft()
+            entity.scheduled = False
+            if not entity.mailbox or entity.key not in self.entities:
+                continue
+            message, sender = entity.mailbox.popleft()
+            entity.actor.receiveMessage(message, sender)
+            if isinstance(message, ActorExitRequest):
+                self._exited(entity)
+            elif entity.mailbox:
+                entity.scheduled = True
+                self.runnable.append(entity)
 
     def crash(self, address: Any) -> None:
         """Crash an entity on purpose (fault injection): its exit runs, then it is gone.
@@ -369,6 +359,7 @@ class EntityHost:
     def _exited(self, entity: _Entity) -> None:
         del self.entities[entity.key]
         entity.mailbox.clear()
+        self.collector.exited(len(self.entities))
         self.owner.entity_exited(entity.address)
 
     def stop_all(self) -> None:

@@ -7,14 +7,17 @@ mailbox. The entities are real :class:`actors.base.RoostActor` subclasses.
 
 from __future__ import annotations
 
+import gc
 import queue
 import threading
+import weakref
 from datetime import timedelta
 from typing import Any
 
 from thespian.actors import ActorAddress, ActorExitRequest, WakeupMessage
 
 from actors.base import STORM_LIMIT, RoostActor
+from actors.host_collector import ExitCollector
 from actors.hosting import Deferred, EntityHost, HostWake, is_entity
 from actors.messages import Appended, AppendRequest, ReadProject, ReadResult
 
@@ -205,3 +208,35 @@ def test_stopping_the_host_runs_every_exit() -> None:
     assert [x.exits for x in actors] == [1, 1]
     assert host.count() == 0
     host.deliver(a["a"], ActorExitRequest(), owner.myAddress)  # nothing left to deliver to
+
+
+def test_what_an_exited_entity_left_in_cycles_is_freed_by_the_host() -> None:
+    host, owner, a = host_with("a", "b")
+    actor = entity(host, a["a"])
+    actor.me = actor  # a cycle, as an actor and its core's bound methods make
+    gone = weakref.ref(actor)
+    del actor
+    gc.disable()  # only the host's own pass may free it
+    try:
+        host.deliver(a["a"], ActorExitRequest(), owner.myAddress)
+        host.run()
+        assert gone() is None
+        assert host.collector.passes == 1
+    finally:
+        gc.enable()
+
+
+def test_a_pass_is_due_once_the_exits_are_a_quarter_of_the_live_entities() -> None:
+    calls: list[int] = []
+    collector = ExitCollector(lambda: calls.append(1))
+    collector.collect_if_due()
+    collector.exited(live=7)  # 1 exit, 7 live: not yet
+    collector.collect_if_due()
+    assert calls == []
+    collector.exited(live=6)  # 2 exits, 6 live
+    collector.collect_if_due()
+    collector.collect_if_due()
+    assert calls == [1]
+    collector.exited(live=0)  # the last one: always
+    collector.collect_if_due()
+    assert calls == [1, 1] and collector.exits == 0
