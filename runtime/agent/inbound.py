@@ -102,12 +102,22 @@ class Inbound(LoopState):
         return [Answer(to=reply_to, result=result)]
 
     def op_stop_conversation(self, call: Call[ConversationArgs], reply_to: Any) -> list[Effect]:
-        """``stop_conversation``: record ``conversation.stopped``, then answer."""
-        stopped = self._new(
-            ev.ConversationStopped(), correlation_id=call.correlation(), causation_id=None
+        """``stop_conversation``: record ``conversation.stopped``, then answer.
+
+        What runs stops with it, as on a cancel: its pending calls are cancelled (a running
+        command is killed, and what the kill ended is still recorded) and its open turns
+        fail with ``conversation_stopped``, so a client waiting on one gets its answer.
+        """
+        corr = call.correlation()
+        stopped = self._new(ev.ConversationStopped(), correlation_id=corr, causation_id=None)
+        message = (
+            f"stopped by a stop_conversation request (correlation {corr}); "
+            f"`roost conversation start {self.project_id} --id {self.conversation_id}` "
+            "starts it again"
         )
+        batch, after = self._end_open_work(stopped, "conversation_stopped", message)
         result = {"conversation_id": self.conversation_id, "stopped": True}
-        return [AppendBatch(events=[stopped]), Answer(to=reply_to, result=result)]
+        return [AppendBatch(events=batch), *after, Answer(to=reply_to, result=result)]
 
     def op_run_tool(self, call: Call[RunToolArgs], reply_to: Any) -> list[Effect]:
         """``run_tool`` naming this conversation: the runner records the call under it."""
@@ -212,30 +222,36 @@ class Inbound(LoopState):
 
     def _on_cancel(self, payload: ev.Event, cancel: NewEvent) -> _FollowUp:
         """A ``conversation.cancel`` cancels the pending calls and fails the open turns."""
+        why = str(cancel.data.get("reason") or "user_cancelled")
+        message = (
+            f"cancelled by a conversation.cancel request (correlation {cancel.correlation_id}, "
+            f"reason: {why}); `roost resume {self.project_id} {self.conversation_id}` reopens "
+            "the conversation"
+        )
+        return self._end_open_work(cancel, "conversation_cancelled", message)
+
+    def _end_open_work(self, cause: NewEvent, reason: str, message: str) -> _FollowUp:
+        """What a cancel or a stop (``cause``) records, and the running calls it cancels.
+
+        ``cause`` first, then each pending call's ``tool.cancelled`` and each open turn's
+        ``llm.failed``, with ``reason`` (and ``message``).
+        """
         self._drop_draft()
-        batch = [cancel]
-        corr = cancel.correlation_id
+        batch = [cause]
         for call in sorted(self.pending.values(), key=lambda c: c.call_id):
             batch.append(
                 self._new(
-                    ev.ToolCancelled(
-                        call_id=call.call_id, name=call.name, reason="conversation_cancelled"
-                    ),
-                    correlation_id=corr,
-                    causation_id=cancel.event_id,
+                    ev.ToolCancelled(call_id=call.call_id, name=call.name, reason=reason),
+                    correlation_id=cause.correlation_id,
+                    causation_id=cause.event_id,
                 )
             )
-        why = str(cancel.data.get("reason") or "user_cancelled")
-        message = (
-            f"cancelled by a conversation.cancel request (correlation {corr}, reason: {why}); "
-            f"`roost resume {self.project_id} {self.conversation_id}` reopens the conversation"
-        )
         for turn_corr in sorted(self.fold.open_turns):
             batch.append(
                 self._new(
-                    ev.LlmFailed(reason="conversation_cancelled", message=message),
+                    ev.LlmFailed(reason=reason, message=message),
                     correlation_id=turn_corr,
-                    causation_id=cancel.event_id,
+                    causation_id=cause.event_id,
                 )
             )
         dispatched = sorted(c for c in self.pending if c in self._dispatched)

@@ -264,6 +264,37 @@ def test_a_cancelled_command_records_the_processes_the_cancel_killed(
 
 
 @needs_netns
+def test_a_stopped_conversation_kills_its_running_command(world: World, base: Path) -> None:
+    conversation = world.client.start_conversation("cmd", "stopped")
+    turn = "corr-adv-stop-turn"
+    command = "touch stop.flag; sleep 30.419"
+    calls = [{"name": "command.run", "args": {"command": command}, "run_mode": "async"}]
+    world.client.send_message(
+        "cmd", conversation, "run", correlation_id=turn, llm={"tool_calls": calls}
+    )
+    wait_until((base / "cmd" / "stop.flag").exists, what="the command to start")
+    wait_until(lambda: leftovers("30.419"), what="the sleep to run")
+    world.client.stop_conversation("cmd", conversation)
+
+    def terminated() -> list[dict[str, Any]]:
+        entries = entries_of(world.client, "cmd", conversation, turn)
+        return [e for e in entries if e["type"] == "tool.child_processes_terminated"]
+
+    [signal] = wait_until(terminated, what="tool.child_processes_terminated")
+    assert (signal["data"]["reason"], signal["data"]["count"] >= 1) == ("cancel", True)
+    everything = world.client.incident_timeline("cmd", conversation, limit=500)["entries"]
+    stop = next(e for e in everything if e["type"] == "conversation.stopped")
+    stopped = [e for e in everything if e["correlation_id"] == stop["correlation_id"]]
+    assert [e["type"] for e in stopped] == ["conversation.stopped", "tool.cancelled"]
+    assert stopped[1]["data"]["reason"] == "conversation_stopped"
+    assert leftovers("30.419") == []
+    turn_entries = entries_of(world.client, "cmd", conversation, turn)
+    ended = [e["data"]["reason"] for e in turn_entries if e["type"] == "llm.failed"]
+    assert ended == ["conversation_stopped"]
+    world.untouched()
+
+
+@needs_netns
 def test_timeouts_are_counted_and_alert_at_the_threshold(world: World, base: Path) -> None:
     results = []
     for _ in range(2):

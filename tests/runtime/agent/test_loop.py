@@ -371,6 +371,51 @@ def test_a_call_cancelled_while_it_ran_still_records_the_signals_it_returns() ->
     assert pending_tool_calls(h.journal, "c1") == []
 
 
+def test_a_stop_cancels_the_running_call_and_fails_the_open_turn() -> None:
+    h = Harness()
+    h.hold_tools = True
+    h.send(
+        {"type": "user.message", "data": {"content": "read a.txt"}, "correlation_id": "corr-t"},
+        wait=True,
+    )
+    call_id = h.held[0].call_id
+    h.run(h.core.request(call_of("stop_conversation", correlation_id="corr-s"), CLIENT))
+    stop = next(e for e in h.journal if e.type == "conversation.stopped")
+    after = h.journal[h.journal.index(stop) :]
+    assert [e.type for e in after] == ["conversation.stopped", "tool.cancelled", "llm.failed"]
+    assert after[1].data == {
+        "call_id": call_id,
+        "name": "fs.read",
+        "reason": "conversation_stopped",
+    }
+    assert after[2].data["reason"] == "conversation_stopped"
+    assert "roost conversation start p1 --id c1" in after[2].data["message"]
+    assert after[2].correlation_id == "corr-t"
+    assert {e.causation_id for e in after[1:]} == {stop.event_id}
+    assert h.cancelled == [call_id]  # the runner is told to kill it
+    outcomes = [r["outcome"] for _, r in h.replies if isinstance(r, dict) and "outcome" in r]
+    assert outcomes == ["llm.failed"]  # the waiting client has its answer
+    assert h.replies[-1] == (CLIENT, {"conversation_id": "c1", "stopped": True})
+    # what the kill ended is still recorded, under the call's turn
+    killed = ev.ToolChildProcessesTerminated(call_id=call_id, reason="cancel", count=1)
+    failed = ev.ToolFailed(call_id=call_id, name="fs.read", reason={"code": "cancelled"})
+    before = len(h.journal)
+    h.run(h.core.tool_finished(call_id, [killed, failed]))
+    assert [(e.type, e.correlation_id) for e in h.journal[before:]] == [
+        ("tool.child_processes_terminated", "corr-t")
+    ]
+    assert pending_tool_calls(h.journal, "c1") == []
+
+
+def test_a_stop_of_an_idle_conversation_records_the_stop_alone() -> None:
+    h = Harness()
+    h.send({"type": "user.message", "data": {"content": "hi"}})
+    before = len(h.journal)
+    h.run(h.core.request(call_of("stop_conversation"), CLIENT))
+    assert h.types()[before:] == ["conversation.stopped"]
+    assert h.cancelled == []
+
+
 def test_a_call_cancelled_before_it_ran_awaits_no_late_signals() -> None:
     h = Harness()
     h.policy = lambda call: [ev.ToolApprovalRequested(call_id=call.call_id)]
