@@ -105,7 +105,11 @@ def run_command(
     again before the spawn: a run cancelled by then starts nothing (``cancelled``, no
     process killed). Raises ``ToolError("isolation_unavailable")`` when the network
     must be denied and no namespace can be made, or when the view cannot be built.
+    ``timeout_s`` counts from this call, preparing the sandbox included: the runner waiting
+    on the tool keeps that clock too, and gives up a grace after it, so the kill and its
+    record come within the grace however long the preparation took.
     """
+    deadline = time.monotonic() + timeout_s  # one clock: preparing the sandbox is run time
     view = view or View(writable=tuple(writable_paths), cwd=cwd)
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
     if cancel is not None and cancel.is_set():
@@ -124,7 +128,7 @@ def run_command(
             argv=argv,
             cwd=cwd,
             env=env,
-            timeout_s=timeout_s,
+            deadline=deadline,
             cancel=cancel,
             max_output_bytes=max_output_bytes,
         )
@@ -141,7 +145,7 @@ def _run(
     argv: list[str],
     cwd: str,
     env: Mapping[str, str],
-    timeout_s: float,
+    deadline: float,
     cancel: threading.Event | None,
     max_output_bytes: int,
 ) -> CommandResult:
@@ -170,7 +174,7 @@ def _run(
     run = supervise(
         proc,
         tracker=ProcessTracker(proc.pid, marker=None if via else marker),
-        timeout_s=timeout_s,
+        timeout_s=max(0.0, deadline - time.monotonic()),
         cancel=cancel,
         max_output_bytes=max_output_bytes,
         exclude=launch.is_wrapper(proc.pid) if via else None,

@@ -12,9 +12,11 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -328,6 +330,34 @@ def test_a_timeout_kills_an_orphaned_double_forked_daemon(tmp_path: Path, mode: 
     result = run(tmp_path, f"(setsid sleep {marker} &); sleep {marker}; true", timeout_s=1.0)
     assert result.timed_out
     assert result.killed_processes == 3  # the shell, its sleep, the orphaned daemon
+    assert no_survivors(marker)
+
+
+def test_the_sandbox_s_preparation_counts_against_the_timeout(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One clock with the runner waiting on the call: a slow preparation (a loaded
+    machine) leaves the command less time, so its kill comes within the runner's grace."""
+    import runtime.guard.sandbox.run as run_module
+
+    prepare, supervise = run_module.prepare, run_module.supervise
+    given: list[float] = []
+
+    def slow_prepare(**kwargs: Any) -> Any:
+        time.sleep(0.6)
+        return prepare(**kwargs)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        given.append(kwargs["timeout_s"])
+        return supervise(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "prepare", slow_prepare)
+    monkeypatch.setattr(run_module, "supervise", spy)
+    marker = unique_sleep()
+    result = run(tmp_path, f"sleep {marker}", timeout_s=1.0)
+    assert result.timed_out
+    [left] = given
+    assert left <= 0.4  # 1.0 s from the call, less the 0.6 s the preparation took
     assert no_survivors(marker)
 
 
