@@ -217,19 +217,26 @@ def test_a_timeout_kills_the_whole_tree_including_a_setsid_grandchild(world: Wor
     world.untouched()
 
 
-@needs_netns
-def test_a_cancelled_command_records_the_processes_the_cancel_killed(
-    world: World, base: Path
-) -> None:
-    conversation = world.client.start_conversation("cmd", "cancelled")
-    turn, cancel = "corr-adv-cancel-turn", "corr-adv-cancel"
-    command = "touch cancel.flag; sleep 30.417"
+def _sleeping(world: World, base: Path, conversation: str, turn: str, marker: str) -> str:
+    """A new conversation whose turn ``turn`` runs ``sleep MARKER`` (``<conversation>.flag``
+    is created first); returns once the sleep runs."""
+    conversation = world.client.start_conversation("cmd", conversation)
+    command = f"touch {conversation}.flag; sleep {marker}"
     calls = [{"name": "command.run", "args": {"command": command}, "run_mode": "async"}]
     world.client.send_message(
         "cmd", conversation, "run", correlation_id=turn, llm={"tool_calls": calls}
     )
-    wait_until((base / "cmd" / "cancel.flag").exists, what="the command to start")
-    wait_until(lambda: leftovers("30.417"), what="the sleep to run")
+    wait_until((base / "cmd" / f"{conversation}.flag").exists, what="the command to start")
+    wait_until(lambda: leftovers(marker), what="the sleep to run")
+    return conversation
+
+
+@needs_netns
+def test_a_cancelled_command_records_the_processes_the_cancel_killed(
+    world: World, base: Path
+) -> None:
+    turn, cancel = "corr-adv-cancel-turn", "corr-adv-cancel"
+    conversation = _sleeping(world, base, "cancelled", turn, "30.417")
     world.client.cancel("cmd", conversation, correlation_id=cancel)
 
     def terminated() -> list[dict[str, Any]]:
@@ -258,22 +265,15 @@ def test_a_cancelled_command_records_the_processes_the_cancel_killed(
         "tool.child_processes_terminated",
     ], types
     changes = first(entries_of(world.client, "cmd", conversation, turn), "tool.changes")
-    assert [c["path"] for c in changes["created"]] == ["cancel.flag"]
+    assert [c["path"] for c in changes["created"]] == ["cancelled.flag"]
     assert not {"tool.failed", "tool.completed"} & set(types), types
     world.untouched()
 
 
 @needs_netns
 def test_a_stopped_conversation_kills_its_running_command(world: World, base: Path) -> None:
-    conversation = world.client.start_conversation("cmd", "stopped")
     turn = "corr-adv-stop-turn"
-    command = "touch stop.flag; sleep 30.419"
-    calls = [{"name": "command.run", "args": {"command": command}, "run_mode": "async"}]
-    world.client.send_message(
-        "cmd", conversation, "run", correlation_id=turn, llm={"tool_calls": calls}
-    )
-    wait_until((base / "cmd" / "stop.flag").exists, what="the command to start")
-    wait_until(lambda: leftovers("30.419"), what="the sleep to run")
+    conversation = _sleeping(world, base, "stopped", turn, "30.419")
     world.client.stop_conversation("cmd", conversation)
 
     def terminated() -> list[dict[str, Any]]:
