@@ -36,7 +36,7 @@ pytestmark = [
 PROBE = r"""
 grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status
 grep -E '^Max (file size|data size|address space|open files|core file size)' /proc/self/limits
-echo "pids_cgroup=$(grep -c ':pids:.*/roost-[0-9]*-[0-9a-f]*$' /proc/self/cgroup)"
+echo "pids_cgroup=$(grep -c ':pids:.*/roost-[0-9]*-[0-9a-f]*-[0-9a-f]*$' /proc/self/cgroup)"
 echo "user_home=$(ls -A "$1" 2>&1 | tr '\n' ' ')"
 echo "roost_home=$(ls -A "$2" 2>&1 | head -1)"
 echo "env=[$(cat .env 2>&1)]"
