@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,9 +72,12 @@ def _repo(tmp_path: Path, name: str) -> Path:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Path]:
-    """A ``ROOST_HOME`` outside ``/tmp`` (where a tool would see it without the view)."""
-    base = Path("/var/tmp") / f"roost-mcp-{tmp_path.name}"
-    base.mkdir(exist_ok=True)
+    """A ``ROOST_HOME`` outside ``/tmp`` (where a tool would see it without the view).
+
+    A new one each time: a path named after the test would be the same in every run and
+    every session on the machine (one's daemon, pid file and cgroups another's).
+    """
+    base = Path(tempfile.mkdtemp(prefix=f"roost-mcp-{tmp_path.name}-", dir="/var/tmp"))
     try:
         yield base / "home"
     finally:
