@@ -111,7 +111,7 @@ def _remove_dead_cgroups() -> None:
     from runtime.guard.sandbox.cgroups import sweep_stale  # noqa: PLC0415
 
     try:
-        removed = sweep_stale(any_owner=True)
+        removed = sweep_stale(any_owner=True, wait_s=5.0)  # a busy machine's slow exits
     except Exception:
         log.exception("leftover_cgroups_failed")
         return

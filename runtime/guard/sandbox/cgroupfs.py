@@ -181,14 +181,16 @@ def kill_and_remove(path: str, timeout_s: float) -> bool:
             time.sleep(0.01)
 
 
-def remove_stale(parent: str, *, any_owner: bool = False) -> dict[str, list[int]]:
+def remove_stale(
+    parent: str, *, any_owner: bool = False, wait_s: float = 1.0
+) -> dict[str, list[int]]:
     """Kill what is left in this home's cgroups of processes that are gone, and remove them.
 
     A runner killed during a command, or while its MCP server was frozen, cannot remove its
     cgroups; the next one made under the same parent does. ``any_owner``: every cgroup of
     this home, whoever made it (a daemon's start: every process of the one before is gone).
-    Cgroups of another home are never touched. Returns each removed cgroup's name and the
-    processes that were in it.
+    ``wait_s``: how long each may take to empty. Cgroups of another home are never touched.
+    Returns each removed cgroup's name and the processes that were in it.
     """
     removed: dict[str, list[int]] = {}
     try:
@@ -202,7 +204,7 @@ def remove_stale(parent: str, *, any_owner: bool = False) -> dict[str, list[int]
             continue
         path = os.path.join(parent, name)
         held = tasks(path)
-        if kill_and_remove(path, 1.0):
+        if kill_and_remove(path, wait_s):
             removed[name] = held
     return removed
 

@@ -74,7 +74,7 @@ class CgroupLimits(msgspec.Struct, frozen=True, kw_only=True):
         ]
 
 
-def sweep_stale(*, any_owner: bool = False) -> dict[str, list[int]]:
+def sweep_stale(*, any_owner: bool = False, wait_s: float = 1.0) -> dict[str, list[int]]:
     """Clean this home's cgroups of dead owners (``any_owner``: all of them) in every hierarchy.
 
     The freezer's first: a frozen process dies of its SIGKILL only once thawed, and until
@@ -83,7 +83,7 @@ def sweep_stale(*, any_owner: bool = False) -> dict[str, list[int]]:
     parents = [freezer_parent(), *map(parent_dir, CONTROLLERS)]
     removed: dict[str, list[int]] = {}
     for parent in dict.fromkeys(where[0] for where in parents if where):
-        for name, held in remove_stale(parent, any_owner=any_owner).items():
+        for name, held in remove_stale(parent, any_owner=any_owner, wait_s=wait_s).items():
             removed[os.path.join(parent, name)] = held
     return removed
 
