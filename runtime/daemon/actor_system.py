@@ -2,7 +2,9 @@
 
 Every actor process is forked from the daemon, so what is loaded, configured or removed
 here before the system starts is what each of them inherits. The roots of tool runs a stop
-or crash cut are reviewed at the daemon's start and stop and at a project's stop.
+or crash cut are reviewed at the daemon's start and stop and at a project's stop; the
+cgroups a killed daemon of the home left (an MCP server frozen in one) are removed at its
+start.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from typing import Any
 
 from runtime.logging import get_logger
 
-__all__ = ["PRELOAD", "preload", "remove_spill_dir", "review_dead_runs", "thespian_logging"]
+__all__ = [
+    "PRELOAD",
+    "clean_up_dead_daemon",
+    "preload",
+    "remove_spill_dir",
+    "review_dead_runs",
+    "thespian_logging",
+]
 
 log = get_logger("runtime.daemon.backend")
 
@@ -79,6 +88,36 @@ def review_dead_runs(when: str, wait_s: float = 0.0, project_id: str | None = No
         return
     if reviewed:
         log.warning("dead_runs_reviewed", when=when, count=len(reviewed))
+
+
+def clean_up_dead_daemon() -> None:
+    """What a killed daemon of this home left: its cgroups, then the roots of its runs.
+
+    Called once the home is protected (``roost_home.protect``), before the actor system
+    starts. Its cgroups go first, so nothing of it still runs when the roots are reviewed.
+    """
+    _remove_dead_cgroups()
+    review_dead_runs("daemon_start")
+
+
+def _remove_dead_cgroups() -> None:
+    """Kill what a killed daemon of this home left in its cgroups, and remove them.
+
+    Run before the actor system starts, when no process of this daemon has made one: every
+    cgroup of the home (``runtime.guard.sandbox.cgroupfs.home_key``) is then a dead
+    daemon's. A server it left frozen waits for a thaw to die of its parent-death signal,
+    and nothing else would ever thaw it. Another home's cgroups are not touched.
+    """
+    from runtime.guard.sandbox.cgroups import sweep_stale  # noqa: PLC0415
+
+    try:
+        removed = sweep_stale(any_owner=True, wait_s=5.0)  # a busy machine's slow exits
+    except Exception:
+        log.exception("leftover_cgroups_failed")
+        return
+    if removed:
+        killed = sorted({pid for held in removed.values() for pid in held})
+        log.warning("leftover_cgroups_removed", cgroups=sorted(removed), killed=killed)
 
 
 def remove_spill_dir(path: str) -> None:

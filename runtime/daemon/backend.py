@@ -146,7 +146,7 @@ class ActorBackend:
         self.host_links = HostLinks(config.home, token)
         # Inherited too: no tool's Workspace reads or writes this home, whatever its options.
         roost_home.protect(config.home)
-        actor_system.review_dead_runs("daemon_start")
+        actor_system.clean_up_dead_daemon()  # its cgroups are named after the home
         self.system = ActorSystem(
             "multiprocQueueBase", logDefs=actor_system.thespian_logging(config.home)
         )

@@ -9,6 +9,7 @@ crashed child is restarted (and after what delay) or the failure escalates to th
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -157,7 +158,13 @@ def restarted_event(
 
 
 def process_exited(pid: int) -> bool:
-    """Whether the child process ``pid`` has exited (checked without reaping it).
+    """Whether the child process ``pid`` has exited or is being killed (without reaping it).
+
+    A process with ``SIGKILL`` pending never runs again, but its exit takes a while (its
+    threads, its memory, a busy machine), and until it ends ``waitid`` calls it alive: a
+    request forwarded to it meanwhile would wait in its mailbox for ever. The kernel keeps
+    a ``kill`` or the OOM killer's ``SIGKILL`` pending for the whole process until it is
+    reaped (``ShdPnd`` in ``/proc/PID/status``; ``SigPnd`` for one sent to a thread).
 
     An entity hosted in this process (``actors.hosting``) announces this process's pid: it
     lives as long as we do.
@@ -165,6 +172,21 @@ def process_exited(pid: int) -> bool:
     if pid == os.getpid():
         return False
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
     except ChildProcessError:
         return True
+    return _being_killed(pid)
+
+
+_SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+
+
+def _being_killed(pid: int) -> bool:
+    """Whether ``SIGKILL`` is pending for ``pid`` (it cannot be blocked, caught or undone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            masks = [line.split()[1] for line in status if line.startswith(("SigPnd:", "ShdPnd:"))]
+        return any(int(mask, 16) & _SIGKILL_BIT for mask in masks)
+    except (OSError, ValueError, IndexError):
+        return False

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ pytestmark = [
 PROBE = r"""
 grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status
 grep -E '^Max (file size|data size|address space|open files|core file size)' /proc/self/limits
-echo "pids_cgroup=$(grep -c ':pids:.*/roost-[0-9]*-[0-9a-f]*$' /proc/self/cgroup)"
+echo "pids_cgroup=$(grep -c ':pids:.*/roost-[0-9]*-[0-9a-f]*-[0-9a-f]*$' /proc/self/cgroup)"
 echo "user_home=$(ls -A "$1" 2>&1 | tr '\n' ' ')"
 echo "roost_home=$(ls -A "$2" 2>&1 | head -1)"
 echo "env=[$(cat .env 2>&1)]"
@@ -71,9 +72,12 @@ def _repo(tmp_path: Path, name: str) -> Path:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Path]:
-    """A ``ROOST_HOME`` outside ``/tmp`` (where a tool would see it without the view)."""
-    base = Path("/var/tmp") / f"roost-mcp-{tmp_path.name}"
-    base.mkdir(exist_ok=True)
+    """A ``ROOST_HOME`` outside ``/tmp`` (where a tool would see it without the view).
+
+    A new one each time: a path named after the test would be the same in every run and
+    every session on the machine (one's daemon, pid file and cgroups another's).
+    """
+    base = Path(tempfile.mkdtemp(prefix=f"roost-mcp-{tmp_path.name}-", dir="/var/tmp"))
     try:
         yield base / "home"
     finally:

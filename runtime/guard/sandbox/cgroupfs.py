@@ -5,13 +5,15 @@ control files, making a cgroup, joining it through :func:`join_argv` (a shell th
 its own pid to each ``cgroup.procs`` and then execs the rest, so nothing runs between
 ``fork`` and ``exec`` in the runtime) with the kernel's migration lock kept warm for it
 (:func:`keep_warm`), and killing and removing one: also those of owners that are gone
-(:func:`remove_stale`), thawing a frozen one first.
+(:func:`remove_stale`), thawing a frozen one first. A cgroup's name says which
+``ROOST_HOME`` it belongs to (:func:`home_key`), so a daemon removes only its own home's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 import re
 import signal
@@ -21,6 +23,8 @@ import uuid
 from collections.abc import Callable
 from typing import Literal, Protocol
 
+from runtime.guard.home import roost_home
+
 __all__ = [
     "CGROUP_PREFIX",
     "CONTROLLERS",
@@ -29,6 +33,7 @@ __all__ = [
     "Version",
     "freezer_parent",
     "fresh_name",
+    "home_key",
     "join_argv",
     "keep_warm",
     "kill_and_remove",
@@ -53,7 +58,7 @@ CONTROLLERS: tuple[Controller, ...] = ("pids", "memory", "cpu")
 """The controllers a call's cgroup is made in, where each can be had."""
 
 CGROUP_PREFIX = "roost-"
-"""Every cgroup Roost makes is named ``<prefix><owner pid>-<random>`` (:func:`fresh_name`)."""
+"""Every cgroup Roost makes: ``<prefix><owner pid>-<home key>-<random>`` (:func:`fresh_name`)."""
 _JOIN_NAME = "roost-cgroup-join"
 _JOIN_LOOP = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift'
 _JOIN_SCRIPT = f'{_JOIN_LOOP}; exec "$@"'
@@ -176,25 +181,39 @@ def kill_and_remove(path: str, timeout_s: float) -> bool:
             time.sleep(0.01)
 
 
-def remove_stale(parent: str) -> list[str]:
-    """Kill what is left in the call cgroups of processes that are gone, and remove them.
+def remove_stale(
+    parent: str, *, any_owner: bool = False, wait_s: float = 1.0
+) -> dict[str, list[int]]:
+    """Kill what is left in this home's cgroups of processes that are gone, and remove them.
 
     A runner killed during a command, or while its MCP server was frozen, cannot remove its
-    cgroups; the next one made under the same parent does. Returns what was removed.
+    cgroups; the next one made under the same parent does. ``any_owner``: every cgroup of
+    this home, whoever made it (a daemon's start: every process of the one before is gone).
+    ``wait_s``: how long each may take to empty. Cgroups of another home are never touched.
+    Returns each removed cgroup's name and the processes that were in it.
     """
-    removed: list[str] = []
+    removed: dict[str, list[int]] = {}
     try:
         names = os.listdir(parent)
     except OSError:
         return removed
+    key = home_key()
     for name in names:
-        ours = name.startswith(CGROUP_PREFIX)
-        owner = name[len(CGROUP_PREFIX) :].split("-", 1)[0] if ours else ""
-        if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+        owner = _owner(name, key)
+        if owner is None or (not any_owner and os.path.exists(f"/proc/{owner}")):
             continue
-        if kill_and_remove(os.path.join(parent, name), 1.0):
-            removed.append(name)
+        path = os.path.join(parent, name)
+        held = tasks(path)
+        if kill_and_remove(path, wait_s):
+            removed[name] = held
     return removed
+
+
+def _owner(name: str, key: str) -> str | None:
+    """The owner pid in ``name`` when it names a cgroup of the home ``key`` (else None)."""
+    owner, _, rest = name.removeprefix(CGROUP_PREFIX).partition("-")
+    ours = name.startswith(CGROUP_PREFIX) and owner.isdigit() and rest.startswith(f"{key}-")
+    return owner if ours else None
 
 
 def write_control(directory: str, name: str, value: str) -> None:
@@ -304,6 +323,15 @@ class Joinable(Protocol):
         ...
 
 
+def home_key() -> str:
+    """Which ``ROOST_HOME`` a cgroup belongs to, as its name says it: a hash of the home's path.
+
+    Every daemon on the machine makes its cgroups under the same parents; the key lets one
+    find the cgroups its home's killed daemon left without touching another home's.
+    """
+    return hashlib.blake2b(os.fsencode(roost_home.home()), digest_size=6).hexdigest()
+
+
 def fresh_name() -> str:
-    """A new cgroup's name: the prefix, this process's pid (its owner), a random part."""
-    return f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    """A new cgroup's name: the prefix, this process's pid (its owner), the home, a random part."""
+    return f"{CGROUP_PREFIX}{os.getpid()}-{home_key()}-{uuid.uuid4().hex[:12]}"

@@ -74,10 +74,18 @@ class CgroupLimits(msgspec.Struct, frozen=True, kw_only=True):
         ]
 
 
-def sweep_stale() -> list[str]:
-    """Clean the call cgroups of dead owners in every hierarchy Roost uses; what was removed."""
-    parents = {where for where in (*map(parent_dir, CONTROLLERS), freezer_parent()) if where}
-    return [name for parent, _ in sorted(parents) for name in remove_stale(parent)]
+def sweep_stale(*, any_owner: bool = False, wait_s: float = 1.0) -> dict[str, list[int]]:
+    """Clean this home's cgroups of dead owners (``any_owner``: all of them) in every hierarchy.
+
+    The freezer's first: a frozen process dies of its SIGKILL only once thawed, and until
+    then holds its other cgroups. Returns each removed cgroup's path and what it held.
+    """
+    parents = [freezer_parent(), *map(parent_dir, CONTROLLERS)]
+    removed: dict[str, list[int]] = {}
+    for parent in dict.fromkeys(where[0] for where in parents if where):
+        for name, held in remove_stale(parent, any_owner=any_owner, wait_s=wait_s).items():
+            removed[os.path.join(parent, name)] = held
+    return removed
 
 
 def _limit_files(

@@ -152,7 +152,7 @@ def test_a_launch_closes_its_cgroups(tmp_path: Path) -> None:
     assert groups and all(os.path.isdir(g) for g in groups)
     launch.close()
     assert not any(os.path.isdir(g) for g in groups)
-    assert cgroups.sweep_stale() == []
+    assert cgroups.sweep_stale() == {}
 
 
 def test_a_launch_warms_the_cgroup_lock_until_its_process_joined(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -195,14 +196,30 @@ def test_a_read_path_over_etc_does_not_uncover_its_secrets(tmp_path: Path, bwrap
     assert out.strip() == "0"
 
 
-def test_the_cgroup_of_a_killed_runner_is_removed_by_the_next_call() -> None:
+def _dead_pid() -> int:
+    child = subprocess.Popen(["/bin/true"])
+    child.wait()
+    return child.pid  # a pid that no process has any more
+
+
+def _home_key(home: Path) -> str:
+    roost_home.protect(str(home))
+    try:
+        return cgroupfs.home_key()
+    finally:
+        roost_home.protect(None)
+
+
+def test_the_cgroup_of_a_killed_runner_is_removed_by_the_next_call(
+    hidden: None, tmp_path: Path
+) -> None:
     available, detail, _ = cgroups.probe()
     if not available:
         pytest.skip(f"no pids cgroup here: {detail}")
-    child = subprocess.Popen(["/bin/true"])
-    child.wait()  # a pid that no process has any more
+    roost_home.protect(str(tmp_path / "home"))  # a home of its own: no other test's cgroups
     group = cgroups.ToolCgroup.create(cgroups.CgroupLimits(max_pids=4))
-    stale = os.path.join(os.path.dirname(group.path), f"roost-{child.pid}-0123456789ab")
+    parent = os.path.dirname(group.path)
+    stale = os.path.join(parent, f"roost-{_dead_pid()}-{cgroupfs.home_key()}-0123456789ab")
     group.close()
     os.mkdir(stale)
     try:
@@ -212,3 +229,37 @@ def test_the_cgroup_of_a_killed_runner_is_removed_by_the_next_call() -> None:
     finally:
         if os.path.exists(stale):
             os.rmdir(stale)
+
+
+def test_a_cgroup_is_named_after_its_home_and_only_its_home_sweeps_it(
+    hidden: None, tmp_path: Path
+) -> None:
+    available, detail, _ = cgroups.probe()
+    if not available:
+        pytest.skip(f"no pids cgroup here: {detail}")
+    mine, other = _home_key(tmp_path / "mine"), _home_key(tmp_path / "other")
+    assert re.fullmatch(r"[0-9a-f]{12}", mine) and mine != other
+    roost_home.protect(str(tmp_path / "mine"))
+    assert re.fullmatch(rf"roost-{os.getpid()}-{mine}-[0-9a-f]{{12}}", cgroupfs.fresh_name())
+    group = cgroups.ToolCgroup.create(cgroups.CgroupLimits(max_pids=4))
+    parent = os.path.dirname(group.path)
+    group.close()
+    dead = _dead_pid()
+    names = {
+        "mine, dead owner": f"roost-{dead}-{mine}-0123456789ab",
+        "mine, live owner": f"roost-{os.getpid()}-{mine}-0123456789ab",
+        "other, dead owner": f"roost-{dead}-{other}-0123456789ab",
+    }
+    for name in names.values():
+        os.mkdir(os.path.join(parent, name))
+    try:
+        # a runner's sweep: this home's cgroups whose owner is gone
+        assert cgroups.sweep_stale() == {os.path.join(parent, names["mine, dead owner"]): []}
+        # a daemon's start: every cgroup of this home, and still none of another home's
+        swept = cgroups.sweep_stale(any_owner=True)
+        assert swept == {os.path.join(parent, names["mine, live owner"]): []}
+        assert os.path.isdir(os.path.join(parent, names["other, dead owner"]))
+    finally:
+        for name in names.values():
+            if os.path.exists(os.path.join(parent, name)):
+                os.rmdir(os.path.join(parent, name))
