@@ -130,7 +130,7 @@ class ConversationActor(AgentShell):
             provider=self.adapter.provider,
             model=self.adapter.model,
         )
-        if setup.new:
+        if setup.new and not setup.history:
             self.effects.extend(self.core.started(setup.correlation_id, setup.reply_to))
             self.pump()
         else:
@@ -155,6 +155,8 @@ class ConversationActor(AgentShell):
                 snapshot=result.snapshot,
             )
         )
+        if setup.new:  # stopped before: it goes on from its events
+            self.effects.extend(self.core.started(setup.correlation_id, setup.reply_to))
         self.pump()
 
     @handles(JournalMoved)

@@ -203,7 +203,9 @@ class SetupConversation(ProjectSetup, frozen=True, kw_only=True):
     tools: list[dict[str, Any]]
     """Tools offered to the model."""
     new: bool
-    """True for a new conversation (append ``conversation.started``)."""
+    """A new conversation (append ``conversation.started``; ``history``: once its events
+    from before it was stopped are read)."""
+    history: bool = False
     recovering: bool = False
     """True when restarted after a crash (running calls fail as crashed)."""
     correlation_id: str | None = None
@@ -212,12 +214,10 @@ class SetupConversation(ProjectSetup, frozen=True, kw_only=True):
     reply_to: Any = None
     """The client waiting for the start."""
     waiters: list[tuple[str, Any]] = []
-    """``(correlation_id, reply_to)`` of clients that were waiting (``send_event`` with
-    ``wait``) on the conversation this one replaces after a crash; they get the turn's
-    outcome from the restarted conversation."""
+    """``(correlation_id, reply_to)`` of clients waiting (``send_event`` with ``wait``) on
+    the conversation this one replaces after a crash: they get their turn's outcome here."""
     fold_tools: list[str] = []
-    """Read-only tools the host's runner runs inline: a call of one does not end a stage
-    (``actors.agent_shell``)."""
+    """Read-only tools the host runs inline: a call of one ends no stage (``agent_shell``)."""
 
 
 class JournalMoved(Message, frozen=True, kw_only=True):

@@ -250,6 +250,7 @@ class ProjectActor(CoreShell):
             runner=self.ready.runner,
             tools=self.tools,
             new=spawn.new,
+            history=spawn.history,
             recovering=spawn.recovering,
             reply_to=spawn.reply_to,
             waiters=spawn.waiters,

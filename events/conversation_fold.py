@@ -195,6 +195,8 @@ class ConversationFold:
         elif kind == "conversation.stopped":
             self.stopped = True
             self.open_turns.clear()
+        elif kind == "conversation.started":  # a stopped conversation started again
+            self.stopped = False
 
     def _apply_call(self, event: Envelope) -> None:
         match decode_data(event.type, event.data):

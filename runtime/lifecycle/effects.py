@@ -66,14 +66,16 @@ class Spawn(msgspec.Struct, frozen=True, kw_only=True):
     """Create the child ``name`` and set it up (the shell builds its setup message).
 
     ``restore``: a project rebuilt from its events; ``new``: a conversation that records
-    its start; ``recovering``: a conversation restarted after a crash, which answers
-    ``waiters`` (``(correlation_id, reply_to)``) when their turns end.
+    its start (``history``: once it has read the events it had before it was stopped);
+    ``recovering``: a conversation restarted after a crash, which answers ``waiters``
+    (``(correlation_id, reply_to)``) when their turns end.
     """
 
     name: str
     reply_to: Any = None
     restore: bool = False
     new: bool = False
+    history: bool = False
     recovering: bool = False
     waiters: list[tuple[str, Any]] = []
     correlation_id: str | None = None

@@ -325,10 +325,12 @@ class ProjectCore:
                 f"conversation {conversation_id} already exists in this project",
                 conversation_id=conversation_id,
             )
+        history = conversation_id in self.stopped  # stopped before: it goes on from its events
         self.known.add(conversation_id)
         self.stopped.discard(conversation_id)
         spawn = self._spawn(conversation_id, new=True, reply_to=reply_to)
-        return [msgspec.structs.replace(s, correlation_id=correlation) for s in spawn]
+        done = {"correlation_id": correlation, "history": history}
+        return [msgspec.structs.replace(s, **done) for s in spawn]
 
     def _to_conversation(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
         """A request for one conversation: on to it (started again when passivated)."""

@@ -126,6 +126,30 @@ def test_a_stopped_conversation_says_it_is_stopped_and_can_be_started_again(
     assert again.returncode == 0, again.stderr
 
 
+def test_a_conversation_started_again_goes_on_from_its_history_after_passivating(
+    desk: Daemon, tmp_path: Path
+) -> None:
+    root = make_root(tmp_path / "again")
+    opts = ["--opt", "idle_passivation_ms=200"]
+    assert roost(desk.home, "project", "start", root, "--id", "again", *opts).returncode == 0
+    assert roost(desk.home, "conversation", "start", "again", "--id", "c1").returncode == 0
+    assert roost(desk.home, "send", "again", "c1", "before the stop", "--wait").returncode == 0
+    assert roost(desk.home, "conversation", "stop", "again", "c1").returncode == 0
+    assert roost(desk.home, "conversation", "start", "again", "--id", "c1").returncode == 0
+    with desk.client() as c:
+        for turn in ("after the start", "after a passivation"):
+            done = roost(desk.home, "send", "again", "c1", turn, "--wait")
+            assert done.returncode == 0, done.stderr
+            wait_until(
+                lambda: not (c.status().get("live_conversations") or {}).get("again"),
+                30,
+                "the conversation to passivate",
+            )
+        context = c.get_projection("again", "c1", "llm_context")
+    said = [m["content"] for m in context if m["role"] == "user"]
+    assert said == ["before the stop", "after the start", "after a passivation"]
+
+
 def test_conversation_list_shows_each_conversation_without_waking_it(desk: Daemon) -> None:
     assert roost(desk.home, "conversation", "start", "det", "--id", "c2").returncode == 0
     done = roost(desk.home, "conversation", "list", "det")

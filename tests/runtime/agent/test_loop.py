@@ -416,6 +416,25 @@ def test_a_stop_of_an_idle_conversation_records_the_stop_alone() -> None:
     assert h.cancelled == []
 
 
+def test_a_stopped_conversation_started_again_goes_on_after_a_rehydration() -> None:
+    h = Harness()
+    h.run(h.core.started("corr-0", None))
+    h.send({"type": "user.message", "data": {"content": "hi"}, "correlation_id": "corr-1"})
+    h.run(h.core.request(call_of("stop_conversation"), CLIENT))
+    again = h.new_core()  # started again: its events first, then its start (``history``)
+    again.rehydrate(list(h.journal), [], recovering=False)
+    assert again.stopped
+    h.core = again
+    h.run(again.started("corr-2", CLIENT))
+    assert not again.stopped
+    h.send({"type": "user.message", "data": {"content": "again"}, "correlation_id": "corr-3"})
+    assert h.types()[-1] == "llm.completed"
+    later = h.new_core()  # passivated, then rehydrated from the whole history
+    later.rehydrate(list(h.journal), [], recovering=False)
+    assert not later.stopped
+    assert later.projection("llm_context") == again.projection("llm_context")
+
+
 def test_a_call_cancelled_before_it_ran_awaits_no_late_signals() -> None:
     h = Harness()
     h.policy = lambda call: [ev.ToolApprovalRequested(call_id=call.call_id)]

@@ -142,6 +142,16 @@ def test_start_conversation_spawns_a_new_conversation() -> None:
     assert core.address("conversation:c1") == "addr-conversation:c1"
 
 
+def test_a_stopped_conversation_started_again_reads_its_history_first() -> None:
+    core, _ = make_core()
+    ready(core, "c1")
+    ask(core, "stop_conversation", conversation_id="c1")
+    effects = ask(core, "start_conversation", conversation_id="c1", correlation_id="corr-r")
+    assert [(e.name, e.new, e.history) for e in effects if isinstance(e, fx.Spawn)] == [
+        ("conversation:c1", True, True)
+    ]
+
+
 def test_a_start_conversation_without_the_gateways_correlation_is_an_internal_error() -> None:
     core, _ = make_core()
     ready(core)
