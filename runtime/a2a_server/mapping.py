@@ -242,7 +242,7 @@ class TaskProgress:
 
     def _failed(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
         self.reason = str(data.get("reason") or "llm_failed")
-        cancelled = self.reason == "conversation_cancelled"
+        cancelled = self.reason in ("conversation_cancelled", "conversation_stopped")
         self.state = TaskState.TASK_STATE_CANCELED if cancelled else TaskState.TASK_STATE_FAILED
 
     def _over_budget(self, event: Mapping[str, Any], data: Mapping[str, Any]) -> None:

@@ -189,8 +189,13 @@ def remove_stale(
     A runner killed during a command, or while its MCP server was frozen, cannot remove its
     cgroups; the next one made under the same parent does. ``any_owner``: every cgroup of
     this home, whoever made it (a daemon's start: every process of the one before is gone).
-    ``wait_s``: how long each may take to empty. Cgroups of another home are never touched.
-    Returns each removed cgroup's name and the processes that were in it.
+    ``wait_s``: how long each may take to empty. Returns each removed cgroup of this home's
+    name and the processes that were in it.
+
+    Another home's cgroup (or one named before homes were in the name) whose owner is not
+    seen here is removed only when empty, and nothing in it is ever killed: its owner may
+    live in another pid namespace. So a home whose daemon never starts again (a temporary
+    one) leaves no empty cgroups behind, and another home's runs are never touched.
     """
     removed: dict[str, list[int]] = {}
     try:
@@ -199,21 +204,27 @@ def remove_stale(
         return removed
     key = home_key()
     for name in names:
-        owner = _owner(name, key)
-        if owner is None or (not any_owner and os.path.exists(f"/proc/{owner}")):
+        owner, home = _owner(name)
+        if owner is None or ((home != key or not any_owner) and os.path.exists(f"/proc/{owner}")):
             continue
         path = os.path.join(parent, name)
         held = tasks(path)
-        if kill_and_remove(path, wait_s):
+        if home != key:
+            if not held:
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+        elif kill_and_remove(path, wait_s):
             removed[name] = held
     return removed
 
 
-def _owner(name: str, key: str) -> str | None:
-    """The owner pid in ``name`` when it names a cgroup of the home ``key`` (else None)."""
+def _owner(name: str) -> tuple[str | None, str]:
+    """The owner pid and the home key in a cgroup name of ours (``(None, "")``: not ours)."""
     owner, _, rest = name.removeprefix(CGROUP_PREFIX).partition("-")
-    ours = name.startswith(CGROUP_PREFIX) and owner.isdigit() and rest.startswith(f"{key}-")
-    return owner if ours else None
+    if not name.startswith(CGROUP_PREFIX) or not owner.isdigit():
+        return None, ""
+    home, _, random = rest.partition("-")
+    return owner, home if random else ""  # no random part: a name from before homes
 
 
 def write_control(directory: str, name: str, value: str) -> None:

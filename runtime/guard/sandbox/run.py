@@ -106,8 +106,8 @@ def run_command(
     process killed). Raises ``ToolError("isolation_unavailable")`` when the network
     must be denied and no namespace can be made, or when the view cannot be built.
     ``timeout_s`` counts from this call, preparing the sandbox included: the runner waiting
-    on the tool keeps that clock too, and gives up a grace after it, so the kill and its
-    record come within the grace however long the preparation took.
+    on the tool keeps that clock too and gives up a grace after it, so the grace is left
+    for the kill and its record however long the preparation took.
     """
     deadline = time.monotonic() + timeout_s  # one clock: preparing the sandbox is run time
     view = view or View(writable=tuple(writable_paths), cwd=cwd)

@@ -120,6 +120,7 @@ def test_a_call_awaiting_approval_is_input_required_until_it_is_decided() -> Non
             "CANCELED",
             "conversation_cancelled",
         ),
+        (entry("llm.failed", reason="conversation_stopped"), "CANCELED", "conversation_stopped"),
         (entry("llm.failed", reason="llm_timeout"), "FAILED", "llm_timeout"),
         (entry("budget.exceeded", budget="max_rounds"), "FAILED", "budget_exceeded: max_rounds"),
     ],

@@ -249,17 +249,29 @@ def test_a_cgroup_is_named_after_its_home_and_only_its_home_sweeps_it(
         "mine, dead owner": f"roost-{dead}-{mine}-0123456789ab",
         "mine, live owner": f"roost-{os.getpid()}-{mine}-0123456789ab",
         "other, dead owner": f"roost-{dead}-{other}-0123456789ab",
+        "other, dead owner, empty": f"roost-{dead}-{other}-0123456789ac",
+        "unkeyed, dead owner, empty": f"roost-{dead}-0123456789ad",
     }
     for name in names.values():
         os.mkdir(os.path.join(parent, name))
+    held = subprocess.Popen(["sleep", "60"])
+    cgroupfs.write_control(
+        os.path.join(parent, names["other, dead owner"]), "cgroup.procs", str(held.pid)
+    )
     try:
-        # a runner's sweep: this home's cgroups whose owner is gone
+        # a runner's sweep: this home's cgroups whose owner is gone; another home's (or an
+        # unkeyed) one only when empty, and nothing in one is killed
         assert cgroups.sweep_stale() == {os.path.join(parent, names["mine, dead owner"]): []}
+        for gone in ("other, dead owner, empty", "unkeyed, dead owner, empty"):
+            assert not os.path.exists(os.path.join(parent, names[gone]))
         # a daemon's start: every cgroup of this home, and still none of another home's
         swept = cgroups.sweep_stale(any_owner=True)
         assert swept == {os.path.join(parent, names["mine, live owner"]): []}
         assert os.path.isdir(os.path.join(parent, names["other, dead owner"]))
+        assert held.poll() is None
     finally:
+        held.kill()
+        held.wait()
         for name in names.values():
             if os.path.exists(os.path.join(parent, name)):
                 os.rmdir(os.path.join(parent, name))
