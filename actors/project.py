@@ -7,6 +7,7 @@ Every decision (routing, passivation, restarts, escalation) is the core's
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable
 from functools import partial
@@ -168,6 +169,9 @@ class ProjectActor(CoreShell):
             correlation_id=setup.correlation_id,
         )
         layers = None if setup.restore else probe_layers()
+        # What the set-up loaded lives as long as the host: out of the collector's passes
+        # (one follows exits: actors.host_collector), as what the process started with.
+        gc.freeze()
         self.run(self.core.start(setup.root, registry.asset_summary(), layers))
 
     def child_name(self, address: Any) -> str | None:
