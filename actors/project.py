@@ -127,7 +127,7 @@ class ProjectActor(CoreShell):
 
     @handles(ConversationIdle)
     def _idle(self, message: ConversationIdle, sender: Any) -> None:
-        self.run(self.ready.idle(message.conversation_id, message.handled))
+        self.run(self.ready.idle(message.conversation_id, message.handled, sender))
 
     @handles(ConversationFailed)
     def _failed(self, message: ConversationFailed, sender: Any) -> None:

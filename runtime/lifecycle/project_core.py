@@ -1,14 +1,13 @@
 """The Project's decisions as plain code: messages in, effects out.
 
-:class:`ProjectCore` holds one project's lifecycle state: which conversations exist (folded
-from ``conversation.started`` / ``conversation.stopped``), which run, the requests that
-wait for the start or for a crashed conversation's restart, the clients that wait for a
-turn (with their deadlines) and the restart intensity of its children. It routes each
-request (starting a passivated conversation again on demand), passivates idle ones, and
-decides about each crash: restart after a backoff, or escalate to the Supervisor. It
-returns :mod:`effects <runtime.lifecycle.effects>`; ``actors/project.py`` carries them
-out. Clocks, ids and the process check are injected, so the core is unit-tested without an
-actor system (``tests/runtime/lifecycle``).
+:class:`ProjectCore` holds one project's lifecycle state: which conversations exist (folded from
+``conversation.started`` / ``conversation.stopped``), which run, the requests that wait for the
+start or for a crashed conversation's restart, the clients that wait for a turn (with their
+deadlines) and the restart intensity of its children. It routes each request (starting a passivated
+conversation again on demand), passivates idle ones, and decides about each crash: restart after a
+backoff, or escalate to the Supervisor. It returns :mod:`effects <runtime.lifecycle.effects>`;
+``actors/project.py`` carries them out. Clocks, ids and the process check are injected, so the core
+is unit-tested without an actor system (``tests/runtime/lifecycle``).
 """
 
 from __future__ import annotations
@@ -146,8 +145,7 @@ class ProjectCore:
         self.problems: list[dict[str, Any]] = []
         """Servers that did not start (``diagnostics`` health ``degraded``), see :meth:`start`."""
         self.refused: set[str] = set()
-        """Conversations stopping because the journal refused an append (e.g. a full disk):
-        their restart is the journal's fault, not theirs, and counts toward no escalation."""
+        """Conversations stopping as the journal refused an append (a full disk): no escalation."""
         self.ready = False
         self.reading = False
         self.exiting = False
@@ -326,11 +324,13 @@ class ProjectCore:
                 conversation_id=conversation_id,
             )
         history = conversation_id in self.stopped  # stopped before: it goes on from its events
+        old = self.live.get(conversation_id) if history else None  # the stopped incarnation
         self.known.add(conversation_id)
         self.stopped.discard(conversation_id)
         spawn = self._spawn(conversation_id, new=True, reply_to=reply_to)
         done = {"correlation_id": correlation, "history": history}
-        return [msgspec.structs.replace(s, **done) for s in spawn]
+        stop = [] if old is None else [Stop(to=old)]  # one incarnation at a time
+        return [*stop, *(msgspec.structs.replace(s, **done) for s in spawn)]
 
     def _to_conversation(self, call: Call[Any], reply_to: Any, message: Any) -> list[Effect]:
         """A request for one conversation: on to it (started again when passivated)."""
@@ -470,11 +470,10 @@ class ProjectCore:
     def send_refused(self, send: Send) -> list[Effect]:
         """The shell could not deliver ``send`` (the child's mailbox is full).
 
-        Its client already got ``overloaded``. A refused forward never reached the
-        conversation, so it is not counted against the conversation's idle offer (which
-        compares what was forwarded with what it handled): it would otherwise keep a
-        quiet conversation from passivating until the next forward. A refused
-        ``stop_conversation`` did not stop the conversation.
+        Its client already got ``overloaded``. A refused forward never reached the conversation,
+        so it is not counted against its idle offer (which compares what was forwarded with
+        what it handled): it would keep a quiet conversation from passivating until the next
+        forward. A refused ``stop_conversation`` did not stop the conversation.
         """
         name = send.to.name if isinstance(send.to, Child) else ""
         if not name.startswith("conversation:"):
@@ -488,9 +487,11 @@ class ProjectCore:
             self.stopping.discard(conversation_id)
         return []
 
-    def idle(self, conversation_id: str, handled: int) -> list[Effect]:
+    def idle(self, conversation_id: str, handled: int, sender: Any = None) -> list[Effect]:
         """A conversation offers to stop: stop it unless requests reached it since."""
         address = self.live.get(conversation_id)
+        if sender is not None and address is not None and address != sender:
+            return [Stop(to=sender)]  # an incarnation no longer live (stopped, started again)
         if address is None or self.forwarded.get(conversation_id, 0) != handled:
             return []
         self.stopping.add(conversation_id)
@@ -592,9 +593,8 @@ class ProjectCore:
     def _restart_after_refusal(self, child: str) -> list[Effect]:
         """Restart a conversation the journal refused an append of, at once.
 
-        Its requests were answered with the journal's error; the restart reads its state
-        back from the journal. Counting it as a crash would, after a few requests on a full
-        disk, escalate and restart the whole project (``project_not_found`` meanwhile).
+        Its requests were answered with the journal's error; the restart reads its state back.
+        As a crash, a few requests on a full disk would escalate and restart the whole project.
         """
         payload = {
             "child": child,

@@ -136,16 +136,19 @@ def test_a_conversation_started_again_goes_on_from_its_history_after_passivating
     assert roost(desk.home, "send", "again", "c1", "before the stop", "--wait").returncode == 0
     assert roost(desk.home, "conversation", "stop", "again", "c1").returncode == 0
     assert roost(desk.home, "conversation", "start", "again", "--id", "c1").returncode == 0
-    with desk.client() as c:
-        for turn in ("after the start", "after a passivation"):
-            done = roost(desk.home, "send", "again", "c1", turn, "--wait")
-            assert done.returncode == 0, done.stderr
-            wait_until(
-                lambda: not (c.status().get("live_conversations") or {}).get("again"),
-                30,
-                "the conversation to passivate",
-            )
-        context = c.get_projection("again", "c1", "llm_context")
+    try:
+        with desk.client() as c:
+            for turn in ("after the start", "after a passivation"):
+                done = roost(desk.home, "send", "again", "c1", turn, "--wait")
+                assert done.returncode == 0, done.stderr
+                wait_until(
+                    lambda: not (c.status().get("live_conversations") or {}).get("again"),
+                    30,
+                    "the conversation to passivate",
+                )
+            context = c.get_projection("again", "c1", "llm_context")
+    finally:  # the module's other tests list the desk's projects
+        assert roost(desk.home, "project", "stop", "again").returncode == 0
     said = [m["content"] for m in context if m["role"] == "user"]
     assert said == ["before the stop", "after the start", "after a passivation"]
 

@@ -147,9 +147,19 @@ def test_a_stopped_conversation_started_again_reads_its_history_first() -> None:
     ready(core, "c1")
     ask(core, "stop_conversation", conversation_id="c1")
     effects = ask(core, "start_conversation", conversation_id="c1", correlation_id="corr-r")
-    assert [(e.name, e.new, e.history) for e in effects if isinstance(e, fx.Spawn)] == [
-        ("conversation:c1", True, True)
+    spawn = fx.Spawn(
+        name="conversation:c1", new=True, history=True, reply_to="client", correlation_id="corr-r"
+    )
+    # the stopped incarnation, still live until it passivates, goes first: one at a time
+    assert effects == [fx.Stop(to="addr-conversation:c1"), spawn]
+    core.spawned("conversation:c1", "addr-2")
+    # its idle offer stops it alone; the new incarnation's own offer passivates that one
+    assert core.idle("c1", handled=2, sender="addr-conversation:c1") == [
+        fx.Stop(to="addr-conversation:c1")
     ]
+    assert core.address("conversation:c1") == "addr-2"
+    assert core.idle("c1", handled=0, sender="addr-2") == [fx.Stop(to="addr-2")]
+    assert core.child_exited("addr-conversation:c1") == []  # stopped on purpose
 
 
 def test_a_start_conversation_without_the_gateways_correlation_is_an_internal_error() -> None:
