@@ -87,3 +87,10 @@ def stage_incident(client: Client, root: str, hostile: str = "") -> None:
     # the ToolRunner is an entity of the project's host: crashed as a SIGKILL would a process
     client.call("inject_fault", {"project_id": PROJECT, "target": "toolrunner"})
     _wait(lambda: "llm.completed" in _types(client, crash), "the crashed turn to end")
+    # the turn fails the call at the crash; the restart is recorded after its backoff
+    _wait(
+        lambda: any(
+            e["type"] == "actor.restarted" for e in client.project_events(PROJECT)["entries"]
+        ),
+        "the ToolRunner's restart",
+    )

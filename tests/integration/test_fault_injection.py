@@ -164,6 +164,12 @@ def test_a_killed_tool_runner_is_restarted_and_its_running_call_fails_as_crashed
         sleep = start_slow_turn(c, journal, "p1", "c1", "corr-slow")
         crash(c, "p1", "toolrunner")
         wait_for(lambda: turn_over(journal, "p1", "corr-slow"), timeout_s=30, what="turn end")
+        # the turn fails the call at the crash; the restart is recorded after its backoff
+        wait_for(
+            lambda: has_event(journal, "p1", "actor.restarted", actor="toolrunner"),
+            timeout_s=30,
+            what="the restart",
+        )
         events = journal.read_project("p1")
         assert actor_events(events) == [
             ("actor.crashed", "toolrunner", 1),
