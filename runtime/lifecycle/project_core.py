@@ -487,10 +487,10 @@ class ProjectCore:
             self.stopping.discard(conversation_id)
         return []
 
-    def idle(self, conversation_id: str, handled: int, sender: Any = None) -> list[Effect]:
-        """A conversation offers to stop: stop it unless requests reached it since."""
+    def idle(self, conversation_id: str, handled: int, sender: Any) -> list[Effect]:
+        """A conversation (``sender``) offers to stop: stop it unless requests reached it since."""
         address = self.live.get(conversation_id)
-        if sender is not None and address is not None and address != sender:
+        if address is not None and address != sender:
             return [Stop(to=sender)]  # an incarnation no longer live (stopped, started again)
         if address is None or self.forwarded.get(conversation_id, 0) != handled:
             return []

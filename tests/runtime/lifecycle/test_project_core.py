@@ -269,8 +269,10 @@ def test_an_idle_conversation_is_stopped_when_nothing_reached_it_since() -> None
     core, _ = make_core()
     ready(core, "c1")
     ask(core, "cancel", conversation_id="c1")
-    assert core.idle("c1", handled=0) == []
-    assert core.idle("c1", handled=1) == [fx.Stop(to="addr-conversation:c1")]
+    assert core.idle("c1", handled=0, sender="addr-conversation:c1") == []
+    assert core.idle("c1", handled=1, sender="addr-conversation:c1") == [
+        fx.Stop(to="addr-conversation:c1")
+    ]
     assert core.child_exited("addr-conversation:c1") == []
     assert core.live == {}
 
@@ -398,7 +400,9 @@ def test_a_refused_forward_does_not_keep_the_conversation_from_passivating() -> 
     ask(core, "cancel", conversation_id="c1")  # spawns c1, forwards one request
     (send,) = of(ask(core, "resume", conversation_id="c1"), fx.Send)
     assert core.send_refused(send) == []  # the mailbox was full: it never got there
-    assert core.idle("c1", handled=1) == [fx.Stop(to="addr-conversation:c1")]
+    assert core.idle("c1", handled=1, sender="addr-conversation:c1") == [
+        fx.Stop(to="addr-conversation:c1")
+    ]
 
 
 def test_a_refused_stop_leaves_the_conversation_existing() -> None:
