@@ -60,10 +60,9 @@ class DeterministicAdapter:
     """It answers at once, without I/O: a host runs it inline (``caller.is_instant``)."""
 
     def __init__(self) -> None:
-        self._counted: list[Any] = []
-        """The messages of the last request whose words are counted in :attr:`_sums`."""
-        self._sums: list[int] = []
-        """Words in the first ``i + 1`` of them."""
+        self._counted: dict[int, tuple[Any, int]] = {}
+        """The messages of the last request by ``id``: the message (so the id stays its
+        own) and its words."""
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """Answer one round; raise ``ModelError(bad_response)`` for malformed directives."""
@@ -88,28 +87,26 @@ class DeterministicAdapter:
         )
 
     def _message_words(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        """The words of ``messages``, counting only those not counted last time.
+        """The words of ``messages``, counting only the messages not counted last time.
 
         A conversation's settled context is the same message objects round after round
-        (``runtime.agent.rounds``); only the rounds since are new. The objects the last
-        request shared with this one are a prefix of both (the new tail is built afresh
-        each time), found by bisection on identity; counting every message of a long
-        history on every call made a turn cost its whole history.
+        (``runtime.agent.rounds``); only the rounds since are new, and once the context
+        window slides the oldest go. A message the last request held (the same object) is
+        not counted again: counting every message of the context on every call made a
+        turn cost its whole context (a tool result holds a whole file).
         """
-        counted, sums = self._counted, self._sums
-        low, high = 0, min(len(counted), len(messages))
-        while low < high:
-            middle = (low + high + 1) // 2
-            if messages[middle - 1] is counted[middle - 1]:
-                low = middle
+        last = self._counted
+        counted: dict[int, tuple[Any, int]] = {}
+        total = 0
+        for message in messages:
+            known = last.get(id(message))
+            if known is not None and known[0] is message:
+                words = known[1]
             else:
-                high = middle - 1
-        del counted[low:], sums[low:]
-        total = sums[-1] if sums else 0
-        for message in messages[low:]:
-            total += word_count(message.get("content"))
-            counted.append(message)
-            sums.append(total)
+                words = word_count(message.get("content"))
+            counted[id(message)] = (message, words)
+            total += words
+        self._counted = counted
         return total
 
 

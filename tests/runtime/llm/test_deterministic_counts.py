@@ -36,3 +36,24 @@ def test_prompt_words_equal_a_full_count_whatever_the_requests_share() -> None:
     edited[49] = {"role": "user", "content": "one"}  # the last differs
     assert prompt(edited) == _plain(edited)
     assert prompt([]) == 0
+
+
+def test_a_sliding_window_counts_only_the_messages_it_did_not_hold(monkeypatch) -> None:
+    from runtime.llm import deterministic
+
+    adapter = DeterministicAdapter()
+    window = [{"role": "user", "content": f"message number {i}"} for i in range(40)]
+    adapter.complete(_request(window))
+    counted: list[object] = []
+
+    def counting(text: object) -> int:
+        counted.append(text)
+        return word_count(text)
+
+    monkeypatch.setattr(deterministic, "word_count", counting)
+    slid = [*window[3:], {"role": "tool", "content": "the file's text, many words long"}]
+    usage = adapter.complete(_request(slid)).usage
+    assert usage["prompt_tokens"] == _plain(slid)
+    held = {m["content"] for m in window}
+    assert "the file's text, many words long" in counted
+    assert not held & {text for text in counted if isinstance(text, str)}  # none counted again
