@@ -59,7 +59,9 @@ from runtime.agent.snapshot import CODEC
 from runtime.errors import wire_error
 from runtime.journal.commit_window import CommitWindow
 from runtime.journal.link import LinkAppend, LinkCommitted, LinkFailed, LinkServer, link_settings
-from runtime.journal.writer import JournalWriter
+from runtime.journal.snapshot_worker import SnapshotWorker
+from runtime.journal.store import Batch
+from runtime.journal.writer import JournalWriter, SnapshotOutcome
 
 __all__ = ["JournalActor"]
 
@@ -80,6 +82,8 @@ class JournalActor(RoostActor):
         self.queued: list[tuple[AppendRequest, Any]] = []
         self.flush_pending = False
         self.link: LinkServer | None = None
+        self.snapshotter: SnapshotWorker | None = None
+        """Writes the snapshots due beside the link's commits (with the link)."""
 
     @handles(AppendRequest)
     def _queue(self, message: AppendRequest, sender: Any) -> None:
@@ -153,12 +157,24 @@ class JournalActor(RoostActor):
         return ReadResult(token=message.token, events=read.events, snapshot=body)
 
     def _snapshots(self) -> None:
-        """Write the snapshots that are due (after the appends that made them due)."""
-        for outcome in self.writer.write_snapshots():
+        """Write the snapshots that are due (after the appends that made them due).
+
+        On the snapshot worker's thread when the link serves, else here.
+        """
+        if self.snapshotter is not None:
+            self.snapshotter.wake()
+        else:
+            self._report_snapshots(self.writer.write_snapshots())
+
+    def _report_snapshots(self, outcomes: list[SnapshotOutcome]) -> None:
+        for outcome in outcomes:
             if "error" in outcome:
                 self.log.error("journal_snapshot_failed", **outcome)
             else:
                 self.log.debug("journal_snapshot_written", **outcome)
+
+    def _snapshot_worker_failed(self, error: Exception) -> None:
+        self.log.error("journal_snapshot_failed", error=f"{type(error).__name__}: {error}")
 
     @handles(SetupJournal)
     def _setup(self, message: SetupJournal, sender: Any) -> None:
@@ -204,11 +220,17 @@ class JournalActor(RoostActor):
             after=self._after_link,
             window=CommitWindow(),
         )
+        self.snapshotter = SnapshotWorker(
+            self.writer, self._report_snapshots, self._snapshot_worker_failed
+        )
+        self.snapshotter.start()
         self.link.start()
         self.log.info("journal_link_serving", pid=os.getpid())
 
     def _commit_link(self, requests: list[LinkAppend]) -> list[LinkCommitted | LinkFailed]:
-        results = self.writer.commit([(r.key, r.events) for r in requests])
+        results = self.writer.commit_batches(
+            [Batch(events=r.events, key=r.key, redacted=r.redacted) for r in requests]
+        )
         return [
             LinkFailed(error=r) if isinstance(r, dict) else LinkCommitted(envelopes=r)
             for r in results
@@ -217,7 +239,7 @@ class JournalActor(RoostActor):
     def _after_link(self) -> None:
         """On the link's thread, once its appends were answered: the snapshots due."""
         if self.writer.snapshots_due():
-            self._snapshots()
+            self._snapshots()  # on the worker's thread: the link's next pass goes on
 
     def _flush(self) -> None:
         queued, self.queued = self.queued, []
@@ -235,5 +257,8 @@ class JournalActor(RoostActor):
         if self.link is not None:
             self.link.close()
             self.link = None
+        if self.snapshotter is not None:
+            self.snapshotter.close()
+            self.snapshotter = None
         self._seal("shutdown")
         self.writer.close()
