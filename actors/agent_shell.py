@@ -212,7 +212,7 @@ class AgentShell(RoostActor):
         provisional, self.staged_envelopes = self.staged_envelopes, []
         events = [event for effect in staged for event in effect.events]
         self.waiting_append = True
-        self.append(events, then=functools.partial(self._flushed, events, provisional))
+        self.append(events, functools.partial(self._flushed, events, provisional), redacted=True)
 
     def _flushed(self, events: list[Any], provisional: list[Envelope], answer: Any) -> None:
         core = self.core

@@ -7,6 +7,7 @@ again (same keys), a commit routes its alerts.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import uuid
 from collections.abc import Callable, Mapping
@@ -88,12 +89,19 @@ class JournalAppends:
         then: Callable[[Any], None] | None = None,
         *,
         key: str | None = None,
+        redacted: bool = False,
     ) -> AppendRequest:
-        """Send ``events`` to the journal; ``then(Appended | AppendFailed)`` on the answer."""
+        """Send ``events`` to the journal; ``then(Appended | AppendFailed)`` on the answer.
+
+        ``redacted``: the caller redacted each event as the journal would; an entity's
+        link append says so, and the journal hashes them as they are
+        (``runtime.journal.store.Batch.redacted``).
+        """
         request = AppendRequest(key=batch_key(key), events=events, token=next(self._tokens))
         if self.owner.hosted:  # an entity: through its host's appender, no relay
             port = self.owner._myRef
-            if port.append(events, request.key, lambda answer: self._answered(answer, then)):
+            answered = functools.partial(self._answered, then=then)
+            if port.append(events, request.key, answered, redacted=redacted):
                 return request
         self._appends[request.token] = (request, then)
         if self.journal is not None:

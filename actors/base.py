@@ -113,9 +113,10 @@ class RoostActor(Actor):  # type: ignore[misc]
         then: Callable[[Any], None] | None = None,
         *,
         key: str | None = None,
+        redacted: bool = False,
     ) -> AppendRequest:
         """Commit ``events``; ``then(Appended | AppendFailed)`` (:meth:`JournalAppends.append`)."""
-        return self.appends.append(events, then, key=key)
+        return self.appends.append(events, then, key=key, redacted=redacted)
 
     @property
     def journal(self) -> Any:

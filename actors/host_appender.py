@@ -26,16 +26,21 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
 from actors.messages import Appended, AppendFailed
-from events.envelope import NewEvent
 from runtime.errors import BadRequestError, JournalError
 from runtime.journal.link import LinkCommitted, LinkFailed
-from runtime.journal.link_client import LinkClient, append_frame, read_answer, send_reading
+from runtime.journal.link_client import (
+    LinkBatch,
+    LinkClient,
+    append_frame,
+    read_answer,
+    send_reading,
+)
 from runtime.logging import get_logger
 from runtime.wire import counters
 
@@ -53,9 +58,7 @@ class _Submitted:
 
     __slots__ = ("answers", "batches", "done", "missing")
 
-    def __init__(
-        self, batches: list[tuple[list[NewEvent], str]], done: Callable[[list[Any]], None]
-    ) -> None:
+    def __init__(self, batches: Sequence[LinkBatch], done: Callable[[list[Any]], None]) -> None:
         self.batches = batches
         self.done = done
         self.answers: list[LinkCommitted | LinkFailed | None] = [None] * len(batches)
@@ -116,9 +119,7 @@ class Appender:
         self._thread = threading.Thread(target=self._loop, name="roost-appender", daemon=True)
         self._thread.start()
 
-    def submit(
-        self, batches: list[tuple[list[NewEvent], str]], done: Callable[[list[Any]], None]
-    ) -> None:
+    def submit(self, batches: Sequence[LinkBatch], done: Callable[[list[Any]], None]) -> None:
         """Queue batches; ``done(answers)`` is called when all of them are answered.
 
         One ``Appended`` or ``AppendFailed`` per batch, called on the appender's thread.
@@ -173,9 +174,9 @@ class Appender:
                 break
             if not item.batches:
                 item.done([])
-            for slot, (events, key) in enumerate(item.batches):
+            for slot, batch in enumerate(item.batches):
                 try:
-                    frame = append_frame(events, key)
+                    frame = append_frame(*batch)
                 except (OverflowError, TypeError, msgspec.EncodeError) as e:  # not for msgpack
                     item.answer(slot, LinkFailed(error=_unstorable(e)))
                     continue

@@ -42,7 +42,7 @@ import os
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -53,6 +53,7 @@ from actors.host_collector import ExitCollector
 from actors.host_owner import HostOwner
 from actors.messages import Appended, AppendFailed, AppendRequest, Message, ReadProject, ReadResult
 from events.envelope import NewEvent
+from runtime.journal.link_client import LinkBatch
 from runtime.logging import get_logger
 
 __all__ = [
@@ -134,9 +135,13 @@ class _Port:
         """Start a model call on the host's ``ModelCaller``; ``done(outcome)`` on its thread."""
         self.host.model_caller().submit(adapter, request, done)
 
-    def append(self, events: list[NewEvent], key: str, then: Callable[[Any], None]) -> bool:
-        """Queue an append for the host's appender; ``then(answer)`` runs in our turn."""
-        return self.host.append(self.address, [(events, key)], lambda answers: then(answers[0]))
+    def append(self, events: list[NewEvent], key: str, then: Any, *, redacted: bool) -> bool:
+        """Queue an append for the host's appender; ``then(answer)`` runs in our turn.
+
+        ``redacted``: each event was redacted as the journal would (a staged turn).
+        """
+        batch = (events, key, redacted)
+        return self.host.append(self.address, [batch], lambda answers: then(answers[0]))
 
 
 class _Entity:
@@ -287,7 +292,7 @@ class EntityHost:
     def append(
         self,
         source: ActorAddress,
-        batches: list[tuple[list[NewEvent], str]],
+        batches: Sequence[LinkBatch],
         then: Callable[[list[Any]], None],
     ) -> bool:
         """Queue batches for the appender (False: the host has none: no journal link).

@@ -18,17 +18,25 @@ The lines come from committed events, so they say what the journal holds, a poll
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, TypedDict
+from typing import Any, Final, TypedDict
 
 from events import catalog as ev
-from events.catalog import TERMINAL_TOOL_TYPES, decode_data
+from events.catalog import PAYLOAD_TYPES, TERMINAL_TOOL_TYPES, decode_data
 from events.envelope import Envelope
 from events.incidents import epoch_ms
 from events.projections import TURN_END_TYPES
 from runtime.logging import get_logger
 from runtime.telemetry.committed import CommittedFollower, ReadAfter
 
-__all__ = ["MAX_OPEN", "ActivityFollower", "ActivityLog", "Line", "LineFields"]
+__all__ = [
+    "LINE_TYPES",
+    "MAX_OPEN",
+    "ActivityFollower",
+    "ActivityLog",
+    "Line",
+    "LineEvents",
+    "LineFields",
+]
 
 
 class LineFields(TypedDict, total=False):
@@ -246,6 +254,38 @@ def _described(kind: str, payload: ev.Event | None, ids: LineFields) -> list[Lin
     return []
 
 
+_DESCRIBED_TYPES: Final = frozenset(
+    {
+        *_PROJECT_TYPES,
+        "conversation.started",
+        "conversation.stopped",
+        "conversation.cancel",
+        "tool.approval_requested",
+        "policy.denied",
+        "actor.crashed",
+        "actor.escalated",
+        "actor.restarted",
+        "actor.mailbox_overflow",
+        "mcp.server_started",
+        "mcp.server_restarted",
+        "mcp.server_exited",
+        "alert.failed",
+    }
+)
+"""The types whose payloads :func:`_described` matches (a test reads them off its cases)."""
+
+LINE_TYPES: Final = frozenset(
+    kind
+    for kind in PAYLOAD_TYPES
+    if kind in _STEPS or kind in _DESCRIBED_TYPES or kind.startswith("security.")
+)
+"""The types that may be worth a line; the follower reads no other (a turn's deltas,
+messages, requests and decisions, most of what is committed, are not even decoded)."""
+
+
+_LINE_TYPE_LIST: Final = sorted(LINE_TYPES)
+
+
 def _payload_call(payload: ev.Event | None) -> str | None:
     """The call id a signal names, if any."""
     call_id = getattr(payload, "call_id", None)
@@ -281,3 +321,29 @@ class ActivityFollower:
                 getattr(log, level)(name, **fields)
         except Exception as e:  # one odd event never stops the others' lines
             log.warning("activity_line_failed", seq=event.seq, error=f"{e!r}")
+
+
+class LineEvents:
+    """The follower's read: the events of :data:`LINE_TYPES` after a position, a page a call.
+
+    The follower's cursor is the last event it observed; this remembers how far the last
+    read looked (up to the head it saw), so the events of other types after that event are
+    not looked at again at every poll.
+    """
+
+    def __init__(self, journal: Any, page: int = 500) -> None:
+        """``journal``: a :class:`runtime.journal.store.Journal`."""
+        self.journal = journal
+        self.page = page
+        self.through = 0
+        """The position every event up to which was read (the lines' types, or skipped)."""
+
+    def __call__(self, after_seq: int) -> list[Envelope]:
+        """The next page of line events after ``after_seq`` (or after what was read)."""
+        start = max(after_seq, self.through)
+        head = self.journal.max_seq()
+        events: list[Envelope] = self.journal.read_all(
+            after_seq=start, limit=self.page, types=_LINE_TYPE_LIST, through_seq=head
+        )
+        self.through = events[-1].seq if len(events) == self.page else max(start, head)
+        return events

@@ -32,7 +32,7 @@ from actors.thespian import patches as thespian_tuning
 from events.projections import get_projection
 from events.view_types import TimelineEvent
 from runtime.daemon import actor_system, live_views
-from runtime.daemon.activity import ActivityFollower
+from runtime.daemon.activity import ActivityFollower, LineEvents
 from runtime.daemon.config import MAILBOX_DIR, DaemonConfig
 from runtime.daemon.endpoints import EndpointPool
 from runtime.daemon.host_link_client import HostLinks
@@ -179,8 +179,7 @@ class ActorBackend:
             )
             # `roost logs`: a line per project, conversation, turn and tool step
             self.activity = ActivityFollower(
-                lambda seq: self.journal.read_all(after_seq=seq, limit=500),
-                self.journal.max_seq(),
+                LineEvents(self.journal), self.journal.max_seq()
             ).start()
         except BaseException:
             self.system.shutdown()

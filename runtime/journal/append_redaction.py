@@ -96,6 +96,9 @@ class AppendRedaction:
 
     def __init__(self, redactor: Redactor | None = None) -> None:
         self._encoded: EncodedRedactor | None
+        self.trusts_senders = redactor is None
+        """Whether a batch its sender redacted with the default rules (``Batch.redacted``)
+        is hashed as it is: not with a test's redactor, which the sender did not run."""
         if redactor is None:
             self._data, self._encoded, self._label, self._stream = _default_redactors()
         else:
@@ -129,6 +132,14 @@ class AppendRedaction:
             event, data=redacted, correlation_id=correlation or "", causation_id=causation
         )
 
+    @staticmethod
+    def encoded(event: NewEvent) -> bytes | None:
+        """The canonical JSON of ``event``'s data (None when it cannot be encoded)."""
+        try:
+            return canonical_json(event.data)
+        except (TypeError, ValueError, msgspec.EncodeError):
+            return None
+
     def hashable(self, event: NewEvent, *, data: bool = True) -> tuple[NewEvent, bytes | None]:
         """:meth:`event`, and the canonical JSON of the data it keeps (for its hash).
 
@@ -136,9 +147,6 @@ class AppendRedaction:
         redacted it is what the hash covers. None when the data cannot be encoded (the
         hash then says why) or when something was redacted.
         """
-        try:
-            data_json: bytes | None = canonical_json(event.data)
-        except (TypeError, ValueError, msgspec.EncodeError):
-            data_json = None
+        data_json = self.encoded(event)
         redacted = self.event(event, data=data, data_json=data_json)
         return redacted, (data_json if redacted.data is event.data else None)

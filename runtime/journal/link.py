@@ -112,6 +112,8 @@ class LinkAppend(msgspec.Struct, frozen=True, kw_only=True, tag="append"):
 
     key: str
     events: list[NewEvent]
+    redacted: bool = False
+    """The sender redacted each event as the journal would (``Batch.redacted``)."""
 
 
 class LinkCommitted(msgspec.Struct, frozen=True, kw_only=True, tag="committed"):

@@ -13,7 +13,7 @@ import contextlib
 import select
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -32,21 +32,33 @@ from runtime.wire import counters
 from runtime.wire.framing import FrameTooLargeError, read_frame
 from runtime.wire.transport import connect_unix_socket
 
-__all__ = ["LinkClient", "append_frame", "append_frames", "read_answer", "send_reading"]
+__all__ = [
+    "LinkBatch",
+    "LinkClient",
+    "append_frame",
+    "append_frames",
+    "read_answer",
+    "send_reading",
+]
 
 
-def append_frame(events: list[NewEvent], key: str) -> bytes:
-    """The frame of one ``(events, key)`` batch.
+LinkBatch = tuple[list[NewEvent], str] | tuple[list[NewEvent], str, bool]
+"""``(events, key)``, or ``(events, key, redacted)``: ``redacted`` when the sender redacted
+each event as the journal would (``runtime.journal.store.Batch.redacted``)."""
+
+
+def append_frame(events: list[NewEvent], key: str, redacted: bool = False) -> bytes:
+    """The frame of one ``(events, key, redacted)`` batch.
 
     Raises ``OverflowError``, ``TypeError`` or ``msgspec.EncodeError`` for a batch msgpack
     cannot hold (an integer beyond 64 bits).
     """
-    return _frame(LinkAppend(key=key, events=events))
+    return _frame(LinkAppend(key=key, events=events, redacted=redacted))
 
 
-def append_frames(batches: list[tuple[list[NewEvent], str]]) -> bytes:
-    """The frames of ``(events, key)`` batches, to send pipelined on one connection."""
-    return b"".join(append_frame(e, k) for e, k in batches)
+def append_frames(batches: Sequence[LinkBatch]) -> bytes:
+    """The frames of ``batches``, to send pipelined on one connection."""
+    return b"".join(append_frame(*batch) for batch in batches)
 
 
 _SEND_CHUNK = 256 * 1024
@@ -112,9 +124,7 @@ class LinkClient:
         """Commit ``events`` under ``key``; across Journal restarts until ``retry_s``."""
         return self.append_many([(events, key)])[0]
 
-    def append_many(
-        self, batches: list[tuple[list[NewEvent], str]]
-    ) -> list[LinkCommitted | LinkFailed]:
+    def append_many(self, batches: Sequence[LinkBatch]) -> list[LinkCommitted | LinkFailed]:
         """Commit several batches, pipelined on one connection: every frame, then each answer.
 
         The Journal's loop reads what has arrived and commits it together, so the batches

@@ -87,6 +87,11 @@ class Batch(msgspec.Struct, frozen=True, kw_only=True):
     """The events, in order."""
     key: str | None = None
     """Idempotency key: a batch with a key already committed is not appended again."""
+    redacted: bool = False
+    """The sender redacted each event as the append would (a host's staged turn,
+    ``actors.agent_shell``): its data and ids are hashed as they are, not scanned again.
+    Streamed texts are still redacted as wholes, and a journal given its own redactor
+    ignores the mark."""
 
 
 @dataclass
@@ -283,9 +288,11 @@ class Journal:
 
     # --- writing --------------------------------------------------------------------
 
-    def append(self, events: Sequence[NewEvent], *, key: str | None = None) -> list[Envelope]:
+    def append(
+        self, events: Sequence[NewEvent], *, key: str | None = None, redacted: bool = False
+    ) -> list[Envelope]:
         """Commit ``events`` as one batch and return them as committed envelopes."""
-        return self.append_batches([Batch(events=list(events), key=key)])[0]
+        return self.append_batches([Batch(events=list(events), key=key, redacted=redacted)])[0]
 
     def append_batches(self, batches: Sequence[Batch]) -> list[list[Envelope]]:
         """Commit several batches in one transaction.
@@ -339,6 +346,7 @@ class Journal:
         stopping = {e.project_id for b in batches for e in b.events if e.type == "project.stopped"}
         for batch in batches:
             ranges: dict[str, list[int]] = {}
+            trusted = batch.redacted and self._redaction.trusts_senders
             for event in self._redaction.streams(batch.events):
                 project = event.project_id
                 if event.type in (CHECKPOINT_TYPE, DELETION_TYPE):
@@ -350,7 +358,7 @@ class Journal:
                         f"the stream {DELETIONS_STREAM} is written by the journal only",
                         project=project,
                     )
-                record = self._link(self._held(heads, project), event)
+                record = self._link(self._held(heads, project), event, trusted=trusted)
                 records.append(record)
                 span = ranges.setdefault(project, [record.originator_version] * 2)
                 span[1] = record.originator_version
@@ -448,8 +456,14 @@ class Journal:
                     self._seals.publish(project, head.seal, closed=True)
         return len(due)
 
-    def _link(self, head: _Head, event: NewEvent, *, redact: bool = True) -> JournalRecord:
-        event, data_json = self._redaction.hashable(event, data=redact)
+    def _link(
+        self, head: _Head, event: NewEvent, *, redact: bool = True, trusted: bool = False
+    ) -> JournalRecord:
+        """``event`` linked to ``head``'s chain (redacted first unless ``trusted``)."""
+        if trusted:
+            data_json = self._redaction.encoded(event)
+        else:
+            event, data_json = self._redaction.hashable(event, data=redact)
         stream_version = head.streams.get(event.conversation_id, 0) + 1
         digest = chain_hash(head.hash, event, stream_version, data_json=data_json)
         envelope = Envelope(
@@ -710,9 +724,22 @@ class Journal:
         """Whether the project has any event."""
         return self._recorder.has_stream(project_stream_id(project_id))
 
-    def read_all(self, *, after_seq: int = 0, limit: int = 1000) -> list[Envelope]:
-        """Events of every project after global position ``after_seq``, at most ``limit``."""
-        notifications = self._recorder.select_notifications(start=after_seq + 1, limit=limit)
+    def read_all(
+        self,
+        *,
+        after_seq: int = 0,
+        limit: int = 1000,
+        types: Sequence[str] = (),
+        through_seq: int | None = None,
+    ) -> list[Envelope]:
+        """Events of every project after global position ``after_seq``, at most ``limit``.
+
+        ``types``: only events of these types (the rest are not decoded); ``through_seq``:
+        none past that position.
+        """
+        notifications = self._recorder.select_notifications(
+            start=after_seq + 1, limit=limit, stop=through_seq, topics=list(types)
+        )
         decode = self._mapper.decode_envelope
         return [decode(n.state, n.topic, n.id) for n in notifications]
 

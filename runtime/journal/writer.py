@@ -105,7 +105,11 @@ class JournalWriter:
             return True
 
     def commit(self, batches: list[tuple[str, list[NewEvent]]]) -> list[list[Envelope] | WireError]:
-        """Commit ``(key, events)`` batches, together when possible: envelopes or an error.
+        """Commit ``(key, events)`` batches, together when possible: envelopes or an error."""
+        return self.commit_batches([Batch(events=events, key=key) for key, events in batches])
+
+    def commit_batches(self, batches: list[Batch]) -> list[list[Envelope] | WireError]:
+        """Commit keyed ``batches``, together when possible: envelopes or an error.
 
         One transaction for all; if one batch spoils it (e.g. a lost ownership), they are
         written one by one so only the faulty one fails.
@@ -118,21 +122,19 @@ class JournalWriter:
                         self.schedule.committed(result)
             return results
 
-    def _append_all(
-        self, batches: list[tuple[str, list[NewEvent]]]
-    ) -> list[list[Envelope] | WireError]:
+    def _append_all(self, batches: list[Batch]) -> list[list[Envelope] | WireError]:
         """The group commit, or one commit per batch when it fails (the lock held)."""
         store = self.store
         if store is None:
             return [JournalError(_NOT_OPEN).to_wire() for _ in batches]
-        keys = [key for key, _ in batches]
+        keys = [batch.key for batch in batches]
         if len(batches) > 1 and len(set(keys)) == len(keys):
             with contextlib.suppress(JournalError):  # then one by one, below
-                grouped = store.append_batches([Batch(events=e, key=k) for k, e in batches])
+                grouped = store.append_batches(batches)
                 counters.count("journal_append", len(batches))
                 counters.count("journal_commit")
                 return [*grouped]
-        return [_append_one(store, key, events) for key, events in batches]
+        return [_append_one(store, batch) for batch in batches]
 
     def snapshots_due(self) -> bool:
         """Whether a conversation is due for a snapshot (a read without the lock)."""
@@ -312,11 +314,11 @@ class JournalWriter:
                 self.store = None
 
 
-def _append_one(store: Journal, key: str, events: list[NewEvent]) -> list[Envelope] | WireError:
+def _append_one(store: Journal, batch: Batch) -> list[Envelope] | WireError:
     try:
-        envelopes = store.append(events, key=key)
+        envelopes = store.append_batches([batch])[0]
     except JournalError as e:
-        for project in {ev.project_id for ev in events}:
+        for project in {ev.project_id for ev in batch.events}:
             store.forget(project)
         return e.to_wire()
     counters.count("journal_append")

@@ -93,3 +93,52 @@ def test_a_turn_whose_start_came_before_the_daemon_has_no_duration() -> None:
     (line,) = fold.lines(j.events[1])
     assert line[1] == "turn_ended"
     assert "duration_ms" not in line[2]
+
+
+def test_the_described_types_are_the_payloads_the_lines_match() -> None:
+    """``_DESCRIBED_TYPES`` (what the follower reads beyond the steps) names every case."""
+    import inspect
+    import re
+
+    from events.catalog import PAYLOAD_TYPES
+    from runtime.daemon import activity
+
+    source = inspect.getsource(activity._described)
+    matched = {PAYLOAD_TYPES_BY_CLASS[name] for name in re.findall(r"ev\.(\w+)\(", source)}
+    assert matched == activity._DESCRIBED_TYPES
+    for kind in PAYLOAD_TYPES:  # a type the follower skips has no step and no description
+        if kind not in activity.LINE_TYPES:
+            assert kind not in activity._STEPS and not kind.startswith("security.")
+            assert kind not in matched
+
+
+def _classes() -> dict[str, str]:
+    from events.catalog import PAYLOAD_TYPES
+
+    return {cls.__name__: kind for kind, cls in PAYLOAD_TYPES.items()}
+
+
+PAYLOAD_TYPES_BY_CLASS = _classes()
+
+
+def test_the_follower_reads_only_line_types_and_does_not_look_back(tmp_path: Any) -> None:
+    """A real SQLite journal: deltas and messages are not read; a page ends where it says."""
+    from runtime.daemon.activity import LineEvents
+    from runtime.journal.store import Journal as Store
+    from tests.runtime.journal.test_journal import make_event
+
+    store = Store("sqlite", sqlite_path=str(tmp_path / "j.sqlite"))
+    try:
+        quiet = [make_event(kind="assistant.delta", data={"content": "x"}) for _ in range(6)]
+        store.append([make_event(), *quiet])
+        read = LineEvents(store, page=2)
+        assert [e.type for e in read(0)] == ["user.message"]
+        assert read.through == 7  # the head: the deltas after it were skipped, once
+        assert read(1) == []  # the follower's cursor is the message: not looked at again
+        store.append([*quiet, make_event(), make_event(), make_event()])
+        page = read(1)
+        assert [e.seq for e in page] == [14, 15]  # a full page: read on from its last
+        assert read.through == 15
+        assert [e.seq for e in read(15)] == [16]
+    finally:
+        store.close()

@@ -326,3 +326,21 @@ def test_the_appender_works_with_a_link_descriptor_past_1024(tmp_path: Path) -> 
         for fd in fillers:
             os.close(fd)
     assert [type(a) for a in got] == [Appended]
+
+
+def test_a_batch_submitted_as_redacted_reaches_the_journal_marked(tmp_path: Path) -> None:
+    """A staged turn's batch says its events were redacted; another batch does not."""
+    journal = _FakeJournal(tmp_path / "j.sock")
+    appender = Appender(str(tmp_path / "j.sock"), TOKEN)
+    answers = _Answers()
+    try:
+        appender.submit([(_events("c1"), "k1", True), (_events("c1"), "k2")], answers.to("both"))
+        conn = journal.accept()
+        frames = [journal.read(conn) for _ in range(2)]
+        for _ in range(2):
+            journal.answer(conn)
+        answers.wait(1)
+    finally:
+        appender.close()
+        journal.close()
+    assert [(f.key, f.redacted) for f in frames] == [("k1", True), ("k2", False)]

@@ -12,7 +12,9 @@ through the real path into a real SQLite journal:
   are the text itself.
 
 Then neither the journal's file bytes nor any event read back holds the secret, and each
-round's deltas join to its (redacted) message.
+round's deltas join to its (redacted) message. Each example runs twice: the journal
+redacting every batch, and a hosted conversation's way, where the host redacts its own
+batches as it stages them (``actors.agent_shell``) and the journal only hashes them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from actors.agent_shell import _redacted
 from events import catalog as ev
 from events.envelope import Envelope, NewEvent, new_correlation_id, new_event
 from runtime.agent.core import ConversationCore
@@ -61,8 +64,12 @@ def _turn(
     directive: list[str],
     stream: list[str],
     correlation: str | None,
+    staged: bool = False,
 ) -> None:
-    """One user message and the model's streamed answer, committed as the actor commits."""
+    """One user message and the model's streamed answer, committed as the actor commits.
+
+    ``staged``: the loop's own batches redacted first and marked so, as a host stages them.
+    """
     inbound = {
         "type": "user.message",
         "data": {"content": text, "llm": {"delta_chunks": directive}},
@@ -73,7 +80,10 @@ def _turn(
     while queue:
         effect = queue.pop(0)
         if isinstance(effect, AppendBatch):
-            committed = journal.append(effect.events, key=effect.key)
+            if staged and effect.key is None:
+                committed = journal.append(_redacted(effect.events), redacted=True)
+            else:
+                committed = journal.append(effect.events, key=effect.key)
             queue = core.committed(committed) + queue
         elif isinstance(effect, CallModel):
             queue = core.model_replied(effect.round, reply) + queue
@@ -122,6 +132,7 @@ def _rounds(envelopes: list[Envelope]) -> dict[str | None, tuple[list[str], list
     return rounds
 
 
+@pytest.mark.parametrize("staged", [False, True], ids=["journal", "staged"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @settings(
     max_examples=15,
@@ -131,7 +142,7 @@ def _rounds(envelopes: list[Envelope]) -> dict[str | None, tuple[list[str], list
 @pytest.mark.slow
 @given(data=st.data())
 def test_a_secret_split_anywhere_in_any_field_never_reaches_the_journal(
-    shape: str, data: st.DataObject
+    shape: str, staged: bool, data: st.DataObject
 ) -> None:
     _, secret_text, secret = data.draw(SHAPES[shape])
     before, after = data.draw(SURROUNDING), data.draw(SURROUNDING)
@@ -148,9 +159,21 @@ def test_a_secret_split_anywhere_in_any_field_never_reaches_the_journal(
             core = ConversationCore(
                 project_id="p", conversation_id="c", options={}, clock=_clock().__next__
             )
-            _turn(core, journal, text, directive=directive, stream=stream, correlation=correlation)
+            _turn(
+                core,
+                journal,
+                text,
+                directive=directive,
+                stream=stream,
+                correlation=correlation,
+                staged=staged,
+            )
             _turn(core, journal, text, directive=[text], stream=list(text), correlation=None)
-            journal.append(_every_offset(text))
+            offsets = _every_offset(text)
+            if staged:  # each round's deltas redacted as one text, as the journal does
+                journal.append(_redacted(offsets), redacted=True)
+            else:
+                journal.append(offsets)
             envelopes = journal.read_project("p")
             assert journal.verify("p").ok
         finally:
@@ -207,3 +230,48 @@ def test_a_password_given_after_a_tab_never_reaches_the_journal() -> None:
     assert envelope.data["args"] == {"cmd": "mysql\t-p[REDACTED:command_credentials] a"}
     assert read.data == envelope.data
     assert secret.encode() not in stored
+
+
+def _event(payload: ev.Event, correlation_id: str = "corr", **ids: str) -> NewEvent:
+    return new_event(
+        payload, project_id="p", conversation_id="c", at=AT, correlation_id=correlation_id, **ids
+    )
+
+
+def test_a_batch_its_sender_redacted_is_hashed_as_it_is_and_its_streams_still_joined() -> None:
+    """The mark skips the per-event scan (the sender made it); a split secret is still found.
+
+    The raw token in a marked batch stays (what the mark means: the host's stage already
+    removed what the rules find, so the journal does not scan again); a round's deltas are
+    still redacted as one text, since a round's deltas may reach the journal in two batches.
+    """
+    token = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    cause = str(uuid.uuid4())
+    with tempfile.TemporaryDirectory() as home:
+        journal = Journal("sqlite", sqlite_path=str(Path(home) / "journal.sqlite"))
+        try:
+            [kept] = journal.append([_event(ev.UserMessage(content=token))], redacted=True)
+            deltas = [
+                _event(ev.AssistantDelta(content=part), correlation_id="k", causation_id=cause)
+                for part in (token[:9], token[9:])
+            ]
+            joined = journal.append(deltas, redacted=True)
+            [scanned] = journal.append([_event(ev.UserMessage(content=token))])
+            assert journal.verify("p").ok
+        finally:
+            journal.close()
+    assert kept.data["content"] == token
+    assert token not in "".join(e.data["content"] for e in joined)
+    assert token not in scanned.data["content"]
+
+
+def test_a_journal_with_its_own_redactor_ignores_the_mark() -> None:
+    """A test's redactor is one no sender ran: every batch goes through it."""
+    with tempfile.TemporaryDirectory() as home:
+        path = str(Path(home) / "journal.sqlite")
+        journal = Journal("sqlite", sqlite_path=path, redactor=lambda data: {"content": "gone"})
+        try:
+            [envelope] = journal.append([_event(ev.UserMessage(content="x"))], redacted=True)
+        finally:
+            journal.close()
+    assert envelope.data == {"content": "gone"}
