@@ -78,10 +78,10 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
 
 def format_at(moment: datetime) -> str:
     """Format a datetime as UTC ISO 8601 with milliseconds and a ``Z`` suffix."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    zone = moment.tzinfo
+    if zone is not UTC:  # the clock's own moments are UTC already: no conversion
+        moment = moment.replace(tzinfo=UTC) if zone is None else moment.astimezone(UTC)
+    return f"{moment.isoformat(timespec='milliseconds')[:-6]}Z"  # without "+00:00"
 
 
 def new_event_id() -> str:
