@@ -92,6 +92,8 @@ def alert_events(
     Nothing is dispatched without an ``alert_router``; ``alert.*`` events themselves are
     never routed (option validation refuses them in ``alert_signal_events`` too).
     """
+    if not options.get("alert_router"):  # the common case: no conversion of every option
+        return []
     settings = RuntimeOptions.of(options)
     router = settings.alert_router
     routed = set(settings.alert_signal_events)

@@ -143,10 +143,10 @@ def refused_every_call(
     and, for an ``unattended`` caller (nobody to approve), a tool ``approval_mode`` always
     asks about (``approval_required``). Every other rule depends on the arguments.
     """
-    rule = list_rule(spec.name, options)
+    settings = RuntimeOptions.of(options)
+    rule = list_rule(spec.name, settings)
     if rule is not None:
         return rule
-    settings = RuntimeOptions.of(options)
     for applies, reason in _EVERY_CALL_RULES:
         if applies(spec, settings, unattended):
             return reason
@@ -250,7 +250,7 @@ def _deny(call: CallSpec, refusal: _Refusal, codes: list[str]) -> Verdict:
 
 
 def _check_lists(call: CallSpec, ctx: PolicyContext) -> None:
-    rule = list_rule(call.name, ctx.options)
+    rule = list_rule(call.name, ctx.settings)
     if rule is None:
         return
     why = "is in deny_tools" if rule == "deny_tools" else "is not in allow_tools"
