@@ -67,13 +67,19 @@ def _exit_status(reported: bytes) -> int | None:
     return None
 
 
-def _not_started(layers: list[str]) -> CommandResult:
-    """The result of a run cancelled before its command was spawned: nothing ran or was killed.
+def _not_started(layers: list[str], *, timed_out: bool = False) -> CommandResult:
+    """The result of a run cancelled (or out of time) before its command was spawned.
 
-    Its exit status is a killed command's (``128 + SIGKILL``): the command never finished.
+    Nothing ran or was killed. Its exit status is a killed command's (``128 + SIGKILL``):
+    the command never finished.
     """
     return CommandResult(
-        exit_code=128 + signal.SIGKILL, stdout="", stderr="", cancelled=True, layers=layers
+        exit_code=128 + signal.SIGKILL,
+        stdout="",
+        stderr="",
+        cancelled=not timed_out,
+        timed_out=timed_out,
+        layers=layers,
     )
 
 
@@ -107,7 +113,8 @@ def run_command(
     must be denied and no namespace can be made, or when the view cannot be built.
     ``timeout_s`` counts from this call, preparing the sandbox included: the runner waiting
     on the tool keeps that clock too and gives up a grace after it, so the grace is left
-    for the kill and its record however long the preparation took.
+    for the kill and its record however long the preparation took. A preparation that took
+    the whole time starts nothing (``timed_out``, no process killed).
     """
     deadline = time.monotonic() + timeout_s  # one clock: preparing the sandbox is run time
     view = view or View(writable=tuple(writable_paths), cwd=cwd)
@@ -153,6 +160,8 @@ def _run(
     started = time.monotonic()
     if cancel is not None and cancel.is_set():  # cancelled while the sandbox was prepared
         return _not_started(launch.layers)
+    if started >= deadline:  # the preparation took the whole time: nothing starts
+        return _not_started(launch.layers, timed_out=True)
     try:
         proc = launch.spawn(
             argv,

@@ -260,6 +260,17 @@ def test_stdin_is_closed_so_cat_returns_at_once_with_nothing(tmp_path: Path, mod
     assert (result.exit_code, result.stdout, result.timed_out) == (0, "", False)
 
 
+def test_a_run_whose_preparation_took_its_whole_time_starts_nothing(
+    tmp_path: Path, mode: str
+) -> None:
+    """The timeout counts from the call: with none left at the spawn, no process starts."""
+    marker = tmp_path / "root" / "ran"
+    result = run(tmp_path, f"touch {marker}", timeout_s=0.0)
+    assert (result.timed_out, result.cancelled, result.killed_processes) == (True, False, 0)
+    assert result.exit_code == 137
+    assert not marker.exists()
+
+
 def test_exit_status_and_both_streams_are_returned(tmp_path: Path, mode: str) -> None:
     result = run(tmp_path, "echo out; echo err >&2; exit 7")
     assert (result.exit_code, result.stdout, result.stderr) == (7, "out\n", "err\n")
