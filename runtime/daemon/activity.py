@@ -297,6 +297,9 @@ class ActivityFollower:
 
     def __init__(self, read_after: ReadAfter, after_seq: int) -> None:
         self._fold = ActivityLog()
+        self._log = log.bind()
+        """The logger as configured now (the daemon configures it before it follows): the
+        lazy module logger would bind itself again at every line."""
         self._follower = CommittedFollower(
             read_after,
             after_seq,
@@ -318,7 +321,7 @@ class ActivityFollower:
     def _write(self, event: Envelope) -> None:
         try:
             for level, name, fields in self._fold.lines(event):
-                getattr(log, level)(name, **fields)
+                getattr(self._log, level)(name, **fields)
         except Exception as e:  # one odd event never stops the others' lines
             log.warning("activity_line_failed", seq=event.seq, error=f"{e!r}")
 
