@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from events import catalog as ev
 from runtime.daemon.activity import ActivityLog
 from tests.events.test_projections import Journal
@@ -121,13 +123,20 @@ def _classes() -> dict[str, str]:
 PAYLOAD_TYPES_BY_CLASS = _classes()
 
 
-def test_the_follower_reads_only_line_types_and_does_not_look_back(tmp_path: Any) -> None:
-    """A real SQLite journal: deltas and messages are not read; a page ends where it says."""
-    from runtime.daemon.activity import LineEvents
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
     from runtime.journal.store import Journal as Store
+
+    if request.param == "sqlite":
+        return Store("sqlite", sqlite_path=str(tmp_path / "j.sqlite"))
+    return Store("postgres", env=request.getfixturevalue("postgres_env"))
+
+
+def test_the_follower_reads_only_line_types_and_does_not_look_back(store: Any) -> None:
+    """A real journal: deltas and messages are not read; a page ends where it says."""
+    from runtime.daemon.activity import LineEvents
     from tests.runtime.journal.test_journal import make_event
 
-    store = Store("sqlite", sqlite_path=str(tmp_path / "j.sqlite"))
     try:
         quiet = [make_event(kind="assistant.delta", data={"content": "x"}) for _ in range(6)]
         store.append([make_event(), *quiet])
