@@ -346,7 +346,8 @@ class LineEvents:
         start = max(after_seq, self.through)
         head = self.journal.max_seq()
         events: list[Envelope] = self.journal.read_all(
-            after_seq=start, limit=self.page, types=_LINE_TYPE_LIST, through_seq=head
+            after_seq=start, limit=self.page, types=_LINE_TYPE_LIST
         )
+        # fewer than a page: every event to the head read first was looked at
         self.through = events[-1].seq if len(events) == self.page else max(start, head)
         return events

@@ -112,8 +112,7 @@ class LinkAppend(msgspec.Struct, frozen=True, kw_only=True, tag="append"):
 
     key: str
     events: list[NewEvent]
-    redacted: bool = False
-    """The sender redacted each event as the journal would (``Batch.redacted``)."""
+    redacted: bool = False  # the sender redacted each event as the journal would (Batch)
 
 
 class LinkCommitted(msgspec.Struct, frozen=True, kw_only=True, tag="committed"):
@@ -164,9 +163,8 @@ def _journal_error(message: str) -> LinkFailed:
 
 
 def _bad_request(reason: str, message: str, **details: Any) -> LinkFailed:
-    return LinkFailed(
-        error={"code": "bad_request", "message": message, "details": {"reason": reason, **details}}
-    )
+    details = {"reason": reason, **details}
+    return LinkFailed(error={"code": "bad_request", "message": message, "details": details})
 
 
 def _decode(decoder: msgspec.msgpack.Decoder[Any], body: bytes) -> Any:

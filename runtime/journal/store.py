@@ -64,6 +64,7 @@ from runtime.errors import (
 )
 from runtime.journal.append_redaction import AppendRedaction, Redactor
 from runtime.journal.audit import AUDIT_PAGE, Audit, PageVisitor, audit_stream
+from runtime.journal.batch import Batch
 from runtime.journal.mapper import JournalRecord, MsgspecMapper, project_stream_id
 from runtime.journal.recorder import (
     JournalRecorder,
@@ -78,20 +79,6 @@ from runtime.journal.snapshots import StoredSnapshot
 from runtime.settings_table import JournalKind
 
 __all__ = ["Audit", "Batch", "Journal", "JournalKind", "ProjectDeletion", "journal_env"]
-
-
-class Batch(msgspec.Struct, frozen=True, kw_only=True):
-    """Events to commit together, and the key that makes a retry harmless."""
-
-    events: list[NewEvent]
-    """The events, in order."""
-    key: str | None = None
-    """Idempotency key: a batch with a key already committed is not appended again."""
-    redacted: bool = False
-    """The sender redacted each event as the append would (a host's staged turn,
-    ``actors.agent_shell``): its data and ids are hashed as they are, not scanned again.
-    Streamed texts are still redacted as wholes, and a journal given its own redactor
-    ignores the mark."""
 
 
 @dataclass
@@ -288,11 +275,9 @@ class Journal:
 
     # --- writing --------------------------------------------------------------------
 
-    def append(
-        self, events: Sequence[NewEvent], *, key: str | None = None, redacted: bool = False
-    ) -> list[Envelope]:
+    def append(self, events: Sequence[NewEvent], *, key: str | None = None) -> list[Envelope]:
         """Commit ``events`` as one batch and return them as committed envelopes."""
-        return self.append_batches([Batch(events=list(events), key=key, redacted=redacted)])[0]
+        return self.append_batches([Batch(events=list(events), key=key)])[0]
 
     def append_batches(self, batches: Sequence[Batch]) -> list[list[Envelope]]:
         """Commit several batches in one transaction.
@@ -358,7 +343,7 @@ class Journal:
                         f"the stream {DELETIONS_STREAM} is written by the journal only",
                         project=project,
                     )
-                record = self._link(self._held(heads, project), event, trusted=trusted)
+                record = self._link(self._held(heads, project), event, redact=not trusted)
                 records.append(record)
                 span = ranges.setdefault(project, [record.originator_version] * 2)
                 span[1] = record.originator_version
@@ -456,14 +441,8 @@ class Journal:
                     self._seals.publish(project, head.seal, closed=True)
         return len(due)
 
-    def _link(
-        self, head: _Head, event: NewEvent, *, redact: bool = True, trusted: bool = False
-    ) -> JournalRecord:
-        """``event`` linked to ``head``'s chain (redacted first unless ``trusted``)."""
-        if trusted:
-            data_json = self._redaction.encoded(event)
-        else:
-            event, data_json = self._redaction.hashable(event, data=redact)
+    def _link(self, head: _Head, event: NewEvent, *, redact: bool = True) -> JournalRecord:
+        event, data_json = self._redaction.hashable(event, data=redact)
         stream_version = head.streams.get(event.conversation_id, 0) + 1
         digest = chain_hash(head.hash, event, stream_version, data_json=data_json)
         envelope = Envelope(
@@ -725,21 +704,11 @@ class Journal:
         return self._recorder.has_stream(project_stream_id(project_id))
 
     def read_all(
-        self,
-        *,
-        after_seq: int = 0,
-        limit: int = 1000,
-        types: Sequence[str] = (),
-        through_seq: int | None = None,
+        self, *, after_seq: int = 0, limit: int = 1000, types: Sequence[str] = ()
     ) -> list[Envelope]:
-        """Events of every project after global position ``after_seq``, at most ``limit``.
-
-        ``types``: only events of these types (the rest are not decoded); ``through_seq``:
-        none past that position.
-        """
-        notifications = self._recorder.select_notifications(
-            start=after_seq + 1, limit=limit, stop=through_seq, topics=list(types)
-        )
+        """Events of every project after global position ``after_seq`` (of ``types`` only)."""
+        start, topics = after_seq + 1, list(types)
+        notifications = self._recorder.select_notifications(start, limit, topics=topics)
         decode = self._mapper.decode_envelope
         return [decode(n.state, n.topic, n.id) for n in notifications]
 

@@ -37,7 +37,7 @@ from events.envelope import Envelope, NewEvent, new_correlation_id, new_event
 from runtime.agent.core import ConversationCore
 from runtime.agent.effects import AppendBatch, CallModel, Effect
 from runtime.guard.secrets.redaction import redact_text
-from runtime.journal.store import Journal
+from runtime.journal.store import Batch, Journal
 from runtime.llm.base import ModelReply
 from tests.runtime.secret_shapes import SEPARATORS, SHAPES, SURROUNDING
 
@@ -81,13 +81,18 @@ def _turn(
         effect = queue.pop(0)
         if isinstance(effect, AppendBatch):
             if staged and effect.key is None:
-                committed = journal.append(_redacted(effect.events), redacted=True)
+                committed = _staged(journal, _redacted(effect.events))
             else:
                 committed = journal.append(effect.events, key=effect.key)
             queue = core.committed(committed) + queue
         elif isinstance(effect, CallModel):
             queue = core.model_replied(effect.round, reply) + queue
     assert core.turn is None, "the turn did not end"
+
+
+def _staged(journal: Journal, events: list[NewEvent]) -> list[Envelope]:
+    """Commit ``events`` marked as their sender's redacted batch (a host's staged turn)."""
+    return journal.append_batches([Batch(events=events, redacted=True)])[0]
 
 
 def _every_offset(text: str) -> list[NewEvent]:
@@ -171,7 +176,7 @@ def test_a_secret_split_anywhere_in_any_field_never_reaches_the_journal(
             _turn(core, journal, text, directive=[text], stream=list(text), correlation=None)
             offsets = _every_offset(text)
             if staged:  # each round's deltas redacted as one text, as the journal does
-                journal.append(_redacted(offsets), redacted=True)
+                _staged(journal, _redacted(offsets))
             else:
                 journal.append(offsets)
             envelopes = journal.read_project("p")
@@ -250,12 +255,12 @@ def test_a_batch_its_sender_redacted_is_hashed_as_it_is_and_its_streams_still_jo
     with tempfile.TemporaryDirectory() as home:
         journal = Journal("sqlite", sqlite_path=str(Path(home) / "journal.sqlite"))
         try:
-            [kept] = journal.append([_event(ev.UserMessage(content=token))], redacted=True)
+            [kept] = _staged(journal, [_event(ev.UserMessage(content=token))])
             deltas = [
                 _event(ev.AssistantDelta(content=part), correlation_id="k", causation_id=cause)
                 for part in (token[:9], token[9:])
             ]
-            joined = journal.append(deltas, redacted=True)
+            joined = _staged(journal, deltas)
             [scanned] = journal.append([_event(ev.UserMessage(content=token))])
             assert journal.verify("p").ok
         finally:
@@ -271,7 +276,7 @@ def test_a_journal_with_its_own_redactor_ignores_the_mark() -> None:
         path = str(Path(home) / "journal.sqlite")
         journal = Journal("sqlite", sqlite_path=path, redactor=lambda data: {"content": "gone"})
         try:
-            [envelope] = journal.append([_event(ev.UserMessage(content="x"))], redacted=True)
+            [envelope] = _staged(journal, [_event(ev.UserMessage(content="x"))])
         finally:
             journal.close()
     assert envelope.data == {"content": "gone"}
