@@ -135,7 +135,9 @@ class _Port:
         """Start a model call on the host's ``ModelCaller``; ``done(outcome)`` on its thread."""
         self.host.model_caller().submit(adapter, request, done)
 
-    def append(self, events: list[NewEvent], key: str, then: Any, *, redacted: bool) -> bool:
+    def append(
+        self, events: list[NewEvent], key: str, then: Callable[[Any], None], *, redacted: bool
+    ) -> bool:
         """Queue an append for the host's appender; ``then(answer)`` runs in our turn.
 
         ``redacted``: each event was redacted as the journal would (a staged turn).

@@ -132,14 +132,6 @@ class AppendRedaction:
             event, data=redacted, correlation_id=correlation or "", causation_id=causation
         )
 
-    @staticmethod
-    def encoded(event: NewEvent) -> bytes | None:
-        """The canonical JSON of ``event``'s data (None when it cannot be encoded)."""
-        try:
-            return canonical_json(event.data)
-        except (TypeError, ValueError, msgspec.EncodeError):
-            return None
-
     def hashable(self, event: NewEvent, *, data: bool = True) -> tuple[NewEvent, bytes | None]:
         """:meth:`event`, and the canonical JSON of the data it keeps (for its hash).
 
@@ -147,6 +139,9 @@ class AppendRedaction:
         redacted it is what the hash covers. None when the data cannot be encoded (the
         hash then says why) or when something was redacted.
         """
-        data_json = self.encoded(event)
+        try:
+            data_json: bytes | None = canonical_json(event.data)
+        except (TypeError, ValueError, msgspec.EncodeError):
+            data_json = None
         redacted = self.event(event, data=data, data_json=data_json)
         return redacted, (data_json if redacted.data is event.data else None)

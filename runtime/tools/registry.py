@@ -95,14 +95,13 @@ def _matches(name: str, patterns: Iterable[str]) -> bool:
     return any(name == p or fnmatchcase(name, p) for p in patterns)
 
 
-def list_rule(name: str, options: Mapping[str, Any] | RuntimeOptions) -> str | None:
+def list_rule(name: str, settings: RuntimeOptions) -> str | None:
     """Return the option that keeps tool ``name`` out (``deny_tools``/``allow_tools``), or None.
 
     ``deny_tools`` wins over ``allow_tools``; ``allow_tools: null`` allows every tool.
-    Entries are exact names or ``fnmatch`` globs (``command.run.*``). ``options`` typed
-    already (``RuntimeOptions``) spare a conversion per call.
+    Entries are exact names or ``fnmatch`` globs (``command.run.*``). ``settings`` are the
+    typed options (``RuntimeOptions.of``), converted once by the caller, not per tool.
     """
-    settings = options if isinstance(options, RuntimeOptions) else RuntimeOptions.of(options)
     for option, keeps_out in _LIST_RULES:
         if keeps_out(name, settings):
             return option
@@ -216,7 +215,7 @@ class ToolRegistry:
 
     def visible(self, options: Mapping[str, Any]) -> list[ToolSpec]:
         """The specs ``allow_tools`` / ``deny_tools`` let through, sorted by name."""
-        settings = RuntimeOptions.of(options)  # once, not per tool
+        settings = RuntimeOptions.of(options)
         return [spec for spec in self.specs() if list_rule(spec.name, settings) is None]
 
     def model_tools(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import pytest
 from events import catalog as ev
 from events.project_history import project_problems
 from runtime.errors import AssetLoadFailedError, RoostError
+from runtime.option_table import RuntimeOptions
 from runtime.policy.options import validate_options
 from runtime.tools.base import ToolContext, ToolSpec
 from runtime.tools.registry import ToolRegistry, list_rule, paired
@@ -124,11 +125,12 @@ def test_allow_and_deny_entries_may_be_globs(root: Path) -> None:
 
 
 def test_deny_tools_wins_over_allow_tools() -> None:
-    options = {"allow_tools": ["fs.read"], "deny_tools": ["fs.read"]}
+    options = RuntimeOptions.of({"allow_tools": ["fs.read"], "deny_tools": ["fs.read"]})
 
     assert list_rule("fs.read", options) == "deny_tools"
     assert list_rule("fs.list", options) == "allow_tools"
-    assert list_rule("fs.list", {"allow_tools": None, "deny_tools": []}) is None
+    every = RuntimeOptions.of({"allow_tools": None, "deny_tools": []})
+    assert list_rule("fs.list", every) is None
 
 
 def test_model_tools_offer_name_description_and_schema_of_visible_tools_only(root: Path) -> None:
